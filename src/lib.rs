@@ -1,0 +1,12 @@
+//! convo: a keyboard-first terminal chat client for the Conversational Session Service,
+//! with a conformant local implementation of that service.
+#![forbid(unsafe_code)]
+
+pub mod api;
+pub mod cli;
+pub mod commands;
+pub mod config;
+pub mod render;
+pub mod service;
+pub mod store;
+pub mod tui;

@@ -1,0 +1,3 @@
+//! The local Conversational Session Service. No ratatui here.
+
+pub mod cli;

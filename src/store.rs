@@ -1,0 +1,1 @@
+//! The client's local store (scaffolding: replaced by the client-library work).
