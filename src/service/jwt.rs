@@ -75,7 +75,8 @@ pub fn verify(secret: &str, token: &str) -> Result<Claims, JwtError> {
     validation.validate_nbf = true;
     validation.validate_aud = false;
     validation.set_required_spec_claims(&["exp", "sub"]);
-    decode::<Claims>(
+    // Decoded leniently so that a missing claim is reported as such, not as malformed JSON.
+    let raw = decode::<RawClaims>(
         token,
         &DecodingKey::from_secret(secret.as_bytes()),
         &validation,
@@ -88,7 +89,25 @@ pub fn verify(secret: &str, token: &str) -> Result<Claims, JwtError> {
         ErrorKind::InvalidAlgorithm => JwtError::Algorithm,
         ErrorKind::MissingRequiredClaim(c) => JwtError::MissingClaim(c.clone()),
         _ => JwtError::Malformed,
-    })
+    })?;
+    match (raw.sub, raw.exp) {
+        (Some(sub), Some(exp)) => Ok(Claims {
+            sub,
+            iat: raw.iat.unwrap_or(0),
+            exp,
+            nbf: raw.nbf,
+        }),
+        (None, _) => Err(JwtError::MissingClaim("sub".into())),
+        (_, None) => Err(JwtError::MissingClaim("exp".into())),
+    }
+}
+
+#[derive(Deserialize)]
+struct RawClaims {
+    sub: Option<String>,
+    exp: Option<u64>,
+    iat: Option<u64>,
+    nbf: Option<u64>,
 }
 
 /// A header that parses as JSON with an `alg` jsonwebtoken does not know (such as `none`).
