@@ -3,11 +3,18 @@
 
 use std::sync::Arc;
 
+use std::panic::AssertUnwindSafe;
+
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
+use axum::extract::Request;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
+use futures_util::FutureExt;
 
 use super::AppState;
+use super::error::ApiError;
 use super::routes;
 
 pub const MESSAGES: &str = "/v1/sessions/{sessionId}/messages";
@@ -44,5 +51,17 @@ pub(crate) fn build(state: Arc<AppState>) -> Router {
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn(catch_panic))
         .with_state(state)
+}
+
+/// A handler that panics answers 500 `internal` (no detail) instead of dropping the connection.
+async fn catch_panic(request: Request, next: Next) -> Response {
+    match AssertUnwindSafe(next.run(request)).catch_unwind().await {
+        Ok(response) => response,
+        Err(_) => {
+            tracing::error!("a request handler panicked");
+            ApiError::internal().into_response()
+        }
+    }
 }

@@ -2,7 +2,7 @@
 //! session, plus the state of every reply in flight, so that a listener that connects (or falls
 //! behind) mid-reply gets a `snapshot` and then the following deltas: nothing lost, nothing twice.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
 
 use tokio::sync::broadcast;
@@ -153,6 +153,35 @@ impl StreamHub {
         })
     }
 
+    /// For a listener that lagged: a fresh receiver, and the events that replace what it missed:
+    /// the `done`/`error` of replies in `open` that ended meanwhile, then snapshots of the
+    /// replies in flight. `open` (replies the listener saw start but not end) is updated.
+    pub fn resync(&self, session_id: &str, open: &mut HashSet<String>) -> Subscription {
+        let fresh = self.subscribe(session_id);
+        let in_flight: HashSet<&str> = fresh.snapshots.iter().map(event_message_id).collect();
+        let mut ended: Vec<String> = open
+            .iter()
+            .filter(|id| !in_flight.contains(id.as_str()))
+            .cloned()
+            .collect();
+        ended.sort();
+        let mut events = Vec::new();
+        for id in ended {
+            open.remove(&id);
+            if let Some(terminal) = self.terminal_event(session_id, &id) {
+                events.push(terminal);
+            }
+        }
+        for snapshot in &fresh.snapshots {
+            open.insert(event_message_id(snapshot).to_string());
+        }
+        events.extend(fresh.snapshots);
+        Subscription {
+            snapshots: events,
+            events: fresh.events,
+        }
+    }
+
     /// A listener left (after dropping its receiver): forget idle sessions.
     pub fn release(&self, session_id: &str) {
         self.with_sessions(|s| {
@@ -217,5 +246,55 @@ mod tests {
             },
         );
         assert_eq!(hub.active_sessions(), 0);
+    }
+
+    #[test]
+    fn a_lagging_listener_is_resynced_with_terminals_and_snapshots() {
+        let hub = StreamHub::default();
+        let mut sub = hub.subscribe("s");
+        hub.begin("s", "ended");
+        hub.begin("s", "running");
+        for i in 0..CHANNEL_CAPACITY + 10 {
+            hub.delta("s", "running", &format!("{i} "));
+        }
+        hub.delta("s", "ended", "x");
+        let done = StreamEvent::Done {
+            message: crate::api::Message {
+                message_id: "ended".into(),
+                session_id: "s".into(),
+                role: crate::api::Role::Assistant,
+                content: "x".into(),
+                tokens: 1,
+                created_at: "2026-11-22T00:00:00.000Z".into(),
+            },
+        };
+        hub.finish("s", "ended", done.clone());
+        assert!(matches!(
+            sub.events.try_recv(),
+            Err(broadcast::error::TryRecvError::Lagged(_))
+        ));
+        let mut open: HashSet<String> = ["ended".to_string(), "running".to_string()].into();
+        let mut fresh = hub.resync("s", &mut open);
+        assert_eq!(fresh.snapshots.len(), 2);
+        assert_eq!(fresh.snapshots[0], done);
+        match &fresh.snapshots[1] {
+            StreamEvent::Snapshot {
+                message_id,
+                seq,
+                content,
+                ..
+            } => {
+                assert_eq!(message_id, "running");
+                assert_eq!(*seq, CHANNEL_CAPACITY as u64 + 10);
+                assert!(content.starts_with("0 1 2 "));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert_eq!(open, ["running".to_string()].into());
+        hub.delta("s", "running", "next");
+        match fresh.events.try_recv().unwrap() {
+            StreamEvent::Delta { seq, .. } => assert_eq!(seq, CHANNEL_CAPACITY as u64 + 10),
+            other => panic!("unexpected {other:?}"),
+        }
     }
 }

@@ -491,3 +491,22 @@ async fn the_session_limit_is_429_with_limit_reset_and_retry_after() {
     assert_eq!(usage["sessions"]["active"], 10);
     assert_eq!(usage["sessions"]["percentage"], 100.0);
 }
+
+#[tokio::test]
+async fn a_storage_failure_is_500_internal_without_detail() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = ServiceConfig::ephemeral(0);
+    config.db = convo::service::DbLocation::File(dir.path().join("service.db"));
+    let svc = start_with(config).await;
+    assert_eq!(svc.usage().await["tier"], "pro");
+    // Break the database under the running service.
+    let conn = rusqlite::Connection::open(dir.path().join("service.db")).unwrap();
+    conn.execute_batch("DROP TABLE request_log").unwrap();
+    drop(conn);
+    let (status, body) = svc.get("/v1/analytics/usage").await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(
+        body,
+        json!({"error": {"code": "internal", "message": "internal error; see the service log"}})
+    );
+}

@@ -223,3 +223,63 @@ async fn deleted_foreign_and_unauthenticated_streams_are_refused_before_the_upgr
     let (_, body) = super::common::json(resp).await;
     assert_eq!(body["error"]["code"], "invalid_request");
 }
+
+#[tokio::test]
+async fn shutdown_mid_reply_closes_streams_and_rolls_the_turn_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let (upstream, tx) = Upstream::live().await;
+    let mut config = ServiceConfig::ephemeral(0);
+    config.engine = upstream.engine_config();
+    drop(upstream);
+    config.db = convo::service::DbLocation::File(dir.path().join("service.db"));
+    let svc = start_with(config).await;
+    let sid = session();
+    let mut ws = svc.ws(&sid).await;
+    let (status, _) = svc
+        .post(&sid, json!({"content": "interrupted", "stream": true}))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    tx.send(chunk("Par")).unwrap();
+    assert_eq!(delta(&mut ws).await.1, "Par");
+    tokio::time::timeout(super::common::GUARD, svc.service.shutdown())
+        .await
+        .expect("shutdown completes with a stream open and a reply in flight");
+    // The socket ends (an error event for the reply may come first).
+    loop {
+        match tokio::time::timeout(super::common::GUARD, futures_util::StreamExt::next(&mut ws))
+            .await
+            .expect("the socket ends")
+        {
+            Some(Ok(tokio_tungstenite::tungstenite::Message::Text(text))) => {
+                let event: StreamEvent = serde_json::from_str(text.as_str()).unwrap();
+                assert!(matches!(event, StreamEvent::Error { .. }), "{event:?}");
+            }
+            Some(Ok(tokio_tungstenite::tungstenite::Message::Close(frame))) => {
+                assert_eq!(u16::from(frame.expect("a close frame").code), 1001);
+                break;
+            }
+            Some(Ok(_)) => {}
+            Some(Err(_)) | None => break,
+        }
+    }
+    let conn = rusqlite::Connection::open(dir.path().join("service.db")).unwrap();
+    let contents: Vec<String> = conn
+        .prepare("SELECT content FROM messages ORDER BY pk")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(
+        contents.is_empty(),
+        "the interrupted turn is rolled back: {contents:?}"
+    );
+    let sessions: i64 = conn
+        .query_row("SELECT COUNT(*) FROM sessions", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(sessions, 1, "the session itself stays");
+    let check: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(check, "ok");
+}

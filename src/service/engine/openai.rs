@@ -10,6 +10,10 @@ use tokio::sync::mpsc;
 
 use super::{EngineError, ReplyEngine, ReplyRequest};
 
+/// Longest silence accepted from the upstream (before its first byte and between chunks); a
+/// local model may take long to load, but a hung upstream must not hold the session forever.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+
 pub struct OpenAiEngine {
     client: reqwest::Client,
     endpoint: String,
@@ -68,15 +72,22 @@ impl OpenAiEngine {
         if let Some(key) = &self.api_key {
             req = req.bearer_auth(key);
         }
-        let resp = req.send().await.map_err(|e| {
-            EngineError(format!(
-                "the engine at {} is unreachable: {e}",
-                self.endpoint
-            ))
-        })?;
+        let resp = tokio::time::timeout(IDLE_TIMEOUT, req.send())
+            .await
+            .map_err(|_| EngineError(format!("the engine at {} did not answer", self.endpoint)))?
+            .map_err(|e| {
+                EngineError(format!(
+                    "the engine at {} is unreachable: {e}",
+                    self.endpoint
+                ))
+            })?;
         let status = resp.status();
         if !status.is_success() {
-            let text = resp.text().await.unwrap_or_default();
+            let text = tokio::time::timeout(Duration::from_secs(10), resp.text())
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .unwrap_or_default();
             let snippet: String = text.chars().take(200).collect();
             return Err(EngineError(format!(
                 "the engine answered {status}: {snippet}"

@@ -89,19 +89,10 @@ async fn listen(state: Arc<AppState>, session_id: String, mut socket: WebSocket)
                 }
                 Err(RecvError::Lagged(missed)) => {
                     tracing::debug!(session = %session_id, missed, "stream listener lagged; resyncing");
-                    let fresh = state.hub.subscribe(&session_id);
+                    let fresh = state.hub.resync(&session_id, &mut open);
                     events = fresh.events;
-                    let in_flight: HashSet<&str> = fresh.snapshots.iter().map(event_message_id).collect();
-                    let ended: Vec<String> = open.iter().filter(|id| !in_flight.contains(id.as_str())).cloned().collect();
-                    for id in ended {
-                        open.remove(&id);
-                        if let Some(terminal) = state.hub.terminal_event(&session_id, &id) {
-                            alive = alive && send(&mut socket, &terminal).await;
-                        }
-                    }
-                    for snapshot in &fresh.snapshots {
-                        open.insert(event_message_id(snapshot).to_string());
-                        alive = alive && send(&mut socket, snapshot).await;
+                    for event in &fresh.snapshots {
+                        alive = alive && send(&mut socket, event).await;
                     }
                 }
                 Err(RecvError::Closed) => break,
