@@ -647,10 +647,10 @@ impl App {
                 o.follow = false;
                 o.top = 0;
             }
-        } else if self.keys.scroll_bottom.matches(key) {
-            if let Some(o) = self.open.as_mut() {
-                o.follow = true;
-            }
+        } else if self.keys.scroll_bottom.matches(key)
+            && let Some(o) = self.open.as_mut()
+        {
+            o.follow = true;
         }
     }
 
@@ -1476,7 +1476,7 @@ fn stored(item: &TranscriptItem) -> StoredMessage {
 }
 
 fn sort_sessions(sessions: &mut [SessionSummary]) {
-    sessions.sort_by(|a, b| b.last_activity.cmp(&a.last_activity));
+    sessions.sort_by_key(|s| std::cmp::Reverse(s.last_activity));
 }
 
 /// A session's title: the first line of its first message, shortened.

@@ -3,6 +3,7 @@
 
 pub mod app;
 pub mod event;
+pub mod frame;
 pub mod transcript;
 pub mod view;
 
@@ -34,7 +35,10 @@ pub fn sanitize_text(s: &str) -> String {
                     Some(']') => {
                         chars.next();
                         while let Some(c) = chars.next() {
-                            if c == '\u{7}' || (c == '\u{1b}' && chars.peek() == Some(&'\\')) {
+                            if c == '\u{7}' {
+                                break;
+                            }
+                            if c == '\u{1b}' && chars.peek() == Some(&'\\') {
                                 chars.next();
                                 break;
                             }
@@ -54,3 +58,6 @@ pub fn sanitize_text(s: &str) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod app_tests;

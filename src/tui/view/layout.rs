@@ -54,7 +54,7 @@ pub fn compute(size: Rect, composer_lines: usize, show_sessions: bool) -> AppLay
         usage,
         usage_is_column: wide,
         sessions,
-        session_list: sessions.map(|s| inner(s)),
+        session_list: sessions.map(inner),
         transcript,
         transcript_inner: inner(transcript),
         composer,
