@@ -1506,9 +1506,7 @@ fn transcript_viewport(size: Rect, composer_lines: usize, show_sessions: bool) -
 fn new_composer() -> TextArea<'static> {
     let mut t = TextArea::default();
     t.set_wrap_mode(WrapMode::WordOrGlyph);
-    t.set_placeholder_text(
-        "Type a message — Enter sends, Alt-Enter adds a line, /help for commands",
-    );
+    t.set_placeholder_text("Message · Enter sends · Alt-Enter new line · /help");
     t.set_cursor_line_style(ratatui::style::Style::default());
     t
 }

@@ -160,8 +160,8 @@ impl Failure {
                 match reset_at {
                     Some(at) => format!(
                         "quota exceeded ({what}): resets {} ({})",
-                        at.format("%Y-%m-%d %H:%M UTC"),
-                        crate::tui::view::theme::time_until(now, *at)
+                        crate::tui::view::theme::time_until(now, *at),
+                        at.format("%Y-%m-%d %H:%M UTC")
                     ),
                     None => format!("quota exceeded ({what})"),
                 }

@@ -10,10 +10,10 @@ use crate::tui::app::App;
 
 /// The slash commands of the composer.
 pub const SLASH_COMMANDS: &[(&str, &str)] = &[
-    ("/new [TEXT]", "new session (TEXT becomes the draft)"),
+    ("/new [TEXT]", "new session, TEXT as draft"),
     ("/delete", "delete this session"),
-    ("/system TEXT", "send TEXT with role system"),
-    ("/meta JSON", "metadata for the next message"),
+    ("/system TEXT", "send TEXT as system"),
+    ("/meta JSON", "metadata, next message"),
     ("/help", "this help"),
     ("/quit", "quit"),
 ];
@@ -58,7 +58,7 @@ pub fn render(app: &App, scroll: u16, screen: Rect, buf: &mut Buffer) {
         .map(|(k, _)| k.chars().count())
         .max()
         .unwrap_or(0)
-        .min(col_w / 2);
+        .min(14);
     let rows = entries.len().div_ceil(columns);
     let mut text = Vec::new();
     for r in 0..rows {

@@ -31,7 +31,7 @@ pub fn compute(size: Rect, composer_lines: usize, show_sessions: bool) -> AppLay
     let wide = size.width >= WIDE;
     let (usage, body) = if wide {
         let [body, usage] =
-            Layout::horizontal([Constraint::Min(0), Constraint::Length(32)]).areas(main);
+            Layout::horizontal([Constraint::Min(0), Constraint::Length(30)]).areas(main);
         (usage, body)
     } else {
         let [usage, body] =
@@ -40,7 +40,7 @@ pub fn compute(size: Rect, composer_lines: usize, show_sessions: bool) -> AppLay
     };
     let show_sessions = show_sessions && body.width >= 60;
     let (sessions, center) = if show_sessions {
-        let w = if wide { 32 } else { 24 };
+        let w = if wide { 28 } else { 24 };
         let [s, c] = Layout::horizontal([Constraint::Length(w), Constraint::Min(0)]).areas(body);
         (Some(s), c)
     } else {

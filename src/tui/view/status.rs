@@ -21,31 +21,29 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         Connection::Failed(_) => Span::styled("✗ not connected ", theme::error()),
     };
     let k = &app.keys;
-    let hints = match app.focus {
-        Focus::Composer => format!(
-            "{} send · {} new · {} panes · {} help · {} quit",
-            k.send.first_label(),
-            k.new_session.first_label(),
-            k.focus_next.first_label(),
-            k.help.label(),
-            k.stop_or_quit.first_label()
-        ),
-        Focus::Sessions => format!(
-            "{} open · {} delete · {} filter · {} help · {} quit",
-            k.open_session.first_label(),
-            k.delete_session.first_label(),
-            k.filter_sessions.first_label(),
-            k.help.first_label(),
-            k.quit.first_label()
-        ),
-        Focus::Transcript => format!(
-            "{} select · {} copy · {} scroll · {} help · {} quit",
-            k.move_up.first_label(),
-            k.copy_reply.first_label(),
-            k.scroll_up.first_label(),
-            k.help.first_label(),
-            k.quit.first_label()
-        ),
+    // Most important first; the bar keeps as many as fit.
+    let hints: Vec<(String, &str)> = match app.focus {
+        Focus::Composer => vec![
+            (typing_label(&k.help), "help"),
+            (k.send.first_label(), "send"),
+            (k.new_session.first_label(), "new"),
+            (k.stop_or_quit.first_label(), "quit"),
+            (k.focus_next.first_label(), "panes"),
+        ],
+        Focus::Sessions => vec![
+            (k.help.first_label(), "help"),
+            (k.open_session.first_label(), "open"),
+            (k.delete_session.first_label(), "delete"),
+            (k.filter_sessions.first_label(), "filter"),
+            (k.quit.first_label(), "quit"),
+        ],
+        Focus::Transcript => vec![
+            (k.help.first_label(), "help"),
+            (k.move_up.first_label(), "select"),
+            (k.copy_reply.first_label(), "copy"),
+            (k.scroll_up.first_label(), "scroll"),
+            (k.quit.first_label(), "quit"),
+        ],
     };
     let width = area.width as usize;
     let mut spans = vec![conn.clone()];
@@ -64,11 +62,29 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         }
         None => {
             let room = width.saturating_sub(used);
-            let hints = truncate(&hints, room);
+            let mut text = String::new();
+            for (key, what) in hints {
+                let item = format!("{key} {what}");
+                let sep = if text.is_empty() { "" } else { " · " };
+                if text.chars().count() + sep.len() + item.chars().count() > room {
+                    break;
+                }
+                text.push_str(sep);
+                text.push_str(&item);
+            }
+            let hints = text;
             let pad = room.saturating_sub(unicode_width::UnicodeWidthStr::width(hints.as_str()));
             spans.push(Span::raw(" ".repeat(pad)));
             spans.push(Span::styled(hints, theme::dim()));
         }
     }
     Line::from(spans).render(area, buf);
+}
+
+/// The first key of a binding that works while typing (not a plain character).
+fn typing_label(b: &crate::keys::Binding) -> String {
+    b.0.iter()
+        .find(|k| !matches!(k.code, crossterm::event::KeyCode::Char(_)) || !k.modifiers.is_empty())
+        .map(|k| k.to_string())
+        .unwrap_or_else(|| b.first_label())
 }

@@ -44,15 +44,19 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         let used = o.context_tokens();
         let max = o.context_max.max(1);
         let pct = used as f64 * 100.0 / max as f64;
-        let mut bottom = vec![Span::styled(
-            format!(
-                " context {} / {} ({:.0}%) ",
-                theme::count(used),
-                theme::count(o.context_max),
-                pct
+        let mut bottom = vec![
+            Span::styled(" context ", theme::dim()),
+            Span::styled(super::usage::bar(pct, 10), theme::gauge(pct)),
+            Span::styled(
+                format!(
+                    " {}/{} {:.0}% ",
+                    theme::count(used),
+                    theme::count(o.context_max),
+                    pct
+                ),
+                theme::gauge(pct),
             ),
-            theme::gauge(pct),
-        )];
+        ];
         if !o.follow {
             bottom.push(Span::styled(" ↓ more below: End follows ", theme::hint()));
         }

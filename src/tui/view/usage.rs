@@ -85,16 +85,6 @@ fn gauges(app: &App) -> Option<[(&'static str, UsageGauge); 3]> {
     ])
 }
 
-fn context_gauge(app: &App) -> Option<UsageGauge> {
-    let o = app.open.as_ref()?;
-    let used = o.context_tokens();
-    Some(UsageGauge {
-        used,
-        limit: o.context_max,
-        percent: used as f64 * 100.0 / o.context_max.max(1) as f64,
-    })
-}
-
 fn freshness(app: &App) -> Span<'static> {
     match (&app.usage.error, app.usage.fetched_at) {
         (Some(e), _) => Span::styled(format!("STALE: {e}"), theme::error()),
@@ -165,19 +155,6 @@ fn column(app: &App, area: Rect, buf: &mut Buffer) {
             )));
         }
     }
-    if let Some(c) = context_gauge(app) {
-        lines.push(Line::from(""));
-        lines.push(Line::from(format!(
-            "context {}/{} {:.0}%",
-            theme::count(c.used),
-            theme::count(c.limit),
-            c.percent
-        )));
-        lines.push(Line::from(Span::styled(
-            bar(c.percent, bar_w),
-            theme::gauge(c.percent),
-        )));
-    }
     lines.push(Line::from(""));
     lines.push(Line::from(freshness(app)));
     Paragraph::new(lines)
@@ -234,26 +211,6 @@ fn band(app: &App, area: Rect, buf: &mut Buffer) {
         }
         spans.push(Span::raw("· "));
         spans.push(freshness(app));
-    }
-    let left: usize = spans.iter().map(|s| s.width()).sum();
-    if let Some(c) = context_gauge(app) {
-        let numbers = format!(
-            " {}/{} {:.0}%",
-            theme::count(c.used),
-            theme::count(c.limit),
-            c.percent
-        );
-        let room = width.saturating_sub(left + 2);
-        let bar_w = room.saturating_sub(4 + numbers.len()).min(16);
-        if bar_w >= 4 {
-            let mut ctx = vec![Span::raw(
-                " ".repeat(width - left - (4 + bar_w + numbers.len())),
-            )];
-            ctx.push(Span::raw("ctx "));
-            ctx.push(Span::styled(bar(c.percent, bar_w), theme::gauge(c.percent)));
-            ctx.push(Span::styled(numbers, theme::gauge(c.percent)));
-            spans.extend(ctx);
-        }
     }
     let line = Line::from(spans);
     let text: String = line.spans.iter().map(|s| s.content.as_ref()).collect();
