@@ -204,9 +204,9 @@ impl OpenSession {
     ) -> usize {
         let entry = self.transcript.push(Entry {
             role,
-            content: sanitize(&content),
-            state,
-            header: header_for(role, created_at),
+            content: content.clone(),
+            state: state.clone(),
+            header: header_for(role, created_at, tokens),
         });
         self.items.push(TranscriptItem {
             entry,
@@ -221,25 +221,23 @@ impl OpenSession {
         self.items.len() - 1
     }
 
-    /// Rebuilds the render model from `items`, after an edit the model cannot express
-    /// (a removed entry, a snapshot replacing streamed text).
+    /// Rebuilds the render model from `items` (after loading a stored transcript).
     fn rebuild(&mut self) {
         let mut t = Transcript::new();
         for item in &mut self.items {
-            let id = t.push(Entry {
+            item.entry = t.push(Entry {
                 role: item.role,
-                content: sanitize(&item.content),
-                state: item.state,
-                header: header_for(item.role, item.created_at),
+                content: item.content.clone(),
+                state: item.state.clone(),
+                header: header_for(item.role, item.created_at, item.tokens),
             });
-            item.entry = id;
         }
         self.transcript = t;
     }
 
     fn set_state(&mut self, idx: usize, state: EntryState) {
         if let Some(item) = self.items.get_mut(idx) {
-            item.state = state;
+            item.state = state.clone();
             self.transcript.set_state(item.entry, state);
         }
     }
@@ -256,13 +254,17 @@ impl OpenSession {
     }
 }
 
-fn header_for(role: Role, at: DateTime<Utc>) -> String {
+fn header_for(role: Role, at: DateTime<Utc>, tokens: u64) -> String {
     let who = match role {
         Role::User => "you",
         Role::System => "system",
         Role::Assistant => "assistant",
     };
-    format!("{who} · {}", at.format("%H:%M"))
+    if tokens > 0 {
+        format!("{who} · {} · {tokens} tokens", at.format("%H:%M"))
+    } else {
+        format!("{who} · {}", at.format("%H:%M"))
+    }
 }
 
 /// Text from outside goes through the sanitiser before it reaches the screen.
@@ -909,9 +911,10 @@ impl App {
         else {
             return;
         };
-        let Some(range) = open.transcript.line_range_of(w, entry) else {
+        let range = open.transcript.line_range_of(w, entry);
+        if range.is_empty() {
             return;
-        };
+        }
         let top = open.effective_top(w, h);
         let h = h as usize;
         let new_top = if range.start < top {
@@ -1247,6 +1250,9 @@ impl App {
         let streamed = p.streamed;
         if let Some(u) = open.items.get_mut(user_item) {
             u.tokens = prompt_tokens;
+            let header = header_for(u.role, u.created_at, prompt_tokens);
+            let entry = u.entry;
+            open.transcript.set_header(entry, header);
         }
         out.push(Command::Persist(StoreOp::AppendMessage {
             session_id: session_id.clone(),
@@ -1299,14 +1305,14 @@ impl App {
         let item = &mut open.items[idx];
         item.tokens = reply.tokens;
         item.state = EntryState::Complete;
-        let changed = item.content != reply.content;
-        item.content = reply.content;
-        if changed {
-            open.rebuild();
-        } else {
-            let e = open.items[idx].entry;
-            open.transcript.set_state(e, EntryState::Complete);
+        let (entry, role, at) = (item.entry, item.role, item.created_at);
+        if item.content != reply.content {
+            item.content = reply.content.clone();
+            open.transcript.set_content(entry, reply.content);
         }
+        open.transcript.set_state(entry, EntryState::Complete);
+        open.transcript
+            .set_header(entry, header_for(role, at, reply.tokens));
         if open.pending.as_ref().is_some_and(|p| p.reply_item == idx) {
             open.pending = None;
         }
@@ -1343,8 +1349,9 @@ impl App {
             return;
         };
         // Take the two entries out again; the text goes back to the composer.
-        open.items.truncate(p.user_item);
-        open.rebuild();
+        for item in open.items.drain(p.user_item..) {
+            open.transcript.remove(item.entry);
+        }
         let mut draft = p.text.clone();
         if !self.composer.is_empty() {
             draft.push('\n');
@@ -1399,7 +1406,7 @@ impl App {
                     item.next_seq = seq + 1;
                     item.content.push_str(&content);
                     let e = item.entry;
-                    open.transcript.append_delta(e, &sanitize(&content));
+                    open.transcript.append_delta(e, &content);
                 }
                 StreamEvent::Snapshot {
                     message_id,
@@ -1415,8 +1422,9 @@ impl App {
                         return;
                     }
                     item.next_seq = seq;
-                    item.content = content;
-                    open.rebuild();
+                    item.content = content.clone();
+                    let e = item.entry;
+                    open.transcript.set_content(e, content);
                 }
                 StreamEvent::Done { message } => {
                     if let Some(idx) = reply_slot(open, &message.message_id) {
@@ -1430,7 +1438,7 @@ impl App {
                     let Some(idx) = reply_slot(open, &message_id) else {
                         return;
                     };
-                    open.set_state(idx, EntryState::Failed);
+                    open.set_state(idx, EntryState::Failed(error.code.clone()));
                     if open.pending.as_ref().is_some_and(|p| p.reply_item == idx) {
                         open.pending = None;
                     }

@@ -774,7 +774,10 @@ fn stream_errors_and_snapshots() {
             error: ErrorBody::new("internal", "engine failed"),
         }),
     });
-    assert_eq!(open(&app).items[1].state, EntryState::Failed);
+    assert_eq!(
+        open(&app).items[1].state,
+        EntryState::Failed("internal".into())
+    );
     assert!(open(&app).pending.is_none());
     assert!(app.notice.as_ref().unwrap().text.contains("engine failed"));
 }
