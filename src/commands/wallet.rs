@@ -6,7 +6,7 @@ use comfy_table::Cell;
 use super::{connect, fail_api, print_json, sanitize, table};
 use crate::api::{Client, Wallet};
 
-#[derive(Debug, clap::Args)]
+#[derive(clap::Args)]
 #[command(after_help = "Example (local service):\n  \
                         export CONVO_WALLET_TOKEN=$(convo token --secret \"$SECRET\" --sub me)\n  \
                         convo wallet WALLET_ID --json | jq .balance")]
@@ -20,6 +20,19 @@ pub struct WalletArgs {
     /// Print the Wallet object as JSON
     #[arg(long)]
     pub json: bool,
+}
+
+impl std::fmt::Debug for WalletArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WalletArgs")
+            .field("wallet_id", &self.wallet_id)
+            .field(
+                "token",
+                &self.token.as_deref().map(crate::config::redact_key),
+            )
+            .field("json", &self.json)
+            .finish()
+    }
 }
 
 pub async fn run(args: WalletArgs, mut global: crate::config::GlobalArgs) -> ExitCode {
