@@ -33,8 +33,11 @@ pub struct GlobalArgs {
     #[arg(long, global = true, env = "CONVO_BASE_URL", value_name = "URL")]
     pub base_url: Option<String>,
     /// API key (service_live_…) for the session, message and analytics endpoints
+    // The id matches `convo serve --api-key` (field `api_keys`), so that clap does not
+    // propagate this global flag into `serve` as a second `--api-key`.
     #[arg(
-        long,
+        id = "api_keys",
+        long = "api-key",
         global = true,
         env = "CONVO_API_KEY",
         hide_env_values = true,
@@ -704,6 +707,13 @@ mod tests {
             e,
             "test.toml:3: ui.usage_refresh_secs: must be greater than 0"
         );
+    }
+
+    #[test]
+    fn global_flags_do_not_clash_with_any_subcommand() {
+        use clap::CommandFactory;
+        // Panics on a flag defined twice in a subcommand, e.g. `serve --api-key`.
+        crate::cli::Cli::command().debug_assert();
     }
 
     #[test]
