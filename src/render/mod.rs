@@ -1,1 +1,18 @@
-//! Markdown to styled lines, wrapping with a per-message cache, and sanitising untrusted text.
+//! The render path: untrusted text → sanitised → markdown → styled, wrapped lines, and the
+//! transcript that caches those lines per entry and width so a frame costs O(visible lines).
+//!
+//! - [`sanitize`]: strip escape sequences, controls and bidi overrides from server text;
+//! - [`markdown`]: markdown → [`ratatui::text::Line`]s at a width ([`markdown::render_markdown`]);
+//! - [`transcript`]: [`Transcript`], the model of the transcript pane with its caches;
+//! - [`style`]: the colour roles; [`wrap`] and [`highlight`]: the pieces markdown is made of.
+pub mod heights;
+pub mod highlight;
+pub mod markdown;
+pub mod sanitize;
+pub mod style;
+pub mod transcript;
+pub mod wrap;
+
+pub use markdown::{Document, render_markdown};
+pub use sanitize::{sanitize, sanitize_bytes};
+pub use transcript::{Entry, EntryId, EntryState, Transcript};

@@ -1,0 +1,953 @@
+//! Markdown → styled lines.
+//!
+//! Parsing (pulldown-cmark) produces a [`Document`]: a flat list of blocks that does not depend
+//! on the width (prose with style runs, code lines, table rows, rules, blank separators, each
+//! with the prefix of its containers: quote bars, list markers and hanging indents). Fitting a
+//! document to a width is then a cheap pass, and counting its lines at a width needs no
+//! allocation at all; the transcript caches both.
+//!
+//! The walk is iterative with an explicit container stack, so 10,000 nested `>` or lists do not
+//! touch the call stack; only the first [`MAX_VISUAL_DEPTH`] containers indent, and a prefix never
+//! takes more than half the width.
+use std::cell::OnceCell;
+use std::sync::Arc;
+
+use pulldown_cmark::{Alignment, CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+
+use super::highlight::{self, HighlightMemo};
+use super::sanitize::sanitize;
+use super::style;
+use super::wrap::{self, Styled, WrapEvent};
+
+/// Containers deeper than this draw no further bar or indent.
+pub const MAX_VISUAL_DEPTH: usize = 12;
+
+const QUOTE_BAR: &str = "│ ";
+const CODE_GUTTER: &str = "▎ ";
+const BULLETS: [&str; 3] = ["• ", "◦ ", "▪ "];
+
+/// Render markdown (sanitised first) to lines of at most `width` columns.
+///
+/// ```
+/// let lines = convo::render::markdown::render_markdown("# Title\n\nSome *text*.", 40);
+/// assert_eq!(lines.len(), 3);
+/// ```
+pub fn render_markdown(markdown: &str, width: u16) -> Vec<Line<'static>> {
+    Document::parse(markdown).lines(width)
+}
+
+/// The spans drawn left of a block's lines. `first` carries a list marker, `rest` the same
+/// width in spaces, so both have the same width.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Prefix {
+    first: Vec<Span<'static>>,
+    rest: Vec<Span<'static>>,
+    width: usize,
+}
+
+impl Prefix {
+    /// Prefix width drawn at `width`: never more than half of it.
+    fn drawn_width(&self, width: usize) -> usize {
+        self.width.min(width / 2)
+    }
+
+    fn spans(&self, first: bool, width: usize, out: &mut Vec<Span<'static>>) {
+        let spans = if first { &self.first } else { &self.rest };
+        let limit = self.drawn_width(width);
+        if self.width <= limit {
+            out.extend(spans.iter().cloned());
+            return;
+        }
+        let mut left = limit;
+        for span in spans {
+            let w = wrap::str_width(&span.content);
+            if w <= left {
+                out.push(span.clone());
+                left -= w;
+            } else {
+                let mut cut = String::new();
+                for g in unicode_segmentation::UnicodeSegmentation::graphemes(&*span.content, true)
+                {
+                    let gw = wrap::grapheme_width(g);
+                    if gw > left {
+                        break;
+                    }
+                    cut.push_str(g);
+                    left -= gw;
+                }
+                out.push(Span::styled(cut, span.style));
+                break;
+            }
+        }
+    }
+}
+
+/// One width-independent block of a document.
+#[derive(Clone, Debug)]
+pub(crate) enum Block {
+    /// Word-wrapped text (paragraphs, headings, list item text).
+    Flow {
+        prefix: Arc<Prefix>,
+        text: Styled,
+    },
+    /// Lines kept as they are, broken at the width with a marker (tables, HTML blocks).
+    Fixed {
+        prefix: Arc<Prefix>,
+        lines: Vec<Styled>,
+    },
+    /// A fenced or indented code block, highlighted when first drawn.
+    Code {
+        prefix: Arc<Prefix>,
+        lang: Option<String>,
+        lines: Vec<String>,
+        highlighted: OnceCell<Vec<Styled>>,
+    },
+    Rule {
+        prefix: Arc<Prefix>,
+    },
+    /// The separator between two blocks.
+    Blank {
+        prefix: Arc<Prefix>,
+    },
+}
+
+impl Block {
+    fn prefix(&self) -> &Prefix {
+        match self {
+            Block::Flow { prefix, .. }
+            | Block::Fixed { prefix, .. }
+            | Block::Code { prefix, .. }
+            | Block::Rule { prefix }
+            | Block::Blank { prefix } => prefix,
+        }
+    }
+
+    /// Lines this block takes at `width`.
+    pub(crate) fn height(&self, width: usize) -> usize {
+        let avail = width
+            .saturating_sub(self.prefix().drawn_width(width))
+            .max(1);
+        match self {
+            Block::Flow { text, .. } => wrap::count_wrapped(&text.text, avail, avail),
+            Block::Fixed { lines, .. } => lines
+                .iter()
+                .map(|l| wrap::count_hard_broken(&l.text, avail))
+                .sum(),
+            Block::Code { lines, .. } => {
+                let avail = code_avail(avail);
+                lines
+                    .iter()
+                    .map(|l| wrap::count_hard_broken(l, avail))
+                    .sum()
+            }
+            Block::Rule { .. } | Block::Blank { .. } => 1,
+        }
+    }
+
+    /// Append this block's lines at `width` to `out`. `memo` serves a code block that is
+    /// still growing (the streaming tail).
+    pub(crate) fn lines_into(
+        &self,
+        width: usize,
+        out: &mut Vec<Line<'static>>,
+        memo: Option<&mut HighlightMemo>,
+    ) {
+        let prefix = self.prefix();
+        let avail = width.saturating_sub(prefix.drawn_width(width)).max(1);
+        let mut first = true;
+        let mut start_line = |spans: &mut Vec<Span<'static>>| {
+            prefix.spans(first, width, spans);
+            first = false;
+        };
+        match self {
+            Block::Flow { text, .. } => {
+                let mut spans = Vec::new();
+                start_line(&mut spans);
+                let mut run: Option<(usize, usize)> = None;
+                wrap::wrap_words(&text.text, avail, avail, |event| match event {
+                    WrapEvent::Piece(s, e) => match &mut run {
+                        Some((_, end)) if *end == s => *end = e,
+                        _ => {
+                            if let Some((rs, re)) = run.take() {
+                                text.spans_into(rs, re, &mut spans);
+                            }
+                            run = Some((s, e));
+                        }
+                    },
+                    WrapEvent::Break => {
+                        if let Some((rs, re)) = run.take() {
+                            text.spans_into(rs, re, &mut spans);
+                        }
+                        out.push(Line::from(std::mem::take(&mut spans)));
+                        start_line(&mut spans);
+                    }
+                });
+                if let Some((rs, re)) = run.take() {
+                    text.spans_into(rs, re, &mut spans);
+                }
+                out.push(Line::from(spans));
+            }
+            Block::Fixed { lines, .. } => {
+                for line in lines {
+                    hard_broken_into(line, avail, None, &mut start_line, out);
+                }
+            }
+            Block::Code {
+                lang,
+                lines,
+                highlighted,
+                ..
+            } => {
+                let avail = code_avail(avail);
+                let fresh;
+                let styled: &[Styled] = match memo {
+                    Some(memo) => {
+                        fresh = highlight::highlight(lang.as_deref(), lines, Some(memo));
+                        &fresh
+                    }
+                    None => highlighted
+                        .get_or_init(|| highlight::highlight(lang.as_deref(), lines, None)),
+                };
+                let gutter = Span::styled(CODE_GUTTER, style::code_gutter());
+                for line in styled {
+                    hard_broken_into(line, avail, Some(&gutter), &mut start_line, out);
+                }
+            }
+            Block::Rule { .. } => {
+                let mut spans = Vec::new();
+                start_line(&mut spans);
+                spans.push(Span::styled("─".repeat(avail), style::rule()));
+                out.push(Line::from(spans));
+            }
+            Block::Blank { .. } => {
+                let mut spans = Vec::new();
+                start_line(&mut spans);
+                // no trailing blanks: a quote's separator is `│`, a list item's is empty
+                while let Some(last) = spans.last_mut() {
+                    let trimmed = last.content.trim_end();
+                    if trimmed.is_empty() {
+                        spans.pop();
+                    } else {
+                        if trimmed.len() < last.content.len() {
+                            last.content = trimmed.to_owned().into();
+                        }
+                        break;
+                    }
+                }
+                out.push(Line::from(spans));
+            }
+        }
+    }
+}
+
+fn code_avail(avail: usize) -> usize {
+    avail.saturating_sub(wrap::str_width(CODE_GUTTER)).max(1)
+}
+
+fn hard_broken_into(
+    line: &Styled,
+    avail: usize,
+    gutter: Option<&Span<'static>>,
+    start_line: &mut impl FnMut(&mut Vec<Span<'static>>),
+    out: &mut Vec<Line<'static>>,
+) {
+    wrap::hard_break(&line.text, avail, |s, e, marker| {
+        let mut spans = Vec::new();
+        start_line(&mut spans);
+        spans.extend(gutter.cloned());
+        line.spans_into(s, e, &mut spans);
+        if marker {
+            spans.push(Span::styled(wrap::BREAK_MARKER, style::break_marker()));
+        }
+        out.push(Line::from(spans));
+    });
+}
+
+/// Where a top-level block starts: the byte offset of its first line in the source, and the
+/// index of the first [`Block`] produced after it (before any separator).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TopStart {
+    pub offset: usize,
+    pub block: usize,
+}
+
+/// A parsed markdown text, ready to be fitted to any width.
+#[derive(Clone, Debug, Default)]
+pub struct Document {
+    pub(crate) blocks: Vec<Block>,
+    pub(crate) top_starts: Vec<TopStart>,
+    /// Link reference definitions make later text depend on earlier text (and the reverse),
+    /// so a document holding any cannot be parsed piecewise while streaming.
+    pub(crate) has_refdefs: bool,
+}
+
+impl Document {
+    /// Sanitise and parse `markdown`.
+    pub fn parse(markdown: &str) -> Self {
+        Self::parse_clean(&sanitize(markdown))
+    }
+
+    /// Parse text that is already sanitised.
+    pub(crate) fn parse_clean(clean: &str) -> Self {
+        let options =
+            Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS;
+        let parser = Parser::new_ext(clean, options);
+        let has_refdefs = parser.reference_definitions().iter().next().is_some();
+        let mut builder = Builder::default();
+        let mut depth = 0usize;
+        for (event, range) in parser.into_offset_iter() {
+            let top_level_start = match &event {
+                Event::Start(_) => {
+                    depth += 1;
+                    depth == 1
+                }
+                Event::End(_) => {
+                    depth = depth.saturating_sub(1);
+                    false
+                }
+                Event::Rule => depth == 0,
+                _ => false,
+            };
+            if top_level_start {
+                let offset = clean[..range.start].rfind('\n').map_or(0, |i| i + 1);
+                builder.top_starts.push(TopStart {
+                    offset,
+                    block: builder.blocks.len(),
+                });
+            }
+            builder.event(event);
+        }
+        builder.flush_flow();
+        Document {
+            blocks: builder.blocks,
+            top_starts: builder.top_starts,
+            has_refdefs,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.blocks.is_empty()
+    }
+
+    /// Number of lines at `width`.
+    pub fn height(&self, width: u16) -> usize {
+        let width = usize::from(width.max(1));
+        self.blocks.iter().map(|b| b.height(width)).sum()
+    }
+
+    /// The lines at `width`.
+    pub fn lines(&self, width: u16) -> Vec<Line<'static>> {
+        let mut out = Vec::new();
+        self.lines_into(width, &mut out, None);
+        out
+    }
+
+    /// Append the lines at `width`; `memo` serves the last code block (streaming).
+    pub(crate) fn lines_into(
+        &self,
+        width: u16,
+        out: &mut Vec<Line<'static>>,
+        mut memo: Option<&mut HighlightMemo>,
+    ) {
+        let width = usize::from(width.max(1));
+        let last_code = self
+            .blocks
+            .iter()
+            .rposition(|b| matches!(b, Block::Code { .. }));
+        for (i, block) in self.blocks.iter().enumerate() {
+            let memo = if Some(i) == last_code {
+                memo.as_deref_mut()
+            } else {
+                None
+            };
+            block.lines_into(width, out, memo);
+        }
+    }
+
+    /// Append `other` after this document, with the separator a single parse would put there.
+    pub(crate) fn append(&mut self, other: Vec<Block>) {
+        if !self.blocks.is_empty() && !other.is_empty() {
+            self.blocks.push(Block::Blank {
+                prefix: Arc::default(),
+            });
+        }
+        self.blocks.extend(other);
+    }
+}
+
+#[derive(Debug)]
+enum Frame {
+    Quote,
+    List {
+        next_number: Option<u64>,
+        bullet: &'static str,
+        /// Decided by the first item's text: tight lists have no blank lines between items.
+        tight: Option<bool>,
+    },
+    Item {
+        marker: String,
+        marker_width: usize,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FlowKind {
+    Paragraph,
+    /// Text directly in a tight list item.
+    Tight,
+    Heading,
+}
+
+#[derive(Debug)]
+struct Table {
+    aligns: Vec<Alignment>,
+    head_rows: usize,
+    rows: Vec<Vec<Styled>>,
+    row: Vec<Styled>,
+    cell: Option<Styled>,
+}
+
+#[derive(Default, Debug)]
+struct Builder {
+    blocks: Vec<Block>,
+    top_starts: Vec<TopStart>,
+    frames: Vec<Frame>,
+    /// `frames[..with_content]` already hold a block (an item's marker has been drawn).
+    with_content: usize,
+    doc_has_content: bool,
+    quotes: usize,
+    flow: Option<(FlowKind, Styled)>,
+    /// Inline style stack; empty means the base style.
+    styles: Vec<Style>,
+    /// Per open link: the destination and where its text starts in the current sink.
+    links: Vec<(String, usize)>,
+    code: Option<(Option<String>, String)>,
+    html: Option<String>,
+    table: Option<Table>,
+}
+
+impl Builder {
+    fn style(&self) -> Style {
+        self.styles.last().copied().unwrap_or_else(|| {
+            if self.quotes > 0 {
+                Style::new().add_modifier(style::quote_text())
+            } else {
+                Style::new()
+            }
+        })
+    }
+
+    fn push_style(&mut self, f: impl FnOnce(Style) -> Style) {
+        let next = f(self.style());
+        self.styles.push(next);
+    }
+
+    /// The styled text inline content goes to: a table cell, or the open flow (opening a
+    /// tight one when text arrives directly in a list item).
+    fn sink(&mut self) -> &mut Styled {
+        if let Some(cell) = self.table.as_mut().and_then(|t| t.cell.as_mut()) {
+            return cell;
+        }
+        &mut self
+            .flow
+            .get_or_insert_with(|| (FlowKind::Tight, Styled::default()))
+            .1
+    }
+
+    fn text(&mut self, text: &str, style: Style) {
+        if let Some((_, code)) = &mut self.code {
+            code.push_str(text);
+        } else if let Some(html) = &mut self.html {
+            html.push_str(text);
+        } else {
+            self.sink().push(text, style);
+        }
+    }
+
+    fn prefix(&self) -> Prefix {
+        let mut prefix = Prefix::default();
+        for (i, frame) in self.frames.iter().take(MAX_VISUAL_DEPTH).enumerate() {
+            match frame {
+                Frame::Quote => {
+                    let bar = Span::styled(QUOTE_BAR, style::quote_bar());
+                    prefix.first.push(bar.clone());
+                    prefix.rest.push(bar);
+                    prefix.width += wrap::str_width(QUOTE_BAR);
+                }
+                Frame::Item {
+                    marker,
+                    marker_width,
+                } => {
+                    let indent = Span::raw(" ".repeat(*marker_width));
+                    if i < self.with_content {
+                        prefix.first.push(indent.clone());
+                    } else {
+                        prefix
+                            .first
+                            .push(Span::styled(marker.clone(), style::list_marker()));
+                    }
+                    prefix.rest.push(indent);
+                    prefix.width += marker_width;
+                }
+                Frame::List { .. } => {}
+            }
+        }
+        prefix
+    }
+
+    /// Whether a block about to be emitted needs a blank line before it.
+    fn needs_separator(&self) -> bool {
+        let k = self.with_content.min(self.frames.len());
+        if k == 0 {
+            return self.doc_has_content;
+        }
+        match &self.frames[k - 1] {
+            Frame::Quote => true,
+            Frame::List { tight, .. } => !tight.unwrap_or(true),
+            Frame::Item { .. } => match k.checked_sub(2).map(|i| &self.frames[i]) {
+                Some(Frame::List { tight, .. }) => !tight.unwrap_or(true),
+                _ => true,
+            },
+        }
+    }
+
+    fn emit(&mut self, block: impl FnOnce(Arc<Prefix>) -> Block) {
+        if self.needs_separator() {
+            let mut sep = self.prefix();
+            sep.first = sep.rest.clone();
+            self.blocks.push(Block::Blank {
+                prefix: Arc::new(sep),
+            });
+        }
+        let prefix = Arc::new(self.prefix());
+        self.blocks.push(block(prefix));
+        self.with_content = self.frames.len();
+        self.doc_has_content = true;
+    }
+
+    fn flush_flow(&mut self) {
+        let Some((kind, text)) = self.flow.take() else {
+            return;
+        };
+        // the first text of a list decides whether it is tight
+        if kind != FlowKind::Heading {
+            let n = self.frames.len();
+            if n >= 2
+                && matches!(self.frames[n - 1], Frame::Item { .. })
+                && let Frame::List { tight, .. } = &mut self.frames[n - 2]
+            {
+                tight.get_or_insert(kind == FlowKind::Tight);
+            }
+        }
+        self.emit(|prefix| Block::Flow { prefix, text });
+    }
+
+    fn pop_frame(&mut self) {
+        self.frames.pop();
+        self.with_content = self.with_content.min(self.frames.len());
+    }
+
+    fn event(&mut self, event: Event<'_>) {
+        match event {
+            Event::Start(tag) => self.start(tag),
+            Event::End(tag) => self.end(tag),
+            Event::Text(text) => {
+                let style = self.style();
+                self.text(&text, style);
+            }
+            Event::Code(text) | Event::InlineMath(text) | Event::DisplayMath(text) => {
+                let style = self.style().patch(style::inline_code());
+                self.text(&text, style);
+            }
+            Event::Html(text) => {
+                if let Some(html) = &mut self.html {
+                    html.push_str(&text);
+                } else {
+                    self.text(&text, style::html());
+                }
+            }
+            Event::InlineHtml(text) => self.text(&text, style::html()),
+            Event::FootnoteReference(label) => {
+                let style = self.style();
+                self.text(&format!("[^{label}]"), style);
+            }
+            Event::SoftBreak => {
+                let style = self.style();
+                self.text(" ", style);
+            }
+            Event::HardBreak => {
+                let style = self.style();
+                let in_cell = self.table.as_ref().is_some_and(|t| t.cell.is_some());
+                self.text(if in_cell { " " } else { "\n" }, style);
+            }
+            Event::Rule => {
+                self.flush_flow();
+                self.emit(|prefix| Block::Rule { prefix });
+            }
+            Event::TaskListMarker(done) => {
+                self.text(if done { "[x] " } else { "[ ] " }, style::list_marker());
+            }
+        }
+    }
+
+    fn start(&mut self, tag: Tag<'_>) {
+        match tag {
+            Tag::Paragraph => {
+                self.flush_flow();
+                self.flow = Some((FlowKind::Paragraph, Styled::default()));
+            }
+            Tag::Heading { level, .. } => {
+                self.flush_flow();
+                let level = level as u8;
+                let mut text = Styled::default();
+                text.push(&"#".repeat(usize::from(level)), style::heading_marker());
+                text.push(" ", style::heading_marker());
+                self.flow = Some((FlowKind::Heading, text));
+                self.styles.push(style::heading(level));
+            }
+            Tag::BlockQuote(_) => {
+                self.flush_flow();
+                self.frames.push(Frame::Quote);
+                self.quotes += 1;
+            }
+            Tag::CodeBlock(kind) => {
+                self.flush_flow();
+                let lang = match kind {
+                    CodeBlockKind::Fenced(info) => highlight::language_of(&info),
+                    CodeBlockKind::Indented => None,
+                };
+                self.code = Some((lang, String::new()));
+            }
+            Tag::HtmlBlock => {
+                self.flush_flow();
+                self.html = Some(String::new());
+            }
+            Tag::List(start) => {
+                self.flush_flow();
+                let bullets = self
+                    .frames
+                    .iter()
+                    .filter(|f| {
+                        matches!(
+                            f,
+                            Frame::List {
+                                next_number: None,
+                                ..
+                            }
+                        )
+                    })
+                    .count();
+                self.frames.push(Frame::List {
+                    next_number: start,
+                    bullet: BULLETS[bullets % BULLETS.len()],
+                    tight: None,
+                });
+            }
+            Tag::Item => {
+                self.flush_flow();
+                let marker = match self.frames.last_mut() {
+                    Some(Frame::List {
+                        next_number: Some(n),
+                        ..
+                    }) => {
+                        let marker = format!("{n}. ");
+                        *n = n.saturating_add(1);
+                        marker
+                    }
+                    Some(Frame::List { bullet, .. }) => (*bullet).to_owned(),
+                    _ => BULLETS[0].to_owned(),
+                };
+                let marker_width = wrap::str_width(&marker);
+                self.frames.push(Frame::Item {
+                    marker,
+                    marker_width,
+                });
+            }
+            Tag::Table(aligns) => {
+                self.flush_flow();
+                self.table = Some(Table {
+                    aligns,
+                    head_rows: 0,
+                    rows: Vec::new(),
+                    row: Vec::new(),
+                    cell: None,
+                });
+            }
+            Tag::TableHead | Tag::TableRow => {
+                if let Some(t) = &mut self.table {
+                    t.row.clear();
+                }
+            }
+            Tag::TableCell => {
+                if let Some(t) = &mut self.table {
+                    t.cell = Some(Styled::default());
+                }
+            }
+            Tag::Emphasis => self.push_style(|s| s.add_modifier(style::emphasis())),
+            Tag::Strong => self.push_style(|s| s.add_modifier(style::strong())),
+            Tag::Strikethrough => self.push_style(|s| s.add_modifier(style::strikethrough())),
+            Tag::Superscript | Tag::Subscript => self.push_style(|s| s),
+            Tag::Link { dest_url, .. } => {
+                let start = self.sink().text.len();
+                self.links.push((dest_url.into_string(), start));
+                self.push_style(|s| s.patch(style::link_text()));
+            }
+            Tag::Image { dest_url, .. } => {
+                self.text("[image: ", style::link_url());
+                let start = self.sink().text.len();
+                self.links.push((dest_url.into_string(), start));
+                self.push_style(|s| s.patch(style::link_text()));
+            }
+            Tag::FootnoteDefinition(_)
+            | Tag::DefinitionList
+            | Tag::DefinitionListTitle
+            | Tag::DefinitionListDefinition
+            | Tag::MetadataBlock(_) => self.flush_flow(),
+        }
+    }
+
+    fn end(&mut self, tag: TagEnd) {
+        match tag {
+            TagEnd::Paragraph => self.flush_flow(),
+            TagEnd::Heading(_) => {
+                self.styles.pop();
+                self.flush_flow();
+            }
+            TagEnd::BlockQuote(_) => {
+                self.flush_flow();
+                self.quotes = self.quotes.saturating_sub(1);
+                self.pop_frame();
+            }
+            TagEnd::CodeBlock => {
+                if let Some((lang, text)) = self.code.take() {
+                    let mut lines: Vec<String> =
+                        text.split_terminator('\n').map(str::to_owned).collect();
+                    if lines.is_empty() {
+                        lines.push(String::new());
+                    }
+                    self.emit(|prefix| Block::Code {
+                        prefix,
+                        lang,
+                        lines,
+                        highlighted: OnceCell::new(),
+                    });
+                }
+            }
+            TagEnd::HtmlBlock => {
+                if let Some(html) = self.html.take() {
+                    let lines = html
+                        .split_terminator('\n')
+                        .map(|l| Styled::plain(l.to_owned(), style::html()))
+                        .collect();
+                    self.emit(|prefix| Block::Fixed { prefix, lines });
+                }
+            }
+            TagEnd::List(_) => {
+                self.flush_flow();
+                self.pop_frame();
+            }
+            TagEnd::Item => {
+                self.flush_flow();
+                // an empty item still shows its marker
+                if self.with_content < self.frames.len() {
+                    self.emit(|prefix| Block::Flow {
+                        prefix,
+                        text: Styled::default(),
+                    });
+                }
+                self.pop_frame();
+            }
+            TagEnd::Table => {
+                if let Some(table) = self.table.take() {
+                    let lines = table_lines(table);
+                    self.emit(|prefix| Block::Fixed { prefix, lines });
+                }
+            }
+            TagEnd::TableHead | TagEnd::TableRow => {
+                if let Some(t) = &mut self.table {
+                    let row = std::mem::take(&mut t.row);
+                    t.rows.push(row);
+                    if tag == TagEnd::TableHead {
+                        t.head_rows = t.rows.len();
+                    }
+                }
+            }
+            TagEnd::TableCell => {
+                if let Some(t) = &mut self.table
+                    && let Some(cell) = t.cell.take()
+                {
+                    t.row.push(cell);
+                }
+            }
+            TagEnd::Emphasis
+            | TagEnd::Strong
+            | TagEnd::Strikethrough
+            | TagEnd::Superscript
+            | TagEnd::Subscript => {
+                self.styles.pop();
+            }
+            TagEnd::Link | TagEnd::Image => {
+                self.styles.pop();
+                if let Some((url, start)) = self.links.pop() {
+                    let sink = self.sink();
+                    let text = sink.text.get(start..).unwrap_or("");
+                    let same =
+                        url.is_empty() || text == url || url.strip_prefix("mailto:") == Some(text);
+                    if tag == TagEnd::Image {
+                        sink.push("]", style::link_url());
+                    }
+                    if !same {
+                        sink.push(&format!(" ({url})"), style::link_url());
+                    }
+                }
+            }
+            TagEnd::FootnoteDefinition
+            | TagEnd::DefinitionList
+            | TagEnd::DefinitionListTitle
+            | TagEnd::DefinitionListDefinition
+            | TagEnd::MetadataBlock(_) => self.flush_flow(),
+        }
+    }
+}
+
+/// Aligned table rows: natural column widths, ` │ ` between cells, a rule under the head.
+fn table_lines(table: Table) -> Vec<Styled> {
+    let columns = table
+        .rows
+        .iter()
+        .map(Vec::len)
+        .max()
+        .unwrap_or(0)
+        .max(table.aligns.len());
+    let mut widths = vec![0usize; columns];
+    for row in &table.rows {
+        for (j, cell) in row.iter().enumerate() {
+            widths[j] = widths[j].max(cell.width());
+        }
+    }
+    let border = style::table_border();
+    let mut lines = Vec::with_capacity(table.rows.len() + 1);
+    for (i, row) in table.rows.iter().enumerate() {
+        let head = i < table.head_rows;
+        let mut line = Styled::default();
+        for (j, &width) in widths.iter().enumerate() {
+            if j > 0 {
+                line.push(" │ ", border);
+            }
+            let empty = Styled::default();
+            let cell = row.get(j).unwrap_or(&empty);
+            let pad = width - cell.width();
+            let (left, right) = match table.aligns.get(j) {
+                Some(Alignment::Right) => (pad, 0),
+                Some(Alignment::Center) => (pad / 2, pad - pad / 2),
+                _ => (0, pad),
+            };
+            let last = j + 1 == widths.len();
+            line.push(&" ".repeat(left), Style::new());
+            for (k, run) in cell.runs.iter().enumerate() {
+                let start = if k == 0 { 0 } else { cell.runs[k - 1].end };
+                let style = if head {
+                    run.style.add_modifier(style::table_header())
+                } else {
+                    run.style
+                };
+                line.push(&cell.text[start..run.end], style);
+            }
+            if !last {
+                line.push(&" ".repeat(right), Style::new());
+            }
+        }
+        lines.push(line);
+        if head && i + 1 == table.head_rows {
+            let rule = widths
+                .iter()
+                .map(|w| "─".repeat(*w))
+                .collect::<Vec<_>>()
+                .join("─┼─");
+            lines.push(Styled::plain(rule, border));
+        }
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(lines: &[Line<'_>]) -> Vec<String> {
+        lines.iter().map(|l| l.to_string()).collect()
+    }
+
+    fn check(md: &str, width: u16) -> Vec<String> {
+        let doc = Document::parse(md);
+        let lines = doc.lines(width);
+        assert_eq!(
+            lines.len(),
+            doc.height(width),
+            "height of {md:?} at {width}"
+        );
+        for line in &lines {
+            assert!(
+                line.width() <= usize::from(width),
+                "{line:?} wider than {width}"
+            );
+        }
+        text(&lines)
+    }
+
+    #[test]
+    fn paragraphs_wrap_and_are_separated() {
+        assert_eq!(
+            check("one two three four\n\nfive", 9),
+            ["one two", "three", "four", "", "five"]
+        );
+    }
+
+    #[test]
+    fn lists_hang_and_nest() {
+        assert_eq!(
+            check("- aaa bbb ccc\n- c\n  1. d\n  2. e", 12),
+            ["• aaa bbb", "  ccc", "• c", "  1. d", "  2. e"]
+        );
+        assert_eq!(check("- a\n\n- b", 20), ["• a", "", "• b"]);
+        assert_eq!(check("- - x", 20), ["• ◦ x"]);
+    }
+
+    #[test]
+    fn quotes_code_rules_tables() {
+        assert_eq!(check("> a\n>\n> b", 10), ["│ a", "│", "│ b"]);
+        assert_eq!(check("```\nabcdefghij\n```", 8), ["▎ abcde↩", "▎ fghij"]);
+        assert_eq!(check("---", 5), ["─────"]);
+        assert_eq!(
+            check("| a | bb |\n|--:|---|\n| ccc | d |", 30),
+            ["  a │ bb", "────┼───", "ccc │ d"]
+        );
+    }
+
+    #[test]
+    fn links_show_their_url() {
+        assert_eq!(
+            check("[site](https://x.y) <https://a.b>", 60),
+            ["site (https://x.y) https://a.b"]
+        );
+    }
+
+    #[test]
+    fn deep_nesting_is_bounded() {
+        let quotes = ">".repeat(10_000) + " deep";
+        let lines = check(&quotes, 40);
+        assert_eq!(lines.len(), 1);
+        assert!(lines[0].ends_with("deep"));
+        let lists = "- ".repeat(10_000) + "x";
+        assert!(!check(&lists, 40).is_empty());
+    }
+
+    #[test]
+    fn top_level_starts_are_recorded() {
+        let doc = Document::parse("a\n\n- b\n- c\n\n```\nx\n```\n");
+        let offsets: Vec<usize> = doc.top_starts.iter().map(|s| s.offset).collect();
+        assert_eq!(offsets, [0, 3, 12]);
+    }
+}

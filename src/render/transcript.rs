@@ -1,0 +1,699 @@
+//! The transcript pane's model: entries (messages) and the caches that make drawing a frame
+//! cost O(visible lines) rather than O(history).
+//!
+//! - Each entry's markdown is parsed once into a width-independent [`Document`] when its
+//!   content is set. Its lines at a width are built only when the entry is drawn, and kept in a
+//!   bounded cache keyed by (entry, width).
+//! - Heights at the current width sit in a Fenwick tree ([`Heights`]): `top` → entry and
+//!   entry → first line are O(log n). On a width change every height is recounted at once: a
+//!   count is a pass over the parsed text with no allocation (measured in `docs/performance.md`),
+//!   so heights are always exact and scrolling never jumps.
+//! - A streaming entry is re-parsed alone, and only from the start of its last top-level block:
+//!   the blocks before it are final (committed) and their lines are built once per width. Its
+//!   growing code block is re-highlighted from the last changed line only.
+//!
+//! Caches live behind `RefCell`s so the view draws from `&Transcript`.
+//!
+//! ```
+//! use convo::api::types::Role;
+//! use convo::render::transcript::{Entry, EntryState, Transcript};
+//! use ratatui::{buffer::Buffer, layout::Rect};
+//!
+//! let mut t = Transcript::new();
+//! let id = t.push(Entry::new(Role::Assistant, "Hello **world**", "assistant · 12:04"));
+//! t.append_delta(id, ", and more.");
+//! assert_eq!(t.height(40), 3); // header, one body line, blank
+//! let area = Rect::new(0, 0, 40, 3);
+//! let mut buf = Buffer::empty(area);
+//! t.render(area, &mut buf, 0, Some(id));
+//! ```
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::Arc;
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+
+use super::heights::Heights;
+use super::highlight::HighlightMemo;
+use super::markdown::{Block, Document, TopStart};
+use super::sanitize::{Sanitizer, sanitize};
+use super::style;
+use crate::api::types::Role;
+
+/// Identifies an entry of one [`Transcript`]: assigned by [`Transcript::push`], increasing,
+/// never reused. The app keeps its own map from message ids to entry ids.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EntryId(pub u64);
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EntryState {
+    Complete,
+    /// Deltas are still arriving.
+    Streaming,
+    /// The stream stopped before the reply was done (user stop, connection lost).
+    Interrupted,
+    /// The reply failed; the string says why (shown on the header line).
+    Failed(String),
+}
+
+/// One message of the transcript. `content` is markdown as received (raw, unsanitised);
+/// `header` is the text of the header line, e.g. `"assistant · 12:04 · 42 tokens"`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub role: Role,
+    pub content: String,
+    pub state: EntryState,
+    pub header: String,
+}
+
+impl Entry {
+    /// A complete entry.
+    pub fn new(role: Role, content: impl Into<String>, header: impl Into<String>) -> Self {
+        Self {
+            role,
+            content: content.into(),
+            state: EntryState::Complete,
+            header: header.into(),
+        }
+    }
+
+    /// An entry whose content will arrive by [`Transcript::append_delta`].
+    pub fn streaming(role: Role, header: impl Into<String>) -> Self {
+        Self {
+            state: EntryState::Streaming,
+            ..Self::new(role, String::new(), header)
+        }
+    }
+}
+
+/// Lines of an entry: header, body, one blank line.
+const CHROME_LINES: usize = 2;
+/// Entries whose lines are kept (the rest are rebuilt when drawn again).
+const LINE_CACHE_ENTRIES: usize = 4096;
+
+/// The transcript: entries in order, with their render caches.
+#[derive(Default)]
+pub struct Transcript {
+    slots: Vec<Slot>,
+    next_id: u64,
+    /// Heights at one width (the last asked for).
+    heights: RefCell<Option<(u16, Heights)>>,
+    lines: RefCell<LineCache>,
+}
+
+struct Slot {
+    id: EntryId,
+    entry: Entry,
+    body: RefCell<Body>,
+}
+
+enum Body {
+    Parsed(Document),
+    Streaming(Box<StreamBody>),
+}
+
+impl std::fmt::Debug for Transcript {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transcript")
+            .field("entries", &self.slots.len())
+            .field("next_id", &self.next_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Transcript {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Add an entry at the end.
+    pub fn push(&mut self, entry: Entry) -> EntryId {
+        let id = EntryId(self.next_id);
+        self.next_id += 1;
+        let body = if entry.state == EntryState::Streaming {
+            Body::Streaming(Box::new(StreamBody::new(&entry.content)))
+        } else {
+            Body::Parsed(Document::parse(&entry.content))
+        };
+        let slot = Slot {
+            id,
+            entry,
+            body: RefCell::new(body),
+        };
+        if let Some((width, heights)) = self.heights.get_mut() {
+            heights.push(slot.height(*width));
+        }
+        self.slots.push(slot);
+        id
+    }
+
+    /// Append streamed text to an entry; only this entry is re-parsed, and only from the start
+    /// of its last top-level block. Unknown ids are ignored.
+    pub fn append_delta(&mut self, id: EntryId, text: &str) {
+        let Some(i) = self.index(id) else { return };
+        let slot = &mut self.slots[i];
+        slot.entry.content.push_str(text);
+        let body = slot.body.get_mut();
+        match body {
+            Body::Streaming(stream) => stream.push(text),
+            Body::Parsed(_) => {
+                *body = Body::Streaming(Box::new(StreamBody::new(&slot.entry.content)));
+                self.lines.get_mut().map.remove(&id.0);
+            }
+        }
+        self.refresh_height(i);
+    }
+
+    /// Replace an entry's content (re-parsed whole). Unknown ids are ignored.
+    pub fn set_content(&mut self, id: EntryId, content: impl Into<String>) {
+        let Some(i) = self.index(id) else { return };
+        let slot = &mut self.slots[i];
+        slot.entry.content = content.into();
+        *slot.body.get_mut() = if slot.entry.state == EntryState::Streaming {
+            Body::Streaming(Box::new(StreamBody::new(&slot.entry.content)))
+        } else {
+            Body::Parsed(Document::parse(&slot.entry.content))
+        };
+        self.lines.get_mut().map.remove(&id.0);
+        self.refresh_height(i);
+    }
+
+    /// Change an entry's state (only its header line changes). Unknown ids are ignored.
+    pub fn set_state(&mut self, id: EntryId, state: EntryState) {
+        if let Some(i) = self.index(id) {
+            self.slots[i].entry.state = state;
+        }
+    }
+
+    /// Change an entry's header text. Unknown ids are ignored.
+    pub fn set_header(&mut self, id: EntryId, header: impl Into<String>) {
+        if let Some(i) = self.index(id) {
+            self.slots[i].entry.header = header.into();
+        }
+    }
+
+    /// Remove an entry; returns it if it existed.
+    pub fn remove(&mut self, id: EntryId) -> Option<Entry> {
+        let i = self.index(id)?;
+        let slot = self.slots.remove(i);
+        if let Some((_, heights)) = self.heights.get_mut() {
+            heights.remove(i);
+        }
+        self.lines.get_mut().map.remove(&id.0);
+        Some(slot.entry)
+    }
+
+    /// Remove every entry (ids keep increasing).
+    pub fn clear(&mut self) {
+        self.slots.clear();
+        *self.heights.get_mut() = None;
+        self.lines.get_mut().map.clear();
+    }
+
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    pub fn get(&self, id: EntryId) -> Option<&Entry> {
+        self.index(id).map(|i| &self.slots[i].entry)
+    }
+
+    /// Entries in order, with their ids.
+    pub fn entries(&self) -> impl DoubleEndedIterator<Item = (EntryId, &Entry)> + '_ {
+        self.slots.iter().map(|s| (s.id, &s.entry))
+    }
+
+    pub fn last_id(&self) -> Option<EntryId> {
+        self.slots.last().map(|s| s.id)
+    }
+
+    /// Total lines at `width`.
+    pub fn height(&self, width: u16) -> usize {
+        self.with_heights(width, |h| h.total())
+    }
+
+    /// The entry drawn on `line` (0 = first line of the transcript) at `width`.
+    pub fn entry_at_line(&self, width: u16, line: usize) -> Option<EntryId> {
+        self.with_heights(width, |h| h.find(line))
+            .map(|i| self.slots[i].id)
+    }
+
+    /// The lines entry `id` occupies at `width` (header to trailing blank line); empty for an
+    /// unknown id.
+    pub fn line_range_of(&self, width: u16, id: EntryId) -> Range<usize> {
+        let Some(i) = self.index(id) else {
+            return 0..0;
+        };
+        self.with_heights(width, |h| {
+            let start = h.prefix(i);
+            start..start + h.get(i)
+        })
+    }
+
+    /// Draw lines `[top, top + area.height)` into `buf`; the rows of `selected` get the
+    /// selection style. Rows past the end are left untouched.
+    pub fn render(&self, area: Rect, buf: &mut Buffer, top: usize, selected: Option<EntryId>) {
+        let area = area.intersection(buf.area);
+        if area.is_empty() {
+            return;
+        }
+        let width = area.width;
+        let mut heights = self.heights.borrow_mut();
+        let heights = self.heights_at(&mut heights, width);
+        let Some(mut i) = heights.find(top) else {
+            return;
+        };
+        let mut skip = top - heights.prefix(i);
+        let mut y = area.y;
+        let mut cache = self.lines.borrow_mut();
+        cache.clock += 1;
+        while y < area.bottom() && i < self.slots.len() {
+            let slot = &self.slots[i];
+            let body = slot.lines(width, &mut cache);
+            let first_row = y;
+            for n in skip..heights.get(i) {
+                if y >= area.bottom() {
+                    break;
+                }
+                if n == 0 {
+                    buf.set_line(area.x, y, &header_line(&slot.entry), width);
+                } else if let Some(line) = body.get(n - 1) {
+                    buf.set_line(area.x, y, line, width);
+                }
+                y += 1;
+            }
+            if selected == Some(slot.id) && y > first_row {
+                let rows = Rect::new(area.x, first_row, width, y - first_row);
+                buf.set_style(rows, style::selected());
+            }
+            skip = 0;
+            i += 1;
+        }
+        cache.evict();
+    }
+
+    /// Every line at `width`, rendered from scratch without any cache: the reference the
+    /// cached path is tested against, and the naive baseline of the benchmarks.
+    pub fn lines_uncached(&self, width: u16) -> Vec<Line<'static>> {
+        let mut out = Vec::new();
+        for slot in &self.slots {
+            out.push(header_line(&slot.entry));
+            Document::parse(&slot.entry.content).lines_into(width, &mut out, None);
+            out.push(Line::default());
+        }
+        out
+    }
+
+    fn index(&self, id: EntryId) -> Option<usize> {
+        self.slots.binary_search_by_key(&id, |s| s.id).ok()
+    }
+
+    fn refresh_height(&mut self, i: usize) {
+        if let Some((width, heights)) = self.heights.get_mut() {
+            heights.set(i, self.slots[i].height(*width));
+        }
+    }
+
+    fn heights_at<'a>(&self, cell: &'a mut Option<(u16, Heights)>, width: u16) -> &'a Heights {
+        if cell.as_ref().is_none_or(|(w, _)| *w != width) {
+            let values = self.slots.iter().map(|s| s.height(width)).collect();
+            *cell = Some((width, Heights::from_values(values)));
+        }
+        match cell {
+            Some((_, heights)) => heights,
+            None => unreachable!("heights were just computed"),
+        }
+    }
+
+    fn with_heights<T>(&self, width: u16, f: impl FnOnce(&Heights) -> T) -> T {
+        let mut cell = self.heights.borrow_mut();
+        f(self.heights_at(&mut cell, width))
+    }
+}
+
+impl Slot {
+    fn height(&self, width: u16) -> usize {
+        CHROME_LINES
+            + match &mut *self.body.borrow_mut() {
+                Body::Parsed(doc) => doc.height(width),
+                Body::Streaming(stream) => stream.height(width),
+            }
+    }
+
+    fn lines(&self, width: u16, cache: &mut LineCache) -> BodyLines {
+        match &mut *self.body.borrow_mut() {
+            Body::Parsed(doc) => {
+                BodyLines::One(cache.get_or_build(self.id, width, || doc.lines(width)))
+            }
+            Body::Streaming(stream) => stream.lines(width),
+        }
+    }
+}
+
+/// The body lines of one entry at one width.
+enum BodyLines {
+    One(Arc<Vec<Line<'static>>>),
+    /// A streaming entry: committed lines, a separator if both parts have lines, the tail.
+    Two(Arc<Vec<Line<'static>>>, bool, Arc<Vec<Line<'static>>>),
+}
+
+static BLANK: Line<'static> = Line {
+    style: ratatui::style::Style::new(),
+    alignment: None,
+    spans: Vec::new(),
+};
+
+impl BodyLines {
+    fn get(&self, n: usize) -> Option<&Line<'static>> {
+        match self {
+            BodyLines::One(lines) => lines.get(n),
+            BodyLines::Two(head, sep, tail) => {
+                if n < head.len() {
+                    head.get(n)
+                } else if *sep && n == head.len() {
+                    Some(&BLANK)
+                } else {
+                    tail.get(n - head.len() - usize::from(*sep))
+                }
+            }
+        }
+    }
+}
+
+#[derive(Default)]
+struct LineCache {
+    map: HashMap<u64, CachedLines>,
+    clock: u64,
+}
+
+struct CachedLines {
+    width: u16,
+    lines: Arc<Vec<Line<'static>>>,
+    used: u64,
+}
+
+impl LineCache {
+    fn get_or_build(
+        &mut self,
+        id: EntryId,
+        width: u16,
+        build: impl FnOnce() -> Vec<Line<'static>>,
+    ) -> Arc<Vec<Line<'static>>> {
+        let clock = self.clock;
+        let cached = self.map.entry(id.0).or_insert_with(|| CachedLines {
+            width: 0,
+            lines: Arc::default(),
+            used: 0,
+        });
+        if cached.used == 0 || cached.width != width {
+            cached.lines = Arc::new(build());
+            cached.width = width;
+        }
+        cached.used = clock.max(1);
+        Arc::clone(&cached.lines)
+    }
+
+    /// Keep the most recently drawn half when over budget.
+    fn evict(&mut self) {
+        if self.map.len() <= LINE_CACHE_ENTRIES {
+            return;
+        }
+        let mut stamps: Vec<u64> = self.map.values().map(|c| c.used).collect();
+        let mid = stamps.len() / 2;
+        let cutoff = *stamps.select_nth_unstable(mid).1;
+        self.map.retain(|_, c| c.used > cutoff);
+    }
+}
+
+/// The body of an entry that is streaming: sanitised incrementally, parsed in two parts.
+struct StreamBody {
+    sanitizer: Sanitizer,
+    clean: String,
+    /// Blocks of the top-level blocks that lie wholly before `committed_len`: final.
+    committed: Document,
+    committed_len: usize,
+    /// The rest, re-parsed on every delta.
+    tail: Document,
+    /// False once the text holds a link reference definition: then it is parsed whole.
+    piecewise: bool,
+    memo: HighlightMemo,
+    committed_lines: Option<(u16, Arc<Vec<Line<'static>>>)>,
+    committed_height: Option<(u16, usize)>,
+    tail_lines: Option<(u16, Arc<Vec<Line<'static>>>)>,
+}
+
+impl StreamBody {
+    fn new(content: &str) -> Self {
+        let mut body = Self {
+            sanitizer: Sanitizer::new(),
+            clean: String::new(),
+            committed: Document::default(),
+            committed_len: 0,
+            tail: Document::default(),
+            piecewise: true,
+            memo: HighlightMemo::default(),
+            committed_lines: None,
+            committed_height: None,
+            tail_lines: None,
+        };
+        body.push(content);
+        body
+    }
+
+    fn push(&mut self, raw: &str) {
+        let before = self.clean.len();
+        self.sanitizer.feed(raw, &mut self.clean);
+        if self.clean.len() == before {
+            return;
+        }
+        self.tail_lines = None;
+        if self.piecewise {
+            let tail = Document::parse_clean(&self.clean[self.committed_len..]);
+            if !tail.has_refdefs {
+                match commit_point(&self.clean[self.committed_len..], &tail.top_starts) {
+                    Some(start) => self.commit(tail, start),
+                    None => self.tail = tail,
+                }
+                return;
+            }
+            self.piecewise = false;
+        }
+        self.committed = Document::default();
+        self.committed_len = 0;
+        self.committed_lines = None;
+        self.committed_height = None;
+        self.tail = Document::parse_clean(&self.clean);
+    }
+
+    /// Move the blocks before `start` from the freshly parsed tail to the committed part.
+    fn commit(&mut self, mut tail: Document, start: TopStart) {
+        let head: Vec<Block> = tail.blocks.drain(..start.block).collect();
+        let separator = !self.committed.is_empty() && !head.is_empty();
+        if let Some((width, lines)) = &mut self.committed_lines {
+            let w = usize::from((*width).max(1));
+            let lines = Arc::make_mut(lines);
+            if separator {
+                lines.push(Line::default());
+            }
+            for block in &head {
+                block.lines_into(w, lines, None);
+            }
+        }
+        if let Some((width, height)) = &mut self.committed_height {
+            let w = usize::from((*width).max(1));
+            *height += usize::from(separator) + head.iter().map(|b| b.height(w)).sum::<usize>();
+        }
+        self.committed.append(head);
+        self.committed_len += start.offset;
+        self.tail = Document::parse_clean(&self.clean[self.committed_len..]);
+    }
+
+    fn separator(&self) -> bool {
+        !self.committed.is_empty() && !self.tail.is_empty()
+    }
+
+    fn height(&mut self, width: u16) -> usize {
+        let committed = match self.committed_height {
+            Some((w, h)) if w == width => h,
+            _ => {
+                let h = self.committed.height(width);
+                self.committed_height = Some((width, h));
+                h
+            }
+        };
+        committed + usize::from(self.separator()) + self.tail.height(width)
+    }
+
+    fn lines(&mut self, width: u16) -> BodyLines {
+        let committed = match &self.committed_lines {
+            Some((w, lines)) if *w == width => Arc::clone(lines),
+            _ => {
+                let lines = Arc::new(self.committed.lines(width));
+                self.committed_lines = Some((width, Arc::clone(&lines)));
+                lines
+            }
+        };
+        let tail = match &self.tail_lines {
+            Some((w, lines)) if *w == width => Arc::clone(lines),
+            _ => {
+                let mut lines = Vec::new();
+                self.tail
+                    .lines_into(width, &mut lines, Some(&mut self.memo));
+                let lines = Arc::new(lines);
+                self.tail_lines = Some((width, Arc::clone(&lines)));
+                lines
+            }
+        };
+        BodyLines::Two(committed, self.separator(), tail)
+    }
+}
+
+/// Where the committed part of a streamed text can end: the start of the last top-level block
+/// if its first line is complete (a later line cannot change what came before it), else the
+/// start of the one before. `None` if that is the very start.
+fn commit_point(src: &str, starts: &[TopStart]) -> Option<TopStart> {
+    let last = starts.last()?;
+    let j = if src[last.offset..].contains('\n') {
+        starts.len() - 1
+    } else {
+        starts.len().checked_sub(2)?
+    };
+    let start = starts[j];
+    (start.offset > 0).then_some(start)
+}
+
+/// Header line: a bar and the header text in the role's colour, then the state.
+fn header_line(entry: &Entry) -> Line<'static> {
+    let role = style::role(entry.role);
+    let header = one_line(&entry.header);
+    let mut spans = vec![Span::styled("▌ ", role)];
+    let name = entry.role.as_str();
+    if header.is_empty() {
+        spans.push(Span::styled(name, role));
+    } else if let Some(rest) = header.strip_prefix(name) {
+        spans.push(Span::styled(name, role));
+        spans.push(Span::styled(rest.to_owned(), style::header_text()));
+    } else {
+        spans.push(Span::styled(header, style::header_text()));
+    }
+    match &entry.state {
+        EntryState::Complete => {}
+        EntryState::Streaming => {
+            spans.push(Span::styled(" · streaming…", style::streaming_marker()))
+        }
+        EntryState::Interrupted => {
+            spans.push(Span::styled(" · interrupted", style::interrupted_marker()))
+        }
+        EntryState::Failed(reason) => {
+            let reason = one_line(reason);
+            let text = if reason.is_empty() {
+                " · failed".to_owned()
+            } else {
+                format!(" · failed: {reason}")
+            };
+            spans.push(Span::styled(text, style::failed_marker()));
+        }
+    }
+    Line::from(spans)
+}
+
+fn one_line(text: &str) -> String {
+    sanitize(text).replace('\n', " ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(lines: &[Line<'_>]) -> Vec<String> {
+        lines.iter().map(|l| l.to_string()).collect()
+    }
+
+    fn drawn(t: &Transcript, width: u16, top: usize, rows: u16) -> Vec<String> {
+        let area = Rect::new(0, 0, width, rows);
+        let mut buf = Buffer::empty(area);
+        t.render(area, &mut buf, top, None);
+        (0..rows)
+            .map(|y| {
+                (0..width)
+                    .map(|x| buf[(x, y)].symbol())
+                    .collect::<String>()
+                    .trim_end()
+                    .to_owned()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn entries_draw_header_body_blank() {
+        let mut t = Transcript::new();
+        t.push(Entry::new(Role::User, "hi", "user · 12:00"));
+        let id = t.push(Entry::streaming(Role::Assistant, "assistant · 12:01"));
+        t.append_delta(id, "one ");
+        t.append_delta(id, "two");
+        assert_eq!(t.height(40), 6);
+        assert_eq!(
+            drawn(&t, 40, 0, 6),
+            [
+                "▌ user · 12:00",
+                "hi",
+                "",
+                "▌ assistant · 12:01 · streaming…",
+                "one two",
+                ""
+            ]
+        );
+        assert_eq!(t.entry_at_line(40, 4), Some(id));
+        assert_eq!(t.line_range_of(40, id), 3..6);
+        assert_eq!(drawn(&t, 40, 4, 1), ["one two"]);
+    }
+
+    #[test]
+    fn streaming_commits_blocks_and_matches_a_full_parse() {
+        let text_in = "# Title\n\nfirst para\n\n- a\n- b\n\n```rust\nfn x() {}\n```\n\nlast";
+        let mut t = Transcript::new();
+        let id = t.push(Entry::streaming(Role::Assistant, "a"));
+        for (i, c) in text_in.char_indices() {
+            t.append_delta(id, &text_in[i..i + c.len_utf8()]);
+            for width in [20, 33] {
+                let area = Rect::new(0, 0, width, 40);
+                let mut buf = Buffer::empty(area);
+                t.render(area, &mut buf, 0, None);
+                let expected = t.lines_uncached(width);
+                assert_eq!(t.height(width), expected.len());
+                let mut want = Buffer::empty(area);
+                for (y, line) in expected.iter().enumerate() {
+                    want.set_line(0, y as u16, line, width);
+                }
+                assert_eq!(buf, want, "after {:?} at {width}", &text_in[..=i]);
+            }
+        }
+        let Body::Streaming(stream) = &*t.slots[0].body.borrow() else {
+            panic!("not streaming")
+        };
+        assert!(stream.committed_len > 0);
+    }
+
+    #[test]
+    fn remove_and_clear() {
+        let mut t = Transcript::new();
+        let a = t.push(Entry::new(Role::User, "a", "user"));
+        let b = t.push(Entry::new(Role::User, "b\n\nc", "user"));
+        assert_eq!(t.height(20), 3 + 5);
+        assert_eq!(t.remove(a).map(|e| e.content), Some("a".into()));
+        assert_eq!(t.height(20), 5);
+        assert_eq!(t.line_range_of(20, b), 0..5);
+        assert_eq!(t.line_range_of(20, a), 0..0);
+        t.clear();
+        assert_eq!(t.height(20), 0);
+        assert!(t.is_empty());
+        assert_eq!(text(&t.lines_uncached(20)), Vec::<String>::new());
+    }
+}
