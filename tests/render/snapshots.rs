@@ -1,6 +1,6 @@
 //! Snapshots of rendered samples drawn through a `TestBackend`.
 use convo::api::types::Role;
-use convo::render::transcript::{Entry, EntryState, Transcript};
+use convo::render::transcript::{Entry, EntryState, Transcript, TranscriptView};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;
@@ -10,8 +10,7 @@ fn draw(t: &Transcript, width: u16, height: u16, top: usize) -> Terminal<TestBac
     let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("test backend");
     terminal
         .draw(|frame| {
-            let area = frame.area();
-            t.render(area, frame.buffer_mut(), top, None);
+            frame.render_widget(TranscriptView::new(t).top(top), frame.area());
         })
         .expect("draw");
     terminal
