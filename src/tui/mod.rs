@@ -156,12 +156,18 @@ impl TerminalGuard {
         install_panic_hook(mouse);
         enable_raw_mode()?;
         let mut out = std::io::stdout();
-        crossterm::execute!(out, EnterAlternateScreen, EnableBracketedPaste)?;
+        crossterm::execute!(
+            out,
+            EnterAlternateScreen,
+            EnableBracketedPaste,
+            crossterm::terminal::Clear(crossterm::terminal::ClearType::All)
+        )?;
         if mouse {
             crossterm::execute!(out, EnableMouseCapture)?;
         }
-        let mut terminal = Terminal::new(CrosstermBackend::new(out))?;
-        terminal.clear()?;
+        // No `terminal.clear()`: it asks the terminal for the cursor position, which costs a
+        // round trip; the screen was cleared above and the first frame draws every cell.
+        let terminal = Terminal::new(CrosstermBackend::new(out))?;
         Ok(TerminalGuard { terminal, mouse })
     }
 
