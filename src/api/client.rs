@@ -263,11 +263,13 @@ impl Client {
         let mut url = self.options.endpoint(&["v1", "analytics", "metrics"]);
         {
             let mut q = url.query_pairs_mut();
+            // AutoSi keeps sub-second digits only when there are any: truncating `end` to
+            // the second would drop what happened in its last second.
             q.append_pair(
                 "startDate",
-                &start.to_rfc3339_opts(SecondsFormat::Secs, true),
+                &start.to_rfc3339_opts(SecondsFormat::AutoSi, true),
             );
-            q.append_pair("endDate", &end.to_rfc3339_opts(SecondsFormat::Secs, true));
+            q.append_pair("endDate", &end.to_rfc3339_opts(SecondsFormat::AutoSi, true));
             if let Some(g) = granularity {
                 q.append_pair("granularity", g.as_str());
             }
