@@ -300,6 +300,33 @@ impl Client {
             .map(|(_, w)| w)
     }
 
+    /// `GET /healthz`, an extension of the local service (no credentials): `Ok(true)` when
+    /// the server says it is up, `Ok(false)` when it has no such endpoint (any 404), an
+    /// error when it cannot be reached or answers otherwise. Not retried: it is a probe.
+    pub async fn health(&self) -> Result<bool, ApiError> {
+        let mut url = self.options.base_url.clone();
+        url.set_query(None);
+        url.set_fragment(None);
+        if let Ok(mut path) = url.path_segments_mut() {
+            path.pop_if_empty().push("healthz");
+        }
+        let resp = self
+            .http
+            .get(url.clone())
+            .send()
+            .await
+            .map_err(|e| ApiError::Network(describe_reqwest(&e, &url)))?;
+        match resp.status() {
+            s if s.is_success() => Ok(true),
+            StatusCode::NOT_FOUND => Ok(false),
+            s => Err(ApiError::Protocol(format!(
+                "HTTP {} from {}",
+                s.as_u16(),
+                url.path()
+            ))),
+        }
+    }
+
     async fn request<T: DeserializeOwned>(
         &self,
         method: Method,

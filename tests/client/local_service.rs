@@ -106,6 +106,8 @@ async fn every_method_works() {
     let wallet = client.wallet(&wallet_id).await.unwrap();
     assert_eq!(wallet.wallet_id, wallet_id);
 
+    assert_eq!(client.health().await, Ok(true));
+
     let deleted = client.delete_session(&session).await.unwrap();
     assert!(deleted.deleted);
     assert_eq!(deleted.session_id, session);
