@@ -193,6 +193,13 @@ impl StreamTask {
     }
 
     async fn connect_and_read(&mut self, failures: &mut u32) -> Ending {
+        if let Err(e) = crate::config::check_transport(
+            &self.options.base_url,
+            self.options.api_key.is_some(),
+            self.options.allow_insecure,
+        ) {
+            return Ending::Fatal(ApiError::Config(e.to_string()));
+        }
         let mut url = self
             .options
             .endpoint(&["v1", "sessions", &self.session_id, "stream"]);

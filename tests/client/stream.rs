@@ -352,3 +352,17 @@ async fn dropping_the_handle_closes_the_connection() {
         .unwrap();
     assert!(rx.recv().await.is_none(), "the task ended");
 }
+
+#[tokio::test]
+async fn the_key_is_not_sent_over_plain_ws_to_another_host() {
+    let mut o = options(&"http://192.0.2.1:9".parse().unwrap());
+    o.allow_insecure = false;
+    let (_handle, mut rx) = SessionStream::connect_with(o, SESSION, fast());
+    match next(&mut rx).await {
+        StreamUpdate::Disconnected {
+            error: ApiError::Config(m),
+            retry_in: None,
+        } => assert!(m.contains("refusing to send the API key"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+}
