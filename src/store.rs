@@ -226,10 +226,15 @@ impl Store {
                 source,
             })?;
         }
+        let existed = path.exists();
         let conn = Connection::open(path).map_err(|source| StoreError::Sqlite {
             path: path.to_path_buf(),
             source,
         })?;
+        if !existed {
+            // Transcripts are private; SQLite gives the -wal and -shm files the same mode.
+            restrict_to_owner(path);
+        }
         let store = Store {
             conn: Arc::new(Mutex::new(conn)),
             path: Arc::new(path.to_path_buf()),
@@ -583,6 +588,17 @@ impl Store {
     }
 }
 
+#[cfg(unix)]
+fn restrict_to_owner(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Err(e) = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)) {
+        tracing::warn!(path = %path.display(), error = %e, "cannot make the local store private");
+    }
+}
+
+#[cfg(not(unix))]
+fn restrict_to_owner(_path: &Path) {}
+
 fn upsert(conn: &Connection, session_id: &str, at: &DateTime<Utc>) -> rusqlite::Result<()> {
     let at = fmt_time(at);
     // Timestamps are fixed-width UTC RFC 3339, so text order is time order.
@@ -709,6 +725,12 @@ mod tests {
         let s = Store::open(&path).unwrap();
         s.append_message("session_a", &msg(Role::User, "hello", 1, 0))
             .unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+            assert_eq!(mode & 0o077, 0, "private: {mode:o}");
+        }
         drop(s);
         let s = Store::open(&path).unwrap();
         assert_eq!(s.list_sessions().unwrap().len(), 1);
