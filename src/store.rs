@@ -408,7 +408,14 @@ impl Store {
             params![session_id],
         )
         .map_err(|e| self.err(e))?;
-        tx.commit().map_err(|e| self.err(e))
+        tx.commit().map_err(|e| self.err(e))?;
+        // Older copies of the pages live on in the WAL until a checkpoint; truncate it so
+        // that the deleted text is gone from the files' bytes (secure_delete zeroed it in
+        // the pages themselves). Busy readers only delay this; it is not an error.
+        if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
+            tracing::debug!(error = %e, "checkpoint after delete deferred");
+        }
+        Ok(())
     }
 
     /// Append a message to the session's transcript (creating the session if new), update
@@ -683,6 +690,28 @@ mod tests {
         assert_eq!(s.draft("session_a").unwrap(), None);
         assert_eq!(s.last_open_session().unwrap(), None);
         assert!(s.session("session_a").unwrap().unwrap().deleted);
+    }
+
+    #[test]
+    fn deleted_text_leaves_the_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("convo.db");
+        let s = Store::open(&path).unwrap();
+        let secret = "zebra-crossing-4417-secret";
+        s.append_message("session_a", &msg(Role::User, secret, 1, 0))
+            .unwrap();
+        s.append_message("session_b", &msg(Role::User, "keep me", 1, 0))
+            .unwrap();
+        s.save_draft("session_a", secret).unwrap();
+        s.mark_deleted("session_a").unwrap();
+        for entry in std::fs::read_dir(dir.path()).unwrap() {
+            let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+            assert!(
+                !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                "deleted text found in the store's files"
+            );
+        }
+        assert_eq!(s.transcript("session_b").unwrap().len(), 1);
     }
 
     #[test]
