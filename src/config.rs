@@ -737,6 +737,21 @@ mod tests {
         assert!(s.contains("service_live_…1234"), "{s}");
     }
 
+    proptest::proptest! {
+        #[test]
+        fn redaction_shows_at_most_the_prefix_and_four_characters(rest in "[A-Za-z0-9]{0,64}") {
+            let key = format!("service_live_{rest}");
+            let shown = redact_key(&key);
+            proptest::prop_assert!(shown.starts_with("service_live_…"));
+            let tail = shown.trim_start_matches("service_live_…");
+            proptest::prop_assert!(tail.chars().count() <= 4);
+            proptest::prop_assert!(rest.ends_with(tail));
+            if rest.len() < 12 {
+                proptest::prop_assert!(tail.is_empty());
+            }
+        }
+    }
+
     #[test]
     fn insecure_transport_is_refused() {
         let remote = Url::parse("http://example.com").unwrap();

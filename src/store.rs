@@ -792,6 +792,19 @@ mod tests {
         assert_eq!(s.list_sessions().unwrap()[0].tokens, 40);
     }
 
+    proptest::proptest! {
+        #[test]
+        fn titles_are_one_short_line(content in "\\PC{0,200}(\n\\PC{0,50}){0,3}") {
+            if let Some(t) = title_of(&content) {
+                proptest::prop_assert!(t.chars().count() <= TITLE_CHARS);
+                proptest::prop_assert!(!t.contains('\n'));
+                proptest::prop_assert!(!t.is_empty());
+            } else {
+                proptest::prop_assert!(content.trim().is_empty());
+            }
+        }
+    }
+
     #[test]
     fn titles_take_the_first_non_empty_line() {
         assert_eq!(title_of("\n\n  hello  \nworld").as_deref(), Some("hello"));
