@@ -28,8 +28,9 @@ pub const DEFAULT_CONFIG: &str = include_str!("../assets/config.toml");
 /// Flags that apply to every command. Each has an environment variable except
 /// `--allow-insecure`; a flag wins over its variable.
 #[derive(Clone, Default, clap::Args)]
+#[command(next_help_heading = "Global options")]
 pub struct GlobalArgs {
-    /// Base URL of the service, e.g. http://127.0.0.1:8080
+    /// Base URL of the service, e.g. http://127.0.0.1:8787 (`convo serve`)
     #[arg(long, global = true, env = "CONVO_BASE_URL", value_name = "URL")]
     pub base_url: Option<String>,
     /// API key (service_live_…) for the session, message and analytics endpoints
