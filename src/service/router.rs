@@ -36,8 +36,9 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", HEALTH),
 ];
 
-/// Largest accepted request body.
-pub const MAX_BODY_BYTES: usize = 64 * 1024;
+/// Largest accepted request body: room for 10,000 characters of content written as JSON
+/// `\uXXXX` surrogate pairs (12 bytes each) plus 16 KiB of metadata, escaped.
+pub const MAX_BODY_BYTES: usize = 256 * 1024;
 
 pub(crate) fn build(state: Arc<AppState>) -> Router {
     Router::new()

@@ -229,6 +229,21 @@ async fn bad_message_bodies_are_400_naming_the_field() {
         assert_eq!(status, StatusCode::BAD_REQUEST, "{request}");
         assert_envelope(&body, "invalid_request", field);
     }
+    // 10,000 astral characters written as escaped surrogate pairs (120 KB of JSON) fit.
+    let escaped = format!(r#"{{"content": "{}"}}"#, "\\ud83d\\ude00".repeat(10_000));
+    let resp = svc
+        .http
+        .post(svc.url(&format!("/v1/sessions/{}/messages", session())))
+        .bearer_auth(&svc.key)
+        .header("content-type", "application/json")
+        .body(escaped)
+        .send()
+        .await
+        .unwrap();
+    // Read and parsed in full: 10,000 emoji are more tokens than the default context holds.
+    let (status, body) = body_json(resp).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(body["error"]["code"], "context_overflow", "{body}");
     // Exactly 10,000 characters (multi-byte) is accepted.
     let (status, body) = svc.post(&sid, json!({"content": "é ".repeat(5_000)})).await;
     assert_eq!(status, StatusCode::OK, "{body}");
@@ -356,7 +371,7 @@ async fn credentials_are_checked_with_401_and_www_authenticate() {
 async fn oversized_bodies_unknown_routes_and_wrong_methods_get_the_envelope() {
     let svc = start_default().await;
     let sid = session();
-    let big = format!(r#"{{"content": "{}"}}"#, "x".repeat(70 * 1024));
+    let big = format!(r#"{{"content": "{}"}}"#, "x".repeat(300 * 1024));
     let resp = svc
         .http
         .post(svc.url(&format!("/v1/sessions/{sid}/messages")))
@@ -368,7 +383,7 @@ async fn oversized_bodies_unknown_routes_and_wrong_methods_get_the_envelope() {
         .unwrap();
     let (status, body) = body_json(resp).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
-    assert_envelope(&body, "payload_too_large", "65536");
+    assert_envelope(&body, "payload_too_large", "262144");
 
     let (status, body) = svc.get("/v2/nothing").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
