@@ -18,7 +18,7 @@ pub mod error;
 pub mod ids;
 pub mod jwt;
 pub mod router;
-mod routes;
+pub mod routes;
 pub mod store;
 pub mod stream;
 pub mod time;

@@ -18,6 +18,7 @@ use super::error::ApiError;
 use super::routes;
 
 pub const MESSAGES: &str = "/v1/sessions/{sessionId}/messages";
+pub const SESSIONS: &str = "/v1/sessions";
 pub const SESSION: &str = "/v1/sessions/{sessionId}";
 pub const STREAM: &str = "/v1/sessions/{sessionId}/stream";
 pub const METRICS: &str = "/v1/analytics/metrics";
@@ -28,6 +29,8 @@ pub const HEALTH: &str = "/healthz";
 /// Every (method, path) served, in the path syntax of OpenAPI.
 pub const ROUTES: &[(&str, &str)] = &[
     ("POST", MESSAGES),
+    ("GET", MESSAGES),
+    ("GET", SESSIONS),
     ("DELETE", SESSION),
     ("GET", STREAM),
     ("GET", METRICS),
@@ -42,7 +45,11 @@ pub const MAX_BODY_BYTES: usize = 256 * 1024;
 
 pub(crate) fn build(state: Arc<AppState>) -> Router {
     Router::new()
-        .route(MESSAGES, post(routes::messages::send))
+        .route(
+            MESSAGES,
+            post(routes::messages::send).get(routes::sessions::history),
+        )
+        .route(SESSIONS, get(routes::sessions::list))
         .route(SESSION, delete(routes::sessions::delete))
         .route(STREAM, get(routes::stream::connect))
         .route(METRICS, get(routes::analytics::metrics))
