@@ -109,7 +109,7 @@ fn config_from_args(
         .into_iter()
         .chain(args.api_keys.iter().map(String::as_str))
         .filter(|k| !k.is_empty())
-        .map(|k| parse_key_arg(k))
+        .map(parse_key_arg)
         .collect::<Result<Vec<_>, _>>()?;
     if api_keys.is_empty() {
         let key = super::generate_api_key();
