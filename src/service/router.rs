@@ -60,7 +60,24 @@ pub(crate) fn build(state: Arc<AppState>) -> Router {
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn(catch_panic))
+        .layer(axum::middleware::from_fn(log_request))
         .with_state(state)
+}
+
+/// One log line per request: method, path (ids only, never credentials), status, duration.
+async fn log_request(request: Request, next: Next) -> Response {
+    let method = request.method().clone();
+    let path = request.uri().path().to_string();
+    let started = std::time::Instant::now();
+    let response = next.run(request).await;
+    tracing::info!(
+        %method,
+        path,
+        status = response.status().as_u16(),
+        ms = started.elapsed().as_millis() as u64,
+        "request"
+    );
+    response
 }
 
 /// A handler that panics answers 500 `internal` (no detail) instead of dropping the connection.
