@@ -505,6 +505,8 @@ async fn the_session_limit_is_429_with_limit_reset_and_retry_after() {
     assert_eq!(body["error"]["resetAt"], usage["billingPeriod"]["end"]);
     assert_eq!(usage["sessions"]["active"], 10);
     assert_eq!(usage["sessions"]["percentage"], 100.0);
+    // Counted: the ten sends, the send refused for the sessions limit, and this usage request.
+    assert_eq!(usage["requests"]["used"], 12);
 }
 
 #[tokio::test]
