@@ -147,6 +147,8 @@ pub struct PendingSend {
     pub accepted: bool,
     /// Sent with `stream: true`: the text comes on the stream.
     pub streamed: bool,
+    /// The reply completed on the stream before the POST answered.
+    pub reply_done: bool,
 }
 
 /// The session shown in the transcript.
@@ -1166,6 +1168,7 @@ impl App {
             reply_item,
             accepted: false,
             streamed: stream,
+            reply_done: false,
         });
         let body = SendMessage {
             content: text,
@@ -1271,8 +1274,11 @@ impl App {
                 r.message_id = Some(reply_id);
             }
         }
-        let complete = !reply.content.is_empty() || !streamed;
-        if complete {
+        let reply_done = open.pending.as_ref().is_some_and(|p| p.reply_done);
+        if reply_done {
+            open.pending = None;
+            self.store_reply(&session_id, reply_item, out);
+        } else if !reply.content.is_empty() || !streamed {
             self.finish_reply(&session_id, reply, out);
         }
         // The session list: title from the first message, most recent first.
@@ -1305,7 +1311,8 @@ impl App {
             Some(i) => i,
             None => return,
         };
-        if open.items[idx].state == EntryState::Interrupted && open.pending.is_none() {
+        // Only a reply still coming completes (a stopped or finished one stays as it is).
+        if open.items[idx].state != EntryState::Streaming {
             return;
         }
         let item = &mut open.items[idx];
@@ -1319,14 +1326,31 @@ impl App {
         open.transcript.set_state(entry, EntryState::Complete);
         open.transcript
             .set_header(entry, header_for(role, at, reply.tokens));
-        if open.pending.as_ref().is_some_and(|p| p.reply_item == idx) {
-            open.pending = None;
+        match open.pending.as_mut().filter(|p| p.reply_item == idx) {
+            // The stream beat the POST's answer: the reply is stored after the message.
+            Some(p) if !p.accepted => {
+                p.reply_done = true;
+                return;
+            }
+            Some(_) => open.pending = None,
+            None => {}
         }
+        self.store_reply(session_id, idx, out);
+    }
+
+    /// Stores a completed reply and counts its tokens in the session.
+    fn store_reply(&mut self, session_id: &str, idx: usize, out: &mut Vec<Command>) {
+        let Some(open) = self.open.as_mut().filter(|o| o.id == session_id) else {
+            return;
+        };
+        let Some(item) = open.items.get(idx) else {
+            return;
+        };
         out.push(Command::Persist(StoreOp::AppendMessage {
             session_id: session_id.to_string(),
-            message: stored(&open.items[idx]),
+            message: stored(item),
         }));
-        let tokens = open.items[idx].tokens;
+        let tokens = item.tokens;
         if let Some(s) = self.sessions.iter_mut().find(|s| s.id == session_id) {
             s.tokens += tokens;
             s.last_activity = self.now;
