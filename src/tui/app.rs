@@ -379,11 +379,25 @@ impl App {
 
     /// The layout for the current size and composer.
     pub fn layout(&self) -> AppLayout {
-        layout::compute(
-            self.size,
-            self.composer.lines().len(),
-            self.settings.show_sessions,
-        )
+        layout::compute(self.size, self.composer_rows(), self.settings.show_sessions)
+    }
+
+    /// Rows the composer's text takes once wrapped to the composer's width.
+    pub fn composer_rows(&self) -> usize {
+        let width = layout::compute(self.size, 1, self.settings.show_sessions)
+            .composer
+            .width
+            .saturating_sub(2)
+            .max(1) as usize;
+        self.composer
+            .lines()
+            .iter()
+            .map(|l| {
+                unicode_width::UnicodeWidthStr::width(l.as_str())
+                    .div_ceil(width)
+                    .max(1)
+            })
+            .sum()
     }
 
     /// Sessions matching the filter, most recent first.
@@ -613,12 +627,9 @@ impl App {
             );
         } else if k.back.matches(key) && !self.filtering {
             // Esc: stop following a stream, else clear the notice or a send error.
+            let (w, h) =
+                transcript_viewport(self.size, self.composer_rows(), self.settings.show_sessions);
             if let Some(open) = self.open.as_mut().filter(|o| o.follow && o.is_streaming()) {
-                let (w, h) = transcript_viewport(
-                    self.size,
-                    self.composer.lines().len(),
-                    self.settings.show_sessions,
-                );
                 open.top = open.effective_top(w, h);
                 open.follow = false;
                 self.notify(
@@ -874,20 +885,14 @@ impl App {
     }
 
     fn page(&self) -> usize {
-        let (_, h) = transcript_viewport(
-            self.size,
-            self.composer.lines().len(),
-            self.settings.show_sessions,
-        );
+        let (_, h) =
+            transcript_viewport(self.size, self.composer_rows(), self.settings.show_sessions);
         (h as usize).saturating_sub(2).max(1)
     }
 
     fn scroll_by(&mut self, delta: isize) {
-        let (w, h) = transcript_viewport(
-            self.size,
-            self.composer.lines().len(),
-            self.settings.show_sessions,
-        );
+        let (w, h) =
+            transcript_viewport(self.size, self.composer_rows(), self.settings.show_sessions);
         let Some(open) = self.open.as_mut() else {
             return;
         };
@@ -900,11 +905,8 @@ impl App {
     }
 
     fn reveal_selected(&mut self) {
-        let (w, h) = transcript_viewport(
-            self.size,
-            self.composer.lines().len(),
-            self.settings.show_sessions,
-        );
+        let (w, h) =
+            transcript_viewport(self.size, self.composer_rows(), self.settings.show_sessions);
         let Some(open) = self.open.as_mut() else {
             return;
         };
@@ -1542,8 +1544,8 @@ pub fn title_from(text: &str) -> String {
     }
 }
 
-fn transcript_viewport(size: Rect, composer_lines: usize, show_sessions: bool) -> (u16, u16) {
-    let l = layout::compute(size, composer_lines, show_sessions);
+fn transcript_viewport(size: Rect, composer_rows: usize, show_sessions: bool) -> (u16, u16) {
+    let l = layout::compute(size, composer_rows, show_sessions);
     (l.transcript_inner.width, l.transcript_inner.height)
 }
 
