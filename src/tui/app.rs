@@ -1003,9 +1003,11 @@ impl App {
                     }));
                 }
             }
+            // The draft went to the store with its session. Text typed before any session
+            // was open (the store still loading) stays for the session about to open.
+            self.composer = new_composer();
+            self.metadata = None;
         }
-        self.composer = new_composer();
-        self.metadata = None;
         self.send_error = None;
     }
 

@@ -911,3 +911,26 @@ fn a_reply_done_before_the_post_answers_is_stored_after_the_message_and_once() {
     assert!(!again.iter().any(|c| matches!(c, Command::Persist(_))));
     assert_eq!(app.sessions.iter().find(|s| s.id == A).unwrap().tokens, 23);
 }
+
+#[test]
+fn text_typed_before_the_store_loads_is_kept() {
+    let mut app = App::new(
+        KeyBindings::default(),
+        Settings::default(),
+        Rect::new(0, 0, 80, 24),
+        t0(),
+    );
+    type_text(&mut app, "early words");
+    app.update(AppEvent::StoreLoaded {
+        sessions: vec![session(A, "first", 1, 0)],
+        last_open: Some(A.into()),
+    });
+    assert_eq!(app.composer_text(), "early words");
+    // The stored draft does not overwrite what was typed.
+    app.update(AppEvent::TranscriptLoaded {
+        session_id: A.into(),
+        messages: vec![],
+        draft: Some("old draft".into()),
+    });
+    assert_eq!(app.composer_text(), "early words");
+}

@@ -58,7 +58,19 @@ fn delete_a_session_with_the_keyboard() {
     convo.wait_for("the session to go", |s| {
         s.contains("deleted") && !s.contains("Delete session?")
     });
-    let screen = convo.wait_for("the list without it", |s| !s.contains("first session mess"));
+    // Only the notice still names it; the list has the other session alone.
+    let screen = convo.wait_for("the list without it", |s| {
+        s.matches("first session mess").count() == 1
+    });
+    assert!(
+        screen.contains("deleted “first session message”"),
+        "{screen}"
+    );
+    let listed = screen
+        .lines()
+        .filter(|l| l.contains("just now ·") || l.contains(" ago ·"))
+        .count();
+    assert_eq!(listed, 1, "one session left:\n{screen}");
     assert!(screen.contains("second session message"), "{screen}");
     convo.send(b"q");
     assert!(convo.wait_exit());
