@@ -502,6 +502,7 @@ impl App {
             } => self.on_send_failed(session_id, send_id, failure, &mut out),
             AppEvent::Stream { session_id, update } => self.on_stream(session_id, update, &mut out),
             AppEvent::Deleted { session_id } => {
+                out.push(Command::RefreshUsage);
                 self.notify(
                     Level::Info,
                     format!("deleted {}", self.title_of(&session_id)),

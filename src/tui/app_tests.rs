@@ -581,6 +581,10 @@ fn delete_asks_first_and_moves_to_the_next_session() {
         session_id: A.into(),
     });
     assert!(cmds.contains(&Command::Persist(StoreOp::DeleteSession(A.into()))));
+    assert!(
+        cmds.contains(&Command::RefreshUsage),
+        "the sessions gauge moves"
+    );
     assert_eq!(app.open_id(), Some(B));
     assert_eq!(app.sessions.len(), 2);
 }
