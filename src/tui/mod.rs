@@ -4,8 +4,10 @@
 pub mod app;
 pub mod event;
 pub mod frame;
+pub mod metrics;
 pub mod transcript;
 pub mod view;
+pub mod wallet;
 
 use std::process::ExitCode;
 
