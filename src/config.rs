@@ -27,14 +27,17 @@ pub const DEFAULT_CONFIG: &str = include_str!("../assets/config.toml");
 
 /// Flags that apply to every command. Each has an environment variable except
 /// `--allow-insecure`; a flag wins over its variable.
-#[derive(Debug, Clone, Default, clap::Args)]
+#[derive(Clone, Default, clap::Args)]
 pub struct GlobalArgs {
     /// Base URL of the service, e.g. http://127.0.0.1:8080
     #[arg(long, global = true, env = "CONVO_BASE_URL", value_name = "URL")]
     pub base_url: Option<String>,
     /// API key (service_live_…) for the session, message and analytics endpoints
+    // The id matches `convo serve --api-key` (field `api_keys`), so that clap does not
+    // propagate this global flag into `serve` as a second `--api-key`.
     #[arg(
-        long,
+        id = "api_keys",
+        long = "api-key",
         global = true,
         env = "CONVO_API_KEY",
         hide_env_values = true,
@@ -61,6 +64,22 @@ pub struct GlobalArgs {
     pub data_dir: Option<PathBuf>,
 }
 
+impl std::fmt::Debug for GlobalArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GlobalArgs")
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_deref().map(redact_key))
+            .field(
+                "wallet_token",
+                &self.wallet_token.as_deref().map(redact_key),
+            )
+            .field("config", &self.config)
+            .field("allow_insecure", &self.allow_insecure)
+            .field("data_dir", &self.data_dir)
+            .finish()
+    }
+}
+
 /// The effective configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -74,7 +93,7 @@ pub struct Config {
     pub warnings: Vec<String>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Connection {
     /// `None`: no server configured (the TUI embeds the local service).
     pub base_url: Option<Url>,
@@ -84,6 +103,23 @@ pub struct Connection {
     pub connect_timeout: Duration,
     pub request_timeout: Duration,
     pub max_retries: u32,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("base_url", &self.base_url.as_ref().map(Url::as_str))
+            .field("api_key", &self.api_key.as_deref().map(redact_key))
+            .field(
+                "wallet_token",
+                &self.wallet_token.as_deref().map(redact_key),
+            )
+            .field("allow_insecure", &self.allow_insecure)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("request_timeout", &self.request_timeout)
+            .field("max_retries", &self.max_retries)
+            .finish()
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -674,6 +710,13 @@ mod tests {
     }
 
     #[test]
+    fn global_flags_do_not_clash_with_any_subcommand() {
+        use clap::CommandFactory;
+        // Panics on a flag defined twice in a subcommand, e.g. `serve --api-key`.
+        crate::cli::Cli::command().debug_assert();
+    }
+
+    #[test]
     fn keys_are_redacted() {
         assert_eq!(
             redact_key("service_live_abcdefghijklmnop1234"),
@@ -682,6 +725,16 @@ mod tests {
         assert_eq!(redact_key("service_live_short"), "service_live_…");
         assert_eq!(redact_key("eyJhbGciOiJIUzI1NiJ9.x.sig9"), "…sig9");
         assert!(!redact_key("service_live_abcdefghijklmnop1234").contains("abcdefgh"));
+    }
+
+    #[test]
+    fn debug_output_redacts_credentials() {
+        let mut c = Config::defaults();
+        c.connection.api_key = Some("service_live_abcdefghijklmnop1234".into());
+        c.connection.wallet_token = Some("eyJhbGciOiJIUzI1NiJ9.payload.signature".into());
+        let s = format!("{c:?}");
+        assert!(!s.contains("abcdefgh") && !s.contains("payload"), "{s}");
+        assert!(s.contains("service_live_…1234"), "{s}");
     }
 
     #[test]

@@ -719,6 +719,29 @@ mod tests {
     }
 
     #[test]
+    fn the_store_can_be_shared_across_threads() {
+        fn assert_send_sync<T: Send + Sync + Clone>() {}
+        assert_send_sync::<Store>();
+        let s = Store::in_memory().unwrap();
+        let handles: Vec<_> = (0..4)
+            .map(|i| {
+                let s = s.clone();
+                std::thread::spawn(move || {
+                    for j in 0..10 {
+                        s.append_message("session_a", &msg(Role::User, &format!("{i}-{j}"), 1, j))
+                            .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        assert_eq!(s.transcript("session_a").unwrap().len(), 40);
+        assert_eq!(s.list_sessions().unwrap()[0].tokens, 40);
+    }
+
+    #[test]
     fn titles_take_the_first_non_empty_line() {
         assert_eq!(title_of("\n\n  hello  \nworld").as_deref(), Some("hello"));
         assert_eq!(title_of("   "), None);

@@ -390,9 +390,10 @@ impl Client {
                 snippet(&bytes)
             )),
         };
-        let retryable = status.is_server_error()
-            || (status == StatusCode::TOO_MANY_REQUESTS
-                && retry_after.is_none_or(|d| d <= MAX_RETRY_AFTER));
+        // A server asking for a longer wait than the cap (a quota resetting next month) gets
+        // its answer returned rather than a client hanging on.
+        let retryable = (status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS)
+            && retry_after.is_none_or(|d| d <= MAX_RETRY_AFTER);
         Err(Failure {
             error,
             retryable,

@@ -418,6 +418,8 @@ struct Builder {
     with_content: usize,
     doc_has_content: bool,
     quotes: usize,
+    /// Unordered lists open (their depth picks the bullet).
+    bullet_lists: usize,
     flow: Option<(FlowKind, Styled)>,
     /// Inline style stack; empty means the base style.
     styles: Vec<Style>,
@@ -466,9 +468,14 @@ impl Builder {
         }
     }
 
-    fn prefix(&self) -> Prefix {
+    /// The prefix of a block inside the first `depth` containers.
+    fn prefix(&self, depth: usize) -> Prefix {
         let mut prefix = Prefix::default();
-        for (i, frame) in self.frames.iter().take(MAX_VISUAL_DEPTH).enumerate() {
+        for (i, frame) in self.frames[..depth]
+            .iter()
+            .take(MAX_VISUAL_DEPTH)
+            .enumerate()
+        {
             match frame {
                 Frame::Quote => {
                     let bar = Span::styled(QUOTE_BAR, style::quote_bar());
@@ -515,13 +522,14 @@ impl Builder {
 
     fn emit(&mut self, block: impl FnOnce(Arc<Prefix>) -> Block) {
         if self.needs_separator() {
-            let mut sep = self.prefix();
+            // drawn inside the containers the two blocks share, not the ones just opened
+            let mut sep = self.prefix(self.with_content.min(self.frames.len()));
             sep.first = sep.rest.clone();
             self.blocks.push(Block::Blank {
                 prefix: Arc::new(sep),
             });
         }
-        let prefix = Arc::new(self.prefix());
+        let prefix = Arc::new(self.prefix(self.frames.len()));
         self.blocks.push(block(prefix));
         self.with_content = self.frames.len();
         self.doc_has_content = true;
@@ -626,22 +634,13 @@ impl Builder {
             }
             Tag::List(start) => {
                 self.flush_flow();
-                let bullets = self
-                    .frames
-                    .iter()
-                    .filter(|f| {
-                        matches!(
-                            f,
-                            Frame::List {
-                                next_number: None,
-                                ..
-                            }
-                        )
-                    })
-                    .count();
+                let bullet = BULLETS[self.bullet_lists % BULLETS.len()];
+                if start.is_none() {
+                    self.bullet_lists += 1;
+                }
                 self.frames.push(Frame::List {
                     next_number: start,
-                    bullet: BULLETS[bullets % BULLETS.len()],
+                    bullet,
                     tight: None,
                 });
             }
@@ -744,8 +743,11 @@ impl Builder {
                     self.emit(|prefix| Block::Fixed { prefix, lines });
                 }
             }
-            TagEnd::List(_) => {
+            TagEnd::List(ordered) => {
                 self.flush_flow();
+                if !ordered {
+                    self.bullet_lists = self.bullet_lists.saturating_sub(1);
+                }
                 self.pop_frame();
             }
             TagEnd::Item => {

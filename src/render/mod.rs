@@ -15,4 +15,4 @@ pub mod wrap;
 
 pub use markdown::{Document, render_markdown};
 pub use sanitize::{sanitize, sanitize_bytes};
-pub use transcript::{Entry, EntryId, EntryState, Transcript};
+pub use transcript::{Entry, EntryId, EntryState, Transcript, TranscriptView};

@@ -35,6 +35,7 @@ use std::sync::Arc;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
+use ratatui::widgets::Widget;
 
 use super::heights::Heights;
 use super::highlight::HighlightMemo;
@@ -257,6 +258,11 @@ impl Transcript {
         })
     }
 
+    /// The `top` that shows the last `rows` lines at `width` (following the tail).
+    pub fn tail_top(&self, width: u16, rows: u16) -> usize {
+        self.height(width).saturating_sub(usize::from(rows))
+    }
+
     /// Draw lines `[top, top + area.height)` into `buf`; the rows of `selected` get the
     /// selection style. Rows past the end are left untouched.
     pub fn render(&self, area: Rect, buf: &mut Buffer, top: usize, selected: Option<EntryId>) {
@@ -335,6 +341,42 @@ impl Transcript {
     fn with_heights<T>(&self, width: u16, f: impl FnOnce(&Heights) -> T) -> T {
         let mut cell = self.heights.borrow_mut();
         f(self.heights_at(&mut cell, width))
+    }
+}
+
+/// The transcript as a ratatui widget:
+/// `frame.render_widget(TranscriptView::new(&transcript).top(top).selected(id), area)`.
+#[derive(Clone, Copy, Debug)]
+pub struct TranscriptView<'a> {
+    transcript: &'a Transcript,
+    top: usize,
+    selected: Option<EntryId>,
+}
+
+impl<'a> TranscriptView<'a> {
+    pub fn new(transcript: &'a Transcript) -> Self {
+        Self {
+            transcript,
+            top: 0,
+            selected: None,
+        }
+    }
+
+    /// First line shown (0 = the top of the transcript).
+    pub fn top(mut self, top: usize) -> Self {
+        self.top = top;
+        self
+    }
+
+    pub fn selected(mut self, selected: Option<EntryId>) -> Self {
+        self.selected = selected;
+        self
+    }
+}
+
+impl Widget for TranscriptView<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        self.transcript.render(area, buf, self.top, self.selected);
     }
 }
 

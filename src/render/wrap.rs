@@ -84,9 +84,14 @@ pub fn grapheme_width(g: &str) -> usize {
     }
 }
 
+/// Printable ASCII only: one column per byte, every byte a grapheme.
+fn is_plain_ascii(s: &str) -> bool {
+    s.bytes().all(|b| (0x20..0x7f).contains(&b))
+}
+
 /// Display width of a string (sum of its graphemes).
 pub fn str_width(s: &str) -> usize {
-    if s.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+    if is_plain_ascii(s) {
         s.len()
     } else {
         s.graphemes(true).map(grapheme_width).sum()
@@ -160,6 +165,24 @@ pub fn wrap_words(text: &str, first: usize, rest: usize, mut emit: impl FnMut(Wr
                         emit(WrapEvent::Break);
                         avail = rest;
                     }
+                    if is_plain_ascii(word) {
+                        // one column per byte: cut by length
+                        let mut pos = start;
+                        loop {
+                            let take = avail.min(i - pos);
+                            emit(WrapEvent::Piece(pos, pos + take));
+                            pos += take;
+                            if pos == i {
+                                line_width = take;
+                                break;
+                            }
+                            emit(WrapEvent::Break);
+                            avail = rest;
+                        }
+                        line_empty = false;
+                        pending = None;
+                        continue;
+                    }
                     let mut seg_start = start;
                     let mut seg_width = 0;
                     for (offset, g) in word.grapheme_indices(true) {
@@ -204,6 +227,15 @@ pub fn hard_break(text: &str, avail: usize, mut emit: impl FnMut(usize, usize, b
         return;
     }
     let cap = avail.saturating_sub(str_width(BREAK_MARKER)).max(1);
+    if is_plain_ascii(text) {
+        let mut pos = 0;
+        while text.len() - pos > avail {
+            emit(pos, pos + cap, true);
+            pos += cap;
+        }
+        emit(pos, text.len(), false);
+        return;
+    }
     let mut remaining = total;
     let mut seg_start = 0;
     let mut seg_width = 0;
@@ -279,6 +311,10 @@ mod tests {
         assert_eq!(broken("abcdefg", 4), ["abc↩", "defg"]);
         assert_eq!(broken("abcdefgh", 4), ["abc↩", "def↩", "gh"]);
         assert_eq!(broken("", 4), [""]);
+        assert_eq!(
+            broken("日本語のテキスト", 7),
+            ["日本語↩", "のテキ↩", "スト"]
+        );
     }
 
     #[test]

@@ -12,9 +12,11 @@ use serde_json::Value;
 use crate::api::{Message, Role, SendMessage, StreamEvent, Usage, new_session_id};
 use crate::keys::KeyBindings;
 
-use super::event::{AppEvent, Endpoint, Failure, SessionSummary, StoredMessage, StreamStatus};
-use super::transcript::{Entry, EntryId, EntryState, Transcript};
+use super::event::{
+    AppEvent, Endpoint, Failure, MessageStatus, SessionSummary, StoredMessage, StreamStatus,
+};
 use super::view::layout::{self, AppLayout};
+use crate::render::transcript::{Entry, EntryId, EntryState, Transcript};
 
 /// Maximum length of a message's content, in characters (SERVICE-INTERFACE.md, Limits).
 pub const MAX_CONTENT_CHARS: usize = 10_000;
@@ -273,7 +275,7 @@ fn header_for(role: Role, at: DateTime<Utc>, tokens: u64) -> String {
 
 /// Text from outside goes through the sanitiser before it reaches the screen.
 fn sanitize(s: &str) -> String {
-    super::sanitize_text(s)
+    crate::render::sanitize(s).into_owned()
 }
 
 /// Something for a worker to do.
@@ -1234,7 +1236,11 @@ impl App {
         // Messages sent before the load finished stay after the stored ones.
         let recent = std::mem::take(&mut open.items);
         for m in messages {
-            let state = EntryState::Complete;
+            let state = match m.status {
+                MessageStatus::Complete => EntryState::Complete,
+                MessageStatus::Interrupted => EntryState::Interrupted,
+                MessageStatus::Failed => EntryState::Failed("not delivered".into()),
+            };
             open.items.push(TranscriptItem {
                 entry: EntryId(0),
                 role: m.role,
@@ -1516,6 +1522,12 @@ fn stored(item: &TranscriptItem) -> StoredMessage {
         tokens: item.tokens,
         message_id: item.message_id.clone(),
         created_at: item.created_at,
+        status: match item.state {
+            EntryState::Complete => MessageStatus::Complete,
+            // A reply still streaming when it is stored was cut short.
+            EntryState::Streaming | EntryState::Interrupted => MessageStatus::Interrupted,
+            EntryState::Failed(_) => MessageStatus::Failed,
+        },
     }
 }
 

@@ -6,9 +6,9 @@ use ratatui::layout::Rect;
 
 use super::app::*;
 use super::event::*;
-use super::transcript::EntryState;
 use crate::api::{ErrorBody, Message, Role, StreamEvent};
 use crate::keys::KeyBindings;
+use crate::render::transcript::EntryState;
 
 fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 22, 12, 0, 0).unwrap()
@@ -463,7 +463,7 @@ fn ctrl_c_stops_a_stream_and_otherwise_quits() {
 fn esc_stops_following_and_end_follows_again() {
     let mut app = app();
     for i in 0..30 {
-        app.update(AppEvent::Paste(format!("line {i}\n")));
+        app.update(AppEvent::Paste(format!("line {i}\n\n")));
     }
     let (_, send_id, _) = sent(&app.update(key(KeyCode::Enter))).unwrap();
     app.update(AppEvent::SendAccepted {
@@ -491,7 +491,7 @@ fn esc_stops_following_and_end_follows_again() {
 fn page_keys_and_the_wheel_scroll_and_the_bottom_resumes_following() {
     let mut app = app();
     for i in 0..40 {
-        app.update(AppEvent::Paste(format!("line {i}\n")));
+        app.update(AppEvent::Paste(format!("line {i}\n\n")));
     }
     app.update(key(KeyCode::Enter));
     app.update(key(KeyCode::PageUp));
@@ -728,6 +728,7 @@ fn a_loaded_transcript_brings_its_draft() {
             tokens: 1,
             message_id: None,
             created_at: t0(),
+            status: MessageStatus::Complete,
         }],
         draft: Some("unsent words".into()),
     });
@@ -826,9 +827,40 @@ fn f2_and_f3_open_the_views_and_esc_comes_back() {
 }
 
 #[test]
-fn server_text_is_sanitised_before_rendering() {
-    let clean = super::sanitize_text(
-        "a\u{1b}[31mred\u{1b}[0m \u{202e}evil\u{7} \u{1b}]52;c;AAAA\u{7}done\tx",
-    );
-    assert_eq!(clean, "ared evil done    x");
+fn server_text_is_sanitised_before_it_reaches_the_screen() {
+    let mut app = app();
+    type_text(&mut app, "hi");
+    let (_, send_id, _) = sent(&app.update(key(KeyCode::Enter))).unwrap();
+    app.update(AppEvent::SendAccepted {
+        session_id: A.into(),
+        send_id,
+        reply: reply("r", "", 0),
+        prompt_tokens: 1,
+    });
+    app.update(delta(
+        "r",
+        0,
+        "a\u{1b}[31mred\u{1b}[0m \u{202e}evil\u{7} \u{1b}]52;c;AAAA\u{7}done",
+    ));
+    app.update(AppEvent::Stream {
+        session_id: A.into(),
+        update: StreamStatus::Event(StreamEvent::Error {
+            session_id: A.into(),
+            message_id: "r".into(),
+            error: ErrorBody::new("internal", "bad\u{1b}[2Jthing"),
+        }),
+    });
+    let mut terminal = ratatui::Terminal::new(ratatui::backend::TestBackend::new(80, 24)).unwrap();
+    terminal.draw(|f| super::view::draw(f, &app)).unwrap();
+    let buf = terminal.backend().buffer();
+    let text: String = buf.content().iter().map(|c| c.symbol()).collect();
+    assert!(text.contains("ared evil"), "{text}");
+    for c in text.chars() {
+        assert!(!c.is_control(), "control character {c:?} on screen");
+        assert!(
+            !('\u{202a}'..='\u{202e}').contains(&c) && !('\u{2066}'..='\u{2069}').contains(&c),
+            "bidi override on screen"
+        );
+    }
+    assert!(!text.contains("52;c"), "an OSC sequence leaked: {text}");
 }

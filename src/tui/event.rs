@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use crossterm::event::{KeyEvent, MouseEvent};
 use tokio::sync::mpsc;
 
-use crate::api::{Message, Role, StreamEvent, Usage};
+use crate::api::{Message, StreamEvent, Usage};
 
 /// Everything that can happen to the app.
 #[derive(Debug, Clone)]
@@ -117,14 +117,7 @@ pub struct SessionSummary {
 }
 
 /// A message of a transcript as the store keeps it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct StoredMessage {
-    pub role: Role,
-    pub content: String,
-    pub tokens: u64,
-    pub message_id: Option<String>,
-    pub created_at: DateTime<Utc>,
-}
+pub use crate::store::{MessageStatus, StoredMessage};
 
 /// Why a request failed, in the terms the app shows to the user. Workers translate the
 /// client's error type into this, so `App` stays free of I/O types.

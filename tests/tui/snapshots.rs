@@ -49,6 +49,7 @@ fn msg(role: Role, content: &str, tokens: u64) -> StoredMessage {
         tokens,
         message_id: None,
         created_at: t0(),
+        status: convo::store::MessageStatus::Complete,
     }
 }
 

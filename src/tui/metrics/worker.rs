@@ -22,15 +22,26 @@ impl MetricsWorker {
         MetricsWorker::default()
     }
 
-    /// Carries out one request from the app; answers go to `sink`. Must be called inside a
-    /// tokio runtime.
-    pub fn handle<F>(&mut self, request: MetricsRequest, client: &Client, sink: F)
+    /// Carries out one request from the app; answers go to `sink`. Without a client (not
+    /// connected yet) every query of a load fails at once with that reason. Must be called
+    /// inside a tokio runtime.
+    pub fn handle<F>(&mut self, request: MetricsRequest, client: Option<&Client>, sink: F)
     where
         F: Fn(MetricsEvent) + Send + Sync + 'static,
     {
         match request {
             MetricsRequest::Load(plan) => {
                 self.abort();
+                let Some(client) = client else {
+                    let failed = |query| MetricsEvent::Answered {
+                        load_id: plan.load_id,
+                        query,
+                        result: Err("not connected to the service yet".to_string()),
+                    };
+                    sink(failed(Query::Totals));
+                    (0..plan.buckets.len()).for_each(|i| sink(failed(Query::Bucket(i))));
+                    return;
+                };
                 let id = plan.load_id;
                 let task = tokio::spawn(run_load(client.clone(), plan, sink));
                 self.running = Some((id, task.abort_handle()));
@@ -94,7 +105,7 @@ where
                     .metrics(r.start, r.end, Some(granularity))
                     .await
                     .map(Box::new)
-                    .map_err(|e| crate::tui::sanitize_text(&e.to_string()));
+                    .map_err(|e| clean(&e.to_string()));
                 (query, result)
             }
         })
@@ -106,4 +117,9 @@ where
             result,
         });
     }
+}
+
+/// Server text made safe for the terminal.
+fn clean(s: &str) -> String {
+    crate::render::sanitize::sanitize(s).into_owned()
 }

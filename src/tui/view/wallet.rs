@@ -12,10 +12,14 @@ use unicode_width::UnicodeWidthStr;
 use super::{theme, truncate};
 use crate::api::Wallet;
 use crate::tui::app::App;
-use crate::tui::sanitize_text;
 use crate::tui::wallet::{
     RiskBand, TokenStatus, WalletFailure, WalletLoad, WalletSection, WalletState,
 };
+
+/// Server text made safe for the terminal.
+fn sanitize_text(s: &str) -> String {
+    crate::render::sanitize::sanitize(s).into_owned()
+}
 
 /// What to do when no wallet token is configured, one line each.
 pub const NO_TOKEN_HELP: [&str; 5] = [

@@ -10,11 +10,9 @@ use crate::api::{ApiError, Client};
 pub fn failure_of(e: &ApiError) -> WalletFailure {
     match e {
         ApiError::Config(msg) if msg.contains("wallet token") => WalletFailure::NoToken,
-        ApiError::Unauthorized { message } => {
-            WalletFailure::Unauthorized(crate::tui::sanitize_text(message))
-        }
+        ApiError::Unauthorized { message } => WalletFailure::Unauthorized(clean(message)),
         ApiError::Service { code, .. } if code == "wallet_not_found" => WalletFailure::NotFound,
-        other => WalletFailure::Other(crate::tui::sanitize_text(&other.to_string())),
+        other => WalletFailure::Other(clean(&other.to_string())),
     }
 }
 
@@ -56,8 +54,9 @@ impl WalletWorker {
         });
     }
 
-    /// Carries out one request; must be called inside a tokio runtime.
-    pub fn handle<F>(&self, request: WalletRequest, client: &Client, sink: F)
+    /// Carries out one request; without a client (not connected yet) a fetch fails at
+    /// once. Must be called inside a tokio runtime.
+    pub fn handle<F>(&self, request: WalletRequest, client: Option<&Client>, sink: F)
     where
         F: Fn(WalletEvent) + Send + Sync + 'static,
     {
@@ -66,7 +65,15 @@ impl WalletWorker {
                 fetch_id,
                 wallet_id,
             } => {
-                let client = client.clone();
+                let Some(client) = client.cloned() else {
+                    sink(WalletEvent::Fetched {
+                        fetch_id,
+                        result: Err(WalletFailure::Other(
+                            "not connected to the service yet".into(),
+                        )),
+                    });
+                    return;
+                };
                 tokio::spawn(async move {
                     let result = client
                         .wallet(&wallet_id)
@@ -88,6 +95,11 @@ impl WalletWorker {
             }
         }
     }
+}
+
+/// Server text made safe for the terminal.
+fn clean(s: &str) -> String {
+    crate::render::sanitize::sanitize(s).into_owned()
 }
 
 #[cfg(test)]
