@@ -194,7 +194,8 @@ impl Workers {
                 let sink = move |ev| {
                     tx.send(AppEvent::Metrics(ev));
                 };
-                self.metrics.handle(request, self.shared.client.get(), sink);
+                // The load's task handle is for tests; cancelling goes through the worker.
+                let _ = self.metrics.handle(request, self.shared.client.get(), sink);
             }
             Command::Wallet(request) => {
                 let tx = self.events.clone();

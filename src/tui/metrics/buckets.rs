@@ -211,8 +211,12 @@ impl RangePreset {
     /// The range ending at `now`: the current hour and the 23 before it, or the current day
     /// and the 6, 29 or 89 before it.
     pub fn resolve(self, now: DateTime<Utc>) -> TimeRange {
-        // Whole seconds: the wire carries seconds, so the ranges shown are the ones queried.
-        let now = now.with_nanosecond(0).unwrap_or(now);
+        // Whole seconds, since the wire carries seconds: rounded up, so that what happened in
+        // the current second is inside the (end-exclusive) range.
+        let now = match now.with_nanosecond(0) {
+            Some(whole) if whole != now => whole + Duration::seconds(1),
+            _ => now,
+        };
         let (unit, n) = match self {
             RangePreset::Last24Hours => (Granularity::Hour, 24),
             RangePreset::Last7Days => (Granularity::Day, 7),
@@ -528,6 +532,9 @@ mod tests {
             bucket_count(RangePreset::Last90Days.resolve(now), Granularity::Day),
             90
         );
+        // A fraction of a second rounds the end up: the current second is in the range.
+        let r = RangePreset::Last24Hours.resolve(now + Duration::milliseconds(250));
+        assert_eq!(r.end, now + Duration::seconds(1));
         // Exactly on a boundary: the whole previous units.
         let midnight = at(2026, 11, 22, 0, 0);
         let r = RangePreset::Last7Days.resolve(midnight);

@@ -23,9 +23,14 @@ impl MetricsWorker {
     }
 
     /// Carries out one request from the app; answers go to `sink`. Without a client (not
-    /// connected yet) every query of a load fails at once with that reason. Must be called
-    /// inside a tokio runtime.
-    pub fn handle<F>(&mut self, request: MetricsRequest, client: Option<&Client>, sink: F)
+    /// connected yet) every query of a load fails at once with that reason. Returns the task
+    /// of a load it started. Must be called inside a tokio runtime.
+    pub fn handle<F>(
+        &mut self,
+        request: MetricsRequest,
+        client: Option<&Client>,
+        sink: F,
+    ) -> Option<AbortHandle>
     where
         F: Fn(MetricsEvent) + Send + Sync + 'static,
     {
@@ -40,16 +45,18 @@ impl MetricsWorker {
                     };
                     sink(failed(Query::Totals));
                     (0..plan.buckets.len()).for_each(|i| sink(failed(Query::Bucket(i))));
-                    return;
+                    return None;
                 };
                 let id = plan.load_id;
-                let task = tokio::spawn(run_load(client.clone(), plan, sink));
-                self.running = Some((id, task.abort_handle()));
+                let task = tokio::spawn(run_load(client.clone(), plan, sink)).abort_handle();
+                self.running = Some((id, task.clone()));
+                Some(task)
             }
             MetricsRequest::Cancel { load_id } => {
                 if self.running.as_ref().is_some_and(|(id, _)| *id == load_id) {
                     self.abort();
                 }
+                None
             }
         }
     }
