@@ -274,6 +274,9 @@ pub struct LoadPlan {
     pub range: TimeRange,
     pub granularity: Granularity,
     pub buckets: Vec<Bucket>,
+    /// For a preset: the worker resolves it again against the wall clock when the load
+    /// starts (the app's clock ticks only every few seconds) and reports the new plan.
+    pub preset: Option<RangePreset>,
 }
 
 /// Which query an answer belongs to.
@@ -286,6 +289,13 @@ pub enum Query {
 /// Answers from the metrics worker.
 #[derive(Debug, Clone, PartialEq)]
 pub enum MetricsEvent {
+    /// The worker resolved the preset again with the wall clock: these are the range and
+    /// buckets of the load from now on. Comes before any answer of the load.
+    Replanned {
+        load_id: u64,
+        range: TimeRange,
+        buckets: Vec<Bucket>,
+    },
     Answered {
         load_id: u64,
         query: Query,

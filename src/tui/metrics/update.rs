@@ -115,6 +115,10 @@ impl MetricsState {
                     range,
                     granularity: self.granularity,
                     buckets: list,
+                    preset: match self.range {
+                        RangeChoice::Preset(p) => Some(p),
+                        RangeChoice::Custom(_) => None,
+                    },
                 }));
             }
         }
@@ -433,11 +437,25 @@ impl MetricsState {
 
     /// An answer from the worker. Answers for a load that is no longer shown are dropped.
     pub fn on_event(&mut self, ev: MetricsEvent) {
-        let MetricsEvent::Answered {
-            load_id,
-            query,
-            result,
-        } = ev;
+        let (load_id, query, result) = match ev {
+            MetricsEvent::Replanned {
+                load_id,
+                range,
+                buckets,
+            } => {
+                if let Some(load) = self.current.as_mut().filter(|l| l.id == load_id) {
+                    load.range = range;
+                    load.buckets = buckets.into_iter().map(|b| (b, Slot::Pending)).collect();
+                    self.cursor = load.buckets.len().saturating_sub(1);
+                }
+                return;
+            }
+            MetricsEvent::Answered {
+                load_id,
+                query,
+                result,
+            } => (load_id, query, result),
+        };
         let Some(load) = self.current.as_mut().filter(|l| l.id == load_id) else {
             return;
         };
@@ -661,6 +679,35 @@ mod tests {
         let mut reqs = Vec::new();
         s.handle_key(&keys, &key(KeyCode::Char('r')), now(), &mut reqs);
         assert_ne!(plan(&reqs).load_id, id);
+    }
+
+    #[test]
+    fn a_replanned_load_takes_the_worker_range() {
+        let mut s = MetricsState::default();
+        let mut reqs = Vec::new();
+        s.open(now(), &mut reqs);
+        let p = plan(&reqs).clone();
+        assert_eq!(p.preset, Some(RangePreset::Last24Hours));
+        let later = now() + chrono::Duration::minutes(40);
+        let range = RangePreset::Last24Hours.resolve(later);
+        let list = buckets::buckets(range, Granularity::Hour).unwrap();
+        s.on_event(MetricsEvent::Replanned {
+            load_id: p.load_id,
+            range,
+            buckets: list.clone(),
+        });
+        let load = s.current.as_ref().unwrap();
+        assert_eq!(load.range.end, later);
+        assert_eq!(load.buckets[0].0, list[0]);
+        assert_eq!(load.buckets.len(), 24);
+        assert!(load.is_loading());
+        // A replan for another load changes nothing.
+        s.on_event(MetricsEvent::Replanned {
+            load_id: p.load_id + 7,
+            range: p.range,
+            buckets: vec![],
+        });
+        assert_eq!(s.current.as_ref().unwrap().buckets.len(), 24);
     }
 
     #[test]

@@ -89,10 +89,26 @@ where
 {
     let LoadPlan {
         load_id,
-        range,
+        mut range,
         granularity,
-        buckets,
+        mut buckets,
+        preset,
     } = plan;
+    // The app's clock may be seconds old: a preset ends at the real now.
+    if let Some(preset) = preset {
+        let fresh = preset.resolve(chrono::Utc::now());
+        if fresh != range
+            && let Ok(list) = super::buckets::buckets(fresh, granularity)
+        {
+            range = fresh;
+            buckets = list;
+            sink(MetricsEvent::Replanned {
+                load_id,
+                range,
+                buckets: buckets.clone(),
+            });
+        }
+    }
     let queries = std::iter::once((Query::Totals, range)).chain(
         buckets.into_iter().enumerate().map(|(i, b)| {
             (
