@@ -845,6 +845,19 @@ impl App {
     // ---- mouse -----------------------------------------------------------------------------
 
     fn on_mouse(&mut self, m: MouseEvent, out: &mut Vec<Command>) {
+        // views: the wheel scrolls the metrics and wallet views' tables.
+        if self.overlay.is_none() && self.view != View::Chat {
+            let delta = match m.kind {
+                MouseEventKind::ScrollUp => -1,
+                MouseEventKind::ScrollDown => 1,
+                _ => 0,
+            };
+            if self.view == View::Metrics {
+                self.metrics.scroll(delta);
+            } else {
+                self.wallet.scroll(delta);
+            }
+        }
         if self.overlay.is_some() || self.view != View::Chat {
             return;
         }

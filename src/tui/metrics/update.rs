@@ -390,6 +390,11 @@ impl MetricsState {
         self.current.as_ref().map_or(0, |l| l.buckets.len())
     }
 
+    /// The mouse wheel: moves the selected bucket.
+    pub fn scroll(&mut self, delta: isize) {
+        self.move_cursor(delta);
+    }
+
     fn move_cursor(&mut self, delta: isize) {
         let n = self.bucket_count();
         if n == 0 {

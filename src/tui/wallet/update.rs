@@ -197,6 +197,16 @@ impl WalletState {
         true
     }
 
+    /// The mouse wheel: scrolls the NFTs when they have focus, else the token accounts.
+    pub fn scroll(&mut self, delta: isize) {
+        let (len, pos) = match (self.section, self.wallet()) {
+            (_, None) => return,
+            (WalletSection::Nfts, Some(w)) => (w.nfts.len(), &mut self.nfts_scroll),
+            (_, Some(w)) => (w.token_accounts.len(), &mut self.tokens_scroll),
+        };
+        *pos = (*pos as isize + delta).clamp(0, len.saturating_sub(1) as isize) as usize;
+    }
+
     /// Pasted text goes into the prompt (first line only).
     pub fn paste(&mut self, text: &str) {
         let line = text.lines().next().unwrap_or("").trim();
@@ -491,6 +501,11 @@ mod tests {
         }
         assert_eq!(s.tokens_scroll, 1);
         s.handle_key(&keys, &key(KeyCode::Char('k')), &mut reqs);
+        assert_eq!(s.tokens_scroll, 0);
+        // The mouse wheel stays within the rows.
+        s.scroll(5);
+        assert_eq!(s.tokens_scroll, 1);
+        s.scroll(-9);
         assert_eq!(s.tokens_scroll, 0);
         reqs.clear();
         s.handle_key(&keys, &key(KeyCode::Char('r')), &mut reqs);
