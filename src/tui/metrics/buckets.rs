@@ -302,7 +302,16 @@ pub fn short_label(start: DateTime<Utc>, g: Granularity) -> String {
 /// `November 2026`; a partial bucket shows its actual bounds.
 pub fn describe_bucket(b: Bucket, g: Granularity) -> String {
     if b.is_partial(g) {
-        return describe_span(b.start, b.end);
+        let last = b.end - Duration::nanoseconds(1);
+        return if last.date_naive() == b.start.date_naive() {
+            format!(
+                "{}–{}",
+                b.start.format("%a %d %b %H:%M"),
+                b.end.format("%H:%M")
+            )
+        } else {
+            describe_span(b.start, b.end)
+        };
     }
     match g {
         Granularity::Hour => format!(
@@ -601,7 +610,15 @@ mod tests {
         };
         assert_eq!(
             describe_bucket(b, Granularity::Day),
-            "2026-11-22 00:00 → 2026-11-22 12:34 UTC"
+            "Sun 22 Nov 00:00–12:34"
+        );
+        let b = Bucket {
+            start: at(2026, 11, 20, 18, 0),
+            end: at(2026, 11, 23, 0, 0),
+        };
+        assert_eq!(
+            describe_bucket(b, Granularity::Week),
+            "2026-11-20 18:00 → 2026-11-23 00:00 UTC"
         );
         assert_eq!(
             short_label(at(2026, 11, 1, 0, 0), Granularity::Month),

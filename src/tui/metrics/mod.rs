@@ -309,14 +309,20 @@ pub fn help_lines(keys: &crate::keys::KeyBindings) -> Vec<(String, String)> {
     let back = keys.back.first_label();
     let tab = keys.focus_next.first_label();
     [
-        ("F2 view:".to_string(), "metrics".to_string()),
+        (
+            format!("{} view:", keys.metrics_view.first_label()),
+            "metrics".to_string(),
+        ),
         ("1 2 3 4".into(), "last 24h / 7d / 30d / 90d".into()),
         ("← →".into(), "range, granularity, bucket".into()),
         (tab.clone(), "next section".into()),
         ("Enter".into(), "type a custom range".into()),
         (keys.refresh.first_label(), "reload (fresh clock)".into()),
         (keys.stop_or_quit.first_label(), "cancel loading".into()),
-        ("F3 view:".into(), "wallet".into()),
+        (
+            format!("{} view:", keys.wallet_view.first_label()),
+            "wallet".into(),
+        ),
         ("Enter".into(), "fetch the typed id".into()),
         ("↑ ↓".into(), "recent ids; scroll tables".into()),
         (tab, "prompt, tokens, NFTs".into()),
