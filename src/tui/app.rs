@@ -38,10 +38,14 @@ pub enum Focus {
     Composer,
 }
 
-/// The main view. Metrics (F2) and wallet (F3) are added by a later version.
+/// The main view.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum View {
     Chat,
+    /// Metrics charts over a date range (F2, `/metrics`; `tui::metrics`).
+    Metrics,
+    /// Wallet details (F3, `/wallet ID`; `tui::wallet`).
+    Wallet,
 }
 
 /// A modal on top of the view; it takes every key while open.
@@ -298,6 +302,10 @@ pub enum Command {
     Persist(StoreOp),
     /// Put text on the terminal's clipboard (OSC 52).
     CopyToClipboard(String),
+    /// Work for the metrics view's worker (`tui::metrics::worker::MetricsWorker`).
+    Metrics(super::metrics::MetricsRequest),
+    /// Work for the wallet view's worker (`tui::wallet::worker::WalletWorker`).
+    Wallet(super::wallet::WalletRequest),
     /// Leave: restore the terminal and exit.
     Quit,
 }
@@ -344,6 +352,10 @@ pub struct App {
     pub notice: Option<Notice>,
     /// Session ids with a DELETE in flight.
     pub deleting: Vec<String>,
+    /// The metrics view's state (F2).
+    pub metrics: super::metrics::MetricsState,
+    /// The wallet view's state (F3).
+    pub wallet: super::wallet::WalletState,
     next_send_id: u64,
     pub quit: bool,
 }
@@ -372,6 +384,8 @@ impl App {
             usage: UsagePanel::default(),
             notice: None,
             deleting: Vec::new(),
+            metrics: Default::default(),
+            wallet: Default::default(),
             next_send_id: 1,
             quit: false,
         }
@@ -448,7 +462,12 @@ impl App {
             }
             AppEvent::Mouse(m) => self.on_mouse(m, &mut out),
             AppEvent::Paste(text) => {
-                if self.overlay.is_none() {
+                // views: the metrics and wallet views take pastes into their inputs.
+                if self.overlay.is_none() && self.view == View::Metrics {
+                    super::metrics::on_paste(self, &text);
+                } else if self.overlay.is_none() && self.view == View::Wallet {
+                    super::wallet::on_paste(self, &text);
+                } else if self.overlay.is_none() {
                     self.focus = Focus::Composer;
                     self.composer
                         .insert_str(text.replace("\r\n", "\n").replace('\r', "\n"));
@@ -535,6 +554,8 @@ impl App {
             }
             AppEvent::UsageFailed(e) => self.usage.error = Some(e),
             AppEvent::WorkerError(e) => self.notify(Level::Error, e),
+            AppEvent::Metrics(ev) => super::metrics::on_event(self, ev),
+            AppEvent::Wallet(ev) => super::wallet::on_event(self, ev, &mut out),
         }
         out
     }
@@ -552,6 +573,18 @@ impl App {
     fn on_key(&mut self, key: KeyEvent, out: &mut Vec<Command>) {
         if self.overlay.is_some() {
             self.overlay_key(key, out);
+            return;
+        }
+        // views: the metrics and wallet views route their own keys.
+        let outcome = match self.view {
+            View::Chat => None,
+            View::Metrics => Some(super::metrics::on_key(self, &key, out)),
+            View::Wallet => Some(super::wallet::on_key(self, &key, out)),
+        };
+        if let Some(outcome) = outcome {
+            if outcome == super::metrics::update::ViewOutcome::Quit {
+                self.quit(out);
+            }
             return;
         }
         if self.global_key(&key, out) == EventState::Consumed {
@@ -616,16 +649,10 @@ impl App {
             self.scroll_by(self.page() as isize);
         } else if k.help.matches(key) {
             self.overlay = Some(Overlay::Help { scroll: 0 });
-        } else if k.metrics_view.matches(key) || k.wallet_view.matches(key) {
-            let which = if k.metrics_view.matches(key) {
-                "metrics"
-            } else {
-                "wallet"
-            };
-            self.notify(
-                Level::Info,
-                format!("the {which} view is coming in a later version"),
-            );
+        } else if k.metrics_view.matches(key) {
+            super::metrics::open(self, out);
+        } else if k.wallet_view.matches(key) {
+            super::wallet::open(self, None, out);
         } else if k.back.matches(key) && !self.filtering {
             // Esc: stop following a stream, else clear the notice or a send error.
             let (w, h) =
@@ -832,7 +859,20 @@ impl App {
     // ---- mouse -----------------------------------------------------------------------------
 
     fn on_mouse(&mut self, m: MouseEvent, out: &mut Vec<Command>) {
-        if self.overlay.is_some() {
+        // views: the wheel scrolls the metrics and wallet views' tables.
+        if self.overlay.is_none() && self.view != View::Chat {
+            let delta = match m.kind {
+                MouseEventKind::ScrollUp => -1,
+                MouseEventKind::ScrollDown => 1,
+                _ => 0,
+            };
+            if self.view == View::Metrics {
+                self.metrics.scroll(delta);
+            } else {
+                self.wallet.scroll(delta);
+            }
+        }
+        if self.overlay.is_some() || self.view != View::Chat {
             return;
         }
         let layout = self.layout();
@@ -1109,13 +1149,22 @@ impl App {
                     self.composer = new_composer();
                     self.overlay = Some(Overlay::Help { scroll: 0 });
                 }
+                "metrics" => {
+                    self.composer = new_composer();
+                    super::metrics::open(self, out);
+                }
+                "wallet" => {
+                    self.composer = new_composer();
+                    let id = (!arg.is_empty()).then(|| arg.to_string());
+                    super::wallet::open(self, id.as_deref(), out);
+                }
                 "quit" | "q" => {
                     self.composer = new_composer();
                     self.quit(out);
                 }
                 other => self.notify(
                     Level::Error,
-                    format!("unknown command /{other}: try /new, /delete, /system, /meta, /help, /quit (// sends a literal /)"),
+                    format!("unknown command /{other}: try /new, /delete, /system, /meta, /metrics, /wallet, /help, /quit (// sends a literal /)"),
                 ),
             }
             return;

@@ -818,24 +818,16 @@ fn resize_and_clock_and_connect_failure() {
 }
 
 #[test]
-fn f2_and_f3_say_they_come_later() {
+fn f2_and_f3_open_the_views_and_esc_comes_back() {
+    // views: replaced the "coming later" notice test when the views landed.
     let mut app = app();
-    app.update(key(KeyCode::F(2)));
-    assert!(
-        app.notice
-            .as_ref()
-            .unwrap()
-            .text
-            .contains("metrics view is coming")
-    );
+    let out = app.update(key(KeyCode::F(2)));
+    assert_eq!(app.view, super::app::View::Metrics);
+    assert!(out.iter().any(|c| matches!(c, Command::Metrics(_))));
     app.update(key(KeyCode::F(3)));
-    assert!(
-        app.notice
-            .as_ref()
-            .unwrap()
-            .text
-            .contains("wallet view is coming")
-    );
+    assert_eq!(app.view, super::app::View::Wallet);
+    app.update(key(KeyCode::Esc));
+    assert_eq!(app.view, super::app::View::Chat);
 }
 
 #[test]
