@@ -8,6 +8,8 @@ pub mod config_cmd;
 pub mod delete;
 pub mod metrics;
 pub mod send;
+/// views: the metrics series and wallet sections, shared with the TUI views.
+pub mod series;
 pub mod sessions;
 pub mod usage;
 pub mod wallet;

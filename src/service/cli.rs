@@ -30,9 +30,10 @@ pub struct ServeArgs {
     #[arg(long)]
     pub db: Option<String>,
     /// Accepted API key, `service_live_…` with an optional `=free|pro|enterprise` (default pro).
-    /// Repeatable. Without one, a key is generated and printed once to stderr.
+    /// Repeatable. The global `--api-key KEY[=TIER]` (or CONVO_API_KEY) adds one more. Without
+    /// any, a key is generated and printed once to stderr.
     #[arg(
-        long = "api-key",
+        long = "key",
         value_name = "KEY[=TIER]",
         env = "CONVO_SERVE_API_KEYS",
         value_delimiter = ','
@@ -99,13 +100,16 @@ fn default_db_path() -> Result<PathBuf, String> {
 }
 
 /// The service configuration of `args`, and the secrets that were generated (to print once).
-fn config_from_args(args: &ServeArgs) -> Result<(ServiceConfig, Vec<String>), String> {
+fn config_from_args(
+    args: &ServeArgs,
+    global_key: Option<&str>,
+) -> Result<(ServiceConfig, Vec<String>), String> {
     let mut generated = Vec::new();
-    let mut api_keys = args
-        .api_keys
-        .iter()
+    let mut api_keys = global_key
+        .into_iter()
+        .chain(args.api_keys.iter().map(String::as_str))
         .filter(|k| !k.is_empty())
-        .map(|k| parse_key_arg(k))
+        .map(parse_key_arg)
         .collect::<Result<Vec<_>, _>>()?;
     if api_keys.is_empty() {
         let key = super::generate_api_key();
@@ -163,6 +167,7 @@ fn init_logging() {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("convo=info,warn"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .try_init();
 }
@@ -188,9 +193,17 @@ async fn shutdown_signal() {
     }
 }
 
+/// The global `--api-key` (or `CONVO_API_KEY`). `cli.rs` hands `serve` only its own arguments,
+/// and the global flag owns the name `--api-key`, so it is read back from the command line here.
+fn global_api_key() -> Option<String> {
+    use clap::Parser;
+    crate::cli::Cli::try_parse().ok()?.global.api_key
+}
+
 pub async fn serve(args: ServeArgs) -> ExitCode {
     init_logging();
-    let (config, generated) = match config_from_args(&args) {
+    let global_key = global_api_key();
+    let (config, generated) = match config_from_args(&args, global_key.as_deref()) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("convo serve: {e}");
