@@ -38,10 +38,14 @@ pub enum Focus {
     Composer,
 }
 
-/// The main view. Metrics (F2) and wallet (F3) are added by a later version.
+/// The main view.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum View {
     Chat,
+    /// Metrics charts over a date range (F2, `/metrics`; `tui::metrics`).
+    Metrics,
+    /// Wallet details (F3, `/wallet ID`; `tui::wallet`).
+    Wallet,
 }
 
 /// A modal on top of the view; it takes every key while open.
@@ -147,6 +151,8 @@ pub struct PendingSend {
     pub accepted: bool,
     /// Sent with `stream: true`: the text comes on the stream.
     pub streamed: bool,
+    /// The reply completed on the stream before the POST answered.
+    pub reply_done: bool,
 }
 
 /// The session shown in the transcript.
@@ -296,6 +302,10 @@ pub enum Command {
     Persist(StoreOp),
     /// Put text on the terminal's clipboard (OSC 52).
     CopyToClipboard(String),
+    /// Work for the metrics view's worker (`tui::metrics::worker::MetricsWorker`).
+    Metrics(super::metrics::MetricsRequest),
+    /// Work for the wallet view's worker (`tui::wallet::worker::WalletWorker`).
+    Wallet(super::wallet::WalletRequest),
     /// Leave: restore the terminal and exit.
     Quit,
 }
@@ -342,6 +352,10 @@ pub struct App {
     pub notice: Option<Notice>,
     /// Session ids with a DELETE in flight.
     pub deleting: Vec<String>,
+    /// The metrics view's state (F2).
+    pub metrics: super::metrics::MetricsState,
+    /// The wallet view's state (F3).
+    pub wallet: super::wallet::WalletState,
     next_send_id: u64,
     pub quit: bool,
 }
@@ -370,6 +384,8 @@ impl App {
             usage: UsagePanel::default(),
             notice: None,
             deleting: Vec::new(),
+            metrics: Default::default(),
+            wallet: Default::default(),
             next_send_id: 1,
             quit: false,
         }
@@ -377,11 +393,25 @@ impl App {
 
     /// The layout for the current size and composer.
     pub fn layout(&self) -> AppLayout {
-        layout::compute(
-            self.size,
-            self.composer.lines().len(),
-            self.settings.show_sessions,
-        )
+        layout::compute(self.size, self.composer_rows(), self.settings.show_sessions)
+    }
+
+    /// Rows the composer's text takes once wrapped to the composer's width.
+    pub fn composer_rows(&self) -> usize {
+        let width = layout::compute(self.size, 1, self.settings.show_sessions)
+            .composer
+            .width
+            .saturating_sub(2)
+            .max(1) as usize;
+        self.composer
+            .lines()
+            .iter()
+            .map(|l| {
+                unicode_width::UnicodeWidthStr::width(l.as_str())
+                    .div_ceil(width)
+                    .max(1)
+            })
+            .sum()
     }
 
     /// Sessions matching the filter, most recent first.
@@ -432,7 +462,12 @@ impl App {
             }
             AppEvent::Mouse(m) => self.on_mouse(m, &mut out),
             AppEvent::Paste(text) => {
-                if self.overlay.is_none() {
+                // views: the metrics and wallet views take pastes into their inputs.
+                if self.overlay.is_none() && self.view == View::Metrics {
+                    super::metrics::on_paste(self, &text);
+                } else if self.overlay.is_none() && self.view == View::Wallet {
+                    super::wallet::on_paste(self, &text);
+                } else if self.overlay.is_none() {
                     self.focus = Focus::Composer;
                     self.composer
                         .insert_str(text.replace("\r\n", "\n").replace('\r', "\n"));
@@ -486,6 +521,7 @@ impl App {
             } => self.on_send_failed(session_id, send_id, failure, &mut out),
             AppEvent::Stream { session_id, update } => self.on_stream(session_id, update, &mut out),
             AppEvent::Deleted { session_id } => {
+                out.push(Command::RefreshUsage);
                 self.notify(
                     Level::Info,
                     format!("deleted {}", self.title_of(&session_id)),
@@ -518,6 +554,8 @@ impl App {
             }
             AppEvent::UsageFailed(e) => self.usage.error = Some(e),
             AppEvent::WorkerError(e) => self.notify(Level::Error, e),
+            AppEvent::Metrics(ev) => super::metrics::on_event(self, ev),
+            AppEvent::Wallet(ev) => super::wallet::on_event(self, ev, &mut out),
         }
         out
     }
@@ -535,6 +573,18 @@ impl App {
     fn on_key(&mut self, key: KeyEvent, out: &mut Vec<Command>) {
         if self.overlay.is_some() {
             self.overlay_key(key, out);
+            return;
+        }
+        // views: the metrics and wallet views route their own keys.
+        let outcome = match self.view {
+            View::Chat => None,
+            View::Metrics => Some(super::metrics::on_key(self, &key, out)),
+            View::Wallet => Some(super::wallet::on_key(self, &key, out)),
+        };
+        if let Some(outcome) = outcome {
+            if outcome == super::metrics::update::ViewOutcome::Quit {
+                self.quit(out);
+            }
             return;
         }
         if self.global_key(&key, out) == EventState::Consumed {
@@ -599,24 +649,15 @@ impl App {
             self.scroll_by(self.page() as isize);
         } else if k.help.matches(key) {
             self.overlay = Some(Overlay::Help { scroll: 0 });
-        } else if k.metrics_view.matches(key) || k.wallet_view.matches(key) {
-            let which = if k.metrics_view.matches(key) {
-                "metrics"
-            } else {
-                "wallet"
-            };
-            self.notify(
-                Level::Info,
-                format!("the {which} view is coming in a later version"),
-            );
+        } else if k.metrics_view.matches(key) {
+            super::metrics::open(self, out);
+        } else if k.wallet_view.matches(key) {
+            super::wallet::open(self, None, out);
         } else if k.back.matches(key) && !self.filtering {
             // Esc: stop following a stream, else clear the notice or a send error.
+            let (w, h) =
+                transcript_viewport(self.size, self.composer_rows(), self.settings.show_sessions);
             if let Some(open) = self.open.as_mut().filter(|o| o.follow && o.is_streaming()) {
-                let (w, h) = transcript_viewport(
-                    self.size,
-                    self.composer.lines().len(),
-                    self.settings.show_sessions,
-                );
                 open.top = open.effective_top(w, h);
                 open.follow = false;
                 self.notify(
@@ -818,7 +859,20 @@ impl App {
     // ---- mouse -----------------------------------------------------------------------------
 
     fn on_mouse(&mut self, m: MouseEvent, out: &mut Vec<Command>) {
-        if self.overlay.is_some() {
+        // views: the wheel scrolls the metrics and wallet views' tables.
+        if self.overlay.is_none() && self.view != View::Chat {
+            let delta = match m.kind {
+                MouseEventKind::ScrollUp => -1,
+                MouseEventKind::ScrollDown => 1,
+                _ => 0,
+            };
+            if self.view == View::Metrics {
+                self.metrics.scroll(delta);
+            } else {
+                self.wallet.scroll(delta);
+            }
+        }
+        if self.overlay.is_some() || self.view != View::Chat {
             return;
         }
         let layout = self.layout();
@@ -872,20 +926,14 @@ impl App {
     }
 
     fn page(&self) -> usize {
-        let (_, h) = transcript_viewport(
-            self.size,
-            self.composer.lines().len(),
-            self.settings.show_sessions,
-        );
+        let (_, h) =
+            transcript_viewport(self.size, self.composer_rows(), self.settings.show_sessions);
         (h as usize).saturating_sub(2).max(1)
     }
 
     fn scroll_by(&mut self, delta: isize) {
-        let (w, h) = transcript_viewport(
-            self.size,
-            self.composer.lines().len(),
-            self.settings.show_sessions,
-        );
+        let (w, h) =
+            transcript_viewport(self.size, self.composer_rows(), self.settings.show_sessions);
         let Some(open) = self.open.as_mut() else {
             return;
         };
@@ -898,11 +946,8 @@ impl App {
     }
 
     fn reveal_selected(&mut self) {
-        let (w, h) = transcript_viewport(
-            self.size,
-            self.composer.lines().len(),
-            self.settings.show_sessions,
-        );
+        let (w, h) =
+            transcript_viewport(self.size, self.composer_rows(), self.settings.show_sessions);
         let Some(open) = self.open.as_mut() else {
             return;
         };
@@ -999,9 +1044,11 @@ impl App {
                     }));
                 }
             }
+            // The draft went to the store with its session. Text typed before any session
+            // was open (the store still loading) stays for the session about to open.
+            self.composer = new_composer();
+            self.metadata = None;
         }
-        self.composer = new_composer();
-        self.metadata = None;
         self.send_error = None;
     }
 
@@ -1102,13 +1149,22 @@ impl App {
                     self.composer = new_composer();
                     self.overlay = Some(Overlay::Help { scroll: 0 });
                 }
+                "metrics" => {
+                    self.composer = new_composer();
+                    super::metrics::open(self, out);
+                }
+                "wallet" => {
+                    self.composer = new_composer();
+                    let id = (!arg.is_empty()).then(|| arg.to_string());
+                    super::wallet::open(self, id.as_deref(), out);
+                }
                 "quit" | "q" => {
                     self.composer = new_composer();
                     self.quit(out);
                 }
                 other => self.notify(
                     Level::Error,
-                    format!("unknown command /{other}: try /new, /delete, /system, /meta, /help, /quit (// sends a literal /)"),
+                    format!("unknown command /{other}: try /new, /delete, /system, /meta, /metrics, /wallet, /help, /quit (// sends a literal /)"),
                 ),
             }
             return;
@@ -1166,6 +1222,7 @@ impl App {
             reply_item,
             accepted: false,
             streamed: stream,
+            reply_done: false,
         });
         let body = SendMessage {
             content: text,
@@ -1271,8 +1328,11 @@ impl App {
                 r.message_id = Some(reply_id);
             }
         }
-        let complete = !reply.content.is_empty() || !streamed;
-        if complete {
+        let reply_done = open.pending.as_ref().is_some_and(|p| p.reply_done);
+        if reply_done {
+            open.pending = None;
+            self.store_reply(&session_id, reply_item, out);
+        } else if !reply.content.is_empty() || !streamed {
             self.finish_reply(&session_id, reply, out);
         }
         // The session list: title from the first message, most recent first.
@@ -1305,7 +1365,8 @@ impl App {
             Some(i) => i,
             None => return,
         };
-        if open.items[idx].state == EntryState::Interrupted && open.pending.is_none() {
+        // Only a reply still coming completes (a stopped or finished one stays as it is).
+        if open.items[idx].state != EntryState::Streaming {
             return;
         }
         let item = &mut open.items[idx];
@@ -1319,14 +1380,31 @@ impl App {
         open.transcript.set_state(entry, EntryState::Complete);
         open.transcript
             .set_header(entry, header_for(role, at, reply.tokens));
-        if open.pending.as_ref().is_some_and(|p| p.reply_item == idx) {
-            open.pending = None;
+        match open.pending.as_mut().filter(|p| p.reply_item == idx) {
+            // The stream beat the POST's answer: the reply is stored after the message.
+            Some(p) if !p.accepted => {
+                p.reply_done = true;
+                return;
+            }
+            Some(_) => open.pending = None,
+            None => {}
         }
+        self.store_reply(session_id, idx, out);
+    }
+
+    /// Stores a completed reply and counts its tokens in the session.
+    fn store_reply(&mut self, session_id: &str, idx: usize, out: &mut Vec<Command>) {
+        let Some(open) = self.open.as_mut().filter(|o| o.id == session_id) else {
+            return;
+        };
+        let Some(item) = open.items.get(idx) else {
+            return;
+        };
         out.push(Command::Persist(StoreOp::AppendMessage {
             session_id: session_id.to_string(),
-            message: stored(&open.items[idx]),
+            message: stored(item),
         }));
-        let tokens = open.items[idx].tokens;
+        let tokens = item.tokens;
         if let Some(s) = self.sessions.iter_mut().find(|s| s.id == session_id) {
             s.tokens += tokens;
             s.last_activity = self.now;
@@ -1518,8 +1596,8 @@ pub fn title_from(text: &str) -> String {
     }
 }
 
-fn transcript_viewport(size: Rect, composer_lines: usize, show_sessions: bool) -> (u16, u16) {
-    let l = layout::compute(size, composer_lines, show_sessions);
+fn transcript_viewport(size: Rect, composer_rows: usize, show_sessions: bool) -> (u16, u16) {
+    let l = layout::compute(size, composer_rows, show_sessions);
     (l.transcript_inner.width, l.transcript_inner.height)
 }
 

@@ -69,6 +69,11 @@ pub enum AppEvent {
     UsageFailed(String),
     /// A worker could not do its job and the user should know (e.g. the store is unwritable).
     WorkerError(String),
+    /// An answer for the metrics view (F2): one query of a load (`tui::metrics`).
+    Metrics(crate::tui::metrics::MetricsEvent),
+    /// A report for the wallet view (F3): a fetched wallet, recent ids, token status
+    /// (`tui::wallet`).
+    Wallet(crate::tui::wallet::WalletEvent),
 }
 
 /// What happened on a session's WebSocket stream.

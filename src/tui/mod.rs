@@ -5,8 +5,10 @@ pub mod app;
 pub mod embedded;
 pub mod event;
 pub mod frame;
+pub mod metrics;
 pub mod runtime;
 pub mod view;
+pub mod wallet;
 pub mod workers;
 
 use std::io::Write;

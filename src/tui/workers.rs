@@ -60,6 +60,9 @@ pub struct Workers {
     tasks: Vec<JoinHandle<()>>,
     /// Text for the terminal's clipboard (OSC 52), written by the loop that owns the terminal.
     pub clipboard: Vec<String>,
+    /// views: the metrics view's load in flight and the wallet view's fetches.
+    metrics: crate::tui::metrics::worker::MetricsWorker,
+    wallet: crate::tui::wallet::worker::WalletWorker,
 }
 
 impl Workers {
@@ -82,6 +85,17 @@ impl Workers {
             tokio::spawn(clock(events.clone())),
         ];
         let store_jobs = spawn_store(config.store_file.clone(), events.clone());
+        // views: recent wallet ids live beside the store.
+        let wallet = crate::tui::wallet::worker::WalletWorker::new(
+            config
+                .store_file
+                .parent()
+                .map(crate::tui::wallet::recent::path_in),
+        );
+        let tx = events.clone();
+        wallet.load_recent(move |ev| {
+            tx.send(AppEvent::Wallet(ev));
+        });
         Workers {
             events,
             shared,
@@ -90,6 +104,8 @@ impl Workers {
             usage_kick,
             tasks,
             clipboard: Vec::new(),
+            metrics: Default::default(),
+            wallet,
         }
     }
 
@@ -172,6 +188,22 @@ impl Workers {
             }
             Command::RefreshUsage => self.usage_kick.notify_one(),
             Command::CopyToClipboard(text) => self.clipboard.push(text),
+            // views: the metrics and wallet views' work goes to their own workers.
+            Command::Metrics(request) => {
+                let tx = self.events.clone();
+                let sink = move |ev| {
+                    tx.send(AppEvent::Metrics(ev));
+                };
+                // The load's task handle is for tests; cancelling goes through the worker.
+                let _ = self.metrics.handle(request, self.shared.client.get(), sink);
+            }
+            Command::Wallet(request) => {
+                let tx = self.events.clone();
+                let sink = move |ev| {
+                    tx.send(AppEvent::Wallet(ev));
+                };
+                self.wallet.handle(request, self.shared.client.get(), sink);
+            }
             Command::Quit => {}
         }
     }
@@ -296,6 +328,10 @@ async fn connect(target: Target, shared: Arc<Shared>, events: EventSender) {
     };
     match result {
         Ok((client, endpoint)) => {
+            // views: the wallet view says how to get a token when there is none.
+            events.send(AppEvent::Wallet(crate::tui::wallet::WalletEvent::Token(
+                crate::tui::wallet::worker::token_status(&client),
+            )));
             let _ = shared.client.set(client);
             events.send(AppEvent::Connected(endpoint));
         }

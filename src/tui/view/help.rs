@@ -14,6 +14,8 @@ pub const SLASH_COMMANDS: &[(&str, &str)] = &[
     ("/delete", "delete this session"),
     ("/system TEXT", "send TEXT as system"),
     ("/meta JSON", "metadata, next message"),
+    ("/metrics", "metrics view (F2)"),
+    ("/wallet [ID]", "wallet view (F3)"),
     ("/help", "this help"),
     ("/quit", "quit"),
 ];
@@ -31,6 +33,8 @@ pub fn lines(app: &App) -> Vec<(String, String)> {
             .iter()
             .map(|(k, d)| (k.to_string(), d.to_string())),
     );
+    // views: the keys of the metrics and wallet views.
+    out.extend(crate::tui::metrics::help_lines(&app.keys));
     out
 }
 

@@ -4,27 +4,43 @@ pub mod composer;
 pub mod dialog;
 pub mod help;
 pub mod layout;
+pub mod metrics;
 pub mod sessions;
 pub mod status;
 pub mod theme;
 pub mod transcript;
 pub mod usage;
+pub mod wallet;
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
 
-use super::app::{App, Overlay};
+use super::app::{App, Overlay, View};
 
 /// Draws the whole app.
 pub fn draw(frame: &mut Frame, app: &App) {
     let layout = app.layout();
     let buf = frame.buffer_mut();
-    usage::render(app, &layout, buf);
-    if let Some(area) = layout.sessions {
-        sessions::render(app, area, buf);
+    match app.view {
+        View::Chat => {
+            usage::render(app, &layout, buf);
+            if let Some(area) = layout.sessions {
+                sessions::render(app, area, buf);
+            }
+            transcript::render(app, layout.transcript, buf);
+            composer::render(app, layout.composer, buf);
+        }
+        // views: the metrics and wallet views take the screen above the status bar.
+        View::Metrics | View::Wallet => {
+            let area = app.size;
+            let above = Rect::new(area.x, area.y, area.width, area.height.saturating_sub(1));
+            if app.view == View::Metrics {
+                metrics::render(app, above, buf);
+            } else {
+                wallet::render(app, above, buf);
+            }
+        }
     }
-    transcript::render(app, layout.transcript, buf);
-    composer::render(app, layout.composer, buf);
     status::render(app, layout.status, buf);
     match &app.overlay {
         Some(Overlay::Help { scroll }) => {

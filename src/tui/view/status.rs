@@ -6,7 +6,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
 use super::{theme, truncate};
-use crate::tui::app::{App, Connection, Focus, Level};
+use crate::tui::app::{App, Connection, Focus, Level, View};
 use crate::tui::event::Endpoint;
 
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
@@ -22,22 +22,25 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     };
     let k = &app.keys;
     // Most important first; the bar keeps as many as fit.
-    let hints: Vec<(String, &str)> = match app.focus {
-        Focus::Composer => vec![
+    let hints: Vec<(String, &str)> = match (app.view, app.focus) {
+        // views: the metrics and wallet views say their own keys.
+        (View::Metrics, _) => super::metrics::hints(app),
+        (View::Wallet, _) => super::wallet::hints(app),
+        (_, Focus::Composer) => vec![
             (typing_label(&k.help), "help"),
             (k.send.first_label(), "send"),
             (k.new_session.first_label(), "new"),
             (k.stop_or_quit.first_label(), "quit"),
             (k.focus_next.first_label(), "panes"),
         ],
-        Focus::Sessions => vec![
+        (_, Focus::Sessions) => vec![
             (k.help.first_label(), "help"),
             (k.open_session.first_label(), "open"),
             (k.delete_session.first_label(), "delete"),
             (k.filter_sessions.first_label(), "filter"),
             (k.quit.first_label(), "quit"),
         ],
-        Focus::Transcript => vec![
+        (_, Focus::Transcript) => vec![
             (k.help.first_label(), "help"),
             (k.move_up.first_label(), "select"),
             (k.copy_reply.first_label(), "copy"),
@@ -82,7 +85,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
 }
 
 /// The first key of a binding that works while typing (not a plain character).
-fn typing_label(b: &crate::keys::Binding) -> String {
+pub fn typing_label(b: &crate::keys::Binding) -> String {
     b.0.iter()
         .find(|k| !matches!(k.code, crossterm::event::KeyCode::Char(_)) || !k.modifiers.is_empty())
         .map(|k| k.to_string())
