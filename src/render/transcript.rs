@@ -108,6 +108,8 @@ pub struct Transcript {
 struct Slot {
     id: EntryId,
     entry: Entry,
+    /// Built from `entry` whenever its header or state changes.
+    header: Line<'static>,
     body: RefCell<Body>,
 }
 
@@ -141,8 +143,9 @@ impl Transcript {
         };
         let slot = Slot {
             id,
-            entry,
+            header: header_line(&entry),
             body: RefCell::new(body),
+            entry,
         };
         if let Some((width, heights)) = self.heights.get_mut() {
             heights.push(slot.height(*width));
@@ -185,14 +188,18 @@ impl Transcript {
     /// Change an entry's state (only its header line changes). Unknown ids are ignored.
     pub fn set_state(&mut self, id: EntryId, state: EntryState) {
         if let Some(i) = self.index(id) {
-            self.slots[i].entry.state = state;
+            let slot = &mut self.slots[i];
+            slot.entry.state = state;
+            slot.header = header_line(&slot.entry);
         }
     }
 
     /// Change an entry's header text. Unknown ids are ignored.
     pub fn set_header(&mut self, id: EntryId, header: impl Into<String>) {
         if let Some(i) = self.index(id) {
-            self.slots[i].entry.header = header.into();
+            let slot = &mut self.slots[i];
+            slot.entry.header = header.into();
+            slot.header = header_line(&slot.entry);
         }
     }
 
@@ -289,7 +296,7 @@ impl Transcript {
                     break;
                 }
                 if n == 0 {
-                    draw_line(buf, area.x, y, &header_line(&slot.entry), width);
+                    draw_line(buf, area.x, y, &slot.header, width);
                 } else if let Some(line) = body.get(n - 1) {
                     draw_line(buf, area.x, y, line, width);
                 }
