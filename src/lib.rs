@@ -6,6 +6,7 @@ pub mod api;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod keys;
 pub mod render;
 pub mod service;
 pub mod store;

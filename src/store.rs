@@ -1,1 +1,817 @@
-//! The client's local store (scaffolding: replaced by the client-library work).
+//! The client's local store: one SQLite file (`convo.db` in the data dir) holding the
+//! sessions this client knows, their transcripts and unsent drafts. It is the client's
+//! history of record: the interface has no list or history endpoints.
+//!
+//! The API is blocking; async callers use `tokio::task::spawn_blocking`. `Store` is cheap to
+//! clone (one shared connection behind a mutex). Every write is one transaction; the schema
+//! is versioned with `PRAGMA user_version`.
+//!
+//! ```no_run
+//! use convo::store::{Store, StoredMessage};
+//! use convo::api::Role;
+//! let store = Store::open(std::path::Path::new("/tmp/convo.db")).unwrap();
+//! store
+//!     .append_message("session_abcdefgh12345678", &StoredMessage::user(Role::User, "hi"))
+//!     .unwrap();
+//! for s in store.list_sessions().unwrap() {
+//!     println!("{} {}", s.id, s.title.unwrap_or_default());
+//! }
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::api::{Message, Role};
+
+/// Longest title kept, in characters.
+pub const TITLE_CHARS: usize = 60;
+
+/// Schema migrations, applied in order; `user_version` is the number applied.
+const MIGRATIONS: &[&str] = &[
+    // 1: sessions, transcripts, drafts, small key-value state.
+    "CREATE TABLE sessions (
+         id            TEXT PRIMARY KEY,
+         title         TEXT,
+         created_at    TEXT NOT NULL,
+         last_activity TEXT NOT NULL,
+         tokens        INTEGER NOT NULL DEFAULT 0,
+         deleted       INTEGER NOT NULL DEFAULT 0
+     );
+     CREATE INDEX sessions_by_activity ON sessions (deleted, last_activity);
+     CREATE TABLE messages (
+         id          INTEGER PRIMARY KEY AUTOINCREMENT,
+         session_id  TEXT NOT NULL REFERENCES sessions (id),
+         role        TEXT NOT NULL,
+         content     TEXT NOT NULL,
+         tokens      INTEGER NOT NULL,
+         created_at  TEXT NOT NULL,
+         message_id  TEXT,
+         status      TEXT NOT NULL
+     );
+     CREATE INDEX messages_by_session ON messages (session_id, id);
+     CREATE TABLE drafts (
+         session_id TEXT PRIMARY KEY,
+         text       TEXT NOT NULL,
+         updated_at TEXT NOT NULL
+     );
+     CREATE TABLE state (
+         key   TEXT PRIMARY KEY,
+         value TEXT NOT NULL
+     );",
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("local store {}: {source}", path.display())]
+    Sqlite {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
+    #[error("cannot create the data directory {}: {source}", path.display())]
+    CreateDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "local store {} has schema version {found}, newer than this convo knows ({known}); upgrade convo",
+        path.display()
+    )]
+    TooNew {
+        path: PathBuf,
+        found: i64,
+        known: i64,
+    },
+    #[error("local store {}: bad value in column {column}: {value}", path.display())]
+    Corrupt {
+        path: PathBuf,
+        column: &'static str,
+        value: String,
+    },
+}
+
+/// How a stored message ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MessageStatus {
+    Complete,
+    /// A streamed reply cut short (the user stopped it, or the connection dropped).
+    Interrupted,
+    /// A message that was not delivered, or a reply that failed.
+    Failed,
+}
+
+impl MessageStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MessageStatus::Complete => "complete",
+            MessageStatus::Interrupted => "interrupted",
+            MessageStatus::Failed => "failed",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Self> {
+        match s {
+            "complete" => Some(MessageStatus::Complete),
+            "interrupted" => Some(MessageStatus::Interrupted),
+            "failed" => Some(MessageStatus::Failed),
+            _ => None,
+        }
+    }
+}
+
+/// A session this client knows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionRecord {
+    pub id: String,
+    /// First line of the first user message, at most [`TITLE_CHARS`] characters.
+    pub title: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub last_activity: DateTime<Utc>,
+    /// Sum of the tokens of the session's stored messages.
+    pub tokens: u64,
+    pub deleted: bool,
+}
+
+/// One message of a transcript.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredMessage {
+    pub role: Role,
+    pub content: String,
+    pub tokens: u64,
+    pub created_at: DateTime<Utc>,
+    /// The server's id, for replies.
+    pub message_id: Option<String>,
+    pub status: MessageStatus,
+}
+
+impl StoredMessage {
+    /// A message written by the user (role `user` or `system`), now, complete, with its
+    /// tokens estimated locally (see [`estimate_tokens`]).
+    pub fn user(role: Role, content: &str) -> Self {
+        StoredMessage {
+            role,
+            content: content.to_string(),
+            tokens: estimate_tokens(content),
+            created_at: Utc::now(),
+            message_id: None,
+            status: MessageStatus::Complete,
+        }
+    }
+
+    /// A reply as the server returned it.
+    pub fn from_reply(message: &Message) -> Self {
+        StoredMessage {
+            role: message.role,
+            content: message.content.clone(),
+            tokens: message.tokens,
+            created_at: parse_time(&message.created_at).unwrap_or_else(Utc::now),
+            message_id: Some(message.message_id.clone()),
+            status: MessageStatus::Complete,
+        }
+    }
+
+    pub fn with_status(mut self, status: MessageStatus) -> Self {
+        self.status = status;
+        self
+    }
+}
+
+/// The o200k token count of `text` (what the local service counts); the interface does not
+/// return the tokens of a sent message, so the client counts them itself.
+pub fn estimate_tokens(text: &str) -> u64 {
+    static BPE: std::sync::OnceLock<Option<tiktoken_rs::CoreBPE>> = std::sync::OnceLock::new();
+    match BPE.get_or_init(|| tiktoken_rs::o200k_base().ok()) {
+        Some(bpe) => bpe.encode_with_special_tokens(text).len() as u64,
+        // Rough fallback: about four bytes per token.
+        None => text.len().div_ceil(4) as u64,
+    }
+}
+
+fn parse_time(s: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(s)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
+}
+
+fn fmt_time(t: &DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// First line, trimmed, at most [`TITLE_CHARS`] characters.
+pub fn title_of(content: &str) -> Option<String> {
+    let line = content.lines().map(str::trim).find(|l| !l.is_empty())?;
+    let mut title: String = line.chars().take(TITLE_CHARS).collect();
+    if line.chars().count() > TITLE_CHARS {
+        title.pop();
+        title.push('…');
+    }
+    Some(title)
+}
+
+/// Handle to the local store. Cheap to clone; `Send + Sync`.
+#[derive(Debug, Clone)]
+pub struct Store {
+    conn: Arc<Mutex<Connection>>,
+    path: Arc<PathBuf>,
+}
+
+impl Store {
+    /// Open (creating if needed) the store at `path` and bring its schema up to date.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        }
+        let existed = path.exists();
+        let conn = Connection::open(path).map_err(|source| StoreError::Sqlite {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        if !existed {
+            // Transcripts are private; SQLite gives the -wal and -shm files the same mode.
+            restrict_to_owner(path);
+        }
+        let store = Store {
+            conn: Arc::new(Mutex::new(conn)),
+            path: Arc::new(path.to_path_buf()),
+        };
+        store.init()?;
+        Ok(store)
+    }
+
+    /// A store in memory, for tests.
+    pub fn in_memory() -> Result<Store, StoreError> {
+        let path = PathBuf::from(":memory:");
+        let conn = Connection::open_in_memory().map_err(|source| StoreError::Sqlite {
+            path: path.clone(),
+            source,
+        })?;
+        let store = Store {
+            conn: Arc::new(Mutex::new(conn)),
+            path: Arc::new(path),
+        };
+        store.init()?;
+        Ok(store)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Connection> {
+        // A panic while holding the lock leaves SQLite consistent (transactions roll back).
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn err(&self, source: rusqlite::Error) -> StoreError {
+        StoreError::Sqlite {
+            path: self.path.to_path_buf(),
+            source,
+        }
+    }
+
+    fn init(&self) -> Result<(), StoreError> {
+        let mut conn = self.lock();
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(|e| self.err(e))?;
+        // WAL for concurrent readers (TUI and one-shot commands); secure_delete so that
+        // deleted transcripts do not linger in the file's bytes.
+        conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))
+            .map_err(|e| self.err(e))?;
+        conn.execute_batch("PRAGMA foreign_keys = ON; PRAGMA secure_delete = ON;")
+            .map_err(|e| self.err(e))?;
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(|e| self.err(e))?;
+        let known = MIGRATIONS.len() as i64;
+        if version > known {
+            return Err(StoreError::TooNew {
+                path: self.path.to_path_buf(),
+                found: version,
+                known,
+            });
+        }
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+            let tx = conn.transaction().map_err(|e| self.err(e))?;
+            tx.execute_batch(sql).map_err(|e| self.err(e))?;
+            tx.pragma_update(None, "user_version", (i + 1) as i64)
+                .map_err(|e| self.err(e))?;
+            tx.commit().map_err(|e| self.err(e))?;
+        }
+        Ok(())
+    }
+
+    /// Record that the session exists, with activity at `at` (creating it if new).
+    pub fn upsert_session(&self, session_id: &str, at: DateTime<Utc>) -> Result<(), StoreError> {
+        let conn = self.lock();
+        upsert(&conn, session_id, &at).map_err(|e| self.err(e))
+    }
+
+    /// Sessions not deleted, most recent activity first.
+    pub fn list_sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
+        let conn = self.lock();
+        let mut stmt = conn
+            .prepare(
+                "SELECT id, title, created_at, last_activity, tokens, deleted FROM sessions
+                 WHERE deleted = 0 ORDER BY last_activity DESC, id",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, Option<String>>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, i64>(4)?,
+                    r.get::<_, bool>(5)?,
+                ))
+            })
+            .map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, title, created, last, tokens, deleted) = row.map_err(|e| self.err(e))?;
+            out.push(SessionRecord {
+                id,
+                title,
+                created_at: self.time("created_at", &created)?,
+                last_activity: self.time("last_activity", &last)?,
+                tokens: tokens.max(0) as u64,
+                deleted,
+            });
+        }
+        Ok(out)
+    }
+
+    /// One session, deleted or not.
+    pub fn session(&self, session_id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        let conn = self.lock();
+        let row = conn
+            .query_row(
+                "SELECT id, title, created_at, last_activity, tokens, deleted FROM sessions
+                 WHERE id = ?1",
+                params![session_id],
+                |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, Option<String>>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, String>(3)?,
+                        r.get::<_, i64>(4)?,
+                        r.get::<_, bool>(5)?,
+                    ))
+                },
+            )
+            .optional()
+            .map_err(|e| self.err(e))?;
+        row.map(|(id, title, created, last, tokens, deleted)| {
+            Ok(SessionRecord {
+                id,
+                title,
+                created_at: self.time("created_at", &created)?,
+                last_activity: self.time("last_activity", &last)?,
+                tokens: tokens.max(0) as u64,
+                deleted,
+            })
+        })
+        .transpose()
+    }
+
+    /// Mark the session deleted and remove its transcript and draft, as the service
+    /// removes them: a deleted session leaves no content behind.
+    pub fn mark_deleted(&self, session_id: &str) -> Result<(), StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction().map_err(|e| self.err(e))?;
+        let now = fmt_time(&Utc::now());
+        tx.execute(
+            "INSERT INTO sessions (id, created_at, last_activity, deleted) VALUES (?1, ?2, ?2, 1)
+             ON CONFLICT (id) DO UPDATE SET deleted = 1, title = NULL, tokens = 0",
+            params![session_id, now],
+        )
+        .map_err(|e| self.err(e))?;
+        tx.execute(
+            "DELETE FROM messages WHERE session_id = ?1",
+            params![session_id],
+        )
+        .map_err(|e| self.err(e))?;
+        tx.execute(
+            "DELETE FROM drafts WHERE session_id = ?1",
+            params![session_id],
+        )
+        .map_err(|e| self.err(e))?;
+        tx.execute(
+            "DELETE FROM state WHERE key = 'last_open_session' AND value = ?1",
+            params![session_id],
+        )
+        .map_err(|e| self.err(e))?;
+        tx.commit().map_err(|e| self.err(e))?;
+        // Older copies of the pages live on in the WAL until a checkpoint; truncate it so
+        // that the deleted text is gone from the files' bytes (secure_delete zeroed it in
+        // the pages themselves). Busy readers only delay this; it is not an error.
+        if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
+            tracing::debug!(error = %e, "checkpoint after delete deferred");
+        }
+        Ok(())
+    }
+
+    /// Append a message to the session's transcript (creating the session if new), update
+    /// its activity, token total and, from the first user message, its title. Returns the
+    /// message's row id (for [`Store::update_message`]).
+    pub fn append_message(
+        &self,
+        session_id: &str,
+        message: &StoredMessage,
+    ) -> Result<i64, StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction().map_err(|e| self.err(e))?;
+        upsert(&tx, session_id, &message.created_at).map_err(|e| self.err(e))?;
+        tx.execute(
+            "INSERT INTO messages (session_id, role, content, tokens, created_at, message_id, status)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
+                session_id,
+                message.role.as_str(),
+                message.content,
+                message.tokens as i64,
+                fmt_time(&message.created_at),
+                message.message_id,
+                message.status.as_str(),
+            ],
+        )
+        .map_err(|e| self.err(e))?;
+        let row = tx.last_insert_rowid();
+        if message.role == Role::User {
+            tx.execute(
+                "UPDATE sessions SET title = ?2 WHERE id = ?1 AND title IS NULL",
+                params![session_id, title_of(&message.content)],
+            )
+            .map_err(|e| self.err(e))?;
+        }
+        refresh_tokens(&tx, session_id).map_err(|e| self.err(e))?;
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(row)
+    }
+
+    /// Replace a stored message (e.g. a streamed reply when it completes or is cut short).
+    pub fn update_message(&self, row_id: i64, message: &StoredMessage) -> Result<(), StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction().map_err(|e| self.err(e))?;
+        let session: Option<String> = tx
+            .query_row(
+                "SELECT session_id FROM messages WHERE id = ?1",
+                params![row_id],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| self.err(e))?;
+        let Some(session_id) = session else {
+            return Err(self.err(rusqlite::Error::QueryReturnedNoRows));
+        };
+        tx.execute(
+            "UPDATE messages SET role = ?2, content = ?3, tokens = ?4, created_at = ?5,
+                 message_id = ?6, status = ?7 WHERE id = ?1",
+            params![
+                row_id,
+                message.role.as_str(),
+                message.content,
+                message.tokens as i64,
+                fmt_time(&message.created_at),
+                message.message_id,
+                message.status.as_str(),
+            ],
+        )
+        .map_err(|e| self.err(e))?;
+        upsert(&tx, &session_id, &message.created_at).map_err(|e| self.err(e))?;
+        refresh_tokens(&tx, &session_id).map_err(|e| self.err(e))?;
+        tx.commit().map_err(|e| self.err(e))
+    }
+
+    /// The session's messages, oldest first.
+    pub fn transcript(&self, session_id: &str) -> Result<Vec<StoredMessage>, StoreError> {
+        let conn = self.lock();
+        let mut stmt = conn
+            .prepare(
+                "SELECT role, content, tokens, created_at, message_id, status FROM messages
+                 WHERE session_id = ?1 ORDER BY id",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map(params![session_id], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, Option<String>>(4)?,
+                    r.get::<_, String>(5)?,
+                ))
+            })
+            .map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (role, content, tokens, created, message_id, status) =
+                row.map_err(|e| self.err(e))?;
+            out.push(StoredMessage {
+                role: role.parse().map_err(|_| self.corrupt("role", &role))?,
+                content,
+                tokens: tokens.max(0) as u64,
+                created_at: self.time("created_at", &created)?,
+                message_id,
+                status: MessageStatus::parse(&status)
+                    .ok_or_else(|| self.corrupt("status", &status))?,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Save the unsent text of a session's composer; an empty text clears it.
+    pub fn save_draft(&self, session_id: &str, text: &str) -> Result<(), StoreError> {
+        let conn = self.lock();
+        if text.is_empty() {
+            conn.execute(
+                "DELETE FROM drafts WHERE session_id = ?1",
+                params![session_id],
+            )
+        } else {
+            conn.execute(
+                "INSERT INTO drafts (session_id, text, updated_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (session_id) DO UPDATE SET text = ?2, updated_at = ?3",
+                params![session_id, text, fmt_time(&Utc::now())],
+            )
+        }
+        .map(|_| ())
+        .map_err(|e| self.err(e))
+    }
+
+    pub fn draft(&self, session_id: &str) -> Result<Option<String>, StoreError> {
+        let conn = self.lock();
+        conn.query_row(
+            "SELECT text FROM drafts WHERE session_id = ?1",
+            params![session_id],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(|e| self.err(e))
+    }
+
+    /// The session that was open when the TUI last quit, unless it was deleted since.
+    pub fn last_open_session(&self) -> Result<Option<String>, StoreError> {
+        let conn = self.lock();
+        conn.query_row(
+            "SELECT s.value FROM state s JOIN sessions ON sessions.id = s.value
+             WHERE s.key = 'last_open_session' AND sessions.deleted = 0",
+            [],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(|e| self.err(e))
+    }
+
+    pub fn set_last_open_session(&self, session_id: &str) -> Result<(), StoreError> {
+        let conn = self.lock();
+        conn.execute(
+            "INSERT INTO state (key, value) VALUES ('last_open_session', ?1)
+             ON CONFLICT (key) DO UPDATE SET value = ?1",
+            params![session_id],
+        )
+        .map(|_| ())
+        .map_err(|e| self.err(e))
+    }
+
+    fn time(&self, column: &'static str, value: &str) -> Result<DateTime<Utc>, StoreError> {
+        parse_time(value).ok_or_else(|| self.corrupt(column, value))
+    }
+
+    fn corrupt(&self, column: &'static str, value: &str) -> StoreError {
+        StoreError::Corrupt {
+            path: self.path.to_path_buf(),
+            column,
+            value: value.chars().take(40).collect(),
+        }
+    }
+}
+
+#[cfg(unix)]
+fn restrict_to_owner(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Err(e) = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)) {
+        tracing::warn!(path = %path.display(), error = %e, "cannot make the local store private");
+    }
+}
+
+#[cfg(not(unix))]
+fn restrict_to_owner(_path: &Path) {}
+
+fn upsert(conn: &Connection, session_id: &str, at: &DateTime<Utc>) -> rusqlite::Result<()> {
+    let at = fmt_time(at);
+    // Timestamps are fixed-width UTC RFC 3339, so text order is time order.
+    conn.execute(
+        "INSERT INTO sessions (id, created_at, last_activity) VALUES (?1, ?2, ?2)
+         ON CONFLICT (id) DO UPDATE SET
+             last_activity = max(last_activity, ?2),
+             created_at = min(created_at, ?2)",
+        params![session_id, at],
+    )
+    .map(|_| ())
+}
+
+fn refresh_tokens(conn: &Connection, session_id: &str) -> rusqlite::Result<()> {
+    conn.execute(
+        "UPDATE sessions SET tokens =
+             (SELECT coalesce(sum(tokens), 0) FROM messages
+              WHERE session_id = ?1 AND status != 'failed')
+         WHERE id = ?1",
+        params![session_id],
+    )
+    .map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn at(secs: i64) -> DateTime<Utc> {
+        Utc.timestamp_opt(1_700_000_000 + secs, 0).unwrap()
+    }
+
+    fn msg(role: Role, content: &str, tokens: u64, t: i64) -> StoredMessage {
+        StoredMessage {
+            role,
+            content: content.into(),
+            tokens,
+            created_at: at(t),
+            message_id: None,
+            status: MessageStatus::Complete,
+        }
+    }
+
+    #[test]
+    fn sessions_are_listed_by_recent_activity_with_titles_and_tokens() {
+        let s = Store::in_memory().unwrap();
+        s.append_message("session_a", &msg(Role::System, "be brief", 2, 0))
+            .unwrap();
+        s.append_message(
+            "session_a",
+            &msg(Role::User, "  \n first line \nsecond", 5, 1),
+        )
+        .unwrap();
+        s.append_message("session_a", &msg(Role::Assistant, "reply", 7, 2))
+            .unwrap();
+        s.append_message("session_b", &msg(Role::User, &"x".repeat(100), 1, 10))
+            .unwrap();
+        let list = s.list_sessions().unwrap();
+        assert_eq!(list.len(), 2);
+        assert_eq!(list[0].id, "session_b");
+        assert_eq!(list[0].title.as_ref().unwrap().chars().count(), TITLE_CHARS);
+        assert_eq!(list[1].title.as_deref(), Some("first line"));
+        assert_eq!(list[1].tokens, 14);
+        assert_eq!(list[1].created_at, at(0));
+        assert_eq!(list[1].last_activity, at(2));
+        let t = s.transcript("session_a").unwrap();
+        assert_eq!(t.len(), 3);
+        assert_eq!(t[2], msg(Role::Assistant, "reply", 7, 2));
+    }
+
+    #[test]
+    fn deleting_removes_content_and_hides_the_session() {
+        let s = Store::in_memory().unwrap();
+        s.append_message("session_a", &msg(Role::User, "secret", 1, 0))
+            .unwrap();
+        s.save_draft("session_a", "draft").unwrap();
+        s.set_last_open_session("session_a").unwrap();
+        s.mark_deleted("session_a").unwrap();
+        assert!(s.list_sessions().unwrap().is_empty());
+        assert!(s.transcript("session_a").unwrap().is_empty());
+        assert_eq!(s.draft("session_a").unwrap(), None);
+        assert_eq!(s.last_open_session().unwrap(), None);
+        assert!(s.session("session_a").unwrap().unwrap().deleted);
+    }
+
+    #[test]
+    fn deleted_text_leaves_the_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("convo.db");
+        let s = Store::open(&path).unwrap();
+        let secret = "zebra-crossing-4417-secret";
+        s.append_message("session_a", &msg(Role::User, secret, 1, 0))
+            .unwrap();
+        s.append_message("session_b", &msg(Role::User, "keep me", 1, 0))
+            .unwrap();
+        s.save_draft("session_a", secret).unwrap();
+        s.mark_deleted("session_a").unwrap();
+        for entry in std::fs::read_dir(dir.path()).unwrap() {
+            let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+            assert!(
+                !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                "deleted text found in the store's files"
+            );
+        }
+        assert_eq!(s.transcript("session_b").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn drafts_and_last_open_session_round_trip() {
+        let s = Store::in_memory().unwrap();
+        assert_eq!(s.draft("session_a").unwrap(), None);
+        s.save_draft("session_a", "half a thought").unwrap();
+        s.save_draft("session_a", "a whole thought").unwrap();
+        assert_eq!(
+            s.draft("session_a").unwrap().as_deref(),
+            Some("a whole thought")
+        );
+        s.save_draft("session_a", "").unwrap();
+        assert_eq!(s.draft("session_a").unwrap(), None);
+        s.upsert_session("session_a", at(0)).unwrap();
+        s.set_last_open_session("session_a").unwrap();
+        assert_eq!(s.last_open_session().unwrap().as_deref(), Some("session_a"));
+    }
+
+    #[test]
+    fn updating_a_streamed_reply_refreshes_the_total() {
+        let s = Store::in_memory().unwrap();
+        let row = s
+            .append_message(
+                "session_a",
+                &msg(Role::Assistant, "par", 0, 0).with_status(MessageStatus::Interrupted),
+            )
+            .unwrap();
+        s.update_message(row, &msg(Role::Assistant, "partial reply", 3, 1))
+            .unwrap();
+        let t = s.transcript("session_a").unwrap();
+        assert_eq!(t, vec![msg(Role::Assistant, "partial reply", 3, 1)]);
+        assert_eq!(s.list_sessions().unwrap()[0].tokens, 3);
+    }
+
+    #[test]
+    fn reopening_keeps_data_and_refuses_newer_schemas() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nested").join("convo.db");
+        let s = Store::open(&path).unwrap();
+        s.append_message("session_a", &msg(Role::User, "hello", 1, 0))
+            .unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+            assert_eq!(mode & 0o077, 0, "private: {mode:o}");
+        }
+        drop(s);
+        let s = Store::open(&path).unwrap();
+        assert_eq!(s.list_sessions().unwrap().len(), 1);
+        s.lock().pragma_update(None, "user_version", 99).unwrap();
+        drop(s);
+        let e = Store::open(&path).unwrap_err().to_string();
+        assert!(e.contains("schema version 99"), "{e}");
+    }
+
+    #[test]
+    fn the_store_can_be_shared_across_threads() {
+        fn assert_send_sync<T: Send + Sync + Clone>() {}
+        assert_send_sync::<Store>();
+        let s = Store::in_memory().unwrap();
+        let handles: Vec<_> = (0..4)
+            .map(|i| {
+                let s = s.clone();
+                std::thread::spawn(move || {
+                    for j in 0..10 {
+                        s.append_message("session_a", &msg(Role::User, &format!("{i}-{j}"), 1, j))
+                            .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        assert_eq!(s.transcript("session_a").unwrap().len(), 40);
+        assert_eq!(s.list_sessions().unwrap()[0].tokens, 40);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn titles_are_one_short_line(content in "\\PC{0,200}(\n\\PC{0,50}){0,3}") {
+            if let Some(t) = title_of(&content) {
+                proptest::prop_assert!(t.chars().count() <= TITLE_CHARS);
+                proptest::prop_assert!(!t.contains('\n'));
+                proptest::prop_assert!(!t.is_empty());
+            } else {
+                proptest::prop_assert!(content.trim().is_empty());
+            }
+        }
+    }
+
+    #[test]
+    fn titles_take_the_first_non_empty_line() {
+        assert_eq!(title_of("\n\n  hello  \nworld").as_deref(), Some("hello"));
+        assert_eq!(title_of("   "), None);
+        let long = "é".repeat(80);
+        let t = title_of(&long).unwrap();
+        assert_eq!(t.chars().count(), TITLE_CHARS);
+        assert!(t.ends_with('…'));
+    }
+}

@@ -1,10 +1,144 @@
-//! `convo metrics` (scaffolding: replaced by the client-library work).
+//! `convo metrics`: aggregate metrics over a date range.
 use std::process::ExitCode;
 
-#[derive(Debug, clap::Args)]
-pub struct MetricsArgs {}
+use chrono::{DateTime, Duration, NaiveDate, NaiveDateTime, Timelike, Utc};
+use comfy_table::Cell;
 
-pub async fn run(_args: MetricsArgs, _global: crate::config::GlobalArgs) -> ExitCode {
-    eprintln!("convo metrics: not built yet");
-    ExitCode::from(crate::cli::exit::USAGE_ERROR)
+use super::{connect, fail, fail_api, print_json, sanitize, table, thousands};
+use crate::api::{Granularity, Metrics};
+use crate::cli::exit;
+
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Dates are ISO 8601 date-times (2026-11-01T00:00:00Z) or dates (2026-11-01, \
+                        midnight UTC). The range is [start, end).\n\nExample:\n  \
+                        convo metrics --start 2026-11-01 --end 2026-12-01 --json | jq .tokens.total"
+)]
+pub struct MetricsArgs {
+    /// Start of the range (default: 7 days before the end)
+    #[arg(long, value_parser = parse_date, value_name = "DATE")]
+    pub start: Option<DateTime<Utc>>,
+    /// End of the range, exclusive (default: now)
+    #[arg(long, value_parser = parse_date, value_name = "DATE")]
+    pub end: Option<DateTime<Utc>>,
+    /// Bucket size: hour, day, week or month (the service's default: day)
+    #[arg(long, value_parser = parse_granularity)]
+    pub granularity: Option<Granularity>,
+    /// Print the Metrics object as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_granularity(s: &str) -> Result<Granularity, String> {
+    s.parse()
+}
+
+/// An ISO 8601 date-time with offset, a date-time without one (UTC), or a date (midnight UTC).
+pub fn parse_date(s: &str) -> Result<DateTime<Utc>, String> {
+    let s = s.trim();
+    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
+        return Ok(t.with_timezone(&Utc));
+    }
+    if let Ok(t) = NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S") {
+        return Ok(t.and_utc());
+    }
+    if let Ok(t) = NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M") {
+        return Ok(t.and_utc());
+    }
+    if let Ok(d) = NaiveDate::parse_from_str(s, "%Y-%m-%d")
+        && let Some(t) = d.and_hms_opt(0, 0, 0)
+    {
+        return Ok(t.and_utc());
+    }
+    Err(format!(
+        "`{s}` is not a date: use 2026-11-01 or 2026-11-01T12:00:00Z"
+    ))
+}
+
+/// Now, rounded up to the next whole second: a plain date-time in the query that still
+/// covers everything that happened up to this moment.
+fn now_rounded_up() -> DateTime<Utc> {
+    let now = Utc::now();
+    let whole = now.with_nanosecond(0).unwrap_or(now);
+    if whole < now {
+        whole + Duration::seconds(1)
+    } else {
+        whole
+    }
+}
+
+pub async fn run(args: MetricsArgs, global: crate::config::GlobalArgs) -> ExitCode {
+    let end = args.end.unwrap_or_else(now_rounded_up);
+    let start = args.start.unwrap_or(end - Duration::days(7));
+    if start > end {
+        return fail(
+            exit::USAGE_ERROR,
+            format_args!("--start ({start}) is after --end ({end})"),
+        );
+    }
+    let (_config, client) = match connect(&global) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    match client.metrics(start, end, args.granularity).await {
+        Ok(m) if args.json => print_json(&m),
+        Ok(m) => {
+            print!("{}", render(&m));
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail_api(&e),
+    }
+}
+
+/// The human-readable report.
+pub fn render(m: &Metrics) -> String {
+    let mut t = table(&["metric", "value"], &[1]);
+    let rows: [(&str, String); 11] = [
+        ("sessions total", thousands(m.sessions.total)),
+        ("sessions active", thousands(m.sessions.active)),
+        (
+            "average session duration",
+            format!("{:.1} s", m.sessions.average_duration),
+        ),
+        ("messages total", thousands(m.messages.total)),
+        (
+            "messages per session",
+            format!("{:.2}", m.messages.average_per_session),
+        ),
+        ("user messages", thousands(m.messages.user_messages)),
+        (
+            "assistant messages",
+            thousands(m.messages.assistant_messages),
+        ),
+        ("tokens total", thousands(m.tokens.total)),
+        ("prompt tokens", thousands(m.tokens.prompt)),
+        ("completion tokens", thousands(m.tokens.completion)),
+        (
+            "tokens per message",
+            format!("{:.1}", m.tokens.average_per_message),
+        ),
+    ];
+    for (name, value) in rows {
+        t.add_row(vec![Cell::new(name), Cell::new(value)]);
+    }
+    format!(
+        "period: {} – {} (by {})\n{t}\n",
+        sanitize(&m.period.start),
+        sanitize(&m.period.end),
+        m.period.granularity
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_parse_in_several_forms() {
+        let midnight = parse_date("2026-11-01").unwrap();
+        assert_eq!(midnight.to_rfc3339(), "2026-11-01T00:00:00+00:00");
+        assert_eq!(parse_date("2026-11-01T02:00:00+02:00").unwrap(), midnight);
+        assert_eq!(parse_date("2026-11-01T00:00:00").unwrap(), midnight);
+        assert!(parse_date("yesterday").unwrap_err().contains("not a date"));
+    }
 }

@@ -1,9 +1,238 @@
-//! The one-shot client subcommands, one file each.
+//! The one-shot client subcommands, one file each, and what they share: loading the
+//! configuration, building the client, opening the store, printing errors and tables.
+//!
+//! Exit codes (`cli::exit`): 0 ok, 1 service error, 2 usage or configuration error,
+//! 3 network error. Data goes to stdout, errors to stderr as `convo: <code>: <message>`.
 
 pub mod config_cmd;
 pub mod delete;
 pub mod metrics;
 pub mod send;
+/// views: the metrics series and wallet sections, shared with the TUI views.
+pub mod series;
 pub mod sessions;
 pub mod usage;
 pub mod wallet;
+
+use std::borrow::Cow;
+use std::process::ExitCode;
+
+use comfy_table::{CellAlignment, ContentArrangement, Table, presets};
+
+use crate::api::{ApiError, Client, ClientOptions};
+use crate::cli::exit;
+use crate::config::{Config, GlobalArgs};
+use crate::store::Store;
+
+/// What to say when a one-shot command has no server to talk to.
+pub const NO_BASE_URL: &str = "no base URL configured: start `convo serve` and set CONVO_BASE_URL, or use the TUI which embeds the service";
+
+/// Print an error line on stderr and turn it into an exit code.
+pub(crate) fn fail(code: u8, message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("convo: {}", one_line(&message.to_string()));
+    ExitCode::from(code)
+}
+
+/// Print a client error (`convo: <code>: <message>`) and return its exit code.
+pub(crate) fn fail_api(e: &ApiError) -> ExitCode {
+    let hint = match e {
+        ApiError::Unauthorized { .. } => " (check CONVO_API_KEY / --api-key)",
+        _ => "",
+    };
+    fail(e.exit_code(), format_args!("{e}{hint}"))
+}
+
+fn one_line(s: &str) -> String {
+    sanitize(s).replace(['\n', '\r'], " ")
+}
+
+/// The effective configuration, with its warnings printed; on error, the exit code.
+pub(crate) fn load_config(global: &GlobalArgs) -> Result<Config, ExitCode> {
+    let config = Config::load(global).map_err(|e| fail(exit::USAGE_ERROR, e))?;
+    for w in &config.warnings {
+        eprintln!("convo: warning: {w}");
+    }
+    Ok(config)
+}
+
+/// The configuration and a client for it. Needs a base URL: one-shot commands never
+/// embed the service.
+pub(crate) fn connect(global: &GlobalArgs) -> Result<(Config, Client), ExitCode> {
+    let config = load_config(global)?;
+    if config.connection.base_url.is_none() {
+        return Err(fail(exit::USAGE_ERROR, NO_BASE_URL));
+    }
+    config
+        .check_transport()
+        .map_err(|e| fail(exit::USAGE_ERROR, e))?;
+    let client = ClientOptions::from_config(&config)
+        .and_then(Client::new)
+        .map_err(|e| fail_api(&e))?;
+    Ok((config, client))
+}
+
+/// Open the local store in the data dir.
+pub(crate) fn open_store(config: &Config) -> Result<Store, ExitCode> {
+    Store::open(&config.paths.store_file()).map_err(|e| fail(exit::USAGE_ERROR, e))
+}
+
+/// Run a blocking store operation off the async runtime; a failure is a warning only,
+/// since the service already did what was asked.
+pub(crate) async fn record<F>(store: Store, what: &'static str, f: F)
+where
+    F: FnOnce(&Store) -> Result<(), crate::store::StoreError> + Send + 'static,
+{
+    let outcome = tokio::task::spawn_blocking(move || f(&store)).await;
+    match outcome {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => eprintln!("convo: warning: could not record {what} in the local store: {e}"),
+        Err(e) => eprintln!("convo: warning: could not record {what} in the local store: {e}"),
+    }
+}
+
+/// Print a value as pretty JSON on stdout (for `--json`).
+pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> ExitCode {
+    match serde_json::to_string_pretty(value) {
+        Ok(s) => {
+            println!("{s}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(exit::SERVICE_ERROR, format_args!("cannot encode JSON: {e}")),
+    }
+}
+
+/// A table in the house style; columns listed in `right` are right-aligned (numbers).
+pub(crate) fn table(header: &[&str], right: &[usize]) -> Table {
+    let mut t = Table::new();
+    t.load_style(presets::UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_header(header.to_vec());
+    // Snapshot tests must not depend on the width of the terminal running them.
+    #[cfg(test)]
+    t.force_no_tty();
+    for &i in right {
+        if let Some(c) = t.column_mut(i) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    t
+}
+
+/// Text from the server made safe for a terminal: no escape sequences, no control
+/// characters (newlines and tabs kept), no bidi overrides.
+pub fn sanitize(text: &str) -> Cow<'_, str> {
+    let bad = |c: char| {
+        (c.is_control() && c != '\n' && c != '\t')
+            || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}')
+    };
+    if text.chars().any(bad) {
+        Cow::Owned(text.chars().filter(|&c| !bad(c)).collect())
+    } else {
+        Cow::Borrowed(text)
+    }
+}
+
+/// A number with thousands separators: 1234567 → 1,234,567.
+pub(crate) fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Check a session id given on the command line.
+pub(crate) fn check_session_id(id: &str) -> Result<(), ExitCode> {
+    if crate::api::is_valid_session_id(id) {
+        Ok(())
+    } else {
+        Err(fail(
+            exit::USAGE_ERROR,
+            format_args!(
+                "`{}` is not a session id (expected session_ followed by 16 letters or digits)",
+                sanitize(id)
+            ),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sanitize_strips_escapes_and_bidi() {
+        assert_eq!(sanitize("a\x1b[31mb\tc\nd\u{202E}e"), "a[31mb\tc\nde");
+        assert!(matches!(sanitize("plain"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn reports_render_as_tables() {
+        use crate::api::{Metrics, Usage, Wallet};
+        let usage: Usage = serde_json::from_value(serde_json::json!({
+            "billingPeriod": {"start": "2026-11-01T00:00:00Z", "end": "2026-12-01T00:00:00Z"},
+            "requests": {"used": 41234, "limit": 50000, "percentage": 82.468},
+            "tokens": {"used": 99, "limit": 10000000, "percentage": 0.00099},
+            "sessions": {"active": 2, "limit": 500, "percentage": 0.4},
+            "tier": "pro"
+        }))
+        .unwrap();
+        insta::assert_snapshot!("usage", usage::render(&usage));
+
+        let metrics: Metrics = serde_json::from_value(serde_json::json!({
+            "period": {"start": "2026-11-01T00:00:00Z", "end": "2026-11-08T00:00:00Z", "granularity": "day"},
+            "sessions": {"total": 3, "active": 2, "averageDuration": 42.5},
+            "messages": {"total": 8, "averagePerSession": 2.6667, "userMessages": 4, "assistantMessages": 4},
+            "tokens": {"total": 1200, "prompt": 400, "completion": 800, "averagePerMessage": 150.0}
+        }))
+        .unwrap();
+        insta::assert_snapshot!("metrics", metrics::render(&metrics));
+
+        let wallet: Wallet = serde_json::from_value(serde_json::json!({
+            "walletId": "treasury", "address": "MASi45ub7Qe4ZE36UT5G6cU4ud8Fhhe4deS4F3cw9KTA",
+            "alias": "Team \u{1b}[31mtreasury", "balance": 1842.317,
+            "tokenAccounts": [{"mint": "EPjF", "symbol": "USDC", "balance": 250000.0, "usdValue": 250000.0},
+                              {"mint": "mSoL", "symbol": "mSOL", "balance": 310.2, "usdValue": 65886.48}],
+            "nfts": [{"mint": "NfT1", "name": "Mad Lad #1", "collection": "Mad Lads", "floorPrice": 80.5}],
+            "riskScore": 8, "riskFactors": [], "tags": ["treasury", "multisig"]
+        }))
+        .unwrap();
+        insta::assert_snapshot!("wallet", wallet::render(&wallet));
+
+        use chrono::TimeZone;
+        let at = chrono::Utc
+            .with_ymd_and_hms(2026, 11, 22, 0, 40, 0)
+            .unwrap();
+        let sessions = vec![
+            crate::store::SessionRecord {
+                id: "session_k1zbxTbfvBIJHLxy".into(),
+                title: Some("hi".into()),
+                created_at: at,
+                last_activity: at,
+                tokens: 1385,
+                deleted: false,
+            },
+            crate::store::SessionRecord {
+                id: "session_AAAAAAAAAAAAAAAA".into(),
+                title: None,
+                created_at: at,
+                last_activity: at - chrono::Duration::days(2),
+                tokens: 0,
+                deleted: false,
+            },
+        ];
+        insta::assert_snapshot!("sessions", sessions::render(&sessions));
+    }
+
+    #[test]
+    fn thousands_groups_digits() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(1234567), "1,234,567");
+    }
+}

@@ -1,10 +1,208 @@
-//! `convo send` (scaffolding: replaced by the client-library work).
+//! `convo send`: send one message and print the reply.
+use std::io::{IsTerminal, Read, Write};
 use std::process::ExitCode;
 
-#[derive(Debug, clap::Args)]
-pub struct SendArgs {}
+use chrono::Utc;
 
-pub async fn run(_args: SendArgs, _global: crate::config::GlobalArgs) -> ExitCode {
-    eprintln!("convo send: not built yet");
-    ExitCode::from(crate::cli::exit::USAGE_ERROR)
+use super::{check_session_id, connect, fail, fail_api, open_store, print_json, record, sanitize};
+use crate::api::{
+    ApiError, Role, SendMessage, new_idempotency_key, new_session_id, send_streaming,
+};
+use crate::cli::exit;
+use crate::store::{MessageStatus, StoredMessage};
+
+/// Longest message the service accepts, in characters.
+pub const MAX_CONTENT_CHARS: usize = 10_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum InputRole {
+    User,
+    System,
+}
+
+impl From<InputRole> for Role {
+    fn from(r: InputRole) -> Role {
+        match r {
+            InputRole::User => Role::User,
+            InputRole::System => Role::System,
+        }
+    }
+}
+
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  convo send \"hi\"\n  echo \"summarise this\" | convo send --session session_abcdefgh12345678\n  convo send --json \"hi\" | jq -r .content"
+)]
+pub struct SendArgs {
+    /// The message; read from stdin when absent
+    pub text: Option<String>,
+    /// Session to send to (default: a new session, whose id is printed on stderr)
+    #[arg(long, short = 's', value_name = "SESSION_ID")]
+    pub session: Option<String>,
+    /// Role of the message
+    #[arg(long, value_enum, default_value = "user")]
+    pub role: InputRole,
+    /// JSON object attached to the message
+    #[arg(long, value_name = "JSON")]
+    pub metadata: Option<String>,
+    /// Print the reply as it is generated
+    #[arg(long)]
+    pub stream: bool,
+    /// Print the reply as a JSON Message object
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn read_content(args: &SendArgs) -> Result<String, ExitCode> {
+    let content = match &args.text {
+        Some(t) => t.clone(),
+        None => {
+            let mut stdin = std::io::stdin();
+            if stdin.is_terminal() {
+                return Err(fail(
+                    exit::USAGE_ERROR,
+                    "no message: give it as an argument or on stdin (convo send \"hi\")",
+                ));
+            }
+            let mut buf = String::new();
+            stdin
+                .read_to_string(&mut buf)
+                .map_err(|e| fail(exit::USAGE_ERROR, format_args!("cannot read stdin: {e}")))?;
+            buf.trim_end_matches(['\n', '\r']).to_string()
+        }
+    };
+    if content.trim().is_empty() {
+        return Err(fail(exit::USAGE_ERROR, "the message is empty"));
+    }
+    let chars = content.chars().count();
+    if chars > MAX_CONTENT_CHARS {
+        return Err(fail(
+            exit::USAGE_ERROR,
+            format_args!("the message has {chars} characters; the service accepts at most 10,000"),
+        ));
+    }
+    Ok(content)
+}
+
+fn parse_metadata(raw: Option<&str>) -> Result<Option<serde_json::Value>, ExitCode> {
+    let Some(raw) = raw else { return Ok(None) };
+    match serde_json::from_str::<serde_json::Value>(raw) {
+        Ok(v @ serde_json::Value::Object(_)) => Ok(Some(v)),
+        Ok(_) => Err(fail(
+            exit::USAGE_ERROR,
+            "--metadata must be a JSON object, e.g. '{\"tag\":\"x\"}'",
+        )),
+        Err(e) => Err(fail(
+            exit::USAGE_ERROR,
+            format_args!("--metadata is not valid JSON: {e}"),
+        )),
+    }
+}
+
+pub async fn run(args: SendArgs, global: crate::config::GlobalArgs) -> ExitCode {
+    let content = match read_content(&args) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let metadata = match parse_metadata(args.metadata.as_deref()) {
+        Ok(m) => m,
+        Err(code) => return code,
+    };
+    if let Some(id) = &args.session
+        && let Err(code) = check_session_id(id)
+    {
+        return code;
+    }
+    let (config, client) = match connect(&global) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let store = match open_store(&config) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let session_id = match &args.session {
+        Some(id) => id.clone(),
+        None => {
+            let id = new_session_id();
+            eprintln!("new session: {id}");
+            id
+        }
+    };
+    let role: Role = args.role.into();
+    let body = SendMessage {
+        content: content.clone(),
+        role: Some(role),
+        stream: None,
+        metadata,
+    };
+    let sent = StoredMessage::user(role, &content);
+    let key = new_idempotency_key();
+
+    let result = if args.stream && !args.json {
+        let mut stdout = std::io::stdout();
+        let mut printed_any = false;
+        let r = send_streaming(&client, &session_id, &body, &key, |piece| {
+            printed_any = true;
+            let _ = write!(stdout, "{}", sanitize(piece));
+            let _ = stdout.flush();
+        })
+        .await;
+        if printed_any {
+            println!();
+        }
+        r
+    } else if args.stream {
+        send_streaming(&client, &session_id, &body, &key, |_| {}).await
+    } else {
+        client.send_message(&session_id, &body, &key).await
+    };
+
+    match result {
+        Ok(reply) => {
+            let stored_reply = StoredMessage::from_reply(&reply);
+            let id = session_id.clone();
+            record(store, "the messages", move |s| {
+                s.append_message(&id, &sent)?;
+                s.append_message(&id, &stored_reply)?;
+                Ok(())
+            })
+            .await;
+            if args.json {
+                print_json(&reply)
+            } else {
+                if !args.stream {
+                    println!("{}", sanitize(&reply.content));
+                }
+                ExitCode::SUCCESS
+            }
+        }
+        Err(e) => {
+            record_failure(store, &session_id, sent, &e).await;
+            fail_api(&e)
+        }
+    }
+}
+
+/// Keep an undelivered message in the transcript of a session the store already knows
+/// (a failed first message does not create a session that the service never saw).
+async fn record_failure(
+    store: crate::store::Store,
+    session_id: &str,
+    sent: StoredMessage,
+    e: &ApiError,
+) {
+    let id = session_id.to_string();
+    let gone = matches!(e, ApiError::SessionNotFound { .. });
+    record(store, "the failed message", move |s| {
+        if gone {
+            return s.mark_deleted(&id);
+        }
+        if s.session(&id)?.is_some_and(|r| !r.deleted) {
+            s.append_message(&id, &sent.with_status(MessageStatus::Failed))?;
+            s.upsert_session(&id, Utc::now())?;
+        }
+        Ok(())
+    })
+    .await;
 }

@@ -1,10 +1,77 @@
-//! `convo sessions` (scaffolding: replaced by the client-library work).
+//! `convo sessions`: the sessions this client knows, from the local store (the interface
+//! has no list endpoint).
 use std::process::ExitCode;
 
-#[derive(Debug, clap::Args)]
-pub struct SessionsArgs {}
+use comfy_table::Cell;
+use serde::Serialize;
 
-pub async fn run(_args: SessionsArgs, _global: crate::config::GlobalArgs) -> ExitCode {
-    eprintln!("convo sessions: not built yet");
-    ExitCode::from(crate::cli::exit::USAGE_ERROR)
+use super::{fail, load_config, open_store, print_json, sanitize, table, thousands};
+use crate::cli::exit;
+use crate::store::SessionRecord;
+
+#[derive(Debug, clap::Args)]
+pub struct SessionsArgs {
+    /// Print the sessions as a JSON array
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One session in `--json` output.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SessionJson<'a> {
+    session_id: &'a str,
+    title: Option<&'a str>,
+    created_at: String,
+    last_activity: String,
+    tokens: u64,
+}
+
+pub async fn run(args: SessionsArgs, global: crate::config::GlobalArgs) -> ExitCode {
+    let config = match load_config(&global) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let store = match open_store(&config) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let sessions = match tokio::task::spawn_blocking(move || store.list_sessions()).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return fail(exit::USAGE_ERROR, e),
+        Err(e) => return fail(exit::USAGE_ERROR, e),
+    };
+    if args.json {
+        let out: Vec<SessionJson<'_>> = sessions
+            .iter()
+            .map(|s| SessionJson {
+                session_id: &s.id,
+                title: s.title.as_deref(),
+                created_at: s.created_at.to_rfc3339(),
+                last_activity: s.last_activity.to_rfc3339(),
+                tokens: s.tokens,
+            })
+            .collect();
+        return print_json(&out);
+    }
+    if sessions.is_empty() {
+        eprintln!("no sessions yet: start one with `convo send \"hi\"`");
+        return ExitCode::SUCCESS;
+    }
+    print!("{}", render(&sessions));
+    ExitCode::SUCCESS
+}
+
+/// The human-readable list.
+pub fn render(sessions: &[SessionRecord]) -> String {
+    let mut t = table(&["session", "title", "last activity", "tokens"], &[3]);
+    for s in sessions {
+        t.add_row(vec![
+            Cell::new(&s.id),
+            Cell::new(sanitize(s.title.as_deref().unwrap_or(""))),
+            Cell::new(s.last_activity.format("%Y-%m-%d %H:%M UTC")),
+            Cell::new(thousands(s.tokens)),
+        ]);
+    }
+    format!("{t}\n")
 }

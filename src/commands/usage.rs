@@ -1,10 +1,62 @@
-//! `convo usage` (scaffolding: replaced by the client-library work).
+//! `convo usage`: the current billing period against the plan's limits.
 use std::process::ExitCode;
 
-#[derive(Debug, clap::Args)]
-pub struct UsageArgs {}
+use comfy_table::Cell;
 
-pub async fn run(_args: UsageArgs, _global: crate::config::GlobalArgs) -> ExitCode {
-    eprintln!("convo usage: not built yet");
-    ExitCode::from(crate::cli::exit::USAGE_ERROR)
+use super::{connect, fail_api, print_json, sanitize, table, thousands};
+use crate::api::Usage;
+
+#[derive(Debug, clap::Args)]
+pub struct UsageArgs {
+    /// Print the Usage object as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub async fn run(args: UsageArgs, global: crate::config::GlobalArgs) -> ExitCode {
+    let (_config, client) = match connect(&global) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    match client.usage().await {
+        Ok(usage) if args.json => print_json(&usage),
+        Ok(usage) => {
+            print!("{}", render(&usage));
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail_api(&e),
+    }
+}
+
+/// The human-readable report.
+pub fn render(u: &Usage) -> String {
+    let mut t = table(&["", "used", "limit", "used %"], &[1, 2, 3]);
+    for (name, used, limit, pct) in [
+        (
+            "requests",
+            u.requests.used,
+            u.requests.limit,
+            u.requests.percentage,
+        ),
+        ("tokens", u.tokens.used, u.tokens.limit, u.tokens.percentage),
+        (
+            "sessions",
+            u.sessions.active,
+            u.sessions.limit,
+            u.sessions.percentage,
+        ),
+    ] {
+        t.add_row(vec![
+            Cell::new(name),
+            Cell::new(thousands(used)),
+            Cell::new(thousands(limit)),
+            Cell::new(format!("{pct:.1} %")),
+        ]);
+    }
+    format!(
+        "tier: {}\nbilling period: {} – {}\n{t}\n",
+        sanitize(&u.tier),
+        sanitize(&u.billing_period.start),
+        sanitize(&u.billing_period.end)
+    )
 }

@@ -1,18 +1,265 @@
-//! `convo serve` and `convo token` (scaffolding: replaced by the service work).
+//! `convo serve` (the local service alone) and `convo token` (mint a wallet JWT).
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-#[derive(Debug, clap::Args)]
-pub struct ServeArgs {}
+use clap::ValueEnum;
 
-#[derive(Debug, clap::Args)]
-pub struct TokenArgs {}
+use super::config::{
+    DEFAULT_MAX_CONTEXT_TOKENS, DbLocation, EngineConfig, ServiceConfig, Tier, is_valid_api_key,
+    redact_key,
+};
+use crate::cli::exit;
 
-pub async fn serve(_args: ServeArgs) -> ExitCode {
-    eprintln!("convo serve: not built yet");
-    ExitCode::from(crate::cli::exit::USAGE_ERROR)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EngineKind {
+    /// Offline, deterministic replies built from the conversation.
+    Builtin,
+    /// An OpenAI-compatible /v1/chat/completions server (llama.cpp, Ollama, vLLM).
+    Openai,
 }
 
-pub fn token(_args: TokenArgs) -> ExitCode {
-    eprintln!("convo token: not built yet");
-    ExitCode::from(crate::cli::exit::USAGE_ERROR)
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long, default_value = "127.0.0.1:8787")]
+    pub addr: String,
+    /// SQLite database file, or `:memory:`. Default: service.db in the platform data dir.
+    #[arg(long)]
+    pub db: Option<String>,
+    /// Accepted API key, `service_live_…` with an optional `=free|pro|enterprise` (default pro).
+    /// Repeatable. Without one, a key is generated and printed once to stderr.
+    // The id `api_keys` is shared with the global client flag `--api-key` (config.rs), so that
+    // clap does not define `--api-key` twice in `serve`.
+    #[arg(
+        long = "api-key",
+        value_name = "KEY[=TIER]",
+        env = "CONVO_SERVE_API_KEYS",
+        hide_env_values = true,
+        value_delimiter = ','
+    )]
+    pub api_keys: Vec<String>,
+    /// HS256 secret of the wallet endpoint's JWTs. Without one, a secret is generated and
+    /// printed once to stderr.
+    #[arg(long, env = "CONVO_JWT_SECRET", hide_env_values = true)]
+    pub jwt_secret: Option<String>,
+    /// Reply engine.
+    #[arg(long, value_enum, default_value = "builtin")]
+    pub engine: EngineKind,
+    /// Base URL of the OpenAI-compatible server (with --engine openai).
+    #[arg(long, default_value = "http://127.0.0.1:11434")]
+    pub engine_url: String,
+    /// Model name sent to the OpenAI-compatible server.
+    #[arg(long, default_value = "llama3.2")]
+    pub engine_model: String,
+    /// Bearer key for the OpenAI-compatible server, if it needs one.
+    #[arg(long, env = "CONVO_ENGINE_API_KEY", hide_env_values = true)]
+    pub engine_api_key: Option<String>,
+    /// Milliseconds between words of the builtin engine's streamed replies.
+    #[arg(long, default_value_t = 15)]
+    pub engine_pace_ms: u64,
+    /// Context window of a session, in o200k tokens.
+    #[arg(long, default_value_t = DEFAULT_MAX_CONTEXT_TOKENS)]
+    pub max_context_tokens: u64,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct TokenArgs {
+    /// The service's JWT secret (`convo serve --jwt-secret`).
+    #[arg(long, env = "CONVO_JWT_SECRET", hide_env_values = true)]
+    pub secret: String,
+    /// Subject of the token (who it is for).
+    #[arg(long)]
+    pub sub: String,
+    /// Lifetime in seconds.
+    #[arg(long, default_value_t = 3600)]
+    pub ttl: u64,
+}
+
+/// Parses `KEY[=TIER]`.
+pub fn parse_key_arg(arg: &str) -> Result<(String, Tier), String> {
+    let (key, tier) = match arg.split_once('=') {
+        Some((key, tier)) => (key, tier.parse::<Tier>()?),
+        None => (arg, Tier::Pro),
+    };
+    if !is_valid_api_key(key) {
+        return Err(format!(
+            "API key {} is not `service_live_` followed by at least 16 of [A-Za-z0-9]",
+            redact_key(key)
+        ));
+    }
+    Ok((key.to_string(), tier))
+}
+
+fn default_db_path() -> Result<PathBuf, String> {
+    let dirs = directories::ProjectDirs::from("", "", "convo")
+        .ok_or("cannot find the platform data directory; pass --db PATH")?;
+    let dir = dirs.data_dir();
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    Ok(dir.join("service.db"))
+}
+
+/// The service configuration of `args`, and the secrets that were generated (to print once).
+fn config_from_args(args: &ServeArgs) -> Result<(ServiceConfig, Vec<String>), String> {
+    let mut generated = Vec::new();
+    let mut api_keys = args
+        .api_keys
+        .iter()
+        .map(String::as_str)
+        .filter(|k| !k.is_empty())
+        .map(parse_key_arg)
+        .collect::<Result<Vec<_>, _>>()?;
+    if api_keys.is_empty() {
+        let key = super::generate_api_key();
+        generated.push(format!("API key (pro, shown only now): {key}"));
+        api_keys.push((key, Tier::Pro));
+    }
+    let jwt_secret = match &args.jwt_secret {
+        Some(s) if s.is_empty() => return Err("--jwt-secret must not be empty".into()),
+        Some(s) => s.clone(),
+        None => {
+            let secret = super::ids::random_alnum(48);
+            generated.push(format!(
+                "JWT secret (for `convo token --secret`, shown only now): {secret}"
+            ));
+            secret
+        }
+    };
+    let db = match args.db.as_deref() {
+        Some(":memory:") => DbLocation::Memory,
+        Some(path) => DbLocation::File(PathBuf::from(path)),
+        None => DbLocation::File(default_db_path()?),
+    };
+    let engine = match args.engine {
+        EngineKind::Builtin => EngineConfig::Builtin {
+            pace_ms: args.engine_pace_ms,
+        },
+        EngineKind::Openai => EngineConfig::OpenAi {
+            url: args.engine_url.clone(),
+            model: args.engine_model.clone(),
+            api_key: args.engine_api_key.clone(),
+        },
+    };
+    Ok((
+        ServiceConfig {
+            db,
+            api_keys,
+            jwt_secret,
+            engine,
+            max_context_tokens: args.max_context_tokens,
+        },
+        generated,
+    ))
+}
+
+async fn resolve(addr: &str) -> Result<SocketAddr, String> {
+    tokio::net::lookup_host(addr)
+        .await
+        .map_err(|e| format!("--addr `{addr}`: {e}"))?
+        .next()
+        .ok_or_else(|| format!("--addr `{addr}` resolves to no address"))
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("convo=info,warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
+}
+
+pub async fn serve(args: ServeArgs) -> ExitCode {
+    init_logging();
+    let (config, generated) = match config_from_args(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("convo serve: {e}");
+            return ExitCode::from(exit::USAGE_ERROR);
+        }
+    };
+    let addr = match resolve(&args.addr).await {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("convo serve: {e}");
+            return ExitCode::from(exit::USAGE_ERROR);
+        }
+    };
+    let service = match super::start(config, addr).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("convo serve: {e}");
+            return ExitCode::from(exit::USAGE_ERROR);
+        }
+    };
+    for line in generated {
+        eprintln!("convo serve: {line}");
+    }
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "listening on {}", service.base_url());
+    let _ = stdout.flush();
+    drop(stdout);
+    shutdown_signal().await;
+    eprintln!("convo serve: shutting down");
+    service.shutdown().await;
+    ExitCode::from(exit::OK)
+}
+
+pub fn token(args: TokenArgs) -> ExitCode {
+    if args.secret.is_empty() {
+        eprintln!("convo token: --secret must not be empty");
+        return ExitCode::from(exit::USAGE_ERROR);
+    }
+    if args.sub.is_empty() {
+        eprintln!("convo token: --sub must not be empty");
+        return ExitCode::from(exit::USAGE_ERROR);
+    }
+    if args.ttl == 0 {
+        eprintln!("convo token: --ttl must be at least 1 second");
+        return ExitCode::from(exit::USAGE_ERROR);
+    }
+    println!("{}", super::jwt::mint(&args.secret, &args.sub, args.ttl));
+    ExitCode::from(exit::OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_args_parse_with_tiers() {
+        let k = "service_live_abcdefgh12345678";
+        assert_eq!(parse_key_arg(k), Ok((k.to_string(), Tier::Pro)));
+        assert_eq!(
+            parse_key_arg(&format!("{k}=free")),
+            Ok((k.to_string(), Tier::Free))
+        );
+        assert!(parse_key_arg(&format!("{k}=gold")).is_err());
+        let err = parse_key_arg("service_live_short").unwrap_err();
+        assert!(err.contains("service_live_…hort"), "{err}");
+    }
 }

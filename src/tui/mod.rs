@@ -1,7 +1,240 @@
-//! The interactive client (scaffolding: replaced by the TUI work).
-use std::process::ExitCode;
+//! The interactive client: terminal setup and restore, the event loop, and the modules it
+//! wires together (state in `app`, events in `event`, panes in `view`, I/O in `workers`).
 
-pub async fn run(_global: crate::config::GlobalArgs) -> ExitCode {
-    eprintln!("convo: the TUI is not built yet; see `convo --help`");
-    ExitCode::from(crate::cli::exit::USAGE_ERROR)
+pub mod app;
+pub mod embedded;
+pub mod event;
+pub mod frame;
+pub mod metrics;
+pub mod runtime;
+pub mod view;
+pub mod wallet;
+pub mod workers;
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use crossterm::event::{
+    DisableBracketedPaste, DisableMouseCapture, EnableBracketedPaste, EnableMouseCapture,
+};
+use crossterm::terminal::{
+    EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
+};
+use ratatui::Terminal;
+use ratatui::backend::CrosstermBackend;
+use ratatui::layout::Rect;
+
+use crate::cli::exit;
+use crate::config::{Config, GlobalArgs};
+use crate::keys::KeyBindings;
+use app::{App, Settings};
+use frame::FrameScheduler;
+use runtime::Runtime;
+use workers::{Target, WorkerConfig};
+
+/// Pace of the embedded service's builtin engine: a word every 30 ms reads as streaming.
+const EMBEDDED_PACE_MS: u64 = 30;
+
+/// `convo` with no subcommand.
+pub async fn run(global: GlobalArgs) -> ExitCode {
+    let config = match Config::load(&global) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("convo: {e}");
+            return ExitCode::from(exit::USAGE_ERROR);
+        }
+    };
+    let keys = match KeyBindings::from_table(&config.keys) {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("convo: {e}");
+            return ExitCode::from(exit::USAGE_ERROR);
+        }
+    };
+    let target = match &config.connection.base_url {
+        None => Target::Embedded {
+            data_dir: config.paths.data_dir.clone(),
+            pace_ms: EMBEDDED_PACE_MS,
+        },
+        Some(_) => match crate::api::client::ClientOptions::from_config(&config) {
+            Ok(o) => Target::Remote(o),
+            Err(e) => {
+                eprintln!("convo: {e}");
+                return ExitCode::from(exit::USAGE_ERROR);
+            }
+        },
+    };
+    let _log = init_logging(&config.paths.data_dir);
+    let worker_config = WorkerConfig {
+        target,
+        store_file: config.paths.store_file(),
+        usage_refresh: Duration::from_secs(config.ui.usage_refresh_secs.max(1)),
+    };
+    let settings = Settings {
+        usage_refresh_secs: config.ui.usage_refresh_secs,
+        max_context_tokens: config.ui.max_context_tokens,
+        mouse: config.ui.mouse,
+        show_sessions: config.ui.show_sessions,
+    };
+    let mut terminal = match TerminalGuard::enter(settings.mouse) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("convo: cannot set up the terminal: {e}");
+            return ExitCode::from(exit::USAGE_ERROR);
+        }
+    };
+    let size = terminal
+        .terminal
+        .size()
+        .map(|s| Rect::new(0, 0, s.width, s.height))
+        .unwrap_or(Rect::new(0, 0, 80, 24));
+    let mut app = App::new(keys, settings, size, Utc::now());
+    for w in &config.warnings {
+        app.update(event::AppEvent::WorkerError(w.clone()));
+    }
+    let mut rt = Runtime::start(app, worker_config);
+    rt.workers.spawn_terminal_input();
+    let result = event_loop(&mut rt, &mut terminal).await;
+    rt.shutdown().await;
+    drop(terminal);
+    match result {
+        Ok(()) => ExitCode::from(exit::OK),
+        Err(e) => {
+            tracing::error!(error = %e, "the TUI failed");
+            eprintln!("convo: {e}");
+            ExitCode::from(exit::USAGE_ERROR)
+        }
+    }
 }
+
+/// Draws on demand and feeds events to the app until it quits.
+async fn event_loop(rt: &mut Runtime, terminal: &mut TerminalGuard) -> std::io::Result<()> {
+    let mut frames = FrameScheduler::default();
+    loop {
+        let now = Instant::now();
+        let deadline = frames.deadline(now);
+        tokio::select! {
+            ev = rt.next() => {
+                let Some(ev) = ev else { return Ok(()) };
+                rt.handle(ev);
+                // Take whatever else is waiting: one frame for the whole burst.
+                while let Some(ev) = rt.try_next() {
+                    rt.handle(ev);
+                }
+                frames.request();
+            }
+            _ = sleep_until(deadline), if deadline.is_some() => {
+                terminal.terminal.draw(|f| view::draw(f, &rt.app))?;
+                frames.drawn(Instant::now());
+            }
+        }
+        for text in rt.workers.clipboard.drain(..) {
+            terminal.copy(&text)?;
+        }
+        if rt.app.quit {
+            return Ok(());
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    if let Some(d) = deadline {
+        tokio::time::sleep_until(d.into()).await;
+    }
+}
+
+type Backend = CrosstermBackend<std::io::Stdout>;
+
+/// The terminal in raw mode on the alternate screen; restored on drop, and by the panic hook.
+struct TerminalGuard {
+    terminal: Terminal<Backend>,
+    mouse: bool,
+}
+
+impl TerminalGuard {
+    fn enter(mouse: bool) -> std::io::Result<TerminalGuard> {
+        install_panic_hook(mouse);
+        enable_raw_mode()?;
+        let mut out = std::io::stdout();
+        crossterm::execute!(
+            out,
+            EnterAlternateScreen,
+            EnableBracketedPaste,
+            crossterm::terminal::Clear(crossterm::terminal::ClearType::All)
+        )?;
+        if mouse {
+            crossterm::execute!(out, EnableMouseCapture)?;
+        }
+        // No `terminal.clear()`: it asks the terminal for the cursor position, which costs a
+        // round trip; the screen was cleared above and the first frame draws every cell.
+        let terminal = Terminal::new(CrosstermBackend::new(out))?;
+        Ok(TerminalGuard { terminal, mouse })
+    }
+
+    /// OSC 52: the terminal puts `text` on the system clipboard.
+    fn copy(&mut self, text: &str) -> std::io::Result<()> {
+        use base64::Engine;
+        let b64 = base64::engine::general_purpose::STANDARD.encode(text);
+        let out = self.terminal.backend_mut();
+        write!(out, "\x1b]52;c;{b64}\x07")?;
+        out.flush()
+    }
+}
+
+impl Drop for TerminalGuard {
+    fn drop(&mut self) {
+        restore_terminal(self.mouse);
+        let _ = self.terminal.show_cursor();
+    }
+}
+
+fn restore_terminal(mouse: bool) {
+    let mut out = std::io::stdout();
+    if mouse {
+        let _ = crossterm::execute!(out, DisableMouseCapture);
+    }
+    let _ = crossterm::execute!(
+        out,
+        DisableBracketedPaste,
+        LeaveAlternateScreen,
+        crossterm::cursor::Show
+    );
+    let _ = disable_raw_mode();
+}
+
+fn install_panic_hook(mouse: bool) {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        restore_terminal(mouse);
+        previous(info);
+    }));
+}
+
+/// Logs go to `convo.log` in the data dir (mode 0600), never to the screen.
+fn init_logging(data_dir: &std::path::Path) -> Option<tracing_appender::non_blocking::WorkerGuard> {
+    use tracing_subscriber::EnvFilter;
+    std::fs::create_dir_all(data_dir).ok()?;
+    let path = data_dir.join("convo.log");
+    let mut options = std::fs::OpenOptions::new();
+    options.append(true).create(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let file = options.open(&path).ok()?;
+    let (writer, guard) = tracing_appender::non_blocking(file);
+    let filter = EnvFilter::try_from_env("CONVO_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(writer)
+        .with_ansi(false)
+        .try_init()
+        .ok()?;
+    Some(guard)
+}
+
+#[cfg(test)]
+mod app_tests;

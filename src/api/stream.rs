@@ -1,0 +1,546 @@
+//! The stream client: a task holding `GET /v1/sessions/{id}/stream` (DESIGN.md §4.2) open,
+//! yielding typed events, pinging, reconnecting with capped backoff, dropping duplicate
+//! deltas; and [`send_streaming`], which sends one message and follows its reply, falling
+//! back to a plain POST against servers without the stream endpoint (§4.3).
+//!
+//! ```no_run
+//! # async fn demo(options: convo::api::ClientOptions) {
+//! use convo::api::stream::{SessionStream, StreamUpdate};
+//! let (_handle, mut updates) = SessionStream::connect(options, "session_abcdefgh12345678");
+//! while let Some(update) = updates.recv().await {
+//!     match update {
+//!         StreamUpdate::Event(event) => println!("{event:?}"),
+//!         StreamUpdate::Unsupported => break, // use plain POSTs
+//!         other => println!("{other:?}"),
+//!     }
+//! }
+//! # }
+//! ```
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::{Instant, sleep, sleep_until, timeout};
+use tokio_tungstenite::tungstenite::{self, Message as WsMessage, client::IntoClientRequest};
+
+use super::client::{Client, ClientOptions};
+use super::error::ApiError;
+use super::types::{ErrorEnvelope, Message, SendMessage, StreamEvent};
+
+/// What the stream task tells its owner.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamUpdate {
+    /// An event of the session (duplicate deltas already dropped).
+    Event(StreamEvent),
+    /// The stream is open (again). After a reconnect, a reply in flight arrives as a snapshot.
+    Connected,
+    /// The stream dropped. `retry_in: Some(d)`: reconnecting after `d`; `None`: given up
+    /// (e.g. the session was deleted, or the key was refused) and the task has ended.
+    Disconnected {
+        error: ApiError,
+        retry_in: Option<Duration>,
+    },
+    /// The server has no stream endpoint; the task has ended. Use plain POSTs.
+    Unsupported,
+}
+
+/// Timings of the stream task. The defaults follow DESIGN.md §4.2.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamTiming {
+    pub ping_interval: Duration,
+    /// Reconnect when nothing at all (not even a pong) was heard for this long.
+    pub silence_timeout: Duration,
+    pub backoff_base: Duration,
+    pub backoff_cap: Duration,
+}
+
+impl Default for StreamTiming {
+    fn default() -> Self {
+        StreamTiming {
+            ping_interval: Duration::from_secs(20),
+            silence_timeout: Duration::from_secs(60),
+            backoff_base: Duration::from_millis(500),
+            backoff_cap: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Handle of a session's stream task. Dropping it closes the stream.
+#[derive(Debug)]
+pub struct SessionStream {
+    session_id: String,
+    _close: oneshot::Sender<()>,
+}
+
+impl SessionStream {
+    /// Open the stream of `session_id` in a background task with default timings.
+    /// Must be called within a tokio runtime.
+    pub fn connect(
+        options: ClientOptions,
+        session_id: &str,
+    ) -> (SessionStream, mpsc::Receiver<StreamUpdate>) {
+        Self::connect_with(options, session_id, StreamTiming::default())
+    }
+
+    pub fn connect_with(
+        options: ClientOptions,
+        session_id: &str,
+        timing: StreamTiming,
+    ) -> (SessionStream, mpsc::Receiver<StreamUpdate>) {
+        let (tx, rx) = mpsc::channel(256);
+        let (close_tx, close_rx) = oneshot::channel();
+        let task = StreamTask {
+            options,
+            session_id: session_id.to_string(),
+            timing,
+            tx,
+            next_seq: HashMap::new(),
+            finished: HashSet::new(),
+        };
+        tokio::spawn(task.run(close_rx));
+        (
+            SessionStream {
+                session_id: session_id.to_string(),
+                _close: close_tx,
+            },
+            rx,
+        )
+    }
+
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+}
+
+/// The outcome of one connection attempt or connection.
+enum Ending {
+    /// Owner gone or handle dropped: stop quietly.
+    Closed,
+    /// Try again after a backoff.
+    Retry(ApiError),
+    /// Give up with this error.
+    Fatal(ApiError),
+    Unsupported,
+}
+
+struct StreamTask {
+    options: ClientOptions,
+    session_id: String,
+    timing: StreamTiming,
+    tx: mpsc::Sender<StreamUpdate>,
+    /// Per message: the next delta `seq` expected; lower ones are duplicates.
+    next_seq: HashMap<String, u64>,
+    /// Messages already done: any late delta of theirs is a duplicate.
+    finished: HashSet<String>,
+}
+
+impl StreamTask {
+    async fn run(mut self, mut close: oneshot::Receiver<()>) {
+        let mut failures: u32 = 0;
+        loop {
+            let ending = tokio::select! {
+                _ = &mut close => Ending::Closed,
+                e = self.connect_and_read(&mut failures) => e,
+            };
+            match ending {
+                Ending::Closed => return,
+                Ending::Unsupported => {
+                    let _ = self.tx.send(StreamUpdate::Unsupported).await;
+                    return;
+                }
+                Ending::Fatal(error) => {
+                    let _ = self
+                        .tx
+                        .send(StreamUpdate::Disconnected {
+                            error,
+                            retry_in: None,
+                        })
+                        .await;
+                    return;
+                }
+                Ending::Retry(error) => {
+                    let wait = self.backoff(failures);
+                    failures = failures.saturating_add(1);
+                    tracing::debug!(session = %self.session_id, %error, ?wait, "stream dropped");
+                    if self
+                        .tx
+                        .send(StreamUpdate::Disconnected {
+                            error,
+                            retry_in: Some(wait),
+                        })
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                    tokio::select! {
+                        _ = &mut close => return,
+                        _ = sleep(wait) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    fn backoff(&self, failures: u32) -> Duration {
+        let exp = self
+            .timing
+            .backoff_base
+            .saturating_mul(2u32.saturating_pow(failures.min(16)));
+        exp.min(self.timing.backoff_cap)
+    }
+
+    async fn connect_and_read(&mut self, failures: &mut u32) -> Ending {
+        if let Err(e) = crate::config::check_transport(
+            &self.options.base_url,
+            self.options.api_key.is_some(),
+            self.options.allow_insecure,
+        ) {
+            return Ending::Fatal(ApiError::Config(e.to_string()));
+        }
+        let mut url = self
+            .options
+            .endpoint(&["v1", "sessions", &self.session_id, "stream"]);
+        let scheme = if url.scheme() == "https" { "wss" } else { "ws" };
+        if url.set_scheme(scheme).is_err() {
+            return Ending::Fatal(ApiError::Config(format!(
+                "cannot derive a WebSocket address from {}",
+                self.options.base_url
+            )));
+        }
+        let mut request = match url.as_str().into_client_request() {
+            Ok(r) => r,
+            Err(e) => return Ending::Fatal(ApiError::Config(format!("bad stream address: {e}"))),
+        };
+        if let Some(key) = &self.options.api_key {
+            match format!("Bearer {key}").parse() {
+                Ok(v) => {
+                    request.headers_mut().insert("Authorization", v);
+                }
+                Err(_) => {
+                    return Ending::Fatal(ApiError::Config(
+                        "the API key holds characters not allowed in a header".into(),
+                    ));
+                }
+            }
+        }
+        let config = tungstenite::protocol::WebSocketConfig::default()
+            .max_message_size(Some(self.options.max_body_bytes))
+            .max_frame_size(Some(self.options.max_body_bytes));
+        let connecting = tokio_tungstenite::connect_async_with_config(request, Some(config), true);
+        let ws = match timeout(self.options.timeouts.connect, connecting).await {
+            Err(_) => {
+                return Ending::Retry(ApiError::Network(format!(
+                    "the stream at {} did not open in time",
+                    url.origin().ascii_serialization()
+                )));
+            }
+            Ok(Err(e)) => return classify_connect_error(e),
+            Ok(Ok((ws, _response))) => ws,
+        };
+        if self.tx.send(StreamUpdate::Connected).await.is_err() {
+            return Ending::Closed;
+        }
+        let (mut sink, mut source) = ws.split();
+        let mut ping = tokio::time::interval_at(
+            Instant::now() + self.timing.ping_interval,
+            self.timing.ping_interval,
+        );
+        let mut silent_until = Instant::now() + self.timing.silence_timeout;
+        let owner = self.tx.clone();
+        loop {
+            tokio::select! {
+                frame = source.next() => {
+                    silent_until = Instant::now() + self.timing.silence_timeout;
+                    // The backoff restarts only once the server has actually spoken, so
+                    // that one accepting and at once closing is not hammered.
+                    if matches!(frame, Some(Ok(_))) {
+                        *failures = 0;
+                    }
+                    match frame {
+                        None => return Ending::Retry(ApiError::Network("the stream closed".into())),
+                        Some(Err(e)) => return Ending::Retry(ApiError::Network(format!("the stream failed: {e}"))),
+                        Some(Ok(WsMessage::Text(text))) => {
+                            if !self.forward(text.as_str()).await {
+                                return Ending::Closed;
+                            }
+                        }
+                        Some(Ok(WsMessage::Close(frame))) => {
+                            let why = frame.map(|f| f.reason.to_string()).filter(|r| !r.is_empty());
+                            return Ending::Retry(ApiError::Network(match why {
+                                Some(r) => format!("the server closed the stream: {r}"),
+                                None => "the server closed the stream".into(),
+                            }));
+                        }
+                        // Pings are answered by tungstenite; pongs and binary frames only
+                        // show the peer is alive.
+                        Some(Ok(_)) => {}
+                    }
+                }
+                _ = ping.tick() => {
+                    if let Err(e) = sink.send(WsMessage::Ping(Vec::new().into())).await {
+                        return Ending::Retry(ApiError::Network(format!("the stream failed: {e}")));
+                    }
+                }
+                _ = sleep_until(silent_until) => {
+                    return Ending::Retry(ApiError::Network(format!(
+                        "nothing heard on the stream for {} s",
+                        self.timing.silence_timeout.as_secs()
+                    )));
+                }
+                _ = owner.closed() => {
+                    let _ = sink.send(WsMessage::Close(None)).await;
+                    return Ending::Closed;
+                }
+            }
+        }
+    }
+
+    /// Parse one text frame and pass it on unless it is a duplicate. False when the
+    /// owner is gone.
+    async fn forward(&mut self, text: &str) -> bool {
+        let event: StreamEvent = match serde_json::from_str(text) {
+            Ok(e) => e,
+            Err(e) => {
+                // Unknown event types from other servers are not an error.
+                tracing::debug!(error = %e, "ignoring a stream frame");
+                return true;
+            }
+        };
+        let keep = match &event {
+            StreamEvent::Delta {
+                message_id, seq, ..
+            } => {
+                if self.finished.contains(message_id) {
+                    false
+                } else {
+                    let next = self.next_seq.entry(message_id.clone()).or_insert(0);
+                    if *seq < *next {
+                        false
+                    } else {
+                        *next = *seq + 1;
+                        true
+                    }
+                }
+            }
+            StreamEvent::Snapshot {
+                message_id, seq, ..
+            } => {
+                if self.finished.contains(message_id) {
+                    false
+                } else {
+                    let next = self.next_seq.entry(message_id.clone()).or_insert(0);
+                    // A snapshot folding fewer deltas than were seen is stale.
+                    if *seq < *next {
+                        false
+                    } else {
+                        *next = *seq;
+                        true
+                    }
+                }
+            }
+            StreamEvent::Done { message } => {
+                self.remember_finished(&message.message_id);
+                true
+            }
+            StreamEvent::Error { message_id, .. } => {
+                let id = message_id.clone();
+                self.remember_finished(&id);
+                true
+            }
+        };
+        if !keep {
+            return true;
+        }
+        self.tx.send(StreamUpdate::Event(event)).await.is_ok()
+    }
+
+    fn remember_finished(&mut self, message_id: &str) {
+        self.next_seq.remove(message_id);
+        // Bounded memory for a stream open for days.
+        if self.finished.len() >= 1024 {
+            self.finished.clear();
+        }
+        self.finished.insert(message_id.to_string());
+    }
+}
+
+fn classify_connect_error(e: tungstenite::Error) -> Ending {
+    match e {
+        tungstenite::Error::Http(resp) => {
+            let status = resp.status().as_u16();
+            let envelope = resp
+                .body()
+                .as_deref()
+                .and_then(|b| serde_json::from_slice::<ErrorEnvelope>(b).ok());
+            match (status, envelope) {
+                (_, Some(env))
+                    if matches!(
+                        env.error.code.as_str(),
+                        "session_not_found" | "unauthorized" | "quota_exceeded"
+                    ) =>
+                {
+                    Ending::Fatal(ApiError::from_body(status, env.error, None))
+                }
+                (401 | 403, _) => Ending::Fatal(ApiError::Unauthorized {
+                    message: format!("the stream endpoint refused the key (HTTP {status})"),
+                }),
+                (500.., _) => Ending::Retry(ApiError::Network(format!(
+                    "the stream endpoint answered HTTP {status}"
+                ))),
+                _ => Ending::Unsupported,
+            }
+        }
+        // Something that is not a WebSocket server answered.
+        tungstenite::Error::Protocol(_) | tungstenite::Error::HttpFormat(_) => Ending::Unsupported,
+        tungstenite::Error::Url(e) => {
+            Ending::Fatal(ApiError::Config(format!("bad stream address: {e}")))
+        }
+        other => Ending::Retry(ApiError::Network(format!(
+            "cannot open the stream: {other}"
+        ))),
+    }
+}
+
+/// How long [`send_streaming`] waits, after the stream reconnected, for any sign of its
+/// reply before giving up (the reply may have finished while the stream was down).
+const RECOVERY_GRACE: Duration = Duration::from_secs(15);
+
+/// Least time [`send_streaming`] waits between two pieces of its reply before giving up
+/// (the request timeout is used when longer).
+const STALL_GUARD_MIN: Duration = Duration::from_secs(120);
+
+/// Send one message and follow its reply as it streams, calling `on_text` with each new
+/// piece of text in order; returns the final reply.
+///
+/// Falls back to a plain POST when the server has no stream endpoint, and takes a complete
+/// 200 reply to a `stream: true` POST as done. In both cases `on_text` gets the whole
+/// content once.
+pub async fn send_streaming<F: FnMut(&str)>(
+    client: &Client,
+    session_id: &str,
+    message: &SendMessage,
+    idempotency_key: &str,
+    mut on_text: F,
+) -> Result<Message, ApiError> {
+    let (handle, mut updates) = SessionStream::connect(client.options().clone(), session_id);
+    let opened = timeout(
+        client.options().timeouts.connect + Duration::from_secs(1),
+        updates.recv(),
+    )
+    .await;
+    let streaming = matches!(opened, Ok(Some(StreamUpdate::Connected)));
+    if !streaming {
+        tracing::debug!(?opened, "no stream; sending a plain POST");
+        drop(handle);
+        let mut plain = message.clone();
+        plain.stream = None;
+        let reply = client
+            .send_message(session_id, &plain, idempotency_key)
+            .await?;
+        on_text(&reply.content);
+        return Ok(reply);
+    }
+
+    let mut body = message.clone();
+    body.stream = Some(true);
+    let sent = client
+        .post_message(session_id, &body, idempotency_key)
+        .await?;
+    if sent.complete {
+        on_text(&sent.message.content);
+        return Ok(sent.message);
+    }
+    let id = sent.message.message_id;
+    let mut printed = String::new();
+    let emit = |printed: &mut String, full: &str, on_text: &mut F| {
+        // Print what `full` adds to what was printed; a snapshot or the final reply
+        // repeat what came before.
+        let rest = full
+            .strip_prefix(printed.as_str())
+            .unwrap_or_else(|| full.get(printed.len()..).unwrap_or_default());
+        if !rest.is_empty() {
+            on_text(rest);
+        }
+        *printed = full.to_string();
+    };
+    let mut recovering_since: Option<Instant> = None;
+    // A server that accepted the message but never streams it must not hang the caller;
+    // generous, since a slow model may think for a while before its first token.
+    let stall_guard = client.options().timeouts.request.max(STALL_GUARD_MIN);
+    loop {
+        let next = match recovering_since {
+            Some(since) => match timeout(
+                RECOVERY_GRACE.saturating_sub(since.elapsed()),
+                updates.recv(),
+            )
+            .await
+            {
+                Ok(u) => u,
+                Err(_) => {
+                    return Err(ApiError::Network(
+                        "the stream was interrupted and the reply could not be followed; it is stored on the server".into(),
+                    ));
+                }
+            },
+            None => match timeout(stall_guard, updates.recv()).await {
+                Ok(u) => u,
+                Err(_) => {
+                    return Err(ApiError::Network(format!(
+                        "no part of the reply arrived for {} s; it may still be stored on the server",
+                        stall_guard.as_secs()
+                    )));
+                }
+            },
+        };
+        match next {
+            None => return Err(ApiError::Network("the stream task ended".into())),
+            Some(StreamUpdate::Event(event)) => match event {
+                StreamEvent::Delta {
+                    message_id,
+                    content,
+                    ..
+                } if message_id == id => {
+                    recovering_since = None;
+                    printed.push_str(&content);
+                    on_text(&content);
+                }
+                StreamEvent::Snapshot {
+                    message_id,
+                    content,
+                    ..
+                } if message_id == id => {
+                    recovering_since = None;
+                    emit(&mut printed, &content, &mut on_text);
+                }
+                StreamEvent::Done { message } if message.message_id == id => {
+                    emit(&mut printed, &message.content, &mut on_text);
+                    return Ok(message);
+                }
+                StreamEvent::Error {
+                    message_id, error, ..
+                } if message_id == id => {
+                    return Err(ApiError::from_body(0, error, None));
+                }
+                _ => {}
+            },
+            Some(StreamUpdate::Connected) => {
+                recovering_since.get_or_insert_with(Instant::now);
+            }
+            Some(StreamUpdate::Disconnected {
+                retry_in: Some(_), ..
+            }) => {}
+            Some(StreamUpdate::Disconnected {
+                error,
+                retry_in: None,
+            }) => return Err(error),
+            Some(StreamUpdate::Unsupported) => {
+                return Err(ApiError::Protocol(
+                    "the stream endpoint went away while a reply was streaming".into(),
+                ));
+            }
+        }
+    }
+}

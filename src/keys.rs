@@ -1,0 +1,509 @@
+//! Key bindings: one named field per command, defaults from the `[keys]` section of
+//! `assets/config.toml`, overridable by the user's config file (a file overrides only what it
+//! names).
+//!
+//! A key spec is either a single character (`"d"`, `"?"`, `"/"`) or a bracketed name with
+//! optional modifiers (`"<Enter>"`, `"<Ctrl-n>"`, `"<Alt-Enter>"`, `"<Shift-Tab>"`, `"<F2>"`).
+//! A binding is one spec or a list of them.
+//!
+//! ```
+//! use convo::keys::{KeyBindings, KeySpec};
+//! let spec: KeySpec = "<Ctrl-n>".parse().unwrap();
+//! assert_eq!(spec.to_string(), "Ctrl-n");
+//! let keys = KeyBindings::default();
+//! assert!(keys.new_session.contains(&spec));
+//! ```
+
+use std::fmt;
+use std::str::FromStr;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+/// The built-in defaults, the same file `config` layers the user's file over.
+const DEFAULT_CONFIG: &str = include_str!("../assets/config.toml");
+
+/// An error in the `[keys]` section; the message names the field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeysError {
+    #[error("keys.{field}: {message}")]
+    Field { field: String, message: String },
+    #[error("keys.{0}: unknown command (see `convo config` for the list)")]
+    UnknownCommand(String),
+}
+
+/// One key with its modifiers, as written in the config file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct KeySpec {
+    pub code: KeyCode,
+    pub modifiers: KeyModifiers,
+}
+
+impl KeySpec {
+    pub const fn new(code: KeyCode, modifiers: KeyModifiers) -> Self {
+        KeySpec { code, modifiers }
+    }
+
+    /// Whether a key event from the terminal is this key. Shift is part of a character
+    /// (`?` arrives as Shift+`?` on some terminals), so it is ignored for characters;
+    /// Shift-Tab arrives as `BackTab`.
+    pub fn matches(&self, ev: &KeyEvent) -> bool {
+        let (code, mods) = normalize(ev.code, ev.modifiers);
+        let (want_code, want_mods) = normalize(self.code, self.modifiers);
+        code == want_code && mods == want_mods
+    }
+}
+
+fn normalize(code: KeyCode, mods: KeyModifiers) -> (KeyCode, KeyModifiers) {
+    let mods = mods & (KeyModifiers::CONTROL | KeyModifiers::ALT | KeyModifiers::SHIFT);
+    match code {
+        KeyCode::BackTab => (KeyCode::Tab, mods | KeyModifiers::SHIFT),
+        KeyCode::Char(c) => {
+            let mut mods = mods - KeyModifiers::SHIFT;
+            // Ctrl+letter is case-insensitive: terminals report Ctrl-N as Ctrl+'n'.
+            let c = if mods.contains(KeyModifiers::CONTROL) {
+                c.to_ascii_lowercase()
+            } else {
+                c
+            };
+            if c == ' ' {
+                mods -= KeyModifiers::SHIFT;
+            }
+            (KeyCode::Char(c), mods)
+        }
+        other => (other, mods),
+    }
+}
+
+impl FromStr for KeySpec {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.chars().count() == 1 {
+            let c = s.chars().next().unwrap_or(' ');
+            return Ok(KeySpec::new(KeyCode::Char(c), KeyModifiers::NONE));
+        }
+        let inner = s
+            .strip_prefix('<')
+            .and_then(|r| r.strip_suffix('>'))
+            .ok_or_else(|| {
+                format!(
+                    "`{s}` is not a key: write one character like \"d\" or a name like \"<Ctrl-n>\""
+                )
+            })?;
+        let mut rest = inner;
+        let mut modifiers = KeyModifiers::NONE;
+        loop {
+            let lower = rest.to_ascii_lowercase();
+            let (m, len) = if lower.starts_with("ctrl-") {
+                (KeyModifiers::CONTROL, 5)
+            } else if lower.starts_with("alt-") {
+                (KeyModifiers::ALT, 4)
+            } else if lower.starts_with("shift-") {
+                (KeyModifiers::SHIFT, 6)
+            } else if lower.starts_with("meta-") {
+                (KeyModifiers::ALT, 5)
+            } else if (lower.starts_with("c-")
+                || lower.starts_with("a-")
+                || lower.starts_with("s-"))
+                && rest.len() > 2
+            {
+                let m = match lower.as_bytes()[0] {
+                    b'c' => KeyModifiers::CONTROL,
+                    b'a' => KeyModifiers::ALT,
+                    _ => KeyModifiers::SHIFT,
+                };
+                (m, 2)
+            } else {
+                break;
+            };
+            modifiers |= m;
+            rest = &rest[len..];
+        }
+        let code =
+            parse_key_name(rest).ok_or_else(|| format!("unknown key name `{rest}` in `{s}`"))?;
+        Ok(KeySpec::new(code, modifiers))
+    }
+}
+
+fn parse_key_name(name: &str) -> Option<KeyCode> {
+    if name.chars().count() == 1 {
+        return name.chars().next().map(KeyCode::Char);
+    }
+    let lower = name.to_ascii_lowercase();
+    let code = match lower.as_str() {
+        "enter" | "return" | "cr" => KeyCode::Enter,
+        "esc" | "escape" => KeyCode::Esc,
+        "tab" => KeyCode::Tab,
+        "backtab" => KeyCode::BackTab,
+        "backspace" | "bs" => KeyCode::Backspace,
+        "delete" | "del" => KeyCode::Delete,
+        "insert" | "ins" => KeyCode::Insert,
+        "home" => KeyCode::Home,
+        "end" => KeyCode::End,
+        "pageup" | "pgup" => KeyCode::PageUp,
+        "pagedown" | "pgdn" | "pgdown" => KeyCode::PageDown,
+        "up" => KeyCode::Up,
+        "down" => KeyCode::Down,
+        "left" => KeyCode::Left,
+        "right" => KeyCode::Right,
+        "space" => KeyCode::Char(' '),
+        "lt" => KeyCode::Char('<'),
+        "gt" => KeyCode::Char('>'),
+        "minus" => KeyCode::Char('-'),
+        _ => {
+            let n: u8 = lower.strip_prefix('f')?.parse().ok()?;
+            if (1..=24).contains(&n) {
+                KeyCode::F(n)
+            } else {
+                return None;
+            }
+        }
+    };
+    Some(code)
+}
+
+impl fmt::Display for KeySpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.modifiers.contains(KeyModifiers::CONTROL) {
+            f.write_str("Ctrl-")?;
+        }
+        if self.modifiers.contains(KeyModifiers::ALT) {
+            f.write_str("Alt-")?;
+        }
+        if self.modifiers.contains(KeyModifiers::SHIFT) {
+            f.write_str("Shift-")?;
+        }
+        match self.code {
+            KeyCode::Char(' ') => f.write_str("Space"),
+            KeyCode::Char(c) => write!(f, "{c}"),
+            KeyCode::Enter => f.write_str("Enter"),
+            KeyCode::Esc => f.write_str("Esc"),
+            KeyCode::Tab => f.write_str("Tab"),
+            KeyCode::BackTab => f.write_str("Shift-Tab"),
+            KeyCode::Backspace => f.write_str("Backspace"),
+            KeyCode::Delete => f.write_str("Delete"),
+            KeyCode::Insert => f.write_str("Insert"),
+            KeyCode::Home => f.write_str("Home"),
+            KeyCode::End => f.write_str("End"),
+            KeyCode::PageUp => f.write_str("PgUp"),
+            KeyCode::PageDown => f.write_str("PgDn"),
+            KeyCode::Up => f.write_str("Up"),
+            KeyCode::Down => f.write_str("Down"),
+            KeyCode::Left => f.write_str("Left"),
+            KeyCode::Right => f.write_str("Right"),
+            KeyCode::F(n) => write!(f, "F{n}"),
+            other => write!(f, "{other:?}"),
+        }
+    }
+}
+
+/// One or more keys bound to a command.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Binding(pub Vec<KeySpec>);
+
+impl Binding {
+    pub fn matches(&self, ev: &KeyEvent) -> bool {
+        self.0.iter().any(|k| k.matches(ev))
+    }
+
+    pub fn contains(&self, spec: &KeySpec) -> bool {
+        self.0.contains(spec)
+    }
+
+    /// The keys as shown in the help overlay and the status bar: `?/F1`.
+    pub fn label(&self) -> String {
+        self.0
+            .iter()
+            .map(|k| k.to_string())
+            .collect::<Vec<_>>()
+            .join("/")
+    }
+
+    /// The first key, for short hints.
+    pub fn first_label(&self) -> String {
+        self.0.first().map(|k| k.to_string()).unwrap_or_default()
+    }
+
+    fn parse(field: &str, value: &toml::Value) -> Result<Self, KeysError> {
+        let err = |message: String| KeysError::Field {
+            field: field.to_string(),
+            message,
+        };
+        let specs: Vec<&str> = match value {
+            toml::Value::String(s) => vec![s.as_str()],
+            toml::Value::Array(items) => items
+                .iter()
+                .map(|v| {
+                    v.as_str().ok_or_else(|| {
+                        err(format!(
+                            "expected key specs as strings, found {}",
+                            v.type_str()
+                        ))
+                    })
+                })
+                .collect::<Result<_, _>>()?,
+            other => {
+                return Err(err(format!(
+                    "expected a key spec like \"<Ctrl-n>\" or a list of them, found {}",
+                    other.type_str()
+                )));
+            }
+        };
+        if specs.is_empty() {
+            return Err(err("needs at least one key".to_string()));
+        }
+        specs
+            .into_iter()
+            .map(|s| s.parse::<KeySpec>().map_err(&err))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Binding)
+    }
+}
+
+macro_rules! bindings {
+    ($( $(#[$doc:meta])* $field:ident => $desc:literal ),* $(,)?) => {
+        /// Every command's keys. One named field per command; the help overlay lists them in
+        /// this order with their descriptions.
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub struct KeyBindings {
+            $( $(#[$doc])* pub $field: Binding, )*
+        }
+
+        impl KeyBindings {
+            /// The command names, as written in `[keys]`.
+            pub const COMMANDS: &'static [&'static str] = &[$(stringify!($field)),*];
+
+            /// `(command, description, binding)` for every command, in help order.
+            pub fn describe(&self) -> Vec<(&'static str, &'static str, &Binding)> {
+                vec![$((stringify!($field), $desc, &self.$field)),*]
+            }
+
+            /// Overlays the fields named in `table` onto `self`.
+            fn overlay(&mut self, table: &toml::Table) -> Result<(), KeysError> {
+                for (name, value) in table {
+                    match name.as_str() {
+                        $(stringify!($field) => self.$field = Binding::parse(name, value)?,)*
+                        other => return Err(KeysError::UnknownCommand(other.to_string())),
+                    }
+                }
+                Ok(())
+            }
+
+            fn empty() -> Self {
+                KeyBindings { $($field: Binding::default(),)* }
+            }
+
+            fn missing(&self) -> Option<&'static str> {
+                $(if self.$field.0.is_empty() { return Some(stringify!($field)); })*
+                None
+            }
+        }
+    };
+}
+
+bindings! {
+    /// Send the composer's text (or run its slash command).
+    send => "send message",
+    /// Insert a newline in the composer.
+    newline => "new line",
+    new_session => "new session",
+    focus_next => "next pane",
+    focus_prev => "previous pane",
+    delete_session => "delete session",
+    toggle_role => "role user/system",
+    copy_reply => "copy reply (OSC 52)",
+    move_up => "previous item",
+    move_down => "next item",
+    open_session => "open session",
+    scroll_up => "scroll up",
+    scroll_down => "scroll down",
+    scroll_top => "scroll to top",
+    scroll_bottom => "to the end, follow",
+    filter_sessions => "filter sessions",
+    metrics_view => "metrics view",
+    wallet_view => "wallet view",
+    help => "this help",
+    back => "close / unfollow",
+    stop_or_quit => "stop stream / quit",
+    quit => "quit (not in composer)",
+    confirm => "confirm dialog",
+    cancel => "cancel dialog",
+    refresh => "refresh usage",
+}
+
+impl KeyBindings {
+    /// The built-in defaults from `assets/config.toml`.
+    pub fn defaults() -> Result<Self, KeysError> {
+        let table: toml::Table = DEFAULT_CONFIG.parse().map_err(|e| KeysError::Field {
+            field: "*".to_string(),
+            message: format!("built-in defaults do not parse: {e}"),
+        })?;
+        let keys = table
+            .get("keys")
+            .and_then(|k| k.as_table())
+            .cloned()
+            .unwrap_or_default();
+        let mut bindings = KeyBindings::empty();
+        bindings.overlay(&keys)?;
+        if let Some(field) = bindings.missing() {
+            return Err(KeysError::Field {
+                field: field.to_string(),
+                message: "has no default in assets/config.toml".to_string(),
+            });
+        }
+        Ok(bindings)
+    }
+
+    /// The defaults with the user's `[keys]` table laid over them. Errors name the field.
+    pub fn from_table(table: &toml::Table) -> Result<Self, KeysError> {
+        let mut bindings = Self::defaults()?;
+        bindings.overlay(table)?;
+        Ok(bindings)
+    }
+}
+
+impl Default for KeyBindings {
+    fn default() -> Self {
+        // The defaults are compiled in and covered by a unit test, so this cannot fail in a
+        // released binary; fall back to nothing bound rather than panic.
+        Self::defaults().unwrap_or_else(|_| KeyBindings::empty())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(code: KeyCode, mods: KeyModifiers) -> KeyEvent {
+        KeyEvent::new(code, mods)
+    }
+
+    #[test]
+    fn parses_single_characters() {
+        let k: KeySpec = "d".parse().unwrap();
+        assert_eq!(k, KeySpec::new(KeyCode::Char('d'), KeyModifiers::NONE));
+        let k: KeySpec = "?".parse().unwrap();
+        assert_eq!(k.code, KeyCode::Char('?'));
+        let k: KeySpec = "<".parse().unwrap();
+        assert_eq!(k.code, KeyCode::Char('<'));
+    }
+
+    #[test]
+    fn parses_named_keys_with_modifiers() {
+        let k: KeySpec = "<Ctrl-n>".parse().unwrap();
+        assert_eq!(k, KeySpec::new(KeyCode::Char('n'), KeyModifiers::CONTROL));
+        let k: KeySpec = "<Alt-Enter>".parse().unwrap();
+        assert_eq!(k, KeySpec::new(KeyCode::Enter, KeyModifiers::ALT));
+        let k: KeySpec = "<ctrl-alt-Delete>".parse().unwrap();
+        assert_eq!(
+            k,
+            KeySpec::new(KeyCode::Delete, KeyModifiers::CONTROL | KeyModifiers::ALT)
+        );
+        let k: KeySpec = "<F2>".parse().unwrap();
+        assert_eq!(k.code, KeyCode::F(2));
+        let k: KeySpec = "<Ctrl-->".parse().unwrap();
+        assert_eq!(k, KeySpec::new(KeyCode::Char('-'), KeyModifiers::CONTROL));
+        let k: KeySpec = "<PageUp>".parse().unwrap();
+        assert_eq!(k.code, KeyCode::PageUp);
+        let k: KeySpec = "<C-x>".parse().unwrap();
+        assert_eq!(k, KeySpec::new(KeyCode::Char('x'), KeyModifiers::CONTROL));
+    }
+
+    #[test]
+    fn rejects_bad_specs_with_a_reason() {
+        assert!(
+            "Ctrl-n"
+                .parse::<KeySpec>()
+                .unwrap_err()
+                .contains("not a key")
+        );
+        assert!(
+            "<Hyper-x>"
+                .parse::<KeySpec>()
+                .unwrap_err()
+                .contains("Hyper-x")
+        );
+        assert!("<F99>".parse::<KeySpec>().is_err());
+        assert!("<>".parse::<KeySpec>().is_err());
+        assert!("".parse::<KeySpec>().is_err());
+    }
+
+    #[test]
+    fn display_round_trips() {
+        for s in [
+            "<Ctrl-n>",
+            "<Alt-Enter>",
+            "<F2>",
+            "<Shift-Tab>",
+            "<PageUp>",
+            "?",
+            "d",
+        ] {
+            let k: KeySpec = s.parse().unwrap();
+            let shown = k.to_string();
+            let again: KeySpec = if shown.chars().count() == 1 {
+                shown.parse().unwrap()
+            } else {
+                format!("<{shown}>").parse().unwrap()
+            };
+            assert_eq!(k, again, "{s} shown as {shown}");
+        }
+    }
+
+    #[test]
+    fn matching_is_lenient_about_shift_on_characters_and_backtab() {
+        let q: KeySpec = "?".parse().unwrap();
+        assert!(q.matches(&key(KeyCode::Char('?'), KeyModifiers::SHIFT)));
+        assert!(q.matches(&key(KeyCode::Char('?'), KeyModifiers::NONE)));
+        let st: KeySpec = "<Shift-Tab>".parse().unwrap();
+        assert!(st.matches(&key(KeyCode::BackTab, KeyModifiers::SHIFT)));
+        assert!(st.matches(&key(KeyCode::BackTab, KeyModifiers::NONE)));
+        let cn: KeySpec = "<Ctrl-n>".parse().unwrap();
+        assert!(cn.matches(&key(KeyCode::Char('n'), KeyModifiers::CONTROL)));
+        assert!(!cn.matches(&key(KeyCode::Char('n'), KeyModifiers::NONE)));
+        let d: KeySpec = "d".parse().unwrap();
+        assert!(!d.matches(&key(KeyCode::Char('D'), KeyModifiers::SHIFT)));
+        assert!(!d.matches(&key(KeyCode::Char('d'), KeyModifiers::CONTROL)));
+    }
+
+    #[test]
+    fn defaults_cover_every_command() {
+        let keys = KeyBindings::defaults().expect("assets/config.toml [keys] parses");
+        assert!(keys.send.matches(&key(KeyCode::Enter, KeyModifiers::NONE)));
+        assert!(
+            keys.newline
+                .matches(&key(KeyCode::Enter, KeyModifiers::ALT))
+        );
+        assert!(keys.help.matches(&key(KeyCode::F(1), KeyModifiers::NONE)));
+        assert_eq!(keys.describe().len(), KeyBindings::COMMANDS.len());
+    }
+
+    #[test]
+    fn user_table_overrides_only_what_it_names() {
+        let table: toml::Table = "new_session = \"<Ctrl-t>\"\nhelp = [\"<F1>\"]"
+            .parse()
+            .unwrap();
+        let keys = KeyBindings::from_table(&table).unwrap();
+        assert_eq!(keys.new_session.label(), "Ctrl-t");
+        assert_eq!(keys.help.label(), "F1");
+        assert_eq!(keys.send.label(), "Enter");
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let table: toml::Table = "send = \"<Bogus>\"".parse().unwrap();
+        let err = KeyBindings::from_table(&table).unwrap_err().to_string();
+        assert!(err.starts_with("keys.send:"), "{err}");
+        let table: toml::Table = "sned = \"x\"".parse().unwrap();
+        let err = KeyBindings::from_table(&table).unwrap_err().to_string();
+        assert!(err.contains("keys.sned"), "{err}");
+        let table: toml::Table = "quit = 3".parse().unwrap();
+        let err = KeyBindings::from_table(&table).unwrap_err().to_string();
+        assert!(
+            err.contains("keys.quit") && err.contains("integer"),
+            "{err}"
+        );
+        let table: toml::Table = "quit = []".parse().unwrap();
+        assert!(KeyBindings::from_table(&table).is_err());
+    }
+}

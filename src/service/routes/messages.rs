@@ -1,0 +1,237 @@
+//! `POST /v1/sessions/{sessionId}/messages`: validate, start the turn, then answer with the
+//! complete reply (200) or, with `stream: true`, the reply to come (202).
+
+use std::sync::Arc;
+
+use axum::extract::rejection::{BytesRejection, PathRejection};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::Response;
+use serde_json::Value;
+
+use crate::api::{Message, Role};
+use crate::service::engine::ReplyRequest;
+use crate::service::error::ApiError;
+use crate::service::router::MESSAGES;
+use crate::service::store::idempotency::Recorded;
+use crate::service::store::messages::{self, TurnRefusal, TurnStart, TurnStarted, UserMessage};
+use crate::service::turn::{self, Turn};
+use crate::service::{AppState, auth, ids, time, tokens};
+
+/// Maximum length of `content`, in characters (Unicode scalar values).
+pub const MAX_CONTENT_CHARS: usize = 10_000;
+/// Maximum size of `metadata`, serialized.
+pub const MAX_METADATA_BYTES: usize = 16 * 1024;
+/// Maximum length of an `Idempotency-Key`.
+pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
+
+/// A validated send-message body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SendRequest {
+    pub content: String,
+    pub role: Role,
+    pub stream: bool,
+    pub metadata: Option<String>,
+}
+
+/// Validates the body field by field, naming the field in the error.
+pub fn parse_send(body: &[u8]) -> Result<SendRequest, ApiError> {
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::invalid(format!("the body is not valid JSON: {e}")))?;
+    let Value::Object(map) = value else {
+        return Err(ApiError::invalid("the body must be a JSON object"));
+    };
+    let content = match map.get("content") {
+        None | Some(Value::Null) => return Err(ApiError::invalid("`content` is required")),
+        Some(Value::String(s)) => s.clone(),
+        Some(_) => return Err(ApiError::invalid("`content` must be a string")),
+    };
+    if content.trim().is_empty() {
+        return Err(ApiError::invalid("`content` must not be empty"));
+    }
+    let chars = content.chars().count();
+    if chars > MAX_CONTENT_CHARS {
+        return Err(ApiError::invalid(format!(
+            "`content` is {chars} characters long; the maximum is 10,000"
+        )));
+    }
+    let role = match map.get("role") {
+        None | Some(Value::Null) => Role::User,
+        Some(Value::String(s)) if s == "user" => Role::User,
+        Some(Value::String(s)) if s == "system" => Role::System,
+        Some(_) => return Err(ApiError::invalid("`role` must be `user` or `system`")),
+    };
+    let stream = match map.get("stream") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(ApiError::invalid("`stream` must be a boolean")),
+    };
+    let metadata = match map.get("metadata") {
+        None | Some(Value::Null) => None,
+        Some(v @ Value::Object(_)) => {
+            let text = v.to_string();
+            if text.len() > MAX_METADATA_BYTES {
+                return Err(ApiError::invalid(format!(
+                    "`metadata` is {} bytes serialized; the maximum is 16 KiB",
+                    text.len()
+                )));
+            }
+            Some(text)
+        }
+        Some(_) => return Err(ApiError::invalid("`metadata` must be a JSON object")),
+    };
+    Ok(SendRequest {
+        content,
+        role,
+        stream,
+        metadata,
+    })
+}
+
+/// The `Idempotency-Key` header, validated.
+pub fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    let Some(value) = headers.get("idempotency-key") else {
+        return Ok(None);
+    };
+    let key = value
+        .to_str()
+        .ok()
+        .filter(|k| {
+            !k.is_empty()
+                && k.len() <= MAX_IDEMPOTENCY_KEY_LEN
+                && k.bytes().all(|b| b.is_ascii_graphic())
+        })
+        .ok_or_else(|| {
+            ApiError::invalid("`Idempotency-Key` must be 1 to 255 printable ASCII characters")
+        })?;
+    Ok(Some(key.to_string()))
+}
+
+pub(crate) async fn send(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    path: Result<Path<String>, PathRejection>,
+    body: Result<axum::body::Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let account = auth::admit(&state, &headers, "POST", MESSAGES).await?;
+    let session_id = super::session_id(path)?;
+    let body = super::body(body)?;
+    let request = parse_send(&body)?;
+    let idempotency_key = idempotency_key(&headers)?;
+    let message_tokens = tokens::count_async(request.content.clone()).await;
+
+    let guard = state.session_locks.lock(&session_id).await;
+    let now = chrono::Utc::now();
+    let now_ms = now.timestamp_millis();
+    let (period_start, period_end) = time::billing_period(now);
+    let reply_id = ids::new_message_id();
+    let placeholder = Message {
+        message_id: reply_id.clone(),
+        session_id: session_id.clone(),
+        role: Role::Assistant,
+        content: String::new(),
+        tokens: 0,
+        created_at: time::ms_to_rfc3339(now_ms),
+    };
+    let accepted_body = serde_json::to_string(&placeholder).unwrap_or_default();
+    let user_message_id = ids::new_message_id();
+    let start = TurnStart {
+        account,
+        session_id: session_id.clone(),
+        message: UserMessage {
+            id: user_message_id.clone(),
+            role: request.role,
+            content: request.content,
+            tokens: message_tokens,
+            metadata: request.metadata,
+        },
+        idempotency_key: idempotency_key.clone(),
+        accepted_response: request.stream.then(|| Recorded {
+            status: 202,
+            body: accepted_body.clone(),
+        }),
+        max_context_tokens: state.max_context_tokens,
+        period_start_ms: period_start.timestamp_millis(),
+        now_ms,
+    };
+    let started = state
+        .store
+        .call(move |c| messages::start_turn(c, &start))
+        .await?;
+    let (history, context_tokens) = match started {
+        Err(TurnRefusal::SessionNotFound) => return Err(ApiError::session_not_found(&session_id)),
+        Err(TurnRefusal::Quota(limit)) => return Err(ApiError::quota_exceeded(limit, period_end)),
+        Err(TurnRefusal::ContextOverflow { current, max }) => {
+            return Err(ApiError::context_overflow(current, max));
+        }
+        Ok(TurnStarted::Replay(recorded)) => {
+            let status = StatusCode::from_u16(recorded.status).unwrap_or(StatusCode::OK);
+            let mut resp = super::json_text(status, recorded.body);
+            resp.headers_mut()
+                .insert("idempotent-replayed", HeaderValue::from_static("true"));
+            return Ok(resp);
+        }
+        Ok(TurnStarted::Ready {
+            history,
+            context_tokens,
+        }) => (history, context_tokens),
+    };
+    let outcome = turn::spawn(
+        state.clone(),
+        Turn {
+            account,
+            session_id: session_id.clone(),
+            user_message_id,
+            reply_id,
+            created_at_ms: now_ms,
+            idempotency_key,
+            record_response: !request.stream,
+            request: ReplyRequest {
+                session_id,
+                history,
+                context_tokens,
+                max_context_tokens: state.max_context_tokens,
+            },
+        },
+        guard,
+    );
+    if request.stream {
+        return Ok(super::json_text(StatusCode::ACCEPTED, accepted_body));
+    }
+    match outcome.await {
+        Ok(Ok((_message, body))) => Ok(super::json_text(StatusCode::OK, body)),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(ApiError::internal()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(body: &str) -> String {
+        parse_send(body.as_bytes()).unwrap_err().body.message
+    }
+
+    #[test]
+    fn bodies_are_validated_field_by_field() {
+        assert!(err("{").contains("not valid JSON"));
+        assert!(err("[]").contains("JSON object"));
+        assert!(err("{}").contains("`content`"));
+        assert!(err(r#"{"content": 5}"#).contains("`content` must be a string"));
+        assert!(err(r#"{"content": "  "}"#).contains("must not be empty"));
+        assert!(err(r#"{"content": "hi", "role": "assistant"}"#).contains("`role`"));
+        assert!(err(r#"{"content": "hi", "stream": "yes"}"#).contains("`stream`"));
+        assert!(err(r#"{"content": "hi", "metadata": [1]}"#).contains("`metadata`"));
+        let long = format!(r#"{{"content": "{}"}}"#, "é".repeat(10_001));
+        assert!(err(&long).contains("10,000"));
+        let ok = format!(
+            r#"{{"content": "{}", "role": "system", "stream": true, "metadata": {{"a": 1}}, "x": 1}}"#,
+            "é".repeat(10_000)
+        );
+        let parsed = parse_send(ok.as_bytes()).unwrap();
+        assert_eq!(parsed.role, Role::System);
+        assert!(parsed.stream);
+        assert_eq!(parsed.metadata.as_deref(), Some(r#"{"a":1}"#));
+    }
+}

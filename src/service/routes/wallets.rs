@@ -1,0 +1,31 @@
+//! `GET /v1/wallets/{walletId}` with a JWT bearer token.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+
+use crate::api::Wallet;
+use crate::service::AppState;
+use crate::service::error::ApiError;
+use crate::service::{auth, wallets};
+
+pub(crate) async fn get(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Json<Wallet>, ApiError> {
+    let claims = auth::wallet_token(&state, &headers)?;
+    let Path(wallet_id) =
+        path.map_err(|e| ApiError::invalid(format!("`walletId` in the path: {e}")))?;
+    tracing::debug!(sub = %claims.sub, wallet = %wallet_id, "wallet lookup");
+    wallets::find(&wallet_id).cloned().map(Json).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "wallet_not_found",
+            format!("no wallet with id `{wallet_id}`"),
+        )
+    })
+}

@@ -1,0 +1,162 @@
+//! The request log and the aggregates behind `/v1/analytics/usage` and `/v1/analytics/metrics`.
+
+use rusqlite::{Connection, params};
+
+use super::accounts::Account;
+use crate::service::error::StoreError;
+
+/// Outcome of counting a request against the plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestAdmission {
+    /// Logged; the request may proceed.
+    Admitted,
+    /// The request limit of the period is reached; nothing was logged.
+    OverLimit,
+}
+
+/// Counts one request of `account` in the billing period `[period_start, …)` unless the
+/// request limit is already reached (check and insert in one transaction).
+pub fn admit_request(
+    conn: &mut Connection,
+    account: Account,
+    period_start_ms: i64,
+    now_ms: i64,
+    method: &str,
+    route: &str,
+) -> Result<RequestAdmission, StoreError> {
+    let tx = conn.transaction()?;
+    let used = requests_used(&tx, account.id, period_start_ms)?;
+    if used >= account.tier.limits().requests {
+        return Ok(RequestAdmission::OverLimit);
+    }
+    tx.execute(
+        "INSERT INTO request_log (account_id, at, method, route) VALUES (?1, ?2, ?3, ?4)",
+        params![account.id, now_ms, method, route],
+    )?;
+    tx.commit()?;
+    Ok(RequestAdmission::Admitted)
+}
+
+pub fn requests_used(conn: &Connection, account_id: i64, since_ms: i64) -> Result<u64, StoreError> {
+    let n: i64 = conn.query_row(
+        "SELECT COUNT(*) FROM request_log WHERE account_id = ?1 AND at >= ?2",
+        params![account_id, since_ms],
+        |r| r.get(0),
+    )?;
+    Ok(n as u64)
+}
+
+pub fn tokens_used(conn: &Connection, account_id: i64, since_ms: i64) -> Result<u64, StoreError> {
+    let n: i64 = conn.query_row(
+        "SELECT COALESCE(SUM(tokens), 0) FROM message_log WHERE account_id = ?1 AND created_at >= ?2",
+        params![account_id, since_ms],
+        |r| r.get(0),
+    )?;
+    Ok(n as u64)
+}
+
+pub fn active_sessions(conn: &Connection, account_id: i64) -> Result<u64, StoreError> {
+    let n: i64 = conn.query_row(
+        "SELECT COUNT(*) FROM sessions WHERE account_id = ?1 AND deleted_at IS NULL",
+        [account_id],
+        |r| r.get(0),
+    )?;
+    Ok(n as u64)
+}
+
+/// Raw numbers of the usage resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UsageCounts {
+    pub requests: u64,
+    pub tokens: u64,
+    pub sessions: u64,
+}
+
+pub fn usage_counts(
+    conn: &Connection,
+    account_id: i64,
+    period_start_ms: i64,
+) -> Result<UsageCounts, StoreError> {
+    Ok(UsageCounts {
+        requests: requests_used(conn, account_id, period_start_ms)?,
+        tokens: tokens_used(conn, account_id, period_start_ms)?,
+        sessions: active_sessions(conn, account_id)?,
+    })
+}
+
+/// Raw numbers of the metrics resource over `[start, end)`.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct MetricCounts {
+    pub sessions_total: u64,
+    pub sessions_active: u64,
+    /// Sum over active sessions of (last − first message in range), milliseconds.
+    pub duration_ms_sum: i64,
+    pub messages_total: u64,
+    pub user_messages: u64,
+    pub system_messages: u64,
+    pub assistant_messages: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+pub fn metric_counts(
+    conn: &Connection,
+    account_id: i64,
+    start_ms: i64,
+    end_ms: i64,
+) -> Result<MetricCounts, StoreError> {
+    let mut m = MetricCounts {
+        sessions_total: conn.query_row(
+            "SELECT COUNT(*) FROM sessions WHERE account_id = ?1 AND created_at >= ?2 AND created_at < ?3",
+            params![account_id, start_ms, end_ms],
+            |r| r.get::<_, i64>(0),
+        )? as u64,
+        ..MetricCounts::default()
+    };
+    let (active, duration): (i64, i64) = conn.query_row(
+        "SELECT COUNT(*), COALESCE(SUM(last - first), 0) FROM (
+            SELECT MIN(created_at) AS first, MAX(created_at) AS last FROM message_log
+            WHERE account_id = ?1 AND created_at >= ?2 AND created_at < ?3
+            GROUP BY session_id)",
+        params![account_id, start_ms, end_ms],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    m.sessions_active = active as u64;
+    m.duration_ms_sum = duration;
+    let mut stmt = conn.prepare(
+        "SELECT role, COUNT(*), COALESCE(SUM(tokens), 0) FROM message_log
+         WHERE account_id = ?1 AND created_at >= ?2 AND created_at < ?3 GROUP BY role",
+    )?;
+    let rows = stmt.query_map(params![account_id, start_ms, end_ms], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, i64>(1)?,
+            r.get::<_, i64>(2)?,
+        ))
+    })?;
+    for row in rows {
+        let (role, count, tokens) = row?;
+        let (count, tokens) = (count as u64, tokens as u64);
+        m.messages_total += count;
+        match role.as_str() {
+            "user" => {
+                m.user_messages += count;
+                m.prompt_tokens += tokens;
+            }
+            "system" => {
+                m.system_messages += count;
+                m.prompt_tokens += tokens;
+            }
+            "assistant" => {
+                m.assistant_messages += count;
+                m.completion_tokens += tokens;
+            }
+            other => {
+                return Err(StoreError::Corrupt(format!(
+                    "unknown role {other} in message_log"
+                )));
+            }
+        }
+    }
+    Ok(m)
+}

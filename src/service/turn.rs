@@ -1,0 +1,200 @@
+//! One turn of a conversation after the user message is stored: run the engine, relay its
+//! pieces to the session's listeners, then store the reply, or roll the turn back on failure.
+
+use std::sync::Arc;
+
+use tokio::sync::{OwnedMutexGuard, mpsc, oneshot};
+
+use super::AppState;
+use super::engine::{EngineError, ReplyRequest};
+use super::error::ApiError;
+use super::store::accounts::Account;
+use super::store::idempotency::Recorded;
+use super::store::messages::{self, Reply};
+use super::{time, tokens};
+use crate::api::{ErrorBody, Message, Role, StreamEvent};
+
+pub(crate) struct Turn {
+    pub account: Account,
+    pub session_id: String,
+    pub user_message_id: String,
+    pub reply_id: String,
+    pub created_at_ms: i64,
+    pub idempotency_key: Option<String>,
+    /// A plain send records its 200 response under the idempotency key when complete
+    /// (a streamed send recorded its 202 when it started).
+    pub record_response: bool,
+    pub request: ReplyRequest,
+}
+
+/// The stored reply and its serialized body (exactly as answered and remembered).
+pub(crate) type TurnOutcome = Result<(Message, String), ApiError>;
+
+/// Runs the turn in the background (holding the session's lock until it ends), so that it
+/// completes whether or not the sender is still waiting.
+pub(crate) fn spawn(
+    state: Arc<AppState>,
+    turn: Turn,
+    guard: OwnedMutexGuard<()>,
+) -> oneshot::Receiver<TurnOutcome> {
+    let (tx, rx) = oneshot::channel();
+    state.hub.begin(&turn.session_id, &turn.reply_id);
+    let task_state = state.clone();
+    let mut turns = state.turns.lock().unwrap_or_else(|p| p.into_inner());
+    while turns.try_join_next().is_some() {}
+    turns.spawn(async move {
+        let outcome = run(&task_state, turn).await;
+        drop(guard);
+        let _ = tx.send(outcome);
+    });
+    rx
+}
+
+async fn generate(
+    state: &AppState,
+    request: ReplyRequest,
+    reply_id: &str,
+    session_id: &str,
+) -> Result<String, EngineError> {
+    let (tx, mut rx) = mpsc::channel::<String>(64);
+    let engine = state.engine.reply(request, tx);
+    tokio::pin!(engine);
+    let mut shutdown = state.shutdown.clone();
+    let stopping = async move {
+        let _ = shutdown.wait_for(|stop| *stop).await;
+    };
+    tokio::pin!(stopping);
+    let mut content = String::new();
+    let mut result = None;
+    loop {
+        tokio::select! {
+            piece = rx.recv() => match piece {
+                Some(piece) => {
+                    if !piece.is_empty() {
+                        state.hub.delta(session_id, reply_id, &piece);
+                        content.push_str(&piece);
+                    }
+                }
+                // The engine dropped its sender: it has finished.
+                None => break,
+            },
+            r = &mut engine, if result.is_none() => result = Some(r),
+            _ = &mut stopping => return Err(EngineError("the service is shutting down".into())),
+        }
+    }
+    let result = match result {
+        Some(r) => r,
+        None => engine.await,
+    };
+    result?;
+    if content.trim().is_empty() {
+        return Err(EngineError("the engine returned an empty reply".into()));
+    }
+    Ok(content)
+}
+
+async fn run(state: &AppState, turn: Turn) -> TurnOutcome {
+    let session_id = turn.session_id.clone();
+    let reply_id = turn.reply_id.clone();
+    let generated = generate(state, turn.request.clone(), &reply_id, &session_id).await;
+    let content = match generated {
+        Ok(content) => content,
+        Err(e) => {
+            tracing::warn!(session = %session_id, error = %e, "reply failed; turn rolled back");
+            let (account_id, sid, uid, key) = (
+                turn.account.id,
+                session_id.clone(),
+                turn.user_message_id.clone(),
+                turn.idempotency_key.clone(),
+            );
+            let rolled = state
+                .store
+                .call(move |c| messages::roll_back_turn(c, account_id, &sid, &uid, key.as_deref()))
+                .await;
+            let error = match rolled {
+                Ok(()) => ApiError::engine(e.0),
+                Err(store) => ApiError::from(store),
+            };
+            finish_with_error(state, &session_id, &reply_id, &error);
+            return Err(error);
+        }
+    };
+    let tokens = tokens::count_async(content.clone()).await;
+    let message = Message {
+        message_id: reply_id.clone(),
+        session_id: session_id.clone(),
+        role: Role::Assistant,
+        content: content.clone(),
+        tokens,
+        created_at: time::ms_to_rfc3339(turn.created_at_ms),
+    };
+    let body = serde_json::to_string(&message).unwrap_or_default();
+    let reply = Reply {
+        id: reply_id.clone(),
+        content,
+        tokens,
+        created_at_ms: turn.created_at_ms,
+    };
+    let record = (turn.record_response)
+        .then_some(turn.idempotency_key.clone())
+        .flatten()
+        .map(|key| {
+            (
+                key,
+                Recorded {
+                    status: 200,
+                    body: body.clone(),
+                },
+            )
+        });
+    let account_id = turn.account.id;
+    let sid = session_id.clone();
+    let stored = state
+        .store
+        .call(move |c| {
+            messages::complete_turn(
+                c,
+                account_id,
+                &sid,
+                &reply,
+                record.as_ref().map(|(k, r)| (k.as_str(), r)),
+                time::now_ms(),
+            )
+        })
+        .await;
+    match stored {
+        Ok(true) => {
+            state.hub.finish(
+                &session_id,
+                &reply_id,
+                StreamEvent::Done {
+                    message: message.clone(),
+                },
+            );
+            Ok((message, body))
+        }
+        Ok(false) => {
+            let error = ApiError::session_not_found(&session_id);
+            finish_with_error(state, &session_id, &reply_id, &error);
+            Err(error)
+        }
+        Err(e) => {
+            let error = ApiError::from(e);
+            finish_with_error(state, &session_id, &reply_id, &error);
+            Err(error)
+        }
+    }
+}
+
+fn finish_with_error(state: &AppState, session_id: &str, reply_id: &str, error: &ApiError) {
+    let body: ErrorBody = (*error.body).clone();
+    state.hub.finish(
+        session_id,
+        reply_id,
+        StreamEvent::Error {
+            session_id: session_id.to_string(),
+            message_id: reply_id.to_string(),
+            error: body,
+        },
+    );
+}

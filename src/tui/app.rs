@@ -1,0 +1,1610 @@
+//! The app's state and its one `update` function. No I/O here: `update` returns the
+//! [`Command`]s that the loop hands to the workers, which report back through `AppEvent`s.
+
+use chrono::{DateTime, Utc};
+use crossterm::event::{
+    KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
+};
+use ratatui::layout::{Position, Rect};
+use ratatui_textarea::{TextArea, WrapMode};
+use serde_json::Value;
+
+use crate::api::{Message, Role, SendMessage, StreamEvent, Usage, new_session_id};
+use crate::keys::KeyBindings;
+
+use super::event::{
+    AppEvent, Endpoint, Failure, MessageStatus, SessionSummary, StoredMessage, StreamStatus,
+};
+use super::view::layout::{self, AppLayout};
+use crate::render::transcript::{Entry, EntryId, EntryState, Transcript};
+
+/// Maximum length of a message's content, in characters (SERVICE-INTERFACE.md, Limits).
+pub const MAX_CONTENT_CHARS: usize = 10_000;
+/// Title of a session before its first message.
+pub const NEW_SESSION_TITLE: &str = "New session";
+
+/// Whether a pane used an event or passes it on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventState {
+    Consumed,
+    NotConsumed,
+}
+
+/// Which pane receives keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Focus {
+    Sessions,
+    Transcript,
+    Composer,
+}
+
+/// The main view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    Chat,
+    /// Metrics charts over a date range (F2, `/metrics`; `tui::metrics`).
+    Metrics,
+    /// Wallet details (F3, `/wallet ID`; `tui::wallet`).
+    Wallet,
+}
+
+/// A modal on top of the view; it takes every key while open.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Overlay {
+    Help {
+        scroll: u16,
+    },
+    ConfirmDelete {
+        session_id: String,
+        title: String,
+    },
+    ContextOverflow {
+        current: u64,
+        max: u64,
+        draft: String,
+    },
+}
+
+/// Connection to the service.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Connection {
+    Connecting,
+    Connected(Endpoint),
+    Failed(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    Info,
+    Warn,
+    Error,
+}
+
+/// A one-line message in the status bar until the next one (or Esc).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Notice {
+    pub level: Level,
+    pub text: String,
+}
+
+/// State of the open session's stream.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamState {
+    Connecting,
+    Open,
+    Down(String),
+    Unsupported,
+}
+
+/// Settings from `[ui]`.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub usage_refresh_secs: u64,
+    pub max_context_tokens: u64,
+    pub mouse: bool,
+    pub show_sessions: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            usage_refresh_secs: 10,
+            max_context_tokens: 8192,
+            mouse: true,
+            show_sessions: true,
+        }
+    }
+}
+
+/// The usage gauges' data: the last successful poll and the last error since.
+#[derive(Debug, Clone, Default)]
+pub struct UsagePanel {
+    pub usage: Option<Usage>,
+    pub fetched_at: Option<DateTime<Utc>>,
+    /// Set when the last poll failed: the gauges are stale.
+    pub error: Option<String>,
+}
+
+/// One message of the open transcript, beside its render entry.
+#[derive(Debug, Clone)]
+pub struct TranscriptItem {
+    pub entry: EntryId,
+    pub role: Role,
+    pub content: String,
+    pub tokens: u64,
+    pub message_id: Option<String>,
+    pub state: EntryState,
+    pub created_at: DateTime<Utc>,
+    /// The next stream `seq` expected for a streaming reply.
+    pub next_seq: u64,
+}
+
+/// A message on its way: the composer text comes back if it fails.
+#[derive(Debug, Clone)]
+pub struct PendingSend {
+    pub send_id: u64,
+    pub text: String,
+    pub role: Role,
+    /// Index in `items` of the sent message and of the reply placeholder.
+    pub user_item: usize,
+    pub reply_item: usize,
+    pub accepted: bool,
+    /// Sent with `stream: true`: the text comes on the stream.
+    pub streamed: bool,
+    /// The reply completed on the stream before the POST answered.
+    pub reply_done: bool,
+}
+
+/// The session shown in the transcript.
+#[derive(Debug)]
+pub struct OpenSession {
+    pub id: String,
+    pub transcript: Transcript,
+    pub items: Vec<TranscriptItem>,
+    pub loaded: bool,
+    pub context_max: u64,
+    /// Follow the tail: new lines scroll into view.
+    pub follow: bool,
+    /// First visible line when not following.
+    pub top: usize,
+    pub selected: Option<usize>,
+    pub pending: Option<PendingSend>,
+    pub stream: StreamState,
+}
+
+impl OpenSession {
+    fn new(id: String, context_max: u64) -> Self {
+        OpenSession {
+            id,
+            transcript: Transcript::new(),
+            items: Vec::new(),
+            loaded: false,
+            context_max,
+            follow: true,
+            top: 0,
+            selected: None,
+            pending: None,
+            stream: StreamState::Connecting,
+        }
+    }
+
+    /// Tokens of the session's context as far as this client knows.
+    pub fn context_tokens(&self) -> u64 {
+        self.items.iter().map(|i| i.tokens).sum()
+    }
+
+    pub fn is_streaming(&self) -> bool {
+        self.pending.as_ref().is_some_and(|p| {
+            self.items
+                .get(p.reply_item)
+                .is_some_and(|i| i.state == EntryState::Streaming)
+        })
+    }
+
+    fn push(
+        &mut self,
+        role: Role,
+        content: String,
+        state: EntryState,
+        tokens: u64,
+        message_id: Option<String>,
+        created_at: DateTime<Utc>,
+    ) -> usize {
+        let entry = self.transcript.push(Entry {
+            role,
+            content: content.clone(),
+            state: state.clone(),
+            header: header_for(role, created_at, tokens),
+        });
+        self.items.push(TranscriptItem {
+            entry,
+            role,
+            content,
+            tokens,
+            message_id,
+            state,
+            created_at,
+            next_seq: 0,
+        });
+        self.items.len() - 1
+    }
+
+    /// Rebuilds the render model from `items` (after loading a stored transcript).
+    fn rebuild(&mut self) {
+        let mut t = Transcript::new();
+        for item in &mut self.items {
+            item.entry = t.push(Entry {
+                role: item.role,
+                content: item.content.clone(),
+                state: item.state.clone(),
+                header: header_for(item.role, item.created_at, item.tokens),
+            });
+        }
+        self.transcript = t;
+    }
+
+    fn set_state(&mut self, idx: usize, state: EntryState) {
+        if let Some(item) = self.items.get_mut(idx) {
+            item.state = state.clone();
+            self.transcript.set_state(item.entry, state);
+        }
+    }
+
+    /// The first visible line for a viewport of `height` lines at `width` columns.
+    pub fn effective_top(&self, width: u16, height: u16) -> usize {
+        let total = self.transcript.height(width);
+        let max_top = total.saturating_sub(height as usize);
+        if self.follow {
+            max_top
+        } else {
+            self.top.min(max_top)
+        }
+    }
+}
+
+fn header_for(role: Role, at: DateTime<Utc>, tokens: u64) -> String {
+    let who = match role {
+        Role::User => "you",
+        Role::System => "system",
+        Role::Assistant => "assistant",
+    };
+    if tokens > 0 {
+        format!("{who} · {} · {tokens} tokens", at.format("%H:%M"))
+    } else {
+        format!("{who} · {}", at.format("%H:%M"))
+    }
+}
+
+/// Text from outside goes through the sanitiser before it reaches the screen.
+fn sanitize(s: &str) -> String {
+    crate::render::sanitize(s).into_owned()
+}
+
+/// Something for a worker to do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    /// Read a session's transcript and draft from the store.
+    LoadTranscript { session_id: String },
+    /// Keep this session's stream open (and close any other).
+    OpenStream { session_id: String },
+    /// POST a message.
+    Send {
+        session_id: String,
+        send_id: u64,
+        body: SendMessage,
+        idempotency_key: String,
+    },
+    /// DELETE a session.
+    Delete { session_id: String },
+    /// Poll usage now.
+    RefreshUsage,
+    /// Write to the local store.
+    Persist(StoreOp),
+    /// Put text on the terminal's clipboard (OSC 52).
+    CopyToClipboard(String),
+    /// Work for the metrics view's worker (`tui::metrics::worker::MetricsWorker`).
+    Metrics(super::metrics::MetricsRequest),
+    /// Work for the wallet view's worker (`tui::wallet::worker::WalletWorker`).
+    Wallet(super::wallet::WalletRequest),
+    /// Leave: restore the terminal and exit.
+    Quit,
+}
+
+/// A write to the local store.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StoreOp {
+    UpsertSession(SessionSummary),
+    AppendMessage {
+        session_id: String,
+        message: StoredMessage,
+    },
+    SaveDraft {
+        session_id: String,
+        text: String,
+    },
+    SetLastOpen(String),
+    DeleteSession(String),
+}
+
+/// The whole state of the TUI.
+pub struct App {
+    pub keys: KeyBindings,
+    pub settings: Settings,
+    pub size: Rect,
+    pub now: DateTime<Utc>,
+    pub focus: Focus,
+    pub view: View,
+    pub overlay: Option<Overlay>,
+    pub connection: Connection,
+    pub store_ready: bool,
+    pub sessions: Vec<SessionSummary>,
+    /// Index into `visible_sessions()`.
+    pub session_cursor: usize,
+    pub filter: String,
+    pub filtering: bool,
+    pub open: Option<OpenSession>,
+    pub composer: TextArea<'static>,
+    pub role: Role,
+    pub metadata: Option<Value>,
+    /// Why the last send failed, shown on the composer until the next send.
+    pub send_error: Option<String>,
+    pub usage: UsagePanel,
+    pub notice: Option<Notice>,
+    /// Session ids with a DELETE in flight.
+    pub deleting: Vec<String>,
+    /// The metrics view's state (F2).
+    pub metrics: super::metrics::MetricsState,
+    /// The wallet view's state (F3).
+    pub wallet: super::wallet::WalletState,
+    next_send_id: u64,
+    pub quit: bool,
+}
+
+impl App {
+    pub fn new(keys: KeyBindings, settings: Settings, size: Rect, now: DateTime<Utc>) -> Self {
+        App {
+            keys,
+            settings,
+            size,
+            now,
+            focus: Focus::Composer,
+            view: View::Chat,
+            overlay: None,
+            connection: Connection::Connecting,
+            store_ready: false,
+            sessions: Vec::new(),
+            session_cursor: 0,
+            filter: String::new(),
+            filtering: false,
+            open: None,
+            composer: new_composer(),
+            role: Role::User,
+            metadata: None,
+            send_error: None,
+            usage: UsagePanel::default(),
+            notice: None,
+            deleting: Vec::new(),
+            metrics: Default::default(),
+            wallet: Default::default(),
+            next_send_id: 1,
+            quit: false,
+        }
+    }
+
+    /// The layout for the current size and composer.
+    pub fn layout(&self) -> AppLayout {
+        layout::compute(self.size, self.composer_rows(), self.settings.show_sessions)
+    }
+
+    /// Rows the composer's text takes once wrapped to the composer's width.
+    pub fn composer_rows(&self) -> usize {
+        let width = layout::compute(self.size, 1, self.settings.show_sessions)
+            .composer
+            .width
+            .saturating_sub(2)
+            .max(1) as usize;
+        self.composer
+            .lines()
+            .iter()
+            .map(|l| {
+                unicode_width::UnicodeWidthStr::width(l.as_str())
+                    .div_ceil(width)
+                    .max(1)
+            })
+            .sum()
+    }
+
+    /// Sessions matching the filter, most recent first.
+    pub fn visible_sessions(&self) -> Vec<&SessionSummary> {
+        let needle = self.filter.to_lowercase();
+        self.sessions
+            .iter()
+            .filter(|s| {
+                needle.is_empty()
+                    || s.title.to_lowercase().contains(&needle)
+                    || s.id.to_lowercase().contains(&needle)
+            })
+            .collect()
+    }
+
+    pub fn open_id(&self) -> Option<&str> {
+        self.open.as_ref().map(|o| o.id.as_str())
+    }
+
+    pub fn composer_text(&self) -> String {
+        self.composer.lines().join("\n")
+    }
+
+    pub fn composer_chars(&self) -> usize {
+        self.composer
+            .lines()
+            .iter()
+            .map(|l| l.chars().count())
+            .sum::<usize>()
+            + self.composer.lines().len().saturating_sub(1)
+    }
+
+    fn notify(&mut self, level: Level, text: impl Into<String>) {
+        self.notice = Some(Notice {
+            level,
+            text: text.into(),
+        });
+    }
+
+    /// The only place state changes.
+    pub fn update(&mut self, event: AppEvent) -> Vec<Command> {
+        let mut out = Vec::new();
+        match event {
+            AppEvent::Key(key) => {
+                if key.kind != KeyEventKind::Release {
+                    self.on_key(key, &mut out);
+                }
+            }
+            AppEvent::Mouse(m) => self.on_mouse(m, &mut out),
+            AppEvent::Paste(text) => {
+                // views: the metrics and wallet views take pastes into their inputs.
+                if self.overlay.is_none() && self.view == View::Metrics {
+                    super::metrics::on_paste(self, &text);
+                } else if self.overlay.is_none() && self.view == View::Wallet {
+                    super::wallet::on_paste(self, &text);
+                } else if self.overlay.is_none() {
+                    self.focus = Focus::Composer;
+                    self.composer
+                        .insert_str(text.replace("\r\n", "\n").replace('\r', "\n"));
+                }
+            }
+            AppEvent::Resize(w, h) => self.size = Rect::new(0, 0, w, h),
+            AppEvent::Clock(now) => self.now = now,
+            AppEvent::Connected(endpoint) => {
+                self.connection = Connection::Connected(endpoint);
+                if let Some(open) = &self.open {
+                    out.push(Command::OpenStream {
+                        session_id: open.id.clone(),
+                    });
+                }
+                out.push(Command::RefreshUsage);
+            }
+            AppEvent::ConnectFailed(e) => {
+                self.notify(Level::Error, format!("cannot connect: {e}"));
+                self.connection = Connection::Failed(e);
+            }
+            AppEvent::StoreLoaded {
+                sessions,
+                last_open,
+            } => {
+                self.store_ready = true;
+                self.sessions = sessions;
+                sort_sessions(&mut self.sessions);
+                let target = last_open
+                    .filter(|id| self.sessions.iter().any(|s| &s.id == id))
+                    .or_else(|| self.sessions.first().map(|s| s.id.clone()));
+                match target {
+                    Some(id) => self.open_session(id, &mut out),
+                    None => self.new_session(String::new(), &mut out),
+                }
+            }
+            AppEvent::TranscriptLoaded {
+                session_id,
+                messages,
+                draft,
+            } => self.on_transcript_loaded(session_id, messages, draft),
+            AppEvent::SendAccepted {
+                session_id,
+                send_id,
+                reply,
+                prompt_tokens,
+            } => self.on_send_accepted(session_id, send_id, reply, prompt_tokens, &mut out),
+            AppEvent::SendFailed {
+                session_id,
+                send_id,
+                failure,
+            } => self.on_send_failed(session_id, send_id, failure, &mut out),
+            AppEvent::Stream { session_id, update } => self.on_stream(session_id, update, &mut out),
+            AppEvent::Deleted { session_id } => {
+                out.push(Command::RefreshUsage);
+                self.notify(
+                    Level::Info,
+                    format!("deleted {}", self.title_of(&session_id)),
+                );
+                self.remove_session(&session_id, &mut out);
+            }
+            AppEvent::DeleteFailed {
+                session_id,
+                failure,
+            } => {
+                self.deleting.retain(|d| d != &session_id);
+                if failure == Failure::SessionNotFound {
+                    self.notify(
+                        Level::Warn,
+                        format!(
+                            "{} was not on the server (already deleted); removed from the list",
+                            self.title_of(&session_id)
+                        ),
+                    );
+                    self.remove_session(&session_id, &mut out);
+                } else {
+                    let text = format!("delete failed: {}", failure.describe(self.now));
+                    self.notify(Level::Error, text);
+                }
+            }
+            AppEvent::UsageFetched(usage) => {
+                self.usage.usage = Some(usage);
+                self.usage.fetched_at = Some(self.now);
+                self.usage.error = None;
+            }
+            AppEvent::UsageFailed(e) => self.usage.error = Some(e),
+            AppEvent::WorkerError(e) => self.notify(Level::Error, e),
+            AppEvent::Metrics(ev) => super::metrics::on_event(self, ev),
+            AppEvent::Wallet(ev) => super::wallet::on_event(self, ev, &mut out),
+        }
+        out
+    }
+
+    fn title_of(&self, id: &str) -> String {
+        self.sessions
+            .iter()
+            .find(|s| s.id == id)
+            .map(|s| format!("“{}”", s.title))
+            .unwrap_or_else(|| id.to_string())
+    }
+
+    // ---- keys ------------------------------------------------------------------------------
+
+    fn on_key(&mut self, key: KeyEvent, out: &mut Vec<Command>) {
+        if self.overlay.is_some() {
+            self.overlay_key(key, out);
+            return;
+        }
+        // views: the metrics and wallet views route their own keys.
+        let outcome = match self.view {
+            View::Chat => None,
+            View::Metrics => Some(super::metrics::on_key(self, &key, out)),
+            View::Wallet => Some(super::wallet::on_key(self, &key, out)),
+        };
+        if let Some(outcome) = outcome {
+            if outcome == super::metrics::update::ViewOutcome::Quit {
+                self.quit(out);
+            }
+            return;
+        }
+        if self.global_key(&key, out) == EventState::Consumed {
+            return;
+        }
+        let state = match self.focus {
+            Focus::Composer => self.composer_key(key, out),
+            Focus::Sessions => self.sessions_key(key, out),
+            Focus::Transcript => self.transcript_key(key, out),
+        };
+        if state == EventState::NotConsumed && self.focus != Focus::Composer {
+            self.pane_common_key(&key, out);
+        }
+    }
+
+    /// Keys that work in every pane. Plain characters are left to the composer when it has
+    /// focus, so typing `q` or `?` types them.
+    fn global_key(&mut self, key: &KeyEvent, out: &mut Vec<Command>) -> EventState {
+        let k = &self.keys;
+        let typing =
+            self.focus == Focus::Composer || (self.focus == Focus::Sessions && self.filtering);
+        let is_text = matches!(key.code, KeyCode::Char(_))
+            && !key
+                .modifiers
+                .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT);
+        if typing && is_text {
+            return EventState::NotConsumed;
+        }
+        if k.stop_or_quit.matches(key) {
+            if self.open.as_ref().is_some_and(|o| o.is_streaming()) {
+                self.stop_stream(out);
+            } else {
+                self.quit(out);
+            }
+        } else if k.new_session.matches(key) {
+            self.new_session(String::new(), out);
+        } else if k.toggle_role.matches(key) {
+            self.role = if self.role == Role::User {
+                Role::System
+            } else {
+                Role::User
+            };
+        } else if k.focus_next.matches(key) {
+            self.filtering = false;
+            self.focus = match self.focus {
+                Focus::Sessions => Focus::Transcript,
+                Focus::Transcript => Focus::Composer,
+                Focus::Composer if self.settings.show_sessions => Focus::Sessions,
+                Focus::Composer => Focus::Transcript,
+            };
+        } else if k.focus_prev.matches(key) {
+            self.filtering = false;
+            self.focus = match self.focus {
+                Focus::Sessions => Focus::Composer,
+                Focus::Composer => Focus::Transcript,
+                Focus::Transcript if self.settings.show_sessions => Focus::Sessions,
+                Focus::Transcript => Focus::Composer,
+            };
+        } else if k.scroll_up.matches(key) {
+            self.scroll_by(-(self.page() as isize));
+        } else if k.scroll_down.matches(key) {
+            self.scroll_by(self.page() as isize);
+        } else if k.help.matches(key) {
+            self.overlay = Some(Overlay::Help { scroll: 0 });
+        } else if k.metrics_view.matches(key) {
+            super::metrics::open(self, out);
+        } else if k.wallet_view.matches(key) {
+            super::wallet::open(self, None, out);
+        } else if k.back.matches(key) && !self.filtering {
+            // Esc: stop following a stream, else clear the notice or a send error.
+            let (w, h) =
+                transcript_viewport(self.size, self.composer_rows(), self.settings.show_sessions);
+            if let Some(open) = self.open.as_mut().filter(|o| o.follow && o.is_streaming()) {
+                open.top = open.effective_top(w, h);
+                open.follow = false;
+                self.notify(
+                    Level::Info,
+                    format!(
+                        "stopped following; {} to follow again",
+                        self.keys.scroll_bottom.first_label()
+                    ),
+                );
+            } else if self.notice.is_some() || self.send_error.is_some() {
+                self.notice = None;
+                self.send_error = None;
+            } else if self.focus != Focus::Composer {
+                self.focus = Focus::Composer;
+            } else {
+                return EventState::NotConsumed;
+            }
+        } else {
+            return EventState::NotConsumed;
+        }
+        EventState::Consumed
+    }
+
+    /// Keys shared by the sessions and transcript panes when they did not use them.
+    fn pane_common_key(&mut self, key: &KeyEvent, out: &mut Vec<Command>) {
+        if self.keys.quit.matches(key) {
+            self.quit(out);
+        } else if self.keys.refresh.matches(key) {
+            out.push(Command::RefreshUsage);
+        } else if self.keys.scroll_top.matches(key) {
+            if let Some(o) = self.open.as_mut() {
+                o.follow = false;
+                o.top = 0;
+            }
+        } else if self.keys.scroll_bottom.matches(key)
+            && let Some(o) = self.open.as_mut()
+        {
+            o.follow = true;
+        }
+    }
+
+    fn composer_key(&mut self, key: KeyEvent, out: &mut Vec<Command>) -> EventState {
+        if self.keys.send.matches(&key) {
+            self.submit(out);
+        } else if self.keys.newline.matches(&key) {
+            self.composer.insert_newline();
+        } else if key.modifiers.contains(KeyModifiers::CONTROL)
+            && matches!(key.code, KeyCode::Char('n' | 'p' | 'r' | 'c'))
+        {
+            // Never let the textarea's emacs bindings shadow ours if they were rebound.
+            return EventState::NotConsumed;
+        } else {
+            self.composer.input(key);
+            self.send_error = None;
+        }
+        EventState::Consumed
+    }
+
+    fn sessions_key(&mut self, key: KeyEvent, out: &mut Vec<Command>) -> EventState {
+        let k = &self.keys;
+        if self.filtering {
+            match key.code {
+                KeyCode::Esc => {
+                    self.filtering = false;
+                    self.filter.clear();
+                    self.session_cursor = 0;
+                    return EventState::Consumed;
+                }
+                KeyCode::Enter => {
+                    self.filtering = false;
+                    self.open_selected(out);
+                    return EventState::Consumed;
+                }
+                KeyCode::Backspace => {
+                    self.filter.pop();
+                    self.session_cursor = 0;
+                    return EventState::Consumed;
+                }
+                KeyCode::Char(c)
+                    if !key
+                        .modifiers
+                        .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT) =>
+                {
+                    self.filter.push(c);
+                    self.session_cursor = 0;
+                    return EventState::Consumed;
+                }
+                _ => {}
+            }
+        }
+        let n = self.visible_sessions().len();
+        if k.move_up.matches(&key) {
+            self.session_cursor = self.session_cursor.saturating_sub(1);
+        } else if k.move_down.matches(&key) {
+            if self.session_cursor + 1 < n {
+                self.session_cursor += 1;
+            }
+        } else if k.open_session.matches(&key) {
+            self.open_selected(out);
+        } else if k.delete_session.matches(&key) {
+            if let Some(s) = self.visible_sessions().get(self.session_cursor) {
+                self.overlay = Some(Overlay::ConfirmDelete {
+                    session_id: s.id.clone(),
+                    title: s.title.clone(),
+                });
+            }
+        } else if k.filter_sessions.matches(&key) {
+            self.filtering = true;
+        } else {
+            return EventState::NotConsumed;
+        }
+        EventState::Consumed
+    }
+
+    fn transcript_key(&mut self, key: KeyEvent, out: &mut Vec<Command>) -> EventState {
+        let k = &self.keys;
+        let Some(open) = self.open.as_mut() else {
+            return EventState::NotConsumed;
+        };
+        let n = open.items.len();
+        if k.move_up.matches(&key) {
+            open.selected = Some(match open.selected {
+                Some(i) => i.saturating_sub(1),
+                None => n.saturating_sub(1),
+            });
+            self.reveal_selected();
+        } else if k.move_down.matches(&key) {
+            open.selected = match open.selected {
+                Some(i) if i + 1 < n => Some(i + 1),
+                Some(i) => Some(i),
+                None => None,
+            };
+            self.reveal_selected();
+        } else if k.copy_reply.matches(&key) {
+            let item = open
+                .selected
+                .and_then(|i| open.items.get(i))
+                .or_else(|| open.items.iter().rev().find(|i| i.role == Role::Assistant));
+            match item {
+                Some(item) => {
+                    out.push(Command::CopyToClipboard(item.content.clone()));
+                    let n = item.content.chars().count();
+                    self.notify(
+                        Level::Info,
+                        format!("copied {n} characters to the clipboard"),
+                    );
+                }
+                None => self.notify(Level::Warn, "nothing to copy yet"),
+            }
+        } else {
+            return EventState::NotConsumed;
+        }
+        EventState::Consumed
+    }
+
+    fn overlay_key(&mut self, key: KeyEvent, out: &mut Vec<Command>) {
+        let Some(overlay) = self.overlay.clone() else {
+            return;
+        };
+        let k = &self.keys;
+        match overlay {
+            Overlay::Help { scroll } => {
+                if k.move_down.matches(&key) || k.scroll_down.matches(&key) {
+                    self.overlay = Some(Overlay::Help {
+                        scroll: scroll.saturating_add(1),
+                    });
+                } else if k.move_up.matches(&key) || k.scroll_up.matches(&key) {
+                    self.overlay = Some(Overlay::Help {
+                        scroll: scroll.saturating_sub(1),
+                    });
+                } else if k.stop_or_quit.matches(&key) {
+                    self.overlay = None;
+                    self.quit(out);
+                } else {
+                    self.overlay = None;
+                }
+            }
+            Overlay::ConfirmDelete { session_id, title } => {
+                if k.confirm.matches(&key) {
+                    self.overlay = None;
+                    self.deleting.push(session_id.clone());
+                    self.notify(Level::Info, format!("deleting “{title}”…"));
+                    out.push(Command::Delete { session_id });
+                } else if k.cancel.matches(&key) || k.stop_or_quit.matches(&key) {
+                    self.overlay = None;
+                }
+            }
+            Overlay::ContextOverflow { draft, .. } => {
+                if k.confirm.matches(&key) || k.new_session.matches(&key) {
+                    self.overlay = None;
+                    self.new_session(draft, out);
+                } else if k.cancel.matches(&key) || k.stop_or_quit.matches(&key) {
+                    self.overlay = None;
+                }
+            }
+        }
+    }
+
+    // ---- mouse -----------------------------------------------------------------------------
+
+    fn on_mouse(&mut self, m: MouseEvent, out: &mut Vec<Command>) {
+        // views: the wheel scrolls the metrics and wallet views' tables.
+        if self.overlay.is_none() && self.view != View::Chat {
+            let delta = match m.kind {
+                MouseEventKind::ScrollUp => -1,
+                MouseEventKind::ScrollDown => 1,
+                _ => 0,
+            };
+            if self.view == View::Metrics {
+                self.metrics.scroll(delta);
+            } else {
+                self.wallet.scroll(delta);
+            }
+        }
+        if self.overlay.is_some() || self.view != View::Chat {
+            return;
+        }
+        let layout = self.layout();
+        let pos = Position::new(m.column, m.row);
+        match m.kind {
+            MouseEventKind::ScrollUp => self.scroll_by(-3),
+            MouseEventKind::ScrollDown => self.scroll_by(3),
+            MouseEventKind::Down(MouseButton::Left) => {
+                if let Some(list) = layout.session_list.filter(|r| r.contains(pos)) {
+                    self.focus = Focus::Sessions;
+                    let row = (pos.y - list.y) as usize / layout::SESSION_ROW_HEIGHT;
+                    let first = layout::first_visible_session(self.session_cursor, list.height);
+                    let idx = first + row;
+                    if idx < self.visible_sessions().len() {
+                        self.session_cursor = idx;
+                        self.open_selected(out);
+                    }
+                } else if layout.transcript_inner.contains(pos) {
+                    self.focus = Focus::Transcript;
+                    let inner = layout.transcript_inner;
+                    if let Some(open) = self.open.as_mut() {
+                        let top = open.effective_top(inner.width, inner.height);
+                        let line = top + (pos.y - inner.y) as usize;
+                        if let Some(entry) = open.transcript.entry_at_line(inner.width, line) {
+                            open.selected = open.items.iter().position(|i| i.entry == entry);
+                        }
+                    }
+                } else if layout.composer.contains(pos) {
+                    self.focus = Focus::Composer;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    // ---- actions ---------------------------------------------------------------------------
+
+    fn quit(&mut self, out: &mut Vec<Command>) {
+        self.save_draft(out);
+        self.quit = true;
+        out.push(Command::Quit);
+    }
+
+    fn save_draft(&self, out: &mut Vec<Command>) {
+        if let Some(open) = &self.open {
+            out.push(Command::Persist(StoreOp::SaveDraft {
+                session_id: open.id.clone(),
+                text: self.composer_text(),
+            }));
+        }
+    }
+
+    fn page(&self) -> usize {
+        let (_, h) =
+            transcript_viewport(self.size, self.composer_rows(), self.settings.show_sessions);
+        (h as usize).saturating_sub(2).max(1)
+    }
+
+    fn scroll_by(&mut self, delta: isize) {
+        let (w, h) =
+            transcript_viewport(self.size, self.composer_rows(), self.settings.show_sessions);
+        let Some(open) = self.open.as_mut() else {
+            return;
+        };
+        let total = open.transcript.height(w);
+        let max_top = total.saturating_sub(h as usize);
+        let top = open.effective_top(w, h) as isize + delta;
+        let top = top.clamp(0, max_top as isize) as usize;
+        open.top = top;
+        open.follow = top >= max_top;
+    }
+
+    fn reveal_selected(&mut self) {
+        let (w, h) =
+            transcript_viewport(self.size, self.composer_rows(), self.settings.show_sessions);
+        let Some(open) = self.open.as_mut() else {
+            return;
+        };
+        let Some(entry) = open
+            .selected
+            .and_then(|i| open.items.get(i))
+            .map(|i| i.entry)
+        else {
+            return;
+        };
+        let range = open.transcript.line_range_of(w, entry);
+        if range.is_empty() {
+            return;
+        }
+        let top = open.effective_top(w, h);
+        let h = h as usize;
+        let new_top = if range.start < top {
+            range.start
+        } else if range.end > top + h {
+            range.end.saturating_sub(h).min(range.start)
+        } else {
+            top
+        };
+        let max_top = open.transcript.height(w).saturating_sub(h);
+        open.top = new_top;
+        open.follow = new_top >= max_top;
+    }
+
+    fn stop_stream(&mut self, out: &mut Vec<Command>) {
+        let Some(open) = self.open.as_mut() else {
+            return;
+        };
+        let Some(p) = open.pending.take() else { return };
+        open.set_state(p.reply_item, EntryState::Interrupted);
+        if p.accepted
+            && let Some(item) = open.items.get(p.reply_item)
+        {
+            out.push(Command::Persist(StoreOp::AppendMessage {
+                session_id: open.id.clone(),
+                message: stored(item),
+            }));
+        }
+        self.notify(
+            Level::Info,
+            "stopped; the service finishes the reply on its side",
+        );
+    }
+
+    fn open_selected(&mut self, out: &mut Vec<Command>) {
+        if let Some(id) = self
+            .visible_sessions()
+            .get(self.session_cursor)
+            .map(|s| s.id.clone())
+        {
+            self.open_session(id, out);
+            self.focus = Focus::Composer;
+        }
+    }
+
+    /// Opens a session: saves the current draft, asks for the transcript and the stream.
+    fn open_session(&mut self, id: String, out: &mut Vec<Command>) {
+        if self.open_id() == Some(id.as_str()) {
+            return;
+        }
+        self.leave_open_session(out);
+        self.open = Some(OpenSession::new(
+            id.clone(),
+            self.settings.max_context_tokens,
+        ));
+        if let Some(pos) = self.visible_sessions().iter().position(|s| s.id == id) {
+            self.session_cursor = pos;
+        }
+        out.push(Command::LoadTranscript {
+            session_id: id.clone(),
+        });
+        out.push(Command::Persist(StoreOp::SetLastOpen(id.clone())));
+        if matches!(self.connection, Connection::Connected(_)) {
+            out.push(Command::OpenStream { session_id: id });
+        }
+    }
+
+    fn leave_open_session(&mut self, out: &mut Vec<Command>) {
+        self.save_draft(out);
+        if let Some(mut old) = self.open.take() {
+            // A reply still streaming is kept as far as it came.
+            if let Some(p) = old.pending.take()
+                && p.accepted
+            {
+                old.set_state(p.reply_item, EntryState::Interrupted);
+                if let Some(item) = old.items.get(p.reply_item) {
+                    out.push(Command::Persist(StoreOp::AppendMessage {
+                        session_id: old.id.clone(),
+                        message: stored(item),
+                    }));
+                }
+            }
+            // The draft went to the store with its session. Text typed before any session
+            // was open (the store still loading) stays for the session about to open.
+            self.composer = new_composer();
+            self.metadata = None;
+        }
+        self.send_error = None;
+    }
+
+    /// Creates a session locally (the server creates it with the first message).
+    fn new_session(&mut self, draft: String, out: &mut Vec<Command>) {
+        let id = new_session_id();
+        let summary = SessionSummary {
+            id: id.clone(),
+            title: NEW_SESSION_TITLE.to_string(),
+            last_activity: self.now,
+            tokens: 0,
+        };
+        self.sessions.insert(0, summary.clone());
+        self.filter.clear();
+        self.filtering = false;
+        out.push(Command::Persist(StoreOp::UpsertSession(summary)));
+        self.open_session(id, out);
+        self.session_cursor = 0;
+        if !draft.is_empty() {
+            self.composer.insert_str(&draft);
+        }
+        if let Some(o) = self.open.as_mut() {
+            o.loaded = true;
+        }
+        self.focus = Focus::Composer;
+    }
+
+    fn remove_session(&mut self, id: &str, out: &mut Vec<Command>) {
+        self.deleting.retain(|d| d != id);
+        let Some(pos) = self.sessions.iter().position(|s| s.id == id) else {
+            return;
+        };
+        self.sessions.remove(pos);
+        out.push(Command::Persist(StoreOp::DeleteSession(id.to_string())));
+        if self.open_id() == Some(id) {
+            // Drop the open session without saving its draft, then open the next one.
+            self.open = None;
+            self.composer = new_composer();
+            self.metadata = None;
+            let next = self
+                .sessions
+                .get(pos)
+                .or_else(|| self.sessions.get(pos.wrapping_sub(1)));
+            match next.map(|s| s.id.clone()) {
+                Some(next) => self.open_session(next, out),
+                None => self.new_session(String::new(), out),
+            }
+        }
+        let n = self.visible_sessions().len();
+        if self.session_cursor >= n {
+            self.session_cursor = n.saturating_sub(1);
+        }
+    }
+
+    /// Enter in the composer: a slash command or a message.
+    fn submit(&mut self, out: &mut Vec<Command>) {
+        let text = self.composer_text();
+        let trimmed = text.trim();
+        if trimmed.is_empty() {
+            return;
+        }
+        if let Some(cmd) = trimmed.strip_prefix('/').filter(|c| !c.starts_with('/')) {
+            let (name, arg) = cmd.split_once(char::is_whitespace).unwrap_or((cmd, ""));
+            let arg = arg.trim();
+            match name {
+                "new" => {
+                    self.composer = new_composer();
+                    self.new_session(arg.to_string(), out);
+                }
+                "delete" => {
+                    self.composer = new_composer();
+                    if let Some(open) = &self.open {
+                        let title = self.sessions.iter().find(|s| s.id == open.id)
+                            .map(|s| s.title.clone()).unwrap_or_else(|| open.id.clone());
+                        self.overlay = Some(Overlay::ConfirmDelete { session_id: open.id.clone(), title });
+                    }
+                }
+                "system" if !arg.is_empty() => {
+                    let arg = arg.to_string();
+                    self.send(arg, Role::System, out);
+                }
+                "system" => self.notify(Level::Warn, "usage: /system TEXT"),
+                "meta" if arg.is_empty() => {
+                    self.metadata = None;
+                    self.composer = new_composer();
+                    self.notify(Level::Info, "metadata cleared");
+                }
+                "meta" => match serde_json::from_str::<Value>(arg) {
+                    Ok(v @ Value::Object(_)) => {
+                        self.metadata = Some(v);
+                        self.composer = new_composer();
+                        self.notify(Level::Info, "metadata set for the next message");
+                    }
+                    Ok(_) => self.notify(Level::Error, "/meta needs a JSON object, like /meta {\"topic\":\"rust\"}"),
+                    Err(e) => self.notify(Level::Error, format!("/meta: invalid JSON: {e}")),
+                },
+                "help" => {
+                    self.composer = new_composer();
+                    self.overlay = Some(Overlay::Help { scroll: 0 });
+                }
+                "metrics" => {
+                    self.composer = new_composer();
+                    super::metrics::open(self, out);
+                }
+                "wallet" => {
+                    self.composer = new_composer();
+                    let id = (!arg.is_empty()).then(|| arg.to_string());
+                    super::wallet::open(self, id.as_deref(), out);
+                }
+                "quit" | "q" => {
+                    self.composer = new_composer();
+                    self.quit(out);
+                }
+                other => self.notify(
+                    Level::Error,
+                    format!("unknown command /{other}: try /new, /delete, /system, /meta, /metrics, /wallet, /help, /quit (// sends a literal /)"),
+                ),
+            }
+            return;
+        }
+        let text = match text.trim().strip_prefix("//") {
+            Some(rest) => format!("/{rest}"),
+            None => text.trim().to_string(),
+        };
+        let role = self.role;
+        self.send(text, role, out);
+    }
+
+    fn send(&mut self, text: String, role: Role, out: &mut Vec<Command>) {
+        let n = text.chars().count();
+        if n > MAX_CONTENT_CHARS {
+            self.send_error = Some(format!(
+                "too long: {n} characters, the limit is {MAX_CONTENT_CHARS}"
+            ));
+            return;
+        }
+        if !matches!(self.connection, Connection::Connected(_)) {
+            self.send_error = Some(match &self.connection {
+                Connection::Failed(e) => format!("not connected: {e}"),
+                _ => "still connecting to the service…".to_string(),
+            });
+            return;
+        }
+        let now = self.now;
+        let Some(open) = self.open.as_mut() else {
+            return;
+        };
+        if open.pending.is_some() {
+            self.send_error = Some("a reply is still coming; wait or stop it (Ctrl-C)".to_string());
+            return;
+        }
+        let send_id = self.next_send_id;
+        self.next_send_id += 1;
+        let user_item = open.push(role, text.clone(), EntryState::Complete, 0, None, now);
+        let reply_item = open.push(
+            Role::Assistant,
+            String::new(),
+            EntryState::Streaming,
+            0,
+            None,
+            now,
+        );
+        open.follow = true;
+        open.selected = None;
+        let stream = open.stream == StreamState::Open;
+        open.pending = Some(PendingSend {
+            send_id,
+            text: text.clone(),
+            role,
+            user_item,
+            reply_item,
+            accepted: false,
+            streamed: stream,
+            reply_done: false,
+        });
+        let body = SendMessage {
+            content: text,
+            role: (role != Role::User).then_some(role),
+            stream: Some(stream),
+            metadata: self.metadata.take(),
+        };
+        out.push(Command::Send {
+            session_id: open.id.clone(),
+            send_id,
+            body,
+            idempotency_key: format!("{}-{send_id}-{}", open.id, now.timestamp_millis()),
+        });
+        self.composer = new_composer();
+        self.send_error = None;
+    }
+
+    // ---- network results -------------------------------------------------------------------
+
+    fn on_transcript_loaded(
+        &mut self,
+        session_id: String,
+        messages: Vec<StoredMessage>,
+        draft: Option<String>,
+    ) {
+        let Some(open) = self.open.as_mut().filter(|o| o.id == session_id) else {
+            return;
+        };
+        if open.loaded {
+            return;
+        }
+        // Messages sent before the load finished stay after the stored ones.
+        let recent = std::mem::take(&mut open.items);
+        for m in messages {
+            let state = match m.status {
+                MessageStatus::Complete => EntryState::Complete,
+                MessageStatus::Interrupted => EntryState::Interrupted,
+                MessageStatus::Failed => EntryState::Failed("not delivered".into()),
+            };
+            open.items.push(TranscriptItem {
+                entry: EntryId(0),
+                role: m.role,
+                content: m.content,
+                tokens: m.tokens,
+                message_id: m.message_id,
+                state,
+                created_at: m.created_at,
+                next_seq: 0,
+            });
+        }
+        let shift = open.items.len();
+        open.items.extend(recent);
+        if let Some(p) = open.pending.as_mut() {
+            p.user_item += shift;
+            p.reply_item += shift;
+        }
+        open.rebuild();
+        open.loaded = true;
+        open.follow = true;
+        if let Some(d) = draft.filter(|d| !d.is_empty())
+            && self.composer.is_empty()
+        {
+            self.composer = new_composer();
+            self.composer.insert_str(d);
+        }
+    }
+
+    fn on_send_accepted(
+        &mut self,
+        session_id: String,
+        send_id: u64,
+        reply: Message,
+        prompt_tokens: u64,
+        out: &mut Vec<Command>,
+    ) {
+        out.push(Command::RefreshUsage);
+        let now = self.now;
+        let Some(open) = self.open.as_mut().filter(|o| o.id == session_id) else {
+            return;
+        };
+        let Some(p) = open.pending.as_mut().filter(|p| p.send_id == send_id) else {
+            return;
+        };
+        p.accepted = true;
+        let (user_item, reply_item) = (p.user_item, p.reply_item);
+        let sent_text = p.text.clone();
+        let sent_role = p.role;
+        let streamed = p.streamed;
+        if let Some(u) = open.items.get_mut(user_item) {
+            u.tokens = prompt_tokens;
+            let header = header_for(u.role, u.created_at, prompt_tokens);
+            let entry = u.entry;
+            open.transcript.set_header(entry, header);
+        }
+        out.push(Command::Persist(StoreOp::AppendMessage {
+            session_id: session_id.clone(),
+            message: stored(&open.items[user_item]),
+        }));
+        let reply_id = reply.message_id.clone();
+        if let Some(r) = open.items.get_mut(reply_item) {
+            // Deltas that arrived before this response already named the id.
+            if r.message_id.is_none() {
+                r.message_id = Some(reply_id);
+            }
+        }
+        let reply_done = open.pending.as_ref().is_some_and(|p| p.reply_done);
+        if reply_done {
+            open.pending = None;
+            self.store_reply(&session_id, reply_item, out);
+        } else if !reply.content.is_empty() || !streamed {
+            self.finish_reply(&session_id, reply, out);
+        }
+        // The session list: title from the first message, most recent first.
+        if let Some(s) = self.sessions.iter_mut().find(|s| s.id == session_id) {
+            if s.title == NEW_SESSION_TITLE && sent_role == Role::User {
+                s.title = title_from(&sent_text);
+            }
+            s.last_activity = now;
+            s.tokens += prompt_tokens;
+            out.push(Command::Persist(StoreOp::UpsertSession(s.clone())));
+        }
+        sort_sessions(&mut self.sessions);
+        self.session_cursor = self
+            .visible_sessions()
+            .iter()
+            .position(|s| s.id == session_id)
+            .unwrap_or(0);
+    }
+
+    /// The reply is complete: authoritative content, tokens, stored.
+    fn finish_reply(&mut self, session_id: &str, reply: Message, out: &mut Vec<Command>) {
+        let Some(open) = self.open.as_mut().filter(|o| o.id == session_id) else {
+            return;
+        };
+        let idx = match open
+            .items
+            .iter()
+            .position(|i| i.message_id.as_deref() == Some(reply.message_id.as_str()))
+        {
+            Some(i) => i,
+            None => return,
+        };
+        // Only a reply still coming completes (a stopped or finished one stays as it is).
+        if open.items[idx].state != EntryState::Streaming {
+            return;
+        }
+        let item = &mut open.items[idx];
+        item.tokens = reply.tokens;
+        item.state = EntryState::Complete;
+        let (entry, role, at) = (item.entry, item.role, item.created_at);
+        if item.content != reply.content {
+            item.content = reply.content.clone();
+            open.transcript.set_content(entry, reply.content);
+        }
+        open.transcript.set_state(entry, EntryState::Complete);
+        open.transcript
+            .set_header(entry, header_for(role, at, reply.tokens));
+        match open.pending.as_mut().filter(|p| p.reply_item == idx) {
+            // The stream beat the POST's answer: the reply is stored after the message.
+            Some(p) if !p.accepted => {
+                p.reply_done = true;
+                return;
+            }
+            Some(_) => open.pending = None,
+            None => {}
+        }
+        self.store_reply(session_id, idx, out);
+    }
+
+    /// Stores a completed reply and counts its tokens in the session.
+    fn store_reply(&mut self, session_id: &str, idx: usize, out: &mut Vec<Command>) {
+        let Some(open) = self.open.as_mut().filter(|o| o.id == session_id) else {
+            return;
+        };
+        let Some(item) = open.items.get(idx) else {
+            return;
+        };
+        out.push(Command::Persist(StoreOp::AppendMessage {
+            session_id: session_id.to_string(),
+            message: stored(item),
+        }));
+        let tokens = item.tokens;
+        if let Some(s) = self.sessions.iter_mut().find(|s| s.id == session_id) {
+            s.tokens += tokens;
+            s.last_activity = self.now;
+            out.push(Command::Persist(StoreOp::UpsertSession(s.clone())));
+        }
+        out.push(Command::RefreshUsage);
+    }
+
+    fn on_send_failed(
+        &mut self,
+        session_id: String,
+        send_id: u64,
+        failure: Failure,
+        out: &mut Vec<Command>,
+    ) {
+        let now = self.now;
+        let typed = self.composer_text();
+        let Some(open) = self.open.as_mut().filter(|o| o.id == session_id) else {
+            self.notify(
+                Level::Error,
+                format!("send failed: {}", failure.describe(now)),
+            );
+            return;
+        };
+        let Some(p) = open.pending.take().filter(|p| p.send_id == send_id) else {
+            return;
+        };
+        // Take the two entries out again; the text goes back to the composer.
+        for item in open.items.drain(p.user_item..) {
+            open.transcript.remove(item.entry);
+        }
+        let mut draft = p.text.clone();
+        if !self.composer.is_empty() {
+            draft.push('\n');
+            draft.push_str(&typed);
+        }
+        if p.role == Role::System {
+            draft = format!("/system {draft}");
+        }
+        self.composer = new_composer();
+        self.composer.insert_str(&draft);
+        self.focus = Focus::Composer;
+        self.send_error = Some(failure.describe(now));
+        match failure {
+            Failure::ContextOverflow { current, max } => {
+                open.context_max = max;
+                self.overlay = Some(Overlay::ContextOverflow {
+                    current,
+                    max,
+                    draft,
+                });
+            }
+            Failure::SessionNotFound => {
+                self.notify(Level::Warn, "this session was deleted on the server; start a new one (Ctrl-N) — your text is kept");
+            }
+            Failure::QuotaExceeded { .. } => out.push(Command::RefreshUsage),
+            _ => {}
+        }
+    }
+
+    fn on_stream(&mut self, session_id: String, update: StreamStatus, out: &mut Vec<Command>) {
+        let Some(open) = self.open.as_mut().filter(|o| o.id == session_id) else {
+            return;
+        };
+        match update {
+            StreamStatus::Connected => open.stream = StreamState::Open,
+            StreamStatus::Disconnected(why) => open.stream = StreamState::Down(why),
+            StreamStatus::Unsupported => open.stream = StreamState::Unsupported,
+            StreamStatus::Event(ev) => match ev {
+                StreamEvent::Delta {
+                    message_id,
+                    seq,
+                    content,
+                    ..
+                } => {
+                    let Some(idx) = reply_slot(open, &message_id) else {
+                        return;
+                    };
+                    let item = &mut open.items[idx];
+                    if item.state != EntryState::Streaming || seq < item.next_seq {
+                        return;
+                    }
+                    item.next_seq = seq + 1;
+                    item.content.push_str(&content);
+                    let e = item.entry;
+                    open.transcript.append_delta(e, &content);
+                }
+                StreamEvent::Snapshot {
+                    message_id,
+                    seq,
+                    content,
+                    ..
+                } => {
+                    let Some(idx) = reply_slot(open, &message_id) else {
+                        return;
+                    };
+                    let item = &mut open.items[idx];
+                    if item.state != EntryState::Streaming {
+                        return;
+                    }
+                    item.next_seq = seq;
+                    item.content = content.clone();
+                    let e = item.entry;
+                    open.transcript.set_content(e, content);
+                }
+                StreamEvent::Done { message } => {
+                    if let Some(idx) = reply_slot(open, &message.message_id) {
+                        open.items[idx].message_id = Some(message.message_id.clone());
+                    }
+                    self.finish_reply(&session_id, message, out);
+                }
+                StreamEvent::Error {
+                    message_id, error, ..
+                } => {
+                    let Some(idx) = reply_slot(open, &message_id) else {
+                        return;
+                    };
+                    open.set_state(idx, EntryState::Failed(error.code.clone()));
+                    if open.pending.as_ref().is_some_and(|p| p.reply_item == idx) {
+                        open.pending = None;
+                    }
+                    let text = format!(
+                        "the reply failed: {}: {}",
+                        error.code,
+                        sanitize(&error.message)
+                    );
+                    self.notify(Level::Error, text);
+                }
+            },
+        }
+    }
+}
+
+/// The transcript item that a stream event for `message_id` belongs to: the item with that
+/// id, or the pending reply whose id is not known yet (deltas can beat the POST response).
+fn reply_slot(open: &mut OpenSession, message_id: &str) -> Option<usize> {
+    if let Some(i) = open
+        .items
+        .iter()
+        .position(|i| i.message_id.as_deref() == Some(message_id))
+    {
+        return Some(i);
+    }
+    let p = open.pending.as_ref()?;
+    let item = open.items.get_mut(p.reply_item)?;
+    if item.message_id.is_none() {
+        item.message_id = Some(message_id.to_string());
+        return Some(p.reply_item);
+    }
+    None
+}
+
+fn stored(item: &TranscriptItem) -> StoredMessage {
+    StoredMessage {
+        role: item.role,
+        content: item.content.clone(),
+        tokens: item.tokens,
+        message_id: item.message_id.clone(),
+        created_at: item.created_at,
+        status: match item.state {
+            EntryState::Complete => MessageStatus::Complete,
+            // A reply still streaming when it is stored was cut short.
+            EntryState::Streaming | EntryState::Interrupted => MessageStatus::Interrupted,
+            EntryState::Failed(_) => MessageStatus::Failed,
+        },
+    }
+}
+
+fn sort_sessions(sessions: &mut [SessionSummary]) {
+    sessions.sort_by_key(|s| std::cmp::Reverse(s.last_activity));
+}
+
+/// A session's title: the first line of its first message, shortened.
+pub fn title_from(text: &str) -> String {
+    let line = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim();
+    let clean = sanitize(line);
+    if clean.chars().count() > 40 {
+        let mut s: String = clean.chars().take(39).collect();
+        s.push('…');
+        s
+    } else if clean.is_empty() {
+        NEW_SESSION_TITLE.to_string()
+    } else {
+        clean
+    }
+}
+
+fn transcript_viewport(size: Rect, composer_rows: usize, show_sessions: bool) -> (u16, u16) {
+    let l = layout::compute(size, composer_rows, show_sessions);
+    (l.transcript_inner.width, l.transcript_inner.height)
+}
+
+fn new_composer() -> TextArea<'static> {
+    let mut t = TextArea::default();
+    t.set_wrap_mode(WrapMode::WordOrGlyph);
+    t.set_placeholder_text("Message · Enter sends · Alt-Enter new line · /help");
+    t.set_cursor_line_style(ratatui::style::Style::default());
+    t
+}

@@ -1,0 +1,198 @@
+//! The one event bus of the TUI. Terminal input and every network or storage worker report
+//! here; `App::update` is the only consumer and the only place state changes.
+
+use chrono::{DateTime, Utc};
+use crossterm::event::{KeyEvent, MouseEvent};
+use tokio::sync::mpsc;
+
+use crate::api::{Message, StreamEvent, Usage};
+
+/// Everything that can happen to the app.
+#[derive(Debug, Clone)]
+pub enum AppEvent {
+    /// A key was pressed (releases are filtered out by the terminal worker).
+    Key(KeyEvent),
+    /// A mouse event: wheel scrolls, a left click selects.
+    Mouse(MouseEvent),
+    /// Text pasted in one piece (bracketed paste) goes to the composer as is.
+    Paste(String),
+    /// The terminal now has this many columns and rows.
+    Resize(u16, u16),
+    /// The wall clock, for relative times ("3m ago", time left in the billing period).
+    Clock(DateTime<Utc>),
+    /// The service is reachable at this endpoint; sending is possible from now on.
+    Connected(Endpoint),
+    /// Starting the embedded service or building the client failed; nothing can be sent.
+    ConnectFailed(String),
+    /// The local store opened: the known sessions, most recent first, and the session that
+    /// was open when the app last quit.
+    StoreLoaded {
+        sessions: Vec<SessionSummary>,
+        last_open: Option<String>,
+    },
+    /// The transcript and unsent draft of a session, read from the store.
+    TranscriptLoaded {
+        session_id: String,
+        messages: Vec<StoredMessage>,
+        draft: Option<String>,
+    },
+    /// The server accepted a message. With streaming, `reply.content` is empty and the text
+    /// follows on the stream; otherwise it is the whole reply. `prompt_tokens` is the local
+    /// count of the sent message's tokens.
+    SendAccepted {
+        session_id: String,
+        send_id: u64,
+        reply: Message,
+        prompt_tokens: u64,
+    },
+    /// A send failed; the text goes back to the composer.
+    SendFailed {
+        session_id: String,
+        send_id: u64,
+        failure: Failure,
+    },
+    /// Something happened on the open session's stream.
+    Stream {
+        session_id: String,
+        update: StreamStatus,
+    },
+    /// The server deleted the session.
+    Deleted { session_id: String },
+    /// Deleting failed (`session_not_found` is a failure the app treats as success).
+    DeleteFailed {
+        session_id: String,
+        failure: Failure,
+    },
+    /// A usage poll succeeded.
+    UsageFetched(Usage),
+    /// A usage poll failed; the gauges keep their last values and get a stale mark.
+    UsageFailed(String),
+    /// A worker could not do its job and the user should know (e.g. the store is unwritable).
+    WorkerError(String),
+    /// An answer for the metrics view (F2): one query of a load (`tui::metrics`).
+    Metrics(crate::tui::metrics::MetricsEvent),
+    /// A report for the wallet view (F3): a fetched wallet, recent ids, token status
+    /// (`tui::wallet`).
+    Wallet(crate::tui::wallet::WalletEvent),
+}
+
+/// What happened on a session's WebSocket stream.
+#[derive(Debug, Clone)]
+pub enum StreamStatus {
+    /// The stream is open; replies will arrive as deltas.
+    Connected,
+    /// One event from the server.
+    Event(StreamEvent),
+    /// The stream dropped; the worker reconnects with backoff.
+    Disconnected(String),
+    /// The server has no stream endpoint (or refuses it): send with plain POSTs instead.
+    Unsupported,
+}
+
+/// Where the client is connected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    /// The service embedded in this process, started because no base URL is configured.
+    Embedded { addr: String },
+    /// A remote deployment at this base URL.
+    Remote { base_url: String },
+}
+
+impl Endpoint {
+    pub fn describe(&self) -> String {
+        match self {
+            Endpoint::Embedded { addr } => format!("local service {addr}"),
+            Endpoint::Remote { base_url } => base_url.clone(),
+        }
+    }
+}
+
+/// A session as the sessions pane shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionSummary {
+    pub id: String,
+    pub title: String,
+    pub last_activity: DateTime<Utc>,
+    pub tokens: u64,
+}
+
+/// A message of a transcript as the store keeps it.
+pub use crate::store::{MessageStatus, StoredMessage};
+
+/// Why a request failed, in the terms the app shows to the user. Workers translate the
+/// client's error type into this, so `App` stays free of I/O types.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Failure {
+    /// The message would exceed the session's context window.
+    ContextOverflow { current: u64, max: u64 },
+    /// The session does not exist (or was deleted).
+    SessionNotFound,
+    /// The key was refused.
+    Unauthorized(String),
+    /// A plan limit was reached; `reset_at` is when it resets, if the server said.
+    QuotaExceeded {
+        limit: Option<String>,
+        reset_at: Option<DateTime<Utc>>,
+    },
+    /// The request was refused as malformed.
+    InvalidRequest(String),
+    /// The service could not be reached or the connection broke.
+    Network(String),
+    /// Any other error code, shown with its message.
+    Other { code: String, message: String },
+}
+
+impl Failure {
+    /// One line for the user.
+    pub fn describe(&self, now: DateTime<Utc>) -> String {
+        match self {
+            Failure::ContextOverflow { current, max } => format!(
+                "context window full: {current} of {max} tokens — start a new session (Ctrl-N) to go on"
+            ),
+            Failure::SessionNotFound => "session not found: it was deleted".to_string(),
+            Failure::Unauthorized(msg) => format!(
+                "unauthorized: check your API key (CONVO_API_KEY or connection.api_key) — {msg}"
+            ),
+            Failure::QuotaExceeded { limit, reset_at } => {
+                let what = limit.as_deref().unwrap_or("plan");
+                match reset_at {
+                    Some(at) => format!(
+                        "quota exceeded ({what}): resets {} ({})",
+                        crate::tui::view::theme::time_until(now, *at),
+                        at.format("%Y-%m-%d %H:%M UTC")
+                    ),
+                    None => format!("quota exceeded ({what})"),
+                }
+            }
+            Failure::InvalidRequest(msg) => format!("rejected: {msg}"),
+            Failure::Network(msg) => format!("network error: {msg}"),
+            Failure::Other { code, message } => format!("{code}: {message}"),
+        }
+    }
+}
+
+/// A cloneable sender that logs instead of panicking when the app has gone away.
+#[derive(Debug, Clone)]
+pub struct EventSender(mpsc::UnboundedSender<AppEvent>);
+
+impl EventSender {
+    pub fn new() -> (Self, mpsc::UnboundedReceiver<AppEvent>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (EventSender(tx), rx)
+    }
+
+    /// Sends an event; returns false when the app has quit.
+    pub fn send(&self, ev: AppEvent) -> bool {
+        match self.0.send(ev) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::debug!("event after the app quit: {:?}", e.0);
+                false
+            }
+        }
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.0.is_closed()
+    }
+}

@@ -1,0 +1,366 @@
+//! The metrics view (F2, `/metrics`): state, its update functions and the worker that runs
+//! the queries. A chart is built from one metrics query per bucket, plus one query for the
+//! totals of the whole range (sessions and averages cannot be summed from buckets).
+//!
+//! Loads are cached per (range, granularity); presets are resolved against the clock when a
+//! load starts, and `r` reloads with a fresh clock.
+
+pub mod buckets;
+pub mod update;
+pub mod worker;
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+
+use crate::api::{Granularity, Metrics};
+
+pub use buckets::{Bucket, RangeError, RangePreset, TimeRange};
+pub use update::{on_event, on_key, on_paste, open};
+
+/// The chosen range: a preset (resolved at each load) or fixed dates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RangeChoice {
+    Preset(RangePreset),
+    Custom(TimeRange),
+}
+
+impl RangeChoice {
+    pub fn resolve(self, now: DateTime<Utc>) -> TimeRange {
+        match self {
+            RangeChoice::Preset(p) => p.resolve(now),
+            RangeChoice::Custom(r) => r,
+        }
+    }
+
+    pub fn describe(self) -> String {
+        match self {
+            RangeChoice::Preset(p) => p.describe().to_string(),
+            RangeChoice::Custom(r) => format!(
+                "{} → {}",
+                r.start.format("%Y-%m-%d %H:%M"),
+                r.end.format("%Y-%m-%d %H:%M")
+            ),
+        }
+    }
+}
+
+/// What a load is cached under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MetricsKey {
+    pub range: RangeChoice,
+    pub granularity: Granularity,
+}
+
+/// The parts of the view that Tab moves between.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Section {
+    Range,
+    Granularity,
+    Charts,
+    Table,
+}
+
+impl Section {
+    pub fn next(self) -> Section {
+        match self {
+            Section::Range => Section::Granularity,
+            Section::Granularity => Section::Charts,
+            Section::Charts => Section::Table,
+            Section::Table => Section::Range,
+        }
+    }
+
+    pub fn prev(self) -> Section {
+        match self {
+            Section::Range => Section::Table,
+            Section::Granularity => Section::Range,
+            Section::Charts => Section::Granularity,
+            Section::Table => Section::Charts,
+        }
+    }
+}
+
+/// One query's state: the totals, or one bucket.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Slot {
+    /// Asked for, not answered yet.
+    Pending,
+    Loaded(Box<Metrics>),
+    /// The query failed; the reason is shown, never a zero.
+    Failed(String),
+    /// The load was cancelled before this query answered.
+    Cancelled,
+}
+
+impl Slot {
+    pub fn metrics(&self) -> Option<&Metrics> {
+        match self {
+            Slot::Loaded(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    pub fn is_pending(&self) -> bool {
+        matches!(self, Slot::Pending)
+    }
+}
+
+/// One series of the charts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Series {
+    Messages,
+    Tokens,
+    ActiveSessions,
+}
+
+impl Series {
+    pub const ALL: [Series; 3] = [Series::Messages, Series::Tokens, Series::ActiveSessions];
+
+    pub fn value(self, m: &Metrics) -> u64 {
+        match self {
+            Series::Messages => m.messages.total,
+            Series::Tokens => m.tokens.total,
+            Series::ActiveSessions => m.sessions.active,
+        }
+    }
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Series::Messages => "Messages",
+            Series::Tokens => "Tokens",
+            Series::ActiveSessions => "Active sessions",
+        }
+    }
+}
+
+/// The queries of one (range, granularity), as far as they have answered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Load {
+    pub id: u64,
+    pub key: MetricsKey,
+    /// The range as resolved when the load started.
+    pub range: TimeRange,
+    pub totals: Slot,
+    pub buckets: Vec<(Bucket, Slot)>,
+    /// When the load started.
+    pub started_at: DateTime<Utc>,
+}
+
+impl Load {
+    /// Queries in all: the totals and one per bucket.
+    pub fn total_queries(&self) -> usize {
+        self.buckets.len() + 1
+    }
+
+    /// Queries answered (loaded or failed).
+    pub fn answered(&self) -> usize {
+        std::iter::once(&self.totals)
+            .chain(self.buckets.iter().map(|(_, s)| s))
+            .filter(|s| matches!(s, Slot::Loaded(_) | Slot::Failed(_)))
+            .count()
+    }
+
+    pub fn is_loading(&self) -> bool {
+        self.totals.is_pending() || self.buckets.iter().any(|(_, s)| s.is_pending())
+    }
+
+    pub fn failed_buckets(&self) -> usize {
+        self.buckets
+            .iter()
+            .filter(|(_, s)| matches!(s, Slot::Failed(_)))
+            .count()
+    }
+
+    pub fn was_cancelled(&self) -> bool {
+        std::iter::once(&self.totals)
+            .chain(self.buckets.iter().map(|(_, s)| s))
+            .any(|s| matches!(s, Slot::Cancelled))
+    }
+
+    /// The largest value of `series` over the loaded buckets.
+    pub fn max(&self, series: Series) -> u64 {
+        self.buckets
+            .iter()
+            .filter_map(|(_, s)| s.metrics().map(|m| series.value(m)))
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// A typed custom range, validated as it is typed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CustomInput {
+    pub text: String,
+    pub editing: bool,
+    /// What is wrong with `text` so far, shown inline.
+    pub error: Option<String>,
+}
+
+/// The metrics view's whole state.
+#[derive(Debug, Clone)]
+pub struct MetricsState {
+    pub range: RangeChoice,
+    /// Position in the range selector: the presets, then "custom".
+    pub range_cursor: usize,
+    pub granularity: Granularity,
+    pub section: Section,
+    pub custom: CustomInput,
+    /// Why the selection cannot be charted (too many buckets, too long), shown inline.
+    pub problem: Option<String>,
+    /// A remark about the last change (a granularity changed to fit the cap).
+    pub note: Option<String>,
+    /// What the view shows: a load in flight or one from the cache.
+    pub current: Option<Load>,
+    pub cache: HashMap<MetricsKey, Load>,
+    /// The selected bucket, shared by the charts and the table.
+    pub cursor: usize,
+    next_id: u64,
+}
+
+/// Position of "custom" in the range selector.
+pub const CUSTOM_SLOT: usize = RangePreset::ALL.len();
+
+impl Default for MetricsState {
+    fn default() -> Self {
+        MetricsState {
+            range: RangeChoice::Preset(RangePreset::Last24Hours),
+            range_cursor: 0,
+            granularity: Granularity::Hour,
+            section: Section::Range,
+            custom: CustomInput::default(),
+            problem: None,
+            note: None,
+            current: None,
+            cache: HashMap::new(),
+            cursor: 0,
+            next_id: 1,
+        }
+    }
+}
+
+impl MetricsState {
+    pub fn key(&self) -> MetricsKey {
+        MetricsKey {
+            range: self.range,
+            granularity: self.granularity,
+        }
+    }
+
+    pub fn is_loading(&self) -> bool {
+        self.current.as_ref().is_some_and(Load::is_loading)
+    }
+
+    fn take_id(&mut self) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+}
+
+/// Work for the metrics worker.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MetricsRequest {
+    /// Run these queries (the totals first, then each bucket), a few at a time, and report
+    /// each answer; a new load replaces any load in flight.
+    Load(LoadPlan),
+    /// Stop the load with this id; its unanswered queries are dropped.
+    Cancel { load_id: u64 },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadPlan {
+    pub load_id: u64,
+    pub range: TimeRange,
+    pub granularity: Granularity,
+    pub buckets: Vec<Bucket>,
+    /// For a preset: the worker resolves it again against the wall clock when the load
+    /// starts (the app's clock ticks only every few seconds) and reports the new plan.
+    pub preset: Option<RangePreset>,
+}
+
+/// Which query an answer belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Query {
+    Totals,
+    Bucket(usize),
+}
+
+/// Answers from the metrics worker.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MetricsEvent {
+    /// The worker resolved the preset again with the wall clock: these are the range and
+    /// buckets of the load from now on. Comes before any answer of the load.
+    Replanned {
+        load_id: u64,
+        range: TimeRange,
+        buckets: Vec<Bucket>,
+    },
+    Answered {
+        load_id: u64,
+        query: Query,
+        /// The metrics, or the failure as one line for the user.
+        result: Result<Box<Metrics>, String>,
+    },
+}
+
+/// Help overlay lines for the metrics and wallet views: (keys, what they do).
+pub fn help_lines(keys: &crate::keys::KeyBindings) -> Vec<(String, String)> {
+    let back = keys.back.first_label();
+    let tab = keys.focus_next.first_label();
+    [
+        (
+            format!("{} view:", keys.metrics_view.first_label()),
+            "metrics".to_string(),
+        ),
+        ("1 2 3 4".into(), "last 24h / 7d / 30d / 90d".into()),
+        ("← →".into(), "range, granularity, bucket".into()),
+        (tab.clone(), "next section".into()),
+        ("Enter".into(), "type a custom range".into()),
+        (keys.refresh.first_label(), "reload (fresh clock)".into()),
+        (keys.stop_or_quit.first_label(), "cancel loading".into()),
+        (
+            format!("{} view:", keys.wallet_view.first_label()),
+            "wallet".into(),
+        ),
+        ("Enter".into(), "fetch the typed id".into()),
+        ("↑ ↓".into(), "recent ids; scroll tables".into()),
+        (tab, "prompt, tokens, NFTs".into()),
+        (back, "back to the chat".into()),
+    ]
+    .into_iter()
+    .collect()
+}
+
+/// A duration in seconds, readably: `0s`, `42s`, `4m 12s`, `1h 03m`, `2d 4h`.
+pub fn human_duration(secs: f64) -> String {
+    if !secs.is_finite() || secs <= 0.0 {
+        return "0s".to_string();
+    }
+    let s = secs.round() as u64;
+    match s {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m {:02}s", s / 60, s % 60),
+        s if s < 86_400 => format!("{}h {:02}m", s / 3600, (s % 3600) / 60),
+        s => format!("{}d {}h", s / 86_400, (s % 86_400) / 3600),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_like_a_person_would_say_them() {
+        assert_eq!(human_duration(0.0), "0s");
+        assert_eq!(human_duration(f64::NAN), "0s");
+        assert_eq!(human_duration(0.4), "0s");
+        assert_eq!(human_duration(42.0), "42s");
+        assert_eq!(human_duration(252.0), "4m 12s");
+        assert_eq!(human_duration(3780.0), "1h 03m");
+        assert_eq!(
+            human_duration(2.0 * 86_400.0 + 4.0 * 3600.0 + 59.0),
+            "2d 4h"
+        );
+    }
+}

@@ -1,0 +1,852 @@
+//! How the metrics view's state changes: keys, worker answers, and the app-level entry
+//! points (`open`, `on_key`, `on_event`, `on_paste`) that `App` delegates to.
+
+use chrono::{DateTime, Utc};
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+use super::buckets::{self, MAX_BUCKETS, RangeError, RangePreset};
+use super::{
+    CUSTOM_SLOT, Load, LoadPlan, MetricsEvent, MetricsRequest, MetricsState, Query, RangeChoice,
+    Section, Slot,
+};
+use crate::api::Granularity;
+use crate::keys::KeyBindings;
+use crate::tui::app::{App, Command, Overlay, View};
+
+/// What a key did to the metrics view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyResult {
+    Consumed,
+    NotConsumed,
+    /// Leave the view (Esc).
+    Back,
+    /// Quit the app.
+    Quit,
+}
+
+/// What the app must do after a view handled a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ViewOutcome {
+    Stay,
+    Quit,
+}
+
+const GRANULARITIES: [Granularity; 4] = [
+    Granularity::Hour,
+    Granularity::Day,
+    Granularity::Week,
+    Granularity::Month,
+];
+
+/// Rows a page key moves in the table.
+const PAGE: usize = 10;
+
+fn is_left(key: &KeyEvent) -> bool {
+    matches!(key.code, KeyCode::Left | KeyCode::Char('h'))
+        && !key
+            .modifiers
+            .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT)
+}
+
+fn is_right(key: &KeyEvent) -> bool {
+    matches!(key.code, KeyCode::Right | KeyCode::Char('l'))
+        && !key
+            .modifiers
+            .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT)
+}
+
+fn plain_char(key: &KeyEvent) -> Option<char> {
+    match key.code {
+        KeyCode::Char(c)
+            if !key
+                .modifiers
+                .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT) =>
+        {
+            Some(c)
+        }
+        _ => None,
+    }
+}
+
+impl MetricsState {
+    /// The view was opened: show the selection, loading it unless shown or cached.
+    pub fn open(&mut self, now: DateTime<Utc>, out: &mut Vec<MetricsRequest>) {
+        self.select(now, out, false);
+    }
+
+    /// Shows the current selection: from the cache, or by starting a load. `force` reloads
+    /// with a fresh clock even when cached.
+    pub fn select(&mut self, now: DateTime<Utc>, out: &mut Vec<MetricsRequest>, force: bool) {
+        let key = self.key();
+        if !force {
+            if self.current.as_ref().is_some_and(|l| l.key == key) {
+                return;
+            }
+            if let Some(cached) = self.cache.get(&key).cloned() {
+                self.cancel(out);
+                self.problem = None;
+                self.cursor = cached.buckets.len().saturating_sub(1);
+                self.current = Some(cached);
+                return;
+            }
+        }
+        self.cancel(out);
+        self.cache.remove(&key);
+        let range = self.range.resolve(now);
+        match buckets::buckets(range, self.granularity) {
+            Err(e) => {
+                self.problem = Some(e.to_string());
+                self.current = None;
+            }
+            Ok(list) => {
+                self.problem = None;
+                let load_id = self.take_id();
+                self.cursor = list.len().saturating_sub(1);
+                self.current = Some(Load {
+                    id: load_id,
+                    key,
+                    range,
+                    totals: Slot::Pending,
+                    buckets: list.iter().map(|b| (*b, Slot::Pending)).collect(),
+                    started_at: now,
+                });
+                out.push(MetricsRequest::Load(LoadPlan {
+                    load_id,
+                    range,
+                    granularity: self.granularity,
+                    buckets: list,
+                    preset: match self.range {
+                        RangeChoice::Preset(p) => Some(p),
+                        RangeChoice::Custom(_) => None,
+                    },
+                }));
+            }
+        }
+    }
+
+    /// Stops the load in flight, if any: its unanswered queries show as cancelled.
+    pub fn cancel(&mut self, out: &mut Vec<MetricsRequest>) -> bool {
+        let Some(load) = self.current.as_mut().filter(|l| l.is_loading()) else {
+            return false;
+        };
+        let cancel = |s: &mut Slot| {
+            if s.is_pending() {
+                *s = Slot::Cancelled;
+            }
+        };
+        cancel(&mut load.totals);
+        load.buckets.iter_mut().for_each(|(_, s)| cancel(s));
+        out.push(MetricsRequest::Cancel { load_id: load.id });
+        true
+    }
+
+    /// Chooses a range. When the granularity would make too many buckets for it, the finest
+    /// coarser one that fits is taken instead, and the view says so.
+    pub fn set_range(
+        &mut self,
+        choice: RangeChoice,
+        now: DateTime<Utc>,
+        out: &mut Vec<MetricsRequest>,
+    ) {
+        self.range = choice;
+        self.range_cursor = match choice {
+            RangeChoice::Preset(p) => RangePreset::ALL.iter().position(|q| *q == p).unwrap_or(0),
+            RangeChoice::Custom(_) => CUSTOM_SLOT,
+        };
+        self.note = None;
+        if let Err(RangeError::TooManyBuckets {
+            count,
+            granularity,
+            coarser: Some(coarser),
+        }) = buckets::check(choice.resolve(now), self.granularity)
+        {
+            self.note = Some(format!(
+                "by {coarser}: {count} {granularity} buckets would be more than {MAX_BUCKETS}"
+            ));
+            self.granularity = coarser;
+        }
+        self.select(now, out, false);
+    }
+
+    pub fn set_granularity(
+        &mut self,
+        g: Granularity,
+        now: DateTime<Utc>,
+        out: &mut Vec<MetricsRequest>,
+    ) {
+        self.granularity = g;
+        self.note = None;
+        self.select(now, out, false);
+    }
+
+    /// A key, while the metrics view is shown.
+    pub fn handle_key(
+        &mut self,
+        keys: &KeyBindings,
+        key: &KeyEvent,
+        now: DateTime<Utc>,
+        out: &mut Vec<MetricsRequest>,
+    ) -> KeyResult {
+        if self.custom.editing {
+            return self.edit_key(keys, key, now, out);
+        }
+        if keys.stop_or_quit.matches(key) {
+            return if self.cancel(out) {
+                KeyResult::Consumed
+            } else {
+                KeyResult::Quit
+            };
+        }
+        if keys.back.matches(key) {
+            return KeyResult::Back;
+        }
+        if keys.refresh.matches(key) {
+            self.select(now, out, true);
+            return KeyResult::Consumed;
+        }
+        if keys.focus_next.matches(key) {
+            self.section = self.section.next();
+            return KeyResult::Consumed;
+        }
+        if keys.focus_prev.matches(key) {
+            self.section = self.section.prev();
+            return KeyResult::Consumed;
+        }
+        if let Some(c @ '1'..='4') = plain_char(key) {
+            let preset = RangePreset::ALL[(c as usize) - ('1' as usize)];
+            self.section = Section::Range;
+            self.set_range(RangeChoice::Preset(preset), now, out);
+            return KeyResult::Consumed;
+        }
+        let consumed = match self.section {
+            Section::Range => self.range_key(key, now, out),
+            Section::Granularity => self.granularity_key(key, now, out),
+            Section::Charts => self.chart_key(keys, key),
+            Section::Table => self.table_key(keys, key),
+        };
+        if consumed {
+            KeyResult::Consumed
+        } else if keys.quit.matches(key) {
+            KeyResult::Quit
+        } else {
+            KeyResult::NotConsumed
+        }
+    }
+
+    fn range_key(
+        &mut self,
+        key: &KeyEvent,
+        now: DateTime<Utc>,
+        out: &mut Vec<MetricsRequest>,
+    ) -> bool {
+        let target = if is_left(key) {
+            self.range_cursor.saturating_sub(1)
+        } else if is_right(key) {
+            (self.range_cursor + 1).min(CUSTOM_SLOT)
+        } else if key.code == KeyCode::Enter {
+            if self.range_cursor == CUSTOM_SLOT {
+                self.start_editing();
+            }
+            return true;
+        } else {
+            return false;
+        };
+        if target == CUSTOM_SLOT {
+            self.range_cursor = CUSTOM_SLOT;
+            match buckets::parse_range(&self.custom.text) {
+                // A custom range typed before: choose it again.
+                Ok(r) if !self.custom.text.is_empty() => {
+                    self.set_range(RangeChoice::Custom(r), now, out)
+                }
+                _ => self.start_editing(),
+            }
+        } else if target != self.range_cursor
+            || self.range != RangeChoice::Preset(RangePreset::ALL[target])
+        {
+            self.set_range(RangeChoice::Preset(RangePreset::ALL[target]), now, out);
+        }
+        true
+    }
+
+    fn start_editing(&mut self) {
+        self.range_cursor = CUSTOM_SLOT;
+        self.custom.editing = true;
+        if self.custom.text.is_empty() {
+            // Start from the range shown, so that a small change is a small edit.
+            if let Some(l) = &self.current {
+                self.custom.text = format!(
+                    "{}..{}",
+                    l.range.start.format("%Y-%m-%d"),
+                    (l.range.end + chrono::Duration::days(1)).format("%Y-%m-%d")
+                );
+            }
+        }
+        self.validate_custom();
+    }
+
+    fn validate_custom(&mut self) {
+        self.custom.error = match buckets::parse_range(&self.custom.text) {
+            Err(e) => Some(e),
+            Ok(r) => match buckets::check(r, self.granularity) {
+                Err(RangeError::TooManyBuckets {
+                    coarser: Some(_), ..
+                })
+                | Ok(_) => None,
+                Err(e) => Some(e.to_string()),
+            },
+        };
+    }
+
+    fn edit_key(
+        &mut self,
+        keys: &KeyBindings,
+        key: &KeyEvent,
+        now: DateTime<Utc>,
+        out: &mut Vec<MetricsRequest>,
+    ) -> KeyResult {
+        match key.code {
+            KeyCode::Enter => {
+                if let Ok(r) = buckets::parse_range(&self.custom.text) {
+                    self.validate_custom();
+                    if self.custom.error.is_none() {
+                        self.custom.editing = false;
+                        self.set_range(RangeChoice::Custom(r), now, out);
+                    }
+                }
+                KeyResult::Consumed
+            }
+            KeyCode::Esc => {
+                self.custom.editing = false;
+                self.custom.error = None;
+                // Back to the range that is shown.
+                self.range_cursor = match self.range {
+                    RangeChoice::Preset(p) => {
+                        RangePreset::ALL.iter().position(|q| *q == p).unwrap_or(0)
+                    }
+                    RangeChoice::Custom(_) => CUSTOM_SLOT,
+                };
+                KeyResult::Consumed
+            }
+            KeyCode::Backspace => {
+                self.custom.text.pop();
+                self.validate_custom();
+                KeyResult::Consumed
+            }
+            _ if keys.focus_next.matches(key) || keys.focus_prev.matches(key) => {
+                self.custom.editing = false;
+                self.custom.error = None;
+                self.handle_key(keys, key, now, out)
+            }
+            _ => match plain_char(key) {
+                Some(c) if self.custom.text.chars().count() < 80 => {
+                    self.custom.text.push(c);
+                    self.validate_custom();
+                    KeyResult::Consumed
+                }
+                Some(_) => KeyResult::Consumed,
+                None if keys.stop_or_quit.matches(key) => {
+                    self.custom.editing = false;
+                    KeyResult::Consumed
+                }
+                None => KeyResult::NotConsumed,
+            },
+        }
+    }
+
+    /// Pasted text goes into the custom range while it is edited.
+    pub fn paste(&mut self, text: &str) {
+        if self.custom.editing {
+            self.custom
+                .text
+                .extend(text.chars().filter(|c| !c.is_control()).take(80));
+            self.validate_custom();
+        }
+    }
+
+    fn granularity_key(
+        &mut self,
+        key: &KeyEvent,
+        now: DateTime<Utc>,
+        out: &mut Vec<MetricsRequest>,
+    ) -> bool {
+        let i = GRANULARITIES
+            .iter()
+            .position(|g| *g == self.granularity)
+            .unwrap_or(1);
+        let target = if is_left(key) {
+            i.saturating_sub(1)
+        } else if is_right(key) {
+            (i + 1).min(GRANULARITIES.len() - 1)
+        } else {
+            return false;
+        };
+        if target != i {
+            self.set_granularity(GRANULARITIES[target], now, out);
+        }
+        true
+    }
+
+    fn bucket_count(&self) -> usize {
+        self.current.as_ref().map_or(0, |l| l.buckets.len())
+    }
+
+    /// The mouse wheel: moves the selected bucket.
+    pub fn scroll(&mut self, delta: isize) {
+        self.move_cursor(delta);
+    }
+
+    fn move_cursor(&mut self, delta: isize) {
+        let n = self.bucket_count();
+        if n == 0 {
+            return;
+        }
+        self.cursor = (self.cursor as isize + delta).clamp(0, n as isize - 1) as usize;
+    }
+
+    fn chart_key(&mut self, keys: &KeyBindings, key: &KeyEvent) -> bool {
+        if is_left(key) {
+            self.move_cursor(-1);
+        } else if is_right(key) {
+            self.move_cursor(1);
+        } else {
+            return self.jump_key(keys, key);
+        }
+        true
+    }
+
+    fn table_key(&mut self, keys: &KeyBindings, key: &KeyEvent) -> bool {
+        if keys.move_up.matches(key) {
+            self.move_cursor(-1);
+        } else if keys.move_down.matches(key) {
+            self.move_cursor(1);
+        } else {
+            return self.jump_key(keys, key);
+        }
+        true
+    }
+
+    fn jump_key(&mut self, keys: &KeyBindings, key: &KeyEvent) -> bool {
+        if keys.scroll_up.matches(key) {
+            self.move_cursor(-(PAGE as isize));
+        } else if keys.scroll_down.matches(key) {
+            self.move_cursor(PAGE as isize);
+        } else if keys.scroll_top.matches(key) {
+            self.cursor = 0;
+        } else if keys.scroll_bottom.matches(key) {
+            self.cursor = self.bucket_count().saturating_sub(1);
+        } else {
+            return false;
+        }
+        true
+    }
+
+    /// An answer from the worker. Answers for a load that is no longer shown are dropped.
+    pub fn on_event(&mut self, ev: MetricsEvent) {
+        let (load_id, query, result) = match ev {
+            MetricsEvent::Replanned {
+                load_id,
+                range,
+                buckets,
+            } => {
+                if let Some(load) = self.current.as_mut().filter(|l| l.id == load_id) {
+                    load.range = range;
+                    load.buckets = buckets.into_iter().map(|b| (b, Slot::Pending)).collect();
+                    self.cursor = load.buckets.len().saturating_sub(1);
+                }
+                return;
+            }
+            MetricsEvent::Answered {
+                load_id,
+                query,
+                result,
+            } => (load_id, query, result),
+        };
+        let Some(load) = self.current.as_mut().filter(|l| l.id == load_id) else {
+            return;
+        };
+        let slot = match query {
+            Query::Totals => Some(&mut load.totals),
+            Query::Bucket(i) => load.buckets.get_mut(i).map(|(_, s)| s),
+        };
+        let Some(slot) = slot else { return };
+        // An answer that beat the cancel is still a true answer.
+        if matches!(slot, Slot::Pending | Slot::Cancelled) {
+            *slot = match result {
+                Ok(m) => Slot::Loaded(m),
+                Err(e) => Slot::Failed(e),
+            };
+        }
+        if !load.is_loading()
+            && !load.was_cancelled()
+            && load.failed_buckets() == 0
+            && !matches!(load.totals, Slot::Failed(_))
+        {
+            self.cache.insert(load.key, load.clone());
+        }
+    }
+}
+
+// ---- entry points for `App` ---------------------------------------------------------------
+
+fn push(out: &mut Vec<Command>, reqs: Vec<MetricsRequest>) {
+    out.extend(reqs.into_iter().map(Command::Metrics));
+}
+
+/// F2 or `/metrics`: shows the metrics view.
+pub fn open(app: &mut App, out: &mut Vec<Command>) {
+    app.view = View::Metrics;
+    let mut reqs = Vec::new();
+    app.metrics.open(app.now, &mut reqs);
+    push(out, reqs);
+}
+
+/// A key while the metrics view is shown.
+pub fn on_key(app: &mut App, key: &KeyEvent, out: &mut Vec<Command>) -> ViewOutcome {
+    let mut reqs = Vec::new();
+    let result = app.metrics.handle_key(&app.keys, key, app.now, &mut reqs);
+    push(out, reqs);
+    match result {
+        KeyResult::Consumed => {}
+        KeyResult::Back => app.view = View::Chat,
+        KeyResult::Quit => return ViewOutcome::Quit,
+        KeyResult::NotConsumed => {
+            if app.keys.help.matches(key) {
+                app.overlay = Some(Overlay::Help { scroll: 0 });
+            } else if app.keys.wallet_view.matches(key) {
+                crate::tui::wallet::open(app, None, out);
+            }
+        }
+    }
+    ViewOutcome::Stay
+}
+
+pub fn on_event(app: &mut App, ev: MetricsEvent) {
+    app.metrics.on_event(ev);
+}
+
+pub fn on_paste(app: &mut App, text: &str) {
+    app.metrics.paste(text);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn now() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 11, 22, 12, 34, 0).unwrap()
+    }
+
+    fn key(code: KeyCode) -> KeyEvent {
+        KeyEvent::new(code, KeyModifiers::NONE)
+    }
+
+    fn metrics(messages: u64) -> Box<crate::api::Metrics> {
+        Box::new(
+            serde_json::from_value(serde_json::json!({
+                "period": {"start": "2026-11-22T00:00:00Z", "end": "2026-11-22T01:00:00Z", "granularity": "hour"},
+                "sessions": {"total": 1, "active": 1, "averageDuration": 60.0},
+                "messages": {"total": messages, "averagePerSession": messages as f64, "userMessages": messages / 2, "assistantMessages": messages / 2},
+                "tokens": {"total": messages * 10, "prompt": messages * 4, "completion": messages * 6, "averagePerMessage": 10.0}
+            }))
+            .unwrap(),
+        )
+    }
+
+    fn plan(reqs: &[MetricsRequest]) -> &LoadPlan {
+        match reqs.iter().find(|r| matches!(r, MetricsRequest::Load(_))) {
+            Some(MetricsRequest::Load(p)) => p,
+            _ => panic!("no load in {reqs:?}"),
+        }
+    }
+
+    fn answer_all(s: &mut MetricsState, p: &LoadPlan) {
+        s.on_event(MetricsEvent::Answered {
+            load_id: p.load_id,
+            query: Query::Totals,
+            result: Ok(metrics(10)),
+        });
+        for i in 0..p.buckets.len() {
+            s.on_event(MetricsEvent::Answered {
+                load_id: p.load_id,
+                query: Query::Bucket(i),
+                result: Ok(metrics(i as u64)),
+            });
+        }
+    }
+
+    #[test]
+    fn opening_loads_the_last_24_hours_by_hour() {
+        let mut s = MetricsState::default();
+        let mut reqs = Vec::new();
+        s.open(now(), &mut reqs);
+        let p = plan(&reqs).clone();
+        assert_eq!(p.granularity, Granularity::Hour);
+        assert_eq!(p.buckets.len(), 24);
+        assert_eq!(p.range.end, now());
+        assert!(s.is_loading());
+        assert_eq!(s.cursor, 23);
+        // Opening again while it loads does not start another load.
+        let mut again = Vec::new();
+        s.open(now(), &mut again);
+        assert!(again.is_empty());
+    }
+
+    #[test]
+    fn answers_fill_slots_and_a_complete_load_is_cached() {
+        let mut s = MetricsState::default();
+        let mut reqs = Vec::new();
+        s.open(now(), &mut reqs);
+        let p = plan(&reqs).clone();
+        answer_all(&mut s, &p);
+        let load = s.current.as_ref().unwrap();
+        assert!(!load.is_loading());
+        assert_eq!(load.answered(), 25);
+        assert_eq!(load.max(super::super::Series::Messages), 23);
+        assert!(s.cache.contains_key(&s.key()));
+        // Another range, then back: served from the cache, no request.
+        let mut r2 = Vec::new();
+        s.set_range(RangeChoice::Preset(RangePreset::Last7Days), now(), &mut r2);
+        assert_eq!(plan(&r2).buckets.len(), 7 * 24 - 11);
+        let mut r3 = Vec::new();
+        s.set_range(
+            RangeChoice::Preset(RangePreset::Last24Hours),
+            now(),
+            &mut r3,
+        );
+        // Only the cancel of the 7-day load in flight.
+        assert_eq!(
+            r3,
+            vec![MetricsRequest::Cancel {
+                load_id: plan(&r2).load_id
+            }]
+        );
+        assert_eq!(s.current.as_ref().unwrap().id, p.load_id);
+    }
+
+    #[test]
+    fn a_failed_bucket_stays_failed_and_is_not_cached() {
+        let mut s = MetricsState::default();
+        let mut reqs = Vec::new();
+        s.open(now(), &mut reqs);
+        let p = plan(&reqs).clone();
+        answer_all(&mut s, &p);
+        s.cache.clear();
+        let mut reqs = Vec::new();
+        s.select(now(), &mut reqs, true);
+        let p = plan(&reqs).clone();
+        s.on_event(MetricsEvent::Answered {
+            load_id: p.load_id,
+            query: Query::Bucket(3),
+            result: Err("network error: refused".into()),
+        });
+        answer_all(&mut s, &p);
+        let load = s.current.as_ref().unwrap();
+        assert_eq!(
+            load.buckets[3].1,
+            Slot::Failed("network error: refused".into())
+        );
+        assert_eq!(load.failed_buckets(), 1);
+        assert!(!s.cache.contains_key(&s.key()));
+    }
+
+    #[test]
+    fn ctrl_c_cancels_a_load_and_quits_when_idle() {
+        let keys = KeyBindings::default();
+        let mut s = MetricsState::default();
+        let mut reqs = Vec::new();
+        s.open(now(), &mut reqs);
+        let id = plan(&reqs).load_id;
+        let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+        let mut reqs = Vec::new();
+        assert_eq!(
+            s.handle_key(&keys, &ctrl_c, now(), &mut reqs),
+            KeyResult::Consumed
+        );
+        assert_eq!(reqs, vec![MetricsRequest::Cancel { load_id: id }]);
+        let load = s.current.as_ref().unwrap();
+        assert!(!load.is_loading());
+        assert!(load.was_cancelled());
+        assert!(load.buckets.iter().all(|(_, s)| *s == Slot::Cancelled));
+        // Late answers still count; others stay cancelled.
+        s.on_event(MetricsEvent::Answered {
+            load_id: id,
+            query: Query::Bucket(0),
+            result: Ok(metrics(2)),
+        });
+        assert!(s.current.as_ref().unwrap().buckets[0].1.metrics().is_some());
+        assert!(!s.cache.contains_key(&s.key()));
+        assert_eq!(
+            s.handle_key(&keys, &ctrl_c, now(), &mut reqs),
+            KeyResult::Quit
+        );
+        // `r` reloads.
+        let mut reqs = Vec::new();
+        s.handle_key(&keys, &key(KeyCode::Char('r')), now(), &mut reqs);
+        assert_ne!(plan(&reqs).load_id, id);
+    }
+
+    #[test]
+    fn a_replanned_load_takes_the_worker_range() {
+        let mut s = MetricsState::default();
+        let mut reqs = Vec::new();
+        s.open(now(), &mut reqs);
+        let p = plan(&reqs).clone();
+        assert_eq!(p.preset, Some(RangePreset::Last24Hours));
+        let later = now() + chrono::Duration::minutes(40);
+        let range = RangePreset::Last24Hours.resolve(later);
+        let list = buckets::buckets(range, Granularity::Hour).unwrap();
+        s.on_event(MetricsEvent::Replanned {
+            load_id: p.load_id,
+            range,
+            buckets: list.clone(),
+        });
+        let load = s.current.as_ref().unwrap();
+        assert_eq!(load.range.end, later);
+        assert_eq!(load.buckets[0].0, list[0]);
+        assert_eq!(load.buckets.len(), 24);
+        assert!(load.is_loading());
+        // A replan for another load changes nothing.
+        s.on_event(MetricsEvent::Replanned {
+            load_id: p.load_id + 7,
+            range: p.range,
+            buckets: vec![],
+        });
+        assert_eq!(s.current.as_ref().unwrap().buckets.len(), 24);
+    }
+
+    #[test]
+    fn answers_of_a_replaced_load_are_ignored() {
+        let mut s = MetricsState::default();
+        let mut reqs = Vec::new();
+        s.open(now(), &mut reqs);
+        let old = plan(&reqs).load_id;
+        let mut reqs = Vec::new();
+        s.set_granularity(Granularity::Day, now(), &mut reqs);
+        assert_eq!(reqs[0], MetricsRequest::Cancel { load_id: old });
+        s.on_event(MetricsEvent::Answered {
+            load_id: old,
+            query: Query::Bucket(0),
+            result: Ok(metrics(5)),
+        });
+        let load = s.current.as_ref().unwrap();
+        // 13:00 yesterday to 12:34 today: two partial days.
+        assert_eq!(load.buckets.len(), 2);
+        assert!(load.buckets[0].1.is_pending());
+    }
+
+    #[test]
+    fn tab_moves_between_sections_and_arrows_change_the_selection() {
+        let keys = KeyBindings::default();
+        let mut s = MetricsState::default();
+        let mut reqs = Vec::new();
+        s.open(now(), &mut reqs);
+        s.handle_key(&keys, &key(KeyCode::Right), now(), &mut reqs);
+        assert_eq!(s.range, RangeChoice::Preset(RangePreset::Last7Days));
+        assert_eq!(
+            s.handle_key(&keys, &key(KeyCode::Tab), now(), &mut reqs),
+            KeyResult::Consumed
+        );
+        assert_eq!(s.section, Section::Granularity);
+        s.handle_key(&keys, &key(KeyCode::Right), now(), &mut reqs);
+        assert_eq!(s.granularity, Granularity::Day);
+        s.handle_key(&keys, &key(KeyCode::Tab), now(), &mut reqs);
+        assert_eq!(s.section, Section::Charts);
+        assert_eq!(s.cursor, 6);
+        s.handle_key(&keys, &key(KeyCode::Left), now(), &mut reqs);
+        s.handle_key(&keys, &key(KeyCode::Left), now(), &mut reqs);
+        assert_eq!(s.cursor, 4);
+        s.handle_key(&keys, &key(KeyCode::Tab), now(), &mut reqs);
+        assert_eq!(s.section, Section::Table);
+        s.handle_key(&keys, &key(KeyCode::Home), now(), &mut reqs);
+        assert_eq!(s.cursor, 0);
+        s.handle_key(&keys, &key(KeyCode::Down), now(), &mut reqs);
+        assert_eq!(s.cursor, 1);
+        s.handle_key(&keys, &key(KeyCode::BackTab), now(), &mut reqs);
+        assert_eq!(s.section, Section::Charts);
+        assert_eq!(
+            s.handle_key(&keys, &key(KeyCode::Esc), now(), &mut reqs),
+            KeyResult::Back
+        );
+        assert_eq!(
+            s.handle_key(&keys, &key(KeyCode::Char('q')), now(), &mut reqs),
+            KeyResult::Quit
+        );
+    }
+
+    #[test]
+    fn a_long_preset_switches_to_a_granularity_that_fits() {
+        let mut s = MetricsState::default();
+        let mut reqs = Vec::new();
+        s.set_range(
+            RangeChoice::Preset(RangePreset::Last90Days),
+            now(),
+            &mut reqs,
+        );
+        assert_eq!(s.granularity, Granularity::Day);
+        assert_eq!(
+            s.note.as_deref(),
+            Some("by day: 2149 hour buckets would be more than 200")
+        );
+        assert_eq!(plan(&reqs).buckets.len(), 90);
+        // Asking for hours explicitly is refused inline, with no request.
+        let mut reqs = Vec::new();
+        s.set_granularity(Granularity::Hour, now(), &mut reqs);
+        assert!(!reqs.iter().any(|r| matches!(r, MetricsRequest::Load(_))));
+        assert_eq!(
+            s.problem.as_deref(),
+            Some("2149 hourly buckets are more than 200: choose day or a shorter range")
+        );
+        assert!(s.current.is_none());
+    }
+
+    #[test]
+    fn a_custom_range_is_validated_as_typed() {
+        let keys = KeyBindings::default();
+        let mut s = MetricsState::default();
+        let mut reqs = Vec::new();
+        s.open(now(), &mut reqs);
+        for _ in 0..4 {
+            s.handle_key(&keys, &key(KeyCode::Right), now(), &mut reqs);
+        }
+        s.handle_key(&keys, &key(KeyCode::Right), now(), &mut reqs);
+        assert!(s.custom.editing);
+        assert_eq!(s.range_cursor, CUSTOM_SLOT);
+        s.custom.text.clear();
+        reqs.clear();
+        for c in "2026-11-0".chars() {
+            s.handle_key(&keys, &key(KeyCode::Char(c)), now(), &mut reqs);
+        }
+        assert!(s.custom.error.as_deref().unwrap().contains("not a date"));
+        // `q` and digits are text while editing.
+        for c in "1..2026-11-08".chars() {
+            assert_eq!(
+                s.handle_key(&keys, &key(KeyCode::Char(c)), now(), &mut reqs),
+                KeyResult::Consumed
+            );
+        }
+        assert_eq!(s.custom.error, None);
+        assert!(reqs.is_empty());
+        s.handle_key(&keys, &key(KeyCode::Enter), now(), &mut reqs);
+        assert!(!s.custom.editing);
+        let p = plan(&reqs);
+        assert_eq!(
+            p.range.start,
+            Utc.with_ymd_and_hms(2026, 11, 1, 0, 0, 0).unwrap()
+        );
+        // The granularity stays what the 30-day preset made it.
+        assert_eq!(p.granularity, Granularity::Day);
+        assert_eq!(p.buckets.len(), 7);
+        // A range the service refuses cannot be applied.
+        s.handle_key(&keys, &key(KeyCode::Enter), now(), &mut reqs);
+        assert!(s.custom.editing);
+        s.custom.text = "2024-01-01..2026-01-011".into();
+        s.handle_key(&keys, &key(KeyCode::Backspace), now(), &mut reqs);
+        assert!(s.custom.error.as_deref().unwrap().contains("at most 366"));
+        reqs.clear();
+        s.handle_key(&keys, &key(KeyCode::Enter), now(), &mut reqs);
+        assert!(s.custom.editing && reqs.is_empty());
+        s.handle_key(&keys, &key(KeyCode::Esc), now(), &mut reqs);
+        assert!(!s.custom.editing);
+    }
+}

@@ -1,0 +1,148 @@
+//! Runs the metrics view's queries: the totals of the range and one query per bucket, at
+//! most [`CONCURRENCY`] at a time, each answer reported as soon as it arrives. A new load
+//! replaces the one in flight; cancelling aborts the task, which drops its requests.
+
+use futures_util::StreamExt;
+use tokio::task::AbortHandle;
+
+use super::{LoadPlan, MetricsEvent, MetricsRequest, Query, TimeRange};
+use crate::api::Client;
+
+/// Metrics queries in flight at once for one load.
+pub const CONCURRENCY: usize = 4;
+
+/// The loop's handle on the metrics load in flight.
+#[derive(Debug, Default)]
+pub struct MetricsWorker {
+    running: Option<(u64, AbortHandle)>,
+}
+
+impl MetricsWorker {
+    pub fn new() -> Self {
+        MetricsWorker::default()
+    }
+
+    /// Carries out one request from the app; answers go to `sink`. Without a client (not
+    /// connected yet) every query of a load fails at once with that reason. Returns the task
+    /// of a load it started. Must be called inside a tokio runtime.
+    pub fn handle<F>(
+        &mut self,
+        request: MetricsRequest,
+        client: Option<&Client>,
+        sink: F,
+    ) -> Option<AbortHandle>
+    where
+        F: Fn(MetricsEvent) + Send + Sync + 'static,
+    {
+        match request {
+            MetricsRequest::Load(plan) => {
+                self.abort();
+                let Some(client) = client else {
+                    let failed = |query| MetricsEvent::Answered {
+                        load_id: plan.load_id,
+                        query,
+                        result: Err("not connected to the service yet".to_string()),
+                    };
+                    sink(failed(Query::Totals));
+                    (0..plan.buckets.len()).for_each(|i| sink(failed(Query::Bucket(i))));
+                    return None;
+                };
+                let id = plan.load_id;
+                let task = tokio::spawn(run_load(client.clone(), plan, sink)).abort_handle();
+                self.running = Some((id, task.clone()));
+                Some(task)
+            }
+            MetricsRequest::Cancel { load_id } => {
+                if self.running.as_ref().is_some_and(|(id, _)| *id == load_id) {
+                    self.abort();
+                }
+                None
+            }
+        }
+    }
+
+    /// The id of the load in flight, if it has not finished.
+    pub fn running(&self) -> Option<u64> {
+        self.running
+            .as_ref()
+            .filter(|(_, h)| !h.is_finished())
+            .map(|(id, _)| *id)
+    }
+
+    fn abort(&mut self) {
+        if let Some((_, handle)) = self.running.take() {
+            handle.abort();
+        }
+    }
+}
+
+impl Drop for MetricsWorker {
+    fn drop(&mut self) {
+        self.abort();
+    }
+}
+
+/// Runs every query of `plan` (totals first), [`CONCURRENCY`] at a time, and reports each.
+pub async fn run_load<F>(client: Client, plan: LoadPlan, sink: F)
+where
+    F: Fn(MetricsEvent) + Send + Sync + 'static,
+{
+    let LoadPlan {
+        load_id,
+        mut range,
+        granularity,
+        mut buckets,
+        preset,
+    } = plan;
+    // The app's clock may be seconds old: a preset ends at the real now.
+    if let Some(preset) = preset {
+        let fresh = preset.resolve(chrono::Utc::now());
+        if fresh != range
+            && let Ok(list) = super::buckets::buckets(fresh, granularity)
+        {
+            range = fresh;
+            buckets = list;
+            sink(MetricsEvent::Replanned {
+                load_id,
+                range,
+                buckets: buckets.clone(),
+            });
+        }
+    }
+    let queries = std::iter::once((Query::Totals, range)).chain(
+        buckets.into_iter().enumerate().map(|(i, b)| {
+            (
+                Query::Bucket(i),
+                TimeRange {
+                    start: b.start,
+                    end: b.end,
+                },
+            )
+        }),
+    );
+    let mut answers = futures_util::stream::iter(queries)
+        .map(|(query, r)| {
+            let client = client.clone();
+            async move {
+                let result = client
+                    .metrics(r.start, r.end, Some(granularity))
+                    .await
+                    .map(Box::new)
+                    .map_err(|e| clean(&e.to_string()));
+                (query, result)
+            }
+        })
+        .buffer_unordered(CONCURRENCY);
+    while let Some((query, result)) = answers.next().await {
+        sink(MetricsEvent::Answered {
+            load_id,
+            query,
+            result,
+        });
+    }
+}
+
+/// Server text made safe for the terminal.
+fn clean(s: &str) -> String {
+    crate::render::sanitize::sanitize(s).into_owned()
+}

@@ -1,0 +1,523 @@
+//! Background work: connecting (or starting the embedded service), the local store, sends,
+//! the session stream, the usage poller, the clock and terminal input. Workers never touch
+//! `App`; they report through `AppEvent`s.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use chrono::Utc;
+use futures_util::StreamExt;
+use tokio::sync::{Notify, oneshot};
+use tokio::task::JoinHandle;
+
+use super::embedded::{self, RunningService};
+use crate::api::client::{Client, ClientOptions};
+use crate::api::error::ApiError;
+use crate::api::stream::{SessionStream, StreamUpdate};
+use crate::store::{self, Store};
+
+use super::app::{Command, StoreOp};
+use super::event::{AppEvent, Endpoint, EventSender, Failure, SessionSummary, StreamStatus};
+
+/// Where to connect.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// Start the local service in-process with its database in this directory.
+    Embedded { data_dir: PathBuf, pace_ms: u64 },
+    /// A deployment (or a service a test started).
+    Remote(ClientOptions),
+}
+
+/// What the workers need to know.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    pub target: Target,
+    pub store_file: PathBuf,
+    pub usage_refresh: Duration,
+}
+
+/// What connecting produced, shared with the tasks that need it.
+#[derive(Default)]
+struct Shared {
+    client: OnceLock<Client>,
+    service: Mutex<Option<RunningService>>,
+}
+
+enum StoreJob {
+    Op(StoreOp),
+    Load(String),
+    Flush(oneshot::Sender<()>),
+}
+
+/// Handles to the running workers; `dispatch` hands them the app's commands.
+pub struct Workers {
+    events: EventSender,
+    shared: Arc<Shared>,
+    store_jobs: std::sync::mpsc::Sender<StoreJob>,
+    stream: Option<(SessionStream, JoinHandle<()>)>,
+    usage_kick: Arc<Notify>,
+    tasks: Vec<JoinHandle<()>>,
+    /// Text for the terminal's clipboard (OSC 52), written by the loop that owns the terminal.
+    pub clipboard: Vec<String>,
+    /// views: the metrics view's load in flight and the wallet view's fetches.
+    metrics: crate::tui::metrics::worker::MetricsWorker,
+    wallet: crate::tui::wallet::worker::WalletWorker,
+}
+
+impl Workers {
+    /// Starts connecting, opening the store, the usage poller and the clock. Returns at once.
+    pub fn start(config: WorkerConfig, events: EventSender) -> Workers {
+        let shared = Arc::new(Shared::default());
+        let usage_kick = Arc::new(Notify::new());
+        let tasks = vec![
+            tokio::spawn(connect(
+                config.target.clone(),
+                shared.clone(),
+                events.clone(),
+            )),
+            tokio::spawn(poll_usage(
+                shared.clone(),
+                usage_kick.clone(),
+                config.usage_refresh,
+                events.clone(),
+            )),
+            tokio::spawn(clock(events.clone())),
+        ];
+        let store_jobs = spawn_store(config.store_file.clone(), events.clone());
+        // views: recent wallet ids live beside the store.
+        let wallet = crate::tui::wallet::worker::WalletWorker::new(
+            config
+                .store_file
+                .parent()
+                .map(crate::tui::wallet::recent::path_in),
+        );
+        let tx = events.clone();
+        wallet.load_recent(move |ev| {
+            tx.send(AppEvent::Wallet(ev));
+        });
+        Workers {
+            events,
+            shared,
+            store_jobs,
+            stream: None,
+            usage_kick,
+            tasks,
+            clipboard: Vec::new(),
+            metrics: Default::default(),
+            wallet,
+        }
+    }
+
+    /// Forwards terminal input to the app until it quits.
+    pub fn spawn_terminal_input(&mut self) {
+        self.tasks
+            .push(tokio::spawn(terminal_input(self.events.clone())));
+    }
+
+    /// The base URL and key of the connected service, when connected.
+    pub fn client(&self) -> Option<&Client> {
+        self.shared.client.get()
+    }
+
+    pub fn dispatch(&mut self, command: Command) {
+        match command {
+            Command::LoadTranscript { session_id } => self.store_job(StoreJob::Load(session_id)),
+            Command::Persist(op) => self.store_job(StoreJob::Op(op)),
+            Command::OpenStream { session_id } => self.open_stream(session_id),
+            Command::Send {
+                session_id,
+                send_id,
+                body,
+                idempotency_key,
+            } => {
+                let Some(client) = self.client().cloned() else {
+                    self.events.send(AppEvent::SendFailed {
+                        session_id,
+                        send_id,
+                        failure: Failure::Network("not connected".into()),
+                    });
+                    return;
+                };
+                let events = self.events.clone();
+                self.tasks.retain(|t| !t.is_finished());
+                self.tasks.push(tokio::spawn(async move {
+                    let content = body.content.clone();
+                    let prompt_tokens =
+                        tokio::task::spawn_blocking(move || store::estimate_tokens(&content))
+                            .await
+                            .unwrap_or(0);
+                    let ev = match client
+                        .post_message(&session_id, &body, &idempotency_key)
+                        .await
+                    {
+                        Ok(reply) => AppEvent::SendAccepted {
+                            session_id,
+                            send_id,
+                            reply: reply.message,
+                            prompt_tokens,
+                        },
+                        Err(e) => AppEvent::SendFailed {
+                            session_id,
+                            send_id,
+                            failure: failure(e),
+                        },
+                    };
+                    events.send(ev);
+                }));
+            }
+            Command::Delete { session_id } => {
+                let Some(client) = self.client().cloned() else {
+                    self.events.send(AppEvent::DeleteFailed {
+                        session_id,
+                        failure: Failure::Network("not connected".into()),
+                    });
+                    return;
+                };
+                let events = self.events.clone();
+                self.tasks.push(tokio::spawn(async move {
+                    let ev = match client.delete_session(&session_id).await {
+                        Ok(_) => AppEvent::Deleted { session_id },
+                        Err(e) => AppEvent::DeleteFailed {
+                            session_id,
+                            failure: failure(e),
+                        },
+                    };
+                    events.send(ev);
+                }));
+            }
+            Command::RefreshUsage => self.usage_kick.notify_one(),
+            Command::CopyToClipboard(text) => self.clipboard.push(text),
+            // views: the metrics and wallet views' work goes to their own workers.
+            Command::Metrics(request) => {
+                let tx = self.events.clone();
+                let sink = move |ev| {
+                    tx.send(AppEvent::Metrics(ev));
+                };
+                // The load's task handle is for tests; cancelling goes through the worker.
+                let _ = self.metrics.handle(request, self.shared.client.get(), sink);
+            }
+            Command::Wallet(request) => {
+                let tx = self.events.clone();
+                let sink = move |ev| {
+                    tx.send(AppEvent::Wallet(ev));
+                };
+                self.wallet.handle(request, self.shared.client.get(), sink);
+            }
+            Command::Quit => {}
+        }
+    }
+
+    fn store_job(&self, job: StoreJob) {
+        if self.store_jobs.send(job).is_err() {
+            self.events
+                .send(AppEvent::WorkerError("the local store is closed".into()));
+        }
+    }
+
+    fn open_stream(&mut self, session_id: String) {
+        if let Some((s, _)) = &self.stream
+            && s.session_id() == session_id
+        {
+            return;
+        }
+        // Dropping the handle closes the previous session's stream.
+        if let Some((old, task)) = self.stream.take() {
+            drop(old);
+            task.abort();
+        }
+        let Some(client) = self.client() else { return };
+        let (handle, mut rx) = SessionStream::connect(client.options().clone(), &session_id);
+        let events = self.events.clone();
+        let task = tokio::spawn(async move {
+            while let Some(update) = rx.recv().await {
+                let update = match update {
+                    StreamUpdate::Event(ev) => StreamStatus::Event(ev),
+                    StreamUpdate::Connected => StreamStatus::Connected,
+                    StreamUpdate::Disconnected { error, .. } => {
+                        StreamStatus::Disconnected(error.to_string())
+                    }
+                    StreamUpdate::Unsupported => StreamStatus::Unsupported,
+                };
+                if !events.send(AppEvent::Stream {
+                    session_id: session_id.clone(),
+                    update,
+                }) {
+                    break;
+                }
+            }
+        });
+        self.stream = Some((handle, task));
+    }
+
+    /// Writes what is queued to the store, closes the stream and stops the embedded service.
+    pub async fn shutdown(mut self) {
+        let (tx, rx) = oneshot::channel();
+        if self.store_jobs.send(StoreJob::Flush(tx)).is_ok() {
+            // A guard, not a timing assumption: a wedged disk must not keep the terminal hostage.
+            let _ = tokio::time::timeout(Duration::from_secs(10), rx).await;
+        }
+        self.stream = None;
+        for t in &self.tasks {
+            t.abort();
+        }
+        let service = self.shared.service.lock().ok().and_then(|mut s| s.take());
+        if let Some(service) = service {
+            let _ = tokio::time::timeout(Duration::from_secs(10), service.shutdown()).await;
+        }
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// The app's view of a client error.
+pub fn failure(e: ApiError) -> Failure {
+    match e {
+        ApiError::ContextOverflow { current, max, .. } => Failure::ContextOverflow { current, max },
+        ApiError::SessionNotFound { .. } => Failure::SessionNotFound,
+        ApiError::Unauthorized { message } => Failure::Unauthorized(message),
+        ApiError::QuotaExceeded {
+            limit,
+            reset_at,
+            retry_after,
+            ..
+        } => Failure::QuotaExceeded {
+            limit,
+            reset_at: reset_at
+                .and_then(|r| chrono::DateTime::parse_from_rfc3339(&r).ok())
+                .map(|r| r.with_timezone(&Utc))
+                .or_else(|| {
+                    retry_after
+                        .and_then(|d| chrono::Duration::from_std(d).ok())
+                        .map(|d| Utc::now() + d)
+                }),
+        },
+        ApiError::InvalidRequest { message } => Failure::InvalidRequest(message),
+        ApiError::Network(m) => Failure::Network(m),
+        ApiError::Service { code, message, .. } => Failure::Other { code, message },
+        ApiError::Protocol(m) => Failure::Other {
+            code: "protocol".into(),
+            message: m,
+        },
+        ApiError::Config(m) => Failure::Other {
+            code: "config".into(),
+            message: m,
+        },
+    }
+}
+
+async fn connect(target: Target, shared: Arc<Shared>, events: EventSender) {
+    let result = match target {
+        Target::Remote(options) => {
+            let endpoint = Endpoint::Remote {
+                base_url: options.base_url.to_string(),
+            };
+            Client::new(options)
+                .map(|c| (c, endpoint))
+                .map_err(|e| e.to_string())
+        }
+        Target::Embedded { data_dir, pace_ms } => {
+            embedded::start(&data_dir, pace_ms, &shared.service).await
+        }
+    };
+    match result {
+        Ok((client, endpoint)) => {
+            // views: the wallet view says how to get a token when there is none.
+            events.send(AppEvent::Wallet(crate::tui::wallet::WalletEvent::Token(
+                crate::tui::wallet::worker::token_status(&client),
+            )));
+            let _ = shared.client.set(client);
+            events.send(AppEvent::Connected(endpoint));
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "cannot connect");
+            events.send(AppEvent::ConnectFailed(e));
+        }
+    }
+}
+
+/// Writes a file readable by its owner only.
+pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut f = options.open(path)?;
+    f.write_all(bytes)
+}
+
+async fn poll_usage(shared: Arc<Shared>, kick: Arc<Notify>, every: Duration, events: EventSender) {
+    let every = every.max(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = kick.notified() => {}
+        }
+        let Some(client) = shared.client.get() else {
+            continue;
+        };
+        let ev = match client.usage().await {
+            Ok(u) => AppEvent::UsageFetched(u),
+            Err(e) => AppEvent::UsageFailed(e.to_string()),
+        };
+        if !events.send(ev) {
+            return;
+        }
+    }
+}
+
+/// The wall clock for relative times; minute resolution is what the panes show.
+async fn clock(events: EventSender) {
+    let mut tick = tokio::time::interval(Duration::from_secs(15));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if !events.send(AppEvent::Clock(Utc::now())) {
+            return;
+        }
+    }
+}
+
+async fn terminal_input(events: EventSender) {
+    use crossterm::event::{Event, EventStream, KeyEventKind};
+    let mut stream = EventStream::new();
+    while let Some(ev) = stream.next().await {
+        let ev = match ev {
+            Ok(Event::Key(k)) if k.kind != KeyEventKind::Release => AppEvent::Key(k),
+            Ok(Event::Mouse(m)) => AppEvent::Mouse(m),
+            Ok(Event::Paste(p)) => AppEvent::Paste(p),
+            Ok(Event::Resize(w, h)) => AppEvent::Resize(w, h),
+            Ok(_) => continue,
+            Err(e) => {
+                tracing::error!(error = %e, "terminal input failed");
+                break;
+            }
+        };
+        if !events.send(ev) {
+            break;
+        }
+    }
+}
+
+/// The store lives on its own thread: its API blocks, and jobs must stay in order
+/// (a reply is written after its message; a transcript is read after its writes).
+fn spawn_store(path: PathBuf, events: EventSender) -> std::sync::mpsc::Sender<StoreJob> {
+    let (tx, rx) = std::sync::mpsc::channel::<StoreJob>();
+    let spawned = std::thread::Builder::new()
+        .name("convo-store".into())
+        .spawn(move || {
+            let store = match Store::open(&path) {
+                Ok(s) => s,
+                Err(e) => {
+                    events.send(AppEvent::WorkerError(format!(
+                        "local store unavailable: {e}"
+                    )));
+                    events.send(AppEvent::StoreLoaded {
+                        sessions: Vec::new(),
+                        last_open: None,
+                    });
+                    // Keep answering flushes so that quitting does not wait.
+                    for job in rx {
+                        if let StoreJob::Flush(done) = job {
+                            let _ = done.send(());
+                        }
+                    }
+                    return;
+                }
+            };
+            let loaded = store
+                .list_sessions()
+                .and_then(|list| Ok((list, store.last_open_session()?)));
+            match loaded {
+                Ok((list, last_open)) => {
+                    let sessions = list
+                        .into_iter()
+                        .map(|r| SessionSummary {
+                            id: r.id,
+                            title: r
+                                .title
+                                .unwrap_or_else(|| super::app::NEW_SESSION_TITLE.to_string()),
+                            last_activity: r.last_activity,
+                            tokens: r.tokens,
+                        })
+                        .collect();
+                    events.send(AppEvent::StoreLoaded {
+                        sessions,
+                        last_open,
+                    });
+                }
+                Err(e) => {
+                    events.send(AppEvent::WorkerError(format!(
+                        "cannot read the local store: {e}"
+                    )));
+                    events.send(AppEvent::StoreLoaded {
+                        sessions: Vec::new(),
+                        last_open: None,
+                    });
+                }
+            }
+            for job in rx {
+                let result = match job {
+                    StoreJob::Flush(done) => {
+                        let _ = done.send(());
+                        Ok(())
+                    }
+                    StoreJob::Load(session_id) => {
+                        match store
+                            .transcript(&session_id)
+                            .and_then(|t| Ok((t, store.draft(&session_id)?)))
+                        {
+                            Ok((messages, draft)) => {
+                                events.send(AppEvent::TranscriptLoaded {
+                                    session_id,
+                                    messages,
+                                    draft,
+                                });
+                                Ok(())
+                            }
+                            Err(e) => {
+                                events.send(AppEvent::TranscriptLoaded {
+                                    session_id,
+                                    messages: Vec::new(),
+                                    draft: None,
+                                });
+                                Err(e)
+                            }
+                        }
+                    }
+                    StoreJob::Op(op) => apply(&store, op),
+                };
+                if let Err(e) = result {
+                    tracing::error!(error = %e, "store write failed");
+                    events.send(AppEvent::WorkerError(format!("local store: {e}")));
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::error!(error = %e, "cannot start the store thread");
+    }
+    tx
+}
+
+fn apply(store: &Store, op: StoreOp) -> Result<(), store::StoreError> {
+    match op {
+        StoreOp::UpsertSession(s) => store.upsert_session(&s.id, s.last_activity),
+        StoreOp::AppendMessage {
+            session_id,
+            message,
+        } => store.append_message(&session_id, &message).map(|_| ()),
+        StoreOp::SaveDraft { session_id, text } => store.save_draft(&session_id, &text),
+        StoreOp::SetLastOpen(id) => store.set_last_open_session(&id),
+        StoreOp::DeleteSession(id) => store.mark_deleted(&id),
+    }
+}

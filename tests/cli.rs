@@ -1,0 +1,10 @@
+//! Whole-binary tests of the one-shot subcommands and the configuration: each runs
+//! `convo` with a temporary HOME and XDG dirs, so nothing touches the real user's files.
+
+mod cli {
+    mod commands;
+    mod config;
+    mod fake;
+    mod local_service;
+    mod support;
+}

@@ -1,0 +1,360 @@
+//! The subcommands end to end against the fake service: output for people and for `jq`,
+//! exit codes, errors on stderr, and the local store.
+
+use super::fake::{self, KEY, WALLET_TOKEN};
+use super::support::Sandbox;
+
+fn env(base: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("CONVO_BASE_URL", base.to_string()),
+        ("CONVO_API_KEY", KEY.to_string()),
+    ]
+}
+
+async fn run(s: &Sandbox, args: &[&str], env: &[(&'static str, String)]) -> super::support::Run {
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    s.run_env(args, &env).await
+}
+
+#[tokio::test]
+async fn send_sessions_and_delete_twice() {
+    let base = fake::start().await;
+    let e = env(&base);
+    let s = Sandbox::new();
+
+    let sent = run(&s, &["send", "hi there\nsecond line"], &e)
+        .await
+        .expect(0);
+    assert_eq!(sent.stdout, "echo (user): hi there\nsecond line\n");
+    let id = sent
+        .stderr
+        .trim()
+        .strip_prefix("new session: ")
+        .unwrap_or_else(|| panic!("{}", sent.stderr))
+        .to_string();
+    assert!(convo::api::is_valid_session_id(&id), "{id}");
+
+    // A second message to the same session, as a system message with metadata, as JSON.
+    let again = run(
+        &s,
+        &[
+            "send",
+            "--session",
+            &id,
+            "--role",
+            "system",
+            "--metadata",
+            r#"{"tag":"x"}"#,
+            "--json",
+            "be brief",
+        ],
+        &e,
+    )
+    .await
+    .expect(0);
+    let m = again.json();
+    assert_eq!(m["sessionId"], id.as_str());
+    assert_eq!(m["role"], "assistant");
+    assert_eq!(m["content"], r#"echo (system): be brief {"tag":"x"}"#);
+    assert!(
+        m.get("extra").is_none(),
+        "unknown fields are not passed through"
+    );
+    assert!(again.stderr.is_empty(), "{}", again.stderr);
+
+    let listed = run(&s, &["sessions", "--json"], &[]).await.expect(0);
+    let list = listed.json();
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    assert_eq!(list[0]["sessionId"], id.as_str());
+    assert_eq!(list[0]["title"], "hi there");
+    assert!(list[0]["tokens"].as_u64().unwrap() >= 8, "{list}");
+    let table = run(&s, &["sessions"], &[]).await.expect(0);
+    assert!(
+        table.stdout.contains(&id) && table.stdout.contains("hi there"),
+        "{}",
+        table.stdout
+    );
+
+    let deleted = run(&s, &["delete", &id], &e).await.expect(0);
+    assert_eq!(deleted.stdout, format!("deleted {id}\n"));
+    let twice = run(&s, &["delete", &id], &e).await.expect(1);
+    assert_eq!(twice.stderr, "convo: session_not_found: no such session\n");
+    assert!(twice.stdout.is_empty());
+
+    let listed = run(&s, &["sessions", "--json"], &[]).await.expect(0);
+    assert_eq!(listed.json(), serde_json::json!([]));
+
+    // Sending to the deleted session: the service says so, exit 1.
+    let gone = run(&s, &["send", "--session", &id, "anyone?"], &e)
+        .await
+        .expect(1);
+    assert_eq!(
+        gone.stderr,
+        "convo: session_not_found: session was deleted\n"
+    );
+}
+
+#[tokio::test]
+async fn send_reads_stdin_and_streams_by_falling_back() {
+    let base = fake::start().await;
+    let e = env(&base);
+    let env: Vec<(&str, &str)> = e.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let s = Sandbox::new();
+    let run = s
+        .run_stdin(
+            &["send", "--stream", "--session", "session_AAAAAAAAAAAAAAAA"],
+            &env,
+            "from stdin\n",
+        )
+        .await
+        .expect(0);
+    assert_eq!(run.stdout, "echo (user): from stdin\n");
+    assert!(run.stderr.is_empty(), "{}", run.stderr);
+    let json = s
+        .run_stdin(
+            &[
+                "send",
+                "--stream",
+                "--json",
+                "--session",
+                "session_AAAAAAAAAAAAAAAA",
+            ],
+            &env,
+            "again",
+        )
+        .await
+        .expect(0);
+    assert_eq!(json.json()["content"], "echo (user): again");
+}
+
+#[tokio::test]
+async fn typed_errors_exit_1_with_the_code_on_stderr() {
+    let base = fake::start().await;
+    let s = Sandbox::new();
+    let overflow = run(&s, &["send", "overflow"], &env(&base)).await.expect(1);
+    assert!(
+        overflow.stderr.ends_with(
+            "convo: context_overflow: enable compression or clear history (9001/8192 tokens)\n"
+        ),
+        "{}",
+        overflow.stderr
+    );
+    let bad_key = [
+        ("CONVO_BASE_URL", base.clone()),
+        ("CONVO_API_KEY", "service_live_wrong".to_string()),
+    ];
+    let unauthorized = run(&s, &["usage"], &bad_key).await.expect(1);
+    assert_eq!(
+        unauthorized.stderr,
+        "convo: unauthorized: unknown API key (check CONVO_API_KEY / --api-key)\n"
+    );
+    let e = env(&base);
+    let unknown = run(&s, &["wallet", "wal_nope", "--token", WALLET_TOKEN], &e)
+        .await
+        .expect(1);
+    assert_eq!(unknown.stderr, "convo: wallet_not_found: no such wallet\n");
+    let no_token = run(&s, &["wallet", "wal_main"], &e).await.expect(2);
+    assert!(
+        no_token.stderr.contains("no wallet token"),
+        "{}",
+        no_token.stderr
+    );
+}
+
+#[tokio::test]
+async fn usage_metrics_and_wallet_print_tables_and_json() {
+    let base = fake::start().await;
+    let e = env(&base);
+    let s = Sandbox::new();
+
+    let usage = run(&s, &["usage"], &e).await.expect(0);
+    assert!(usage.stdout.contains("tier: pro"), "{}", usage.stdout);
+    assert!(
+        usage.stdout.contains("1,234") && usage.stdout.contains("50,000"),
+        "{}",
+        usage.stdout
+    );
+    assert!(usage.stdout.contains("2.5 %"), "{}", usage.stdout);
+    let usage = run(&s, &["usage", "--json"], &e).await.expect(0).json();
+    assert_eq!(usage["requests"]["limit"], 50000);
+
+    let metrics = run(
+        &s,
+        &[
+            "metrics",
+            "--start",
+            "2026-11-01",
+            "--end",
+            "2026-11-08T12:00:00Z",
+            "--granularity",
+            "week",
+            "--json",
+        ],
+        &e,
+    )
+    .await
+    .expect(0)
+    .json();
+    assert_eq!(metrics["period"]["start"], "2026-11-01T00:00:00Z");
+    assert_eq!(metrics["period"]["end"], "2026-11-08T12:00:00Z");
+    assert_eq!(metrics["period"]["granularity"], "week");
+    let table = run(&s, &["metrics"], &e).await.expect(0);
+    assert!(
+        table.stdout.contains("average session duration"),
+        "{}",
+        table.stdout
+    );
+    assert!(
+        table.stdout.contains("42.5 s") && table.stdout.contains("1,200"),
+        "{}",
+        table.stdout
+    );
+
+    let mut with_token = e.clone();
+    with_token.push(("CONVO_WALLET_TOKEN", WALLET_TOKEN.to_string()));
+    let wallet = run(&s, &["wallet", "wal_main"], &with_token)
+        .await
+        .expect(0);
+    let out = &wallet.stdout;
+    assert!(
+        out.contains("Treasury") && out.contains("USDC") && out.contains("Mad Lads"),
+        "{out}"
+    );
+    assert!(out.contains("150.50"), "USD total: {out}");
+    assert!(
+        !out.contains('\u{1b}'),
+        "escape sequences from the server are stripped: {out:?}"
+    );
+    let json = run(&s, &["wallet", "wal_main", "--json"], &with_token)
+        .await
+        .expect(0)
+        .json();
+    assert_eq!(json["balance"], 12.5);
+    assert_eq!(json["nfts"][0]["floorPrice"], 80.0);
+}
+
+#[tokio::test]
+async fn bad_input_is_a_usage_error() {
+    let base = fake::start().await;
+    let e = env(&base);
+    let s = Sandbox::new();
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["send", "--metadata", "[1]", "x"],
+            "--metadata must be a JSON object",
+        ),
+        (
+            &["send", "--metadata", "{oops", "x"],
+            "--metadata is not valid JSON",
+        ),
+        (
+            &["send", "--session", "session_short", "x"],
+            "is not a session id",
+        ),
+        (&["send", "   "], "the message is empty"),
+        (&["delete", "nope"], "is not a session id"),
+        (
+            &["metrics", "--start", "2026-12-01", "--end", "2026-11-01"],
+            "is after --end",
+        ),
+        (&["metrics", "--start", "yesterday"], "is not a date"),
+        (
+            &["metrics", "--granularity", "fortnight"],
+            "unknown granularity",
+        ),
+        (
+            &["send", "--role", "assistant", "x"],
+            "invalid value 'assistant'",
+        ),
+    ];
+    for (args, want) in cases {
+        let run = run(&s, args, &e).await;
+        assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
+        assert!(run.stderr.contains(want), "{args:?}: {}", run.stderr);
+    }
+    let long = "x".repeat(10_001);
+    let run2 = run(&s, &["send", &long], &e).await.expect(2);
+    assert!(run2.stderr.contains("10001 characters"), "{}", run2.stderr);
+    let none = s
+        .run_stdin(&["send"], &[("CONVO_BASE_URL", base.as_str())], "")
+        .await
+        .expect(2);
+    assert!(
+        none.stderr.contains("the message is empty"),
+        "{}",
+        none.stderr
+    );
+}
+
+#[tokio::test]
+async fn without_a_server_commands_say_what_to_do() {
+    let s = Sandbox::new();
+    for args in [
+        &["send", "hi"][..],
+        &["usage"],
+        &["metrics"],
+        &["delete", "session_abcdefgh12345678"],
+        &["wallet", "w"],
+    ] {
+        let run = s.run(args).await.expect(2);
+        assert_eq!(
+            run.stderr,
+            "convo: no base URL configured: start `convo serve` and set CONVO_BASE_URL, or use the TUI which embeds the service\n",
+            "{args:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_dead_server_is_exit_3_in_one_line() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    drop(listener);
+    let s = Sandbox::new();
+    for args in [
+        &["send", "hi"][..],
+        &["send", "--stream", "hi"],
+        &["usage"],
+        &["delete", "session_abcdefgh12345678"],
+    ] {
+        let run = run(
+            &s,
+            args,
+            &[
+                ("CONVO_BASE_URL", base.clone()),
+                ("CONVO_API_KEY", KEY.into()),
+            ],
+        )
+        .await;
+        assert_eq!(run.code, 3, "{args:?}: {}", run.stderr);
+        let err: Vec<&str> = run
+            .stderr
+            .lines()
+            .filter(|l| !l.starts_with("new session: "))
+            .collect();
+        assert_eq!(err.len(), 1, "{args:?}: {}", run.stderr);
+        assert!(
+            err[0].starts_with("convo: network error: cannot connect to http://127.0.0.1:"),
+            "{}",
+            err[0]
+        );
+        assert!(!run.stderr.contains("panicked") && !run.stderr.contains("backtrace"));
+    }
+    // A failed first message does not leave a session behind.
+    let listed = s.run(&["sessions", "--json"]).await.expect(0);
+    assert_eq!(listed.json(), serde_json::json!([]));
+}
+
+#[tokio::test]
+async fn a_key_is_not_sent_over_plain_http_to_another_host() {
+    let s = Sandbox::new();
+    let env = [
+        ("CONVO_BASE_URL", "http://192.0.2.1:8080".to_string()),
+        ("CONVO_API_KEY", KEY.to_string()),
+    ];
+    let run = run(&s, &["usage"], &env).await.expect(2);
+    assert_eq!(
+        run.stderr,
+        "convo: refusing to send the API key over plain http:// to 192.0.2.1; use https://, a loopback address, or --allow-insecure\n"
+    );
+}

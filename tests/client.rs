@@ -1,0 +1,10 @@
+//! Integration tests of the client library (`convo::api`, `convo::store`): against test
+//! servers that made other choices than the local service (§4.3), and against the local
+//! service in-process.
+
+mod client {
+    mod local_service;
+    mod other_server;
+    mod stream;
+    mod support;
+}

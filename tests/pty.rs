@@ -1,0 +1,6 @@
+//! Whole-binary tests: `convo` in a pseudo-terminal with a temporary HOME, read through vt100.
+
+#[path = "pty/harness.rs"]
+mod harness;
+#[path = "pty/session.rs"]
+mod session;

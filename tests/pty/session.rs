@@ -1,0 +1,133 @@
+//! A user's session with the real binary on the embedded service.
+
+use super::harness::{Convo, contains, keys};
+
+#[test]
+fn type_a_message_and_see_the_streamed_reply() {
+    let home = tempfile::tempdir().unwrap();
+    let mut convo = Convo::start(home.path(), 100, 30);
+    convo.wait_text("local service 127.0.0.1:");
+    convo.type_text("hello from the pty");
+    convo.send(keys::ENTER);
+    convo.wait_text("you ·");
+    // The reply comes from the builtin engine; its header shows the tokens once complete.
+    let screen = convo.wait_for("a complete reply", |s| {
+        s.lines()
+            .any(|l| l.contains("assistant ·") && l.contains("tokens"))
+    });
+    assert!(screen.contains("hello from the pty"), "{screen}");
+    // The usage gauges moved: at least the requests of this run are counted.
+    convo.wait_for("usage numbers", |s| {
+        s.contains("req ") && !s.contains("req ─────────── 0/")
+    });
+    // Tab twice to the transcript, `y` copies the last reply with OSC 52.
+    convo.send(keys::TAB);
+    convo.send(keys::TAB);
+    convo.wait_text("y copy");
+    convo.send(b"y");
+    convo.wait_text("copied");
+    assert!(
+        contains(&convo.output(), b"\x1b]52;c;"),
+        "an OSC 52 sequence was written"
+    );
+    convo.send(keys::CTRL_C);
+    assert!(convo.wait_exit(), "convo exits 0");
+}
+
+#[test]
+fn a_bad_key_binding_is_refused_with_the_field_named() {
+    let home = tempfile::tempdir().unwrap();
+    let config = home.path().join("config.toml");
+    std::fs::write(&config, "[keys]\nnew_session = \"<Ctrl-Nope>\"\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_convo"))
+        .env_clear()
+        .env("HOME", home.path())
+        .env("CONVO_CONFIG", &config)
+        .env("CONVO_DATA_DIR", home.path().join("data"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("keys.new_session") && stderr.contains("Nope"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn delete_a_session_with_the_keyboard() {
+    let home = tempfile::tempdir().unwrap();
+    let mut convo = Convo::start(home.path(), 100, 30);
+    convo.wait_text("local service 127.0.0.1:");
+    convo.type_text("first session message");
+    convo.send(keys::ENTER);
+    convo.wait_for("the first reply", |s| {
+        s.lines()
+            .any(|l| l.contains("assistant ·") && l.contains("tokens"))
+    });
+    convo.send(keys::CTRL_N);
+    convo.wait_text("A new session.");
+    convo.type_text("second session message");
+    convo.send(keys::ENTER);
+    convo.wait_for("the second reply", |s| {
+        s.contains("second session message")
+            && s.lines()
+                .any(|l| l.contains("assistant ·") && l.contains("tokens"))
+    });
+    // Sessions pane, down to the older session, delete, confirm.
+    convo.send(keys::TAB);
+    convo.send(keys::DOWN);
+    convo.send(keys::DELETE);
+    convo.wait_text("Delete session?");
+    let screen = convo.wait_text("first session message");
+    assert!(
+        screen.contains("Delete “first session message”"),
+        "{screen}"
+    );
+    convo.send(b"y");
+    convo.wait_for("the session to go", |s| {
+        s.contains("deleted") && !s.contains("Delete session?")
+    });
+    // Only the notice still names it; the list has the other session alone.
+    let screen = convo.wait_for("the list without it", |s| {
+        s.matches("first session mess").count() == 1
+    });
+    assert!(
+        screen.contains("deleted “first session message”"),
+        "{screen}"
+    );
+    let listed = screen
+        .lines()
+        .filter(|l| l.contains("just now ·") || l.contains(" ago ·"))
+        .count();
+    assert_eq!(listed, 1, "one session left:\n{screen}");
+    assert!(screen.contains("second session message"), "{screen}");
+    convo.send(b"q");
+    assert!(convo.wait_exit());
+}
+
+#[test]
+fn quitting_restores_the_terminal_and_keeps_the_draft() {
+    let home = tempfile::tempdir().unwrap();
+    {
+        let mut convo = Convo::start(home.path(), 80, 24);
+        convo.wait_text("/ 10000");
+        convo.type_text("an unsent draft");
+        convo.wait_text("an unsent draft");
+        convo.send(keys::CTRL_C);
+        assert!(convo.wait_exit());
+        let restored = convo.restored();
+        assert!(!restored.alternate_screen, "{restored:?}");
+        assert!(!restored.cursor_hidden, "{restored:?}");
+        assert!(!restored.mouse_captured, "{restored:?}");
+        assert!(!restored.bracketed_paste, "{restored:?}");
+        assert!(restored.left_alternate_screen, "{restored:?}");
+    }
+    // Everything typed is still there after starting again.
+    let mut convo = Convo::start(home.path(), 80, 24);
+    convo.wait_text("an unsent draft");
+    convo.send(keys::CTRL_C);
+    assert!(convo.wait_exit());
+    let log = std::fs::read_to_string(home.path().join("data/convo.log")).unwrap_or_default();
+    assert!(!log.contains("service_live_"), "no key in the log");
+}

@@ -1,0 +1,14 @@
+//! Integration tests of the local service over real HTTP and WebSocket on 127.0.0.1:0.
+
+mod service {
+    pub mod common;
+
+    mod binary;
+    mod http;
+    mod jwt;
+    mod openai;
+    mod openapi;
+    mod storage;
+    mod stream;
+    mod upstream;
+}

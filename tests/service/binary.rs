@@ -1,0 +1,195 @@
+//! `convo serve` and `convo token` as a user runs them.
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Command, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_convo");
+
+#[test]
+fn serve_prints_one_line_serves_and_stops_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("svc.db");
+    let mut child = Command::new(BIN)
+        .args([
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--engine-pace-ms",
+            "0",
+            "--db",
+        ])
+        .arg(&db)
+        .env_remove("CONVO_SERVE_API_KEYS")
+        .env_remove("CONVO_API_KEY")
+        .env_remove("CONVO_JWT_SECRET")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let base = line
+        .trim_end()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_string();
+    assert!(base.starts_with("http://127.0.0.1:"));
+
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let health = runtime.block_on(async {
+        reqwest::get(format!("{base}/healthz"))
+            .await
+            .unwrap()
+            .status()
+    });
+    assert_eq!(health, 200);
+
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let exit = child.wait().unwrap();
+    assert!(exit.success(), "{exit:?}");
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    assert_eq!(rest, "", "exactly one line on stdout");
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let key_lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("service_live_"))
+        .collect();
+    assert_eq!(
+        key_lines.len(),
+        1,
+        "the generated key is printed once: {stderr}"
+    );
+    // The WAL was checkpointed on the way out: the database is consistent and complete.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let check: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(check, "ok");
+}
+
+#[test]
+fn serve_takes_repeated_api_keys_with_tiers() {
+    let k1 = "service_live_AAAAbbbbCCCCdddd1111";
+    let k2 = "service_live_EEEEffffGGGGhhhh2222";
+    let mut child = Command::new(BIN)
+        .args([
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--db",
+            ":memory:",
+            "--jwt-secret",
+            "s",
+        ])
+        .args([
+            "--api-key",
+            &format!("{k1}=free"),
+            "--api-key",
+            &format!("{k2}=enterprise"),
+        ])
+        .env_remove("CONVO_SERVE_API_KEYS")
+        .env_remove("CONVO_API_KEY")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let base = line
+        .trim_end()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .to_string();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let tiers: Vec<String> = runtime.block_on(async {
+        let http = reqwest::Client::new();
+        let mut tiers = Vec::new();
+        for key in [k1, k2] {
+            let usage: serde_json::Value = http
+                .get(format!("{base}/v1/analytics/usage"))
+                .bearer_auth(key)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            tiers.push(usage["tier"].as_str().unwrap().to_string());
+        }
+        tiers
+    });
+    assert_eq!(tiers, ["free", "enterprise"]);
+    Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(
+        !stderr.contains("AAAAbbbb") && !stderr.contains("EEEEffff"),
+        "keys never printed: {stderr}"
+    );
+}
+
+#[test]
+fn bad_serve_arguments_exit_2_without_echoing_the_key() {
+    let out = Command::new(BIN)
+        .args([
+            "serve",
+            "--db",
+            ":memory:",
+            "--api-key",
+            "service_live_tooShortKey9",
+        ])
+        .env_remove("CONVO_SERVE_API_KEYS")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("service_live_…Key9"), "{stderr}");
+    assert!(!stderr.contains("tooShortKey9"), "{stderr}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn token_prints_a_verifiable_jwt() {
+    let out = Command::new(BIN)
+        .args([
+            "token", "--secret", "s3cret", "--sub", "alice", "--ttl", "120",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let token = String::from_utf8(out.stdout).unwrap();
+    let claims = convo::service::jwt::verify("s3cret", token.trim()).unwrap();
+    assert_eq!(claims.sub, "alice");
+    assert_eq!(claims.exp - claims.iat, 120);
+    let out = Command::new(BIN)
+        .args([
+            "token", "--secret", "s3cret", "--sub", "alice", "--ttl", "0",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -1,0 +1,392 @@
+//! Snapshots at 80×24 and 120×40 of every pane, dialog and error state.
+
+use chrono::{DateTime, TimeZone, Utc};
+use convo::api::{Message, Role, StreamEvent, Usage};
+use convo::keys::KeyBindings;
+use convo::tui::app::{App, Command, Settings};
+use convo::tui::event::{AppEvent, Endpoint, Failure, SessionSummary, StoredMessage, StreamStatus};
+use convo::tui::view;
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::layout::Rect;
+use ratatui::style::Color;
+
+const A: &str = "session_AAAAAAAAAAAAAAAA";
+const B: &str = "session_BBBBBBBBBBBBBBBB";
+const C: &str = "session_CCCCCCCCCCCCCCCC";
+const SIZES: [(u16, u16); 2] = [(80, 24), (120, 40)];
+
+fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 22, 12, 0, 0).unwrap()
+}
+
+fn usage(req_pct: f64) -> Usage {
+    let used = (req_pct * 500.0).round() as u64;
+    serde_json::from_value(serde_json::json!({
+        "billingPeriod": {"start": "2026-11-01T00:00:00Z", "end": "2026-12-01T00:00:00Z"},
+        "requests": {"used": used, "limit": 50000, "percentage": req_pct},
+        "tokens": {"used": 123456, "limit": 10000000, "percentage": 1.23456},
+        "sessions": {"active": 3, "limit": 500, "percentage": 0.6},
+        "tier": "pro"
+    }))
+    .unwrap()
+}
+
+fn summary(id: &str, title: &str, mins_ago: i64, tokens: u64) -> SessionSummary {
+    SessionSummary {
+        id: id.into(),
+        title: title.into(),
+        last_activity: t0() - chrono::Duration::minutes(mins_ago),
+        tokens,
+    }
+}
+
+fn msg(role: Role, content: &str, tokens: u64) -> StoredMessage {
+    StoredMessage {
+        role,
+        content: content.into(),
+        tokens,
+        message_id: None,
+        created_at: t0(),
+        status: convo::store::MessageStatus::Complete,
+    }
+}
+
+fn key(code: KeyCode) -> AppEvent {
+    AppEvent::Key(KeyEvent::new(code, KeyModifiers::NONE))
+}
+
+/// Connected, three sessions, A open with a short conversation, usage polled.
+fn chat(w: u16, h: u16) -> App {
+    let mut app = App::new(
+        KeyBindings::default(),
+        Settings::default(),
+        Rect::new(0, 0, w, h),
+        t0(),
+    );
+    app.update(AppEvent::Connected(Endpoint::Embedded {
+        addr: "127.0.0.1:40000".into(),
+    }));
+    app.update(AppEvent::StoreLoaded {
+        sessions: vec![
+            summary(A, "Rust lifetimes", 2, 1234),
+            summary(B, "Dinner ideas for a rainy Tuesday evening", 90, 420),
+            summary(C, "Trip to Lisbon", 3 * 24 * 60, 9800),
+        ],
+        last_open: Some(A.into()),
+    });
+    app.update(AppEvent::TranscriptLoaded {
+        session_id: A.into(),
+        messages: vec![
+            msg(Role::User, "What does 'static mean for a type parameter?", 12),
+            msg(
+                Role::Assistant,
+                "It means the type holds no borrowed data shorter than the whole program.\n\nFor example `String` is 'static but `&'a str` is not unless 'a is 'static.",
+                40,
+            ),
+        ],
+        draft: None,
+    });
+    app.update(AppEvent::Stream {
+        session_id: A.into(),
+        update: StreamStatus::Connected,
+    });
+    app.update(AppEvent::UsageFetched(usage(0.4)));
+    app
+}
+
+fn render(app: &App) -> String {
+    let backend = TestBackend::new(app.size.width, app.size.height);
+    let mut terminal = Terminal::new(backend).unwrap();
+    terminal.draw(|f| view::draw(f, app)).unwrap();
+    let buf = terminal.backend().buffer().clone();
+    let mut out = String::new();
+    for y in 0..buf.area.height {
+        let mut line = String::new();
+        for x in 0..buf.area.width {
+            line.push_str(buf[(x, y)].symbol());
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+fn snap(name: &str, build: impl Fn(u16, u16) -> App) {
+    for (w, h) in SIZES {
+        let app = build(w, h);
+        insta::assert_snapshot!(format!("{name}_{w}x{h}"), render(&app));
+    }
+}
+
+fn type_text(app: &mut App, text: &str) -> Vec<Command> {
+    text.chars()
+        .flat_map(|c| app.update(key(KeyCode::Char(c))))
+        .collect()
+}
+
+fn send_id(cmds: &[Command]) -> u64 {
+    cmds.iter()
+        .find_map(|c| match c {
+            Command::Send { send_id, .. } => Some(*send_id),
+            _ => None,
+        })
+        .expect("a send")
+}
+
+#[test]
+fn connecting() {
+    snap("connecting", |w, h| {
+        App::new(
+            KeyBindings::default(),
+            Settings::default(),
+            Rect::new(0, 0, w, h),
+            t0(),
+        )
+    });
+}
+
+#[test]
+fn connect_failed() {
+    snap("connect_failed", |w, h| {
+        let mut app = App::new(
+            KeyBindings::default(),
+            Settings::default(),
+            Rect::new(0, 0, w, h),
+            t0(),
+        );
+        app.update(AppEvent::StoreLoaded {
+            sessions: vec![summary(A, "Rust lifetimes", 2, 0)],
+            last_open: None,
+        });
+        app.update(AppEvent::TranscriptLoaded {
+            session_id: A.into(),
+            messages: vec![],
+            draft: None,
+        });
+        app.update(AppEvent::ConnectFailed(
+            "cannot bind 127.0.0.1:0: permission denied".into(),
+        ));
+        app
+    });
+}
+
+#[test]
+fn chat_with_history() {
+    snap("chat", chat);
+}
+
+#[test]
+fn new_session() {
+    snap("new_session", |w, h| {
+        let mut app = chat(w, h);
+        app.update(AppEvent::Key(KeyEvent::new(
+            KeyCode::Char('n'),
+            KeyModifiers::CONTROL,
+        )));
+        app
+    });
+}
+
+#[test]
+fn streaming_reply() {
+    snap("streaming", |w, h| {
+        let mut app = chat(w, h);
+        type_text(&mut app, "Show me a code example");
+        let id = send_id(&app.update(key(KeyCode::Enter)));
+        app.update(AppEvent::SendAccepted {
+            session_id: A.into(),
+            send_id: id,
+            reply: Message {
+                message_id: "msg_1".into(),
+                session_id: A.into(),
+                role: Role::Assistant,
+                content: String::new(),
+                tokens: 0,
+                created_at: "2026-11-22T12:00:00Z".into(),
+            },
+            prompt_tokens: 6,
+        });
+        for (seq, part) in ["Here is ", "one:\n\n```rust\nfn ", "longest<'a>(x: &'a str"]
+            .iter()
+            .enumerate()
+        {
+            app.update(AppEvent::Stream {
+                session_id: A.into(),
+                update: StreamStatus::Event(StreamEvent::Delta {
+                    session_id: A.into(),
+                    message_id: "msg_1".into(),
+                    seq: seq as u64,
+                    content: part.to_string(),
+                }),
+            });
+        }
+        app
+    });
+}
+
+#[test]
+fn sessions_pane_filtering() {
+    snap("sessions_filter", |w, h| {
+        let mut app = chat(w, h);
+        app.update(key(KeyCode::Tab));
+        app.update(key(KeyCode::Char('/')));
+        type_text(&mut app, "li");
+        app
+    });
+}
+
+#[test]
+fn help_overlay() {
+    snap("help", |w, h| {
+        let mut app = chat(w, h);
+        app.update(key(KeyCode::F(1)));
+        app
+    });
+}
+
+#[test]
+fn confirm_delete_dialog() {
+    snap("confirm_delete", |w, h| {
+        let mut app = chat(w, h);
+        app.update(key(KeyCode::Tab));
+        app.update(key(KeyCode::Down));
+        app.update(key(KeyCode::Char('d')));
+        app
+    });
+}
+
+#[test]
+fn context_overflow_dialog() {
+    snap("context_overflow", |w, h| {
+        let mut app = chat(w, h);
+        type_text(&mut app, "a very long paste");
+        let id = send_id(&app.update(key(KeyCode::Enter)));
+        app.update(AppEvent::SendFailed {
+            session_id: A.into(),
+            send_id: id,
+            failure: Failure::ContextOverflow {
+                current: 8450,
+                max: 8192,
+            },
+        });
+        app
+    });
+}
+
+#[test]
+fn unauthorized_send() {
+    snap("unauthorized", |w, h| {
+        let mut app = chat(w, h);
+        type_text(&mut app, "hello?");
+        let id = send_id(&app.update(key(KeyCode::Enter)));
+        app.update(AppEvent::SendFailed {
+            session_id: A.into(),
+            send_id: id,
+            failure: Failure::Unauthorized("unknown API key".into()),
+        });
+        app
+    });
+}
+
+#[test]
+fn quota_exceeded_send() {
+    snap("quota_exceeded", |w, h| {
+        let mut app = chat(w, h);
+        app.update(AppEvent::UsageFetched(usage(100.0)));
+        type_text(&mut app, "one more");
+        let id = send_id(&app.update(key(KeyCode::Enter)));
+        app.update(AppEvent::SendFailed {
+            session_id: A.into(),
+            send_id: id,
+            failure: Failure::QuotaExceeded {
+                limit: Some("requests".into()),
+                reset_at: Some(Utc.with_ymd_and_hms(2026, 12, 1, 0, 0, 0).unwrap()),
+            },
+        });
+        app
+    });
+}
+
+#[test]
+fn usage_stale() {
+    snap("usage_stale", |w, h| {
+        let mut app = chat(w, h);
+        app.update(AppEvent::Clock(t0() + chrono::Duration::minutes(2)));
+        app.update(AppEvent::UsageFailed(
+            "network error: connection refused".into(),
+        ));
+        app
+    });
+}
+
+#[test]
+fn usage_high() {
+    snap("usage_high", |w, h| {
+        let mut app = chat(w, h);
+        app.update(AppEvent::UsageFetched(usage(93.0)));
+        app
+    });
+}
+
+#[test]
+fn system_role_and_metadata_badge() {
+    snap("system_meta", |w, h| {
+        let mut app = chat(w, h);
+        type_text(&mut app, "/meta {\"topic\":\"rust\"}");
+        app.update(key(KeyCode::Enter));
+        app.update(AppEvent::Key(KeyEvent::new(
+            KeyCode::Char('r'),
+            KeyModifiers::CONTROL,
+        )));
+        type_text(&mut app, "Answer in one sentence.");
+        app
+    });
+}
+
+#[test]
+fn stale_session_notice() {
+    snap("session_not_found", |w, h| {
+        let mut app = chat(w, h);
+        app.update(AppEvent::DeleteFailed {
+            session_id: C.into(),
+            failure: Failure::SessionNotFound,
+        });
+        app
+    });
+}
+
+#[test]
+fn transcript_focused_with_selection_scrolled_up() {
+    snap("transcript_selected", |w, h| {
+        let mut app = chat(w, h);
+        app.update(key(KeyCode::BackTab));
+        app.update(key(KeyCode::Up));
+        app.update(key(KeyCode::Up));
+        app
+    });
+}
+
+/// Gauges change colour at 70 % and 90 % (the text snapshots do not show colour).
+#[test]
+fn gauge_colours() {
+    for (pct, colour) in [
+        (40.0, Color::Green),
+        (75.0, Color::Yellow),
+        (93.0, Color::Red),
+    ] {
+        let mut app = chat(120, 40);
+        app.update(AppEvent::UsageFetched(usage(pct)));
+        let backend = TestBackend::new(120, 40);
+        let mut terminal = Terminal::new(backend).unwrap();
+        terminal.draw(|f| view::draw(f, &app)).unwrap();
+        let buf = terminal.backend().buffer();
+        let layout = app.layout();
+        // The requests bar is the second line inside the usage column.
+        let y = layout.usage.y + 2;
+        let x = layout.usage.x + 1;
+        assert_eq!(buf[(x, y)].symbol(), "━", "bar at {pct}%");
+        assert_eq!(buf[(x, y)].fg, colour, "colour at {pct}%");
+    }
+}
