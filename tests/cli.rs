@@ -5,5 +5,6 @@ mod cli {
     mod commands;
     mod config;
     mod fake;
+    mod local_service;
     mod support;
 }

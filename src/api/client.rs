@@ -263,11 +263,13 @@ impl Client {
         let mut url = self.options.endpoint(&["v1", "analytics", "metrics"]);
         {
             let mut q = url.query_pairs_mut();
+            // AutoSi keeps sub-second digits only when there are any: truncating `end` to
+            // the second would drop what happened in its last second.
             q.append_pair(
                 "startDate",
-                &start.to_rfc3339_opts(SecondsFormat::Secs, true),
+                &start.to_rfc3339_opts(SecondsFormat::AutoSi, true),
             );
-            q.append_pair("endDate", &end.to_rfc3339_opts(SecondsFormat::Secs, true));
+            q.append_pair("endDate", &end.to_rfc3339_opts(SecondsFormat::AutoSi, true));
             if let Some(g) = granularity {
                 q.append_pair("granularity", g.as_str());
             }
@@ -296,6 +298,33 @@ impl Client {
         self.request(Method::GET, url, Auth::WalletToken, None, None)
             .await
             .map(|(_, w)| w)
+    }
+
+    /// `GET /healthz`, an extension of the local service (no credentials): `Ok(true)` when
+    /// the server says it is up, `Ok(false)` when it has no such endpoint (any 404), an
+    /// error when it cannot be reached or answers otherwise. Not retried: it is a probe.
+    pub async fn health(&self) -> Result<bool, ApiError> {
+        let mut url = self.options.base_url.clone();
+        url.set_query(None);
+        url.set_fragment(None);
+        if let Ok(mut path) = url.path_segments_mut() {
+            path.pop_if_empty().push("healthz");
+        }
+        let resp = self
+            .http
+            .get(url.clone())
+            .send()
+            .await
+            .map_err(|e| ApiError::Network(describe_reqwest(&e, &url)))?;
+        match resp.status() {
+            s if s.is_success() => Ok(true),
+            StatusCode::NOT_FOUND => Ok(false),
+            s => Err(ApiError::Protocol(format!(
+                "HTTP {} from {}",
+                s.as_u16(),
+                url.path()
+            ))),
+        }
     }
 
     async fn request<T: DeserializeOwned>(

@@ -54,6 +54,16 @@ pub enum ApiError {
     Config(String),
 }
 
+/// Whitespace runs (newlines included) folded to single spaces, control characters dropped.
+fn one_line(s: &str) -> String {
+    s.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .filter(|c| !c.is_control())
+        .collect()
+}
+
 fn quota_suffix(limit: Option<&str>, reset_at: Option<&str>) -> String {
     match (limit, reset_at) {
         (Some(l), Some(r)) => format!(" (limit: {l}, resets at {r})"),
@@ -74,6 +84,9 @@ impl ApiError {
             limit,
             reset_at,
         } = body;
+        // Display is one line whatever the server wrote.
+        let message = one_line(&message);
+        let code = one_line(&code);
         match code.as_str() {
             "context_overflow" => ApiError::ContextOverflow {
                 current: current_tokens.unwrap_or(0),
@@ -156,6 +169,12 @@ mod tests {
         assert_eq!(e.to_string(), "teapot: short and stout");
         assert_eq!(e.exit_code(), 1);
         assert_eq!(ApiError::Network("x".into()).exit_code(), 3);
+        let e = ApiError::from_body(
+            500,
+            ErrorBody::new("internal", "line one\nline two\x1b[0m"),
+            None,
+        );
+        assert_eq!(e.to_string(), "internal: line one line two[0m");
         assert_eq!(ApiError::Config("x".into()).exit_code(), 2);
     }
 }

@@ -193,6 +193,13 @@ impl StreamTask {
     }
 
     async fn connect_and_read(&mut self, failures: &mut u32) -> Ending {
+        if let Err(e) = crate::config::check_transport(
+            &self.options.base_url,
+            self.options.api_key.is_some(),
+            self.options.allow_insecure,
+        ) {
+            return Ending::Fatal(ApiError::Config(e.to_string()));
+        }
         let mut url = self
             .options
             .endpoint(&["v1", "sessions", &self.session_id, "stream"]);
@@ -233,7 +240,6 @@ impl StreamTask {
             Ok(Err(e)) => return classify_connect_error(e),
             Ok(Ok((ws, _response))) => ws,
         };
-        *failures = 0;
         if self.tx.send(StreamUpdate::Connected).await.is_err() {
             return Ending::Closed;
         }
@@ -248,6 +254,11 @@ impl StreamTask {
             tokio::select! {
                 frame = source.next() => {
                     silent_until = Instant::now() + self.timing.silence_timeout;
+                    // The backoff restarts only once the server has actually spoken, so
+                    // that one accepting and at once closing is not hammered.
+                    if matches!(frame, Some(Ok(_))) {
+                        *failures = 0;
+                    }
                     match frame {
                         None => return Ending::Retry(ApiError::Network("the stream closed".into())),
                         Some(Err(e)) => return Ending::Retry(ApiError::Network(format!("the stream failed: {e}"))),
@@ -397,6 +408,10 @@ fn classify_connect_error(e: tungstenite::Error) -> Ending {
 /// reply before giving up (the reply may have finished while the stream was down).
 const RECOVERY_GRACE: Duration = Duration::from_secs(15);
 
+/// Least time [`send_streaming`] waits between two pieces of its reply before giving up
+/// (the request timeout is used when longer).
+const STALL_GUARD_MIN: Duration = Duration::from_secs(120);
+
 /// Send one message and follow its reply as it streams, calling `on_text` with each new
 /// piece of text in order; returns the final reply.
 ///
@@ -452,6 +467,9 @@ pub async fn send_streaming<F: FnMut(&str)>(
         *printed = full.to_string();
     };
     let mut recovering_since: Option<Instant> = None;
+    // A server that accepted the message but never streams it must not hang the caller;
+    // generous, since a slow model may think for a while before its first token.
+    let stall_guard = client.options().timeouts.request.max(STALL_GUARD_MIN);
     loop {
         let next = match recovering_since {
             Some(since) => match timeout(
@@ -467,7 +485,15 @@ pub async fn send_streaming<F: FnMut(&str)>(
                     ));
                 }
             },
-            None => updates.recv().await,
+            None => match timeout(stall_guard, updates.recv()).await {
+                Ok(u) => u,
+                Err(_) => {
+                    return Err(ApiError::Network(format!(
+                        "no part of the reply arrived for {} s; it may still be stored on the server",
+                        stall_guard.as_secs()
+                    )));
+                }
+            },
         };
         match next {
             None => return Err(ApiError::Network("the stream task ended".into())),

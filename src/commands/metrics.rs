@@ -1,7 +1,7 @@
 //! `convo metrics`: aggregate metrics over a date range.
 use std::process::ExitCode;
 
-use chrono::{DateTime, Duration, NaiveDate, NaiveDateTime, Utc};
+use chrono::{DateTime, Duration, NaiveDate, NaiveDateTime, Timelike, Utc};
 use comfy_table::Cell;
 
 use super::{connect, fail, fail_api, print_json, sanitize, table, thousands};
@@ -55,8 +55,20 @@ pub fn parse_date(s: &str) -> Result<DateTime<Utc>, String> {
     ))
 }
 
+/// Now, rounded up to the next whole second: a plain date-time in the query that still
+/// covers everything that happened up to this moment.
+fn now_rounded_up() -> DateTime<Utc> {
+    let now = Utc::now();
+    let whole = now.with_nanosecond(0).unwrap_or(now);
+    if whole < now {
+        whole + Duration::seconds(1)
+    } else {
+        whole
+    }
+}
+
 pub async fn run(args: MetricsArgs, global: crate::config::GlobalArgs) -> ExitCode {
-    let end = args.end.unwrap_or_else(Utc::now);
+    let end = args.end.unwrap_or_else(now_rounded_up);
     let start = args.start.unwrap_or(end - Duration::days(7));
     if start > end {
         return fail(

@@ -107,6 +107,9 @@ pub(crate) fn table(header: &[&str], right: &[usize]) -> Table {
     t.load_style(presets::UTF8_FULL_CONDENSED)
         .set_content_arrangement(ContentArrangement::Dynamic)
         .set_header(header.to_vec());
+    // Snapshot tests must not depend on the width of the terminal running them.
+    #[cfg(test)]
+    t.force_no_tty();
     for &i in right {
         if let Some(c) = t.column_mut(i) {
             c.set_cell_alignment(CellAlignment::Right);
@@ -165,6 +168,64 @@ mod tests {
     fn sanitize_strips_escapes_and_bidi() {
         assert_eq!(sanitize("a\x1b[31mb\tc\nd\u{202E}e"), "a[31mb\tc\nde");
         assert!(matches!(sanitize("plain"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn reports_render_as_tables() {
+        use crate::api::{Metrics, Usage, Wallet};
+        let usage: Usage = serde_json::from_value(serde_json::json!({
+            "billingPeriod": {"start": "2026-11-01T00:00:00Z", "end": "2026-12-01T00:00:00Z"},
+            "requests": {"used": 41234, "limit": 50000, "percentage": 82.468},
+            "tokens": {"used": 99, "limit": 10000000, "percentage": 0.00099},
+            "sessions": {"active": 2, "limit": 500, "percentage": 0.4},
+            "tier": "pro"
+        }))
+        .unwrap();
+        insta::assert_snapshot!("usage", usage::render(&usage));
+
+        let metrics: Metrics = serde_json::from_value(serde_json::json!({
+            "period": {"start": "2026-11-01T00:00:00Z", "end": "2026-11-08T00:00:00Z", "granularity": "day"},
+            "sessions": {"total": 3, "active": 2, "averageDuration": 42.5},
+            "messages": {"total": 8, "averagePerSession": 2.6667, "userMessages": 4, "assistantMessages": 4},
+            "tokens": {"total": 1200, "prompt": 400, "completion": 800, "averagePerMessage": 150.0}
+        }))
+        .unwrap();
+        insta::assert_snapshot!("metrics", metrics::render(&metrics));
+
+        let wallet: Wallet = serde_json::from_value(serde_json::json!({
+            "walletId": "treasury", "address": "MASi45ub7Qe4ZE36UT5G6cU4ud8Fhhe4deS4F3cw9KTA",
+            "alias": "Team \u{1b}[31mtreasury", "balance": 1842.317,
+            "tokenAccounts": [{"mint": "EPjF", "symbol": "USDC", "balance": 250000.0, "usdValue": 250000.0},
+                              {"mint": "mSoL", "symbol": "mSOL", "balance": 310.2, "usdValue": 65886.48}],
+            "nfts": [{"mint": "NfT1", "name": "Mad Lad #1", "collection": "Mad Lads", "floorPrice": 80.5}],
+            "riskScore": 8, "riskFactors": [], "tags": ["treasury", "multisig"]
+        }))
+        .unwrap();
+        insta::assert_snapshot!("wallet", wallet::render(&wallet));
+
+        use chrono::TimeZone;
+        let at = chrono::Utc
+            .with_ymd_and_hms(2026, 11, 22, 0, 40, 0)
+            .unwrap();
+        let sessions = vec![
+            crate::store::SessionRecord {
+                id: "session_k1zbxTbfvBIJHLxy".into(),
+                title: Some("hi".into()),
+                created_at: at,
+                last_activity: at,
+                tokens: 1385,
+                deleted: false,
+            },
+            crate::store::SessionRecord {
+                id: "session_AAAAAAAAAAAAAAAA".into(),
+                title: None,
+                created_at: at,
+                last_activity: at - chrono::Duration::days(2),
+                tokens: 0,
+                deleted: false,
+            },
+        ];
+        insta::assert_snapshot!("sessions", sessions::render(&sessions));
     }
 
     #[test]

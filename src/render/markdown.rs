@@ -19,7 +19,7 @@ use ratatui::text::{Line, Span};
 use super::highlight::{self, HighlightMemo};
 use super::sanitize::sanitize;
 use super::style;
-use super::wrap::{self, Styled, WrapEvent};
+use super::wrap::{self, Measure, Styled, WrapEvent};
 
 /// Containers deeper than this draw no further bar or indent.
 pub const MAX_VISUAL_DEPTH: usize = 12;
@@ -91,6 +91,7 @@ pub(crate) enum Block {
     Flow {
         prefix: Arc<Prefix>,
         text: Styled,
+        measure: Measure,
     },
     /// Lines kept as they are, broken at the width with a marker (tables, HTML blocks).
     Fixed {
@@ -130,7 +131,7 @@ impl Block {
             .saturating_sub(self.prefix().drawn_width(width))
             .max(1);
         match self {
-            Block::Flow { text, .. } => wrap::count_wrapped(&text.text, avail, avail),
+            Block::Flow { text, measure, .. } => measure.count(&text.text, avail, avail),
             Block::Fixed { lines, .. } => lines
                 .iter()
                 .map(|l| wrap::count_hard_broken(&l.text, avail))
@@ -549,7 +550,12 @@ impl Builder {
                 tight.get_or_insert(kind == FlowKind::Tight);
             }
         }
-        self.emit(|prefix| Block::Flow { prefix, text });
+        let measure = Measure::new(&text.text);
+        self.emit(|prefix| Block::Flow {
+            prefix,
+            text,
+            measure,
+        });
     }
 
     fn pop_frame(&mut self) {
@@ -757,6 +763,7 @@ impl Builder {
                     self.emit(|prefix| Block::Flow {
                         prefix,
                         text: Styled::default(),
+                        measure: Measure::default(),
                     });
                 }
                 self.pop_frame();

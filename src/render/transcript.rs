@@ -289,9 +289,9 @@ impl Transcript {
                     break;
                 }
                 if n == 0 {
-                    buf.set_line(area.x, y, &header_line(&slot.entry), width);
+                    draw_line(buf, area.x, y, &header_line(&slot.entry), width);
                 } else if let Some(line) = body.get(n - 1) {
-                    buf.set_line(area.x, y, line, width);
+                    draw_line(buf, area.x, y, line, width);
                 }
                 y += 1;
             }
@@ -611,6 +611,89 @@ fn commit_point(src: &str, starts: &[TopStart]) -> Option<TopStart> {
     (start.offset > 0).then_some(start)
 }
 
+/// `Buffer::set_line`, with a fast path for printable ASCII: one cell per byte, no grapheme
+/// segmentation (segmentation was most of a frame's cost). Between two printable ASCII
+/// characters there is always a grapheme boundary, so a span is cut there into ASCII runs
+/// (drawn directly) and the rest (drawn by `set_stringn`); the cells are the same as
+/// `set_line`'s, which the transcript tests check against.
+fn draw_line(buf: &mut Buffer, x: u16, y: u16, line: &Line<'_>, max_width: u16) {
+    let mut x = x;
+    let mut remaining = max_width.min(buf.area.right().saturating_sub(x));
+    for span in &line.spans {
+        if remaining == 0 {
+            break;
+        }
+        let style = line.style.patch(span.style);
+        draw_span(buf, &mut x, y, &span.content, &mut remaining, style);
+    }
+}
+
+fn draw_span(
+    buf: &mut Buffer,
+    x: &mut u16,
+    y: u16,
+    text: &str,
+    remaining: &mut u16,
+    style: ratatui::style::Style,
+) {
+    let bytes = text.as_bytes();
+    let ascii = |b: u8| (0x20..0x7f).contains(&b);
+    let mut slow_start = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        if !ascii(bytes[i]) {
+            i += 1;
+            continue;
+        }
+        let run_start = i;
+        while i < bytes.len() && ascii(bytes[i]) {
+            i += 1;
+        }
+        // the characters touching non-ASCII text may be part of its graphemes
+        let fast_start = if run_start > 0 { run_start + 1 } else { 0 };
+        let fast_end = if i < bytes.len() { i - 1 } else { i };
+        if fast_start >= fast_end {
+            continue;
+        }
+        if slow_start < fast_start
+            && !draw_slow(buf, x, y, &text[slow_start..fast_start], remaining, style)
+        {
+            return;
+        }
+        for &b in &bytes[fast_start..fast_end] {
+            if *remaining == 0 {
+                return;
+            }
+            buf[(*x, y)].set_char(char::from(b)).set_style(style);
+            *x += 1;
+            *remaining -= 1;
+        }
+        slow_start = fast_end;
+    }
+    if slow_start < bytes.len() {
+        draw_slow(buf, x, y, &text[slow_start..], remaining, style);
+    }
+}
+
+/// Draw with `set_stringn`; false when not everything fitted (the span stops there).
+fn draw_slow(
+    buf: &mut Buffer,
+    x: &mut u16,
+    y: u16,
+    text: &str,
+    remaining: &mut u16,
+    style: ratatui::style::Style,
+) -> bool {
+    if *remaining == 0 {
+        return false;
+    }
+    let (end, _) = buf.set_stringn(*x, y, text, usize::from(*remaining), style);
+    let drawn = end.saturating_sub(*x).min(*remaining);
+    *remaining -= drawn;
+    *x = end;
+    usize::from(drawn) >= super::wrap::str_width(text)
+}
+
 /// Header line: a bar and the header text in the role's colour, then the state.
 fn header_line(entry: &Entry) -> Line<'static> {
     let role = style::role(entry.role);
@@ -721,6 +804,34 @@ mod tests {
             panic!("not streaming")
         };
         assert!(stream.committed_len > 0);
+    }
+
+    #[test]
+    fn draw_line_matches_set_line() {
+        use ratatui::style::Style;
+        let samples = [
+            "plain ascii only",
+            "e\u{301}tude cafe\u{301}",
+            "a\u{600}1b",
+            "日本語 and more 日本",
+            "x\u{200d}y 👩\u{200d}💻 z",
+            "wide at the edge: 日本語日本語",
+            "ﾃﾞｽﾄ ﾟa",
+        ];
+        for text in samples {
+            for width in 1..24u16 {
+                let line = Line::from(vec![
+                    Span::styled(text, Style::new().bold()),
+                    Span::raw("|tail"),
+                    Span::styled("語x", Style::new().red()),
+                ]);
+                let area = Rect::new(0, 0, 24, 1);
+                let (mut want, mut got) = (Buffer::empty(area), Buffer::empty(area));
+                want.set_line(0, 0, &line, width);
+                draw_line(&mut got, 0, 0, &line, width);
+                assert_eq!(got, want, "{text:?} at {width}");
+            }
+        }
     }
 
     #[test]

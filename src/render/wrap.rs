@@ -217,6 +217,124 @@ pub fn count_wrapped(text: &str, first: usize, rest: usize) -> usize {
     lines
 }
 
+/// Word widths of a text, measured once, so that its line count at any width is a pass over
+/// a few integers per word instead of over its bytes and graphemes (a resize recounts every
+/// entry of the transcript).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Measure {
+    tokens: Vec<Token>,
+}
+
+/// A word with the spaces before it, or a hard break.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Token {
+    /// Spaces before the word; [`Token::BREAK`] for a `\n`.
+    space: u32,
+    /// Width of the word; the top bit marks a word that is not plain ASCII.
+    width: u32,
+}
+
+impl Token {
+    const BREAK: u32 = u32::MAX;
+    const WIDE: u32 = 1 << 31;
+}
+
+fn saturate(n: usize) -> u32 {
+    u32::try_from(n)
+        .unwrap_or(u32::MAX - 1)
+        .min(Token::WIDE - 1)
+}
+
+impl Measure {
+    pub fn new(text: &str) -> Self {
+        let bytes = text.as_bytes();
+        let mut tokens = Vec::new();
+        let mut space = 0usize;
+        let mut i = 0;
+        while i < bytes.len() {
+            match bytes[i] {
+                b'\n' => {
+                    tokens.push(Token {
+                        space: Token::BREAK,
+                        width: 0,
+                    });
+                    space = 0;
+                    i += 1;
+                }
+                b' ' => {
+                    space += 1;
+                    i += 1;
+                }
+                _ => {
+                    let start = i;
+                    while i < bytes.len() && bytes[i] != b' ' && bytes[i] != b'\n' {
+                        i += 1;
+                    }
+                    let word = &text[start..i];
+                    let mut width = saturate(str_width(word));
+                    if !is_plain_ascii(word) {
+                        width |= Token::WIDE;
+                    }
+                    tokens.push(Token {
+                        space: saturate(space),
+                        width,
+                    });
+                    space = 0;
+                }
+            }
+        }
+        Self { tokens }
+    }
+
+    /// The number of lines [`wrap_words`] makes of `text` (the text this was measured from).
+    pub fn count(&self, text: &str, first: usize, rest: usize) -> usize {
+        let rest = rest.max(1);
+        let mut avail = first.max(1);
+        let mut lines = 1;
+        let mut line_width = 0usize;
+        let mut line_empty = true;
+        for token in &self.tokens {
+            if token.space == Token::BREAK {
+                lines += 1;
+                avail = rest;
+                line_width = 0;
+                line_empty = true;
+                continue;
+            }
+            let width = (token.width & !Token::WIDE) as usize;
+            let space = if line_empty { 0 } else { token.space as usize };
+            if !line_empty && line_width + space + width <= avail {
+                line_width += space + width;
+            } else if width <= avail {
+                if !line_empty {
+                    lines += 1;
+                    avail = rest;
+                }
+                line_width = width;
+                line_empty = false;
+            } else {
+                if token.width & Token::WIDE != 0 {
+                    // where a word of wide graphemes splits depends on each grapheme
+                    return count_wrapped(text, first, rest);
+                }
+                if !line_empty {
+                    lines += 1;
+                    avail = rest;
+                }
+                let mut remaining = width;
+                while remaining > avail {
+                    remaining -= avail;
+                    lines += 1;
+                    avail = rest;
+                }
+                line_width = remaining;
+                line_empty = false;
+            }
+        }
+        lines
+    }
+}
+
 /// Break `text` (one line, no `\n`) into segments of at most `avail` columns. Every segment
 /// but the last leaves room for [`BREAK_MARKER`] and reports `true`. At least one segment.
 pub fn hard_break(text: &str, avail: usize, mut emit: impl FnMut(usize, usize, bool)) {
@@ -270,6 +388,33 @@ pub fn count_hard_broken(text: &str, avail: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn measured_counts_equal_wrapped_counts() {
+        let texts = [
+            "aa bb cc",
+            "  lead and trail  ",
+            "x abcdefghijklmnopqrstuvwxyz y",
+            "a\n\n  b  \ncc dd",
+            "日本語のテキスト 日本 語",
+            "e\u{301}e\u{301}e\u{301} wordy words",
+            "👩\u{200d}💻👩\u{200d}💻👩\u{200d}💻 x",
+            "",
+            "\n",
+        ];
+        for text in texts {
+            let measure = Measure::new(text);
+            for first in 1..30 {
+                for rest in [1, 2, 3, 5, first, 29] {
+                    assert_eq!(
+                        measure.count(text, first, rest),
+                        count_wrapped(text, first, rest),
+                        "{text:?} {first} {rest}"
+                    );
+                }
+            }
+        }
+    }
 
     fn wrap(text: &str, first: usize, rest: usize) -> Vec<String> {
         let mut lines = vec![String::new()];

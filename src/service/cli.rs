@@ -31,6 +31,8 @@ pub struct ServeArgs {
     pub db: Option<String>,
     /// Accepted API key, `service_live_…` with an optional `=free|pro|enterprise` (default pro).
     /// Repeatable. Without one, a key is generated and printed once to stderr.
+    // The id `api_keys` is shared with the global client flag `--api-key` (config.rs), so that
+    // clap does not define `--api-key` twice in `serve`.
     #[arg(
         long = "api-key",
         value_name = "KEY[=TIER]",
@@ -104,8 +106,9 @@ fn config_from_args(args: &ServeArgs) -> Result<(ServiceConfig, Vec<String>), St
     let mut api_keys = args
         .api_keys
         .iter()
+        .map(String::as_str)
         .filter(|k| !k.is_empty())
-        .map(|k| parse_key_arg(k))
+        .map(parse_key_arg)
         .collect::<Result<Vec<_>, _>>()?;
     if api_keys.is_empty() {
         let key = super::generate_api_key();
@@ -163,6 +166,7 @@ fn init_logging() {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("convo=info,warn"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .try_init();
 }

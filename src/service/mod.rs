@@ -18,7 +18,7 @@ pub mod error;
 pub mod ids;
 pub mod jwt;
 pub mod router;
-mod routes;
+pub mod routes;
 pub mod store;
 pub mod stream;
 pub mod time;
@@ -75,7 +75,9 @@ impl SessionLocks {
     }
 }
 
-/// A service running in the background of the current tokio runtime.
+/// A service running in the background of the current tokio runtime. Call `shutdown` to stop
+/// it cleanly; dropping it also stops it (the server, streams and replies in flight wind down in
+/// the background) but without waiting for the final checkpoint.
 pub struct RunningService {
     pub addr: SocketAddr,
     /// The first configured key.

@@ -18,6 +18,7 @@ use super::error::ApiError;
 use super::routes;
 
 pub const MESSAGES: &str = "/v1/sessions/{sessionId}/messages";
+pub const SESSIONS: &str = "/v1/sessions";
 pub const SESSION: &str = "/v1/sessions/{sessionId}";
 pub const STREAM: &str = "/v1/sessions/{sessionId}/stream";
 pub const METRICS: &str = "/v1/analytics/metrics";
@@ -28,6 +29,8 @@ pub const HEALTH: &str = "/healthz";
 /// Every (method, path) served, in the path syntax of OpenAPI.
 pub const ROUTES: &[(&str, &str)] = &[
     ("POST", MESSAGES),
+    ("GET", MESSAGES),
+    ("GET", SESSIONS),
     ("DELETE", SESSION),
     ("GET", STREAM),
     ("GET", METRICS),
@@ -36,12 +39,17 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", HEALTH),
 ];
 
-/// Largest accepted request body.
-pub const MAX_BODY_BYTES: usize = 64 * 1024;
+/// Largest accepted request body: room for 10,000 characters of content written as JSON
+/// `\uXXXX` surrogate pairs (12 bytes each) plus 16 KiB of metadata, escaped.
+pub const MAX_BODY_BYTES: usize = 256 * 1024;
 
 pub(crate) fn build(state: Arc<AppState>) -> Router {
     Router::new()
-        .route(MESSAGES, post(routes::messages::send))
+        .route(
+            MESSAGES,
+            post(routes::messages::send).get(routes::sessions::history),
+        )
+        .route(SESSIONS, get(routes::sessions::list))
         .route(SESSION, delete(routes::sessions::delete))
         .route(STREAM, get(routes::stream::connect))
         .route(METRICS, get(routes::analytics::metrics))
@@ -52,7 +60,24 @@ pub(crate) fn build(state: Arc<AppState>) -> Router {
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn(catch_panic))
+        .layer(axum::middleware::from_fn(log_request))
         .with_state(state)
+}
+
+/// One log line per request: method, path (ids only, never credentials), status, duration.
+async fn log_request(request: Request, next: Next) -> Response {
+    let method = request.method().clone();
+    let path = request.uri().path().to_string();
+    let started = std::time::Instant::now();
+    let response = next.run(request).await;
+    tracing::info!(
+        %method,
+        path,
+        status = response.status().as_u16(),
+        ms = started.elapsed().as_millis() as u64,
+        "request"
+    );
+    response
 }
 
 /// A handler that panics answers 500 `internal` (no detail) instead of dropping the connection.

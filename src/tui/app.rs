@@ -151,6 +151,8 @@ pub struct PendingSend {
     pub accepted: bool,
     /// Sent with `stream: true`: the text comes on the stream.
     pub streamed: bool,
+    /// The reply completed on the stream before the POST answered.
+    pub reply_done: bool,
 }
 
 /// The session shown in the transcript.
@@ -391,11 +393,25 @@ impl App {
 
     /// The layout for the current size and composer.
     pub fn layout(&self) -> AppLayout {
-        layout::compute(
-            self.size,
-            self.composer.lines().len(),
-            self.settings.show_sessions,
-        )
+        layout::compute(self.size, self.composer_rows(), self.settings.show_sessions)
+    }
+
+    /// Rows the composer's text takes once wrapped to the composer's width.
+    pub fn composer_rows(&self) -> usize {
+        let width = layout::compute(self.size, 1, self.settings.show_sessions)
+            .composer
+            .width
+            .saturating_sub(2)
+            .max(1) as usize;
+        self.composer
+            .lines()
+            .iter()
+            .map(|l| {
+                unicode_width::UnicodeWidthStr::width(l.as_str())
+                    .div_ceil(width)
+                    .max(1)
+            })
+            .sum()
     }
 
     /// Sessions matching the filter, most recent first.
@@ -505,6 +521,7 @@ impl App {
             } => self.on_send_failed(session_id, send_id, failure, &mut out),
             AppEvent::Stream { session_id, update } => self.on_stream(session_id, update, &mut out),
             AppEvent::Deleted { session_id } => {
+                out.push(Command::RefreshUsage);
                 self.notify(
                     Level::Info,
                     format!("deleted {}", self.title_of(&session_id)),
@@ -638,12 +655,9 @@ impl App {
             super::wallet::open(self, None, out);
         } else if k.back.matches(key) && !self.filtering {
             // Esc: stop following a stream, else clear the notice or a send error.
+            let (w, h) =
+                transcript_viewport(self.size, self.composer_rows(), self.settings.show_sessions);
             if let Some(open) = self.open.as_mut().filter(|o| o.follow && o.is_streaming()) {
-                let (w, h) = transcript_viewport(
-                    self.size,
-                    self.composer.lines().len(),
-                    self.settings.show_sessions,
-                );
                 open.top = open.effective_top(w, h);
                 open.follow = false;
                 self.notify(
@@ -912,20 +926,14 @@ impl App {
     }
 
     fn page(&self) -> usize {
-        let (_, h) = transcript_viewport(
-            self.size,
-            self.composer.lines().len(),
-            self.settings.show_sessions,
-        );
+        let (_, h) =
+            transcript_viewport(self.size, self.composer_rows(), self.settings.show_sessions);
         (h as usize).saturating_sub(2).max(1)
     }
 
     fn scroll_by(&mut self, delta: isize) {
-        let (w, h) = transcript_viewport(
-            self.size,
-            self.composer.lines().len(),
-            self.settings.show_sessions,
-        );
+        let (w, h) =
+            transcript_viewport(self.size, self.composer_rows(), self.settings.show_sessions);
         let Some(open) = self.open.as_mut() else {
             return;
         };
@@ -938,11 +946,8 @@ impl App {
     }
 
     fn reveal_selected(&mut self) {
-        let (w, h) = transcript_viewport(
-            self.size,
-            self.composer.lines().len(),
-            self.settings.show_sessions,
-        );
+        let (w, h) =
+            transcript_viewport(self.size, self.composer_rows(), self.settings.show_sessions);
         let Some(open) = self.open.as_mut() else {
             return;
         };
@@ -1039,9 +1044,11 @@ impl App {
                     }));
                 }
             }
+            // The draft went to the store with its session. Text typed before any session
+            // was open (the store still loading) stays for the session about to open.
+            self.composer = new_composer();
+            self.metadata = None;
         }
-        self.composer = new_composer();
-        self.metadata = None;
         self.send_error = None;
     }
 
@@ -1215,6 +1222,7 @@ impl App {
             reply_item,
             accepted: false,
             streamed: stream,
+            reply_done: false,
         });
         let body = SendMessage {
             content: text,
@@ -1320,8 +1328,11 @@ impl App {
                 r.message_id = Some(reply_id);
             }
         }
-        let complete = !reply.content.is_empty() || !streamed;
-        if complete {
+        let reply_done = open.pending.as_ref().is_some_and(|p| p.reply_done);
+        if reply_done {
+            open.pending = None;
+            self.store_reply(&session_id, reply_item, out);
+        } else if !reply.content.is_empty() || !streamed {
             self.finish_reply(&session_id, reply, out);
         }
         // The session list: title from the first message, most recent first.
@@ -1354,7 +1365,8 @@ impl App {
             Some(i) => i,
             None => return,
         };
-        if open.items[idx].state == EntryState::Interrupted && open.pending.is_none() {
+        // Only a reply still coming completes (a stopped or finished one stays as it is).
+        if open.items[idx].state != EntryState::Streaming {
             return;
         }
         let item = &mut open.items[idx];
@@ -1368,14 +1380,31 @@ impl App {
         open.transcript.set_state(entry, EntryState::Complete);
         open.transcript
             .set_header(entry, header_for(role, at, reply.tokens));
-        if open.pending.as_ref().is_some_and(|p| p.reply_item == idx) {
-            open.pending = None;
+        match open.pending.as_mut().filter(|p| p.reply_item == idx) {
+            // The stream beat the POST's answer: the reply is stored after the message.
+            Some(p) if !p.accepted => {
+                p.reply_done = true;
+                return;
+            }
+            Some(_) => open.pending = None,
+            None => {}
         }
+        self.store_reply(session_id, idx, out);
+    }
+
+    /// Stores a completed reply and counts its tokens in the session.
+    fn store_reply(&mut self, session_id: &str, idx: usize, out: &mut Vec<Command>) {
+        let Some(open) = self.open.as_mut().filter(|o| o.id == session_id) else {
+            return;
+        };
+        let Some(item) = open.items.get(idx) else {
+            return;
+        };
         out.push(Command::Persist(StoreOp::AppendMessage {
             session_id: session_id.to_string(),
-            message: stored(&open.items[idx]),
+            message: stored(item),
         }));
-        let tokens = open.items[idx].tokens;
+        let tokens = item.tokens;
         if let Some(s) = self.sessions.iter_mut().find(|s| s.id == session_id) {
             s.tokens += tokens;
             s.last_activity = self.now;
@@ -1567,8 +1596,8 @@ pub fn title_from(text: &str) -> String {
     }
 }
 
-fn transcript_viewport(size: Rect, composer_lines: usize, show_sessions: bool) -> (u16, u16) {
-    let l = layout::compute(size, composer_lines, show_sessions);
+fn transcript_viewport(size: Rect, composer_rows: usize, show_sessions: bool) -> (u16, u16) {
+    let l = layout::compute(size, composer_rows, show_sessions);
     (l.transcript_inner.width, l.transcript_inner.height)
 }
 

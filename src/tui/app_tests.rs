@@ -581,6 +581,10 @@ fn delete_asks_first_and_moves_to_the_next_session() {
         session_id: A.into(),
     });
     assert!(cmds.contains(&Command::Persist(StoreOp::DeleteSession(A.into()))));
+    assert!(
+        cmds.contains(&Command::RefreshUsage),
+        "the sessions gauge moves"
+    );
     assert_eq!(app.open_id(), Some(B));
     assert_eq!(app.sessions.len(), 2);
 }
@@ -863,4 +867,66 @@ fn server_text_is_sanitised_before_it_reaches_the_screen() {
         );
     }
     assert!(!text.contains("52;c"), "an OSC sequence leaked: {text}");
+}
+
+#[test]
+fn a_reply_done_before_the_post_answers_is_stored_after_the_message_and_once() {
+    let mut app = app();
+    type_text(&mut app, "quick");
+    let (_, send_id, _) = sent(&app.update(key(KeyCode::Enter))).unwrap();
+    app.update(delta("r", 0, "fast reply"));
+    let done = AppEvent::Stream {
+        session_id: A.into(),
+        update: StreamStatus::Event(StreamEvent::Done {
+            message: reply("r", "fast reply", 2),
+        }),
+    };
+    let early = app.update(done.clone());
+    assert!(
+        !early
+            .iter()
+            .any(|c| matches!(c, Command::Persist(StoreOp::AppendMessage { .. })))
+    );
+    let cmds = app.update(AppEvent::SendAccepted {
+        session_id: A.into(),
+        send_id,
+        reply: reply("r", "", 0),
+        prompt_tokens: 1,
+    });
+    let roles: Vec<Role> = cmds
+        .iter()
+        .filter_map(|c| match c {
+            Command::Persist(StoreOp::AppendMessage { message, .. }) => Some(message.role),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(roles, [Role::User, Role::Assistant]);
+    assert!(open(&app).pending.is_none());
+    // A repeated done changes nothing.
+    let again = app.update(done);
+    assert!(!again.iter().any(|c| matches!(c, Command::Persist(_))));
+    assert_eq!(app.sessions.iter().find(|s| s.id == A).unwrap().tokens, 23);
+}
+
+#[test]
+fn text_typed_before_the_store_loads_is_kept() {
+    let mut app = App::new(
+        KeyBindings::default(),
+        Settings::default(),
+        Rect::new(0, 0, 80, 24),
+        t0(),
+    );
+    type_text(&mut app, "early words");
+    app.update(AppEvent::StoreLoaded {
+        sessions: vec![session(A, "first", 1, 0)],
+        last_open: Some(A.into()),
+    });
+    assert_eq!(app.composer_text(), "early words");
+    // The stored draft does not overwrite what was typed.
+    app.update(AppEvent::TranscriptLoaded {
+        session_id: A.into(),
+        messages: vec![],
+        draft: Some("old draft".into()),
+    });
+    assert_eq!(app.composer_text(), "early words");
 }

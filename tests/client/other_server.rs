@@ -134,6 +134,7 @@ async fn unknown_fields_are_ignored_everywhere() {
         .unwrap();
     assert_eq!(reply.content, "hi");
     assert!(client.delete_session(SESSION).await.unwrap().deleted);
+    assert_eq!(client.health().await, Ok(false), "no /healthz here");
 }
 
 #[tokio::test]

@@ -319,3 +319,50 @@ async fn a_stream_error_event_becomes_the_typed_error() {
     assert_eq!(e.code(), "engine_failed");
     assert_eq!(e.to_string(), "engine_failed: the engine stopped");
 }
+
+#[tokio::test]
+async fn dropping_the_handle_closes_the_connection() {
+    let (closed_tx, closed_rx) = tokio::sync::oneshot::channel::<()>();
+    let closed_tx = Arc::new(Mutex::new(Some(closed_tx)));
+    let router = Router::new().route(
+        "/v1/sessions/{id}/stream",
+        get(move |ws: WebSocketUpgrade| {
+            let closed_tx = closed_tx.clone();
+            async move {
+                ws.on_upgrade(move |mut socket| async move {
+                    while let Some(Ok(msg)) = socket.recv().await {
+                        if matches!(msg, WsMessage::Close(_)) {
+                            break;
+                        }
+                    }
+                    if let Some(tx) = closed_tx.lock().unwrap().take() {
+                        let _ = tx.send(());
+                    }
+                })
+            }
+        }),
+    );
+    let base = serve(router).await;
+    let (handle, mut rx) = SessionStream::connect_with(options(&base), SESSION, fast());
+    assert_eq!(next(&mut rx).await, StreamUpdate::Connected);
+    drop(handle);
+    tokio::time::timeout(Duration::from_secs(30), closed_rx)
+        .await
+        .expect("the server saw the stream close (guard against a hang)")
+        .unwrap();
+    assert!(rx.recv().await.is_none(), "the task ended");
+}
+
+#[tokio::test]
+async fn the_key_is_not_sent_over_plain_ws_to_another_host() {
+    let mut o = options(&"http://192.0.2.1:9".parse().unwrap());
+    o.allow_insecure = false;
+    let (_handle, mut rx) = SessionStream::connect_with(o, SESSION, fast());
+    match next(&mut rx).await {
+        StreamUpdate::Disconnected {
+            error: ApiError::Config(m),
+            retry_in: None,
+        } => assert!(m.contains("refusing to send the API key"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+}

@@ -127,6 +127,11 @@ impl Convo {
         }
     }
 
+    /// Everything the program wrote, as bytes.
+    pub fn output(&self) -> Vec<u8> {
+        self.raw.lock().unwrap().clone()
+    }
+
     /// The state of the terminal after the program left.
     pub fn restored(&self) -> Restored {
         let parser = self.parser.lock().unwrap();
@@ -157,7 +162,7 @@ pub struct Restored {
     pub left_alternate_screen: bool,
 }
 
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+pub fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
 }
 

@@ -1,6 +1,6 @@
 //! A user's session with the real binary on the embedded service.
 
-use super::harness::{Convo, keys};
+use super::harness::{Convo, contains, keys};
 
 #[test]
 fn type_a_message_and_see_the_streamed_reply() {
@@ -20,8 +20,38 @@ fn type_a_message_and_see_the_streamed_reply() {
     convo.wait_for("usage numbers", |s| {
         s.contains("req ") && !s.contains("req ─────────── 0/")
     });
+    // Tab twice to the transcript, `y` copies the last reply with OSC 52.
+    convo.send(keys::TAB);
+    convo.send(keys::TAB);
+    convo.wait_text("y copy");
+    convo.send(b"y");
+    convo.wait_text("copied");
+    assert!(
+        contains(&convo.output(), b"\x1b]52;c;"),
+        "an OSC 52 sequence was written"
+    );
     convo.send(keys::CTRL_C);
     assert!(convo.wait_exit(), "convo exits 0");
+}
+
+#[test]
+fn a_bad_key_binding_is_refused_with_the_field_named() {
+    let home = tempfile::tempdir().unwrap();
+    let config = home.path().join("config.toml");
+    std::fs::write(&config, "[keys]\nnew_session = \"<Ctrl-Nope>\"\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_convo"))
+        .env_clear()
+        .env("HOME", home.path())
+        .env("CONVO_CONFIG", &config)
+        .env("CONVO_DATA_DIR", home.path().join("data"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("keys.new_session") && stderr.contains("Nope"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -58,7 +88,19 @@ fn delete_a_session_with_the_keyboard() {
     convo.wait_for("the session to go", |s| {
         s.contains("deleted") && !s.contains("Delete session?")
     });
-    let screen = convo.wait_for("the list without it", |s| !s.contains("first session mess"));
+    // Only the notice still names it; the list has the other session alone.
+    let screen = convo.wait_for("the list without it", |s| {
+        s.matches("first session mess").count() == 1
+    });
+    assert!(
+        screen.contains("deleted “first session message”"),
+        "{screen}"
+    );
+    let listed = screen
+        .lines()
+        .filter(|l| l.contains("just now ·") || l.contains(" ago ·"))
+        .count();
+    assert_eq!(listed, 1, "one session left:\n{screen}");
     assert!(screen.contains("second session message"), "{screen}");
     convo.send(b"q");
     assert!(convo.wait_exit());

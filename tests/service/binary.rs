@@ -20,6 +20,7 @@ fn serve_prints_one_line_serves_and_stops_on_sigterm() {
         ])
         .arg(&db)
         .env_remove("CONVO_SERVE_API_KEYS")
+        .env_remove("CONVO_API_KEY")
         .env_remove("CONVO_JWT_SECRET")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -77,6 +78,78 @@ fn serve_prints_one_line_serves_and_stops_on_sigterm() {
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))
         .unwrap();
     assert_eq!(check, "ok");
+}
+
+#[test]
+fn serve_takes_repeated_api_keys_with_tiers() {
+    let k1 = "service_live_AAAAbbbbCCCCdddd1111";
+    let k2 = "service_live_EEEEffffGGGGhhhh2222";
+    let mut child = Command::new(BIN)
+        .args([
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--db",
+            ":memory:",
+            "--jwt-secret",
+            "s",
+        ])
+        .args([
+            "--api-key",
+            &format!("{k1}=free"),
+            "--api-key",
+            &format!("{k2}=enterprise"),
+        ])
+        .env_remove("CONVO_SERVE_API_KEYS")
+        .env_remove("CONVO_API_KEY")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let base = line
+        .trim_end()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .to_string();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let tiers: Vec<String> = runtime.block_on(async {
+        let http = reqwest::Client::new();
+        let mut tiers = Vec::new();
+        for key in [k1, k2] {
+            let usage: serde_json::Value = http
+                .get(format!("{base}/v1/analytics/usage"))
+                .bearer_auth(key)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            tiers.push(usage["tier"].as_str().unwrap().to_string());
+        }
+        tiers
+    });
+    assert_eq!(tiers, ["free", "enterprise"]);
+    Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(
+        !stderr.contains("AAAAbbbb") && !stderr.contains("EEEEffff"),
+        "keys never printed: {stderr}"
+    );
 }
 
 #[test]

@@ -229,6 +229,21 @@ async fn bad_message_bodies_are_400_naming_the_field() {
         assert_eq!(status, StatusCode::BAD_REQUEST, "{request}");
         assert_envelope(&body, "invalid_request", field);
     }
+    // 10,000 astral characters written as escaped surrogate pairs (120 KB of JSON) fit.
+    let escaped = format!(r#"{{"content": "{}"}}"#, "\\ud83d\\ude00".repeat(10_000));
+    let resp = svc
+        .http
+        .post(svc.url(&format!("/v1/sessions/{}/messages", session())))
+        .bearer_auth(&svc.key)
+        .header("content-type", "application/json")
+        .body(escaped)
+        .send()
+        .await
+        .unwrap();
+    // Read and parsed in full: 10,000 emoji are more tokens than the default context holds.
+    let (status, body) = body_json(resp).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(body["error"]["code"], "context_overflow", "{body}");
     // Exactly 10,000 characters (multi-byte) is accepted.
     let (status, body) = svc.post(&sid, json!({"content": "é ".repeat(5_000)})).await;
     assert_eq!(status, StatusCode::OK, "{body}");
@@ -356,7 +371,7 @@ async fn credentials_are_checked_with_401_and_www_authenticate() {
 async fn oversized_bodies_unknown_routes_and_wrong_methods_get_the_envelope() {
     let svc = start_default().await;
     let sid = session();
-    let big = format!(r#"{{"content": "{}"}}"#, "x".repeat(70 * 1024));
+    let big = format!(r#"{{"content": "{}"}}"#, "x".repeat(300 * 1024));
     let resp = svc
         .http
         .post(svc.url(&format!("/v1/sessions/{sid}/messages")))
@@ -368,7 +383,7 @@ async fn oversized_bodies_unknown_routes_and_wrong_methods_get_the_envelope() {
         .unwrap();
     let (status, body) = body_json(resp).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
-    assert_envelope(&body, "payload_too_large", "65536");
+    assert_envelope(&body, "payload_too_large", "262144");
 
     let (status, body) = svc.get("/v2/nothing").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
@@ -386,7 +401,7 @@ async fn oversized_bodies_unknown_routes_and_wrong_methods_get_the_envelope() {
 
     let resp = svc
         .http
-        .get(svc.url(&format!("/v1/sessions/{sid}/messages")))
+        .put(svc.url(&format!("/v1/sessions/{sid}/messages")))
         .bearer_auth(&svc.key)
         .send()
         .await
@@ -490,6 +505,8 @@ async fn the_session_limit_is_429_with_limit_reset_and_retry_after() {
     assert_eq!(body["error"]["resetAt"], usage["billingPeriod"]["end"]);
     assert_eq!(usage["sessions"]["active"], 10);
     assert_eq!(usage["sessions"]["percentage"], 100.0);
+    // Counted: the ten sends, the send refused for the sessions limit, and this usage request.
+    assert_eq!(usage["requests"]["used"], 12);
 }
 
 #[tokio::test]
@@ -509,4 +526,66 @@ async fn a_storage_failure_is_500_internal_without_detail() {
         body,
         json!({"error": {"code": "internal", "message": "internal error; see the service log"}})
     );
+}
+
+#[tokio::test]
+async fn the_session_list_and_history_extensions_show_stored_data() {
+    use convo::service::routes::sessions::{MessageList, SessionList};
+    let svc = start_default().await;
+    let (older, newer) = (session(), session());
+    svc.send_text(&older, "first session").await;
+    let (status, reply) = svc
+        .post(
+            &newer,
+            json!({"content": "second session", "role": "system", "metadata": {"k": [1, 2]}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+
+    let (status, body) = svc.get("/v1/sessions").await;
+    assert_eq!(status, StatusCode::OK);
+    let list: SessionList = serde_json::from_value(body).unwrap();
+    let ids: Vec<&str> = list
+        .sessions
+        .iter()
+        .map(|s| s.session_id.as_str())
+        .collect();
+    assert_eq!(
+        ids,
+        [newer.as_str(), older.as_str()],
+        "most recently active first"
+    );
+    assert_eq!(list.sessions[0].message_count, 2);
+    assert_eq!(
+        list.sessions[0].tokens,
+        convo::service::tokens::count("second session") + reply["tokens"].as_u64().unwrap()
+    );
+
+    let (status, body) = svc.get(&format!("/v1/sessions/{newer}/messages")).await;
+    assert_eq!(status, StatusCode::OK);
+    let history: MessageList = serde_json::from_value(body).unwrap();
+    assert_eq!(history.session_id, newer);
+    assert_eq!(history.messages.len(), 2);
+    assert_eq!(history.messages[0].message.role, convo::api::Role::System);
+    assert_eq!(history.messages[0].message.content, "second session");
+    assert_eq!(history.messages[0].metadata, Some(json!({"k": [1, 2]})));
+    assert_eq!(
+        history.messages[1].message.message_id,
+        reply["messageId"].as_str().unwrap()
+    );
+    assert_eq!(
+        history.messages[1].message.content,
+        reply["content"].as_str().unwrap()
+    );
+
+    assert_eq!(svc.delete(&older).await.0, StatusCode::OK);
+    let (_, body) = svc.get("/v1/sessions").await;
+    assert_eq!(body["sessions"].as_array().unwrap().len(), 1);
+    let (status, body) = svc.get(&format!("/v1/sessions/{older}/messages")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(body["error"]["code"], "session_not_found");
+    let (status, _) = svc
+        .get(&format!("/v1/sessions/{}/messages", session()))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
 }

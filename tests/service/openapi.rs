@@ -85,6 +85,26 @@ fn the_spec_is_openapi_3_1_with_both_security_schemes_and_every_status() {
     }
 }
 
+/// No YAML parser is a dependency; this catches the usual mistake of hand-written YAML, a plain
+/// scalar holding `: ` or ` #` (which changes its meaning or makes the file invalid).
+#[test]
+fn plain_yaml_scalars_hold_no_colon_space_or_comment() {
+    for (n, line) in SPEC.lines().enumerate() {
+        let Some((_, value)) = line.trim_start().split_once(": ") else {
+            continue;
+        };
+        let value = value.trim();
+        if value.is_empty() || value.starts_with(['\'', '"', '|', '{', '[', '>']) {
+            continue;
+        }
+        assert!(
+            !value.contains(": ") && !value.contains(" #"),
+            "docs/openapi.yaml line {}: quote this value: {value}",
+            n + 1
+        );
+    }
+}
+
 #[tokio::test]
 async fn every_documented_operation_is_served() {
     let svc = start_default().await;

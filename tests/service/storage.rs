@@ -258,3 +258,22 @@ async fn the_token_limit_is_429() {
     assert_eq!(svc.usage().await["tokens"]["percentage"], 100.0);
     svc.service.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_persistent_embedded_service_keeps_its_key_and_sessions() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = start_with(ServiceConfig::persistent(dir.path(), 0).unwrap()).await;
+    let sid = session();
+    svc.send_text(&sid, "before the restart").await;
+    svc.service.shutdown().await;
+    let svc = start_with(ServiceConfig::persistent(dir.path(), 0).unwrap()).await;
+    let reply = svc.send_text(&sid, "after the restart").await;
+    assert!(
+        reply["content"]
+            .as_str()
+            .unwrap()
+            .contains("**3** messages"),
+        "{reply}"
+    );
+    svc.service.shutdown().await;
+}

@@ -88,8 +88,23 @@ fn asks_for_code(text: &str) -> bool {
             .any(|w| CODE_WORDS.contains(&w))
 }
 
+fn is_greeting(text: &str) -> bool {
+    let first = text
+        .split(|c: char| !c.is_alphanumeric())
+        .find(|w| !w.is_empty())
+        .unwrap_or("")
+        .to_lowercase();
+    ["hi", "hello", "hey", "hallo", "bonjour", "hola"].contains(&first.as_str())
+}
+
+/// `text` on one line, without markdown markers that would break the surrounding emphasis,
+/// cut at `max_chars`.
 fn quote(text: &str, max_chars: usize) -> String {
-    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let one_line = text
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace(['*', '`', '_'], "");
     if one_line.chars().count() <= max_chars {
         one_line
     } else {
@@ -121,6 +136,9 @@ pub fn compose(request: &ReplyRequest) -> String {
     let words_asked = asked.split_whitespace().count();
 
     let mut text = String::new();
+    if is_greeting(asked) && users <= 1 {
+        text.push_str("Hello! ");
+    }
     text.push_str(
         "I am **convo's offline engine**: no language model runs here, so I answer from the \
          conversation itself.\n\n",
@@ -150,6 +168,26 @@ pub fn compose(request: &ReplyRequest) -> String {
             "- it began with *\"{}\"*\n",
             quote(&first.content, 60)
         ));
+    }
+    let earlier: Vec<&str> = history
+        .iter()
+        .filter(|m| m.role == Role::User)
+        .map(|m| m.content.as_str())
+        .rev()
+        .skip(1)
+        .take(3)
+        .collect();
+    if !earlier.is_empty() {
+        text.push_str("\nMost recently before this, you said:\n\n");
+        for said in earlier {
+            text.push_str(&format!("1. *\"{}\"*\n", quote(said, 80)));
+        }
+    }
+    if asked.trim_end().ends_with('?') {
+        text.push_str(
+            "\nThat is a question I cannot look up offline; a model behind the `openai` engine \
+             can answer it.\n",
+        );
     }
     if asks_for_code(asked) {
         let escaped = quote(asked, 60).replace('\\', "\\\\").replace('"', "\\\"");
@@ -204,6 +242,22 @@ mod tests {
         assert!(!r.contains("```"));
         let again = compose(&request(&[(Role::User, "What is a monad?")]));
         assert_eq!(r, again, "deterministic");
+    }
+
+    #[test]
+    fn later_turns_recall_earlier_messages_and_questions_are_named() {
+        let r = compose(&request(&[
+            (Role::User, "Hello there"),
+            (Role::Assistant, "..."),
+            (Role::User, "I like **bold** ideas"),
+            (Role::Assistant, "..."),
+            (Role::User, "Why is the sky blue?"),
+        ]));
+        assert!(!r.starts_with("Hello!"), "only the first turn greets back");
+        assert!(r.contains("1. *\"I like bold ideas\"*\n1. *\"Hello there\"*"));
+        assert!(r.contains("question I cannot look up offline"));
+        assert!(r.contains("it began with *\"Hello there\"*"));
+        assert!(compose(&request(&[(Role::User, "hi!")])).starts_with("Hello! "));
     }
 
     #[test]

@@ -18,7 +18,8 @@ use crate::api::is_valid_session_id;
 pub(crate) fn session_id(
     path: Result<axum::extract::Path<String>, PathRejection>,
 ) -> Result<String, ApiError> {
-    let axum::extract::Path(id) = path.map_err(|e| ApiError::invalid(format!("bad path: {e}")))?;
+    let axum::extract::Path(id) =
+        path.map_err(|e| ApiError::invalid(format!("`sessionId` in the path: {e}")))?;
     if is_valid_session_id(&id) {
         Ok(id)
     } else {

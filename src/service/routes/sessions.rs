@@ -1,4 +1,5 @@
-//! `DELETE /v1/sessions/{sessionId}`.
+//! `DELETE /v1/sessions/{sessionId}`, and the extensions `GET /v1/sessions` and
+//! `GET /v1/sessions/{sessionId}/messages`.
 
 use std::sync::Arc;
 
@@ -7,10 +8,12 @@ use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 
-use crate::api::Deleted;
+use serde::{Deserialize, Serialize};
+
+use crate::api::{Deleted, Message};
 use crate::service::error::ApiError;
-use crate::service::router::SESSION;
-use crate::service::store::messages;
+use crate::service::router::{MESSAGES, SESSION, SESSIONS};
+use crate::service::store::messages::{self, SessionStatus};
 use crate::service::{AppState, auth, time};
 
 pub(crate) async fn delete(
@@ -34,4 +37,100 @@ pub(crate) async fn delete(
     } else {
         Err(ApiError::session_not_found(&session_id))
     }
+}
+
+/// One entry of `GET /v1/sessions` (extension).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionSummary {
+    pub session_id: String,
+    pub created_at: String,
+    pub last_activity_at: String,
+    pub message_count: u64,
+    pub tokens: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionList {
+    pub sessions: Vec<SessionSummary>,
+}
+
+/// One stored message of `GET /v1/sessions/{id}/messages` (extension): the Message fields
+/// plus the metadata sent with it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoredMessage {
+    #[serde(flatten)]
+    pub message: Message,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageList {
+    pub session_id: String,
+    pub messages: Vec<StoredMessage>,
+}
+
+/// `GET /v1/sessions` (extension): the account's live sessions, most recently active first.
+pub(crate) async fn list(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+) -> Result<Json<SessionList>, ApiError> {
+    let account = auth::admit(&state, &headers, "GET", SESSIONS).await?;
+    let rows = state
+        .store
+        .call(move |c| messages::list_sessions(c, account.id))
+        .await?;
+    Ok(Json(SessionList {
+        sessions: rows
+            .into_iter()
+            .map(|r| SessionSummary {
+                session_id: r.id,
+                created_at: time::ms_to_rfc3339(r.created_at_ms),
+                last_activity_at: time::ms_to_rfc3339(r.last_activity_ms),
+                message_count: r.messages,
+                tokens: r.tokens,
+            })
+            .collect(),
+    }))
+}
+
+/// `GET /v1/sessions/{sessionId}/messages` (extension): the stored history, oldest first.
+pub(crate) async fn history(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Json<MessageList>, ApiError> {
+    let account = auth::admit(&state, &headers, "GET", MESSAGES).await?;
+    let session_id = super::session_id(path)?;
+    let sid = session_id.clone();
+    let rows = state
+        .store
+        .call(move |c| {
+            if messages::session_status(c, account.id, &sid)? != SessionStatus::Live {
+                return Ok(None);
+            }
+            messages::session_messages(c, &sid).map(Some)
+        })
+        .await?
+        .ok_or_else(|| ApiError::session_not_found(&session_id))?;
+    Ok(Json(MessageList {
+        session_id: session_id.clone(),
+        messages: rows
+            .into_iter()
+            .map(|r| StoredMessage {
+                message: Message {
+                    message_id: r.id,
+                    session_id: session_id.clone(),
+                    role: r.role,
+                    content: r.content,
+                    tokens: r.tokens,
+                    created_at: time::ms_to_rfc3339(r.created_at_ms),
+                },
+                metadata: r.metadata.and_then(|m| serde_json::from_str(&m).ok()),
+            })
+            .collect(),
+    }))
 }

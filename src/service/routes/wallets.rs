@@ -18,7 +18,8 @@ pub(crate) async fn get(
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Json<Wallet>, ApiError> {
     let claims = auth::wallet_token(&state, &headers)?;
-    let Path(wallet_id) = path.map_err(|e| ApiError::invalid(format!("bad path: {e}")))?;
+    let Path(wallet_id) =
+        path.map_err(|e| ApiError::invalid(format!("`walletId` in the path: {e}")))?;
     tracing::debug!(sub = %claims.sub, wallet = %wallet_id, "wallet lookup");
     wallets::find(&wallet_id).cloned().map(Json).ok_or_else(|| {
         ApiError::new(

@@ -315,3 +315,77 @@ pub fn delete_session(
     super::Store::checkpoint(conn)?;
     Ok(true)
 }
+
+/// A live session of an account, for the `GET /v1/sessions` extension.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionRow {
+    pub id: String,
+    pub created_at_ms: i64,
+    /// Time of the last stored message, or creation.
+    pub last_activity_ms: i64,
+    pub messages: u64,
+    pub tokens: u64,
+}
+
+/// The account's live sessions, most recently active first.
+pub fn list_sessions(conn: &Connection, account_id: i64) -> Result<Vec<SessionRow>, StoreError> {
+    let mut stmt = conn.prepare(
+        "SELECT s.id, s.created_at, COALESCE(MAX(m.created_at), s.created_at), COUNT(m.pk), COALESCE(SUM(m.tokens), 0)
+         FROM sessions s LEFT JOIN messages m ON m.session_id = s.id
+         WHERE s.account_id = ?1 AND s.deleted_at IS NULL
+         GROUP BY s.id ORDER BY 3 DESC, s.id",
+    )?;
+    let rows = stmt.query_map([account_id], |r| {
+        Ok(SessionRow {
+            id: r.get(0)?,
+            created_at_ms: r.get(1)?,
+            last_activity_ms: r.get(2)?,
+            messages: r.get::<_, i64>(3)? as u64,
+            tokens: r.get::<_, i64>(4)? as u64,
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// A stored message with everything the `GET /v1/sessions/{id}/messages` extension shows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MessageRow {
+    pub id: String,
+    pub role: Role,
+    pub content: String,
+    pub tokens: u64,
+    pub metadata: Option<String>,
+    pub created_at_ms: i64,
+}
+
+pub fn session_messages(
+    conn: &Connection,
+    session_id: &str,
+) -> Result<Vec<MessageRow>, StoreError> {
+    let mut stmt = conn.prepare(
+        "SELECT id, role, content, tokens, metadata, created_at FROM messages WHERE session_id = ?1 ORDER BY pk",
+    )?;
+    let rows = stmt.query_map([session_id], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, String>(2)?,
+            r.get::<_, i64>(3)?,
+            r.get::<_, Option<String>>(4)?,
+            r.get::<_, i64>(5)?,
+        ))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (id, role, content, tokens, metadata, created_at_ms) = row?;
+        out.push(MessageRow {
+            id,
+            role: role.parse::<Role>().map_err(StoreError::Corrupt)?,
+            content,
+            tokens: tokens as u64,
+            metadata,
+            created_at_ms,
+        });
+    }
+    Ok(out)
+}

@@ -40,6 +40,9 @@ impl Store {
             conn.pragma_update(None, "synchronous", "NORMAL")?;
         }
         migrations::migrate(&mut conn)?;
+        if let DbLocation::File(path) = location {
+            restrict_permissions(path);
+        }
         Ok(Store {
             conn: Arc::new(Mutex::new(conn)),
         })
@@ -84,3 +87,16 @@ impl Store {
         self.call(|conn| Ok(Store::checkpoint(conn)?)).await
     }
 }
+
+/// The database holds conversations: readable by its owner only (SQLite gives the `-wal` and
+/// `-shm` files the same permissions).
+#[cfg(unix)]
+fn restrict_permissions(path: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Err(e) = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)) {
+        tracing::warn!(path = %path.display(), error = %e, "cannot restrict the database's permissions");
+    }
+}
+
+#[cfg(not(unix))]
+fn restrict_permissions(_path: &std::path::Path) {}

@@ -85,7 +85,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
 }
 
 /// The first key of a binding that works while typing (not a plain character).
-fn typing_label(b: &crate::keys::Binding) -> String {
+pub fn typing_label(b: &crate::keys::Binding) -> String {
     b.0.iter()
         .find(|k| !matches!(k.code, crossterm::event::KeyCode::Char(_)) || !k.modifiers.is_empty())
         .map(|k| k.to_string())

@@ -86,7 +86,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
                 "{} new session · {} switch panes · {} help",
                 k.new_session.first_label(),
                 k.focus_next.first_label(),
-                k.help.label()
+                super::status::typing_label(&k.help)
             )),
         ];
         Paragraph::new(lines)

@@ -1,0 +1,142 @@
+//! The "done when" of the client work, run from the binary against the local service
+//! started in-process: send, send --stream, usage, metrics, wallet, delete twice, sessions,
+//! and a killed server.
+
+use convo::service::{self, RunningService, ServiceConfig};
+
+use super::support::{Run, Sandbox};
+
+async fn start() -> RunningService {
+    service::start(ServiceConfig::ephemeral(1), "127.0.0.1:0".parse().unwrap())
+        .await
+        .expect("service starts")
+}
+
+async fn run(s: &Sandbox, svc: &RunningService, args: &[&str]) -> Run {
+    let base = svc.base_url();
+    s.run_env(
+        args,
+        &[
+            ("CONVO_BASE_URL", base.as_str()),
+            ("CONVO_API_KEY", svc.api_key.as_str()),
+        ],
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_new_user_session_from_the_shell() {
+    let svc = start().await;
+    let s = Sandbox::new();
+
+    let hi = run(&s, &svc, &["send", "hi"]).await.expect(0);
+    assert!(hi.stdout.trim().len() > 1, "a reply: {:?}", hi.stdout);
+    let id = hi
+        .stderr
+        .trim()
+        .strip_prefix("new session: ")
+        .unwrap()
+        .to_string();
+
+    let streamed = run(
+        &s,
+        &svc,
+        &["send", "--stream", "--session", &id, "tell me more"],
+    )
+    .await
+    .expect(0);
+    assert!(
+        streamed.stdout.ends_with('\n') && streamed.stdout.trim().len() > 1,
+        "{:?}",
+        streamed.stdout
+    );
+    assert!(streamed.stderr.is_empty(), "{}", streamed.stderr);
+
+    let json = run(
+        &s,
+        &svc,
+        &["send", "--json", "--session", &id, "and as JSON"],
+    )
+    .await
+    .expect(0)
+    .json();
+    assert_eq!(json["sessionId"], id.as_str());
+    assert_eq!(json["role"], "assistant");
+    assert!(json["tokens"].as_u64().unwrap() > 0);
+
+    let usage = run(&s, &svc, &["usage", "--json"]).await.expect(0).json();
+    assert_eq!(usage["sessions"]["active"], 1);
+    assert_eq!(usage["tier"], "pro");
+    let table = run(&s, &svc, &["usage"]).await.expect(0);
+    assert!(
+        table.stdout.contains("requests") && table.stdout.contains("tier: pro"),
+        "{}",
+        table.stdout
+    );
+
+    let metrics = run(&s, &svc, &["metrics", "--json"]).await.expect(0).json();
+    assert_eq!(metrics["messages"]["assistantMessages"], 3);
+    assert_eq!(metrics["period"]["granularity"], "day");
+    run(&s, &svc, &["metrics", "--granularity", "hour"])
+        .await
+        .expect(0);
+
+    // A wallet token minted by `convo token`, as a user would.
+    let token = s
+        .run(&["token", "--secret", &svc.jwt_secret, "--sub", "me"])
+        .await
+        .expect(0);
+    let token = token.stdout.trim().to_string();
+    assert_eq!(token.split('.').count(), 3, "a JWT: {token}");
+    let wallet = run(
+        &s,
+        &svc,
+        &["wallet", "treasury", "--token", &token, "--json"],
+    )
+    .await
+    .expect(0)
+    .json();
+    assert_eq!(wallet["walletId"], "treasury");
+    let table = run(&s, &svc, &["wallet", "treasury", "--token", &token])
+        .await
+        .expect(0);
+    assert!(
+        table.stdout.contains("Team treasury") && table.stdout.contains("USDC"),
+        "{}",
+        table.stdout
+    );
+
+    let sessions = s.run(&["sessions", "--json"]).await.expect(0).json();
+    assert_eq!(sessions[0]["sessionId"], id.as_str());
+    assert_eq!(sessions[0]["title"], "hi");
+
+    run(&s, &svc, &["delete", &id]).await.expect(0);
+    let twice = run(&s, &svc, &["delete", &id]).await.expect(1);
+    assert!(
+        twice.stderr.starts_with("convo: session_not_found: "),
+        "{}",
+        twice.stderr
+    );
+    assert_eq!(twice.stderr.lines().count(), 1);
+
+    // The server goes away: exit 3 and one line.
+    let base = svc.base_url();
+    let key = svc.api_key.clone();
+    svc.shutdown().await;
+    let dead = s
+        .run_env(
+            &["usage"],
+            &[
+                ("CONVO_BASE_URL", base.as_str()),
+                ("CONVO_API_KEY", key.as_str()),
+            ],
+        )
+        .await
+        .expect(3);
+    assert_eq!(dead.stderr.lines().count(), 1, "{}", dead.stderr);
+    assert!(
+        dead.stderr.starts_with("convo: network error: "),
+        "{}",
+        dead.stderr
+    );
+}

@@ -1,0 +1,305 @@
+//! The app driven with key events against the local service started in-process.
+
+use std::time::Duration;
+
+use chrono::Utc;
+use convo::api::client::{Client, ClientOptions};
+use convo::keys::KeyBindings;
+use convo::render::transcript::EntryState;
+use convo::service::{RunningService, ServiceConfig};
+use convo::tui::app::{App, Connection, Overlay, Settings, StreamState};
+use convo::tui::event::AppEvent;
+use convo::tui::runtime::Runtime;
+use convo::tui::view;
+use convo::tui::workers::{Target, WorkerConfig};
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::layout::Rect;
+
+/// Only a guard against a hang; nothing depends on how fast things are.
+const GUARD: Duration = Duration::from_secs(60);
+
+struct Harness {
+    rt: Runtime,
+    service: Option<RunningService>,
+    client: Client,
+    _dir: tempfile::TempDir,
+}
+
+async fn start(config: ServiceConfig) -> Harness {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let service = convo::service::start(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let mut options = ClientOptions::new(service.base_url().parse().unwrap());
+    options.api_key = Some(service.api_key.clone());
+    options.max_retries = 0;
+    let client = Client::new(options.clone()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::new(
+        KeyBindings::default(),
+        Settings::default(),
+        Rect::new(0, 0, 100, 30),
+        Utc::now(),
+    );
+    let rt = Runtime::start(
+        app,
+        WorkerConfig {
+            target: Target::Remote(options),
+            store_file: dir.path().join("convo.db"),
+            // Polls come from the kicks after each send and from `r`; the timer stays out of the way.
+            usage_refresh: Duration::from_secs(3600),
+        },
+    );
+    let mut h = Harness {
+        rt,
+        service: Some(service),
+        client,
+        _dir: dir,
+    };
+    h.until("connected, store loaded, stream open", |app| {
+        matches!(app.connection, Connection::Connected(_))
+            && app.store_ready
+            && app
+                .open
+                .as_ref()
+                .is_some_and(|o| o.loaded && o.stream == StreamState::Open)
+    })
+    .await;
+    h
+}
+
+impl Harness {
+    async fn until(&mut self, what: &str, done: impl Fn(&App) -> bool) {
+        self.rt.run_until(what, GUARD, done).await.unwrap();
+    }
+
+    fn key(&mut self, code: KeyCode, modifiers: KeyModifiers) {
+        self.rt
+            .handle(AppEvent::Key(KeyEvent::new(code, modifiers)));
+    }
+
+    fn press(&mut self, code: KeyCode) {
+        self.key(code, KeyModifiers::NONE);
+    }
+
+    fn type_text(&mut self, text: &str) {
+        for c in text.chars() {
+            self.press(KeyCode::Char(c));
+        }
+    }
+
+    fn screen(&self) -> String {
+        let mut t = Terminal::new(TestBackend::new(
+            self.rt.app.size.width,
+            self.rt.app.size.height,
+        ))
+        .unwrap();
+        t.draw(|f| view::draw(f, &self.rt.app)).unwrap();
+        let buf = t.backend().buffer();
+        (0..buf.area.height)
+            .map(|y| {
+                (0..buf.area.width)
+                    .map(|x| buf[(x, y)].symbol())
+                    .collect::<String>()
+                    + "\n"
+            })
+            .collect()
+    }
+
+    async fn send_and_wait(&mut self, text: &str) {
+        self.type_text(text);
+        self.press(KeyCode::Enter);
+        self.until("the reply", |app| {
+            let o = app.open.as_ref().unwrap();
+            o.pending.is_none()
+                && o.items
+                    .last()
+                    .is_some_and(|i| i.state == EntryState::Complete && !i.content.is_empty())
+        })
+        .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_streams_the_reply_into_the_transcript() {
+    let mut h = start(ServiceConfig::ephemeral(1)).await;
+    h.type_text("hello there");
+    h.press(KeyCode::Enter);
+    // The reply arrives as deltas first.
+    h.until("streamed text", |app| {
+        app.open
+            .as_ref()
+            .unwrap()
+            .items
+            .last()
+            .is_some_and(|i| !i.content.is_empty())
+    })
+    .await;
+    h.until("the reply", |app| {
+        let o = app.open.as_ref().unwrap();
+        o.pending.is_none()
+            && o.items
+                .last()
+                .is_some_and(|i| i.state == EntryState::Complete)
+    })
+    .await;
+    let o = h.rt.app.open.as_ref().unwrap();
+    assert_eq!(o.items.len(), 2);
+    let reply = o.items[1].content.clone();
+    assert!(o.items[1].tokens > 0);
+    assert!(
+        o.items[0].tokens > 0,
+        "the sent message's tokens are counted"
+    );
+    let first_words: String = reply
+        .split_whitespace()
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let screen = h.screen();
+    assert!(screen.contains("hello there"), "{screen}");
+    assert!(
+        screen.contains(&first_words),
+        "`{first_words}` not on screen:\n{screen}"
+    );
+    // The usage poll after the send counted the request.
+    h.until("usage", |app| {
+        app.usage
+            .usage
+            .as_ref()
+            .is_some_and(|u| u.requests.used > 0)
+    })
+    .await;
+    assert_eq!(h.rt.app.sessions[0].title, "hello there");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_n_opens_a_new_session() {
+    let mut h = start(ServiceConfig::ephemeral(1)).await;
+    h.send_and_wait("in the first session").await;
+    let first = h.rt.app.open_id().unwrap().to_string();
+    h.key(KeyCode::Char('n'), KeyModifiers::CONTROL);
+    h.until("the new session's stream", |app| {
+        app.open_id() != Some(first.as_str())
+            && app
+                .open
+                .as_ref()
+                .is_some_and(|o| o.stream == StreamState::Open)
+    })
+    .await;
+    assert_eq!(h.rt.app.sessions.len(), 2);
+    assert!(h.rt.app.open.as_ref().unwrap().items.is_empty());
+    h.send_and_wait("in the second session").await;
+    assert_eq!(h.rt.app.sessions[0].title, "in the second session");
+    // Back to the first: its transcript comes from the store.
+    h.press(KeyCode::Tab);
+    h.press(KeyCode::Down);
+    h.press(KeyCode::Enter);
+    h.until("the first transcript", |app| {
+        app.open_id() == Some(first.as_str())
+            && app
+                .open
+                .as_ref()
+                .is_some_and(|o| o.loaded && o.items.len() == 2)
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_asks_then_deletes_on_the_server() {
+    let mut h = start(ServiceConfig::ephemeral(1)).await;
+    h.send_and_wait("doomed").await;
+    let doomed = h.rt.app.open_id().unwrap().to_string();
+    h.key(KeyCode::Char('n'), KeyModifiers::CONTROL);
+    h.send_and_wait("keeper").await;
+    h.press(KeyCode::Tab);
+    h.press(KeyCode::Down);
+    h.press(KeyCode::Char('d'));
+    assert!(
+        matches!(&h.rt.app.overlay, Some(Overlay::ConfirmDelete { session_id, .. }) if *session_id == doomed)
+    );
+    assert!(h.screen().contains("Delete “doomed”"));
+    h.press(KeyCode::Char('y'));
+    h.until("the session gone", |app| {
+        app.sessions.iter().all(|s| s.id != doomed)
+    })
+    .await;
+    assert_eq!(h.rt.app.sessions.len(), 1);
+    // The server agrees: it is gone.
+    let again = h.client.delete_session(&doomed).await;
+    assert!(
+        matches!(
+            again,
+            Err(convo::api::error::ApiError::SessionNotFound { .. })
+        ),
+        "{again:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_session_is_removed_when_the_server_does_not_know_it() {
+    let mut h = start(ServiceConfig::ephemeral(1)).await;
+    // Never sent to: the server has no such session.
+    let id = h.rt.app.open_id().unwrap().to_string();
+    h.press(KeyCode::Tab);
+    h.press(KeyCode::Char('d'));
+    h.press(KeyCode::Enter);
+    h.until("the stale entry removed", |app| {
+        app.sessions.iter().all(|s| s.id != id)
+    })
+    .await;
+    assert!(
+        h.rt.app
+            .notice
+            .as_ref()
+            .unwrap()
+            .text
+            .contains("already deleted")
+    );
+    assert_eq!(h.rt.app.sessions.len(), 1, "a fresh session replaces it");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn context_overflow_offers_a_new_session_with_the_draft() {
+    let mut config = ServiceConfig::ephemeral(1);
+    config.max_context_tokens = 40;
+    let mut h = start(config).await;
+    let long = "word ".repeat(60);
+    h.type_text(long.trim());
+    h.press(KeyCode::Enter);
+    h.until("the overflow dialog", |app| {
+        matches!(app.overlay, Some(Overlay::ContextOverflow { .. }))
+    })
+    .await;
+    let Some(Overlay::ContextOverflow { current, max, .. }) = h.rt.app.overlay.clone() else {
+        unreachable!()
+    };
+    assert_eq!(max, 40);
+    assert!(current > 40);
+    let screen = h.screen();
+    assert!(
+        screen.contains(&format!("{current} tokens")) && screen.contains("is 40."),
+        "{screen}"
+    );
+    let old = h.rt.app.open_id().unwrap().to_string();
+    h.press(KeyCode::Enter);
+    assert_ne!(h.rt.app.open_id(), Some(old.as_str()));
+    assert_eq!(h.rt.app.composer_text(), long.trim());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn polling_failure_marks_the_gauges_stale() {
+    let mut h = start(ServiceConfig::ephemeral(1)).await;
+    h.until("a first usage poll", |app| app.usage.usage.is_some())
+        .await;
+    h.service.take().unwrap().shutdown().await;
+    h.press(KeyCode::Tab);
+    h.press(KeyCode::Char('r'));
+    h.until("a failed poll", |app| app.usage.error.is_some())
+        .await;
+    assert!(h.rt.app.usage.usage.is_some(), "the last values stay");
+    let screen = h.screen();
+    assert!(screen.contains("STALE"), "{screen}");
+}
