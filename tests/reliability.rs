@@ -8,9 +8,15 @@ mod reliability {
 
     mod durability;
     mod network;
+    mod service_hostile;
 }
 
 /// The fake OpenAI-compatible upstream of the service tests, reused as it is.
 #[allow(dead_code)]
 #[path = "service/upstream.rs"]
 mod upstream;
+
+/// The service tests' helpers (a service on 127.0.0.1:0, requests, WebSocket events).
+#[allow(dead_code)]
+#[path = "service/common.rs"]
+mod common;

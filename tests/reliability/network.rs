@@ -323,10 +323,18 @@ async fn a_server_killed_mid_reply_and_restarted_is_reconnected_to_by_itself() {
         .await
         .expect("the service restarts on its address");
     tui.until("the stream open again", stream_open).await;
-    // Ctrl-C stops the reply that will never end (see the ignored test below), keeping it.
-    tui.key(KeyCode::Char('c'), crossterm::event::KeyModifiers::CONTROL);
-    assert_eq!(last_reply(tui.app()).unwrap().1, &EntryState::Interrupted);
-    assert!(!tui.app().quit);
+    // The reply was cut short: the service's `error` event marks it failed, or, when the
+    // close beat that event (see the ignored test below), Ctrl-C stops it, keeping it.
+    if tui.app().open.as_ref().unwrap().pending.is_some() {
+        tui.key(KeyCode::Char('c'), crossterm::event::KeyModifiers::CONTROL);
+        assert!(!tui.app().quit);
+    }
+    let (kept, state) = last_reply(tui.app()).unwrap();
+    assert!(kept.starts_with(&partial), "what arrived stays visible");
+    assert!(
+        matches!(state, EntryState::Interrupted | EntryState::Failed(_)),
+        "{state:?}"
+    );
     tui.type_text("again, briefly");
     tui.press(KeyCode::Enter);
     tui.until("the reply", reply_complete).await;
@@ -345,7 +353,7 @@ async fn a_server_killed_mid_reply_and_restarted_is_reconnected_to_by_itself() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "bug: when the server stops mid-reply the reply stays `streaming…` and pending for good (no error event, no snapshot after the reconnect); only Ctrl-C ends it"]
+#[ignore = "bug: when the server stops mid-reply, its `error` event races the 1001 close; when the close wins the reply stays `streaming…` and pending for good (only Ctrl-C ends it)"]
 async fn a_server_killed_mid_reply_ends_the_pending_reply_by_itself() {
     let dir = tempfile::tempdir().unwrap();
     let (first, _proxy, mut tui) = killable(dir.path()).await;
@@ -356,7 +364,10 @@ async fn a_server_killed_mid_reply_ends_the_pending_reply_by_itself() {
     .await;
     let (partial, state) = last_reply(tui.app()).unwrap();
     assert!(!partial.is_empty(), "what arrived stays visible");
-    assert_eq!(*state, EntryState::Interrupted);
+    assert!(
+        matches!(state, EntryState::Interrupted | EntryState::Failed(_)),
+        "{state:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
