@@ -37,6 +37,7 @@ pub struct ServeArgs {
         long = "api-key",
         value_name = "KEY[=TIER]",
         env = "CONVO_SERVE_API_KEYS",
+        hide_env_values = true,
         value_delimiter = ','
     )]
     pub api_keys: Vec<String>,

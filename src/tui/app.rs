@@ -357,6 +357,8 @@ pub struct App {
     /// The wallet view's state (F3).
     pub wallet: super::wallet::WalletState,
     next_send_id: u64,
+    /// Quit was asked for before the store loaded, with text to keep.
+    quit_when_loaded: bool,
     pub quit: bool,
 }
 
@@ -387,6 +389,7 @@ impl App {
             metrics: Default::default(),
             wallet: Default::default(),
             next_send_id: 1,
+            quit_when_loaded: false,
             quit: false,
         }
     }
@@ -501,6 +504,9 @@ impl App {
                 match target {
                     Some(id) => self.open_session(id, &mut out),
                     None => self.new_session(String::new(), &mut out),
+                }
+                if self.quit_when_loaded {
+                    self.quit(&mut out);
                 }
             }
             AppEvent::TranscriptLoaded {
@@ -911,6 +917,13 @@ impl App {
     // ---- actions ---------------------------------------------------------------------------
 
     fn quit(&mut self, out: &mut Vec<Command>) {
+        // Text typed before the store answered has no session to be saved with yet:
+        // quit as soon as it has one.
+        if !self.store_ready && !self.composer.is_empty() {
+            self.quit_when_loaded = true;
+            self.notify(Level::Info, "saving your draft…");
+            return;
+        }
         self.save_draft(out);
         self.quit = true;
         out.push(Command::Quit);

@@ -930,3 +930,28 @@ fn text_typed_before_the_store_loads_is_kept() {
     });
     assert_eq!(app.composer_text(), "early words");
 }
+
+#[test]
+fn quitting_before_the_store_loads_waits_to_save_the_draft() {
+    let mut app = App::new(
+        KeyBindings::default(),
+        Settings::default(),
+        Rect::new(0, 0, 80, 24),
+        t0(),
+    );
+    type_text(&mut app, "keep me");
+    let cmds = app.update(ctrl('c'));
+    assert!(!app.quit);
+    assert!(cmds.is_empty());
+    let cmds = app.update(AppEvent::StoreLoaded {
+        sessions: vec![],
+        last_open: None,
+    });
+    assert!(app.quit);
+    let id = app.open_id().unwrap().to_string();
+    assert!(cmds.contains(&Command::Persist(StoreOp::SaveDraft {
+        session_id: id,
+        text: "keep me".into()
+    })));
+    assert!(cmds.contains(&Command::Quit));
+}
