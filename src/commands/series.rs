@@ -93,14 +93,12 @@ pub fn series_table(rows: &[SeriesRow], g: Granularity) -> String {
         &[1, 2, 3, 4, 5, 6, 7],
     );
     for row in rows {
-        let mut label = crate::tui::view::metrics::bucket_label(row.bucket, g);
-        if row.bucket.is_partial(g) {
-            label = format!(
-                "{} → {}",
-                row.bucket.start.format("%Y-%m-%d %H:%M"),
-                row.bucket.end.format("%Y-%m-%d %H:%M")
-            );
-        }
+        // A partial bucket shows its real bounds, as the view's bottom line does.
+        let label = if row.bucket.is_partial(g) {
+            buckets::describe_bucket(row.bucket, g)
+        } else {
+            crate::tui::view::metrics::bucket_label(row.bucket, g)
+        };
         let mut cells = vec![Cell::new(label)];
         match &row.result {
             Ok(m) => cells.extend(
@@ -312,10 +310,7 @@ mod tests {
             "{text}"
         );
         // The partial last bucket shows its real bounds.
-        assert!(
-            lines[2].contains("2026-11-22 02:00 → 2026-11-22 02:30"),
-            "{text}"
-        );
+        assert!(lines[2].contains("Sun 22 Nov 02:00–02:30"), "{text}");
     }
 
     #[test]
