@@ -6,6 +6,7 @@ mod reliability {
     pub mod proxy;
     pub mod tui;
 
+    mod client_hostile;
     mod durability;
     mod network;
     mod service_hostile;
