@@ -8,6 +8,8 @@ mod reliability {
 
     mod client_hostile;
     mod durability;
+    mod load;
+    pub mod loadgen;
     mod network;
     mod service_hostile;
 }
