@@ -5,3 +5,9 @@
 mod service;
 #[path = "views/snapshots.rs"]
 mod snapshots;
+// The pty harness of the TUI tests, reused; not every helper is needed here.
+#[allow(dead_code)]
+#[path = "pty/harness.rs"]
+mod harness;
+#[path = "views/pty.rs"]
+mod pty;

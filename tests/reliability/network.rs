@@ -1,0 +1,469 @@
+//! Network faults on the client side (issue 6, item 1), driven through `FaultProxy`: the
+//! server down at start, a stream cut mid-reply, the server killed mid-reply, a stalled
+//! connection, a response lost after the server committed, a handshake cut short.
+
+use std::time::Duration;
+
+use convo::api::client::Client;
+use convo::api::stream::{SessionStream, StreamTiming, StreamUpdate};
+use convo::api::{SendMessage, new_idempotency_key, new_session_id};
+use convo::render::transcript::EntryState;
+use convo::service::{RunningService, ServiceConfig};
+use convo::tui::app::{App, StreamState};
+use crossterm::event::KeyCode;
+use tokio::sync::mpsc;
+
+use super::proxy::{Fault, FaultProxy};
+use super::tui::{GUARD, Tui, options};
+use crate::upstream::{Upstream, chunk, finish};
+
+async fn service(config: ServiceConfig) -> RunningService {
+    convo::service::start(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .expect("service starts")
+}
+
+fn stream_state(app: &App) -> Option<&StreamState> {
+    app.open.as_ref().map(|o| &o.stream)
+}
+
+fn stream_down(app: &App) -> bool {
+    matches!(stream_state(app), Some(StreamState::Down(_)))
+}
+
+fn stream_open(app: &App) -> bool {
+    stream_state(app) == Some(&StreamState::Open)
+}
+
+fn last_reply(app: &App) -> Option<(&str, &EntryState)> {
+    let o = app.open.as_ref()?;
+    let i = o.items.last()?;
+    Some((i.content.as_str(), &i.state))
+}
+
+fn reply_complete(app: &App) -> bool {
+    app.open.as_ref().is_some_and(|o| o.pending.is_none())
+        && last_reply(app).is_some_and(|(c, s)| *s == EntryState::Complete && !c.is_empty())
+}
+
+/// The stored history of a session on the service (the `/messages` extension).
+async fn history(svc: &RunningService, session: &str) -> Vec<serde_json::Value> {
+    let resp = reqwest::Client::new()
+        .get(format!("{}/v1/sessions/{session}/messages", svc.base_url()))
+        .bearer_auth(&svc.api_key)
+        .send()
+        .await
+        .expect("history request");
+    if resp.status() == reqwest::StatusCode::NOT_FOUND {
+        return Vec::new();
+    }
+    let body: serde_json::Value = resp.json().await.expect("history JSON");
+    body["messages"].as_array().cloned().unwrap_or_default()
+}
+
+/// Waits (guarded) until the service holds `n` messages in `session`.
+async fn until_stored(svc: &RunningService, session: &str, n: usize) -> Vec<serde_json::Value> {
+    let wait = async {
+        loop {
+            let h = history(svc, session).await;
+            if h.len() >= n {
+                return h;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::time::timeout(GUARD, wait)
+        .await
+        .expect("the service stores the turn")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_down_at_start_shows_offline_keeps_the_text_and_recovers_by_itself() {
+    let proxy = FaultProxy::start(None).await;
+    let svc = service(ServiceConfig::ephemeral(0)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut tui = Tui::start(options(proxy.url(), &svc.api_key), dir.path());
+    tui.until("the app open with its stream down", |app| {
+        app.store_ready && stream_down(app)
+    })
+    .await;
+    let screen = tui.screen();
+    assert!(screen.contains("stream down"), "{screen}");
+
+    // A send while the server is down fails and leaves its text in the composer.
+    tui.type_text("are you there?");
+    tui.press(KeyCode::Enter);
+    tui.until("the send failed", |app| app.send_error.is_some())
+        .await;
+    assert_eq!(tui.app().composer_text(), "are you there?");
+    assert!(
+        tui.app().open.as_ref().unwrap().items.is_empty(),
+        "the failed message left the transcript"
+    );
+
+    // The server comes up: the stream reconnects with no key pressed.
+    proxy.set_upstream(Some(svc.addr));
+    tui.until("the stream open again", stream_open).await;
+    tui.press(KeyCode::Enter);
+    tui.until("the reply", reply_complete).await;
+    let sid = tui.app().open_id().unwrap().to_string();
+    let stored = history(&svc, &sid).await;
+    assert_eq!(stored.len(), 2, "one message and its reply: {stored:?}");
+    assert_eq!(stored[0]["content"], "are you there?");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stream_reconnects_back_off_exponentially_one_attempt_each() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let proxy = FaultProxy::start(None).await;
+    let svc = service(ServiceConfig::ephemeral(0)).await;
+    let timing = StreamTiming {
+        ping_interval: Duration::from_secs(600),
+        silence_timeout: Duration::from_secs(1200),
+        backoff_base: Duration::from_millis(20),
+        backoff_cap: Duration::from_millis(160),
+    };
+    let (handle, mut rx) = SessionStream::connect_with(
+        options(proxy.url(), &svc.api_key),
+        &new_session_id(),
+        timing,
+    );
+    let mut waits = Vec::new();
+    while waits.len() < 7 {
+        match tokio::time::timeout(GUARD, rx.recv())
+            .await
+            .expect("an update")
+        {
+            Some(StreamUpdate::Disconnected { retry_in, .. }) => {
+                waits.push(retry_in.expect("it keeps retrying").as_millis())
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(waits, [20, 40, 80, 160, 160, 160, 160]);
+    // The server comes up: the stream opens by itself.
+    proxy.set_upstream(Some(svc.addr));
+    let mut disconnects = waits.len();
+    loop {
+        match tokio::time::timeout(GUARD, rx.recv())
+            .await
+            .expect("an update")
+        {
+            Some(StreamUpdate::Connected) => break,
+            Some(StreamUpdate::Disconnected { .. }) => disconnects += 1,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    drop(handle);
+    // No busy loop: one connection per failed attempt, plus the one that succeeded.
+    assert_eq!(proxy.accepted(), disconnects + 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "bug: api/stream.rs classify_connect_error takes a handshake cut off mid-way (Protocol error) for a server without streams: Unsupported, and the session falls back to plain replies for good"]
+async fn a_handshake_cut_short_is_retried_not_taken_for_a_server_without_streams() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let svc = service(ServiceConfig::ephemeral(0)).await;
+    let proxy = FaultProxy::start(Some(svc.addr)).await;
+    proxy.next(Fault::Truncate(20));
+    let timing = StreamTiming {
+        backoff_base: Duration::from_millis(20),
+        ..StreamTiming::default()
+    };
+    let (_handle, mut rx) = SessionStream::connect_with(
+        options(proxy.url(), &svc.api_key),
+        &new_session_id(),
+        timing,
+    );
+    let first = tokio::time::timeout(GUARD, rx.recv())
+        .await
+        .expect("an update");
+    assert!(
+        matches!(
+            first,
+            Some(StreamUpdate::Disconnected {
+                retry_in: Some(_),
+                ..
+            })
+        ),
+        "a cut-off handshake is a network failure to retry: {first:?}"
+    );
+    let second = tokio::time::timeout(GUARD, rx.recv())
+        .await
+        .expect("an update");
+    assert_eq!(second, Some(StreamUpdate::Connected));
+}
+
+/// A service on the `openai` engine whose reply the test writes chunk by chunk, a proxy in
+/// front of it, and the app behind the proxy with a message sent and two chunks shown.
+async fn mid_reply() -> (
+    RunningService,
+    FaultProxy,
+    Tui,
+    mpsc::UnboundedSender<String>,
+    tempfile::TempDir,
+) {
+    let (upstream, tx) = Upstream::live().await;
+    let mut config = ServiceConfig::ephemeral(0);
+    config.engine = upstream.engine_config();
+    // The upstream server task lives on in the runtime; the handle is not needed.
+    drop(upstream);
+    let svc = service(config).await;
+    let proxy = FaultProxy::start(Some(svc.addr)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut tui = Tui::start(options(proxy.url(), &svc.api_key), dir.path());
+    tui.until("stream open", |app| app.store_ready && stream_open(app))
+        .await;
+    tui.type_text("tell me everything");
+    tui.press(KeyCode::Enter);
+    tx.send(chunk("Partial ")).unwrap();
+    tx.send(chunk("answer, ")).unwrap();
+    tui.until("two chunks on screen", |app| {
+        last_reply(app).is_some_and(|(c, _)| c == "Partial answer, ")
+    })
+    .await;
+    (svc, proxy, tui, tx, dir)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_cut_mid_reply_keeps_the_partial_reply_and_resumes_it() {
+    let (svc, proxy, mut tui, tx, _dir) = mid_reply().await;
+    proxy.set(Fault::Reset);
+    proxy.cut_all();
+    tui.until("the stream down", stream_down).await;
+    assert_eq!(last_reply(tui.app()).unwrap().0, "Partial answer, ");
+    let screen = tui.screen();
+    assert!(
+        screen.contains("Partial answer,") && screen.contains("stream down"),
+        "{screen}"
+    );
+
+    proxy.set(Fault::Pass);
+    tui.until("the stream open again", stream_open).await;
+    tx.send(chunk("and the rest.")).unwrap();
+    tx.send(finish()).unwrap();
+    tui.until("the reply complete", reply_complete).await;
+    assert_eq!(
+        last_reply(tui.app()).unwrap().0,
+        "Partial answer, and the rest."
+    );
+    let sid = tui.app().open_id().unwrap().to_string();
+    let stored = until_stored(&svc, &sid, 2).await;
+    assert_eq!(stored[1]["content"], "Partial answer, and the rest.");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "bug: while the stream is down the partial reply still reads `streaming…`, not interrupted (tui/app.rs on_stream ignores Disconnected for the pending reply)"]
+async fn a_partial_reply_is_marked_interrupted_while_the_stream_is_down() {
+    let (_svc, proxy, mut tui, _tx, _dir) = mid_reply().await;
+    proxy.set(Fault::Reset);
+    proxy.cut_all();
+    tui.until("the stream down", stream_down).await;
+    let screen = tui.screen();
+    assert!(
+        screen.contains("interrupted") && !screen.contains("streaming…"),
+        "{screen}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "bug: a reply that ends while the stream is down stays `streaming…` after the reconnect (no snapshot comes for a finished reply and the app never fetches it)"]
+async fn a_reply_that_finished_while_the_stream_was_down_is_shown_whole_after_reconnect() {
+    let (svc, proxy, mut tui, tx, _dir) = mid_reply().await;
+    proxy.set(Fault::Reset);
+    proxy.cut_all();
+    tui.until("the stream down", stream_down).await;
+    tx.send(chunk("and the rest.")).unwrap();
+    tx.send(finish()).unwrap();
+    let sid = tui.app().open_id().unwrap().to_string();
+    until_stored(&svc, &sid, 2).await;
+    proxy.set(Fault::Pass);
+    tui.until("the stream open again", stream_open).await;
+    tui.until("the final reply", reply_complete).await;
+    assert_eq!(
+        last_reply(tui.app()).unwrap().0,
+        "Partial answer, and the rest."
+    );
+}
+
+/// A service on a database in `dir` whose replies stream slowly, the app behind a proxy,
+/// a message sent and part of its reply shown.
+async fn killable(dir: &std::path::Path) -> (RunningService, FaultProxy, Tui) {
+    let first = service(ServiceConfig::persistent(dir, 200).unwrap()).await;
+    let proxy = FaultProxy::start(Some(first.addr)).await;
+    let mut tui = Tui::start(options(proxy.url(), &first.api_key), dir);
+    tui.until("stream open", |app| app.store_ready && stream_open(app))
+        .await;
+    tui.type_text("please write a long story about lighthouses");
+    tui.press(KeyCode::Enter);
+    tui.until("part of the reply", |app| {
+        last_reply(app).is_some_and(|(c, s)| *s == EntryState::Streaming && !c.is_empty())
+    })
+    .await;
+    (first, proxy, tui)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_killed_mid_reply_and_restarted_is_reconnected_to_by_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, _proxy, mut tui) = killable(dir.path()).await;
+    let addr = first.addr;
+    // The server goes away mid-reply: the turn is rolled back on its side.
+    first.shutdown().await;
+    tui.until("the stream down", stream_down).await;
+    let partial = last_reply(tui.app()).unwrap().0.to_string();
+    assert!(!partial.is_empty());
+    assert!(
+        tui.screen()
+            .contains(partial.split_whitespace().next().unwrap())
+    );
+
+    // The same service comes back on the same address and database.
+    let second = convo::service::start(ServiceConfig::persistent(dir.path(), 0).unwrap(), addr)
+        .await
+        .expect("the service restarts on its address");
+    tui.until("the stream open again", stream_open).await;
+    // The reply was cut short: the service's `error` event marks it failed, or, when the
+    // close beat that event (see the ignored test below), Ctrl-C stops it, keeping it.
+    if tui.app().open.as_ref().unwrap().pending.is_some() {
+        tui.key(KeyCode::Char('c'), crossterm::event::KeyModifiers::CONTROL);
+        assert!(!tui.app().quit);
+    }
+    let (kept, state) = last_reply(tui.app()).unwrap();
+    assert!(kept.starts_with(&partial), "what arrived stays visible");
+    assert!(
+        matches!(state, EntryState::Interrupted | EntryState::Failed(_)),
+        "{state:?}"
+    );
+    tui.type_text("again, briefly");
+    tui.press(KeyCode::Enter);
+    tui.until("the reply", reply_complete).await;
+    let sid = tui.app().open_id().unwrap().to_string();
+    let stored = history(&second, &sid).await;
+    let contents: Vec<&str> = stored
+        .iter()
+        .map(|m| m["content"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        stored.len(),
+        2,
+        "the killed turn was rolled back: {contents:?}"
+    );
+    assert_eq!(contents[0], "again, briefly");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "bug: when the server stops mid-reply, its `error` event races the 1001 close; when the close wins the reply stays `streaming…` and pending for good (only Ctrl-C ends it)"]
+async fn a_server_killed_mid_reply_ends_the_pending_reply_by_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, _proxy, mut tui) = killable(dir.path()).await;
+    first.shutdown().await;
+    tui.until("the reply no longer pending", |app| {
+        app.open.as_ref().is_some_and(|o| o.pending.is_none())
+    })
+    .await;
+    let (partial, state) = last_reply(tui.app()).unwrap();
+    assert!(!partial.is_empty(), "what arrived stays visible");
+    assert!(
+        matches!(state, EntryState::Interrupted | EntryState::Failed(_)),
+        "{state:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_connection_times_out_while_the_ui_keeps_working() {
+    let svc = service(ServiceConfig::ephemeral(0)).await;
+    let proxy = FaultProxy::start(Some(svc.addr)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = options(proxy.url(), &svc.api_key);
+    opts.timeouts.request = Duration::from_millis(800);
+    opts.timeouts.connect = Duration::from_millis(800);
+    let mut tui = Tui::start(opts, dir.path());
+    tui.until("stream open", |app| app.store_ready && stream_open(app))
+        .await;
+    // From now on the network swallows everything and answers nothing.
+    proxy.set(Fault::Stall);
+    proxy.cut_all();
+    tui.until("the stream down", stream_down).await;
+    tui.type_text("hello?");
+    tui.press(KeyCode::Enter);
+    assert!(tui.app().open.as_ref().unwrap().pending.is_some());
+    // The UI takes keys while the send hangs.
+    tui.type_text("still typing");
+    assert_eq!(tui.app().composer_text(), "still typing");
+    tui.until("the send timed out", |app| app.send_error.is_some())
+        .await;
+    let composer = tui.app().composer_text();
+    assert!(
+        composer.contains("hello?") && composer.contains("still typing"),
+        "both texts kept: {composer:?}"
+    );
+    let why = tui.app().send_error.clone().unwrap();
+    assert!(why.contains("time"), "says it timed out: {why}");
+    let Some(StreamState::Down(stream_why)) = stream_state(tui.app()).cloned() else {
+        unreachable!()
+    };
+    assert!(!stream_why.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_lost_after_the_server_committed_is_retried_and_stored_once() {
+    let svc = service(ServiceConfig::ephemeral(0)).await;
+    let proxy = FaultProxy::start(Some(svc.addr)).await;
+    let mut opts = options(proxy.url(), &svc.api_key);
+    opts.max_retries = 2;
+    let client = Client::new(opts).unwrap();
+    let sid = new_session_id();
+    proxy.next(Fault::DropResponse);
+    let body = SendMessage {
+        content: "exactly once, please".into(),
+        role: None,
+        stream: None,
+        metadata: None,
+    };
+    let reply = client
+        .send_message(&sid, &body, &new_idempotency_key())
+        .await
+        .expect("the retry gets the reply");
+    assert!(
+        proxy.accepted() >= 2,
+        "the first answer was lost, so it retried"
+    );
+    let stored = history(&svc, &sid).await;
+    assert_eq!(stored.len(), 2, "one message, one reply: {stored:?}");
+    assert_eq!(stored[0]["content"], "exactly once, please");
+    assert_eq!(stored[1]["messageId"], reply.message_id.as_str());
+    assert_eq!(stored[1]["content"], reply.content.as_str());
+
+    // The same through a truncated answer.
+    proxy.next(Fault::Truncate(40));
+    let sid2 = new_session_id();
+    let reply = client
+        .send_message(&sid2, &body, &new_idempotency_key())
+        .await
+        .expect("the retry gets the reply");
+    let stored = history(&svc, &sid2).await;
+    assert_eq!(stored.len(), 2, "{stored:?}");
+    assert_eq!(stored[1]["messageId"], reply.message_id.as_str());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_link_delivers_the_streamed_reply_whole() {
+    let svc = service(ServiceConfig::ephemeral(0)).await;
+    let proxy = FaultProxy::start(Some(svc.addr)).await;
+    proxy.set(Fault::Delay(Duration::from_millis(30)));
+    let dir = tempfile::tempdir().unwrap();
+    let mut tui = Tui::start(options(proxy.url(), &svc.api_key), dir.path());
+    tui.until("stream open", |app| app.store_ready && stream_open(app))
+        .await;
+    tui.type_text("show me some code");
+    tui.press(KeyCode::Enter);
+    tui.until("the reply", reply_complete).await;
+    let sid = tui.app().open_id().unwrap().to_string();
+    let stored = history(&svc, &sid).await;
+    assert_eq!(
+        last_reply(tui.app()).unwrap().0,
+        stored[1]["content"].as_str().unwrap(),
+        "every delta, in order, none twice"
+    );
+}
