@@ -502,10 +502,14 @@ fn spawn_store(path: PathBuf, events: EventSender) -> std::sync::mpsc::Sender<St
                             .and_then(|t| Ok((t, store.draft(&session_id)?)))
                         {
                             Ok((messages, draft)) => {
+                                let rendered = Some(super::event::Rendered::new(
+                                    super::app::render_stored(&messages),
+                                ));
                                 events.send(AppEvent::TranscriptLoaded {
                                     session_id,
                                     messages,
                                     draft,
+                                    rendered,
                                 });
                                 Ok(())
                             }
@@ -514,6 +518,7 @@ fn spawn_store(path: PathBuf, events: EventSender) -> std::sync::mpsc::Sender<St
                                     session_id,
                                     messages: Vec::new(),
                                     draft: None,
+                                    rendered: None,
                                 });
                                 Err(e)
                             }
