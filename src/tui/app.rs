@@ -359,8 +359,9 @@ fn sanitize(s: &str) -> String {
 /// Something for a worker to do.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Command {
-    /// Read a session's transcript and draft from the store.
-    LoadTranscript { session_id: String },
+    /// Read a session's transcript and draft from the store, and lay it out for a
+    /// transcript pane `width` columns wide (off the UI task).
+    LoadTranscript { session_id: String, width: u16 },
     /// Keep this session's stream open (and close any other).
     OpenStream { session_id: String },
     /// POST a message.
@@ -1149,8 +1150,11 @@ impl App {
         if let Some(pos) = self.visible_sessions().iter().position(|s| s.id == id) {
             self.session_cursor = pos;
         }
+        let (width, _) =
+            transcript_viewport(self.size, self.composer_rows(), self.settings.show_sessions);
         out.push(Command::LoadTranscript {
             session_id: id.clone(),
+            width,
         });
         out.push(Command::Persist(StoreOp::SetLastOpen(id.clone())));
         if matches!(self.connection, Connection::Connected(_)) {
