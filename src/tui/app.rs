@@ -1139,6 +1139,11 @@ impl App {
             .get(self.session_cursor)
             .map(|s| s.id.clone())
         {
+            // A notice about the session left behind (or its metadata, which stays with it)
+            // would mislead here.
+            if self.open_id() != Some(id.as_str()) {
+                self.notice = None;
+            }
             self.open_session(id, out);
             self.focus = Focus::Composer;
         }
