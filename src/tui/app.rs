@@ -1127,10 +1127,9 @@ impl App {
                 message: stored(item),
             }));
         }
-        self.notify(
-            Level::Info,
-            "stopped; the service finishes the reply on its side",
-        );
+        // "a reply is still coming" no longer holds.
+        self.send_error = None;
+        self.notify(Level::Info, "stopped; the service keeps the full reply");
     }
 
     fn open_selected(&mut self, out: &mut Vec<Command>) {
