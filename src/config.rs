@@ -34,10 +34,8 @@ pub struct GlobalArgs {
     #[arg(long, global = true, env = "CONVO_BASE_URL", value_name = "URL")]
     pub base_url: Option<String>,
     /// API key (service_live_…) for the session, message and analytics endpoints
-    // The id matches `convo serve --api-key` (field `api_keys`), so that clap does not
-    // propagate this global flag into `serve` as a second `--api-key`.
+    // `convo serve` reads this flag too (its own repeatable flag is `--key`).
     #[arg(
-        id = "api_keys",
         long = "api-key",
         global = true,
         env = "CONVO_API_KEY",
@@ -715,6 +713,39 @@ mod tests {
         use clap::CommandFactory;
         // Panics on a flag defined twice in a subcommand, e.g. `serve --api-key`.
         crate::cli::Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn the_global_api_key_reaches_every_subcommand() {
+        use clap::Parser;
+        for args in [
+            &[
+                "convo",
+                "serve",
+                "--api-key",
+                "service_live_abcdefghijklmnop1234",
+            ][..],
+            &[
+                "convo",
+                "--api-key",
+                "service_live_abcdefghijklmnop1234",
+                "serve",
+            ],
+            &[
+                "convo",
+                "usage",
+                "--api-key",
+                "service_live_abcdefghijklmnop1234",
+            ],
+        ] {
+            let cli =
+                crate::cli::Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            assert_eq!(
+                cli.global.api_key.as_deref(),
+                Some("service_live_abcdefghijklmnop1234"),
+                "{args:?}"
+            );
+        }
     }
 
     #[test]

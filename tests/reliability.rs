@@ -6,7 +6,10 @@ mod reliability {
     pub mod proxy;
     pub mod tui;
 
+    mod client_hostile;
     mod durability;
+    mod load;
+    pub mod loadgen;
     mod network;
     mod service_hostile;
 }

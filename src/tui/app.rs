@@ -212,7 +212,7 @@ impl OpenSession {
     ) -> usize {
         let entry = self.transcript.push(Entry {
             role,
-            content: content.clone(),
+            content: as_shown(role, &content),
             state: state.clone(),
             header: header_for(role, created_at, tokens),
         });
@@ -235,7 +235,7 @@ impl OpenSession {
         for item in &mut self.items {
             item.entry = t.push(Entry {
                 role: item.role,
-                content: item.content.clone(),
+                content: as_shown(item.role, &item.content),
                 state: item.state.clone(),
                 header: header_for(item.role, item.created_at, item.tokens),
             });
@@ -260,6 +260,33 @@ impl OpenSession {
             self.top.min(max_top)
         }
     }
+}
+
+/// What the transcript renders for a message. Replies are markdown as the server sent them;
+/// what the user typed keeps its line breaks (markdown would join the lines of a paragraph),
+/// except inside fenced code, which keeps them anyway.
+fn as_shown(role: Role, content: &str) -> String {
+    if role == Role::Assistant || !content.contains('\n') {
+        return content.to_string();
+    }
+    let mut out = String::with_capacity(content.len() + 16);
+    let mut in_fence = false;
+    let mut lines = content.split('\n').peekable();
+    while let Some(line) = lines.next() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
+            in_fence = !in_fence;
+        }
+        out.push_str(line);
+        if lines.peek().is_some() {
+            if !in_fence && !line.trim().is_empty() {
+                // A markdown hard break.
+                out.push_str("  ");
+            }
+            out.push('\n');
+        }
+    }
+    out
 }
 
 fn header_for(role: Role, at: DateTime<Utc>, tokens: u64) -> String {

@@ -81,6 +81,19 @@ impl Tui {
         &self.rt.app
     }
 
+    /// The symbol of every cell of a frame drawn now.
+    pub fn cells(&self) -> Vec<String> {
+        let app = &self.rt.app;
+        let mut t = Terminal::new(TestBackend::new(app.size.width, app.size.height)).unwrap();
+        t.draw(|f| view::draw(f, app)).unwrap();
+        t.backend()
+            .buffer()
+            .content()
+            .iter()
+            .map(|c| c.symbol().to_string())
+            .collect()
+    }
+
     pub fn screen(&self) -> String {
         let app = &self.rt.app;
         let mut t = Terminal::new(TestBackend::new(app.size.width, app.size.height)).unwrap();
