@@ -7,6 +7,7 @@ mod reliability {
     pub mod tui;
 
     mod client_hostile;
+    mod corpus;
     mod durability;
     mod load;
     pub mod loadgen;
