@@ -79,9 +79,14 @@ enum Probe {
         wait_for: String,
         #[arg(long, default_value_t = 5)]
         settle: u64,
+        /// Then send this message, wait for the reply, and measure again.
+        #[arg(long)]
+        send: Option<String>,
         #[command(flatten)]
         size: Size,
     },
+    /// Resident memory of the o200k tables: the shared singleton, then a second instance.
+    BpeMemory,
     /// An OpenAI-compatible SSE server that streams TOKENS pieces at RATE per second.
     FakeOpenai {
         #[arg(long, default_value = "127.0.0.1:0")]
@@ -142,8 +147,17 @@ fn main() -> std::process::ExitCode {
             data_dir,
             wait_for,
             settle,
+            send,
             size,
-        } => rss(&bin, data_dir.as_deref(), &wait_for, settle, size),
+        } => rss(
+            &bin,
+            data_dir.as_deref(),
+            &wait_for,
+            settle,
+            send.as_deref(),
+            size,
+        ),
+        Probe::BpeMemory => bpe_memory(),
         Probe::FakeOpenai { addr, rate, tokens } => runtime().and_then(|rt| {
             rt.block_on(async {
                 let fake = FakeOpenAi::start(&addr, rate, tokens).await?;
@@ -302,7 +316,9 @@ impl Tui {
                 pixel_height: 0,
             })
             .map_err(|e| format!("openpty: {e}"))?;
-        let mut cmd = CommandBuilder::new(bin);
+        // The child runs in `home`: a relative path would not be found there.
+        let bin = std::fs::canonicalize(bin).map_err(|e| format!("{}: {e}", bin.display()))?;
+        let mut cmd = CommandBuilder::new(&bin);
         cmd.env_clear();
         cmd.env("HOME", home);
         cmd.env("XDG_CONFIG_HOME", home.join(".config"));
@@ -440,6 +456,18 @@ impl Tui {
         // A frame's marker straddling `start` is counted in the window it ends in.
         let from_byte = start.saturating_sub(5);
         count_frames(&log.raw[from_byte..end.max(from_byte)])
+    }
+
+    /// Waits until nothing was written for `quiet`; returns when the last chunk came.
+    fn quiet_since(&self, quiet: Duration) -> Instant {
+        let start = Instant::now();
+        loop {
+            let last = self.lock().chunks.last().map_or(self.spawned, |(t, _)| *t);
+            if last.elapsed() >= quiet || start.elapsed() > GUARD {
+                return last;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     fn output_len(&self) -> usize {
@@ -596,7 +624,7 @@ fn first_frame(bin: &Path, runs: usize, size: Size) -> Result<()> {
     let mut layouts = Vec::new();
     let mut connected = Vec::new();
     println!(
-        "run  first byte ms  first frame ms  connected ms   ({}x{})",
+        "run  first byte ms  first frame ms  connected ms  frame#   ({}x{})",
         size.cols, size.rows
     );
     for run in 1..=runs {
@@ -619,7 +647,9 @@ fn first_frame(bin: &Path, runs: usize, size: Size) -> Result<()> {
             ms(layout - tui.spawned),
             ms(up - tui.spawned),
         );
-        println!("{run:>3}  {b:>13.1}  {f:>14.1}  {c:>12.1}");
+        // 1 when the layout came with the very first frame.
+        let nth = tui.frames_between(tui.spawned, layout + Duration::from_nanos(1));
+        println!("{run:>3}  {b:>13.1}  {f:>14.1}  {c:>12.1}  {nth:>5}");
         first_bytes.push(b);
         layouts.push(f);
         connected.push(c);
@@ -674,7 +704,17 @@ fn idle_cpu(bin: &Path, secs: u64, settle: u64, size: Size) -> Result<()> {
 // ---------------------------------------------------------------------------------------
 // RSS
 
-fn rss(bin: &Path, seeded: Option<&Path>, wait_for: &str, settle: u64, size: Size) -> Result<()> {
+/// What the builtin engine's replies say.
+const REPLY_MARK: &str = "offline engine";
+
+fn rss(
+    bin: &Path,
+    seeded: Option<&Path>,
+    wait_for: &str,
+    settle: u64,
+    send: Option<&str>,
+    size: Size,
+) -> Result<()> {
     let home = temp_home()?;
     let data = home.path().join("data");
     std::fs::create_dir_all(&data).map_err(|e| e.to_string())?;
@@ -691,7 +731,8 @@ fn rss(bin: &Path, seeded: Option<&Path>, wait_for: &str, settle: u64, size: Siz
         }
         None => CONNECTED_MARK,
     };
-    let mut tui = Tui::start(bin, home.path(), &data, &[], &[mark, CONNECTED_MARK], size)?;
+    let marks = [mark, CONNECTED_MARK, REPLY_MARK];
+    let mut tui = Tui::start(bin, home.path(), &data, &[], &marks, size)?;
     let drawn = tui.wait_mark(mark)?;
     tui.wait_mark(CONNECTED_MARK)?;
     let (rss_drawn, _, _) = memory(tui.pid)?;
@@ -710,7 +751,45 @@ fn rss(bin: &Path, seeded: Option<&Path>, wait_for: &str, settle: u64, size: Siz
         hwm_kb as f64 / 1024.0,
         anon_kb as f64 / 1024.0,
     );
+    if let Some(text) = send {
+        tui.send(text.as_bytes())?;
+        std::thread::sleep(Duration::from_millis(300));
+        tui.send(b"\r")?;
+        tui.wait_mark(REPLY_MARK)?;
+        tui.quiet_since(Duration::from_secs(1));
+        std::thread::sleep(Duration::from_secs(settle));
+        let (rss_kb, hwm_kb, anon_kb) = memory(tui.pid)?;
+        println!(
+            "  after sending `{text}` and its reply: VmRSS {:.1} MB (peak VmHWM {:.1} MB, \
+             RssAnon {:.1} MB)",
+            rss_kb as f64 / 1024.0,
+            hwm_kb as f64 / 1024.0,
+            anon_kb as f64 / 1024.0,
+        );
+    }
     tui.stop();
+    Ok(())
+}
+
+fn bpe_memory() -> Result<()> {
+    let me = std::process::id();
+    let mb = |kb: u64| kb as f64 / 1024.0;
+    let (base, _, _) = memory(me)?;
+    let shared = tiktoken_rs::o200k_base_singleton();
+    let (one, _, _) = memory(me)?;
+    let second = tiktoken_rs::o200k_base().map_err(|e| e.to_string())?;
+    let (two, _, _) = memory(me)?;
+    // Both in use, so neither is optimised away.
+    let n = shared.encode_ordinary("hello world").len() + second.encode_ordinary("hi").len();
+    println!(
+        "o200k tables: VmRSS {:.1} MB before, {:.1} MB with o200k_base_singleton() (+{:.1}), \
+         {:.1} MB with a second o200k_base() (+{:.1}); {n} tokens counted",
+        mb(base),
+        mb(one),
+        mb(one - base),
+        mb(two),
+        mb(two - one)
+    );
     Ok(())
 }
 
@@ -910,19 +989,23 @@ fn stream_fps(bin: &Path, rate: u64, tokens: u64, size: Size) -> Result<()> {
     )?;
     let b = cpu_sample(tui.pid)?;
     let sb = cpu_sample(serve.pid())?;
-    // Let the last frames through, then count frames over the stream's own window.
-    std::thread::sleep(Duration::from_millis(500));
+    // The TUI is done with the stream when its output has been quiet for a while.
+    let caught_up = tui.quiet_since(Duration::from_millis(500));
     let window = finished.duration_since(started).as_secs_f64();
     let frames = tui.frames_between(started, finished);
+    let lag = caught_up.saturating_duration_since(finished);
+    let frames_total = tui.frames_between(started, caught_up + Duration::from_millis(1));
     let (tui_ticks, tui_sched) = cpu_percent(&a, &b, hz);
     let (_, serve_sched) = cpu_percent(&sa, &sb, hz);
     let (rss_kb, _, _) = memory(tui.pid)?;
     println!(
         "{tokens} tokens at {rate}/s streamed in {window:.2} s ({:.0} tokens/s): TUI drew {frames} \
          frames = {:.1} fps; TUI CPU {tui_sched:.1} % of a core ({tui_ticks:.1} % by ticks), \
-         convo serve {serve_sched:.1} %; TUI VmRSS {:.1} MB after",
+         convo serve {serve_sched:.1} %; last frame {:.0} ms after the stream ended \
+         ({frames_total} frames in all); TUI VmRSS {:.1} MB after",
         fake.state.sent.load(Ordering::Relaxed) as f64 / window,
         frames as f64 / window,
+        ms(lag),
         rss_kb as f64 / 1024.0
     );
     tui.stop();
@@ -963,13 +1046,30 @@ fn streams(bin: &Path, count: usize, pace_ms: u64) -> Result<()> {
     )?;
     let rt = runtime()?;
     let hz = clock_ticks_per_sec();
-    let before = cpu_sample(serve.pid())?;
-    let began = Instant::now();
+    let mut before = None;
+    let mut began = Instant::now();
     let results: Vec<Result<StreamRun>> = rt.block_on(async {
         let client = reqwest::Client::builder()
             .pool_max_idle_per_host(count)
             .build()
             .map_err(|e| e.to_string())?;
+        // One plain send first: the service loads its token tables on the first count, which
+        // is start-up cost, not the cost of a stream.
+        let warm = client
+            .post(format!(
+                "{}/v1/sessions/session_perfwarmup000000/messages",
+                serve.base_url
+            ))
+            .bearer_auth(&serve.key)
+            .json(&serde_json::json!({"content": "warm up"}))
+            .send()
+            .await
+            .map_err(|e| format!("warm-up POST: {e}"))?;
+        if !warm.status().is_success() {
+            return Err(format!("warm-up POST answered {}", warm.status()));
+        }
+        before = Some(cpu_sample(serve.pid())?);
+        began = Instant::now();
         // All connect first, then all send at once: COUNT replies in flight together.
         let gate = Arc::new(tokio::sync::Barrier::new(count));
         let mut tasks = tokio::task::JoinSet::new();
@@ -1008,6 +1108,7 @@ fn streams(bin: &Path, count: usize, pace_ms: u64) -> Result<()> {
     let done: Vec<f64> = ok.iter().map(|r| ms(r.done)).collect();
     let connect: Vec<f64> = ok.iter().map(|r| ms(r.connect)).collect();
     let deltas: u64 = ok.iter().map(|r| r.deltas).sum();
+    let before = before.ok_or("no CPU sample")?;
     let (_, serve_cpu) = cpu_percent(&before, &after, hz);
     println!(
         "{count} concurrent streams (builtin engine, pace {pace_ms} ms): {} completed, {} failed \

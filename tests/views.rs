@@ -6,6 +6,8 @@ mod service;
 #[path = "views/snapshots.rs"]
 mod snapshots;
 // The pty harness of the TUI tests, reused; not every helper is needed here.
+#[path = "views/app.rs"]
+mod app;
 #[allow(dead_code)]
 #[path = "pty/harness.rs"]
 mod harness;

@@ -15,6 +15,9 @@ for _ in $(seq 100); do grep -q '^listening on' "$dir/stdout" 2>/dev/null && bre
 url=$(sed -n 's/^listening on //p' "$dir/stdout")
 [[ -n $url ]] || { echo "convo serve did not start:" >&2; cat "$dir/stderr" >&2; exit 1; }
 echo "# convo serve at $url (pid $serve), db $dir/service.db"
+# One send first: the token tables load on the first count (start-up, not throughput).
+curl -sf -o /dev/null "$url/v1/sessions/session_wrkwarmup0000000/messages" \
+    -H "Authorization: Bearer $key" -H 'Content-Type: application/json' -d '{"content":"warm up"}'
 KEY=$key SESSIONS=${SESSIONS:-8000} wrk -t "${THREADS:-2}" -c "${CONNECTIONS:-32}" \
     -d "${DURATION:-10s}" --latency -s scripts/perf/post.lua "$url"
 echo "# convo serve: VmHWM $(awk '/VmHWM/ {print $2/1024 " MB"}' /proc/$serve/status)"

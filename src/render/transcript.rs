@@ -336,13 +336,13 @@ impl Transcript {
 
     fn heights_at<'a>(&self, cell: &'a mut Option<(u16, Heights)>, width: u16) -> &'a Heights {
         if cell.as_ref().is_none_or(|(w, _)| *w != width) {
+            *cell = None;
+        }
+        let (_, heights) = cell.get_or_insert_with(|| {
             let values = self.slots.iter().map(|s| s.height(width)).collect();
-            *cell = Some((width, Heights::from_values(values)));
-        }
-        match cell {
-            Some((_, heights)) => heights,
-            None => unreachable!("heights were just computed"),
-        }
+            (width, Heights::from_values(values))
+        });
+        heights
     }
 
     fn with_heights<T>(&self, width: u16, f: impl FnOnce(&Heights) -> T) -> T {
