@@ -345,7 +345,14 @@ pub enum StoreOp {
         session_id: String,
         message: StoredMessage,
     },
+    /// Save now (quit, switch, send): supersedes an edit still waiting.
     SaveDraft {
+        session_id: String,
+        text: String,
+    },
+    /// The composer changed: the store worker saves it once the edits pause
+    /// (`workers::DRAFT_SAVE_DELAY`), so that a crash loses at most that much typing.
+    DraftEdited {
         session_id: String,
         text: String,
     },
@@ -386,6 +393,9 @@ pub struct App {
     next_send_id: u64,
     /// Quit was asked for before the store loaded, with text to keep.
     quit_when_loaded: bool,
+    /// The open session's draft as last handed to the store; an edit that changes the
+    /// composer away from it is sent as `StoreOp::DraftEdited`.
+    draft_in_store: String,
     pub quit: bool,
 }
 
@@ -417,6 +427,7 @@ impl App {
             wallet: Default::default(),
             next_send_id: 1,
             quit_when_loaded: false,
+            draft_in_store: String::new(),
             quit: false,
         }
     }
@@ -590,7 +601,28 @@ impl App {
             AppEvent::Metrics(ev) => super::metrics::on_event(self, ev),
             AppEvent::Wallet(ev) => super::wallet::on_event(self, ev, &mut out),
         }
+        self.note_draft_edit(&mut out);
         out
+    }
+
+    /// Hands the store the composer's text when it changed since the store last had it.
+    /// Only once the open session's stored draft is known: before that, an empty composer
+    /// would overwrite a draft not yet read.
+    fn note_draft_edit(&mut self, out: &mut Vec<Command>) {
+        if self.quit {
+            return;
+        }
+        let Some(open) = self.open.as_ref().filter(|o| o.loaded) else {
+            return;
+        };
+        let text = self.composer_text();
+        if text != self.draft_in_store {
+            out.push(Command::Persist(StoreOp::DraftEdited {
+                session_id: open.id.clone(),
+                text: text.clone(),
+            }));
+            self.draft_in_store = text;
+        }
     }
 
     fn title_of(&self, id: &str) -> String {
@@ -956,12 +988,14 @@ impl App {
         out.push(Command::Quit);
     }
 
-    fn save_draft(&self, out: &mut Vec<Command>) {
+    fn save_draft(&mut self, out: &mut Vec<Command>) {
         if let Some(open) = &self.open {
+            let text = self.composer_text();
             out.push(Command::Persist(StoreOp::SaveDraft {
                 session_id: open.id.clone(),
-                text: self.composer_text(),
+                text: text.clone(),
             }));
+            self.draft_in_store = text;
         }
     }
 
@@ -1113,6 +1147,8 @@ impl App {
         if let Some(o) = self.open.as_mut() {
             o.loaded = true;
         }
+        // A new session has no stored draft; text carried over is saved as an edit.
+        self.draft_in_store = String::new();
         self.focus = Focus::Composer;
     }
 
@@ -1278,6 +1314,8 @@ impl App {
         });
         self.composer = new_composer();
         self.send_error = None;
+        // The sent text is no longer a draft, even if the app dies before the reply.
+        self.save_draft(out);
     }
 
     // ---- network results -------------------------------------------------------------------
@@ -1322,6 +1360,7 @@ impl App {
         open.rebuild();
         open.loaded = true;
         open.follow = true;
+        self.draft_in_store = draft.clone().unwrap_or_default();
         if let Some(d) = draft.filter(|d| !d.is_empty())
             && self.composer.is_empty()
         {

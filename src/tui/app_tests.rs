@@ -981,3 +981,68 @@ fn typed_line_breaks_are_kept_on_screen() {
         "roses are red\nviolets are blue"
     );
 }
+
+fn draft_edits(cmds: &[Command]) -> Vec<(String, String)> {
+    cmds.iter()
+        .filter_map(|c| match c {
+            Command::Persist(StoreOp::DraftEdited { session_id, text }) => {
+                Some((session_id.clone(), text.clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn every_edit_of_the_composer_is_handed_to_the_store_for_a_debounced_save() {
+    let mut app = app();
+    let cmds = type_text(&mut app, "hi");
+    assert_eq!(
+        draft_edits(&cmds),
+        vec![(A.into(), "h".into()), (A.into(), "hi".into())]
+    );
+    let cmds = app.update(key(KeyCode::Backspace));
+    assert_eq!(draft_edits(&cmds), vec![(A.into(), "h".into())]);
+    let cmds = app.update(AppEvent::Paste("ello".into()));
+    assert_eq!(draft_edits(&cmds), vec![(A.into(), "hello".into())]);
+    // Events that leave the text alone write nothing.
+    let cmds = app.update(AppEvent::Clock(t0()));
+    assert!(draft_edits(&cmds).is_empty());
+    let cmds = app.update(key(KeyCode::Left));
+    assert!(draft_edits(&cmds).is_empty());
+}
+
+#[test]
+fn sending_clears_the_stored_draft_at_once() {
+    let mut app = app();
+    type_text(&mut app, "hello");
+    let cmds = app.update(key(KeyCode::Enter));
+    assert!(cmds.contains(&Command::Persist(StoreOp::SaveDraft {
+        session_id: A.into(),
+        text: String::new(),
+    })));
+    assert!(draft_edits(&cmds).is_empty());
+}
+
+#[test]
+fn no_draft_edit_before_the_stored_draft_is_read() {
+    // Opening B empties the composer before B's stored draft arrives: that must not
+    // overwrite B's draft with nothing.
+    let mut app = app();
+    type_text(&mut app, "for A");
+    app.focus = Focus::Sessions;
+    app.update(key(KeyCode::Down));
+    let cmds = app.update(key(KeyCode::Enter));
+    assert_eq!(app.open_id(), Some(B));
+    assert!(draft_edits(&cmds).is_empty());
+    let cmds = app.update(AppEvent::TranscriptLoaded {
+        session_id: B.into(),
+        messages: vec![],
+        draft: Some("kept".into()),
+    });
+    assert!(draft_edits(&cmds).is_empty());
+    assert_eq!(app.composer_text(), "kept");
+    app.focus = Focus::Composer;
+    let cmds = type_text(&mut app, "!");
+    assert_eq!(draft_edits(&cmds), vec![(B.into(), "kept!".into())]);
+}

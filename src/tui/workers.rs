@@ -466,13 +466,37 @@ fn spawn_store(path: PathBuf, events: EventSender) -> std::sync::mpsc::Sender<St
                     });
                 }
             }
-            for job in rx {
+            let mut drafts = PendingDrafts::default();
+            loop {
+                let job = match drafts.deadline {
+                    None => match rx.recv() {
+                        Ok(job) => job,
+                        Err(_) => break,
+                    },
+                    Some(deadline) => {
+                        let wait = deadline.saturating_duration_since(std::time::Instant::now());
+                        match rx.recv_timeout(wait) {
+                            Ok(job) => job,
+                            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                                drafts.write_all(&store, &events);
+                                continue;
+                            }
+                            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+                        }
+                    }
+                };
                 let result = match job {
                     StoreJob::Flush(done) => {
+                        drafts.write_all(&store, &events);
                         let _ = done.send(());
                         Ok(())
                     }
+                    StoreJob::Op(StoreOp::DraftEdited { session_id, text }) => {
+                        drafts.edited(session_id, text);
+                        Ok(())
+                    }
                     StoreJob::Load(session_id) => {
+                        drafts.write_one(&store, &session_id, &events);
                         match store
                             .transcript(&session_id)
                             .and_then(|t| Ok((t, store.draft(&session_id)?)))
@@ -495,18 +519,77 @@ fn spawn_store(path: PathBuf, events: EventSender) -> std::sync::mpsc::Sender<St
                             }
                         }
                     }
-                    StoreJob::Op(op) => apply(&store, op),
+                    StoreJob::Op(op) => {
+                        // A save now or a delete supersedes the session's edit still waiting.
+                        if let StoreOp::SaveDraft { session_id, .. }
+                        | StoreOp::DeleteSession(session_id) = &op
+                        {
+                            drafts.forget(session_id);
+                        }
+                        apply(&store, op)
+                    }
                 };
                 if let Err(e) = result {
                     tracing::error!(error = %e, "store write failed");
                     events.send(AppEvent::WorkerError(format!("local store: {e}")));
                 }
             }
+            // The app is gone: what was typed last still reaches the disk.
+            drafts.write_all(&store, &events);
         });
     if let Err(e) = spawned {
         tracing::error!(error = %e, "cannot start the store thread");
     }
     tx
+}
+
+/// How long the composer must stay unchanged before its draft is written: typing does not
+/// write on every key, and a crash loses at most this much of it.
+pub const DRAFT_SAVE_DELAY: Duration = Duration::from_millis(500);
+
+/// Drafts edited but not yet written, per session, and when to write them.
+#[derive(Default)]
+struct PendingDrafts {
+    texts: std::collections::HashMap<String, String>,
+    deadline: Option<std::time::Instant>,
+}
+
+impl PendingDrafts {
+    fn edited(&mut self, session_id: String, text: String) {
+        self.texts.insert(session_id, text);
+        self.deadline = Some(std::time::Instant::now() + DRAFT_SAVE_DELAY);
+    }
+
+    /// Drops the waiting edit of a session.
+    fn forget(&mut self, session_id: &str) {
+        self.texts.remove(session_id);
+        if self.texts.is_empty() {
+            self.deadline = None;
+        }
+    }
+
+    fn write_one(&mut self, store: &Store, session_id: &str, events: &EventSender) {
+        if let Some(text) = self.texts.remove(session_id) {
+            report(store.save_draft(session_id, &text), events);
+        }
+        if self.texts.is_empty() {
+            self.deadline = None;
+        }
+    }
+
+    fn write_all(&mut self, store: &Store, events: &EventSender) {
+        for (session_id, text) in self.texts.drain() {
+            report(store.save_draft(&session_id, &text), events);
+        }
+        self.deadline = None;
+    }
+}
+
+fn report(result: Result<(), store::StoreError>, events: &EventSender) {
+    if let Err(e) = result {
+        tracing::error!(error = %e, "store write failed");
+        events.send(AppEvent::WorkerError(format!("local store: {e}")));
+    }
 }
 
 fn apply(store: &Store, op: StoreOp) -> Result<(), store::StoreError> {
@@ -516,7 +599,9 @@ fn apply(store: &Store, op: StoreOp) -> Result<(), store::StoreError> {
             session_id,
             message,
         } => store.append_message(&session_id, &message).map(|_| ()),
-        StoreOp::SaveDraft { session_id, text } => store.save_draft(&session_id, &text),
+        StoreOp::SaveDraft { session_id, text } | StoreOp::DraftEdited { session_id, text } => {
+            store.save_draft(&session_id, &text)
+        }
         StoreOp::SetLastOpen(id) => store.set_last_open_session(&id),
         StoreOp::DeleteSession(id) => store.mark_deleted(&id),
     }

@@ -127,6 +127,21 @@ impl Convo {
         }
     }
 
+    /// Kills the process with SIGKILL: no chance to save anything on the way out.
+    pub fn kill_9(&mut self) {
+        let pid = self.child.process_id().expect("the child's pid");
+        let status = std::process::Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -KILL {pid}");
+        let start = Instant::now();
+        while self.child.try_wait().expect("try_wait").is_none() {
+            assert!(start.elapsed() < GUARD, "convo survived SIGKILL");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Resizes the terminal (the program gets SIGWINCH) and the screen model with it.
     pub fn resize(&mut self, cols: u16, rows: u16) {
         self.parser.lock().unwrap().set_size(

@@ -159,3 +159,37 @@ fn the_layout_follows_a_resize() {
     convo.send(keys::CTRL_C);
     assert!(convo.wait_exit());
 }
+
+#[test]
+fn a_draft_survives_kill_9_once_the_edits_pause() {
+    let home = tempfile::tempdir().unwrap();
+    {
+        let mut convo = Convo::start(home.path(), 80, 24);
+        convo.wait_text("/ 10000");
+        convo.type_text("typed, then the power went");
+        convo.wait_text("typed, then the power went");
+        // Wait for the debounced save to reach the store (read from outside, as the
+        // restarted app will), then kill without any chance to save on the way out.
+        let store = convo::store::Store::open(&home.path().join("data/convo.db")).unwrap();
+        let start = std::time::Instant::now();
+        loop {
+            let saved = store
+                .last_open_session()
+                .unwrap()
+                .and_then(|id| store.draft(&id).unwrap());
+            if saved.as_deref() == Some("typed, then the power went") {
+                break;
+            }
+            assert!(
+                start.elapsed() < super::harness::GUARD,
+                "the draft never reached the store: {saved:?}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        convo.kill_9();
+    }
+    let mut convo = Convo::start(home.path(), 80, 24);
+    convo.wait_text("typed, then the power went");
+    convo.send(keys::CTRL_C);
+    assert!(convo.wait_exit());
+}
