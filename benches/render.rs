@@ -8,6 +8,10 @@
 //!   a list and a code block) to a streaming message after 10,000 others, and draw the frame.
 //! - `resize/10000`: the first frame after the width changes (every height recounted, the
 //!   visible entries re-wrapped).
+//!
+//! The clock is the wall clock. With `RENDER_BENCH_CLOCK=cpu` it is this thread's time on a
+//! CPU (`CLOCK_THREAD_CPUTIME_ID`, Linux), which leaves out the time spent waiting
+//! for a core: on a machine shared with other builds the wall clock mostly measures the queue.
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -21,6 +25,41 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::Text;
 use ratatui::widgets::{Paragraph, Widget, Wrap};
+
+/// The time source of every benchmark (see the module docs).
+fn now() -> Duration {
+    static CPU: std::sync::LazyLock<bool> =
+        std::sync::LazyLock::new(|| std::env::var("RENDER_BENCH_CLOCK").is_ok_and(|v| v == "cpu"));
+    static START: std::sync::LazyLock<Instant> = std::sync::LazyLock::new(Instant::now);
+    if *CPU {
+        thread_cpu_time()
+    } else {
+        START.elapsed()
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn thread_cpu_time() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    Duration::new(
+        u64::try_from(t.tv_sec).unwrap_or(0),
+        u32::try_from(t.tv_nsec).unwrap_or(0),
+    )
+}
+
+#[cfg(not(target_os = "linux"))]
+fn thread_cpu_time() -> Duration {
+    panic!("RENDER_BENCH_CLOCK=cpu is only supported on Linux")
+}
+
+/// Run `f` `iters` times and return the time taken by the clock of [`now`].
+fn timed(iters: u64, mut f: impl FnMut()) -> Duration {
+    let start = now();
+    for _ in 0..iters {
+        f();
+    }
+    now() - start
+}
 
 const WIDTH: u16 = 120;
 const HEIGHT: u16 = 40;
@@ -160,7 +199,7 @@ fn visible(c: &mut Criterion) {
             t.height(WIDTH)
         );
         group.bench_with_input(BenchmarkId::new("visible", n), &t, |b, t| {
-            b.iter(|| frame(black_box(t), &mut buf))
+            b.iter_custom(|iters| timed(iters, || frame(black_box(t), &mut buf)))
         });
     }
     group.finish();
@@ -180,12 +219,14 @@ fn naive_paragraph(c: &mut Criterion) {
         let scroll = u16::try_from(total.saturating_sub(usize::from(HEIGHT))).unwrap_or(u16::MAX);
         let mut buf = Buffer::empty(area());
         group.bench_with_input(BenchmarkId::new("naive_paragraph", n), &text, |b, text| {
-            b.iter(|| {
-                buf.reset();
-                Paragraph::new(text.clone())
-                    .wrap(Wrap { trim: false })
-                    .scroll((scroll, 0))
-                    .render(area(), &mut buf);
+            b.iter_custom(|iters| {
+                timed(iters, || {
+                    buf.reset();
+                    Paragraph::new(text.clone())
+                        .wrap(Wrap { trim: false })
+                        .scroll((scroll, 0))
+                        .render(area(), &mut buf);
+                })
             })
         });
     }
@@ -227,6 +268,24 @@ fn stream_delta(c: &mut Criterion) {
     let deltas = reply_deltas();
     let mut buf = Buffer::empty(area());
     frame(&t, &mut buf);
+    // one pass over the reply, split into its two costs, for docs/performance.md
+    let probe = t.push(Entry::streaming(Role::Assistant, "assistant · now"));
+    let (mut append, mut draw) = (Duration::ZERO, Duration::ZERO);
+    for delta in &deltas {
+        let started = now();
+        t.append_delta(probe, delta);
+        let appended = now();
+        frame(&t, &mut buf);
+        append += appended - started;
+        draw += now() - appended;
+    }
+    let n = u32::try_from(deltas.len()).unwrap_or(u32::MAX);
+    eprintln!(
+        "stream/delta/10000 breakdown over {n} deltas: append_delta {:?}, frame {:?} per delta",
+        append / n,
+        draw / n
+    );
+    t.remove(probe);
     let mut id = t.push(Entry::streaming(Role::Assistant, "assistant · now"));
     let mut next = 0;
     group.bench_function(BenchmarkId::new("delta", 10_000), |b| {
@@ -241,10 +300,10 @@ fn stream_delta(c: &mut Criterion) {
                     frame(&t, &mut buf);
                     next = 0;
                 }
-                let started = Instant::now();
+                let started = now();
                 t.append_delta(id, &deltas[next]);
                 frame(&t, &mut buf);
-                spent += started.elapsed();
+                spent += now() - started;
                 next += 1;
             }
             spent
@@ -265,13 +324,15 @@ fn resize(c: &mut Criterion) {
     frame(&t, &mut buf);
     let mut narrow = false;
     group.bench_function(BenchmarkId::from_parameter(10_000), |b| {
-        b.iter(|| {
-            narrow = !narrow;
-            let width = if narrow { WIDTH - 20 } else { WIDTH };
-            let area = Rect::new(0, 0, width, HEIGHT);
-            buf.reset();
-            let top = t.height(width).saturating_sub(usize::from(HEIGHT));
-            t.render(area, &mut buf, top, None);
+        b.iter_custom(|iters| {
+            timed(iters, || {
+                narrow = !narrow;
+                let width = if narrow { WIDTH - 20 } else { WIDTH };
+                let area = Rect::new(0, 0, width, HEIGHT);
+                buf.reset();
+                let top = t.height(width).saturating_sub(usize::from(HEIGHT));
+                t.render(area, &mut buf, top, None);
+            })
         })
     });
     group.finish();

@@ -28,15 +28,14 @@ pub const DEFAULT_CONFIG: &str = include_str!("../assets/config.toml");
 /// Flags that apply to every command. Each has an environment variable except
 /// `--allow-insecure`; a flag wins over its variable.
 #[derive(Clone, Default, clap::Args)]
+#[command(next_help_heading = "Global options")]
 pub struct GlobalArgs {
-    /// Base URL of the service, e.g. http://127.0.0.1:8080
+    /// Base URL of the service, e.g. http://127.0.0.1:8787 (`convo serve`)
     #[arg(long, global = true, env = "CONVO_BASE_URL", value_name = "URL")]
     pub base_url: Option<String>,
     /// API key (service_live_…) for the session, message and analytics endpoints
-    // The id matches `convo serve --api-key` (field `api_keys`), so that clap does not
-    // propagate this global flag into `serve` as a second `--api-key`.
+    // `convo serve` reads this flag too (its own repeatable flag is `--key`).
     #[arg(
-        id = "api_keys",
         long = "api-key",
         global = true,
         env = "CONVO_API_KEY",
@@ -717,6 +716,39 @@ mod tests {
     }
 
     #[test]
+    fn the_global_api_key_reaches_every_subcommand() {
+        use clap::Parser;
+        for args in [
+            &[
+                "convo",
+                "serve",
+                "--api-key",
+                "service_live_abcdefghijklmnop1234",
+            ][..],
+            &[
+                "convo",
+                "--api-key",
+                "service_live_abcdefghijklmnop1234",
+                "serve",
+            ],
+            &[
+                "convo",
+                "usage",
+                "--api-key",
+                "service_live_abcdefghijklmnop1234",
+            ],
+        ] {
+            let cli =
+                crate::cli::Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            assert_eq!(
+                cli.global.api_key.as_deref(),
+                Some("service_live_abcdefghijklmnop1234"),
+                "{args:?}"
+            );
+        }
+    }
+
+    #[test]
     fn keys_are_redacted() {
         assert_eq!(
             redact_key("service_live_abcdefghijklmnop1234"),
@@ -735,6 +767,21 @@ mod tests {
         let s = format!("{c:?}");
         assert!(!s.contains("abcdefgh") && !s.contains("payload"), "{s}");
         assert!(s.contains("service_live_…1234"), "{s}");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn redaction_shows_at_most_the_prefix_and_four_characters(rest in "[A-Za-z0-9]{0,64}") {
+            let key = format!("service_live_{rest}");
+            let shown = redact_key(&key);
+            proptest::prop_assert!(shown.starts_with("service_live_…"));
+            let tail = shown.trim_start_matches("service_live_…");
+            proptest::prop_assert!(tail.chars().count() <= 4);
+            proptest::prop_assert!(rest.ends_with(tail));
+            if rest.len() < 12 {
+                proptest::prop_assert!(tail.is_empty());
+            }
+        }
     }
 
     #[test]

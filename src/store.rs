@@ -226,10 +226,15 @@ impl Store {
                 source,
             })?;
         }
+        let existed = path.exists();
         let conn = Connection::open(path).map_err(|source| StoreError::Sqlite {
             path: path.to_path_buf(),
             source,
         })?;
+        if !existed {
+            // Transcripts are private; SQLite gives the -wal and -shm files the same mode.
+            restrict_to_owner(path);
+        }
         let store = Store {
             conn: Arc::new(Mutex::new(conn)),
             path: Arc::new(path.to_path_buf()),
@@ -403,7 +408,14 @@ impl Store {
             params![session_id],
         )
         .map_err(|e| self.err(e))?;
-        tx.commit().map_err(|e| self.err(e))
+        tx.commit().map_err(|e| self.err(e))?;
+        // Older copies of the pages live on in the WAL until a checkpoint; truncate it so
+        // that the deleted text is gone from the files' bytes (secure_delete zeroed it in
+        // the pages themselves). Busy readers only delay this; it is not an error.
+        if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
+            tracing::debug!(error = %e, "checkpoint after delete deferred");
+        }
+        Ok(())
     }
 
     /// Append a message to the session's transcript (creating the session if new), update
@@ -583,6 +595,17 @@ impl Store {
     }
 }
 
+#[cfg(unix)]
+fn restrict_to_owner(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Err(e) = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)) {
+        tracing::warn!(path = %path.display(), error = %e, "cannot make the local store private");
+    }
+}
+
+#[cfg(not(unix))]
+fn restrict_to_owner(_path: &Path) {}
+
 fn upsert(conn: &Connection, session_id: &str, at: &DateTime<Utc>) -> rusqlite::Result<()> {
     let at = fmt_time(at);
     // Timestamps are fixed-width UTC RFC 3339, so text order is time order.
@@ -670,6 +693,28 @@ mod tests {
     }
 
     #[test]
+    fn deleted_text_leaves_the_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("convo.db");
+        let s = Store::open(&path).unwrap();
+        let secret = "zebra-crossing-4417-secret";
+        s.append_message("session_a", &msg(Role::User, secret, 1, 0))
+            .unwrap();
+        s.append_message("session_b", &msg(Role::User, "keep me", 1, 0))
+            .unwrap();
+        s.save_draft("session_a", secret).unwrap();
+        s.mark_deleted("session_a").unwrap();
+        for entry in std::fs::read_dir(dir.path()).unwrap() {
+            let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+            assert!(
+                !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                "deleted text found in the store's files"
+            );
+        }
+        assert_eq!(s.transcript("session_b").unwrap().len(), 1);
+    }
+
+    #[test]
     fn drafts_and_last_open_session_round_trip() {
         let s = Store::in_memory().unwrap();
         assert_eq!(s.draft("session_a").unwrap(), None);
@@ -709,6 +754,12 @@ mod tests {
         let s = Store::open(&path).unwrap();
         s.append_message("session_a", &msg(Role::User, "hello", 1, 0))
             .unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+            assert_eq!(mode & 0o077, 0, "private: {mode:o}");
+        }
         drop(s);
         let s = Store::open(&path).unwrap();
         assert_eq!(s.list_sessions().unwrap().len(), 1);
@@ -739,6 +790,19 @@ mod tests {
         }
         assert_eq!(s.transcript("session_a").unwrap().len(), 40);
         assert_eq!(s.list_sessions().unwrap()[0].tokens, 40);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn titles_are_one_short_line(content in "\\PC{0,200}(\n\\PC{0,50}){0,3}") {
+            if let Some(t) = title_of(&content) {
+                proptest::prop_assert!(t.chars().count() <= TITLE_CHARS);
+                proptest::prop_assert!(!t.contains('\n'));
+                proptest::prop_assert!(!t.is_empty());
+            } else {
+                proptest::prop_assert!(content.trim().is_empty());
+            }
+        }
     }
 
     #[test]

@@ -10,3 +10,11 @@ mod sanitize;
 mod snapshots;
 #[path = "render/transcript.rs"]
 mod transcript;
+
+/// Proptest cases: the default given, or `PROPTEST_CASES` for a longer run.
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}

@@ -5,3 +5,11 @@
 mod service;
 #[path = "views/snapshots.rs"]
 mod snapshots;
+// The pty harness of the TUI tests, reused; not every helper is needed here.
+#[path = "views/app.rs"]
+mod app;
+#[allow(dead_code)]
+#[path = "pty/harness.rs"]
+mod harness;
+#[path = "views/pty.rs"]
+mod pty;

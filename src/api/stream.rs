@@ -240,7 +240,6 @@ impl StreamTask {
             Ok(Err(e)) => return classify_connect_error(e),
             Ok(Ok((ws, _response))) => ws,
         };
-        *failures = 0;
         if self.tx.send(StreamUpdate::Connected).await.is_err() {
             return Ending::Closed;
         }
@@ -255,6 +254,11 @@ impl StreamTask {
             tokio::select! {
                 frame = source.next() => {
                     silent_until = Instant::now() + self.timing.silence_timeout;
+                    // The backoff restarts only once the server has actually spoken, so
+                    // that one accepting and at once closing is not hammered.
+                    if matches!(frame, Some(Ok(_))) {
+                        *failures = 0;
+                    }
                     match frame {
                         None => return Ending::Retry(ApiError::Network("the stream closed".into())),
                         Some(Err(e)) => return Ending::Retry(ApiError::Network(format!("the stream failed: {e}"))),

@@ -1,7 +1,7 @@
 //! `convo config`: the effective configuration, keys redacted, and where it comes from.
 use std::process::ExitCode;
 
-use super::load_config;
+use super::{load_config, out};
 
 #[derive(Debug, clap::Args)]
 pub struct ConfigArgs {
@@ -16,7 +16,7 @@ pub async fn run(args: ConfigArgs, global: crate::config::GlobalArgs) -> ExitCod
         Err(code) => return code,
     };
     if args.path {
-        println!("{}", config.paths.config_file.display());
+        out(format!("{}\n", config.paths.config_file.display()));
         return ExitCode::SUCCESS;
     }
     let presence = if config.paths.config_file_present {
@@ -24,15 +24,16 @@ pub async fn run(args: ConfigArgs, global: crate::config::GlobalArgs) -> ExitCod
     } else {
         " (not present: built-in defaults apply)"
     };
-    println!(
-        "# config file: {}{presence}",
-        config.paths.config_file.display()
+    let mut text = format!(
+        "# config file: {}{presence}\n# data dir: {}\n\
+         # precedence: built-in defaults < config file < environment < flags\n",
+        config.paths.config_file.display(),
+        config.paths.data_dir.display()
     );
-    println!("# data dir: {}", config.paths.data_dir.display());
-    println!("# precedence: built-in defaults < config file < environment < flags");
     if let Err(e) = config.check_transport() {
-        println!("# warning: {e}");
+        text.push_str(&format!("# warning: {e}\n"));
     }
-    print!("{}", config.to_redacted_toml());
+    text.push_str(&config.to_redacted_toml());
+    out(text);
     ExitCode::SUCCESS
 }

@@ -1,7 +1,7 @@
 //! `convo delete`: delete a session and its whole history.
 use std::process::ExitCode;
 
-use super::{check_session_id, connect, fail_api, open_store, print_json, record};
+use super::{check_session_id, connect, fail_api, open_store, out, print_json, record};
 use crate::api::ApiError;
 
 #[derive(Debug, clap::Args)]
@@ -35,7 +35,7 @@ pub async fn run(args: DeleteArgs, global: crate::config::GlobalArgs) -> ExitCod
     match result {
         Ok(deleted) if args.json => print_json(&deleted),
         Ok(deleted) => {
-            println!("deleted {}", deleted.session_id);
+            out(format!("deleted {}\n", deleted.session_id));
             ExitCode::SUCCESS
         }
         Err(e) => fail_api(&e),

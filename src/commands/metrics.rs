@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use chrono::{DateTime, Duration, NaiveDate, NaiveDateTime, Timelike, Utc};
 use comfy_table::Cell;
 
-use super::{connect, fail, fail_api, print_json, sanitize, table, thousands};
+use super::{connect, fail, fail_api, out, print_json, sanitize, table, thousands};
 use crate::api::{Granularity, Metrics};
 use crate::cli::exit;
 
@@ -83,7 +83,7 @@ pub async fn run(args: MetricsArgs, global: crate::config::GlobalArgs) -> ExitCo
     match client.metrics(start, end, args.granularity).await {
         Ok(m) if args.json => print_json(&m),
         Ok(m) => {
-            print!("{}", render(&m));
+            out(render(&m));
             ExitCode::SUCCESS
         }
         Err(e) => fail_api(&e),

@@ -90,11 +90,20 @@ where
     }
 }
 
+/// Write to stdout. A reader that went away (`convo … | head`) is not worth a panic or an
+/// error message: the rest of the output is simply dropped.
+pub(crate) fn out(text: impl AsRef<str>) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_all(text.as_ref().as_bytes());
+    let _ = stdout.flush();
+}
+
 /// Print a value as pretty JSON on stdout (for `--json`).
 pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> ExitCode {
     match serde_json::to_string_pretty(value) {
         Ok(s) => {
-            println!("{s}");
+            out(format!("{s}\n"));
             ExitCode::SUCCESS
         }
         Err(e) => fail(exit::SERVICE_ERROR, format_args!("cannot encode JSON: {e}")),

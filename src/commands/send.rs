@@ -4,7 +4,9 @@ use std::process::ExitCode;
 
 use chrono::Utc;
 
-use super::{check_session_id, connect, fail, fail_api, open_store, print_json, record, sanitize};
+use super::{
+    check_session_id, connect, fail, fail_api, open_store, out, print_json, record, sanitize,
+};
 use crate::api::{
     ApiError, Role, SendMessage, new_idempotency_key, new_session_id, send_streaming,
 };
@@ -149,7 +151,7 @@ pub async fn run(args: SendArgs, global: crate::config::GlobalArgs) -> ExitCode 
         })
         .await;
         if printed_any {
-            println!();
+            out("\n");
         }
         r
     } else if args.stream {
@@ -172,7 +174,7 @@ pub async fn run(args: SendArgs, global: crate::config::GlobalArgs) -> ExitCode 
                 print_json(&reply)
             } else {
                 if !args.stream {
-                    println!("{}", sanitize(&reply.content));
+                    out(format!("{}\n", sanitize(&reply.content)));
                 }
                 ExitCode::SUCCESS
             }

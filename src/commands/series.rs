@@ -2,12 +2,16 @@
 //! per-bucket series from one metrics query per bucket (a few at a time, the same bucket math
 //! as the metrics view), and a wallet in the wallet view's sections.
 
+use std::process::ExitCode;
+
+use chrono::{DateTime, Utc};
 use comfy_table::Cell;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
-use super::{sanitize, table, thousands};
+use super::{fail, print_json, sanitize, table, thousands};
 use crate::api::{ApiError, Client, Granularity, Metrics, Wallet};
+use crate::cli::exit;
 use crate::tui::metrics::buckets::{self, Bucket, RangeError, TimeRange};
 use crate::tui::metrics::worker::CONCURRENCY;
 use crate::tui::view::wallet::{amount, gauge_bar, usd};
@@ -39,6 +43,36 @@ pub async fn fetch_series(
     Ok(rows)
 }
 
+/// `convo metrics --series`: prints the per-bucket table (or with `json` the array) of
+/// `[start, end)` at `g`. Exit status 2 for a range the view would refuse, and when a bucket
+/// failed, the status of its error (1 service, 3 network) after printing what came.
+pub async fn run_series(
+    client: &Client,
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+    g: Granularity,
+    json: bool,
+) -> ExitCode {
+    let range = TimeRange { start, end };
+    let rows = match fetch_series(client, range, g).await {
+        Ok(rows) => rows,
+        Err(e) => return fail(exit::USAGE_ERROR, e),
+    };
+    let printed = if json {
+        print_json(&series_json(&rows, g))
+    } else {
+        print!("{}", series_table(&rows, g));
+        ExitCode::SUCCESS
+    };
+    match first_failure(&rows) {
+        Some((n, e)) => fail(
+            e.exit_code(),
+            format_args!("{n} of {} buckets failed; the first: {e}", rows.len()),
+        ),
+        None => printed,
+    }
+}
+
 fn iso(t: chrono::DateTime<chrono::Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
@@ -59,14 +93,12 @@ pub fn series_table(rows: &[SeriesRow], g: Granularity) -> String {
         &[1, 2, 3, 4, 5, 6, 7],
     );
     for row in rows {
-        let mut label = crate::tui::view::metrics::bucket_label(row.bucket, g);
-        if row.bucket.is_partial(g) {
-            label = format!(
-                "{} → {}",
-                row.bucket.start.format("%Y-%m-%d %H:%M"),
-                row.bucket.end.format("%Y-%m-%d %H:%M")
-            );
-        }
+        // A partial bucket shows its real bounds, as the view's bottom line does.
+        let label = if row.bucket.is_partial(g) {
+            buckets::describe_bucket(row.bucket, g)
+        } else {
+            crate::tui::view::metrics::bucket_label(row.bucket, g)
+        };
         let mut cells = vec![Cell::new(label)];
         match &row.result {
             Ok(m) => cells.extend(
@@ -278,10 +310,7 @@ mod tests {
             "{text}"
         );
         // The partial last bucket shows its real bounds.
-        assert!(
-            lines[2].contains("2026-11-22 02:00 → 2026-11-22 02:30"),
-            "{text}"
-        );
+        assert!(lines[2].contains("Sun 22 Nov 02:00–02:30"), "{text}");
     }
 
     #[test]

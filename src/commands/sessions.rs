@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use comfy_table::Cell;
 use serde::Serialize;
 
-use super::{fail, load_config, open_store, print_json, sanitize, table, thousands};
+use super::{fail, load_config, open_store, out, print_json, sanitize, table, thousands};
 use crate::cli::exit;
 use crate::store::SessionRecord;
 
@@ -58,7 +58,7 @@ pub async fn run(args: SessionsArgs, global: crate::config::GlobalArgs) -> ExitC
         eprintln!("no sessions yet: start one with `convo send \"hi\"`");
         return ExitCode::SUCCESS;
     }
-    print!("{}", render(&sessions));
+    out(render(&sessions));
     ExitCode::SUCCESS
 }
 

@@ -3,7 +3,7 @@ use std::process::ExitCode;
 
 use comfy_table::Cell;
 
-use super::{connect, fail_api, print_json, sanitize, table, thousands};
+use super::{connect, fail_api, out, print_json, sanitize, table, thousands};
 use crate::api::Usage;
 
 #[derive(Debug, clap::Args)]
@@ -21,7 +21,7 @@ pub async fn run(args: UsageArgs, global: crate::config::GlobalArgs) -> ExitCode
     match client.usage().await {
         Ok(usage) if args.json => print_json(&usage),
         Ok(usage) => {
-            print!("{}", render(&usage));
+            out(render(&usage));
             ExitCode::SUCCESS
         }
         Err(e) => fail_api(&e),

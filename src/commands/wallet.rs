@@ -3,7 +3,7 @@ use std::process::ExitCode;
 
 use comfy_table::Cell;
 
-use super::{connect, fail_api, print_json, sanitize, table};
+use super::{connect, fail_api, out, print_json, sanitize, table};
 use crate::api::{Client, Wallet};
 
 #[derive(clap::Args)]
@@ -46,7 +46,7 @@ pub async fn run(args: WalletArgs, mut global: crate::config::GlobalArgs) -> Exi
     match client.wallet(&args.wallet_id).await {
         Ok(w) if args.json => print_json(&w),
         Ok(w) => {
-            print!("{}", render(&w));
+            out(render(&w));
             ExitCode::SUCCESS
         }
         Err(e) => fail_api(&e),

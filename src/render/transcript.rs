@@ -108,6 +108,8 @@ pub struct Transcript {
 struct Slot {
     id: EntryId,
     entry: Entry,
+    /// Built from `entry` whenever its header or state changes.
+    header: Line<'static>,
     body: RefCell<Body>,
 }
 
@@ -141,8 +143,9 @@ impl Transcript {
         };
         let slot = Slot {
             id,
-            entry,
+            header: header_line(&entry),
             body: RefCell::new(body),
+            entry,
         };
         if let Some((width, heights)) = self.heights.get_mut() {
             heights.push(slot.height(*width));
@@ -185,14 +188,18 @@ impl Transcript {
     /// Change an entry's state (only its header line changes). Unknown ids are ignored.
     pub fn set_state(&mut self, id: EntryId, state: EntryState) {
         if let Some(i) = self.index(id) {
-            self.slots[i].entry.state = state;
+            let slot = &mut self.slots[i];
+            slot.entry.state = state;
+            slot.header = header_line(&slot.entry);
         }
     }
 
     /// Change an entry's header text. Unknown ids are ignored.
     pub fn set_header(&mut self, id: EntryId, header: impl Into<String>) {
         if let Some(i) = self.index(id) {
-            self.slots[i].entry.header = header.into();
+            let slot = &mut self.slots[i];
+            slot.entry.header = header.into();
+            slot.header = header_line(&slot.entry);
         }
     }
 
@@ -289,7 +296,7 @@ impl Transcript {
                     break;
                 }
                 if n == 0 {
-                    draw_line(buf, area.x, y, &header_line(&slot.entry), width);
+                    draw_line(buf, area.x, y, &slot.header, width);
                 } else if let Some(line) = body.get(n - 1) {
                     draw_line(buf, area.x, y, line, width);
                 }
@@ -329,13 +336,13 @@ impl Transcript {
 
     fn heights_at<'a>(&self, cell: &'a mut Option<(u16, Heights)>, width: u16) -> &'a Heights {
         if cell.as_ref().is_none_or(|(w, _)| *w != width) {
+            *cell = None;
+        }
+        let (_, heights) = cell.get_or_insert_with(|| {
             let values = self.slots.iter().map(|s| s.height(width)).collect();
-            *cell = Some((width, Heights::from_values(values)));
-        }
-        match cell {
-            Some((_, heights)) => heights,
-            None => unreachable!("heights were just computed"),
-        }
+            (width, Heights::from_values(values))
+        });
+        heights
     }
 
     fn with_heights<T>(&self, width: u16, f: impl FnOnce(&Heights) -> T) -> T {
@@ -660,13 +667,21 @@ fn draw_span(
         {
             return;
         }
-        for &b in &bytes[fast_start..fast_end] {
-            if *remaining == 0 {
-                return;
-            }
-            buf[(*x, y)].set_char(char::from(b)).set_style(style);
-            *x += 1;
-            *remaining -= 1;
+        let run = &bytes[fast_start..fast_end];
+        let n = run.len().min(usize::from(*remaining));
+        if n == 0 {
+            return;
+        }
+        let first = buf.index_of(*x, y);
+        for (cell, &b) in buf.content[first..first + n].iter_mut().zip(run) {
+            cell.set_char(char::from(b)).set_style(style);
+        }
+        // n <= remaining, a u16
+        let n16 = u16::try_from(n).unwrap_or(u16::MAX);
+        *x += n16;
+        *remaining -= n16;
+        if n < run.len() {
+            return;
         }
         slow_start = fast_end;
     }
@@ -691,7 +706,9 @@ fn draw_slow(
     let drawn = end.saturating_sub(*x).min(*remaining);
     *remaining -= drawn;
     *x = end;
-    usize::from(drawn) >= super::wrap::str_width(text)
+    // Stopping early leaves less room than the grapheme that did not fit, and no grapheme is
+    // wider than two columns per byte: plenty of room left means everything was drawn.
+    usize::from(*remaining) >= 2 * text.len() || usize::from(drawn) >= super::wrap::str_width(text)
 }
 
 /// Header line: a bar and the header text in the role's colour, then the state.
@@ -817,15 +834,17 @@ mod tests {
             "x\u{200d}y 👩\u{200d}💻 z",
             "wide at the edge: 日本語日本語",
             "ﾃﾞｽﾄ ﾟa",
+            "aaa·bbbb·ccccc·dddddd·e",
         ];
         for text in samples {
-            for width in 1..24u16 {
+            for width in 1..=24u16 {
                 let line = Line::from(vec![
                     Span::styled(text, Style::new().bold()),
                     Span::raw("|tail"),
                     Span::styled("語x", Style::new().red()),
                 ]);
-                let area = Rect::new(0, 0, 24, 1);
+                // the line reaching the buffer's right edge is the case to get right
+                let area = Rect::new(0, 0, width, 1);
                 let (mut want, mut got) = (Buffer::empty(area), Buffer::empty(area));
                 want.set_line(0, 0, &line, width);
                 draw_line(&mut got, 0, 0, &line, width);

@@ -30,12 +30,14 @@ pub struct ServeArgs {
     #[arg(long)]
     pub db: Option<String>,
     /// Accepted API key, `service_live_…` with an optional `=free|pro|enterprise` (default pro).
-    /// Repeatable. The global `--api-key KEY[=TIER]` (or CONVO_API_KEY) adds one more. Without
-    /// any, a key is generated and printed once to stderr.
+    /// Repeatable. Without one, a key is generated and printed once to stderr.
+    // The id `api_keys` is shared with the global client flag `--api-key` (config.rs), so that
+    // clap does not define `--api-key` twice in `serve`.
     #[arg(
-        long = "key",
+        long = "api-key",
         value_name = "KEY[=TIER]",
         env = "CONVO_SERVE_API_KEYS",
+        hide_env_values = true,
         value_delimiter = ','
     )]
     pub api_keys: Vec<String>,
@@ -100,14 +102,12 @@ fn default_db_path() -> Result<PathBuf, String> {
 }
 
 /// The service configuration of `args`, and the secrets that were generated (to print once).
-fn config_from_args(
-    args: &ServeArgs,
-    global_key: Option<&str>,
-) -> Result<(ServiceConfig, Vec<String>), String> {
+fn config_from_args(args: &ServeArgs) -> Result<(ServiceConfig, Vec<String>), String> {
     let mut generated = Vec::new();
-    let mut api_keys = global_key
-        .into_iter()
-        .chain(args.api_keys.iter().map(String::as_str))
+    let mut api_keys = args
+        .api_keys
+        .iter()
+        .map(String::as_str)
         .filter(|k| !k.is_empty())
         .map(parse_key_arg)
         .collect::<Result<Vec<_>, _>>()?;
@@ -193,17 +193,9 @@ async fn shutdown_signal() {
     }
 }
 
-/// The global `--api-key` (or `CONVO_API_KEY`). `cli.rs` hands `serve` only its own arguments,
-/// and the global flag owns the name `--api-key`, so it is read back from the command line here.
-fn global_api_key() -> Option<String> {
-    use clap::Parser;
-    crate::cli::Cli::try_parse().ok()?.global.api_key
-}
-
 pub async fn serve(args: ServeArgs) -> ExitCode {
     init_logging();
-    let global_key = global_api_key();
-    let (config, generated) = match config_from_args(&args, global_key.as_deref()) {
+    let (config, generated) = match config_from_args(&args) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("convo serve: {e}");

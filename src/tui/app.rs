@@ -212,7 +212,7 @@ impl OpenSession {
     ) -> usize {
         let entry = self.transcript.push(Entry {
             role,
-            content: content.clone(),
+            content: as_shown(role, &content),
             state: state.clone(),
             header: header_for(role, created_at, tokens),
         });
@@ -235,7 +235,7 @@ impl OpenSession {
         for item in &mut self.items {
             item.entry = t.push(Entry {
                 role: item.role,
-                content: item.content.clone(),
+                content: as_shown(item.role, &item.content),
                 state: item.state.clone(),
                 header: header_for(item.role, item.created_at, item.tokens),
             });
@@ -260,6 +260,33 @@ impl OpenSession {
             self.top.min(max_top)
         }
     }
+}
+
+/// What the transcript renders for a message. Replies are markdown as the server sent them;
+/// what the user typed keeps its line breaks (markdown would join the lines of a paragraph),
+/// except inside fenced code, which keeps them anyway.
+fn as_shown(role: Role, content: &str) -> String {
+    if role == Role::Assistant || !content.contains('\n') {
+        return content.to_string();
+    }
+    let mut out = String::with_capacity(content.len() + 16);
+    let mut in_fence = false;
+    let mut lines = content.split('\n').peekable();
+    while let Some(line) = lines.next() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
+            in_fence = !in_fence;
+        }
+        out.push_str(line);
+        if lines.peek().is_some() {
+            if !in_fence && !line.trim().is_empty() {
+                // A markdown hard break.
+                out.push_str("  ");
+            }
+            out.push('\n');
+        }
+    }
+    out
 }
 
 fn header_for(role: Role, at: DateTime<Utc>, tokens: u64) -> String {
@@ -357,6 +384,8 @@ pub struct App {
     /// The wallet view's state (F3).
     pub wallet: super::wallet::WalletState,
     next_send_id: u64,
+    /// Quit was asked for before the store loaded, with text to keep.
+    quit_when_loaded: bool,
     pub quit: bool,
 }
 
@@ -387,6 +416,7 @@ impl App {
             metrics: Default::default(),
             wallet: Default::default(),
             next_send_id: 1,
+            quit_when_loaded: false,
             quit: false,
         }
     }
@@ -501,6 +531,9 @@ impl App {
                 match target {
                     Some(id) => self.open_session(id, &mut out),
                     None => self.new_session(String::new(), &mut out),
+                }
+                if self.quit_when_loaded {
+                    self.quit(&mut out);
                 }
             }
             AppEvent::TranscriptLoaded {
@@ -911,6 +944,13 @@ impl App {
     // ---- actions ---------------------------------------------------------------------------
 
     fn quit(&mut self, out: &mut Vec<Command>) {
+        // Text typed before the store answered has no session to be saved with yet:
+        // quit as soon as it has one.
+        if !self.store_ready && !self.composer.is_empty() {
+            self.quit_when_loaded = true;
+            self.notify(Level::Info, "saving your draft…");
+            return;
+        }
         self.save_draft(out);
         self.quit = true;
         out.push(Command::Quit);

@@ -930,3 +930,54 @@ fn text_typed_before_the_store_loads_is_kept() {
     });
     assert_eq!(app.composer_text(), "early words");
 }
+
+#[test]
+fn quitting_before_the_store_loads_waits_to_save_the_draft() {
+    let mut app = App::new(
+        KeyBindings::default(),
+        Settings::default(),
+        Rect::new(0, 0, 80, 24),
+        t0(),
+    );
+    type_text(&mut app, "keep me");
+    let cmds = app.update(ctrl('c'));
+    assert!(!app.quit);
+    assert!(cmds.is_empty());
+    let cmds = app.update(AppEvent::StoreLoaded {
+        sessions: vec![],
+        last_open: None,
+    });
+    assert!(app.quit);
+    let id = app.open_id().unwrap().to_string();
+    assert!(cmds.contains(&Command::Persist(StoreOp::SaveDraft {
+        session_id: id,
+        text: "keep me".into()
+    })));
+    assert!(cmds.contains(&Command::Quit));
+}
+
+#[test]
+fn typed_line_breaks_are_kept_on_screen() {
+    let mut app = app();
+    type_text(&mut app, "roses are red");
+    app.update(alt(KeyCode::Enter));
+    type_text(&mut app, "violets are blue");
+    app.update(key(KeyCode::Enter));
+    let mut terminal = ratatui::Terminal::new(ratatui::backend::TestBackend::new(80, 24)).unwrap();
+    terminal.draw(|f| super::view::draw(f, &app)).unwrap();
+    let buf = terminal.backend().buffer();
+    let rows: Vec<String> = (0..24)
+        .map(|y| (0..80).map(|x| buf[(x, y)].symbol()).collect::<String>())
+        .collect();
+    let red = rows
+        .iter()
+        .position(|r| r.contains("roses are red"))
+        .expect("first line shown");
+    assert!(!rows[red].contains("violets"), "joined: {}", rows[red]);
+    assert!(rows[red + 1].contains("violets are blue"), "{rows:#?}");
+    // What is sent is what was typed.
+    assert_eq!(
+        open(&app).items[0].content,
+        "roses are red\nviolets are blue"
+    );
+}

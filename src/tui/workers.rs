@@ -115,7 +115,7 @@ impl Workers {
             .push(tokio::spawn(terminal_input(self.events.clone())));
     }
 
-    /// The base URL and key of the connected service, when connected.
+    /// The client of the connected service, once connected.
     pub fn client(&self) -> Option<&Client> {
         self.shared.client.get()
     }

@@ -186,3 +186,26 @@ async fn a_key_in_a_file_readable_by_others_is_warned_about() {
     let run = sandbox.run(&args).await.expect(0);
     assert!(run.stderr.is_empty(), "{}", run.stderr);
 }
+
+#[tokio::test]
+async fn a_closed_stdout_is_not_a_panic() {
+    let sandbox = Sandbox::new();
+    // `convo config | head -0`: the reader is gone before convo writes anything.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let mut cmd = sandbox.command(&["config"]);
+    cmd.stdout(writer);
+    // Not `output()`: it would replace stdout with a pipe of its own.
+    let child = cmd.spawn().unwrap();
+    drop(cmd);
+    let out = tokio::time::timeout(
+        std::time::Duration::from_secs(120),
+        child.wait_with_output(),
+    )
+    .await
+    .expect("convo finished (guard against a hang)")
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+}

@@ -15,7 +15,7 @@ pub struct Convo {
     raw: Arc<Mutex<Vec<u8>>>,
     writer: Box<dyn Write + Send>,
     child: Box<dyn Child + Send + Sync>,
-    _master: Box<dyn MasterPty + Send>,
+    master: Box<dyn MasterPty + Send>,
 }
 
 impl Convo {
@@ -70,7 +70,7 @@ impl Convo {
             raw,
             writer,
             child,
-            _master: pair.master,
+            master: pair.master,
         }
     }
 
@@ -125,6 +125,22 @@ impl Convo {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// Resizes the terminal (the program gets SIGWINCH) and the screen model with it.
+    pub fn resize(&mut self, cols: u16, rows: u16) {
+        self.parser.lock().unwrap().set_size(
+            std::num::NonZeroU16::new(rows).expect("rows > 0"),
+            std::num::NonZeroU16::new(cols).expect("cols > 0"),
+        );
+        self.master
+            .resize(PtySize {
+                rows,
+                cols,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .expect("resize the pty");
     }
 
     /// Everything the program wrote, as bytes.

@@ -131,3 +131,31 @@ fn quitting_restores_the_terminal_and_keeps_the_draft() {
     let log = std::fs::read_to_string(home.path().join("data/convo.log")).unwrap_or_default();
     assert!(!log.contains("service_live_"), "no key in the log");
 }
+
+#[test]
+fn the_layout_follows_a_resize() {
+    let home = tempfile::tempdir().unwrap();
+    let mut convo = Convo::start(home.path(), 80, 24);
+    convo.wait_text("local service 127.0.0.1:");
+    // Narrow: usage is a band at the top.
+    let screen = convo.wait_text("req ");
+    assert!(!screen.contains("Usage"), "{screen}");
+    convo.resize(200, 60);
+    // Wide: usage gets its own column, and the status bar moves to the last row.
+    let screen = convo.wait_for("the wide layout", |s| {
+        s.contains("Usage")
+            && s.lines()
+                .nth(59)
+                .is_some_and(|l| l.contains("local service"))
+    });
+    assert!(screen.lines().count() >= 60, "{screen}");
+    convo.resize(80, 24);
+    convo.wait_for("the narrow layout again", |s| {
+        !s.contains("Usage")
+            && s.lines()
+                .nth(23)
+                .is_some_and(|l| l.contains("local service"))
+    });
+    convo.send(keys::CTRL_C);
+    assert!(convo.wait_exit());
+}

@@ -10,7 +10,7 @@ fn text(lines: &[Line<'_>]) -> Vec<String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(128))]
+    #![proptest_config(ProptestConfig::with_cases(crate::cases(128)))]
 
     /// Every line fits, and the line count without building lines is the number built.
     #[test]

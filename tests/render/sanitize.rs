@@ -32,7 +32,7 @@ fn hostile() -> impl Strategy<Value = String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(512))]
+    #![proptest_config(ProptestConfig::with_cases(crate::cases(512)))]
 
     #[test]
     fn output_holds_nothing_dangerous(text in hostile()) {

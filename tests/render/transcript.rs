@@ -94,7 +94,7 @@ fn deltas(text: &str, cuts: &[Index]) -> Vec<String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(96))]
+    #![proptest_config(ProptestConfig::with_cases(crate::cases(64)))]
 
     /// Random histories, a streamed reply cut into random deltas, random widths (resizes),
     /// scroll positions and selections: the cached frame equals the uncached one every time.

@@ -81,7 +81,7 @@ fn serve_prints_one_line_serves_and_stops_on_sigterm() {
 }
 
 #[test]
-fn serve_takes_the_global_api_key_and_repeated_keys_with_tiers() {
+fn serve_takes_repeated_api_keys_with_tiers() {
     let k1 = "service_live_AAAAbbbbCCCCdddd1111";
     let k2 = "service_live_EEEEffffGGGGhhhh2222";
     let mut child = Command::new(BIN)
@@ -97,7 +97,7 @@ fn serve_takes_the_global_api_key_and_repeated_keys_with_tiers() {
         .args([
             "--api-key",
             &format!("{k1}=free"),
-            "--key",
+            "--api-key",
             &format!("{k2}=enterprise"),
         ])
         .env_remove("CONVO_SERVE_API_KEYS")

@@ -268,6 +268,12 @@ async fn a_persistent_embedded_service_keeps_its_key_and_sessions() {
     svc.service.shutdown().await;
     let svc = start_with(ServiceConfig::persistent(dir.path(), 0).unwrap()).await;
     let reply = svc.send_text(&sid, "after the restart").await;
-    assert!(reply["content"].as_str().unwrap().contains("**3** messages"), "{reply}");
+    assert!(
+        reply["content"]
+            .as_str()
+            .unwrap()
+            .contains("**3** messages"),
+        "{reply}"
+    );
     svc.service.shutdown().await;
 }

@@ -303,3 +303,64 @@ async fn polling_failure_marks_the_gauges_stale() {
     let screen = h.screen();
     assert!(screen.contains("STALE"), "{screen}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_key_says_to_check_it_and_keeps_the_text() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let service =
+        convo::service::start(ServiceConfig::ephemeral(1), "127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+    let mut options = ClientOptions::new(service.base_url().parse().unwrap());
+    options.api_key = Some("service_live_WrongWrongWrongWrong".into());
+    options.max_retries = 0;
+    let dir = tempfile::tempdir().unwrap();
+    let app = App::new(
+        KeyBindings::default(),
+        Settings::default(),
+        Rect::new(0, 0, 100, 30),
+        Utc::now(),
+    );
+    let mut rt = Runtime::start(
+        app,
+        WorkerConfig {
+            target: Target::Remote(options),
+            store_file: dir.path().join("convo.db"),
+            usage_refresh: Duration::from_secs(3600),
+        },
+    );
+    rt.run_until("connected and loaded", GUARD, |app| {
+        matches!(app.connection, Connection::Connected(_))
+            && app.open.as_ref().is_some_and(|o| o.loaded)
+    })
+    .await
+    .unwrap();
+    for c in "secret plans".chars() {
+        rt.handle(AppEvent::Key(KeyEvent::new(
+            KeyCode::Char(c),
+            KeyModifiers::NONE,
+        )));
+    }
+    rt.handle(AppEvent::Key(KeyEvent::new(
+        KeyCode::Enter,
+        KeyModifiers::NONE,
+    )));
+    rt.run_until("the refusal", GUARD, |app| app.send_error.is_some())
+        .await
+        .unwrap();
+    assert!(
+        rt.app
+            .send_error
+            .as_deref()
+            .unwrap()
+            .contains("check your API key")
+    );
+    assert_eq!(rt.app.composer_text(), "secret plans");
+    assert!(rt.app.open.as_ref().unwrap().items.is_empty());
+    rt.run_until("the usage poll refused", GUARD, |app| {
+        app.usage.error.is_some()
+    })
+    .await
+    .unwrap();
+    service.shutdown().await;
+}

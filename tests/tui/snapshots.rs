@@ -390,3 +390,57 @@ fn gauge_colours() {
         assert_eq!(buf[(x, y)].fg, colour, "colour at {pct}%");
     }
 }
+
+#[test]
+fn stopped_and_failed_replies_with_the_stream_down() {
+    snap("reply_states", |w, h| {
+        let mut app = chat(w, h);
+        for (text, msg_id) in [("first question", "m1"), ("second question", "m2")] {
+            type_text(&mut app, text);
+            let id = send_id(&app.update(key(KeyCode::Enter)));
+            app.update(AppEvent::SendAccepted {
+                session_id: A.into(),
+                send_id: id,
+                reply: Message {
+                    message_id: msg_id.into(),
+                    session_id: A.into(),
+                    role: Role::Assistant,
+                    content: String::new(),
+                    tokens: 0,
+                    created_at: "2026-11-22T12:00:00Z".into(),
+                },
+                prompt_tokens: 2,
+            });
+            app.update(AppEvent::Stream {
+                session_id: A.into(),
+                update: StreamStatus::Event(StreamEvent::Delta {
+                    session_id: A.into(),
+                    message_id: msg_id.into(),
+                    seq: 0,
+                    content: "Partial answer".into(),
+                }),
+            });
+            if msg_id == "m1" {
+                // Ctrl-C stops the first.
+                app.update(AppEvent::Key(KeyEvent::new(
+                    KeyCode::Char('c'),
+                    KeyModifiers::CONTROL,
+                )));
+            } else {
+                app.update(AppEvent::Stream {
+                    session_id: A.into(),
+                    update: StreamStatus::Event(StreamEvent::Error {
+                        session_id: A.into(),
+                        message_id: msg_id.into(),
+                        error: convo::api::ErrorBody::new("internal", "the engine failed"),
+                    }),
+                });
+            }
+        }
+        app.update(AppEvent::Stream {
+            session_id: A.into(),
+            update: StreamStatus::Disconnected("connection reset".into()),
+        });
+        app
+    });
+}

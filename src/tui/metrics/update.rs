@@ -41,6 +41,10 @@ const GRANULARITIES: [Granularity; 4] = [
 /// Rows a page key moves in the table.
 const PAGE: usize = 10;
 
+/// How old an answer about a range that includes its own load time may be when the view is
+/// opened again before it is reloaded.
+pub const STALE_AFTER: chrono::Duration = chrono::Duration::seconds(60);
+
 fn is_left(key: &KeyEvent) -> bool {
     matches!(key.code, KeyCode::Left | KeyCode::Char('h'))
         && !key
@@ -70,8 +74,19 @@ fn plain_char(key: &KeyEvent) -> Option<char> {
 
 impl MetricsState {
     /// The view was opened: show the selection, loading it unless shown or cached.
+    /// Coming back to the view after chatting reloads a range that reaches into the time
+    /// since it was loaded (a preset, or dates past the load) once the answer is this old.
     pub fn open(&mut self, now: DateTime<Utc>, out: &mut Vec<MetricsRequest>) {
-        self.select(now, out, false);
+        let key = self.key();
+        let shown = self
+            .current
+            .as_ref()
+            .filter(|l| l.key == key)
+            .or_else(|| self.cache.get(&key));
+        let stale = shown.is_some_and(|l| {
+            !l.is_loading() && l.range.end >= l.started_at && now - l.started_at > STALE_AFTER
+        });
+        self.select(now, out, stale);
     }
 
     /// Shows the current selection: from the cache, or by starting a load. `force` reloads
@@ -530,6 +545,7 @@ pub fn on_paste(app: &mut App, text: &str) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::TimeRange;
     use super::*;
     use chrono::TimeZone;
 
@@ -622,6 +638,34 @@ mod tests {
             }]
         );
         assert_eq!(s.current.as_ref().unwrap().id, p.load_id);
+    }
+
+    #[test]
+    fn reopening_reloads_a_range_that_runs_up_to_now_once_it_is_stale() {
+        let mut s = MetricsState::default();
+        let mut reqs = Vec::new();
+        s.open(now(), &mut reqs);
+        let p = plan(&reqs).clone();
+        answer_all(&mut s, &p);
+        // Half a minute later: shown as it is.
+        let mut again = Vec::new();
+        s.open(now() + chrono::Duration::seconds(30), &mut again);
+        assert!(again.is_empty());
+        // Two minutes later: reloaded, since the last 24 hours have moved on.
+        s.open(now() + chrono::Duration::minutes(2), &mut again);
+        assert_ne!(plan(&again).load_id, p.load_id);
+        // A custom range wholly in the past is history: never reloaded by itself.
+        let past = TimeRange {
+            start: now() - chrono::Duration::days(3),
+            end: now() - chrono::Duration::days(2),
+        };
+        let mut reqs = Vec::new();
+        s.set_range(RangeChoice::Custom(past), now(), &mut reqs);
+        let p = plan(&reqs).clone();
+        answer_all(&mut s, &p);
+        let mut later = Vec::new();
+        s.open(now() + chrono::Duration::hours(5), &mut later);
+        assert!(later.is_empty(), "{later:?}");
     }
 
     #[test]

@@ -147,16 +147,16 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         } => render_no_token(body, buf),
         WalletLoad::Idle if no_token => render_no_token(body, buf),
         WalletLoad::Idle => {
-            let lines = vec![
-                Line::from(Span::styled(
-                    "Type a wallet id and press Enter.",
+            let mut lines = vec![Line::from(Span::styled(
+                "Type a wallet id and press Enter.",
+                theme::dim(),
+            ))];
+            if !w.suggestions().is_empty() {
+                lines.push(Line::from(Span::styled(
+                    "↑↓ in the prompt go through the ids shown above.",
                     theme::dim(),
-                )),
-                Line::from(Span::styled(
-                    "↑↓ in the prompt go through the ids you looked at before (and the local service's wallets).",
-                    theme::dim(),
-                )),
-            ];
+                )));
+            }
             Paragraph::new(lines)
                 .wrap(Wrap { trim: true })
                 .render(body, buf);

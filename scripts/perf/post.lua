@@ -1,0 +1,29 @@
+-- wrk script: POST a message to one of SESSIONS sessions, chosen at random per request.
+-- KEY and SESSIONS come from the environment (scripts/perf/service-post.sh sets them).
+-- Non-2xx answers are counted by wrk as `status` errors (printed by done()).
+local key = os.getenv("KEY")
+local sessions = tonumber(os.getenv("SESSIONS") or "8000")
+
+wrk.method = "POST"
+wrk.body = '{"content":"Hello from wrk: how do lifetimes work in Rust?"}'
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer " .. key
+
+function init(args)
+  math.randomseed(os.time() + (tonumber(tostring({}):match("0x(%x+)"), 16) or 0))
+end
+
+function request()
+  local id = string.format("session_wrk%013d", math.random(sessions))
+  return wrk.format(nil, "/v1/sessions/" .. id .. "/messages")
+end
+
+function done(summary, latency, requests)
+  io.write(string.format("requests %d in %.2f s = %.0f/s; errors: connect %d, read %d, write %d, status %d, timeout %d\n",
+    summary.requests, summary.duration / 1e6, summary.requests / (summary.duration / 1e6),
+    summary.errors.connect, summary.errors.read, summary.errors.write, summary.errors.status,
+    summary.errors.timeout))
+  io.write(string.format("latency p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, p99.9 %.2f ms, max %.2f ms\n",
+    latency:percentile(50) / 1000, latency:percentile(90) / 1000, latency:percentile(99) / 1000,
+    latency:percentile(99.9) / 1000, latency.max / 1000))
+end

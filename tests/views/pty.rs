@@ -1,0 +1,60 @@
+//! The real binary in a pseudo-terminal on the embedded service: chat, then F2 charts it and
+//! F3 shows a wallet.
+
+use super::harness::{Convo, keys};
+
+const F2: &[u8] = b"\x1bOQ";
+const F3: &[u8] = b"\x1bOR";
+const ESC: &[u8] = b"\x1b";
+const RIGHT: &[u8] = b"\x1b[C";
+
+#[test]
+fn f2_charts_the_chat_and_f3_shows_a_wallet() {
+    let home = tempfile::tempdir().unwrap();
+    let mut convo = Convo::start(home.path(), 100, 30);
+    convo.wait_text("local service 127.0.0.1:");
+    convo.type_text("hello metrics");
+    convo.send(keys::ENTER);
+    convo.wait_for("a complete reply", |s| {
+        s.lines()
+            .any(|l| l.contains("assistant ·") && l.contains("tokens"))
+    });
+
+    // F2: the last 24 hours by hour, with the message and its reply counted.
+    convo.send(F2);
+    convo.wait_text("Metrics · last 24 hours by hour");
+    let screen = convo.wait_text("Messages 2 total");
+    assert!(screen.contains("Messages per hour"), "{screen}");
+    assert!(screen.contains("1 user · 1 assistant"), "{screen}");
+    convo.wait_text("25 queries");
+    // By day: Tab to the granularity, → to day.
+    convo.send(keys::TAB);
+    convo.send(RIGHT);
+    convo.wait_text("Metrics · last 24 hours by day");
+    convo.wait_for("the daily totals", |s| {
+        s.contains("Messages per day") && s.contains("Messages 2 total")
+    });
+
+    // Esc: back to the chat.
+    convo.send(ESC);
+    convo.wait_for("the chat", |s| {
+        s.contains("hello metrics") && !s.contains("Metrics ·")
+    });
+
+    // F3: pick a wallet.
+    convo.send(F3);
+    convo.wait_text("Wallet id ›");
+    convo.type_text("treasury");
+    convo.send(keys::ENTER);
+    let screen = convo.wait_text("Team treasury");
+    let screen = if screen.contains("Token accounts (12)") {
+        screen
+    } else {
+        convo.wait_text("Token accounts (12)")
+    };
+    assert!(screen.contains("8/100 low risk"), "{screen}");
+    assert!(screen.contains("1,842.317 SOL"), "{screen}");
+
+    convo.send(keys::CTRL_C);
+    assert!(convo.wait_exit(), "convo exits 0");
+}
