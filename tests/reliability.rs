@@ -10,6 +10,7 @@ mod reliability {
     mod client_hostile;
     mod corpus;
     mod durability;
+    mod kill9;
     mod load;
     pub mod loadgen;
     mod network;
