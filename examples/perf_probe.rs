@@ -85,6 +85,13 @@ enum Probe {
         #[command(flatten)]
         size: Size,
     },
+    /// Resident memory of a render `Transcript` of the seeded messages, step by step.
+    TranscriptMemory {
+        #[arg(long, default_value_t = 10_000)]
+        messages: usize,
+        #[arg(long, default_value_t = 118)]
+        width: u16,
+    },
     /// Resident memory of the o200k tables: the shared singleton, then a second instance.
     BpeMemory,
     /// An OpenAI-compatible SSE server that streams TOKENS pieces at RATE per second.
@@ -158,6 +165,7 @@ fn main() -> std::process::ExitCode {
             size,
         ),
         Probe::BpeMemory => bpe_memory(),
+        Probe::TranscriptMemory { messages, width } => transcript_memory(messages, width),
         Probe::FakeOpenai { addr, rate, tokens } => runtime().and_then(|rt| {
             rt.block_on(async {
                 let fake = FakeOpenAi::start(&addr, rate, tokens).await?;
@@ -768,6 +776,52 @@ fn rss(
         );
     }
     tui.stop();
+    Ok(())
+}
+
+fn transcript_memory(count: usize, width: u16) -> Result<()> {
+    use convo::api::Role;
+    use convo::render::transcript::{Entry, Transcript};
+    let me = std::process::id();
+    let mb = |kb: u64| kb as f64 / 1024.0;
+    let (base, _, _) = memory(me)?;
+    let contents: Vec<(Role, String)> = (0..count)
+        .map(|i| {
+            if i % 2 == 0 {
+                (Role::User, seeded_question(i))
+            } else {
+                (Role::Assistant, seeded_reply(i))
+            }
+        })
+        .collect();
+    let bytes: usize = contents.iter().map(|(_, c)| c.len()).sum();
+    let (texts, _, _) = memory(me)?;
+    let mut transcript = Transcript::new();
+    for (role, content) in &contents {
+        transcript.push(Entry::new(
+            *role,
+            content.clone(),
+            "assistant · 12:00 · 42 tokens",
+        ));
+    }
+    let (pushed, _, _) = memory(me)?;
+    let height = transcript.height(width);
+    let (heights, _, _) = memory(me)?;
+    let mut buf = ratatui::buffer::Buffer::empty(ratatui::layout::Rect::new(0, 0, width, 30));
+    let top = transcript.tail_top(width, 30);
+    transcript.render(buf.area, &mut buf, top, None);
+    let (drawn, _, _) = memory(me)?;
+    println!(
+        "{count} messages ({:.1} MB of text) at width {width} ({height} lines): VmRSS {:.1} MB \
+         at start, +{:.1} MB for the texts, +{:.1} MB for Transcript::push (parsed documents), \
+         +{:.1} MB for the heights, +{:.1} MB for drawing the tail",
+        bytes as f64 / 1e6,
+        mb(base),
+        mb(texts - base),
+        mb(pushed - texts),
+        mb(heights - pushed),
+        mb(drawn - heights),
+    );
     Ok(())
 }
 
