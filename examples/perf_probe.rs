@@ -513,7 +513,8 @@ struct CpuSample {
     at: Instant,
     /// utime + stime, in clock ticks.
     ticks: u64,
-    /// Time on CPU from schedstat, nanoseconds.
+    /// Time on CPU from schedstat, nanoseconds, of the threads alive now (finer than ticks,
+    /// but the time of threads that ended is lost).
     run_ns: u64,
     /// Voluntary + involuntary context switches.
     switches: u64,
@@ -632,7 +633,7 @@ fn first_frame(bin: &Path, runs: usize, size: Size) -> Result<()> {
     let mut layouts = Vec::new();
     let mut connected = Vec::new();
     println!(
-        "run  first byte ms  first frame ms  connected ms  frame#   ({}x{})",
+        "run  first byte ms  first frame ms  connected ms  earlier frames  ({}x{})",
         size.cols, size.rows
     );
     for run in 1..=runs {
@@ -655,9 +656,9 @@ fn first_frame(bin: &Path, runs: usize, size: Size) -> Result<()> {
             ms(layout - tui.spawned),
             ms(up - tui.spawned),
         );
-        // 1 when the layout came with the very first frame.
-        let nth = tui.frames_between(tui.spawned, layout + Duration::from_nanos(1));
-        println!("{run:>3}  {b:>13.1}  {f:>14.1}  {c:>12.1}  {nth:>5}");
+        // Frames finished before the layout showed: 0 when it came with the very first frame.
+        let nth = tui.frames_between(tui.spawned, layout);
+        println!("{run:>3}  {b:>13.1}  {f:>14.1}  {c:>12.1}  {nth:>14}");
         first_bytes.push(b);
         layouts.push(f);
         connected.push(c);
@@ -698,8 +699,9 @@ fn idle_cpu(bin: &Path, secs: u64, settle: u64, size: Size) -> Result<()> {
     let (by_ticks, by_sched) = cpu_percent(&a, &b, hz);
     let window = b.at.duration_since(a.at).as_secs_f64();
     println!(
-        "idle {window:.1} s after {settle} s settling: CPU {by_sched:.2} % of a core (schedstat; \
-         {by_ticks:.2} % by utime+stime at {hz} Hz), {} context switches ({:.1}/s), \
+        "idle {window:.1} s after {settle} s settling: CPU {by_ticks:.2} % of a core by \
+         utime+stime at {hz} Hz ({by_sched:.3} % by the schedstat of live threads), {} context \
+         switches ({:.1}/s), \
          {frames} frames drawn, {} bytes written",
         b.switches - a.switches,
         (b.switches - a.switches) as f64 / window,
@@ -1050,12 +1052,12 @@ fn stream_fps(bin: &Path, rate: u64, tokens: u64, size: Size) -> Result<()> {
     let lag = caught_up.saturating_duration_since(finished);
     let frames_total = tui.frames_between(started, caught_up + Duration::from_millis(1));
     let (tui_ticks, tui_sched) = cpu_percent(&a, &b, hz);
-    let (_, serve_sched) = cpu_percent(&sa, &sb, hz);
+    let (serve_ticks, _) = cpu_percent(&sa, &sb, hz);
     let (rss_kb, _, _) = memory(tui.pid)?;
     println!(
         "{tokens} tokens at {rate}/s streamed in {window:.2} s ({:.0} tokens/s): TUI drew {frames} \
-         frames = {:.1} fps; TUI CPU {tui_sched:.1} % of a core ({tui_ticks:.1} % by ticks), \
-         convo serve {serve_sched:.1} %; last frame {:.0} ms after the stream ended \
+         frames = {:.1} fps; TUI CPU {tui_ticks:.1} % of a core by utime+stime ({tui_sched:.1} % by \
+         the schedstat of live threads), convo serve {serve_ticks:.1} %; last frame {:.0} ms after the stream ended \
          ({frames_total} frames in all); TUI VmRSS {:.1} MB after",
         fake.state.sent.load(Ordering::Relaxed) as f64 / window,
         frames as f64 / window,
@@ -1163,7 +1165,7 @@ fn streams(bin: &Path, count: usize, pace_ms: u64) -> Result<()> {
     let connect: Vec<f64> = ok.iter().map(|r| ms(r.connect)).collect();
     let deltas: u64 = ok.iter().map(|r| r.deltas).sum();
     let before = before.ok_or("no CPU sample")?;
-    let (_, serve_cpu) = cpu_percent(&before, &after, hz);
+    let (serve_cpu, _) = cpu_percent(&before, &after, hz);
     println!(
         "{count} concurrent streams (builtin engine, pace {pace_ms} ms): {} completed, {} failed \
          in {:.2} s; WebSocket connect p50 {:.1} / p99 {:.1} ms; POST to first delta p50 {:.1} / \
