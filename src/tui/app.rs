@@ -233,14 +233,30 @@ impl OpenSession {
     fn rebuild(&mut self) {
         let mut t = Transcript::new();
         for item in &mut self.items {
-            item.entry = t.push(Entry {
-                role: item.role,
-                content: as_shown(item.role, &item.content),
-                state: item.state.clone(),
-                header: header_for(item.role, item.created_at, item.tokens),
-            });
+            item.entry = t.push(entry_for(item));
         }
         self.transcript = t;
+    }
+
+    /// Takes `rendered` (one entry per item of `items[..stored]`, in order) as the render
+    /// model and appends the items after them; rebuilds everything if it does not match.
+    fn adopt(&mut self, mut rendered: Transcript, stored: usize) {
+        let ids: Vec<EntryId> = rendered.entries().map(|(id, _)| id).collect();
+        if ids.len() != stored {
+            tracing::warn!(
+                rendered = ids.len(),
+                stored,
+                "prepared transcript does not match"
+            );
+            return self.rebuild();
+        }
+        for (item, id) in self.items.iter_mut().zip(ids) {
+            item.entry = id;
+        }
+        for item in &mut self.items[stored..] {
+            item.entry = rendered.push(entry_for(item));
+        }
+        self.transcript = rendered;
     }
 
     fn set_state(&mut self, idx: usize, state: EntryState) {
@@ -259,6 +275,39 @@ impl OpenSession {
         } else {
             self.top.min(max_top)
         }
+    }
+}
+
+/// The render entry of a transcript item.
+fn entry_for(item: &TranscriptItem) -> Entry {
+    Entry {
+        role: item.role,
+        content: as_shown(item.role, &item.content),
+        state: item.state.clone(),
+        header: header_for(item.role, item.created_at, item.tokens),
+    }
+}
+
+/// The render model of stored messages, as `App` builds it when they are loaded: the store
+/// worker calls this on its own thread so that parsing a long history does not stall the UI.
+pub fn render_stored(messages: &[StoredMessage]) -> Transcript {
+    let mut t = Transcript::new();
+    for m in messages {
+        t.push(Entry {
+            role: m.role,
+            content: as_shown(m.role, &m.content),
+            state: stored_state(m.status),
+            header: header_for(m.role, m.created_at, m.tokens),
+        });
+    }
+    t
+}
+
+fn stored_state(status: MessageStatus) -> EntryState {
+    match status {
+        MessageStatus::Complete => EntryState::Complete,
+        MessageStatus::Interrupted => EntryState::Interrupted,
+        MessageStatus::Failed => EntryState::Failed("not delivered".into()),
     }
 }
 
@@ -310,8 +359,9 @@ fn sanitize(s: &str) -> String {
 /// Something for a worker to do.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Command {
-    /// Read a session's transcript and draft from the store.
-    LoadTranscript { session_id: String },
+    /// Read a session's transcript and draft from the store, and lay it out for a
+    /// transcript pane `width` columns wide (off the UI task).
+    LoadTranscript { session_id: String, width: u16 },
     /// Keep this session's stream open (and close any other).
     OpenStream { session_id: String },
     /// POST a message.
@@ -551,7 +601,13 @@ impl App {
                 session_id,
                 messages,
                 draft,
-            } => self.on_transcript_loaded(session_id, messages, draft),
+                rendered,
+            } => self.on_transcript_loaded(
+                session_id,
+                messages,
+                draft,
+                rendered.and_then(|r| r.take()),
+            ),
             AppEvent::SendAccepted {
                 session_id,
                 send_id,
@@ -1094,8 +1150,11 @@ impl App {
         if let Some(pos) = self.visible_sessions().iter().position(|s| s.id == id) {
             self.session_cursor = pos;
         }
+        let (width, _) =
+            transcript_viewport(self.size, self.composer_rows(), self.settings.show_sessions);
         out.push(Command::LoadTranscript {
             session_id: id.clone(),
+            width,
         });
         out.push(Command::Persist(StoreOp::SetLastOpen(id.clone())));
         if matches!(self.connection, Connection::Connected(_)) {
@@ -1325,7 +1384,9 @@ impl App {
         session_id: String,
         messages: Vec<StoredMessage>,
         draft: Option<String>,
+        rendered: Option<Transcript>,
     ) {
+        let started = std::time::Instant::now();
         let Some(open) = self.open.as_mut().filter(|o| o.id == session_id) else {
             return;
         };
@@ -1335,11 +1396,7 @@ impl App {
         // Messages sent before the load finished stay after the stored ones.
         let recent = std::mem::take(&mut open.items);
         for m in messages {
-            let state = match m.status {
-                MessageStatus::Complete => EntryState::Complete,
-                MessageStatus::Interrupted => EntryState::Interrupted,
-                MessageStatus::Failed => EntryState::Failed("not delivered".into()),
-            };
+            let state = stored_state(m.status);
             open.items.push(TranscriptItem {
                 entry: EntryId(0),
                 role: m.role,
@@ -1357,8 +1414,16 @@ impl App {
             p.user_item += shift;
             p.reply_item += shift;
         }
-        open.rebuild();
+        match rendered {
+            Some(rendered) => open.adopt(rendered, shift),
+            None => open.rebuild(),
+        }
         open.loaded = true;
+        tracing::debug!(
+            messages = open.items.len(),
+            micros = started.elapsed().as_micros() as u64,
+            "transcript loaded on the UI task"
+        );
         open.follow = true;
         self.draft_in_store = draft.clone().unwrap_or_default();
         if let Some(d) = draft.filter(|d| !d.is_empty())

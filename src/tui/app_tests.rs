@@ -46,9 +46,10 @@ fn app() -> App {
         ],
         last_open: Some(A.into()),
     });
-    assert!(cmds.contains(&Command::LoadTranscript {
-        session_id: A.into()
-    }));
+    assert!(
+        cmds.iter()
+            .any(|c| matches!(c, Command::LoadTranscript { session_id, .. } if session_id == A))
+    );
     assert!(cmds.contains(&Command::OpenStream {
         session_id: A.into()
     }));
@@ -56,6 +57,7 @@ fn app() -> App {
         session_id: A.into(),
         messages: vec![],
         draft: None,
+        rendered: None,
     });
     app.update(AppEvent::Stream {
         session_id: A.into(),
@@ -519,9 +521,10 @@ fn sessions_pane_moves_opens_and_filters() {
     let cmds = app.update(key(KeyCode::Enter));
     assert_eq!(app.open_id(), Some(B));
     assert_eq!(app.focus, Focus::Composer);
-    assert!(cmds.contains(&Command::LoadTranscript {
-        session_id: B.into()
-    }));
+    assert!(
+        cmds.iter()
+            .any(|c| matches!(c, Command::LoadTranscript { session_id, .. } if session_id == B))
+    );
     assert!(cmds.contains(&Command::OpenStream {
         session_id: B.into()
     }));
@@ -692,6 +695,7 @@ fn y_copies_the_selected_reply() {
         session_id: A.into(),
         messages: vec![],
         draft: None,
+        rendered: None,
     });
     type_text(&mut app, "hello");
     let (_, send_id, _) = sent(&app.update(key(KeyCode::Enter))).unwrap();
@@ -735,6 +739,7 @@ fn a_loaded_transcript_brings_its_draft() {
             status: MessageStatus::Complete,
         }],
         draft: Some("unsent words".into()),
+        rendered: None,
     });
     assert_eq!(open(&app).items.len(), 1);
     assert_eq!(app.composer_text(), "unsent words");
@@ -743,6 +748,7 @@ fn a_loaded_transcript_brings_its_draft() {
         session_id: C.into(),
         messages: vec![],
         draft: Some("nope".into()),
+        rendered: None,
     });
     assert_eq!(app.composer_text(), "unsent words");
 }
@@ -927,6 +933,7 @@ fn text_typed_before_the_store_loads_is_kept() {
         session_id: A.into(),
         messages: vec![],
         draft: Some("old draft".into()),
+        rendered: None,
     });
     assert_eq!(app.composer_text(), "early words");
 }
@@ -1039,10 +1046,104 @@ fn no_draft_edit_before_the_stored_draft_is_read() {
         session_id: B.into(),
         messages: vec![],
         draft: Some("kept".into()),
+        rendered: None,
     });
     assert!(draft_edits(&cmds).is_empty());
     assert_eq!(app.composer_text(), "kept");
     app.focus = Focus::Composer;
     let cmds = type_text(&mut app, "!");
     assert_eq!(draft_edits(&cmds), vec![(B.into(), "kept!".into())]);
+}
+
+fn stored_msg(role: Role, content: &str) -> StoredMessage {
+    StoredMessage {
+        message_id: None,
+        role,
+        content: content.into(),
+        tokens: 3,
+        created_at: t0(),
+        status: MessageStatus::Complete,
+    }
+}
+
+#[test]
+fn a_transcript_rendered_off_the_ui_task_is_adopted_not_rebuilt() {
+    let mut app = App::new(
+        KeyBindings::default(),
+        Settings::default(),
+        Rect::new(0, 0, 80, 24),
+        t0(),
+    );
+    app.update(AppEvent::Connected(Endpoint::Embedded {
+        addr: "127.0.0.1:1".into(),
+    }));
+    app.update(AppEvent::StoreLoaded {
+        sessions: vec![session(A, "first", 1, 20)],
+        last_open: Some(A.into()),
+    });
+    // A message sent before the stored ones arrived stays after them.
+    type_text(&mut app, "sent early");
+    app.update(key(KeyCode::Enter));
+    let messages = vec![
+        stored_msg(Role::User, "question"),
+        stored_msg(Role::Assistant, "answer"),
+    ];
+    // The worker's model: marked so that a rebuild from `messages` would show.
+    let mut marked = messages.clone();
+    marked[1].content = "answer, as the worker rendered it".into();
+    let rendered = super::event::Rendered::new(render_stored(&marked));
+    app.update(AppEvent::TranscriptLoaded {
+        session_id: A.into(),
+        messages,
+        draft: None,
+        rendered: Some(rendered.clone()),
+    });
+    assert!(rendered.take().is_none(), "taken once");
+    let open = open(&app);
+    let shown: Vec<&str> = open
+        .items
+        .iter()
+        .map(|i| open.transcript.get(i.entry).unwrap().content.as_str())
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            "question",
+            "answer, as the worker rendered it",
+            "sent early",
+            ""
+        ]
+    );
+    assert_eq!(open.items[1].content, "answer");
+    assert_eq!(open.transcript.len(), 4);
+}
+
+#[test]
+fn a_rendered_transcript_that_does_not_match_is_rebuilt() {
+    let mut app2 = App::new(
+        KeyBindings::default(),
+        Settings::default(),
+        Rect::new(0, 0, 80, 24),
+        t0(),
+    );
+    app2.update(AppEvent::StoreLoaded {
+        sessions: vec![session(B, "b", 1, 0)],
+        last_open: Some(B.into()),
+    });
+    app2.update(AppEvent::TranscriptLoaded {
+        session_id: B.into(),
+        messages: vec![stored_msg(Role::User, "one"), stored_msg(Role::User, "two")],
+        draft: None,
+        rendered: Some(super::event::Rendered::new(render_stored(&[stored_msg(
+            Role::User,
+            "only one",
+        )]))),
+    });
+    let open = open(&app2);
+    let shown: Vec<&str> = open
+        .items
+        .iter()
+        .map(|i| open.transcript.get(i.entry).unwrap().content.as_str())
+        .collect();
+    assert_eq!(shown, ["one", "two"]);
 }

@@ -30,11 +30,15 @@ pub enum AppEvent {
         sessions: Vec<SessionSummary>,
         last_open: Option<String>,
     },
-    /// The transcript and unsent draft of a session, read from the store.
+    /// The transcript and unsent draft of a session, read from the store. `rendered` holds
+    /// the messages already parsed for display (one entry per message, in order), built on
+    /// the store's thread so that a long history does not stall the UI; without it the app
+    /// builds them itself.
     TranscriptLoaded {
         session_id: String,
         messages: Vec<StoredMessage>,
         draft: Option<String>,
+        rendered: Option<Rendered>,
     },
     /// The server accepted a message. With streaming, `reply.content` is empty and the text
     /// follows on the stream; otherwise it is the whole reply. `prompt_tokens` is the local
@@ -118,6 +122,29 @@ pub struct SessionSummary {
 
 /// A message of a transcript as the store keeps it.
 pub use crate::store::{MessageStatus, StoredMessage};
+
+/// A transcript model built off the UI task, handed over once: the first `take` gets it.
+#[derive(Clone)]
+pub struct Rendered(
+    std::sync::Arc<std::sync::Mutex<Option<crate::render::transcript::Transcript>>>,
+);
+
+impl Rendered {
+    pub fn new(transcript: crate::render::transcript::Transcript) -> Self {
+        Rendered(std::sync::Arc::new(std::sync::Mutex::new(Some(transcript))))
+    }
+
+    /// The transcript, unless it was taken already.
+    pub fn take(&self) -> Option<crate::render::transcript::Transcript> {
+        self.0.lock().ok().and_then(|mut t| t.take())
+    }
+}
+
+impl std::fmt::Debug for Rendered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Rendered(..)")
+    }
+}
 
 /// Why a request failed, in the terms the app shows to the user. Workers translate the
 /// client's error type into this, so `App` stays free of I/O types.

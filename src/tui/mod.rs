@@ -109,6 +109,9 @@ pub async fn run(global: GlobalArgs) -> ExitCode {
     }
 }
 
+/// A frame slower than this is logged at debug level (`CONVO_LOG=debug`).
+const SLOW_FRAME: std::time::Duration = std::time::Duration::from_millis(8);
+
 /// Draws on demand and feeds events to the app until it quits.
 async fn event_loop(rt: &mut Runtime, terminal: &mut TerminalGuard) -> std::io::Result<()> {
     let mut frames = FrameScheduler::default();
@@ -126,8 +129,13 @@ async fn event_loop(rt: &mut Runtime, terminal: &mut TerminalGuard) -> std::io::
                 frames.request();
             }
             _ = sleep_until(deadline), if deadline.is_some() => {
+                let start = Instant::now();
                 terminal.terminal.draw(|f| view::draw(f, &rt.app))?;
-                frames.drawn(Instant::now());
+                let drawn = Instant::now();
+                if drawn - start > SLOW_FRAME {
+                    tracing::debug!(micros = (drawn - start).as_micros() as u64, "slow frame");
+                }
+                frames.drawn(drawn);
             }
         }
         for text in rt.workers.clipboard.drain(..) {

@@ -46,7 +46,8 @@ struct Shared {
 
 enum StoreJob {
     Op(StoreOp),
-    Load(String),
+    /// A session's transcript and draft, laid out at this width.
+    Load(String, u16),
     Flush(oneshot::Sender<()>),
 }
 
@@ -122,7 +123,9 @@ impl Workers {
 
     pub fn dispatch(&mut self, command: Command) {
         match command {
-            Command::LoadTranscript { session_id } => self.store_job(StoreJob::Load(session_id)),
+            Command::LoadTranscript { session_id, width } => {
+                self.store_job(StoreJob::Load(session_id, width))
+            }
             Command::Persist(op) => self.store_job(StoreJob::Op(op)),
             Command::OpenStream { session_id } => self.open_stream(session_id),
             Command::Send {
@@ -495,17 +498,29 @@ fn spawn_store(path: PathBuf, events: EventSender) -> std::sync::mpsc::Sender<St
                         drafts.edited(session_id, text);
                         Ok(())
                     }
-                    StoreJob::Load(session_id) => {
+                    StoreJob::Load(session_id, width) => {
                         drafts.write_one(&store, &session_id, &events);
                         match store
                             .transcript(&session_id)
                             .and_then(|t| Ok((t, store.draft(&session_id)?)))
                         {
                             Ok((messages, draft)) => {
+                                // The parsing and the heights at the pane's width are
+                                // done here: the UI task only adopts the result.
+                                let started = std::time::Instant::now();
+                                let transcript = super::app::render_stored(&messages);
+                                transcript.height(width);
+                                tracing::debug!(
+                                    messages = messages.len(),
+                                    micros = started.elapsed().as_micros() as u64,
+                                    "transcript rendered on the store thread"
+                                );
+                                let rendered = Some(super::event::Rendered::new(transcript));
                                 events.send(AppEvent::TranscriptLoaded {
                                     session_id,
                                     messages,
                                     draft,
+                                    rendered,
                                 });
                                 Ok(())
                             }
@@ -514,6 +529,7 @@ fn spawn_store(path: PathBuf, events: EventSender) -> std::sync::mpsc::Sender<St
                                     session_id,
                                     messages: Vec::new(),
                                     draft: None,
+                                    rendered: None,
                                 });
                                 Err(e)
                             }

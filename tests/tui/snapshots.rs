@@ -87,6 +87,7 @@ fn chat(w: u16, h: u16) -> App {
             ),
         ],
         draft: None,
+        rendered: None,
     });
     app.update(AppEvent::Stream {
         session_id: A.into(),
@@ -164,6 +165,7 @@ fn connect_failed() {
             session_id: A.into(),
             messages: vec![],
             draft: None,
+            rendered: None,
         });
         app.update(AppEvent::ConnectFailed(
             "cannot bind 127.0.0.1:0: permission denied".into(),
