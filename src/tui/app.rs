@@ -941,13 +941,20 @@ impl App {
         let k = &self.keys;
         match overlay {
             Overlay::Help { scroll } => {
+                let max = super::view::help::max_scroll(self, self.size);
+                let page = self.size.height.saturating_sub(4).max(1);
+                let step = if k.scroll_down.matches(&key) || k.scroll_up.matches(&key) {
+                    page
+                } else {
+                    1
+                };
                 if k.move_down.matches(&key) || k.scroll_down.matches(&key) {
                     self.overlay = Some(Overlay::Help {
-                        scroll: scroll.saturating_add(1),
+                        scroll: scroll.saturating_add(step).min(max),
                     });
                 } else if k.move_up.matches(&key) || k.scroll_up.matches(&key) {
                     self.overlay = Some(Overlay::Help {
-                        scroll: scroll.saturating_sub(1),
+                        scroll: scroll.saturating_sub(step),
                     });
                 } else if k.stop_or_quit.matches(&key) {
                     self.overlay = None;
@@ -1132,6 +1139,11 @@ impl App {
             .get(self.session_cursor)
             .map(|s| s.id.clone())
         {
+            // A notice about the session left behind (or its metadata, which stays with it)
+            // would mislead here.
+            if self.open_id() != Some(id.as_str()) {
+                self.notice = None;
+            }
             self.open_session(id, out);
             self.focus = Focus::Composer;
         }

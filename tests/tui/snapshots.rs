@@ -446,3 +446,17 @@ fn stopped_and_failed_replies_with_the_stream_down() {
         app
     });
 }
+
+#[test]
+fn filtering_sessions_shows_the_filter_keys_over_a_notice() {
+    snap("filtering", |w, h| {
+        let mut app = chat(w, h);
+        type_text(&mut app, "/meta {\"a\":1}");
+        app.update(key(KeyCode::Enter));
+        assert!(app.notice.is_some());
+        app.update(key(KeyCode::Tab));
+        app.update(key(KeyCode::Char('/')));
+        type_text(&mut app, "tr");
+        app
+    });
+}

@@ -33,6 +33,14 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             (k.stop_or_quit.first_label(), "quit"),
             (k.focus_next.first_label(), "panes"),
         ],
+        (_, Focus::Sessions) if app.filtering => vec![
+            (k.open_session.first_label(), "open"),
+            ("Esc".to_string(), "clear filter"),
+            (
+                format!("{}/{}", k.move_up.first_label(), k.move_down.first_label()),
+                "select",
+            ),
+        ],
         (_, Focus::Sessions) => vec![
             (k.help.first_label(), "help"),
             (k.open_session.first_label(), "open"),
@@ -51,7 +59,9 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let width = area.width as usize;
     let mut spans = vec![conn.clone()];
     let used = conn.width();
-    match &app.notice {
+    // While typing a filter its keys matter more than the last notice.
+    let notice = app.notice.as_ref().filter(|_| !app.filtering);
+    match notice {
         Some(n) => {
             let style = match n.level {
                 Level::Info => theme::hint(),
