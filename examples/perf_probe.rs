@@ -577,8 +577,8 @@ fn cpu_sample(pid: u32) -> Result<CpuSample> {
 /// Share of one core used between two samples, in percent, by ticks and by schedstat.
 fn cpu_percent(a: &CpuSample, b: &CpuSample, hz: u64) -> (f64, f64) {
     let secs = b.at.duration_since(a.at).as_secs_f64();
-    let by_ticks = (b.ticks - a.ticks) as f64 / hz as f64 / secs * 100.0;
-    let by_sched = (b.run_ns - a.run_ns) as f64 / 1e9 / secs * 100.0;
+    let by_ticks = b.ticks.saturating_sub(a.ticks) as f64 / hz as f64 / secs * 100.0;
+    let by_sched = b.run_ns.saturating_sub(a.run_ns) as f64 / 1e9 / secs * 100.0;
     (by_ticks, by_sched)
 }
 
@@ -703,8 +703,8 @@ fn idle_cpu(bin: &Path, secs: u64, settle: u64, size: Size) -> Result<()> {
          utime+stime at {hz} Hz ({by_sched:.3} % by the schedstat of live threads), {} context \
          switches ({:.1}/s), \
          {frames} frames drawn, {} bytes written",
-        b.switches - a.switches,
-        (b.switches - a.switches) as f64 / window,
+        b.switches.saturating_sub(a.switches),
+        b.switches.saturating_sub(a.switches) as f64 / window,
         bytes_b - bytes_a
     );
     tui.stop();

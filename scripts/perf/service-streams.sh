@@ -6,7 +6,7 @@
 #    are sent for SECS s to their sessions, counting errors and lost messages. Pace 0 here
 #    (LOAD_PACE_MS): turns of one session are serialised, so at pace 15 a session takes at most
 #    ~0.6 replies/s and the queue, not the service, would be measured.
-source "$(dirname "$0")/common.sh"
+NEEDS_LOAD=1 source "$(dirname "$0")/common.sh"
 "$PROBE" streams --bin "$BIN" --count "${COUNT:-200}" --pace-ms "${PACE_MS:-15}"
 
 dir=$(mktemp -d /tmp/convo-perf-serve.XXXXXX)
