@@ -361,7 +361,11 @@ fn sanitize(s: &str) -> String {
 pub enum Command {
     /// Read a session's transcript and draft from the store, and lay it out for a
     /// transcript pane `width` columns wide (off the UI task).
-    LoadTranscript { session_id: String, width: u16 },
+    LoadTranscript {
+        session_id: String,
+        width: u16,
+        rows: u16,
+    },
     /// Keep this session's stream open (and close any other).
     OpenStream { session_id: String },
     /// POST a message.
@@ -1127,10 +1131,9 @@ impl App {
                 message: stored(item),
             }));
         }
-        self.notify(
-            Level::Info,
-            "stopped; the service finishes the reply on its side",
-        );
+        // "a reply is still coming" no longer holds.
+        self.send_error = None;
+        self.notify(Level::Info, "stopped; the service keeps the full reply");
     }
 
     fn open_selected(&mut self, out: &mut Vec<Command>) {
@@ -1162,11 +1165,12 @@ impl App {
         if let Some(pos) = self.visible_sessions().iter().position(|s| s.id == id) {
             self.session_cursor = pos;
         }
-        let (width, _) =
+        let (width, rows) =
             transcript_viewport(self.size, self.composer_rows(), self.settings.show_sessions);
         out.push(Command::LoadTranscript {
             session_id: id.clone(),
             width,
+            rows,
         });
         out.push(Command::Persist(StoreOp::SetLastOpen(id.clone())));
         if matches!(self.connection, Connection::Connected(_)) {

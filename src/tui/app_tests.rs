@@ -1147,3 +1147,23 @@ fn a_rendered_transcript_that_does_not_match_is_rebuilt() {
         .collect();
     assert_eq!(shown, ["one", "two"]);
 }
+
+#[test]
+fn stopping_a_reply_clears_the_error_that_said_one_was_coming() {
+    let mut app = app();
+    type_text(&mut app, "first");
+    app.update(key(KeyCode::Enter));
+    assert!(open(&app).is_streaming());
+    type_text(&mut app, "second");
+    app.update(key(KeyCode::Enter));
+    assert!(
+        app.send_error
+            .as_deref()
+            .is_some_and(|e| e.contains("still coming"))
+    );
+    app.update(ctrl('c'));
+    assert!(!open(&app).is_streaming());
+    assert_eq!(app.send_error, None);
+    assert_eq!(app.composer_text(), "second");
+    assert!(!app.quit);
+}

@@ -46,8 +46,8 @@ struct Shared {
 
 enum StoreJob {
     Op(StoreOp),
-    /// A session's transcript and draft, laid out at this width.
-    Load(String, u16),
+    /// A session's transcript and draft, laid out for a pane of this width and height.
+    Load(String, u16, u16),
     Flush(oneshot::Sender<()>),
 }
 
@@ -123,9 +123,11 @@ impl Workers {
 
     pub fn dispatch(&mut self, command: Command) {
         match command {
-            Command::LoadTranscript { session_id, width } => {
-                self.store_job(StoreJob::Load(session_id, width))
-            }
+            Command::LoadTranscript {
+                session_id,
+                width,
+                rows,
+            } => self.store_job(StoreJob::Load(session_id, width, rows)),
             Command::Persist(op) => self.store_job(StoreJob::Op(op)),
             Command::OpenStream { session_id } => self.open_stream(session_id),
             Command::Send {
@@ -498,7 +500,7 @@ fn spawn_store(path: PathBuf, events: EventSender) -> std::sync::mpsc::Sender<St
                         drafts.edited(session_id, text);
                         Ok(())
                     }
-                    StoreJob::Load(session_id, width) => {
+                    StoreJob::Load(session_id, width, rows) => {
                         drafts.write_one(&store, &session_id, &events);
                         match store
                             .transcript(&session_id)
@@ -509,7 +511,12 @@ fn spawn_store(path: PathBuf, events: EventSender) -> std::sync::mpsc::Sender<St
                                 // done here: the UI task only adopts the result.
                                 let started = std::time::Instant::now();
                                 let transcript = super::app::render_stored(&messages);
-                                transcript.height(width);
+                                // Drawing the tail once builds the lines of what the first
+                                // frame shows (and loads the highlighter) here as well.
+                                let area = ratatui::layout::Rect::new(0, 0, width, rows);
+                                let mut scratch = ratatui::buffer::Buffer::empty(area);
+                                let top = transcript.tail_top(width, rows);
+                                transcript.render(area, &mut scratch, top, None);
                                 tracing::debug!(
                                     messages = messages.len(),
                                     micros = started.elapsed().as_micros() as u64,
