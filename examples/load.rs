@@ -51,6 +51,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         _ => {
             let mut config = ServiceConfig::ephemeral(0);
             config.api_keys[0].1 = Tier::Enterprise;
+            // Each session takes `rate × secs / streams` turns: room for all of them (this
+            // measures throughput, not the context window).
+            config.max_context_tokens = 1_000_000_000;
             if !args.memory {
                 config.db = DbLocation::File(dir.path().join("service.db"));
             }

@@ -85,6 +85,13 @@ enum Probe {
         #[command(flatten)]
         size: Size,
     },
+    /// Resident memory of a render `Transcript` of the seeded messages, step by step.
+    TranscriptMemory {
+        #[arg(long, default_value_t = 10_000)]
+        messages: usize,
+        #[arg(long, default_value_t = 118)]
+        width: u16,
+    },
     /// Resident memory of the o200k tables: the shared singleton, then a second instance.
     BpeMemory,
     /// An OpenAI-compatible SSE server that streams TOKENS pieces at RATE per second.
@@ -158,6 +165,7 @@ fn main() -> std::process::ExitCode {
             size,
         ),
         Probe::BpeMemory => bpe_memory(),
+        Probe::TranscriptMemory { messages, width } => transcript_memory(messages, width),
         Probe::FakeOpenai { addr, rate, tokens } => runtime().and_then(|rt| {
             rt.block_on(async {
                 let fake = FakeOpenAi::start(&addr, rate, tokens).await?;
@@ -505,7 +513,8 @@ struct CpuSample {
     at: Instant,
     /// utime + stime, in clock ticks.
     ticks: u64,
-    /// Time on CPU from schedstat, nanoseconds.
+    /// Time on CPU from schedstat, nanoseconds, of the threads alive now (finer than ticks,
+    /// but the time of threads that ended is lost).
     run_ns: u64,
     /// Voluntary + involuntary context switches.
     switches: u64,
@@ -568,8 +577,8 @@ fn cpu_sample(pid: u32) -> Result<CpuSample> {
 /// Share of one core used between two samples, in percent, by ticks and by schedstat.
 fn cpu_percent(a: &CpuSample, b: &CpuSample, hz: u64) -> (f64, f64) {
     let secs = b.at.duration_since(a.at).as_secs_f64();
-    let by_ticks = (b.ticks - a.ticks) as f64 / hz as f64 / secs * 100.0;
-    let by_sched = (b.run_ns - a.run_ns) as f64 / 1e9 / secs * 100.0;
+    let by_ticks = b.ticks.saturating_sub(a.ticks) as f64 / hz as f64 / secs * 100.0;
+    let by_sched = b.run_ns.saturating_sub(a.run_ns) as f64 / 1e9 / secs * 100.0;
     (by_ticks, by_sched)
 }
 
@@ -624,7 +633,7 @@ fn first_frame(bin: &Path, runs: usize, size: Size) -> Result<()> {
     let mut layouts = Vec::new();
     let mut connected = Vec::new();
     println!(
-        "run  first byte ms  first frame ms  connected ms  frame#   ({}x{})",
+        "run  first byte ms  first frame ms  connected ms  earlier frames  ({}x{})",
         size.cols, size.rows
     );
     for run in 1..=runs {
@@ -647,9 +656,9 @@ fn first_frame(bin: &Path, runs: usize, size: Size) -> Result<()> {
             ms(layout - tui.spawned),
             ms(up - tui.spawned),
         );
-        // 1 when the layout came with the very first frame.
-        let nth = tui.frames_between(tui.spawned, layout + Duration::from_nanos(1));
-        println!("{run:>3}  {b:>13.1}  {f:>14.1}  {c:>12.1}  {nth:>5}");
+        // Frames finished before the layout showed: 0 when it came with the very first frame.
+        let nth = tui.frames_between(tui.spawned, layout);
+        println!("{run:>3}  {b:>13.1}  {f:>14.1}  {c:>12.1}  {nth:>14}");
         first_bytes.push(b);
         layouts.push(f);
         connected.push(c);
@@ -690,11 +699,12 @@ fn idle_cpu(bin: &Path, secs: u64, settle: u64, size: Size) -> Result<()> {
     let (by_ticks, by_sched) = cpu_percent(&a, &b, hz);
     let window = b.at.duration_since(a.at).as_secs_f64();
     println!(
-        "idle {window:.1} s after {settle} s settling: CPU {by_sched:.2} % of a core (schedstat; \
-         {by_ticks:.2} % by utime+stime at {hz} Hz), {} context switches ({:.1}/s), \
+        "idle {window:.1} s after {settle} s settling: CPU {by_ticks:.2} % of a core by \
+         utime+stime at {hz} Hz ({by_sched:.3} % by the schedstat of live threads), {} context \
+         switches ({:.1}/s), \
          {frames} frames drawn, {} bytes written",
-        b.switches - a.switches,
-        (b.switches - a.switches) as f64 / window,
+        b.switches.saturating_sub(a.switches),
+        b.switches.saturating_sub(a.switches) as f64 / window,
         bytes_b - bytes_a
     );
     tui.stop();
@@ -768,6 +778,52 @@ fn rss(
         );
     }
     tui.stop();
+    Ok(())
+}
+
+fn transcript_memory(count: usize, width: u16) -> Result<()> {
+    use convo::api::Role;
+    use convo::render::transcript::{Entry, Transcript};
+    let me = std::process::id();
+    let mb = |kb: u64| kb as f64 / 1024.0;
+    let (base, _, _) = memory(me)?;
+    let contents: Vec<(Role, String)> = (0..count)
+        .map(|i| {
+            if i % 2 == 0 {
+                (Role::User, seeded_question(i))
+            } else {
+                (Role::Assistant, seeded_reply(i))
+            }
+        })
+        .collect();
+    let bytes: usize = contents.iter().map(|(_, c)| c.len()).sum();
+    let (texts, _, _) = memory(me)?;
+    let mut transcript = Transcript::new();
+    for (role, content) in &contents {
+        transcript.push(Entry::new(
+            *role,
+            content.clone(),
+            "assistant · 12:00 · 42 tokens",
+        ));
+    }
+    let (pushed, _, _) = memory(me)?;
+    let height = transcript.height(width);
+    let (heights, _, _) = memory(me)?;
+    let mut buf = ratatui::buffer::Buffer::empty(ratatui::layout::Rect::new(0, 0, width, 30));
+    let top = transcript.tail_top(width, 30);
+    transcript.render(buf.area, &mut buf, top, None);
+    let (drawn, _, _) = memory(me)?;
+    println!(
+        "{count} messages ({:.1} MB of text) at width {width} ({height} lines): VmRSS {:.1} MB \
+         at start, +{:.1} MB for the texts, +{:.1} MB for Transcript::push (parsed documents), \
+         +{:.1} MB for the heights, +{:.1} MB for drawing the tail",
+        bytes as f64 / 1e6,
+        mb(base),
+        mb(texts - base),
+        mb(pushed - texts),
+        mb(heights - pushed),
+        mb(drawn - heights),
+    );
     Ok(())
 }
 
@@ -996,12 +1052,12 @@ fn stream_fps(bin: &Path, rate: u64, tokens: u64, size: Size) -> Result<()> {
     let lag = caught_up.saturating_duration_since(finished);
     let frames_total = tui.frames_between(started, caught_up + Duration::from_millis(1));
     let (tui_ticks, tui_sched) = cpu_percent(&a, &b, hz);
-    let (_, serve_sched) = cpu_percent(&sa, &sb, hz);
+    let (serve_ticks, _) = cpu_percent(&sa, &sb, hz);
     let (rss_kb, _, _) = memory(tui.pid)?;
     println!(
         "{tokens} tokens at {rate}/s streamed in {window:.2} s ({:.0} tokens/s): TUI drew {frames} \
-         frames = {:.1} fps; TUI CPU {tui_sched:.1} % of a core ({tui_ticks:.1} % by ticks), \
-         convo serve {serve_sched:.1} %; last frame {:.0} ms after the stream ended \
+         frames = {:.1} fps; TUI CPU {tui_ticks:.1} % of a core by utime+stime ({tui_sched:.1} % by \
+         the schedstat of live threads), convo serve {serve_ticks:.1} %; last frame {:.0} ms after the stream ended \
          ({frames_total} frames in all); TUI VmRSS {:.1} MB after",
         fake.state.sent.load(Ordering::Relaxed) as f64 / window,
         frames as f64 / window,
@@ -1109,7 +1165,7 @@ fn streams(bin: &Path, count: usize, pace_ms: u64) -> Result<()> {
     let connect: Vec<f64> = ok.iter().map(|r| ms(r.connect)).collect();
     let deltas: u64 = ok.iter().map(|r| r.deltas).sum();
     let before = before.ok_or("no CPU sample")?;
-    let (_, serve_cpu) = cpu_percent(&before, &after, hz);
+    let (serve_cpu, _) = cpu_percent(&before, &after, hz);
     println!(
         "{count} concurrent streams (builtin engine, pace {pace_ms} ms): {} completed, {} failed \
          in {:.2} s; WebSocket connect p50 {:.1} / p99 {:.1} ms; POST to first delta p50 {:.1} / \

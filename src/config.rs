@@ -34,8 +34,11 @@ pub struct GlobalArgs {
     #[arg(long, global = true, env = "CONVO_BASE_URL", value_name = "URL")]
     pub base_url: Option<String>,
     /// API key (service_live_…) for the session, message and analytics endpoints
-    // `convo serve` reads this flag too (its own repeatable flag is `--key`).
+    // The id is that of `convo serve --api-key` (field `api_keys`): clap then does not add
+    // this global flag to `serve` a second time, and `serve` parses its own repeatable
+    // `--api-key`. Tested below for every subcommand.
     #[arg(
+        id = "api_keys",
         long = "api-key",
         global = true,
         env = "CONVO_API_KEY",

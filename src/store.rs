@@ -180,13 +180,13 @@ impl StoredMessage {
 
 /// The o200k token count of `text` (what the local service counts); the interface does not
 /// return the tokens of a sent message, so the client counts them itself.
+///
+/// The tables are the process-wide singleton the embedded service counts with too: a copy of
+/// its own would cost another ~45 MB of RSS (docs/performance.md).
 pub fn estimate_tokens(text: &str) -> u64 {
-    static BPE: std::sync::OnceLock<Option<tiktoken_rs::CoreBPE>> = std::sync::OnceLock::new();
-    match BPE.get_or_init(|| tiktoken_rs::o200k_base().ok()) {
-        Some(bpe) => bpe.encode_with_special_tokens(text).len() as u64,
-        // Rough fallback: about four bytes per token.
-        None => text.len().div_ceil(4) as u64,
-    }
+    tiktoken_rs::o200k_base_singleton()
+        .encode_with_special_tokens(text)
+        .len() as u64
 }
 
 fn parse_time(s: &str) -> Option<DateTime<Utc>> {
@@ -634,6 +634,22 @@ fn refresh_tokens(conn: &Connection, session_id: &str) -> rusqlite::Result<()> {
 mod tests {
     use super::*;
     use chrono::TimeZone;
+
+    #[test]
+    fn estimates_tokens_as_the_service_counts_them() {
+        for text in [
+            "",
+            "hello world",
+            "How do lifetimes work in Rust?\n\n```rust\nfn f() {}\n```",
+        ] {
+            assert_eq!(
+                estimate_tokens(text),
+                crate::service::tokens::count(text),
+                "{text:?}"
+            );
+        }
+        assert!(estimate_tokens("hello world") > 0);
+    }
 
     fn at(secs: i64) -> DateTime<Utc> {
         Utc.timestamp_opt(1_700_000_000 + secs, 0).unwrap()

@@ -5,9 +5,12 @@
 mod reliability {
     pub mod proxy;
     pub mod tui;
+    mod tui_log;
 
     mod client_hostile;
+    mod corpus;
     mod durability;
+    mod kill9;
     mod load;
     pub mod loadgen;
     mod network;
@@ -23,3 +26,8 @@ mod upstream;
 #[allow(dead_code)]
 #[path = "service/common.rs"]
 mod common;
+
+/// The pty harness of the whole-binary tests.
+#[allow(dead_code)]
+#[path = "pty/harness.rs"]
+mod harness;

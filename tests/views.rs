@@ -8,6 +8,8 @@ mod snapshots;
 // The pty harness of the TUI tests, reused; not every helper is needed here.
 #[path = "views/app.rs"]
 mod app;
+#[path = "views/cli.rs"]
+mod cli;
 #[allow(dead_code)]
 #[path = "pty/harness.rs"]
 mod harness;

@@ -54,13 +54,17 @@ pub enum ApiError {
     Config(String),
 }
 
-/// Whitespace runs (newlines included) folded to single spaces, control characters dropped.
+/// Whitespace runs (newlines included) folded to single spaces; control characters (C0, C1)
+/// and bidi overrides dropped, so that a message is safe on a terminal.
 fn one_line(s: &str) -> String {
     s.split_whitespace()
         .collect::<Vec<_>>()
         .join(" ")
         .chars()
-        .filter(|c| !c.is_control())
+        .filter(|&c| {
+            !c.is_control()
+                && !matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}')
+        })
         .collect()
 }
 
@@ -175,6 +179,12 @@ mod tests {
             None,
         );
         assert_eq!(e.to_string(), "internal: line one line two[0m");
+        let e = ApiError::from_body(
+            401,
+            ErrorBody::new("unauthorized", "bad\u{202E}key\u{2066}\u{9b}31m"),
+            None,
+        );
+        assert_eq!(e.to_string(), "unauthorized: badkey31m");
         assert_eq!(ApiError::Config("x".into()).exit_code(), 2);
     }
 }

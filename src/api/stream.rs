@@ -393,6 +393,13 @@ fn classify_connect_error(e: tungstenite::Error) -> Ending {
                 _ => Ending::Unsupported,
             }
         }
+        // The connection ended before the handshake's answer was complete: a network
+        // failure (a server going down), not a server without streams.
+        tungstenite::Error::Protocol(tungstenite::error::ProtocolError::HandshakeIncomplete) => {
+            Ending::Retry(ApiError::Network(
+                "the stream's handshake was cut off".into(),
+            ))
+        }
         // Something that is not a WebSocket server answered.
         tungstenite::Error::Protocol(_) | tungstenite::Error::HttpFormat(_) => Ending::Unsupported,
         tungstenite::Error::Url(e) => {

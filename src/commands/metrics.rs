@@ -24,7 +24,10 @@ pub struct MetricsArgs {
     /// Bucket size: hour, day, week or month (the service's default: day)
     #[arg(long, value_parser = parse_granularity)]
     pub granularity: Option<Granularity>,
-    /// Print the Metrics object as JSON
+    /// One row per bucket of the granularity (one query each), as the metrics view charts it
+    #[arg(long)]
+    pub series: bool,
+    /// Print the Metrics object (with --series, the array of them) as JSON
     #[arg(long)]
     pub json: bool,
 }
@@ -80,6 +83,10 @@ pub async fn run(args: MetricsArgs, global: crate::config::GlobalArgs) -> ExitCo
         Ok(c) => c,
         Err(code) => return code,
     };
+    if args.series {
+        let g = args.granularity.unwrap_or_default();
+        return super::series::run_series(&client, start, end, g, args.json).await;
+    }
     match client.metrics(start, end, args.granularity).await {
         Ok(m) if args.json => print_json(&m),
         Ok(m) => {

@@ -9,7 +9,7 @@ use comfy_table::Cell;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
-use super::{fail, print_json, sanitize, table, thousands};
+use super::{fail, out, print_json, sanitize, table, thousands};
 use crate::api::{ApiError, Client, Granularity, Metrics, Wallet};
 use crate::cli::exit;
 use crate::tui::metrics::buckets::{self, Bucket, RangeError, TimeRange};
@@ -61,7 +61,7 @@ pub async fn run_series(
     let printed = if json {
         print_json(&series_json(&rows, g))
     } else {
-        print!("{}", series_table(&rows, g));
+        out(series_table(&rows, g));
         ExitCode::SUCCESS
     };
     match first_failure(&rows) {

@@ -1,9 +1,7 @@
 //! `convo wallet`: a wallet's details.
 use std::process::ExitCode;
 
-use comfy_table::Cell;
-
-use super::{connect, fail_api, out, print_json, sanitize, table};
+use super::{connect, fail_api, out, print_json};
 use crate::api::{Client, Wallet};
 
 #[derive(clap::Args)]
@@ -53,66 +51,7 @@ pub async fn run(args: WalletArgs, mut global: crate::config::GlobalArgs) -> Exi
     }
 }
 
-fn money(v: f64) -> String {
-    format!("{v:.2}")
-}
-
-/// The human-readable report.
+/// The human-readable report: the wallet view's sections (`series::wallet_report`).
 pub fn render(w: &Wallet) -> String {
-    let mut out = String::new();
-    let mut t = table(&["wallet", ""], &[]);
-    let list = |v: &[String]| {
-        if v.is_empty() {
-            "–".to_string()
-        } else {
-            v.iter()
-                .map(|s| sanitize(s).into_owned())
-                .collect::<Vec<_>>()
-                .join(", ")
-        }
-    };
-    for (k, v) in [
-        ("id", sanitize(&w.wallet_id).into_owned()),
-        ("alias", sanitize(&w.alias).into_owned()),
-        ("address", sanitize(&w.address).into_owned()),
-        ("balance", format!("{}", w.balance)),
-        ("risk score", format!("{}", w.risk_score)),
-        ("risk factors", list(&w.risk_factors)),
-        ("tags", list(&w.tags)),
-    ] {
-        t.add_row(vec![Cell::new(k), Cell::new(v)]);
-    }
-    out.push_str(&format!("{t}\n"));
-    if !w.token_accounts.is_empty() {
-        let mut t = table(&["symbol", "mint", "balance", "USD value"], &[2, 3]);
-        for a in &w.token_accounts {
-            t.add_row(vec![
-                Cell::new(sanitize(&a.symbol)),
-                Cell::new(sanitize(&a.mint)),
-                Cell::new(a.balance),
-                Cell::new(money(a.usd_value)),
-            ]);
-        }
-        let total: f64 = w.token_accounts.iter().map(|a| a.usd_value).sum();
-        t.add_row(vec![
-            Cell::new("total"),
-            Cell::new(""),
-            Cell::new(""),
-            Cell::new(money(total)),
-        ]);
-        out.push_str(&format!("token accounts\n{t}\n"));
-    }
-    if !w.nfts.is_empty() {
-        let mut t = table(&["name", "collection", "mint", "floor price"], &[3]);
-        for n in &w.nfts {
-            t.add_row(vec![
-                Cell::new(sanitize(&n.name)),
-                Cell::new(sanitize(&n.collection)),
-                Cell::new(sanitize(&n.mint)),
-                Cell::new(n.floor_price),
-            ]);
-        }
-        out.push_str(&format!("NFTs\n{t}\n"));
-    }
-    out
+    super::series::wallet_report(w)
 }

@@ -81,6 +81,32 @@ async fn a_new_user_session_from_the_shell() {
         .await
         .expect(0);
 
+    // The series: one query per bucket; their totals add up to the whole range's.
+    let day = chrono::Utc::now().date_naive();
+    let start = (day - chrono::Duration::days(2)).to_string();
+    let end = (day + chrono::Duration::days(1)).to_string();
+    let range = ["metrics", "--start", start.as_str(), "--end", end.as_str()];
+    let whole = run(&s, &svc, &[&range[..], &["--json"]].concat())
+        .await
+        .expect(0)
+        .json();
+    let series = run(&s, &svc, &[&range[..], &["--series", "--json"]].concat())
+        .await
+        .expect(0)
+        .json();
+    let buckets = series.as_array().expect("an array of buckets");
+    assert_eq!(buckets.len(), 3, "{series}");
+    let sum: u64 = buckets
+        .iter()
+        .map(|b| b["messages"]["total"].as_u64().unwrap())
+        .sum();
+    assert_eq!(sum, whole["messages"]["total"].as_u64().unwrap());
+    assert_eq!(sum, 3 + 3, "{series}");
+    let table = run(&s, &svc, &[&range[..], &["--series"]].concat())
+        .await
+        .expect(0);
+    assert!(table.stdout.lines().count() >= 5, "{}", table.stdout);
+
     // A wallet token minted by `convo token`, as a user would.
     let token = s
         .run(&["token", "--secret", &svc.jwt_secret, "--sub", "me"])

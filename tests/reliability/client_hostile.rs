@@ -147,7 +147,6 @@ async fn raw_service(replies: Vec<String>, tier: &'static str) -> url::Url {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "bug: the usage band draws the server's `tier` string unsanitised (a bidi override reaches the screen; tui/view/usage.rs)"]
 async fn a_hostile_tier_from_the_usage_endpoint_reaches_the_screen_harmlessly() {
     let base = raw_service(vec![], "pro\x1b]0;pwned\x07\u{202e}\u{9b}2J").await;
     let dir = tempfile::tempdir().unwrap();
@@ -205,6 +204,62 @@ async fn huge_and_deeply_nested_replies_from_a_raw_server_leave_the_ui_working()
             tui.press(KeyCode::Backspace);
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_error_messages_reach_the_screen_harmlessly() {
+    let nasty = "refused \u{202e}\u{2066}evil\u{2069} \x1b]0;pwned\x07 \u{9b}2J end";
+    let envelope = move |code: &str| axum::Json(json!({"error": {"code": code, "message": nasty}}));
+    let router = Router::new()
+        .route(
+            "/v1/sessions/{id}/messages",
+            post(move || async move {
+                (
+                    axum::http::StatusCode::BAD_REQUEST,
+                    envelope("invalid_request"),
+                )
+            }),
+        )
+        .route(
+            "/v1/analytics/usage",
+            get(move || async move {
+                (
+                    axum::http::StatusCode::UNAUTHORIZED,
+                    envelope("unauthorized"),
+                )
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap())
+        .parse()
+        .unwrap();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let mut tui = Tui::start(options(base, "service_live_hostile0000000000"), dir.path());
+    tui.until("ready", |app| {
+        app.store_ready
+            && app
+                .open
+                .as_ref()
+                .is_some_and(|o| o.stream == StreamState::Unsupported)
+    })
+    .await;
+    tui.type_text("hello");
+    tui.press(KeyCode::Enter);
+    tui.until("the send refused", |app| app.send_error.is_some())
+        .await;
+    tui.press(KeyCode::Tab);
+    tui.press(KeyCode::Char('r'));
+    tui.until("the poll refused", |app| app.usage.error.is_some())
+        .await;
+    let screen = tui.screen();
+    assert!(
+        screen.contains("STALE") && screen.contains("end"),
+        "{screen}"
+    );
+    assert_harmless(&tui.cells());
 }
 
 /// A server answering every request with `answer` (a whole HTTP response).

@@ -238,7 +238,6 @@ async fn a_draft_is_on_disk_after_quit_and_comes_back_on_the_next_start() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "bug: drafts are saved only on quit and on switching sessions, not as they change (no debounced save), so a crash loses the text being typed"]
 async fn a_draft_is_written_to_the_store_while_typing() {
     let svc: RunningService =
         convo::service::start(ServiceConfig::ephemeral(0), "127.0.0.1:0".parse().unwrap())

@@ -160,7 +160,6 @@ async fn stream_reconnects_back_off_exponentially_one_attempt_each() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "bug: api/stream.rs classify_connect_error takes a handshake cut off mid-way (Protocol error) for a server without streams: Unsupported, and the session falls back to plain replies for good"]
 async fn a_handshake_cut_short_is_retried_not_taken_for_a_server_without_streams() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let svc = service(ServiceConfig::ephemeral(0)).await;

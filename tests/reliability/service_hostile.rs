@@ -563,8 +563,6 @@ fn keys_tokens_and_secrets_never_reach_the_log() {
     let secret = "jwt-secret-that-must-not-be-logged-0123456789";
     let child_log = std::fs::File::create(&log_path).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_convo"))
-        // `--api-key` before `serve`: after it, clap currently refuses it (see the report).
-        .args(["--api-key", &key])
         .args([
             "serve",
             "--addr",
@@ -574,7 +572,7 @@ fn keys_tokens_and_secrets_never_reach_the_log() {
             "--engine-pace-ms",
             "0",
         ])
-        .args(["--key", &format!("{free_key}=free")])
+        .args(["--api-key", &key, "--api-key", &format!("{free_key}=free")])
         .args(["--jwt-secret", secret])
         .env_remove("CONVO_API_KEY")
         .env_remove("CONVO_SERVE_API_KEYS")

@@ -284,11 +284,12 @@ async fn a_cancelled_load_stops_its_requests() {
     })
     .await
     .expect("the load task ends");
-    // At most the answered query, the ones in flight and the one blocked were requested
-    // (plus this usage request), not the 91 of the whole load.
+    // Requested: the answered query, the one blocked in the sink, those in flight, and the
+    // few the task may start while it drains ready answers before the abort lands (plus this
+    // usage request); far from the 91 of the whole load, which a broken cancel reaches.
     let used = client.usage().await.unwrap().requests.used;
     assert!(
-        used <= (1 + CONCURRENCY + 1 + 1) as u64,
+        used <= (4 * CONCURRENCY + 4) as u64,
         "{used} requests: the load went on after the cancel"
     );
     let load = state.current.as_ref().unwrap();

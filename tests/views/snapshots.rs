@@ -362,3 +362,31 @@ fn help_lists_the_view_keys() {
     assert_eq!(app.view, View::Metrics);
     assert!(app.overlay.is_none());
 }
+
+#[test]
+fn tiny_terminals_do_not_panic() {
+    for (w, h) in [
+        (1, 1),
+        (10, 3),
+        (20, 5),
+        (30, 8),
+        (45, 12),
+        (200, 3),
+        (3, 60),
+    ] {
+        let mut m = metrics_loaded(80, 24);
+        m.update(AppEvent::Resize(w, h));
+        render(&m);
+        m.update(key(KeyCode::BackTab));
+        render(&m);
+        let mut wl = wallet_loaded(80, 24, "collector");
+        wl.update(AppEvent::Resize(w, h));
+        render(&wl);
+        wl.update(key(KeyCode::Tab));
+        render(&wl);
+        let mut nt = app(w, h);
+        nt.update(AppEvent::Wallet(WalletEvent::Token(TokenStatus::Missing)));
+        nt.update(key(KeyCode::F(3)));
+        render(&nt);
+    }
+}

@@ -201,29 +201,39 @@ fn section_label(label: &str, focused: bool) -> Span<'_> {
 
 fn render_controls(s: &MetricsState, area: Rect, buf: &mut Buffer) {
     let range_focus = s.section == Section::Range;
-    let mut spans = vec![section_label("Range", range_focus)];
+    let mut range = vec![section_label("Range", range_focus)];
     for (i, p) in RangePreset::ALL.iter().enumerate() {
         let chosen = s.range == RangeChoice::Preset(*p);
-        spans.push(choice(p.label(), chosen, s.range_cursor == i, range_focus));
+        range.push(choice(p.label(), chosen, s.range_cursor == i, range_focus));
     }
     let custom_chosen = matches!(s.range, RangeChoice::Custom(_));
-    spans.push(choice(
+    range.push(choice(
         "custom",
         custom_chosen,
         s.range_cursor == CUSTOM_SLOT,
         range_focus,
     ));
-    spans.push(Span::raw("  "));
     let g_focus = s.section == Section::Granularity;
-    spans.push(section_label("By", g_focus));
+    let mut by = vec![section_label("By", g_focus)];
     for g in [
         Granularity::Hour,
         Granularity::Day,
         Granularity::Week,
         Granularity::Month,
     ] {
-        spans.push(choice(g.as_str(), s.granularity == g, false, g_focus));
+        by.push(choice(g.as_str(), s.granularity == g, false, g_focus));
     }
+    let width = |spans: &[Span]| spans.iter().map(Span::width).sum::<usize>();
+    let spans = if width(&range) + 2 + width(&by) <= area.width as usize {
+        range.push(Span::raw("  "));
+        range.extend(by);
+        range
+    } else if g_focus {
+        // Too narrow for both: the focused selector (the title names both choices).
+        by
+    } else {
+        range
+    };
     Line::from(spans).render(area, buf);
 }
 

@@ -32,7 +32,7 @@ pub fn draw(frame: &mut Frame, app: &App) {
         }
         // views: the metrics and wallet views take the screen above the status bar.
         View::Metrics | View::Wallet => {
-            let area = app.size;
+            let area = buf.area;
             let above = Rect::new(area.x, area.y, area.width, area.height.saturating_sub(1));
             if app.view == View::Metrics {
                 metrics::render(app, above, buf);

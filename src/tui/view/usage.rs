@@ -109,7 +109,7 @@ fn column(app: &App, area: Rect, buf: &mut Buffer) {
         .usage
         .usage
         .as_ref()
-        .map(|u| u.tier.clone())
+        .map(|u| crate::render::sanitize::sanitize(&u.tier).into_owned())
         .unwrap_or_else(|| "…".into());
     let block = Block::default()
         .borders(Borders::ALL)
@@ -202,7 +202,10 @@ fn band(app: &App, area: Rect, buf: &mut Buffer) {
     }
     let mut spans = Vec::new();
     if let Some(u) = &app.usage.usage {
-        spans.push(Span::styled(format!("{} ", u.tier), theme::hint()));
+        spans.push(Span::styled(
+            format!("{} ", crate::render::sanitize::sanitize(&u.tier)),
+            theme::hint(),
+        ));
         if let Some(end) = period_end(app) {
             spans.push(Span::styled(
                 format!("· period ends {} ", theme::time_until(app.now, end)),
