@@ -16,6 +16,7 @@ pub struct Convo {
     writer: Box<dyn Write + Send>,
     child: Box<dyn Child + Send + Sync>,
     master: Box<dyn MasterPty + Send>,
+    log: std::path::PathBuf,
 }
 
 impl Convo {
@@ -38,6 +39,9 @@ impl Convo {
         cmd.env("CONVO_DATA_DIR", home.join("data"));
         cmd.env("TERM", "xterm-256color");
         cmd.env("PATH", std::env::var("PATH").unwrap_or_default());
+        if let Ok(level) = std::env::var("CONVO_LOG") {
+            cmd.env("CONVO_LOG", level);
+        }
         cmd.cwd(home);
         let child = pair.slave.spawn_command(cmd).expect("spawn convo");
         drop(pair.slave);
@@ -71,6 +75,7 @@ impl Convo {
             writer,
             child,
             master: pair.master,
+            log: home.join("data/convo.log"),
         }
     }
 
@@ -87,7 +92,10 @@ impl Convo {
                 return screen;
             }
             if start.elapsed() > GUARD {
-                panic!("gave up waiting for {what}; screen:\n{screen}");
+                panic!(
+                    "gave up waiting for {what}; screen:\n{screen}\n{}",
+                    self.log_tail()
+                );
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -121,10 +129,22 @@ impl Convo {
             }
             if start.elapsed() > GUARD {
                 let _ = self.child.kill();
-                panic!("convo did not exit; screen:\n{}", self.screen());
+                panic!(
+                    "convo did not exit; screen:\n{}\n{}",
+                    self.screen(),
+                    self.log_tail()
+                );
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// The end of the program's log, for a failure message.
+    fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        let tail = lines[lines.len().saturating_sub(40)..].join("\n");
+        format!("log ({}):\n{tail}", self.log.display())
     }
 
     /// Kills the process with SIGKILL: no chance to save anything on the way out.
