@@ -103,6 +103,10 @@ pub struct ServiceConfig {
     pub engine: EngineConfig,
     /// Context window of a session, in o200k tokens.
     pub max_context_tokens: u64,
+    /// Load the o200k tables (~45 MB) in the background at start, so that the first send does
+    /// not wait for them. The TUI's embedded service leaves this off and warms them when the
+    /// user starts typing: a user who only reads history never pays for them.
+    pub warm_token_tables: bool,
 }
 
 /// Default context window (DESIGN.md §4.1, SERVICE-INTERFACE.md "Limits").
@@ -117,6 +121,7 @@ impl ServiceConfig {
             jwt_secret: super::ids::random_alnum(48),
             engine: EngineConfig::Builtin { pace_ms },
             max_context_tokens: DEFAULT_MAX_CONTEXT_TOKENS,
+            warm_token_tables: true,
         }
     }
 }
@@ -232,6 +237,7 @@ impl ServiceConfig {
             jwt_secret: credentials.jwt_secret,
             engine: EngineConfig::Builtin { pace_ms },
             max_context_tokens: DEFAULT_MAX_CONTEXT_TOKENS,
+            warm_token_tables: true,
         })
     }
 }

@@ -173,7 +173,9 @@ pub async fn start(
     .map_err(|e| ServiceError::Internal(e.to_string()))??;
     let accounts = accounts.map_err(|e| ServiceError::Internal(e.to_string()))?;
     // Load the o200k tables in the background; the first count waits for them if needed.
-    tokio::task::spawn_blocking(tokens::warm);
+    if config.warm_token_tables {
+        tokio::task::spawn_blocking(tokens::warm);
+    }
 
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let state = Arc::new(AppState {
