@@ -147,13 +147,13 @@ impl Block {
         }
     }
 
-    /// Append this block's lines at `width` to `out`. `memo` serves a code block that is
+    /// Append this block's lines at `width` to `out`. `growing` serves a code block that is
     /// still growing (the streaming tail).
     pub(crate) fn lines_into(
         &self,
         width: usize,
         out: &mut Vec<Line<'static>>,
-        memo: Option<&mut HighlightMemo>,
+        growing: Option<&mut Growing<'_>>,
     ) {
         let prefix = self.prefix();
         let avail = width.saturating_sub(prefix.drawn_width(width)).max(1);
@@ -203,9 +203,9 @@ impl Block {
             } => {
                 let avail = code_avail(avail);
                 let fresh;
-                let styled: &[Styled] = match memo {
-                    Some(memo) => {
-                        fresh = highlight::highlight(lang.as_deref(), lines, Some(memo));
+                let styled: &[Styled] = match growing {
+                    Some(g) => {
+                        fresh = g.highlight(lang.as_deref(), lines);
                         &fresh
                     }
                     None => highlighted
@@ -239,6 +239,29 @@ impl Block {
                 }
                 out.push(Line::from(spans));
             }
+        }
+    }
+}
+
+/// The highlighting of the code block a streamed reply is writing: lines already highlighted
+/// are kept in `memo`, and the line still being written (`open_last_line`) is drawn plain
+/// until its newline arrives. Highlighting it again on every delta was most of a delta's cost
+/// (syntect runs its regexes over the whole line each time); the colours come the moment the
+/// line is complete, or when the reply ends.
+pub(crate) struct Growing<'a> {
+    pub memo: &'a mut HighlightMemo,
+    pub open_last_line: bool,
+}
+
+impl Growing<'_> {
+    fn highlight(&mut self, lang: Option<&str>, lines: &[String]) -> Vec<Styled> {
+        match lines.split_last() {
+            Some((last, done)) if self.open_last_line => {
+                let mut styled = highlight::highlight(lang, done, Some(&mut *self.memo));
+                styled.push(Styled::plain(last.clone(), style::code()));
+                styled
+            }
+            _ => highlight::highlight(lang, lines, Some(&mut *self.memo)),
         }
     }
 }
@@ -345,12 +368,12 @@ impl Document {
         out
     }
 
-    /// Append the lines at `width`; `memo` serves the last code block (streaming).
+    /// Append the lines at `width`; `growing` serves the last code block (streaming).
     pub(crate) fn lines_into(
         &self,
         width: u16,
         out: &mut Vec<Line<'static>>,
-        mut memo: Option<&mut HighlightMemo>,
+        mut growing: Option<Growing<'_>>,
     ) {
         let width = usize::from(width.max(1));
         let last_code = self
@@ -358,13 +381,45 @@ impl Document {
             .iter()
             .rposition(|b| matches!(b, Block::Code { .. }));
         for (i, block) in self.blocks.iter().enumerate() {
-            let memo = if Some(i) == last_code {
-                memo.as_deref_mut()
+            let growing = if Some(i) == last_code {
+                growing.as_mut()
             } else {
                 None
             };
-            block.lines_into(width, out, memo);
+            block.lines_into(width, out, growing);
         }
+    }
+
+    /// The lines of a document that is still streaming in: as [`Document::lines`], except that
+    /// the last line of a code block still being written is drawn plain (see [`Growing`]).
+    /// `clean` is the sanitised text the document was parsed from.
+    pub fn lines_streaming(&self, clean: &str, width: u16) -> Vec<Line<'static>> {
+        let mut memo = HighlightMemo::default();
+        let mut out = Vec::new();
+        self.lines_into(
+            width,
+            &mut out,
+            Some(Growing {
+                memo: &mut memo,
+                open_last_line: self.code_line_open(clean),
+            }),
+        );
+        out
+    }
+
+    /// True when `clean` (the sanitised text this document was parsed from) ends inside the
+    /// last line of a code block: that line is still being written.
+    pub(crate) fn code_line_open(&self, clean: &str) -> bool {
+        if clean.ends_with('\n') {
+            return false;
+        }
+        let Some(Block::Code { lines, .. }) = self.blocks.last() else {
+            return false;
+        };
+        let written = clean.rsplit('\n').next().unwrap_or(clean);
+        lines
+            .last()
+            .is_some_and(|last| !last.is_empty() && written.ends_with(last.as_str()))
     }
 
     /// Append `other` after this document, with the separator a single parse would put there.
