@@ -13,7 +13,8 @@ use crate::api::{Message, Role, SendMessage, StreamEvent, Usage, new_session_id}
 use crate::keys::KeyBindings;
 
 use super::event::{
-    AppEvent, Endpoint, Failure, MessageStatus, SessionSummary, StoredMessage, StreamStatus,
+    AppEvent, Endpoint, Failure, HistoryFetch, MessageStatus, SessionSummary, StoredMessage,
+    StreamStatus,
 };
 use super::view::layout::{self, AppLayout};
 use crate::render::transcript::{Entry, EntryId, EntryState, Transcript};
@@ -169,6 +170,11 @@ pub struct OpenSession {
     pub top: usize,
     pub selected: Option<usize>,
     pub pending: Option<PendingSend>,
+    /// A send whose reply the stream lost mid-way (the stream dropped): the reply shows as
+    /// interrupted and no longer holds the composer. A snapshot, delta or `done` for it after
+    /// the reconnect makes it pending again; otherwise the stored history, fetched on the
+    /// reconnect, settles it (`App::on_history`).
+    pub cut_off: Option<PendingSend>,
     pub stream: StreamState,
 }
 
@@ -184,6 +190,7 @@ impl OpenSession {
             top: 0,
             selected: None,
             pending: None,
+            cut_off: None,
             stream: StreamState::Connecting,
         }
     }
@@ -257,6 +264,56 @@ impl OpenSession {
             item.entry = rendered.push(entry_for(item));
         }
         self.transcript = rendered;
+    }
+
+    /// The stream dropped: a reply coming over it shows as interrupted, and once the server
+    /// has accepted its message the send stops being pending (`cut_off`).
+    fn cut_off_reply(&mut self) {
+        let Some((idx, accepted)) = self
+            .pending
+            .as_ref()
+            .filter(|p| p.streamed)
+            .map(|p| (p.reply_item, p.accepted))
+        else {
+            return;
+        };
+        if self.items.get(idx).map(|i| &i.state) != Some(&EntryState::Streaming) {
+            return;
+        }
+        self.set_state(idx, EntryState::Interrupted);
+        if accepted {
+            self.cut_off = self.pending.take();
+        }
+    }
+
+    /// Whether `idx` is a reply that the stream lost (and the user did not stop).
+    fn is_cut_off(&self, idx: usize) -> bool {
+        self.cut_off.as_ref().is_some_and(|p| p.reply_item == idx)
+            || self.pending.as_ref().is_some_and(|p| {
+                p.reply_item == idx
+                    && self.items.get(idx).map(|i| &i.state) == Some(&EntryState::Interrupted)
+            })
+    }
+
+    /// The stream speaks of a reply it had lost: it is coming again.
+    fn resume(&mut self, idx: usize) {
+        if !self.is_cut_off(idx) {
+            return;
+        }
+        if self.cut_off.as_ref().is_some_and(|p| p.reply_item == idx) {
+            self.pending = self.cut_off.take();
+        }
+        self.set_state(idx, EntryState::Streaming);
+    }
+
+    /// The lost reply is final as far as it came: interrupted. Returns the store write.
+    fn settle_cut_off(&mut self) -> Option<Command> {
+        let p = self.cut_off.take()?;
+        let item = self.items.get(p.reply_item)?;
+        Some(Command::Persist(StoreOp::AppendMessage {
+            session_id: self.id.clone(),
+            message: stored(item),
+        }))
     }
 
     fn set_state(&mut self, idx: usize, state: EntryState) {
@@ -368,6 +425,8 @@ pub enum Command {
     },
     /// Keep this session's stream open (and close any other).
     OpenStream { session_id: String },
+    /// Fetch the session's stored history (to settle a reply the stream lost).
+    FetchHistory { session_id: String },
     /// POST a message.
     Send {
         session_id: String,
@@ -624,6 +683,7 @@ impl App {
                 failure,
             } => self.on_send_failed(session_id, send_id, failure, &mut out),
             AppEvent::Stream { session_id, update } => self.on_stream(session_id, update, &mut out),
+            AppEvent::History { session_id, fetch } => self.on_history(session_id, fetch, &mut out),
             AppEvent::Deleted { session_id } => {
                 out.push(Command::RefreshUsage);
                 self.notify(
@@ -1051,8 +1111,27 @@ impl App {
             return;
         }
         self.save_draft(out);
+        self.keep_cut_replies(out);
         self.quit = true;
         out.push(Command::Quit);
+    }
+
+    /// Stores what arrived of the open session's replies still coming or lost by the stream,
+    /// marked interrupted (leaving the session or quitting).
+    fn keep_cut_replies(&mut self, out: &mut Vec<Command>) {
+        let Some(open) = self.open.as_mut() else {
+            return;
+        };
+        if let Some(p) = open.pending.take_if(|p| p.accepted) {
+            open.set_state(p.reply_item, EntryState::Interrupted);
+            if let Some(item) = open.items.get(p.reply_item) {
+                out.push(Command::Persist(StoreOp::AppendMessage {
+                    session_id: open.id.clone(),
+                    message: stored(item),
+                }));
+            }
+        }
+        out.extend(open.settle_cut_off());
     }
 
     fn save_draft(&mut self, out: &mut Vec<Command>) {
@@ -1180,19 +1259,9 @@ impl App {
 
     fn leave_open_session(&mut self, out: &mut Vec<Command>) {
         self.save_draft(out);
-        if let Some(mut old) = self.open.take() {
-            // A reply still streaming is kept as far as it came.
-            if let Some(p) = old.pending.take()
-                && p.accepted
-            {
-                old.set_state(p.reply_item, EntryState::Interrupted);
-                if let Some(item) = old.items.get(p.reply_item) {
-                    out.push(Command::Persist(StoreOp::AppendMessage {
-                        session_id: old.id.clone(),
-                        message: stored(item),
-                    }));
-                }
-            }
+        // A reply still streaming is kept as far as it came.
+        self.keep_cut_replies(out);
+        if self.open.take().is_some() {
             // The draft went to the store with its session. Text typed before any session
             // was open (the store still loading) stays for the session about to open.
             self.composer = new_composer();
@@ -1351,6 +1420,8 @@ impl App {
             self.send_error = Some("a reply is still coming; wait or stop it (Ctrl-C)".to_string());
             return;
         }
+        // A new turn: a reply lost by the stream stays as far as it came.
+        out.extend(open.settle_cut_off());
         let send_id = self.next_send_id;
         self.next_send_id += 1;
         let user_item = open.push(role, text.clone(), EntryState::Complete, 0, None, now);
@@ -1493,7 +1564,16 @@ impl App {
             open.pending = None;
             self.store_reply(&session_id, reply_item, out);
         } else if !reply.content.is_empty() || !streamed {
+            open.resume(reply_item);
             self.finish_reply(&session_id, reply, out);
+        } else if open.is_cut_off(reply_item) {
+            // The stream dropped before the server answered: the reply is lost to it.
+            open.cut_off = open.pending.take();
+            if open.stream == StreamState::Open {
+                out.push(Command::FetchHistory {
+                    session_id: session_id.clone(),
+                });
+            }
         }
         // The session list: title from the first message, most recent first.
         if let Some(s) = self.sessions.iter_mut().find(|s| s.id == session_id) {
@@ -1630,8 +1710,24 @@ impl App {
             return;
         };
         match update {
-            StreamStatus::Connected => open.stream = StreamState::Open,
-            StreamStatus::Disconnected(why) => open.stream = StreamState::Down(why),
+            StreamStatus::Connected => {
+                open.stream = StreamState::Open;
+                // A reply lost with the old connection: the service sends a snapshot of it
+                // if it is still being generated; the stored history says if it finished
+                // meanwhile or was dropped.
+                if let Some(p) = &open.cut_off
+                    && open
+                        .items
+                        .get(p.reply_item)
+                        .is_some_and(|i| i.message_id.is_some())
+                {
+                    out.push(Command::FetchHistory { session_id });
+                }
+            }
+            StreamStatus::Disconnected(why) => {
+                open.stream = StreamState::Down(why);
+                open.cut_off_reply();
+            }
             StreamStatus::Unsupported => open.stream = StreamState::Unsupported,
             StreamStatus::Event(ev) => match ev {
                 StreamEvent::Delta {
@@ -1643,6 +1739,10 @@ impl App {
                     let Some(idx) = reply_slot(open, &message_id) else {
                         return;
                     };
+                    // A lost reply picks up again only where it left off.
+                    if seq == open.items[idx].next_seq {
+                        open.resume(idx);
+                    }
                     let item = &mut open.items[idx];
                     if item.state != EntryState::Streaming || seq < item.next_seq {
                         return;
@@ -1661,6 +1761,7 @@ impl App {
                     let Some(idx) = reply_slot(open, &message_id) else {
                         return;
                     };
+                    open.resume(idx);
                     let item = &mut open.items[idx];
                     if item.state != EntryState::Streaming {
                         return;
@@ -1673,6 +1774,7 @@ impl App {
                 StreamEvent::Done { message } => {
                     if let Some(idx) = reply_slot(open, &message.message_id) {
                         open.items[idx].message_id = Some(message.message_id.clone());
+                        open.resume(idx);
                     }
                     self.finish_reply(&session_id, message, out);
                 }
@@ -1682,6 +1784,13 @@ impl App {
                     let Some(idx) = reply_slot(open, &message_id) else {
                         return;
                     };
+                    // Only a reply still coming (or lost by the stream) can fail.
+                    if open.items[idx].state != EntryState::Streaming && !open.is_cut_off(idx) {
+                        return;
+                    }
+                    if open.cut_off.as_ref().is_some_and(|p| p.reply_item == idx) {
+                        open.cut_off = None;
+                    }
                     open.set_state(idx, EntryState::Failed(error.code.clone()));
                     if open.pending.as_ref().is_some_and(|p| p.reply_item == idx) {
                         open.pending = None;
@@ -1694,6 +1803,58 @@ impl App {
                     self.notify(Level::Error, text);
                 }
             },
+        }
+    }
+}
+
+impl App {
+    /// The stored history after a reconnect settles a reply that the stream lost: stored →
+    /// shown whole and kept; its message stored but not the reply → still being generated
+    /// (the stream's snapshot picks it up); neither → the service dropped the turn, and the
+    /// reply stays interrupted for good.
+    fn on_history(&mut self, session_id: String, fetch: HistoryFetch, out: &mut Vec<Command>) {
+        let Some(open) = self.open.as_mut().filter(|o| o.id == session_id) else {
+            return;
+        };
+        let Some((idx, sent_role, sent_text)) = open
+            .cut_off
+            .as_ref()
+            .map(|p| (p.reply_item, p.role, p.text.clone()))
+        else {
+            return;
+        };
+        let Some(reply_id) = open.items.get(idx).and_then(|i| i.message_id.clone()) else {
+            return;
+        };
+        match fetch {
+            HistoryFetch::Messages(messages) => {
+                let last_is_sent = messages
+                    .last()
+                    .is_some_and(|m| m.role == sent_role && m.content == sent_text);
+                if let Some(reply) = messages.into_iter().find(|m| m.message_id == reply_id) {
+                    open.resume(idx);
+                    self.finish_reply(&session_id, reply, out);
+                    self.notify(Level::Info, "the reply finished while the stream was down");
+                } else if last_is_sent {
+                    tracing::debug!(session = %session_id, "the lost reply is still being generated");
+                } else {
+                    out.extend(open.settle_cut_off());
+                    self.notify(
+                        Level::Warn,
+                        "the reply was cut short and the service did not keep it; what arrived is kept, marked interrupted",
+                    );
+                }
+            }
+            HistoryFetch::Unsupported => {
+                out.extend(open.settle_cut_off());
+                self.notify(
+                    Level::Warn,
+                    "the stream dropped mid-reply and this service cannot list past messages: the reply stays as far as it came, marked interrupted",
+                );
+            }
+            HistoryFetch::Failed(e) => {
+                tracing::warn!(session = %session_id, error = %e, "cannot fetch the history to settle a lost reply");
+            }
         }
     }
 }

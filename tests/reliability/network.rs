@@ -9,6 +9,7 @@ use convo::api::stream::{SessionStream, StreamTiming, StreamUpdate};
 use convo::api::{SendMessage, new_idempotency_key, new_session_id};
 use convo::render::transcript::EntryState;
 use convo::service::{RunningService, ServiceConfig};
+use convo::store::{MessageStatus, Store, StoredMessage};
 use convo::tui::app::{App, StreamState};
 use crossterm::event::KeyCode;
 use tokio::sync::mpsc;
@@ -75,6 +76,26 @@ async fn until_stored(svc: &RunningService, session: &str, n: usize) -> Vec<serd
     tokio::time::timeout(GUARD, wait)
         .await
         .expect("the service stores the turn")
+}
+
+/// Waits (guarded) until the app's local store holds `n` messages of `session`.
+async fn until_in_local_store(tui: &Tui, session: &str, n: usize) -> Vec<StoredMessage> {
+    let file = tui.store_file.clone();
+    let session = session.to_string();
+    let wait = async move {
+        loop {
+            let found = Store::open(&file)
+                .and_then(|s| s.transcript(&session))
+                .unwrap_or_default();
+            if found.len() >= n {
+                return found;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::time::timeout(GUARD, wait)
+        .await
+        .expect("the local store gets the messages")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -252,7 +273,6 @@ async fn a_stream_cut_mid_reply_keeps_the_partial_reply_and_resumes_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "bug: while the stream is down the partial reply still reads `streaming…`, not interrupted (tui/app.rs on_stream ignores Disconnected for the pending reply)"]
 async fn a_partial_reply_is_marked_interrupted_while_the_stream_is_down() {
     let (_svc, proxy, mut tui, _tx, _dir) = mid_reply().await;
     proxy.set(Fault::Reset);
@@ -266,7 +286,6 @@ async fn a_partial_reply_is_marked_interrupted_while_the_stream_is_down() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "bug: a reply that ends while the stream is down stays `streaming…` after the reconnect (no snapshot comes for a finished reply and the app never fetches it)"]
 async fn a_reply_that_finished_while_the_stream_was_down_is_shown_whole_after_reconnect() {
     let (svc, proxy, mut tui, tx, _dir) = mid_reply().await;
     proxy.set(Fault::Reset);
@@ -283,6 +302,10 @@ async fn a_reply_that_finished_while_the_stream_was_down_is_shown_whole_after_re
         last_reply(tui.app()).unwrap().0,
         "Partial answer, and the rest."
     );
+    // Kept in the local store too, whole.
+    let local = until_in_local_store(&tui, &sid, 2).await;
+    assert_eq!(local[1].content, "Partial answer, and the rest.");
+    assert_eq!(local[1].status, MessageStatus::Complete);
 }
 
 /// A service on a database in `dir` whose replies stream slowly, the app behind a proxy,
@@ -323,17 +346,29 @@ async fn a_server_killed_mid_reply_and_restarted_is_reconnected_to_by_itself() {
         .expect("the service restarts on its address");
     tui.until("the stream open again", stream_open).await;
     // The reply was cut short: the service's `error` event marks it failed, or, when the
-    // close beat that event (see the ignored test below), Ctrl-C stops it, keeping it.
-    if tui.app().open.as_ref().unwrap().pending.is_some() {
-        tui.key(KeyCode::Char('c'), crossterm::event::KeyModifiers::CONTROL);
-        assert!(!tui.app().quit);
-    }
+    // close beat that event, it reads interrupted and the history fetched after the
+    // reconnect settles it (the turn was rolled back: interrupted for good, kept locally).
+    tui.until("the reply settled", |app| {
+        app.open
+            .as_ref()
+            .is_some_and(|o| o.pending.is_none() && o.cut_off.is_none())
+    })
+    .await;
     let (kept, state) = last_reply(tui.app()).unwrap();
+    let kept = kept.to_string();
     assert!(kept.starts_with(&partial), "what arrived stays visible");
     assert!(
         matches!(state, EntryState::Interrupted | EntryState::Failed(_)),
         "{state:?}"
     );
+    if *state == EntryState::Interrupted {
+        let notice = tui.app().notice.clone().unwrap().text;
+        assert!(notice.contains("did not keep"), "{notice}");
+        let sid = tui.app().open_id().unwrap().to_string();
+        let local = until_in_local_store(&tui, &sid, 2).await;
+        assert_eq!(local[1].content, kept);
+        assert_eq!(local[1].status, MessageStatus::Interrupted);
+    }
     tui.type_text("again, briefly");
     tui.press(KeyCode::Enter);
     tui.until("the reply", reply_complete).await;
@@ -352,7 +387,6 @@ async fn a_server_killed_mid_reply_and_restarted_is_reconnected_to_by_itself() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "bug: when the server stops mid-reply, its `error` event races the 1001 close; when the close wins the reply stays `streaming…` and pending for good (only Ctrl-C ends it)"]
 async fn a_server_killed_mid_reply_ends_the_pending_reply_by_itself() {
     let dir = tempfile::tempdir().unwrap();
     let (first, _proxy, mut tui) = killable(dir.path()).await;
