@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use convo::api::client::Client;
 use convo::api::stream::{SessionStream, StreamTiming, StreamUpdate};
-use convo::api::{SendMessage, new_idempotency_key, new_session_id};
+use convo::api::{SendMessage, new_idempotency_key, new_session_id, send_streaming};
 use convo::render::transcript::EntryState;
 use convo::service::{RunningService, ServiceConfig};
 use convo::store::{MessageStatus, Store, StoredMessage};
@@ -498,5 +498,117 @@ async fn a_slow_link_delivers_the_streamed_reply_whole() {
         last_reply(tui.app()).unwrap().0,
         stored[1]["content"].as_str().unwrap(),
         "every delta, in order, none twice"
+    );
+}
+
+/// `send_streaming` (what `convo send --stream` runs) through `proxy`, its printed pieces
+/// reported on the returned channel.
+fn follow(
+    proxy: &FaultProxy,
+    api_key: &str,
+    session: &str,
+    text: &str,
+) -> (
+    tokio::task::JoinHandle<Result<convo::api::Message, convo::api::ApiError>>,
+    mpsc::UnboundedReceiver<String>,
+) {
+    let client = Client::new(options(proxy.url(), api_key)).unwrap();
+    let (printed_tx, printed) = mpsc::unbounded_channel();
+    let body = SendMessage {
+        content: text.into(),
+        role: None,
+        stream: None,
+        metadata: None,
+    };
+    let session = session.to_string();
+    let task = tokio::spawn(async move {
+        send_streaming(&client, &session, &body, &new_idempotency_key(), |piece| {
+            let _ = printed_tx.send(piece.to_string());
+        })
+        .await
+    });
+    (task, printed)
+}
+
+/// Collects printed pieces (guarded) until they make `want`.
+async fn until_printed(
+    printed: &mut mpsc::UnboundedReceiver<String>,
+    sofar: &mut String,
+    want: &str,
+) {
+    let wait = async {
+        while sofar.as_str() != want {
+            match printed.recv().await {
+                Some(piece) => sofar.push_str(&piece),
+                None => panic!("printing ended at {sofar:?}, wanted {want:?}"),
+            }
+        }
+    };
+    tokio::time::timeout(GUARD, wait)
+        .await
+        .expect("the pieces are printed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_stream_reconnects_and_gets_a_reply_that_finished_while_the_stream_was_down() {
+    let (upstream, tx) = Upstream::live().await;
+    let mut config = ServiceConfig::ephemeral(0);
+    config.engine = upstream.engine_config();
+    drop(upstream);
+    let svc = service(config).await;
+    let proxy = FaultProxy::start(Some(svc.addr)).await;
+    let sid = new_session_id();
+    let (task, mut printed) = follow(&proxy, &svc.api_key, &sid, "tell me everything");
+    let mut sofar = String::new();
+    tx.send(chunk("Partial ")).unwrap();
+    tx.send(chunk("answer, ")).unwrap();
+    until_printed(&mut printed, &mut sofar, "Partial answer, ").await;
+
+    // The stream drops; the reply finishes meanwhile; the stream comes back.
+    proxy.set(Fault::Reset);
+    proxy.cut_all();
+    tx.send(chunk("and the rest.")).unwrap();
+    tx.send(finish()).unwrap();
+    until_stored(&svc, &sid, 2).await;
+    proxy.set(Fault::Pass);
+    let reply = tokio::time::timeout(GUARD, task)
+        .await
+        .expect("send_streaming ends")
+        .unwrap()
+        .expect("the stored reply, fetched after the reconnect");
+    assert_eq!(reply.content, "Partial answer, and the rest.");
+    // What was printed is the whole reply, each piece once.
+    until_printed(&mut printed, &mut sofar, "Partial answer, and the rest.").await;
+    assert!(printed.try_recv().is_err(), "nothing printed twice");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_stream_says_clearly_when_the_server_dropped_the_reply() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = service(ServiceConfig::persistent(dir.path(), 200).unwrap()).await;
+    let addr = first.addr;
+    let proxy = FaultProxy::start(Some(addr)).await;
+    let sid = new_session_id();
+    let (task, mut printed) = follow(&proxy, &first.api_key, &sid, "a long story, please");
+    let first_piece = tokio::time::timeout(GUARD, printed.recv())
+        .await
+        .expect("part of the reply")
+        .expect("a piece");
+    assert!(!first_piece.is_empty());
+    // The server stops mid-reply (the turn is rolled back) and comes back.
+    first.shutdown().await;
+    let _second = convo::service::start(ServiceConfig::persistent(dir.path(), 0).unwrap(), addr)
+        .await
+        .expect("the service restarts on its address");
+    let e = tokio::time::timeout(GUARD, task)
+        .await
+        .expect("send_streaming ends by itself")
+        .unwrap()
+        .expect_err("the reply is gone");
+    // Either the service's `error` event beat the close, or the history settled it.
+    let why = e.to_string();
+    assert!(
+        why.contains("did not keep the reply") || why.contains("shutting down"),
+        "{why}"
     );
 }
