@@ -427,6 +427,9 @@ pub enum Command {
     OpenStream { session_id: String },
     /// Fetch the session's stored history (to settle a reply the stream lost).
     FetchHistory { session_id: String },
+    /// Load the o200k token tables off the UI task (the first edit of the composer), so
+    /// that the first send does not wait for them.
+    WarmTokenTables,
     /// POST a message.
     Send {
         session_id: String,
@@ -509,6 +512,8 @@ pub struct App {
     /// The open session's draft as last handed to the store; an edit that changes the
     /// composer away from it is sent as `StoreOp::DraftEdited`.
     draft_in_store: String,
+    /// `Command::WarmTokenTables` was given (once, at the first edit of the composer).
+    token_tables_asked: bool,
     pub quit: bool,
 }
 
@@ -541,6 +546,7 @@ impl App {
             next_send_id: 1,
             quit_when_loaded: false,
             draft_in_store: String::new(),
+            token_tables_asked: false,
             quit: false,
         }
     }
@@ -611,7 +617,9 @@ impl App {
         match event {
             AppEvent::Key(key) => {
                 if key.kind != KeyEventKind::Release {
+                    let before = self.text_before_first_edit();
                     self.on_key(key, &mut out);
+                    self.warm_on_first_edit(before, &mut out);
                 }
             }
             AppEvent::Mouse(m) => self.on_mouse(m, &mut out),
@@ -622,9 +630,11 @@ impl App {
                 } else if self.overlay.is_none() && self.view == View::Wallet {
                     super::wallet::on_paste(self, &text);
                 } else if self.overlay.is_none() {
+                    let before = self.text_before_first_edit();
                     self.focus = Focus::Composer;
                     self.composer
                         .insert_str(text.replace("\r\n", "\n").replace('\r', "\n"));
+                    self.warm_on_first_edit(before, &mut out);
                 }
             }
             AppEvent::Resize(w, h) => self.size = Rect::new(0, 0, w, h),
@@ -723,6 +733,20 @@ impl App {
         }
         self.note_draft_edit(&mut out);
         out
+    }
+
+    /// The composer's text, until the token tables were asked for.
+    fn text_before_first_edit(&self) -> Option<String> {
+        (!self.token_tables_asked).then(|| self.composer_text())
+    }
+
+    /// At the first change of the composer's text, asks for the token tables: someone who
+    /// types will send, and someone who only reads never loads them.
+    fn warm_on_first_edit(&mut self, before: Option<String>, out: &mut Vec<Command>) {
+        if before.is_some_and(|b| b != self.composer_text()) {
+            self.token_tables_asked = true;
+            out.push(Command::WarmTokenTables);
+        }
     }
 
     /// Hands the store the composer's text when it changed since the store last had it.

@@ -1398,3 +1398,38 @@ fn quitting_or_leaving_keeps_a_cut_off_reply_as_interrupted() {
         Some(MessageStatus::Interrupted)
     );
 }
+
+fn warm_asks(cmds: &[Command]) -> usize {
+    cmds.iter()
+        .filter(|c| **c == Command::WarmTokenTables)
+        .count()
+}
+
+#[test]
+fn the_first_edit_of_the_composer_asks_for_the_token_tables_once() {
+    let mut app = app();
+    // Moving around changes no text: nothing to warm yet.
+    let mut cmds = app.update(key(KeyCode::Tab));
+    cmds.extend(app.update(key(KeyCode::Tab)));
+    cmds.extend(app.update(key(KeyCode::Tab)));
+    assert_eq!(app.focus, Focus::Composer);
+    cmds.extend(app.update(key(KeyCode::Left)));
+    assert_eq!(warm_asks(&cmds), 0);
+    let cmds = type_text(&mut app, "h");
+    assert_eq!(warm_asks(&cmds), 1, "the first key that changes the text");
+    let mut cmds = type_text(&mut app, "ello");
+    cmds.extend(app.update(key(KeyCode::Backspace)));
+    cmds.extend(app.update(AppEvent::Paste("more".into())));
+    cmds.extend(app.update(key(KeyCode::Enter)));
+    assert_eq!(warm_asks(&cmds), 0, "only once");
+
+    // A paste is an edit too.
+    let mut app = super::app::App::new(
+        KeyBindings::default(),
+        Settings::default(),
+        Rect::new(0, 0, 80, 24),
+        t0(),
+    );
+    let cmds = app.update(AppEvent::Paste("pasted".into()));
+    assert_eq!(warm_asks(&cmds), 1);
+}

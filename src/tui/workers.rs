@@ -230,6 +230,9 @@ impl Workers {
                     events.send(ev);
                 });
             }
+            Command::WarmTokenTables => {
+                warm_token_tables_once();
+            }
             Command::RefreshUsage => self.usage_kick.notify_one(),
             Command::CopyToClipboard(text) => self.clipboard.push(text),
             // views: the metrics and wallet views' work goes to their own workers.
@@ -329,6 +332,17 @@ impl Drop for Workers {
             t.abort();
         }
     }
+}
+
+/// Loads the o200k token tables (~45 MB) on a blocking thread, once per process: the
+/// embedded service leaves them unloaded at start. Returns whether this call started it.
+pub fn warm_token_tables_once() -> bool {
+    static STARTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if STARTED.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        return false;
+    }
+    tokio::task::spawn_blocking(crate::service::tokens::warm);
+    true
 }
 
 /// Spawns `work` and a watcher that reports `failed(why)` when it panics or is aborted.
@@ -765,6 +779,13 @@ mod tests {
             }
             other => panic!("expected a SendFailed, got {other:?}"),
         }
+    }
+
+    #[tokio::test]
+    async fn the_token_tables_are_warmed_once_per_process() {
+        let _ = warm_token_tables_once();
+        assert!(!warm_token_tables_once(), "the second ask starts nothing");
+        assert!(!warm_token_tables_once());
     }
 
     #[tokio::test]
