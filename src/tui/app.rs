@@ -1922,23 +1922,10 @@ fn sort_sessions(sessions: &mut [SessionSummary]) {
     sessions.sort_by_key(|s| std::cmp::Reverse(s.last_activity));
 }
 
-/// A session's title: the first line of its first message, shortened.
+/// A session's title as the sessions pane shows it: the first message's first block as
+/// plain text (markdown syntax removed), shortened ([`crate::store::plain_title`]).
 pub fn title_from(text: &str) -> String {
-    let line = text
-        .lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("")
-        .trim();
-    let clean = sanitize(line);
-    if clean.chars().count() > 40 {
-        let mut s: String = clean.chars().take(39).collect();
-        s.push('…');
-        s
-    } else if clean.is_empty() {
-        NEW_SESSION_TITLE.to_string()
-    } else {
-        clean
-    }
+    crate::store::plain_title(text, 40).unwrap_or_else(|| NEW_SESSION_TITLE.to_string())
 }
 
 fn transcript_viewport(size: Rect, composer_rows: usize, show_sessions: bool) -> (u16, u16) {

@@ -1433,3 +1433,26 @@ fn the_first_edit_of_the_composer_asks_for_the_token_tables_once() {
     let cmds = app.update(AppEvent::Paste("pasted".into()));
     assert_eq!(warm_asks(&cmds), 1);
 }
+
+#[test]
+fn a_title_from_a_markdown_message_is_plain_text() {
+    let mut app = app();
+    app.update(ctrl('n'));
+    let id = app.open_id().unwrap().to_string();
+    app.update(AppEvent::Paste(
+        "## **What** is   `Rust`? [see](https://rust-lang.org)\nmore".into(),
+    ));
+    let (_, send_id, _) = sent(&app.update(key(KeyCode::Enter))).unwrap();
+    app.update(AppEvent::SendAccepted {
+        session_id: id.clone(),
+        send_id,
+        reply: Message {
+            session_id: id.clone(),
+            ..reply("m", "", 0)
+        },
+        prompt_tokens: 4,
+    });
+    assert_eq!(app.sessions[0].title, "What is Rust? see");
+    assert_eq!(title_from(&"`é` ".repeat(30)).chars().count(), 40);
+    assert!(title_from(&"`é` ".repeat(30)).ends_with('…'));
+}
