@@ -58,6 +58,9 @@ pub enum Overlay {
     ConfirmDelete {
         session_id: String,
         title: String,
+        /// Opened by `/delete` typed in the composer: the command text stays there until
+        /// the delete is confirmed, so that cancelling loses nothing typed.
+        from_composer: bool,
     },
     ContextOverflow {
         current: u64,
@@ -971,6 +974,7 @@ impl App {
                 self.overlay = Some(Overlay::ConfirmDelete {
                     session_id: s.id.clone(),
                     title: s.title.clone(),
+                    from_composer: false,
                 });
             }
         } else if k.filter_sessions.matches(&key) {
@@ -1051,9 +1055,17 @@ impl App {
                     self.overlay = None;
                 }
             }
-            Overlay::ConfirmDelete { session_id, title } => {
+            Overlay::ConfirmDelete {
+                session_id,
+                title,
+                from_composer,
+            } => {
                 if k.confirm.matches(&key) {
                     self.overlay = None;
+                    if from_composer {
+                        // The `/delete` command is done with.
+                        self.composer = new_composer();
+                    }
                     self.deleting.push(session_id.clone());
                     self.notify(Level::Info, format!("deleting “{title}”…"));
                     out.push(Command::Delete { session_id });
@@ -1363,11 +1375,11 @@ impl App {
                     self.new_session(arg.to_string(), out);
                 }
                 "delete" => {
-                    self.composer = new_composer();
+                    // The text stays in the composer until the dialog is confirmed.
                     if let Some(open) = &self.open {
                         let title = self.sessions.iter().find(|s| s.id == open.id)
                             .map(|s| s.title.clone()).unwrap_or_else(|| open.id.clone());
-                        self.overlay = Some(Overlay::ConfirmDelete { session_id: open.id.clone(), title });
+                        self.overlay = Some(Overlay::ConfirmDelete { session_id: open.id.clone(), title, from_composer: true });
                     }
                 }
                 "system" if !arg.is_empty() => {

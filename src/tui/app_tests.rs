@@ -408,6 +408,12 @@ fn slash_new_help_delete_quit_and_unknown() {
         matches!(&app.overlay, Some(Overlay::ConfirmDelete { session_id, .. }) if *session_id == open_id)
     );
     app.update(key(KeyCode::Esc));
+    assert_eq!(
+        app.composer_text(),
+        "/delete",
+        "a cancelled dialog loses nothing"
+    );
+    app.composer = Default::default();
 
     type_text(&mut app, "/frobnicate");
     app.update(key(KeyCode::Enter));
@@ -566,7 +572,7 @@ fn delete_asks_first_and_moves_to_the_next_session() {
     app.update(key(KeyCode::Tab));
     app.update(key(KeyCode::Char('d')));
     assert!(
-        matches!(&app.overlay, Some(Overlay::ConfirmDelete { session_id, title }) if session_id == A && title == "first")
+        matches!(&app.overlay, Some(Overlay::ConfirmDelete { session_id, title, from_composer: false }) if session_id == A && title == "first")
     );
     let cmds = app.update(key(KeyCode::Char('n')));
     assert!(app.overlay.is_none());
@@ -1455,4 +1461,58 @@ fn a_title_from_a_markdown_message_is_plain_text() {
     assert_eq!(app.sessions[0].title, "What is Rust? see");
     assert_eq!(title_from(&"`é` ".repeat(30)).chars().count(), 40);
     assert!(title_from(&"`é` ".repeat(30)).ends_with('…'));
+}
+
+#[test]
+fn cancelling_the_delete_dialog_gives_the_composer_back_as_it_was() {
+    for cancel in [key(KeyCode::Esc), key(KeyCode::Char('n'))] {
+        let mut app = app();
+        type_text(&mut app, "/delete  ");
+        let cmds = app.update(key(KeyCode::Enter));
+        assert!(matches!(
+            app.overlay,
+            Some(Overlay::ConfirmDelete {
+                from_composer: true,
+                ..
+            })
+        ));
+        assert!(!cmds.iter().any(|c| matches!(c, Command::Delete { .. })));
+        let cmds = app.update(cancel);
+        assert!(app.overlay.is_none());
+        assert!(!cmds.iter().any(|c| matches!(c, Command::Delete { .. })));
+        assert_eq!(
+            app.composer_text(),
+            "/delete  ",
+            "the text as typed, to edit"
+        );
+        assert_eq!(app.focus, Focus::Composer);
+    }
+
+    // Confirmed, the command is done with: the composer empties and the delete goes out.
+    let mut app = self::app();
+    type_text(&mut app, "/delete");
+    app.update(key(KeyCode::Enter));
+    let cmds = app.update(key(KeyCode::Char('y')));
+    assert!(cmds.contains(&Command::Delete {
+        session_id: A.into()
+    }));
+    assert!(app.composer.is_empty());
+
+    // `d` on a session in the list leaves the open session's draft alone either way.
+    let mut app = self::app();
+    type_text(&mut app, "my draft");
+    app.update(key(KeyCode::BackTab));
+    app.update(key(KeyCode::BackTab));
+    assert_eq!(app.focus, Focus::Sessions);
+    app.update(key(KeyCode::Down));
+    app.update(key(KeyCode::Char('d')));
+    assert!(matches!(
+        app.overlay,
+        Some(Overlay::ConfirmDelete {
+            from_composer: false,
+            ..
+        })
+    ));
+    app.update(key(KeyCode::Char('y')));
+    assert_eq!(app.composer_text(), "my draft");
 }

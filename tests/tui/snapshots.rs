@@ -530,3 +530,39 @@ fn session_titles_from_markdown_messages_are_plain() {
         app
     });
 }
+
+#[test]
+fn the_help_section_headers_are_styled_as_headers_not_as_keys() {
+    let mut app = chat(120, 40);
+    app.update(key(KeyCode::F(1)));
+    let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    terminal.draw(|f| view::draw(f, &app)).unwrap();
+    let buf = terminal.backend().buffer().clone();
+    // The style of the first cell of `text` on screen.
+    let style_of = |text: &str| {
+        for y in 0..buf.area.height {
+            let row: String = (0..buf.area.width).map(|x| buf[(x, y)].symbol()).collect();
+            if let Some(byte) = row.find(text) {
+                let x = row[..byte].chars().count() as u16;
+                return buf[(x, y)].style();
+            }
+        }
+        panic!("{text:?} is not on screen");
+    };
+    let key_row = style_of("/delete");
+    for header in [
+        "Keys    ",
+        "Commands (type in the composer)",
+        "Metrics view (F2)",
+        "Wallet view (F3)",
+    ] {
+        let style = style_of(header);
+        assert!(
+            style.add_modifier.contains(ratatui::style::Modifier::BOLD),
+            "{header}: {style:?}"
+        );
+        assert_ne!(style.fg, key_row.fg, "{header} is not coloured as a key");
+    }
+    // The views' keys are entries, under their header.
+    assert_eq!(style_of("1 2 3 4").fg, key_row.fg);
+}
