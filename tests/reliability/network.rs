@@ -612,3 +612,84 @@ async fn send_stream_says_clearly_when_the_server_dropped_the_reply() {
         "{why}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn convo_send_stream_prints_a_reply_that_finished_while_its_stream_was_down() {
+    use tokio::io::AsyncReadExt;
+    let (upstream, tx) = Upstream::live().await;
+    let mut config = ServiceConfig::ephemeral(0);
+    config.engine = upstream.engine_config();
+    drop(upstream);
+    let svc = service(config).await;
+    let proxy = FaultProxy::start(Some(svc.addr)).await;
+    let home = tempfile::tempdir().unwrap();
+    let sid = new_session_id();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_convo"))
+        .args(["send", "--stream", "--session", &sid, "tell me everything"])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home.path())
+        .env("XDG_CONFIG_HOME", home.path().join("config"))
+        .env("XDG_DATA_HOME", home.path().join("data"))
+        .env("NO_COLOR", "1")
+        .env("CONVO_BASE_URL", proxy.url().as_str())
+        .env("CONVO_API_KEY", &svc.api_key)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("convo starts");
+    let mut stdout = child.stdout.take().unwrap();
+    let mut printed = Vec::new();
+    tx.send(chunk("Partial ")).unwrap();
+    tx.send(chunk("answer, ")).unwrap();
+    let first_part = async {
+        let mut buf = [0u8; 256];
+        while !String::from_utf8_lossy(&printed).contains("Partial answer, ") {
+            let n = stdout.read(&mut buf).await.expect("stdout");
+            assert!(
+                n > 0,
+                "convo ended early: {:?}",
+                String::from_utf8_lossy(&printed)
+            );
+            printed.extend_from_slice(&buf[..n]);
+        }
+    };
+    tokio::time::timeout(GUARD, first_part)
+        .await
+        .expect("the first part is printed");
+
+    // The stream drops; the reply finishes meanwhile; the network comes back.
+    proxy.set(Fault::Reset);
+    proxy.cut_all();
+    tx.send(chunk("and the rest.")).unwrap();
+    tx.send(finish()).unwrap();
+    until_stored(&svc, &sid, 2).await;
+    proxy.set(Fault::Pass);
+    let rest = async {
+        stdout.read_to_end(&mut printed).await.expect("stdout");
+        child.wait().await.expect("convo ends")
+    };
+    let status = tokio::time::timeout(GUARD, rest)
+        .await
+        .expect("convo ends by itself");
+    let mut stderr = String::new();
+    let _ = child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .await;
+    assert!(status.success(), "exit {status:?}; stderr: {stderr}");
+    assert_eq!(
+        String::from_utf8_lossy(&printed),
+        "Partial answer, and the rest.\n",
+        "the whole reply, each piece once"
+    );
+    // The local store has the exchange, the reply whole.
+    let store = Store::open(&home.path().join("data").join("convo").join("convo.db")).unwrap();
+    let local = store.transcript(&sid).unwrap();
+    assert_eq!(local.len(), 2, "{local:?}");
+    assert_eq!(local[1].content, "Partial answer, and the rest.");
+}
