@@ -1533,7 +1533,7 @@ impl App {
         }
         let shift = open.items.len();
         open.items.extend(recent);
-        if let Some(p) = open.pending.as_mut() {
+        for p in open.pending.iter_mut().chain(open.cut_off.iter_mut()) {
             p.user_item += shift;
             p.reply_item += shift;
         }

@@ -1516,3 +1516,50 @@ fn cancelling_the_delete_dialog_gives_the_composer_back_as_it_was() {
     app.update(key(KeyCode::Char('y')));
     assert_eq!(app.composer_text(), "my draft");
 }
+
+#[test]
+fn a_cut_off_reply_stays_itself_when_the_transcript_loads_late() {
+    let mut app = App::new(
+        KeyBindings::default(),
+        Settings::default(),
+        Rect::new(0, 0, 80, 24),
+        t0(),
+    );
+    app.update(AppEvent::Connected(Endpoint::Embedded {
+        addr: "127.0.0.1:1".into(),
+    }));
+    app.update(AppEvent::StoreLoaded {
+        sessions: vec![session(A, "first", 1, 20)],
+        last_open: Some(A.into()),
+    });
+    app.update(stream(StreamStatus::Connected));
+    type_text(&mut app, "late");
+    let (_, send_id, _) = sent(&app.update(key(KeyCode::Enter))).unwrap();
+    app.update(AppEvent::SendAccepted {
+        session_id: A.into(),
+        send_id,
+        reply: reply("r", "", 0),
+        prompt_tokens: 1,
+    });
+    app.update(delta("r", 0, "Part"));
+    app.update(stream(StreamStatus::Disconnected("reset".into())));
+    app.update(AppEvent::TranscriptLoaded {
+        session_id: A.into(),
+        messages: vec![
+            stored_msg(Role::User, "old question"),
+            stored_msg(Role::Assistant, "old answer"),
+        ],
+        draft: None,
+        rendered: None,
+    });
+    assert_eq!(open(&app).cut_off.as_ref().unwrap().reply_item, 3);
+    app.update(stream(StreamStatus::Connected));
+    app.update(AppEvent::History {
+        session_id: A.into(),
+        fetch: HistoryFetch::Messages(vec![reply("r", "Part and whole", 3)]),
+    });
+    let o = open(&app);
+    assert_eq!(o.items[3].content, "Part and whole");
+    assert_eq!(o.items[3].state, EntryState::Complete);
+    assert_eq!(o.items[1].content, "old answer");
+}
