@@ -718,8 +718,8 @@ fn draw_span(
         if *remaining == 0 {
             return;
         }
-        let mut index = buf.index_of(*x, y);
-        for c in text[fast_start..fast_end].chars() {
+        let first = buf.index_of(*x, y);
+        for (index, c) in (first..).zip(text[fast_start..fast_end].chars()) {
             if *remaining == 0 {
                 return;
             }
@@ -729,7 +729,6 @@ fn draw_span(
                 cell.set_char(c);
             }
             cell.set_style(style);
-            index += 1;
             *x += 1;
             *remaining -= 1;
         }
