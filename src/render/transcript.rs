@@ -39,7 +39,7 @@ use ratatui::widgets::Widget;
 
 use super::heights::Heights;
 use super::highlight::HighlightMemo;
-use super::markdown::{Block, Document, Growing, TopStart};
+use super::markdown::{Block, Document, Growing, Shape, TopStart};
 use super::sanitize::{Sanitizer, sanitize};
 use super::style;
 use crate::api::types::Role;
@@ -114,8 +114,22 @@ struct Slot {
 }
 
 enum Body {
+    /// A complete entry, held as its [`Shape`]: parsed again from its text when drawn.
+    Shaped(Shape),
+    /// A complete entry whose height needs its text (CJK, emoji): kept parsed.
     Parsed(Document),
     Streaming(Box<StreamBody>),
+}
+
+impl Body {
+    /// The body of a complete entry with this content.
+    fn settled(content: &str) -> Body {
+        let doc = Document::parse(content);
+        match doc.shape() {
+            Some(shape) => Body::Shaped(shape),
+            None => Body::Parsed(doc),
+        }
+    }
 }
 
 impl std::fmt::Debug for Transcript {
@@ -139,7 +153,7 @@ impl Transcript {
         let body = if entry.state == EntryState::Streaming {
             Body::Streaming(Box::new(StreamBody::new(&entry.content)))
         } else {
-            Body::Parsed(Document::parse(&entry.content))
+            Body::settled(&entry.content)
         };
         let slot = Slot {
             id,
@@ -163,7 +177,7 @@ impl Transcript {
         let body = slot.body.get_mut();
         match body {
             Body::Streaming(stream) => stream.push(text),
-            Body::Parsed(_) => {
+            Body::Parsed(_) | Body::Shaped(_) => {
                 *body = Body::Streaming(Box::new(StreamBody::new(&slot.entry.content)));
                 self.lines.get_mut().map.remove(&id.0);
             }
@@ -179,7 +193,7 @@ impl Transcript {
         *slot.body.get_mut() = if slot.entry.state == EntryState::Streaming {
             Body::Streaming(Box::new(StreamBody::new(&slot.entry.content)))
         } else {
-            Body::Parsed(Document::parse(&slot.entry.content))
+            Body::settled(&slot.entry.content)
         };
         self.lines.get_mut().map.remove(&id.0);
         self.refresh_height(i);
@@ -195,13 +209,13 @@ impl Transcript {
         slot.header = header_line(&slot.entry);
         match slot.body.get_mut() {
             Body::Streaming(_) if slot.entry.state != EntryState::Streaming => {
-                *slot.body.get_mut() = Body::Parsed(Document::parse(&slot.entry.content));
+                *slot.body.get_mut() = Body::settled(&slot.entry.content);
                 self.lines.get_mut().map.remove(&id.0);
                 self.refresh_height(i);
             }
             // the tail's lines depend on the state (see `StreamBody::lines`)
             Body::Streaming(stream) => stream.tail_lines = None,
-            Body::Parsed(_) => {}
+            Body::Parsed(_) | Body::Shaped(_) => {}
         }
     }
 
@@ -407,6 +421,7 @@ impl Slot {
     fn height(&self, width: u16) -> usize {
         CHROME_LINES
             + match &mut *self.body.borrow_mut() {
+                Body::Shaped(shape) => shape.height(width),
                 Body::Parsed(doc) => doc.height(width),
                 Body::Streaming(stream) => stream.height(width),
             }
@@ -414,6 +429,9 @@ impl Slot {
 
     fn lines(&self, width: u16, cache: &mut LineCache) -> BodyLines {
         match &mut *self.body.borrow_mut() {
+            Body::Shaped(_) => BodyLines::One(cache.get_or_build(self.id, width, || {
+                Document::parse(&self.entry.content).lines(width)
+            })),
             Body::Parsed(doc) => {
                 BodyLines::One(cache.get_or_build(self.id, width, || doc.lines(width)))
             }
