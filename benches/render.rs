@@ -286,6 +286,9 @@ fn stream_delta(c: &mut Criterion) {
         draw / n
     );
     t.remove(probe);
+    if std::env::var_os("RENDER_BENCH_BREAKDOWN_ONLY").is_some() {
+        std::process::exit(0);
+    }
     let mut id = t.push(Entry::streaming(Role::Assistant, "assistant · now"));
     let mut next = 0;
     group.bench_function(BenchmarkId::new("delta", 10_000), |b| {

@@ -40,7 +40,7 @@ pub fn render_markdown(markdown: &str, width: u16) -> Vec<Line<'static>> {
 
 /// The spans drawn left of a block's lines. `first` carries a list marker, `rest` the same
 /// width in spaces, so both have the same width.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Hash)]
 pub struct Prefix {
     first: Vec<Span<'static>>,
     rest: Vec<Span<'static>>,
@@ -123,6 +123,26 @@ impl Block {
             | Block::Rule { prefix }
             | Block::Blank { prefix } => prefix,
         }
+    }
+
+    /// A hash of everything the block's lines depend on (not the width): two blocks with the
+    /// same fingerprint draw the same lines. The streaming tail keeps the lines of its blocks
+    /// by fingerprint, so a delta rebuilds only the block it changed.
+    pub(crate) fn fingerprint(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::hash::DefaultHasher::new();
+        std::mem::discriminant(self).hash(&mut h);
+        self.prefix().hash(&mut h);
+        match self {
+            Block::Flow { text, .. } => text.hash(&mut h),
+            Block::Fixed { lines, .. } => lines.hash(&mut h),
+            Block::Code { lang, lines, .. } => {
+                lang.hash(&mut h);
+                lines.hash(&mut h);
+            }
+            Block::Rule { .. } | Block::Blank { .. } => {}
+        }
+        h.finish()
     }
 
     /// Lines this block takes at `width`.

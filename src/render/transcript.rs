@@ -445,9 +445,13 @@ impl Slot {
 /// The body lines of one entry at one width.
 enum BodyLines {
     One(Arc<Vec<Line<'static>>>),
-    /// A streaming entry: committed lines, a separator if both parts have lines, the tail.
-    Two(Arc<Vec<Line<'static>>>, bool, Arc<Vec<Line<'static>>>),
+    /// A streaming entry: committed lines, a separator if both parts have lines, the lines of
+    /// each block of the tail.
+    Two(Arc<Vec<Line<'static>>>, bool, TailLines),
 }
+
+/// The lines of the blocks of a streaming tail, block by block.
+type TailLines = Arc<[Arc<Vec<Line<'static>>>]>;
 
 static BLANK: Line<'static> = Line {
     style: ratatui::style::Style::new(),
@@ -465,7 +469,14 @@ impl BodyLines {
                 } else if *sep && n == head.len() {
                     Some(&BLANK)
                 } else {
-                    tail.get(n - head.len() - usize::from(*sep))
+                    let mut n = n - head.len() - usize::from(*sep);
+                    for part in tail.iter() {
+                        if n < part.len() {
+                            return part.get(n);
+                        }
+                        n -= part.len();
+                    }
+                    None
                 }
             }
         }
@@ -531,7 +542,10 @@ struct StreamBody {
     memo: HighlightMemo,
     committed_lines: Option<(u16, Arc<Vec<Line<'static>>>)>,
     committed_height: Option<(u16, usize)>,
-    tail_lines: Option<(u16, Arc<Vec<Line<'static>>>)>,
+    /// The tail's lines as last drawn; `None` after a delta.
+    tail_lines: Option<(u16, TailLines)>,
+    /// The lines of each block of the tail as last built, by fingerprint, at a width.
+    tail_blocks: (u16, Vec<(u64, Arc<Vec<Line<'static>>>)>),
 }
 
 impl StreamBody {
@@ -547,6 +561,7 @@ impl StreamBody {
             committed_lines: None,
             committed_height: None,
             tail_lines: None,
+            tail_blocks: (0, Vec::new()),
         };
         body.push(content);
         body
@@ -629,22 +644,51 @@ impl StreamBody {
         let tail = match &self.tail_lines {
             Some((w, lines)) if *w == width => Arc::clone(lines),
             _ => {
-                let mut lines = Vec::new();
-                let open_last_line = writing && self.tail.code_line_open(&self.clean);
-                self.tail.lines_into(
-                    width,
-                    &mut lines,
-                    Some(Growing {
-                        memo: &mut self.memo,
-                        open_last_line,
-                    }),
-                );
-                let lines = Arc::new(lines);
+                let lines = self.build_tail(width, writing);
                 self.tail_lines = Some((width, Arc::clone(&lines)));
                 lines
             }
         };
         BodyLines::Two(committed, self.separator(), tail)
+    }
+
+    /// The tail's lines at `width`, block by block: a block whose fingerprint is unchanged
+    /// since the last build keeps its lines; the growing code block is highlighted through
+    /// the memo (see [`Growing`]).
+    fn build_tail(&mut self, width: u16, writing: bool) -> TailLines {
+        let open_last_line = writing && self.tail.code_line_open(&self.clean);
+        let last_code = self
+            .tail
+            .blocks
+            .iter()
+            .rposition(|b| matches!(b, Block::Code { .. }));
+        let (built_width, built) = &mut self.tail_blocks;
+        if *built_width != width {
+            built.clear();
+            *built_width = width;
+        }
+        let w = usize::from(width.max(1));
+        let mut parts = Vec::with_capacity(self.tail.blocks.len());
+        for (i, block) in self.tail.blocks.iter().enumerate() {
+            let growing = Some(i) == last_code;
+            let fingerprint = block.fingerprint() ^ u64::from(growing && open_last_line);
+            let lines = match built.get(i) {
+                Some((f, lines)) if *f == fingerprint => Arc::clone(lines),
+                _ => {
+                    let mut lines = Vec::new();
+                    let mut g = Growing {
+                        memo: &mut self.memo,
+                        open_last_line,
+                    };
+                    block.lines_into(w, &mut lines, growing.then_some(&mut g));
+                    Arc::new(lines)
+                }
+            };
+            parts.push((fingerprint, lines));
+        }
+        let tail: TailLines = parts.iter().map(|(_, l)| Arc::clone(l)).collect();
+        *built = parts;
+        tail
     }
 }
 

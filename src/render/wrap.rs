@@ -15,13 +15,13 @@ use unicode_segmentation::UnicodeSegmentation;
 pub const BREAK_MARKER: &str = "↩";
 
 /// Text with style runs. Runs cover the text exactly, in order; `end` is a byte offset.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Hash)]
 pub struct Styled {
     pub text: String,
     pub runs: Vec<Run>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Hash)]
 pub struct Run {
     pub end: usize,
     pub style: Style,
