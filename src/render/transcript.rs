@@ -450,8 +450,11 @@ enum BodyLines {
     Two(Arc<Vec<Line<'static>>>, bool, TailLines),
 }
 
+/// The lines of one block.
+type BlockLines = Arc<Vec<Line<'static>>>;
+
 /// The lines of the blocks of a streaming tail, block by block.
-type TailLines = Arc<[Arc<Vec<Line<'static>>>]>;
+type TailLines = Arc<[BlockLines]>;
 
 static BLANK: Line<'static> = Line {
     style: ratatui::style::Style::new(),
@@ -545,7 +548,7 @@ struct StreamBody {
     /// The tail's lines as last drawn; `None` after a delta.
     tail_lines: Option<(u16, TailLines)>,
     /// The lines of each block of the tail as last built, by fingerprint, at a width.
-    tail_blocks: (u16, Vec<(u64, Arc<Vec<Line<'static>>>)>),
+    tail_blocks: (u16, Vec<(u64, BlockLines)>),
 }
 
 impl StreamBody {
