@@ -322,46 +322,47 @@ impl Shape {
 impl Document {
     /// The document's [`Shape`], when its height can be counted without its text: not when a
     /// word or a code or table line holds graphemes of other than one column (CJK, emoji),
-    /// since where those break depends on each grapheme.
-    pub(crate) fn shape(&self) -> Option<Shape> {
-        let line_widths = |lines: &mut dyn Iterator<Item = &str>| -> Option<Box<[u32]>> {
-            lines
-                .map(|l| wrap::uniform_width(l).and_then(|w| u32::try_from(w).ok()))
-                .collect()
-        };
+    /// since where those break depends on each grapheme. Then the document comes back.
+    pub(crate) fn into_shape(self) -> Result<Shape, Document> {
+        let width = |line: &str| wrap::uniform_width(line).and_then(|w| u32::try_from(w).ok());
+        let fits = self.blocks.iter().all(|b| match b {
+            Block::Flow { measure, .. } => measure.is_text_free(),
+            Block::Fixed { lines, .. } => lines.iter().all(|l| width(&l.text).is_some()),
+            Block::Code { lines, .. } => lines.iter().all(|l| width(l).is_some()),
+            Block::Rule { .. } | Block::Blank { .. } => true,
+        });
+        if !fits {
+            return Err(self);
+        }
         let blocks = self
             .blocks
-            .iter()
-            .map(|b| {
-                Some(match b {
-                    Block::Flow {
-                        prefix, measure, ..
-                    } => {
-                        if !measure.is_text_free() {
-                            return None;
-                        }
-                        let mut measure = measure.clone();
-                        measure.shrink_to_fit();
-                        ShapeBlock::Flow {
-                            prefix: prefix.width,
-                            measure,
-                        }
+            .into_iter()
+            .map(|b| match b {
+                Block::Flow {
+                    prefix,
+                    mut measure,
+                    ..
+                } => {
+                    measure.shrink_to_fit();
+                    ShapeBlock::Flow {
+                        prefix: prefix.width,
+                        measure,
                     }
-                    Block::Fixed { prefix, lines } => ShapeBlock::Lines {
-                        prefix: prefix.width,
-                        code: false,
-                        widths: line_widths(&mut lines.iter().map(|l| l.text.as_str()))?,
-                    },
-                    Block::Code { prefix, lines, .. } => ShapeBlock::Lines {
-                        prefix: prefix.width,
-                        code: true,
-                        widths: line_widths(&mut lines.iter().map(String::as_str))?,
-                    },
-                    Block::Rule { .. } | Block::Blank { .. } => ShapeBlock::One,
-                })
+                }
+                Block::Fixed { prefix, lines } => ShapeBlock::Lines {
+                    prefix: prefix.width,
+                    code: false,
+                    widths: lines.iter().map(|l| width(&l.text).unwrap_or(0)).collect(),
+                },
+                Block::Code { prefix, lines, .. } => ShapeBlock::Lines {
+                    prefix: prefix.width,
+                    code: true,
+                    widths: lines.iter().map(|l| width(l).unwrap_or(0)).collect(),
+                },
+                Block::Rule { .. } | Block::Blank { .. } => ShapeBlock::One,
             })
-            .collect::<Option<Box<[ShapeBlock]>>>()?;
-        Some(Shape { blocks })
+            .collect();
+        Ok(Shape { blocks })
     }
 }
 
@@ -1150,7 +1151,7 @@ mod tests {
         ];
         for text in samples {
             let doc = Document::parse(text);
-            let shape = doc.shape().expect("one-column graphemes only");
+            let shape = doc.clone().into_shape().expect("one-column graphemes only");
             for width in 1..=130 {
                 assert_eq!(
                     shape.height(width),
@@ -1164,7 +1165,7 @@ mod tests {
     #[test]
     fn wide_graphemes_keep_the_document() {
         for text in ["日本語のテキスト", "👩\u{200d}💻 at work", "```\n表 a\n```"] {
-            assert!(Document::parse(text).shape().is_none(), "{text:?}");
+            assert!(Document::parse(text).into_shape().is_err(), "{text:?}");
         }
     }
 }

@@ -124,10 +124,9 @@ enum Body {
 impl Body {
     /// The body of a complete entry with this content.
     fn settled(content: &str) -> Body {
-        let doc = Document::parse(content);
-        match doc.shape() {
-            Some(shape) => Body::Shaped(shape),
-            None => Body::Parsed(doc),
+        match Document::parse(content).into_shape() {
+            Ok(shape) => Body::Shaped(shape),
+            Err(doc) => Body::Parsed(doc),
         }
     }
 }
