@@ -28,6 +28,8 @@ impl Store {
             DbLocation::File(path) => Connection::open(path)?,
         };
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        // Every statement of the hot paths stays compiled (`prepare_cached`).
+        conn.set_prepared_statement_cache_capacity(64);
         // Deleted content is overwritten with zeros, not just unlinked (DESIGN.md §4.1).
         conn.pragma_update(None, "secure_delete", "ON")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
