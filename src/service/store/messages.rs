@@ -136,7 +136,7 @@ pub fn start_turn(
     conn: &mut Connection,
     t: &TurnStart,
 ) -> Result<Result<TurnStarted, TurnRefusal>, StoreError> {
-    let tx = conn.transaction()?;
+    let tx = conn.savepoint()?;
     let (status, stored) = session_state(&tx, t.account.id, &t.session_id)?;
     if status == SessionStatus::Gone {
         return Ok(Err(TurnRefusal::SessionNotFound));
@@ -250,7 +250,7 @@ pub fn complete_turn(
     idempotent: Option<(&str, &Recorded)>,
     now_ms: i64,
 ) -> Result<bool, StoreError> {
-    let tx = conn.transaction()?;
+    let tx = conn.savepoint()?;
     if session_status(&tx, account_id, session_id)? != SessionStatus::Live {
         return Ok(false);
     }
@@ -281,7 +281,7 @@ pub fn roll_back_turn(
     user_message_id: &str,
     idempotency_key: Option<&str>,
 ) -> Result<(), StoreError> {
-    let tx = conn.transaction()?;
+    let tx = conn.savepoint()?;
     tx.execute("DELETE FROM messages WHERE id = ?1", [user_message_id])?;
     tx.execute(
         "DELETE FROM message_log WHERE message_id = ?1",
@@ -303,7 +303,7 @@ pub fn delete_session(
     session_id: &str,
     now_ms: i64,
 ) -> Result<bool, StoreError> {
-    let tx = conn.transaction()?;
+    let tx = conn.savepoint()?;
     if session_status(&tx, account_id, session_id)? != SessionStatus::Live {
         return Ok(false);
     }

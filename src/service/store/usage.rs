@@ -24,7 +24,7 @@ pub fn admit_request(
     method: &str,
     route: &str,
 ) -> Result<RequestAdmission, StoreError> {
-    let tx = conn.transaction()?;
+    let tx = conn.savepoint()?;
     let used = requests_used(&tx, account.id, period_start_ms)?;
     if used >= account.tier.limits().requests {
         return Ok(RequestAdmission::OverLimit);
