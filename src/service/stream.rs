@@ -76,9 +76,10 @@ impl StreamHub {
     /// Publishes the next piece of a reply; returns its seq.
     pub fn delta(&self, session_id: &str, message_id: &str, content: &str) -> u64 {
         self.with_sessions(|s| {
-            let channel = s
-                .entry(session_id.to_string())
-                .or_insert_with(SessionChannel::new);
+            // `begin` made the channel; a reply without one has nothing to publish to.
+            let Some(channel) = s.get_mut(session_id) else {
+                return 0;
+            };
             let Some(flight) = channel
                 .in_flight
                 .iter_mut()
