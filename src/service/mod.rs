@@ -15,6 +15,7 @@ pub mod cli;
 pub mod config;
 pub mod engine;
 pub mod error;
+pub mod head_errors;
 pub mod ids;
 pub mod jwt;
 pub mod router;
@@ -192,7 +193,7 @@ pub async fn start(
     let app = router::build(state.clone());
     let mut signal = shutdown_rx;
     let server = tokio::spawn(async move {
-        axum::serve(listener, app)
+        axum::serve(head_errors::EnvelopingListener(listener), app)
             .with_graceful_shutdown(async move {
                 let _ = signal.wait_for(|stop| *stop).await;
             })
