@@ -246,3 +246,79 @@ fn restrict_permissions(path: &std::path::Path) {
 
 #[cfg(not(unix))]
 fn restrict_permissions(_path: &std::path::Path) {}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc as std_mpsc;
+
+    use super::*;
+
+    fn insert(conn: &mut Connection, n: i64) -> Result<(), StoreError> {
+        let sp = conn.savepoint()?;
+        sp.execute(
+            "INSERT INTO accounts (id, tier, created_at) VALUES (?1, 'pro', 0)",
+            [n],
+        )?;
+        sp.commit()?;
+        Ok(())
+    }
+
+    /// Closures waiting while the writer is busy run as one group; one that fails or panics
+    /// takes back only its own writes, and the others are committed and answered.
+    #[tokio::test]
+    async fn waiting_closures_commit_as_a_group_and_fail_alone() {
+        let store = Store::open(&DbLocation::Memory).unwrap();
+        let (release, wait) = std_mpsc::channel::<()>();
+        let (started, has_started) = std_mpsc::channel::<()>();
+        // The first closure holds the writer until every other one is queued.
+        let mut first = Box::pin(store.call(move |conn| {
+            let alone = conn.is_autocommit();
+            let _ = started.send(());
+            wait.recv().map_err(|e| StoreError::Join(e.to_string()))?;
+            insert(conn, 1)?;
+            Ok(alone)
+        }));
+        assert!(futures_util::poll!(&mut first).is_pending());
+        has_started.recv().unwrap();
+        let mut queued = Vec::new();
+        for n in 2..=6_i64 {
+            let mut f = Box::pin(store.call(move |conn| {
+                let grouped = !conn.is_autocommit();
+                let sp = conn.savepoint()?;
+                sp.execute(
+                    "INSERT INTO accounts (id, tier, created_at) VALUES (?1, 'pro', 0)",
+                    [n],
+                )?;
+                match n {
+                    // Fails after writing: its savepoint is rolled back, nothing of it stays.
+                    3 => return Err(StoreError::Corrupt("refused".into())),
+                    // Panics after writing: the same, and its caller learns the task failed.
+                    4 => panic!("a closure panicked"),
+                    _ => {}
+                }
+                sp.commit()?;
+                Ok(grouped)
+            }));
+            assert!(futures_util::poll!(&mut f).is_pending());
+            queued.push((n, f));
+        }
+        release.send(()).unwrap();
+        assert!(first.await.unwrap(), "the first closure ran alone");
+        for (n, f) in queued {
+            match (n, f.await) {
+                (3, Err(StoreError::Corrupt(_))) | (4, Err(StoreError::Join(_))) => {}
+                (_, Ok(grouped)) => assert!(grouped, "closure {n} ran in a group"),
+                (n, other) => panic!("closure {n}: {other:?}"),
+            }
+        }
+        let ids: Vec<i64> = store
+            .call(|conn| {
+                let mut stmt = conn.prepare("SELECT id FROM accounts ORDER BY id")?;
+                let ids = stmt.query_map([], |r| r.get(0))?;
+                Ok(ids.collect::<Result<_, _>>()?)
+            })
+            .await
+            .unwrap();
+        assert_eq!(ids, vec![1, 2, 5, 6]);
+    }
+}
