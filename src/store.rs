@@ -199,15 +199,63 @@ fn fmt_time(t: &DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
-/// First line, trimmed, at most [`TITLE_CHARS`] characters.
+/// A session's title from its first message, at most [`TITLE_CHARS`] characters
+/// ([`plain_title`]).
 pub fn title_of(content: &str) -> Option<String> {
-    let line = content.lines().map(str::trim).find(|l| !l.is_empty())?;
-    let mut title: String = line.chars().take(TITLE_CHARS).collect();
-    if line.chars().count() > TITLE_CHARS {
-        title.pop();
-        title.push('…');
+    plain_title(content, TITLE_CHARS)
+}
+
+/// The text of the first line of `content`'s first block (a paragraph, heading, list item,
+/// quote or code block) with its markdown syntax removed (`**bold**` → `bold`, `` `code` `` → `code`,
+/// `# `, `- `, `> ` and link targets dropped), whitespace collapsed to single spaces,
+/// sanitised, and cut to `max_chars` characters (the last one `…` when cut). A first block
+/// that is markup only (`***`) is kept as typed. `None` for blank content.
+pub fn plain_title(content: &str, max_chars: usize) -> Option<String> {
+    use pulldown_cmark::{Event, Parser, TagEnd};
+    let mut text = String::new();
+    let options =
+        pulldown_cmark::Options::ENABLE_STRIKETHROUGH | pulldown_cmark::Options::ENABLE_TASKLISTS;
+    for event in Parser::new_ext(content, options) {
+        match event {
+            Event::Text(t) | Event::Code(t) | Event::InlineMath(t) | Event::DisplayMath(t) => {
+                text.push_str(&t);
+                // A code block comes as text with its line breaks.
+                let lead = text.len() - text.trim_start().len();
+                if let Some(end) = text[lead..].find('\n') {
+                    text.truncate(lead + end);
+                    break;
+                }
+            }
+            // The first line only.
+            Event::SoftBreak | Event::HardBreak if !text.trim().is_empty() => break,
+            Event::SoftBreak | Event::HardBreak => text.push(' '),
+            Event::End(
+                TagEnd::Paragraph | TagEnd::Heading(_) | TagEnd::CodeBlock | TagEnd::Item,
+            ) if !text.trim().is_empty() => break,
+            _ => {}
+        }
     }
-    Some(title)
+    let mut clean = collapse(&text);
+    if clean.is_empty() {
+        // Markup only: the first non-blank line as typed.
+        clean = collapse(content.lines().find(|l| !l.trim().is_empty())?);
+    }
+    if clean.is_empty() || max_chars == 0 {
+        return None;
+    }
+    if clean.chars().count() > max_chars {
+        clean = clean.chars().take(max_chars - 1).collect();
+        clean.push('…');
+    }
+    Some(clean)
+}
+
+/// Sanitised, with runs of whitespace as one space and none at the ends.
+fn collapse(text: &str) -> String {
+    crate::render::sanitize(text)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Handle to the local store. Cheap to clone; `Send + Sync`.
@@ -337,7 +385,8 @@ impl Store {
             let (id, title, created, last, tokens, deleted) = row.map_err(|e| self.err(e))?;
             out.push(SessionRecord {
                 id,
-                title,
+                // Titles stored before they were made plain text are cleaned on the way out.
+                title: title.and_then(|t| title_of(&t)),
                 created_at: self.time("created_at", &created)?,
                 last_activity: self.time("last_activity", &last)?,
                 tokens: tokens.max(0) as u64,
@@ -371,7 +420,7 @@ impl Store {
         row.map(|(id, title, created, last, tokens, deleted)| {
             Ok(SessionRecord {
                 id,
-                title,
+                title: title.and_then(|t| title_of(&t)),
                 created_at: self.time("created_at", &created)?,
                 last_activity: self.time("last_activity", &last)?,
                 tokens: tokens.max(0) as u64,
@@ -819,6 +868,66 @@ mod tests {
                 proptest::prop_assert!(content.trim().is_empty());
             }
         }
+    }
+
+    #[test]
+    fn titles_drop_markdown_syntax_and_collapse_whitespace() {
+        let cases = [
+            (
+                "**Bold** question about `Vec<T>`",
+                "Bold question about Vec<T>",
+            ),
+            ("# Heading here", "Heading here"),
+            ("## *Sub*  heading ##", "Sub heading"),
+            ("- first item\n- second", "first item"),
+            ("1. numbered item", "numbered item"),
+            ("> quoted _words_", "quoted words"),
+            (
+                "see [the docs](https://example.com) please",
+                "see the docs please",
+            ),
+            ("~~gone~~ and __strong__", "gone and strong"),
+            ("a   lot\tof    space", "a lot of space"),
+            ("```rust\nfn main() {}\n```\nafter", "fn main() {}"),
+            ("```\n\nlet a = 1;\nlet b = 2;\n```", "let a = 1;"),
+            (
+                "\n\n  hello  *there*\nworld\n\nnext paragraph",
+                "hello there",
+            ),
+            ("- [x] done task", "done task"),
+            ("***", "***"),
+            ("#", "#"),
+        ];
+        for (content, want) in cases {
+            assert_eq!(title_of(content).as_deref(), Some(want), "{content:?}");
+        }
+        // Control characters and escapes never reach a title.
+        let t = title_of("\u{1b}[31mred\u{1b}[0m **x**").unwrap();
+        assert!(
+            !t.contains('\u{1b}') && t.contains("red") && t.ends_with('x'),
+            "{t:?}"
+        );
+    }
+
+    #[test]
+    fn titles_stored_with_markdown_are_listed_plain() {
+        let s = Store::in_memory().unwrap();
+        s.upsert_session("session_a", Utc::now()).unwrap();
+        // As an older convo stored it: the raw first line.
+        s.lock()
+            .execute(
+                "UPDATE sessions SET title = '## **Raw**  `title`' WHERE id = 'session_a'",
+                [],
+            )
+            .unwrap();
+        assert_eq!(
+            s.list_sessions().unwrap()[0].title.as_deref(),
+            Some("Raw title")
+        );
+        assert_eq!(
+            s.session("session_a").unwrap().unwrap().title.as_deref(),
+            Some("Raw title")
+        );
     }
 
     #[test]

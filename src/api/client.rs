@@ -175,6 +175,8 @@ struct Failure {
     error: ApiError,
     retryable: bool,
     wait: Option<Duration>,
+    /// The HTTP status of an error answer (none when no answer came).
+    status: Option<StatusCode>,
 }
 
 impl Client {
@@ -300,6 +302,38 @@ impl Client {
             .map(|(_, w)| w)
     }
 
+    /// `GET /v1/sessions/{sessionId}/messages`, an extension of the local service: the
+    /// session's stored messages, oldest first (a reply still being generated is not among
+    /// them). `Ok(None)` when the server has no such endpoint (a 404 other than
+    /// `session_not_found`, or a 405); an empty list for a session the server does not hold.
+    pub async fn session_messages(
+        &self,
+        session_id: &str,
+    ) -> Result<Option<Vec<Message>>, ApiError> {
+        #[derive(serde::Deserialize)]
+        struct MessageList {
+            messages: Vec<Message>,
+        }
+        let url = self
+            .options
+            .endpoint(&["v1", "sessions", session_id, "messages"]);
+        match self
+            .request_with_status::<MessageList>(Method::GET, url, Auth::ApiKey, None, None)
+            .await
+        {
+            Ok((_, list)) => Ok(Some(list.messages)),
+            Err(Failure {
+                error: ApiError::SessionNotFound { .. },
+                ..
+            }) => Ok(Some(Vec::new())),
+            Err(Failure {
+                status: Some(StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED),
+                ..
+            }) => Ok(None),
+            Err(f) => Err(f.error),
+        }
+    }
+
     /// `GET /healthz`, an extension of the local service (no credentials): `Ok(true)` when
     /// the server says it is up, `Ok(false)` when it has no such endpoint (any 404), an
     /// error when it cannot be reached or answers otherwise. Not retried: it is a probe.
@@ -335,6 +369,20 @@ impl Client {
         body: Option<Vec<u8>>,
         idempotency_key: Option<&str>,
     ) -> Result<(StatusCode, T), ApiError> {
+        self.request_with_status(method, url, auth, body, idempotency_key)
+            .await
+            .map_err(|f| f.error)
+    }
+
+    /// [`Client::request`], keeping the status of an error answer.
+    async fn request_with_status<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        url: Url,
+        auth: Auth,
+        body: Option<Vec<u8>>,
+        idempotency_key: Option<&str>,
+    ) -> Result<(StatusCode, T), Failure> {
         let mut attempt: u32 = 0;
         loop {
             match self
@@ -351,7 +399,7 @@ impl Client {
                     tokio::time::sleep(wait).await;
                     attempt += 1;
                 }
-                Err(f) => return Err(f.error),
+                Err(f) => return Err(f),
             }
         }
     }
@@ -387,6 +435,7 @@ impl Client {
             error: ApiError::Network(describe_reqwest(&e, url)),
             retryable: true,
             wait: None,
+            status: None,
         })?;
         let status = resp.status();
         let retry_after = resp
@@ -407,6 +456,7 @@ impl Client {
                     )),
                     retryable: false,
                     wait: None,
+                    status: Some(status),
                 });
         }
 
@@ -427,6 +477,7 @@ impl Client {
             error,
             retryable,
             wait: retry_after,
+            status: Some(status),
         })
     }
 }
@@ -459,6 +510,7 @@ async fn read_capped(
                     )),
                     retryable: true,
                     wait: None,
+                    status: None,
                 });
             }
         }
@@ -473,6 +525,7 @@ fn too_large(cap: usize, url: &Url) -> Failure {
         )),
         retryable: false,
         wait: None,
+        status: None,
     }
 }
 

@@ -411,13 +411,55 @@ fn classify_connect_error(e: tungstenite::Error) -> Ending {
     }
 }
 
-/// How long [`send_streaming`] waits, after the stream reconnected, for any sign of its
-/// reply before giving up (the reply may have finished while the stream was down).
+/// How long [`send_streaming`] waits, after the stream reconnected, for a snapshot of its
+/// reply when the server cannot say (no history endpoint) whether the reply is still coming.
 const RECOVERY_GRACE: Duration = Duration::from_secs(15);
 
-/// Least time [`send_streaming`] waits between two pieces of its reply before giving up
-/// (the request timeout is used when longer).
+/// Least time [`send_streaming`] waits between two pieces of its reply, or for the stream
+/// to come back, before it settles the reply from the stored history or gives up (the
+/// request timeout is used when longer).
 const STALL_GUARD_MIN: Duration = Duration::from_secs(120);
+
+/// What the stored history says of a reply the stream lost.
+enum Settled {
+    /// It is stored: the final reply.
+    Reply(Message),
+    /// Its message is stored and the reply not yet: it is still being generated.
+    StillComing,
+    /// Neither: the service dropped the turn.
+    Dropped,
+    /// The server has no history endpoint.
+    Unsupported,
+    /// The history could not be fetched.
+    Failed(ApiError),
+}
+
+/// Asks the session's stored history (`GET /v1/sessions/{id}/messages`, an extension of the
+/// local service) about the reply `reply_id` to `sent`.
+async fn settle(client: &Client, session_id: &str, reply_id: &str, sent: &SendMessage) -> Settled {
+    match client.session_messages(session_id).await {
+        Ok(Some(messages)) => {
+            let sent_role = sent.role.unwrap_or(super::types::Role::User);
+            let last_is_sent = messages
+                .last()
+                .is_some_and(|m| m.role == sent_role && m.content == sent.content);
+            match messages.into_iter().find(|m| m.message_id == reply_id) {
+                Some(reply) => Settled::Reply(reply),
+                None if last_is_sent => Settled::StillComing,
+                None => Settled::Dropped,
+            }
+        }
+        Ok(None) => Settled::Unsupported,
+        Err(e) => Settled::Failed(e),
+    }
+}
+
+/// The error for a reply that the service dropped after the stream lost it.
+fn dropped(received: usize) -> ApiError {
+    ApiError::Network(format!(
+        "the stream dropped mid-reply and the service did not keep the reply (the turn was rolled back; {received} bytes had arrived): send the message again"
+    ))
+}
 
 /// Send one message and follow its reply as it streams, calling `on_text` with each new
 /// piece of text in order; returns the final reply.
@@ -425,6 +467,11 @@ const STALL_GUARD_MIN: Duration = Duration::from_secs(120);
 /// Falls back to a plain POST when the server has no stream endpoint, and takes a complete
 /// 200 reply to a `stream: true` POST as done. In both cases `on_text` gets the whole
 /// content once.
+///
+/// When the stream drops mid-reply it reconnects (with backoff) and picks the reply up from
+/// the server's snapshot; a reply that finished (or was dropped) meanwhile is settled from
+/// the session's stored history. Against a server without that history it waits
+/// `RECOVERY_GRACE` for a snapshot, then says that the end of the reply is unknown.
 pub async fn send_streaming<F: FnMut(&str)>(
     client: &Client,
     session_id: &str,
@@ -473,34 +520,50 @@ pub async fn send_streaming<F: FnMut(&str)>(
         }
         *printed = full.to_string();
     };
+    // Reconnected after a drop, waiting for a snapshot the history could not promise.
     let mut recovering_since: Option<Instant> = None;
+    // The stream is down (reconnecting) since then.
+    let mut down_since: Option<Instant> = None;
     // A server that accepted the message but never streams it must not hang the caller;
     // generous, since a slow model may think for a while before its first token.
     let stall_guard = client.options().timeouts.request.max(STALL_GUARD_MIN);
     loop {
-        let next = match recovering_since {
-            Some(since) => match timeout(
-                RECOVERY_GRACE.saturating_sub(since.elapsed()),
-                updates.recv(),
-            )
-            .await
-            {
-                Ok(u) => u,
-                Err(_) => {
-                    return Err(ApiError::Network(
-                        "the stream was interrupted and the reply could not be followed; it is stored on the server".into(),
-                    ));
-                }
-            },
-            None => match timeout(stall_guard, updates.recv()).await {
-                Ok(u) => u,
-                Err(_) => {
-                    return Err(ApiError::Network(format!(
-                        "no part of the reply arrived for {} s; it may still be stored on the server",
+        let wait = match (recovering_since, down_since) {
+            (Some(since), _) => RECOVERY_GRACE.saturating_sub(since.elapsed()),
+            (None, Some(since)) => stall_guard.saturating_sub(since.elapsed()),
+            (None, None) => stall_guard,
+        };
+        let next = match timeout(wait, updates.recv()).await {
+            Ok(u) => u,
+            Err(_) => {
+                // Nothing for too long: the stored history is the last word.
+                let why = match (recovering_since, down_since) {
+                    (Some(_), _) => "the stream came back but the reply did not resume".to_string(),
+                    (None, Some(_)) => {
+                        format!("the stream has been down for {} s", stall_guard.as_secs())
+                    }
+                    (None, None) => format!(
+                        "no part of the reply arrived for {} s",
                         stall_guard.as_secs()
-                    )));
-                }
-            },
+                    ),
+                };
+                return match settle(client, session_id, &id, message).await {
+                    Settled::Reply(reply) => {
+                        emit(&mut printed, &reply.content, &mut on_text);
+                        Ok(reply)
+                    }
+                    Settled::Dropped => Err(dropped(printed.len())),
+                    Settled::StillComing => Err(ApiError::Network(format!(
+                        "{why}; the service is still generating it and will store it"
+                    ))),
+                    Settled::Unsupported => Err(ApiError::Network(format!(
+                        "{why}, and this server cannot list past messages: the end of the reply is unknown (it may be stored on the server)"
+                    ))),
+                    Settled::Failed(e) => Err(ApiError::Network(format!(
+                        "{why}, and its stored history could not be read ({e}): the end of the reply is unknown"
+                    ))),
+                };
+            }
         };
         match next {
             None => return Err(ApiError::Network("the stream task ended".into())),
@@ -534,11 +597,33 @@ pub async fn send_streaming<F: FnMut(&str)>(
                 _ => {}
             },
             Some(StreamUpdate::Connected) => {
-                recovering_since.get_or_insert_with(Instant::now);
+                if down_since.take().is_none() {
+                    continue;
+                }
+                // Back after a drop: a reply still being generated comes as a snapshot; one
+                // that ended meanwhile is only in the stored history.
+                match settle(client, session_id, &id, message).await {
+                    Settled::Reply(reply) => {
+                        emit(&mut printed, &reply.content, &mut on_text);
+                        return Ok(reply);
+                    }
+                    Settled::Dropped => return Err(dropped(printed.len())),
+                    Settled::StillComing => recovering_since = None,
+                    Settled::Unsupported => {
+                        recovering_since.get_or_insert_with(Instant::now);
+                    }
+                    Settled::Failed(e) => {
+                        tracing::debug!(error = %e, "cannot read the history after a reconnect");
+                        recovering_since.get_or_insert_with(Instant::now);
+                    }
+                }
             }
             Some(StreamUpdate::Disconnected {
                 retry_in: Some(_), ..
-            }) => {}
+            }) => {
+                recovering_since = None;
+                down_since.get_or_insert_with(Instant::now);
+            }
             Some(StreamUpdate::Disconnected {
                 error,
                 retry_in: None,

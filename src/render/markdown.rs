@@ -147,13 +147,13 @@ impl Block {
         }
     }
 
-    /// Append this block's lines at `width` to `out`. `memo` serves a code block that is
+    /// Append this block's lines at `width` to `out`. `growing` serves a code block that is
     /// still growing (the streaming tail).
     pub(crate) fn lines_into(
         &self,
         width: usize,
         out: &mut Vec<Line<'static>>,
-        memo: Option<&mut HighlightMemo>,
+        growing: Option<&mut Growing<'_>>,
     ) {
         let prefix = self.prefix();
         let avail = width.saturating_sub(prefix.drawn_width(width)).max(1);
@@ -203,9 +203,9 @@ impl Block {
             } => {
                 let avail = code_avail(avail);
                 let fresh;
-                let styled: &[Styled] = match memo {
-                    Some(memo) => {
-                        fresh = highlight::highlight(lang.as_deref(), lines, Some(memo));
+                let styled: &[Styled] = match growing {
+                    Some(g) => {
+                        fresh = g.highlight(lang.as_deref(), lines);
                         &fresh
                     }
                     None => highlighted
@@ -239,6 +239,131 @@ impl Block {
                 }
                 out.push(Line::from(spans));
             }
+        }
+    }
+}
+
+/// What the height of a [`Document`] at any width depends on, without its text, styles or
+/// spans: a tenth of the memory of the document it was taken from. The transcript keeps this
+/// for every complete entry and parses an entry again only when it is drawn (its lines are
+/// then cached): a 10,000-message history is held in a few MB.
+#[derive(Clone, Debug)]
+pub(crate) struct Shape {
+    blocks: Box<[ShapeBlock]>,
+}
+
+#[derive(Clone, Debug)]
+enum ShapeBlock {
+    /// Word-wrapped text: its prefix width and word widths.
+    Flow { prefix: usize, measure: Measure },
+    /// Hard-broken lines (code when `code`, else table rows): their widths.
+    Lines {
+        prefix: usize,
+        code: bool,
+        widths: Box<[u32]>,
+    },
+    /// A rule or a separator: one line.
+    One,
+}
+
+impl Shape {
+    /// Lines at `width`: the same as [`Document::height`] of the document it was taken from.
+    pub(crate) fn height(&self, width: u16) -> usize {
+        let width = usize::from(width.max(1));
+        let avail = |prefix: usize| width.saturating_sub(prefix.min(width / 2)).max(1);
+        self.blocks
+            .iter()
+            .map(|b| match b {
+                ShapeBlock::Flow { prefix, measure } => {
+                    let avail = avail(*prefix);
+                    measure.count_without_text(avail, avail)
+                }
+                ShapeBlock::Lines {
+                    prefix,
+                    code,
+                    widths,
+                } => {
+                    let avail = if *code {
+                        code_avail(avail(*prefix))
+                    } else {
+                        avail(*prefix)
+                    };
+                    widths
+                        .iter()
+                        .map(|w| wrap::count_hard_broken_uniform(*w as usize, avail))
+                        .sum()
+                }
+                ShapeBlock::One => 1,
+            })
+            .sum()
+    }
+}
+
+impl Document {
+    /// The document's [`Shape`], when its height can be counted without its text: not when a
+    /// word or a code or table line holds graphemes of other than one column (CJK, emoji),
+    /// since where those break depends on each grapheme.
+    pub(crate) fn shape(&self) -> Option<Shape> {
+        let line_widths = |lines: &mut dyn Iterator<Item = &str>| -> Option<Box<[u32]>> {
+            lines
+                .map(|l| wrap::uniform_width(l).and_then(|w| u32::try_from(w).ok()))
+                .collect()
+        };
+        let blocks = self
+            .blocks
+            .iter()
+            .map(|b| {
+                Some(match b {
+                    Block::Flow {
+                        prefix, measure, ..
+                    } => {
+                        if !measure.is_text_free() {
+                            return None;
+                        }
+                        let mut measure = measure.clone();
+                        measure.shrink_to_fit();
+                        ShapeBlock::Flow {
+                            prefix: prefix.width,
+                            measure,
+                        }
+                    }
+                    Block::Fixed { prefix, lines } => ShapeBlock::Lines {
+                        prefix: prefix.width,
+                        code: false,
+                        widths: line_widths(&mut lines.iter().map(|l| l.text.as_str()))?,
+                    },
+                    Block::Code { prefix, lines, .. } => ShapeBlock::Lines {
+                        prefix: prefix.width,
+                        code: true,
+                        widths: line_widths(&mut lines.iter().map(String::as_str))?,
+                    },
+                    Block::Rule { .. } | Block::Blank { .. } => ShapeBlock::One,
+                })
+            })
+            .collect::<Option<Box<[ShapeBlock]>>>()?;
+        Some(Shape { blocks })
+    }
+}
+
+/// The highlighting of the code block a streamed reply is writing: lines already highlighted
+/// are kept in `memo`, and the line still being written (`open_last_line`) is drawn plain
+/// until its newline arrives. Highlighting it again on every delta was most of a delta's cost
+/// (syntect runs its regexes over the whole line each time); the colours come the moment the
+/// line is complete, or when the reply ends.
+pub(crate) struct Growing<'a> {
+    pub memo: &'a mut HighlightMemo,
+    pub open_last_line: bool,
+}
+
+impl Growing<'_> {
+    fn highlight(&mut self, lang: Option<&str>, lines: &[String]) -> Vec<Styled> {
+        match lines.split_last() {
+            Some((last, done)) if self.open_last_line => {
+                let mut styled = highlight::highlight(lang, done, Some(&mut *self.memo));
+                styled.push(Styled::plain(last.clone(), style::code()));
+                styled
+            }
+            _ => highlight::highlight(lang, lines, Some(&mut *self.memo)),
         }
     }
 }
@@ -345,12 +470,12 @@ impl Document {
         out
     }
 
-    /// Append the lines at `width`; `memo` serves the last code block (streaming).
+    /// Append the lines at `width`; `growing` serves the last code block (streaming).
     pub(crate) fn lines_into(
         &self,
         width: u16,
         out: &mut Vec<Line<'static>>,
-        mut memo: Option<&mut HighlightMemo>,
+        mut growing: Option<Growing<'_>>,
     ) {
         let width = usize::from(width.max(1));
         let last_code = self
@@ -358,13 +483,45 @@ impl Document {
             .iter()
             .rposition(|b| matches!(b, Block::Code { .. }));
         for (i, block) in self.blocks.iter().enumerate() {
-            let memo = if Some(i) == last_code {
-                memo.as_deref_mut()
+            let growing = if Some(i) == last_code {
+                growing.as_mut()
             } else {
                 None
             };
-            block.lines_into(width, out, memo);
+            block.lines_into(width, out, growing);
         }
+    }
+
+    /// The lines of a document that is still streaming in: as [`Document::lines`], except that
+    /// the last line of a code block still being written is drawn plain (see [`Growing`]).
+    /// `clean` is the sanitised text the document was parsed from.
+    pub fn lines_streaming(&self, clean: &str, width: u16) -> Vec<Line<'static>> {
+        let mut memo = HighlightMemo::default();
+        let mut out = Vec::new();
+        self.lines_into(
+            width,
+            &mut out,
+            Some(Growing {
+                memo: &mut memo,
+                open_last_line: self.code_line_open(clean),
+            }),
+        );
+        out
+    }
+
+    /// True when `clean` (the sanitised text this document was parsed from) ends inside the
+    /// last line of a code block: that line is still being written.
+    pub(crate) fn code_line_open(&self, clean: &str) -> bool {
+        if clean.ends_with('\n') {
+            return false;
+        }
+        let Some(Block::Code { lines, .. }) = self.blocks.last() else {
+            return false;
+        };
+        let written = clean.rsplit('\n').next().unwrap_or(clean);
+        lines
+            .last()
+            .is_some_and(|last| !last.is_empty() && written.ends_with(last.as_str()))
     }
 
     /// Append `other` after this document, with the separator a single parse would put there.
@@ -958,5 +1115,36 @@ mod tests {
         let doc = Document::parse("a\n\n- b\n- c\n\n```\nx\n```\n");
         let offsets: Vec<usize> = doc.top_starts.iter().map(|s| s.offset).collect();
         assert_eq!(offsets, [0, 3, 12]);
+    }
+
+    #[test]
+    fn a_shape_counts_what_its_document_counts_at_every_width() {
+        let samples = [
+            "plain words and a verylongwordthatsplitsacrosslines here",
+            "# Café\n\nNaïve façade, résumé — déjà vu… ﬁnal ligature e\u{301}e\u{301}e\u{301}e\u{301}",
+            "> quoted `code` and **bold**\n> - nested list\n>   1. deep\n\n---\n\nafter",
+            "```rust\nfn main() { println!(\"héllo wörld, a long line of code that must break\"); }\n```",
+            "| a | bé |\n|---|---|\n| ccc | dddddddddddddddddddddddddddddddd |",
+            "- [x] done\n- [ ] todo with a longer text that wraps around\n\n    indented code",
+            "1. one\n2. two\n\n\n\n   trailing   spaces   ",
+        ];
+        for text in samples {
+            let doc = Document::parse(text);
+            let shape = doc.shape().expect("one-column graphemes only");
+            for width in 1..=130 {
+                assert_eq!(
+                    shape.height(width),
+                    doc.height(width),
+                    "{text:?} at {width}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn wide_graphemes_keep_the_document() {
+        for text in ["日本語のテキスト", "👩\u{200d}💻 at work", "```\n表 a\n```"] {
+            assert!(Document::parse(text).shape().is_none(), "{text:?}");
+        }
     }
 }

@@ -39,7 +39,7 @@ use ratatui::widgets::Widget;
 
 use super::heights::Heights;
 use super::highlight::HighlightMemo;
-use super::markdown::{Block, Document, TopStart};
+use super::markdown::{Block, Document, Growing, Shape, TopStart};
 use super::sanitize::{Sanitizer, sanitize};
 use super::style;
 use crate::api::types::Role;
@@ -114,8 +114,22 @@ struct Slot {
 }
 
 enum Body {
+    /// A complete entry, held as its [`Shape`]: parsed again from its text when drawn.
+    Shaped(Shape),
+    /// A complete entry whose height needs its text (CJK, emoji): kept parsed.
     Parsed(Document),
     Streaming(Box<StreamBody>),
+}
+
+impl Body {
+    /// The body of a complete entry with this content.
+    fn settled(content: &str) -> Body {
+        let doc = Document::parse(content);
+        match doc.shape() {
+            Some(shape) => Body::Shaped(shape),
+            None => Body::Parsed(doc),
+        }
+    }
 }
 
 impl std::fmt::Debug for Transcript {
@@ -139,7 +153,7 @@ impl Transcript {
         let body = if entry.state == EntryState::Streaming {
             Body::Streaming(Box::new(StreamBody::new(&entry.content)))
         } else {
-            Body::Parsed(Document::parse(&entry.content))
+            Body::settled(&entry.content)
         };
         let slot = Slot {
             id,
@@ -163,7 +177,7 @@ impl Transcript {
         let body = slot.body.get_mut();
         match body {
             Body::Streaming(stream) => stream.push(text),
-            Body::Parsed(_) => {
+            Body::Parsed(_) | Body::Shaped(_) => {
                 *body = Body::Streaming(Box::new(StreamBody::new(&slot.entry.content)));
                 self.lines.get_mut().map.remove(&id.0);
             }
@@ -179,18 +193,29 @@ impl Transcript {
         *slot.body.get_mut() = if slot.entry.state == EntryState::Streaming {
             Body::Streaming(Box::new(StreamBody::new(&slot.entry.content)))
         } else {
-            Body::Parsed(Document::parse(&slot.entry.content))
+            Body::settled(&slot.entry.content)
         };
         self.lines.get_mut().map.remove(&id.0);
         self.refresh_height(i);
     }
 
-    /// Change an entry's state (only its header line changes). Unknown ids are ignored.
+    /// Change an entry's state. An entry that stops streaming is parsed whole once (its last
+    /// code line, drawn plain while it was being written, gets its colours). Unknown ids are
+    /// ignored.
     pub fn set_state(&mut self, id: EntryId, state: EntryState) {
-        if let Some(i) = self.index(id) {
-            let slot = &mut self.slots[i];
-            slot.entry.state = state;
-            slot.header = header_line(&slot.entry);
+        let Some(i) = self.index(id) else { return };
+        let slot = &mut self.slots[i];
+        slot.entry.state = state;
+        slot.header = header_line(&slot.entry);
+        match slot.body.get_mut() {
+            Body::Streaming(_) if slot.entry.state != EntryState::Streaming => {
+                *slot.body.get_mut() = Body::settled(&slot.entry.content);
+                self.lines.get_mut().map.remove(&id.0);
+                self.refresh_height(i);
+            }
+            // the tail's lines depend on the state (see `StreamBody::lines`)
+            Body::Streaming(stream) => stream.tail_lines = None,
+            Body::Parsed(_) | Body::Shaped(_) => {}
         }
     }
 
@@ -318,7 +343,12 @@ impl Transcript {
         let mut out = Vec::new();
         for slot in &self.slots {
             out.push(header_line(&slot.entry));
-            Document::parse(&slot.entry.content).lines_into(width, &mut out, None);
+            if slot.entry.state == EntryState::Streaming {
+                let clean = sanitize(&slot.entry.content);
+                out.extend(Document::parse_clean(&clean).lines_streaming(&clean, width));
+            } else {
+                Document::parse(&slot.entry.content).lines_into(width, &mut out, None);
+            }
             out.push(Line::default());
         }
         out
@@ -391,6 +421,7 @@ impl Slot {
     fn height(&self, width: u16) -> usize {
         CHROME_LINES
             + match &mut *self.body.borrow_mut() {
+                Body::Shaped(shape) => shape.height(width),
                 Body::Parsed(doc) => doc.height(width),
                 Body::Streaming(stream) => stream.height(width),
             }
@@ -398,10 +429,15 @@ impl Slot {
 
     fn lines(&self, width: u16, cache: &mut LineCache) -> BodyLines {
         match &mut *self.body.borrow_mut() {
+            Body::Shaped(_) => BodyLines::One(cache.get_or_build(self.id, width, || {
+                Document::parse(&self.entry.content).lines(width)
+            })),
             Body::Parsed(doc) => {
                 BodyLines::One(cache.get_or_build(self.id, width, || doc.lines(width)))
             }
-            Body::Streaming(stream) => stream.lines(width),
+            Body::Streaming(stream) => {
+                stream.lines(width, self.entry.state == EntryState::Streaming)
+            }
         }
     }
 }
@@ -580,7 +616,8 @@ impl StreamBody {
         committed + usize::from(self.separator()) + self.tail.height(width)
     }
 
-    fn lines(&mut self, width: u16) -> BodyLines {
+    /// `writing`: the entry is streaming, so a code line still being written is drawn plain.
+    fn lines(&mut self, width: u16, writing: bool) -> BodyLines {
         let committed = match &self.committed_lines {
             Some((w, lines)) if *w == width => Arc::clone(lines),
             _ => {
@@ -593,8 +630,15 @@ impl StreamBody {
             Some((w, lines)) if *w == width => Arc::clone(lines),
             _ => {
                 let mut lines = Vec::new();
-                self.tail
-                    .lines_into(width, &mut lines, Some(&mut self.memo));
+                let open_last_line = writing && self.tail.code_line_open(&self.clean);
+                self.tail.lines_into(
+                    width,
+                    &mut lines,
+                    Some(Growing {
+                        memo: &mut self.memo,
+                        open_last_line,
+                    }),
+                );
                 let lines = Arc::new(lines);
                 self.tail_lines = Some((width, Arc::clone(&lines)));
                 lines
@@ -618,11 +662,12 @@ fn commit_point(src: &str, starts: &[TopStart]) -> Option<TopStart> {
     (start.offset > 0).then_some(start)
 }
 
-/// `Buffer::set_line`, with a fast path for printable ASCII: one cell per byte, no grapheme
-/// segmentation (segmentation was most of a frame's cost). Between two printable ASCII
-/// characters there is always a grapheme boundary, so a span is cut there into ASCII runs
-/// (drawn directly) and the rest (drawn by `set_stringn`); the cells are the same as
-/// `set_line`'s, which the transcript tests check against.
+/// `Buffer::set_line`, with a fast path for printable ASCII and the symbols the transcript
+/// draws itself (bars, bullets, gutters, rules): one cell per character, no grapheme
+/// segmentation (segmentation was most of a frame's cost). Between two such characters there
+/// is always a grapheme boundary, so a span is cut there into fast runs (drawn directly) and
+/// the rest (drawn by `set_stringn`); the cells are the same as `set_line`'s, which the
+/// transcript tests check against.
 fn draw_line(buf: &mut Buffer, x: u16, y: u16, line: &Line<'_>, max_width: u16) {
     let mut x = x;
     let mut remaining = max_width.min(buf.area.right().saturating_sub(x));
@@ -635,6 +680,17 @@ fn draw_line(buf: &mut Buffer, x: u16, y: u16, line: &Line<'_>, max_width: u16) 
     }
 }
 
+/// Characters one column wide that never join a neighbour into one grapheme (no combining,
+/// prepended, joining or regional-indicator characters): printable ASCII and the symbols of
+/// `markdown` and the header line. `↩` is an emoji base, so a joiner before it joins it:
+/// the character of a run touching other text goes the slow way (see `draw_span`).
+fn is_fast(c: char) -> bool {
+    matches!(
+        c,
+        ' '..='~' | '▌' | '▎' | '│' | '•' | '◦' | '▪' | '·' | '…' | '─' | '┼' | '↩'
+    )
+}
+
 fn draw_span(
     buf: &mut Buffer,
     x: &mut u16,
@@ -643,22 +699,32 @@ fn draw_span(
     remaining: &mut u16,
     style: ratatui::style::Style,
 ) {
-    let bytes = text.as_bytes();
-    let ascii = |b: u8| (0x20..0x7f).contains(&b);
+    let char_at = |i: usize| text[i..].chars().next().unwrap_or(' ');
     let mut slow_start = 0;
     let mut i = 0;
-    while i < bytes.len() {
-        if !ascii(bytes[i]) {
-            i += 1;
+    while i < text.len() {
+        let c = char_at(i);
+        if !is_fast(c) {
+            i += c.len_utf8();
             continue;
         }
         let run_start = i;
-        while i < bytes.len() && ascii(bytes[i]) {
-            i += 1;
+        let mut last_len = 0;
+        while i < text.len() {
+            let c = char_at(i);
+            if !is_fast(c) {
+                break;
+            }
+            last_len = c.len_utf8();
+            i += last_len;
         }
-        // the characters touching non-ASCII text may be part of its graphemes
-        let fast_start = if run_start > 0 { run_start + 1 } else { 0 };
-        let fast_end = if i < bytes.len() { i - 1 } else { i };
+        // the characters touching other text may be part of its graphemes
+        let fast_start = if run_start > 0 {
+            run_start + char_at(run_start).len_utf8()
+        } else {
+            0
+        };
+        let fast_end = if i < text.len() { i - last_len } else { i };
         if fast_start >= fast_end {
             continue;
         }
@@ -667,25 +733,26 @@ fn draw_span(
         {
             return;
         }
-        let run = &bytes[fast_start..fast_end];
-        let n = run.len().min(usize::from(*remaining));
-        if n == 0 {
+        if *remaining == 0 {
             return;
         }
         let first = buf.index_of(*x, y);
-        for (cell, &b) in buf.content[first..first + n].iter_mut().zip(run) {
-            cell.set_char(char::from(b)).set_style(style);
-        }
-        // n <= remaining, a u16
-        let n16 = u16::try_from(n).unwrap_or(u16::MAX);
-        *x += n16;
-        *remaining -= n16;
-        if n < run.len() {
-            return;
+        for (index, c) in (first..).zip(text[fast_start..fast_end].chars()) {
+            if *remaining == 0 {
+                return;
+            }
+            let cell = &mut buf.content[index];
+            // a reset cell already holds a space: only its style changes
+            if c != ' ' || cell.symbol() != " " {
+                cell.set_char(c);
+            }
+            cell.set_style(style);
+            *x += 1;
+            *remaining -= 1;
         }
         slow_start = fast_end;
     }
-    if slow_start < bytes.len() {
+    if slow_start < text.len() {
         draw_slow(buf, x, y, &text[slow_start..], remaining, style);
     }
 }
@@ -824,6 +891,32 @@ mod tests {
     }
 
     #[test]
+    fn a_code_line_being_written_is_plain_until_its_newline_or_the_end() {
+        let mut t = Transcript::new();
+        let id = t.push(Entry::streaming(Role::Assistant, "a"));
+        t.append_delta(id, "```rust\nfn main() {}\nlet x");
+        let spans = |t: &Transcript, row: usize| {
+            let area = Rect::new(0, 0, 40, 6);
+            let mut buf = Buffer::empty(area);
+            t.render(area, &mut buf, 0, None);
+            (0..40u16)
+                .map(|x| buf[(x, row as u16)].fg)
+                .collect::<std::collections::HashSet<_>>()
+                .len()
+        };
+        // rows: header, `fn main() {}`, `let x`
+        assert!(spans(&t, 1) > 3, "a finished line has its colours");
+        // gutter, code colour, and the empty cells after the text
+        assert_eq!(spans(&t, 2), 3, "the line being written is plain");
+        t.append_delta(id, " = 1;\n");
+        assert!(spans(&t, 2) > 3, "coloured once its newline came");
+        t.append_delta(id, "let y");
+        assert_eq!(spans(&t, 3), 3);
+        t.set_state(id, EntryState::Complete);
+        assert!(spans(&t, 3) > 3, "coloured when the reply ends");
+    }
+
+    #[test]
     fn draw_line_matches_set_line() {
         use ratatui::style::Style;
         let samples = [
@@ -835,6 +928,10 @@ mod tests {
             "wide at the edge: 日本語日本語",
             "ﾃﾞｽﾄ ﾟa",
             "aaa·bbbb·ccccc·dddddd·e",
+            "▌ assistant · 12:00 · streaming…",
+            "▎ code↩ │ a ─┼─ • ◦ ▪",
+            "x\u{200d}↩ ↩\u{fe0f} ▌\u{301} \u{600}▎ ·\u{200d}·",
+            "🇫🇷•🇫🇷 ▌日本▌",
         ];
         for text in samples {
             for width in 1..=24u16 {

@@ -230,7 +230,8 @@ pub struct Measure {
 struct Token {
     /// Spaces before the word; [`Token::BREAK`] for a `\n`.
     space: u32,
-    /// Width of the word; the top bit marks a word that is not plain ASCII.
+    /// Width of the word; the top bit marks a word whose graphemes are not all one column
+    /// wide (where it splits depends on each grapheme, so counting it needs the text).
     width: u32,
 }
 
@@ -271,10 +272,10 @@ impl Measure {
                         i += 1;
                     }
                     let word = &text[start..i];
-                    let mut width = saturate(str_width(word));
-                    if !is_plain_ascii(word) {
-                        width |= Token::WIDE;
-                    }
+                    let width = match uniform_width(word) {
+                        Some(w) => saturate(w),
+                        None => saturate(str_width(word)) | Token::WIDE,
+                    };
                     tokens.push(Token {
                         space: saturate(space),
                         width,
@@ -286,8 +287,29 @@ impl Measure {
         Self { tokens }
     }
 
+    /// True when [`Measure::count_without_text`] is exact: every word splits by its width.
+    pub fn is_text_free(&self) -> bool {
+        self.tokens
+            .iter()
+            .all(|t| t.space == Token::BREAK || t.width & Token::WIDE == 0)
+    }
+
+    /// [`Measure::count`] for a measure that [`Measure::is_text_free`].
+    pub fn count_without_text(&self, first: usize, rest: usize) -> usize {
+        self.count_with(None, first, rest)
+    }
+
+    /// Drop spare capacity (the measure is kept for the life of its entry).
+    pub fn shrink_to_fit(&mut self) {
+        self.tokens.shrink_to_fit();
+    }
+
     /// The number of lines [`wrap_words`] makes of `text` (the text this was measured from).
     pub fn count(&self, text: &str, first: usize, rest: usize) -> usize {
+        self.count_with(Some(text), first, rest)
+    }
+
+    fn count_with(&self, text: Option<&str>, first: usize, rest: usize) -> usize {
         let rest = rest.max(1);
         let mut avail = first.max(1);
         let mut lines = 1;
@@ -313,8 +335,8 @@ impl Measure {
                 line_width = width;
                 line_empty = false;
             } else {
-                if token.width & Token::WIDE != 0 {
-                    // where a word of wide graphemes splits depends on each grapheme
+                if let Some(text) = text.filter(|_| token.width & Token::WIDE != 0) {
+                    // where such a word splits depends on each grapheme
                     return count_wrapped(text, first, rest);
                 }
                 if !line_empty {
@@ -371,6 +393,33 @@ pub fn hard_break(text: &str, avail: usize, mut emit: impl FnMut(usize, usize, b
         seg_width += gw;
     }
     emit(seg_start, text.len(), false);
+}
+
+/// The width of `s` when each of its graphemes is one column wide (then it splits like ASCII:
+/// by count), else `None`.
+pub fn uniform_width(s: &str) -> Option<usize> {
+    if is_plain_ascii(s) {
+        return Some(s.len());
+    }
+    let mut n = 0;
+    for g in s.graphemes(true) {
+        if grapheme_width(g) != 1 {
+            return None;
+        }
+        n += 1;
+    }
+    Some(n)
+}
+
+/// [`count_hard_broken`] of a line of `width` columns whose graphemes are all one column wide.
+pub fn count_hard_broken_uniform(width: usize, avail: usize) -> usize {
+    let avail = avail.max(1);
+    if width <= avail {
+        return 1;
+    }
+    let cap = avail.saturating_sub(str_width(BREAK_MARKER)).max(1);
+    // segments of `cap` until what is left fits in `avail`
+    (width - avail).div_ceil(cap) + 1
 }
 
 /// Number of segments [`hard_break`] produces.

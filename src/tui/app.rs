@@ -13,7 +13,8 @@ use crate::api::{Message, Role, SendMessage, StreamEvent, Usage, new_session_id}
 use crate::keys::KeyBindings;
 
 use super::event::{
-    AppEvent, Endpoint, Failure, MessageStatus, SessionSummary, StoredMessage, StreamStatus,
+    AppEvent, Endpoint, Failure, HistoryFetch, MessageStatus, SessionSummary, StoredMessage,
+    StreamStatus,
 };
 use super::view::layout::{self, AppLayout};
 use crate::render::transcript::{Entry, EntryId, EntryState, Transcript};
@@ -57,6 +58,9 @@ pub enum Overlay {
     ConfirmDelete {
         session_id: String,
         title: String,
+        /// Opened by `/delete` typed in the composer: the command text stays there until
+        /// the delete is confirmed, so that cancelling loses nothing typed.
+        from_composer: bool,
     },
     ContextOverflow {
         current: u64,
@@ -169,6 +173,11 @@ pub struct OpenSession {
     pub top: usize,
     pub selected: Option<usize>,
     pub pending: Option<PendingSend>,
+    /// A send whose reply the stream lost mid-way (the stream dropped): the reply shows as
+    /// interrupted and no longer holds the composer. A snapshot, delta or `done` for it after
+    /// the reconnect makes it pending again; otherwise the stored history, fetched on the
+    /// reconnect, settles it (`App::on_history`).
+    pub cut_off: Option<PendingSend>,
     pub stream: StreamState,
 }
 
@@ -184,6 +193,7 @@ impl OpenSession {
             top: 0,
             selected: None,
             pending: None,
+            cut_off: None,
             stream: StreamState::Connecting,
         }
     }
@@ -257,6 +267,56 @@ impl OpenSession {
             item.entry = rendered.push(entry_for(item));
         }
         self.transcript = rendered;
+    }
+
+    /// The stream dropped: a reply coming over it shows as interrupted, and once the server
+    /// has accepted its message the send stops being pending (`cut_off`).
+    fn cut_off_reply(&mut self) {
+        let Some((idx, accepted)) = self
+            .pending
+            .as_ref()
+            .filter(|p| p.streamed)
+            .map(|p| (p.reply_item, p.accepted))
+        else {
+            return;
+        };
+        if self.items.get(idx).map(|i| &i.state) != Some(&EntryState::Streaming) {
+            return;
+        }
+        self.set_state(idx, EntryState::Interrupted);
+        if accepted {
+            self.cut_off = self.pending.take();
+        }
+    }
+
+    /// Whether `idx` is a reply that the stream lost (and the user did not stop).
+    fn is_cut_off(&self, idx: usize) -> bool {
+        self.cut_off.as_ref().is_some_and(|p| p.reply_item == idx)
+            || self.pending.as_ref().is_some_and(|p| {
+                p.reply_item == idx
+                    && self.items.get(idx).map(|i| &i.state) == Some(&EntryState::Interrupted)
+            })
+    }
+
+    /// The stream speaks of a reply it had lost: it is coming again.
+    fn resume(&mut self, idx: usize) {
+        if !self.is_cut_off(idx) {
+            return;
+        }
+        if self.cut_off.as_ref().is_some_and(|p| p.reply_item == idx) {
+            self.pending = self.cut_off.take();
+        }
+        self.set_state(idx, EntryState::Streaming);
+    }
+
+    /// The lost reply is final as far as it came: interrupted. Returns the store write.
+    fn settle_cut_off(&mut self) -> Option<Command> {
+        let p = self.cut_off.take()?;
+        let item = self.items.get(p.reply_item)?;
+        Some(Command::Persist(StoreOp::AppendMessage {
+            session_id: self.id.clone(),
+            message: stored(item),
+        }))
     }
 
     fn set_state(&mut self, idx: usize, state: EntryState) {
@@ -368,6 +428,11 @@ pub enum Command {
     },
     /// Keep this session's stream open (and close any other).
     OpenStream { session_id: String },
+    /// Fetch the session's stored history (to settle a reply the stream lost).
+    FetchHistory { session_id: String },
+    /// Load the o200k token tables off the UI task (the first edit of the composer), so
+    /// that the first send does not wait for them.
+    WarmTokenTables,
     /// POST a message.
     Send {
         session_id: String,
@@ -450,6 +515,8 @@ pub struct App {
     /// The open session's draft as last handed to the store; an edit that changes the
     /// composer away from it is sent as `StoreOp::DraftEdited`.
     draft_in_store: String,
+    /// `Command::WarmTokenTables` was given (once, at the first edit of the composer).
+    token_tables_asked: bool,
     pub quit: bool,
 }
 
@@ -482,6 +549,7 @@ impl App {
             next_send_id: 1,
             quit_when_loaded: false,
             draft_in_store: String::new(),
+            token_tables_asked: false,
             quit: false,
         }
     }
@@ -552,7 +620,9 @@ impl App {
         match event {
             AppEvent::Key(key) => {
                 if key.kind != KeyEventKind::Release {
+                    let before = self.text_before_first_edit();
                     self.on_key(key, &mut out);
+                    self.warm_on_first_edit(before, &mut out);
                 }
             }
             AppEvent::Mouse(m) => self.on_mouse(m, &mut out),
@@ -563,9 +633,11 @@ impl App {
                 } else if self.overlay.is_none() && self.view == View::Wallet {
                     super::wallet::on_paste(self, &text);
                 } else if self.overlay.is_none() {
+                    let before = self.text_before_first_edit();
                     self.focus = Focus::Composer;
                     self.composer
                         .insert_str(text.replace("\r\n", "\n").replace('\r', "\n"));
+                    self.warm_on_first_edit(before, &mut out);
                 }
             }
             AppEvent::Resize(w, h) => self.size = Rect::new(0, 0, w, h),
@@ -624,6 +696,7 @@ impl App {
                 failure,
             } => self.on_send_failed(session_id, send_id, failure, &mut out),
             AppEvent::Stream { session_id, update } => self.on_stream(session_id, update, &mut out),
+            AppEvent::History { session_id, fetch } => self.on_history(session_id, fetch, &mut out),
             AppEvent::Deleted { session_id } => {
                 out.push(Command::RefreshUsage);
                 self.notify(
@@ -663,6 +736,20 @@ impl App {
         }
         self.note_draft_edit(&mut out);
         out
+    }
+
+    /// The composer's text, until the token tables were asked for.
+    fn text_before_first_edit(&self) -> Option<String> {
+        (!self.token_tables_asked).then(|| self.composer_text())
+    }
+
+    /// At the first change of the composer's text, asks for the token tables: someone who
+    /// types will send, and someone who only reads never loads them.
+    fn warm_on_first_edit(&mut self, before: Option<String>, out: &mut Vec<Command>) {
+        if before.is_some_and(|b| b != self.composer_text()) {
+            self.token_tables_asked = true;
+            out.push(Command::WarmTokenTables);
+        }
     }
 
     /// Hands the store the composer's text when it changed since the store last had it.
@@ -887,6 +974,7 @@ impl App {
                 self.overlay = Some(Overlay::ConfirmDelete {
                     session_id: s.id.clone(),
                     title: s.title.clone(),
+                    from_composer: false,
                 });
             }
         } else if k.filter_sessions.matches(&key) {
@@ -967,9 +1055,17 @@ impl App {
                     self.overlay = None;
                 }
             }
-            Overlay::ConfirmDelete { session_id, title } => {
+            Overlay::ConfirmDelete {
+                session_id,
+                title,
+                from_composer,
+            } => {
                 if k.confirm.matches(&key) {
                     self.overlay = None;
+                    if from_composer {
+                        // The `/delete` command is done with.
+                        self.composer = new_composer();
+                    }
                     self.deleting.push(session_id.clone());
                     self.notify(Level::Info, format!("deleting “{title}”…"));
                     out.push(Command::Delete { session_id });
@@ -1051,8 +1147,27 @@ impl App {
             return;
         }
         self.save_draft(out);
+        self.keep_cut_replies(out);
         self.quit = true;
         out.push(Command::Quit);
+    }
+
+    /// Stores what arrived of the open session's replies still coming or lost by the stream,
+    /// marked interrupted (leaving the session or quitting).
+    fn keep_cut_replies(&mut self, out: &mut Vec<Command>) {
+        let Some(open) = self.open.as_mut() else {
+            return;
+        };
+        if let Some(p) = open.pending.take_if(|p| p.accepted) {
+            open.set_state(p.reply_item, EntryState::Interrupted);
+            if let Some(item) = open.items.get(p.reply_item) {
+                out.push(Command::Persist(StoreOp::AppendMessage {
+                    session_id: open.id.clone(),
+                    message: stored(item),
+                }));
+            }
+        }
+        out.extend(open.settle_cut_off());
     }
 
     fn save_draft(&mut self, out: &mut Vec<Command>) {
@@ -1180,19 +1295,9 @@ impl App {
 
     fn leave_open_session(&mut self, out: &mut Vec<Command>) {
         self.save_draft(out);
-        if let Some(mut old) = self.open.take() {
-            // A reply still streaming is kept as far as it came.
-            if let Some(p) = old.pending.take()
-                && p.accepted
-            {
-                old.set_state(p.reply_item, EntryState::Interrupted);
-                if let Some(item) = old.items.get(p.reply_item) {
-                    out.push(Command::Persist(StoreOp::AppendMessage {
-                        session_id: old.id.clone(),
-                        message: stored(item),
-                    }));
-                }
-            }
+        // A reply still streaming is kept as far as it came.
+        self.keep_cut_replies(out);
+        if self.open.take().is_some() {
             // The draft went to the store with its session. Text typed before any session
             // was open (the store still loading) stays for the session about to open.
             self.composer = new_composer();
@@ -1270,11 +1375,11 @@ impl App {
                     self.new_session(arg.to_string(), out);
                 }
                 "delete" => {
-                    self.composer = new_composer();
+                    // The text stays in the composer until the dialog is confirmed.
                     if let Some(open) = &self.open {
                         let title = self.sessions.iter().find(|s| s.id == open.id)
                             .map(|s| s.title.clone()).unwrap_or_else(|| open.id.clone());
-                        self.overlay = Some(Overlay::ConfirmDelete { session_id: open.id.clone(), title });
+                        self.overlay = Some(Overlay::ConfirmDelete { session_id: open.id.clone(), title, from_composer: true });
                     }
                 }
                 "system" if !arg.is_empty() => {
@@ -1351,6 +1456,8 @@ impl App {
             self.send_error = Some("a reply is still coming; wait or stop it (Ctrl-C)".to_string());
             return;
         }
+        // A new turn: a reply lost by the stream stays as far as it came.
+        out.extend(open.settle_cut_off());
         let send_id = self.next_send_id;
         self.next_send_id += 1;
         let user_item = open.push(role, text.clone(), EntryState::Complete, 0, None, now);
@@ -1426,7 +1533,7 @@ impl App {
         }
         let shift = open.items.len();
         open.items.extend(recent);
-        if let Some(p) = open.pending.as_mut() {
+        for p in open.pending.iter_mut().chain(open.cut_off.iter_mut()) {
             p.user_item += shift;
             p.reply_item += shift;
         }
@@ -1493,7 +1600,16 @@ impl App {
             open.pending = None;
             self.store_reply(&session_id, reply_item, out);
         } else if !reply.content.is_empty() || !streamed {
+            open.resume(reply_item);
             self.finish_reply(&session_id, reply, out);
+        } else if open.is_cut_off(reply_item) {
+            // The stream dropped before the server answered: the reply is lost to it.
+            open.cut_off = open.pending.take();
+            if open.stream == StreamState::Open {
+                out.push(Command::FetchHistory {
+                    session_id: session_id.clone(),
+                });
+            }
         }
         // The session list: title from the first message, most recent first.
         if let Some(s) = self.sessions.iter_mut().find(|s| s.id == session_id) {
@@ -1630,8 +1746,24 @@ impl App {
             return;
         };
         match update {
-            StreamStatus::Connected => open.stream = StreamState::Open,
-            StreamStatus::Disconnected(why) => open.stream = StreamState::Down(why),
+            StreamStatus::Connected => {
+                open.stream = StreamState::Open;
+                // A reply lost with the old connection: the service sends a snapshot of it
+                // if it is still being generated; the stored history says if it finished
+                // meanwhile or was dropped.
+                if let Some(p) = &open.cut_off
+                    && open
+                        .items
+                        .get(p.reply_item)
+                        .is_some_and(|i| i.message_id.is_some())
+                {
+                    out.push(Command::FetchHistory { session_id });
+                }
+            }
+            StreamStatus::Disconnected(why) => {
+                open.stream = StreamState::Down(why);
+                open.cut_off_reply();
+            }
             StreamStatus::Unsupported => open.stream = StreamState::Unsupported,
             StreamStatus::Event(ev) => match ev {
                 StreamEvent::Delta {
@@ -1643,6 +1775,10 @@ impl App {
                     let Some(idx) = reply_slot(open, &message_id) else {
                         return;
                     };
+                    // A lost reply picks up again only where it left off.
+                    if seq == open.items[idx].next_seq {
+                        open.resume(idx);
+                    }
                     let item = &mut open.items[idx];
                     if item.state != EntryState::Streaming || seq < item.next_seq {
                         return;
@@ -1661,6 +1797,7 @@ impl App {
                     let Some(idx) = reply_slot(open, &message_id) else {
                         return;
                     };
+                    open.resume(idx);
                     let item = &mut open.items[idx];
                     if item.state != EntryState::Streaming {
                         return;
@@ -1673,6 +1810,7 @@ impl App {
                 StreamEvent::Done { message } => {
                     if let Some(idx) = reply_slot(open, &message.message_id) {
                         open.items[idx].message_id = Some(message.message_id.clone());
+                        open.resume(idx);
                     }
                     self.finish_reply(&session_id, message, out);
                 }
@@ -1682,6 +1820,13 @@ impl App {
                     let Some(idx) = reply_slot(open, &message_id) else {
                         return;
                     };
+                    // Only a reply still coming (or lost by the stream) can fail.
+                    if open.items[idx].state != EntryState::Streaming && !open.is_cut_off(idx) {
+                        return;
+                    }
+                    if open.cut_off.as_ref().is_some_and(|p| p.reply_item == idx) {
+                        open.cut_off = None;
+                    }
                     open.set_state(idx, EntryState::Failed(error.code.clone()));
                     if open.pending.as_ref().is_some_and(|p| p.reply_item == idx) {
                         open.pending = None;
@@ -1694,6 +1839,58 @@ impl App {
                     self.notify(Level::Error, text);
                 }
             },
+        }
+    }
+}
+
+impl App {
+    /// The stored history after a reconnect settles a reply that the stream lost: stored →
+    /// shown whole and kept; its message stored but not the reply → still being generated
+    /// (the stream's snapshot picks it up); neither → the service dropped the turn, and the
+    /// reply stays interrupted for good.
+    fn on_history(&mut self, session_id: String, fetch: HistoryFetch, out: &mut Vec<Command>) {
+        let Some(open) = self.open.as_mut().filter(|o| o.id == session_id) else {
+            return;
+        };
+        let Some((idx, sent_role, sent_text)) = open
+            .cut_off
+            .as_ref()
+            .map(|p| (p.reply_item, p.role, p.text.clone()))
+        else {
+            return;
+        };
+        let Some(reply_id) = open.items.get(idx).and_then(|i| i.message_id.clone()) else {
+            return;
+        };
+        match fetch {
+            HistoryFetch::Messages(messages) => {
+                let last_is_sent = messages
+                    .last()
+                    .is_some_and(|m| m.role == sent_role && m.content == sent_text);
+                if let Some(reply) = messages.into_iter().find(|m| m.message_id == reply_id) {
+                    open.resume(idx);
+                    self.finish_reply(&session_id, reply, out);
+                    self.notify(Level::Info, "the reply finished while the stream was down");
+                } else if last_is_sent {
+                    tracing::debug!(session = %session_id, "the lost reply is still being generated");
+                } else {
+                    out.extend(open.settle_cut_off());
+                    self.notify(
+                        Level::Warn,
+                        "the reply was cut short and the service did not keep it; what arrived is kept, marked interrupted",
+                    );
+                }
+            }
+            HistoryFetch::Unsupported => {
+                out.extend(open.settle_cut_off());
+                self.notify(
+                    Level::Warn,
+                    "the stream dropped mid-reply and this service cannot list past messages: the reply stays as far as it came, marked interrupted",
+                );
+            }
+            HistoryFetch::Failed(e) => {
+                tracing::warn!(session = %session_id, error = %e, "cannot fetch the history to settle a lost reply");
+            }
         }
     }
 }
@@ -1737,23 +1934,10 @@ fn sort_sessions(sessions: &mut [SessionSummary]) {
     sessions.sort_by_key(|s| std::cmp::Reverse(s.last_activity));
 }
 
-/// A session's title: the first line of its first message, shortened.
+/// A session's title as the sessions pane shows it: the first message's first block as
+/// plain text (markdown syntax removed), shortened ([`crate::store::plain_title`]).
 pub fn title_from(text: &str) -> String {
-    let line = text
-        .lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("")
-        .trim();
-    let clean = sanitize(line);
-    if clean.chars().count() > 40 {
-        let mut s: String = clean.chars().take(39).collect();
-        s.push('…');
-        s
-    } else if clean.is_empty() {
-        NEW_SESSION_TITLE.to_string()
-    } else {
-        clean
-    }
+    crate::store::plain_title(text, 40).unwrap_or_else(|| NEW_SESSION_TITLE.to_string())
 }
 
 fn transcript_viewport(size: Rect, composer_rows: usize, show_sessions: bool) -> (u16, u16) {

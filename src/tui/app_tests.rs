@@ -408,6 +408,12 @@ fn slash_new_help_delete_quit_and_unknown() {
         matches!(&app.overlay, Some(Overlay::ConfirmDelete { session_id, .. }) if *session_id == open_id)
     );
     app.update(key(KeyCode::Esc));
+    assert_eq!(
+        app.composer_text(),
+        "/delete",
+        "a cancelled dialog loses nothing"
+    );
+    app.composer = Default::default();
 
     type_text(&mut app, "/frobnicate");
     app.update(key(KeyCode::Enter));
@@ -566,7 +572,7 @@ fn delete_asks_first_and_moves_to_the_next_session() {
     app.update(key(KeyCode::Tab));
     app.update(key(KeyCode::Char('d')));
     assert!(
-        matches!(&app.overlay, Some(Overlay::ConfirmDelete { session_id, title }) if session_id == A && title == "first")
+        matches!(&app.overlay, Some(Overlay::ConfirmDelete { session_id, title, from_composer: false }) if session_id == A && title == "first")
     );
     let cmds = app.update(key(KeyCode::Char('n')));
     assert!(app.overlay.is_none());
@@ -1166,4 +1172,394 @@ fn stopping_a_reply_clears_the_error_that_said_one_was_coming() {
     assert_eq!(app.send_error, None);
     assert_eq!(app.composer_text(), "second");
     assert!(!app.quit);
+}
+
+fn stream(update: StreamStatus) -> AppEvent {
+    AppEvent::Stream {
+        session_id: A.into(),
+        update,
+    }
+}
+
+fn stored_reply(cmds: &[Command]) -> Option<StoredMessage> {
+    cmds.iter().find_map(|c| match c {
+        Command::Persist(StoreOp::AppendMessage { message, .. })
+            if message.role == Role::Assistant =>
+        {
+            Some(message.clone())
+        }
+        _ => None,
+    })
+}
+
+/// A message sent, accepted, and its reply streaming "Partial " when the stream drops.
+fn cut_mid_reply() -> App {
+    let mut app = app();
+    type_text(&mut app, "tell me");
+    let (_, send_id, _) = sent(&app.update(key(KeyCode::Enter))).unwrap();
+    app.update(AppEvent::SendAccepted {
+        session_id: A.into(),
+        send_id,
+        reply: reply("r", "", 0),
+        prompt_tokens: 2,
+    });
+    app.update(delta("r", 0, "Partial "));
+    let cmds = app.update(stream(StreamStatus::Disconnected("reset".into())));
+    assert!(stored_reply(&cmds).is_none(), "not final yet");
+    app
+}
+
+#[test]
+fn a_reply_cut_off_by_the_stream_reads_interrupted_and_no_longer_holds_the_composer() {
+    let app = cut_mid_reply();
+    let o = open(&app);
+    assert_eq!(o.items[1].state, EntryState::Interrupted);
+    assert_eq!(o.items[1].content, "Partial ");
+    assert!(o.pending.is_none() && o.cut_off.is_some());
+    assert!(!o.is_streaming());
+}
+
+#[test]
+fn after_the_reconnect_the_history_settles_a_cut_off_reply() {
+    // Finished meanwhile: the stored reply is adopted whole, and stored once.
+    let mut app = cut_mid_reply();
+    let cmds = app.update(stream(StreamStatus::Connected));
+    assert!(cmds.contains(&Command::FetchHistory {
+        session_id: A.into()
+    }));
+    let mut user = reply("u", "tell me", 2);
+    user.role = Role::User;
+    let cmds = app.update(AppEvent::History {
+        session_id: A.into(),
+        fetch: HistoryFetch::Messages(vec![user.clone(), reply("r", "Partial and whole.", 4)]),
+    });
+    let o = open(&app);
+    assert_eq!(o.items[1].state, EntryState::Complete);
+    assert_eq!(o.items[1].content, "Partial and whole.");
+    assert!(o.pending.is_none() && o.cut_off.is_none());
+    let kept = stored_reply(&cmds).expect("the whole reply is stored");
+    assert_eq!(kept.status, MessageStatus::Complete);
+    assert_eq!(kept.content, "Partial and whole.");
+
+    // Dropped by the service (neither message stored): interrupted for good, stored so.
+    let mut app = cut_mid_reply();
+    app.update(stream(StreamStatus::Connected));
+    let cmds = app.update(AppEvent::History {
+        session_id: A.into(),
+        fetch: HistoryFetch::Messages(vec![]),
+    });
+    let o = open(&app);
+    assert_eq!(o.items[1].state, EntryState::Interrupted);
+    assert!(o.cut_off.is_none());
+    let kept = stored_reply(&cmds).expect("what arrived is stored");
+    assert_eq!(
+        (kept.status, kept.content.as_str()),
+        (MessageStatus::Interrupted, "Partial ")
+    );
+    assert!(app.notice.as_ref().unwrap().text.contains("did not keep"));
+
+    // A server without the history endpoint: interrupted, with a note saying why.
+    let mut app = cut_mid_reply();
+    app.update(stream(StreamStatus::Connected));
+    let cmds = app.update(AppEvent::History {
+        session_id: A.into(),
+        fetch: HistoryFetch::Unsupported,
+    });
+    assert_eq!(open(&app).items[1].state, EntryState::Interrupted);
+    assert_eq!(
+        stored_reply(&cmds).map(|m| m.status),
+        Some(MessageStatus::Interrupted)
+    );
+    assert!(
+        app.notice
+            .as_ref()
+            .unwrap()
+            .text
+            .contains("cannot list past messages")
+    );
+
+    // The fetch failed: nothing is decided; the next reconnect asks again.
+    let mut app = cut_mid_reply();
+    app.update(stream(StreamStatus::Connected));
+    let cmds = app.update(AppEvent::History {
+        session_id: A.into(),
+        fetch: HistoryFetch::Failed("reset".into()),
+    });
+    assert!(stored_reply(&cmds).is_none());
+    assert!(open(&app).cut_off.is_some());
+}
+
+#[test]
+fn a_cut_off_reply_still_being_generated_resumes_from_the_snapshot() {
+    let mut app = cut_mid_reply();
+    app.update(stream(StreamStatus::Connected));
+    // The message is stored and its reply not yet: it is still coming.
+    let mut user = reply("u", "tell me", 2);
+    user.role = Role::User;
+    let cmds = app.update(AppEvent::History {
+        session_id: A.into(),
+        fetch: HistoryFetch::Messages(vec![user]),
+    });
+    assert!(stored_reply(&cmds).is_none());
+    assert!(open(&app).cut_off.is_some());
+    app.update(stream(StreamStatus::Event(StreamEvent::Snapshot {
+        session_id: A.into(),
+        message_id: "r".into(),
+        seq: 3,
+        content: "Partial answer, ".into(),
+    })));
+    let o = open(&app);
+    assert_eq!(o.items[1].state, EntryState::Streaming);
+    assert!(o.pending.is_some() && o.cut_off.is_none() && o.is_streaming());
+    app.update(delta("r", 3, "done."));
+    let cmds = app.update(stream(StreamStatus::Event(StreamEvent::Done {
+        message: reply("r", "Partial answer, done.", 5),
+    })));
+    assert_eq!(open(&app).items[1].state, EntryState::Complete);
+    assert_eq!(
+        stored_reply(&cmds).map(|m| m.content),
+        Some("Partial answer, done.".to_string())
+    );
+    assert!(open(&app).pending.is_none());
+}
+
+#[test]
+fn a_gap_in_the_deltas_does_not_resume_a_cut_off_reply_but_its_done_does() {
+    let mut app = cut_mid_reply();
+    app.update(stream(StreamStatus::Connected));
+    app.update(delta("r", 5, "far ahead"));
+    assert_eq!(open(&app).items[1].state, EntryState::Interrupted);
+    assert_eq!(open(&app).items[1].content, "Partial ");
+    app.update(stream(StreamStatus::Event(StreamEvent::Done {
+        message: reply("r", "Partial and the rest", 4),
+    })));
+    assert_eq!(open(&app).items[1].state, EntryState::Complete);
+    assert_eq!(open(&app).items[1].content, "Partial and the rest");
+}
+
+#[test]
+fn a_stopped_reply_is_not_revived_by_the_stream() {
+    let mut app = app();
+    type_text(&mut app, "tell me");
+    let (_, send_id, _) = sent(&app.update(key(KeyCode::Enter))).unwrap();
+    app.update(AppEvent::SendAccepted {
+        session_id: A.into(),
+        send_id,
+        reply: reply("r", "", 0),
+        prompt_tokens: 2,
+    });
+    app.update(delta("r", 0, "Partial "));
+    app.update(ctrl('c'));
+    assert_eq!(open(&app).items[1].state, EntryState::Interrupted);
+    app.update(delta("r", 1, "more"));
+    app.update(stream(StreamStatus::Event(StreamEvent::Done {
+        message: reply("r", "Partial more", 2),
+    })));
+    app.update(stream(StreamStatus::Event(StreamEvent::Error {
+        session_id: A.into(),
+        message_id: "r".into(),
+        error: ErrorBody::new("internal", "late"),
+    })));
+    assert_eq!(open(&app).items[1].state, EntryState::Interrupted);
+    assert_eq!(open(&app).items[1].content, "Partial ");
+}
+
+#[test]
+fn a_stream_lost_before_the_post_answers_leaves_the_reply_to_the_history() {
+    let mut app = app();
+    type_text(&mut app, "tell me");
+    let (_, send_id, _) = sent(&app.update(key(KeyCode::Enter))).unwrap();
+    app.update(delta("r", 0, "Part"));
+    app.update(stream(StreamStatus::Disconnected("reset".into())));
+    // The POST is still out: the send stays pending, the reply reads interrupted.
+    assert!(open(&app).pending.is_some());
+    assert_eq!(open(&app).items[1].state, EntryState::Interrupted);
+    app.update(stream(StreamStatus::Connected));
+    let cmds = app.update(AppEvent::SendAccepted {
+        session_id: A.into(),
+        send_id,
+        reply: reply("r", "", 0),
+        prompt_tokens: 2,
+    });
+    assert!(cmds.contains(&Command::FetchHistory {
+        session_id: A.into()
+    }));
+    assert!(open(&app).pending.is_none() && open(&app).cut_off.is_some());
+}
+
+#[test]
+fn quitting_or_leaving_keeps_a_cut_off_reply_as_interrupted() {
+    let mut app = cut_mid_reply();
+    let cmds = app.update(ctrl('c'));
+    assert!(app.quit, "nothing is streaming: Ctrl-C quits");
+    assert_eq!(
+        stored_reply(&cmds).map(|m| (m.status, m.content)),
+        Some((MessageStatus::Interrupted, "Partial ".to_string()))
+    );
+
+    let mut app = cut_mid_reply();
+    let cmds = app.update(ctrl('n'));
+    assert_eq!(
+        stored_reply(&cmds).map(|m| m.status),
+        Some(MessageStatus::Interrupted)
+    );
+}
+
+fn warm_asks(cmds: &[Command]) -> usize {
+    cmds.iter()
+        .filter(|c| **c == Command::WarmTokenTables)
+        .count()
+}
+
+#[test]
+fn the_first_edit_of_the_composer_asks_for_the_token_tables_once() {
+    let mut app = app();
+    // Moving around changes no text: nothing to warm yet.
+    let mut cmds = app.update(key(KeyCode::Tab));
+    cmds.extend(app.update(key(KeyCode::Tab)));
+    cmds.extend(app.update(key(KeyCode::Tab)));
+    assert_eq!(app.focus, Focus::Composer);
+    cmds.extend(app.update(key(KeyCode::Left)));
+    assert_eq!(warm_asks(&cmds), 0);
+    let cmds = type_text(&mut app, "h");
+    assert_eq!(warm_asks(&cmds), 1, "the first key that changes the text");
+    let mut cmds = type_text(&mut app, "ello");
+    cmds.extend(app.update(key(KeyCode::Backspace)));
+    cmds.extend(app.update(AppEvent::Paste("more".into())));
+    cmds.extend(app.update(key(KeyCode::Enter)));
+    assert_eq!(warm_asks(&cmds), 0, "only once");
+
+    // A paste is an edit too.
+    let mut app = super::app::App::new(
+        KeyBindings::default(),
+        Settings::default(),
+        Rect::new(0, 0, 80, 24),
+        t0(),
+    );
+    let cmds = app.update(AppEvent::Paste("pasted".into()));
+    assert_eq!(warm_asks(&cmds), 1);
+}
+
+#[test]
+fn a_title_from_a_markdown_message_is_plain_text() {
+    let mut app = app();
+    app.update(ctrl('n'));
+    let id = app.open_id().unwrap().to_string();
+    app.update(AppEvent::Paste(
+        "## **What** is   `Rust`? [see](https://rust-lang.org)\nmore".into(),
+    ));
+    let (_, send_id, _) = sent(&app.update(key(KeyCode::Enter))).unwrap();
+    app.update(AppEvent::SendAccepted {
+        session_id: id.clone(),
+        send_id,
+        reply: Message {
+            session_id: id.clone(),
+            ..reply("m", "", 0)
+        },
+        prompt_tokens: 4,
+    });
+    assert_eq!(app.sessions[0].title, "What is Rust? see");
+    assert_eq!(title_from(&"`é` ".repeat(30)).chars().count(), 40);
+    assert!(title_from(&"`é` ".repeat(30)).ends_with('…'));
+}
+
+#[test]
+fn cancelling_the_delete_dialog_gives_the_composer_back_as_it_was() {
+    for cancel in [key(KeyCode::Esc), key(KeyCode::Char('n'))] {
+        let mut app = app();
+        type_text(&mut app, "/delete  ");
+        let cmds = app.update(key(KeyCode::Enter));
+        assert!(matches!(
+            app.overlay,
+            Some(Overlay::ConfirmDelete {
+                from_composer: true,
+                ..
+            })
+        ));
+        assert!(!cmds.iter().any(|c| matches!(c, Command::Delete { .. })));
+        let cmds = app.update(cancel);
+        assert!(app.overlay.is_none());
+        assert!(!cmds.iter().any(|c| matches!(c, Command::Delete { .. })));
+        assert_eq!(
+            app.composer_text(),
+            "/delete  ",
+            "the text as typed, to edit"
+        );
+        assert_eq!(app.focus, Focus::Composer);
+    }
+
+    // Confirmed, the command is done with: the composer empties and the delete goes out.
+    let mut app = self::app();
+    type_text(&mut app, "/delete");
+    app.update(key(KeyCode::Enter));
+    let cmds = app.update(key(KeyCode::Char('y')));
+    assert!(cmds.contains(&Command::Delete {
+        session_id: A.into()
+    }));
+    assert!(app.composer.is_empty());
+
+    // `d` on a session in the list leaves the open session's draft alone either way.
+    let mut app = self::app();
+    type_text(&mut app, "my draft");
+    app.update(key(KeyCode::BackTab));
+    app.update(key(KeyCode::BackTab));
+    assert_eq!(app.focus, Focus::Sessions);
+    app.update(key(KeyCode::Down));
+    app.update(key(KeyCode::Char('d')));
+    assert!(matches!(
+        app.overlay,
+        Some(Overlay::ConfirmDelete {
+            from_composer: false,
+            ..
+        })
+    ));
+    app.update(key(KeyCode::Char('y')));
+    assert_eq!(app.composer_text(), "my draft");
+}
+
+#[test]
+fn a_cut_off_reply_stays_itself_when_the_transcript_loads_late() {
+    let mut app = App::new(
+        KeyBindings::default(),
+        Settings::default(),
+        Rect::new(0, 0, 80, 24),
+        t0(),
+    );
+    app.update(AppEvent::Connected(Endpoint::Embedded {
+        addr: "127.0.0.1:1".into(),
+    }));
+    app.update(AppEvent::StoreLoaded {
+        sessions: vec![session(A, "first", 1, 20)],
+        last_open: Some(A.into()),
+    });
+    app.update(stream(StreamStatus::Connected));
+    type_text(&mut app, "late");
+    let (_, send_id, _) = sent(&app.update(key(KeyCode::Enter))).unwrap();
+    app.update(AppEvent::SendAccepted {
+        session_id: A.into(),
+        send_id,
+        reply: reply("r", "", 0),
+        prompt_tokens: 1,
+    });
+    app.update(delta("r", 0, "Part"));
+    app.update(stream(StreamStatus::Disconnected("reset".into())));
+    app.update(AppEvent::TranscriptLoaded {
+        session_id: A.into(),
+        messages: vec![
+            stored_msg(Role::User, "old question"),
+            stored_msg(Role::Assistant, "old answer"),
+        ],
+        draft: None,
+        rendered: None,
+    });
+    assert_eq!(open(&app).cut_off.as_ref().unwrap().reply_item, 3);
+    app.update(stream(StreamStatus::Connected));
+    app.update(AppEvent::History {
+        session_id: A.into(),
+        fetch: HistoryFetch::Messages(vec![reply("r", "Part and whole", 3)]),
+    });
+    let o = open(&app);
+    assert_eq!(o.items[3].content, "Part and whole");
+    assert_eq!(o.items[3].state, EntryState::Complete);
+    assert_eq!(o.items[1].content, "old answer");
 }

@@ -60,6 +60,12 @@ pub enum AppEvent {
         session_id: String,
         update: StreamStatus,
     },
+    /// The session's stored history, fetched after a stream outage to settle a reply that
+    /// was cut off (`Command::FetchHistory`).
+    History {
+        session_id: String,
+        fetch: HistoryFetch,
+    },
     /// The server deleted the session.
     Deleted { session_id: String },
     /// Deleting failed (`session_not_found` is a failure the app treats as success).
@@ -91,6 +97,17 @@ pub enum StreamStatus {
     Disconnected(String),
     /// The server has no stream endpoint (or refuses it): send with plain POSTs instead.
     Unsupported,
+}
+
+/// What fetching a session's stored history gave.
+#[derive(Debug, Clone)]
+pub enum HistoryFetch {
+    /// The stored messages, oldest first (none for a session the server does not know).
+    Messages(Vec<Message>),
+    /// The server has no history endpoint (it is an extension of the local service).
+    Unsupported,
+    /// The request failed; the next reconnect tries again.
+    Failed(String),
 }
 
 /// Where the client is connected.

@@ -18,7 +18,9 @@ use crate::api::stream::{SessionStream, StreamUpdate};
 use crate::store::{self, Store};
 
 use super::app::{Command, StoreOp};
-use super::event::{AppEvent, Endpoint, EventSender, Failure, SessionSummary, StreamStatus};
+use super::event::{
+    AppEvent, Endpoint, EventSender, Failure, HistoryFetch, SessionSummary, StreamStatus,
+};
 
 /// Where to connect.
 #[derive(Debug, Clone)]
@@ -146,7 +148,18 @@ impl Workers {
                 };
                 let events = self.events.clone();
                 self.tasks.retain(|t| !t.is_finished());
-                self.tasks.push(tokio::spawn(async move {
+                let failed = {
+                    let session_id = session_id.clone();
+                    move |why: String| AppEvent::SendFailed {
+                        session_id,
+                        send_id,
+                        failure: Failure::Other {
+                            code: "internal".into(),
+                            message: why,
+                        },
+                    }
+                };
+                self.spawn_reporting(failed, async move {
                     let content = body.content.clone();
                     let prompt_tokens =
                         tokio::task::spawn_blocking(move || store::estimate_tokens(&content))
@@ -169,6 +182,21 @@ impl Workers {
                         },
                     };
                     events.send(ev);
+                });
+            }
+            Command::FetchHistory { session_id } => {
+                let Some(client) = self.client().cloned() else {
+                    return;
+                };
+                let events = self.events.clone();
+                self.tasks.retain(|t| !t.is_finished());
+                self.tasks.push(tokio::spawn(async move {
+                    let fetch = match client.session_messages(&session_id).await {
+                        Ok(Some(messages)) => HistoryFetch::Messages(messages),
+                        Ok(None) => HistoryFetch::Unsupported,
+                        Err(e) => HistoryFetch::Failed(e.to_string()),
+                    };
+                    events.send(AppEvent::History { session_id, fetch });
                 }));
             }
             Command::Delete { session_id } => {
@@ -180,7 +208,18 @@ impl Workers {
                     return;
                 };
                 let events = self.events.clone();
-                self.tasks.push(tokio::spawn(async move {
+                self.tasks.retain(|t| !t.is_finished());
+                let failed = {
+                    let session_id = session_id.clone();
+                    move |why: String| AppEvent::DeleteFailed {
+                        session_id,
+                        failure: Failure::Other {
+                            code: "internal".into(),
+                            message: why,
+                        },
+                    }
+                };
+                self.spawn_reporting(failed, async move {
                     let ev = match client.delete_session(&session_id).await {
                         Ok(_) => AppEvent::Deleted { session_id },
                         Err(e) => AppEvent::DeleteFailed {
@@ -189,7 +228,10 @@ impl Workers {
                         },
                     };
                     events.send(ev);
-                }));
+                });
+            }
+            Command::WarmTokenTables => {
+                warm_token_tables_once();
             }
             Command::RefreshUsage => self.usage_kick.notify_one(),
             Command::CopyToClipboard(text) => self.clipboard.push(text),
@@ -211,6 +253,17 @@ impl Workers {
             }
             Command::Quit => {}
         }
+    }
+
+    /// Runs `work` as a task watched by a second one: if it panics (or is aborted while the
+    /// app runs), the app gets `failed(why)` instead of waiting for its answer forever.
+    fn spawn_reporting<W, F>(&mut self, failed: F, work: W)
+    where
+        W: std::future::Future<Output = ()> + Send + 'static,
+        F: FnOnce(String) -> AppEvent + Send + 'static,
+    {
+        self.tasks
+            .push(spawn_reporting(self.events.clone(), failed, work));
     }
 
     fn store_job(&self, job: StoreJob) {
@@ -278,6 +331,55 @@ impl Drop for Workers {
         for t in &self.tasks {
             t.abort();
         }
+    }
+}
+
+/// Loads the o200k token tables (~45 MB) on a blocking thread, once per process: the
+/// embedded service leaves them unloaded at start. Returns whether this call started it.
+pub fn warm_token_tables_once() -> bool {
+    static STARTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if STARTED.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        return false;
+    }
+    tokio::task::spawn_blocking(crate::service::tokens::warm);
+    true
+}
+
+/// Spawns `work` and a watcher that reports `failed(why)` when it panics or is aborted.
+/// The returned handle is the watcher's; aborting it aborts the work too.
+fn spawn_reporting<W, F>(events: EventSender, failed: F, work: W) -> JoinHandle<()>
+where
+    W: std::future::Future<Output = ()> + Send + 'static,
+    F: FnOnce(String) -> AppEvent + Send + 'static,
+{
+    let task = tokio::spawn(work);
+    tokio::spawn(async move {
+        // Aborting the watcher drops this guard, which aborts the work with it.
+        let abort = task.abort_handle();
+        let _guard = AbortOnDrop(abort);
+        if let Err(e) = task.await {
+            let why = if e.is_panic() {
+                let panic = e.into_panic();
+                let text = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "no message".into());
+                tracing::error!(panic = %text, "a worker task panicked");
+                format!("the request failed inside convo (a bug: {text})")
+            } else {
+                "the request was cancelled".to_string()
+            };
+            events.send(failed(why));
+        }
+    })
+}
+
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -641,5 +743,88 @@ fn apply(store: &Store, op: StoreOp) -> Result<(), store::StoreError> {
         }
         StoreOp::SetLastOpen(id) => store.set_last_open_session(&id),
         StoreOp::DeleteSession(id) => store.mark_deleted(&id),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send_failed(why: String) -> AppEvent {
+        AppEvent::SendFailed {
+            session_id: "session_abcdefgh12345678".into(),
+            send_id: 7,
+            failure: Failure::Other {
+                code: "internal".into(),
+                message: why,
+            },
+        }
+    }
+
+    #[tokio::test]
+    async fn a_panicking_send_task_becomes_a_failure_event() {
+        let (events, mut rx) = EventSender::new();
+        let watcher = spawn_reporting(events, send_failed, async {
+            panic!("boom in the reply task");
+        });
+        watcher.await.expect("the watcher itself does not panic");
+        match rx.recv().await {
+            Some(AppEvent::SendFailed {
+                send_id: 7,
+                failure: Failure::Other { code, message },
+                ..
+            }) => {
+                assert_eq!(code, "internal");
+                assert!(message.contains("boom in the reply task"), "{message}");
+            }
+            other => panic!("expected a SendFailed, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_token_tables_are_warmed_once_per_process() {
+        let _ = warm_token_tables_once();
+        assert!(!warm_token_tables_once(), "the second ask starts nothing");
+        assert!(!warm_token_tables_once());
+    }
+
+    #[tokio::test]
+    async fn a_task_that_ends_normally_reports_nothing_more() {
+        let (events, mut rx) = EventSender::new();
+        let tx = events.clone();
+        let watcher = spawn_reporting(events, send_failed, async move {
+            tx.send(AppEvent::WorkerError("its own answer".into()));
+        });
+        watcher.await.unwrap();
+        assert!(matches!(rx.recv().await, Some(AppEvent::WorkerError(_))));
+        assert!(rx.try_recv().is_err(), "no failure after a normal end");
+    }
+
+    #[tokio::test]
+    async fn aborting_the_watcher_aborts_the_work() {
+        let (events, _rx) = EventSender::new();
+        let (started_tx, started) = oneshot::channel::<()>();
+        let (_never_tx, never) = oneshot::channel::<()>();
+        let (dropped_tx, dropped) = oneshot::channel::<()>();
+        struct OnDrop(Option<oneshot::Sender<()>>);
+        impl Drop for OnDrop {
+            fn drop(&mut self) {
+                if let Some(tx) = self.0.take() {
+                    let _ = tx.send(());
+                }
+            }
+        }
+        let watcher = spawn_reporting(events, send_failed, async move {
+            let _guard = OnDrop(Some(dropped_tx));
+            let _ = started_tx.send(());
+            let _ = never.await;
+        });
+        started.await.unwrap();
+        watcher.abort();
+        // The work's future is dropped (its guard fires) rather than left running.
+        tokio::time::timeout(Duration::from_secs(30), dropped)
+            .await
+            .expect("the work is aborted with its watcher")
+            .unwrap();
     }
 }

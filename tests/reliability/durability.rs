@@ -123,11 +123,19 @@ fn the_store_survives_kill_9_during_heavy_writes() {
                 "--test-threads=1",
             ])
             .env(HAMMER_ENV, &path)
+            .env("RUST_BACKTRACE", "0")
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("the helper starts");
         let stdout = BufReader::new(child.stdout.take().unwrap());
+        // The helper's stderr: why it stopped, if it did (e.g. "database or disk is full").
+        let mut stderr = child.stderr.take().unwrap();
+        let stderr = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
+            text
+        });
         // Killed after a random number of commits, i.e. at a random point of its writes.
         let kill_after = rng.random_range(3..60);
         let mut seen = 0;
@@ -151,12 +159,18 @@ fn the_store_survives_kill_9_during_heavy_writes() {
                 break;
             }
         }
-        assert!(
-            seen >= kill_after,
-            "round {round}: the helper stopped early"
-        );
+        if seen < kill_after {
+            let _ = child.wait();
+            let log = stderr.join().unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(15).collect();
+            panic!(
+                "round {round}: the helper stopped early (a full disk makes its writes fail); its stderr ends:\n{}",
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
+        }
         child.kill().expect("SIGKILL");
         let status = child.wait().unwrap();
+        drop(stderr);
         assert!(!status.success(), "round {round}: it was killed");
 
         // Reopens, recovers its WAL, and is intact.
@@ -180,9 +194,11 @@ fn the_store_survives_kill_9_during_heavy_writes() {
             .iter()
             .map(|m| {
                 verify(&m.content).unwrap_or_else(|| {
+                    let head: String = m.content.chars().take(40).collect();
                     panic!(
-                        "a torn message in {session}: {:?}…",
-                        &m.content[..40.min(m.content.len())]
+                        "a torn message in {session} ({} characters, status {:?}): {head:?}…",
+                        m.content.chars().count(),
+                        m.status
                     )
                 })
             })

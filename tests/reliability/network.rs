@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use convo::api::client::Client;
 use convo::api::stream::{SessionStream, StreamTiming, StreamUpdate};
-use convo::api::{SendMessage, new_idempotency_key, new_session_id};
+use convo::api::{SendMessage, new_idempotency_key, new_session_id, send_streaming};
 use convo::render::transcript::EntryState;
 use convo::service::{RunningService, ServiceConfig};
+use convo::store::{MessageStatus, Store, StoredMessage};
 use convo::tui::app::{App, StreamState};
 use crossterm::event::KeyCode;
 use tokio::sync::mpsc;
@@ -75,6 +76,26 @@ async fn until_stored(svc: &RunningService, session: &str, n: usize) -> Vec<serd
     tokio::time::timeout(GUARD, wait)
         .await
         .expect("the service stores the turn")
+}
+
+/// Waits (guarded) until the app's local store holds `n` messages of `session`.
+async fn until_in_local_store(tui: &Tui, session: &str, n: usize) -> Vec<StoredMessage> {
+    let file = tui.store_file.clone();
+    let session = session.to_string();
+    let wait = async move {
+        loop {
+            let found = Store::open(&file)
+                .and_then(|s| s.transcript(&session))
+                .unwrap_or_default();
+            if found.len() >= n {
+                return found;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::time::timeout(GUARD, wait)
+        .await
+        .expect("the local store gets the messages")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -252,7 +273,6 @@ async fn a_stream_cut_mid_reply_keeps_the_partial_reply_and_resumes_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "bug: while the stream is down the partial reply still reads `streaming…`, not interrupted (tui/app.rs on_stream ignores Disconnected for the pending reply)"]
 async fn a_partial_reply_is_marked_interrupted_while_the_stream_is_down() {
     let (_svc, proxy, mut tui, _tx, _dir) = mid_reply().await;
     proxy.set(Fault::Reset);
@@ -266,7 +286,6 @@ async fn a_partial_reply_is_marked_interrupted_while_the_stream_is_down() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "bug: a reply that ends while the stream is down stays `streaming…` after the reconnect (no snapshot comes for a finished reply and the app never fetches it)"]
 async fn a_reply_that_finished_while_the_stream_was_down_is_shown_whole_after_reconnect() {
     let (svc, proxy, mut tui, tx, _dir) = mid_reply().await;
     proxy.set(Fault::Reset);
@@ -283,6 +302,10 @@ async fn a_reply_that_finished_while_the_stream_was_down_is_shown_whole_after_re
         last_reply(tui.app()).unwrap().0,
         "Partial answer, and the rest."
     );
+    // Kept in the local store too, whole.
+    let local = until_in_local_store(&tui, &sid, 2).await;
+    assert_eq!(local[1].content, "Partial answer, and the rest.");
+    assert_eq!(local[1].status, MessageStatus::Complete);
 }
 
 /// A service on a database in `dir` whose replies stream slowly, the app behind a proxy,
@@ -323,17 +346,29 @@ async fn a_server_killed_mid_reply_and_restarted_is_reconnected_to_by_itself() {
         .expect("the service restarts on its address");
     tui.until("the stream open again", stream_open).await;
     // The reply was cut short: the service's `error` event marks it failed, or, when the
-    // close beat that event (see the ignored test below), Ctrl-C stops it, keeping it.
-    if tui.app().open.as_ref().unwrap().pending.is_some() {
-        tui.key(KeyCode::Char('c'), crossterm::event::KeyModifiers::CONTROL);
-        assert!(!tui.app().quit);
-    }
+    // close beat that event, it reads interrupted and the history fetched after the
+    // reconnect settles it (the turn was rolled back: interrupted for good, kept locally).
+    tui.until("the reply settled", |app| {
+        app.open
+            .as_ref()
+            .is_some_and(|o| o.pending.is_none() && o.cut_off.is_none())
+    })
+    .await;
     let (kept, state) = last_reply(tui.app()).unwrap();
+    let kept = kept.to_string();
     assert!(kept.starts_with(&partial), "what arrived stays visible");
     assert!(
         matches!(state, EntryState::Interrupted | EntryState::Failed(_)),
         "{state:?}"
     );
+    if *state == EntryState::Interrupted {
+        let notice = tui.app().notice.clone().unwrap().text;
+        assert!(notice.contains("did not keep"), "{notice}");
+        let sid = tui.app().open_id().unwrap().to_string();
+        let local = until_in_local_store(&tui, &sid, 2).await;
+        assert_eq!(local[1].content, kept);
+        assert_eq!(local[1].status, MessageStatus::Interrupted);
+    }
     tui.type_text("again, briefly");
     tui.press(KeyCode::Enter);
     tui.until("the reply", reply_complete).await;
@@ -352,7 +387,6 @@ async fn a_server_killed_mid_reply_and_restarted_is_reconnected_to_by_itself() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "bug: when the server stops mid-reply, its `error` event races the 1001 close; when the close wins the reply stays `streaming…` and pending for good (only Ctrl-C ends it)"]
 async fn a_server_killed_mid_reply_ends_the_pending_reply_by_itself() {
     let dir = tempfile::tempdir().unwrap();
     let (first, _proxy, mut tui) = killable(dir.path()).await;
@@ -465,4 +499,197 @@ async fn a_slow_link_delivers_the_streamed_reply_whole() {
         stored[1]["content"].as_str().unwrap(),
         "every delta, in order, none twice"
     );
+}
+
+/// `send_streaming` (what `convo send --stream` runs) through `proxy`, its printed pieces
+/// reported on the returned channel.
+fn follow(
+    proxy: &FaultProxy,
+    api_key: &str,
+    session: &str,
+    text: &str,
+) -> (
+    tokio::task::JoinHandle<Result<convo::api::Message, convo::api::ApiError>>,
+    mpsc::UnboundedReceiver<String>,
+) {
+    let client = Client::new(options(proxy.url(), api_key)).unwrap();
+    let (printed_tx, printed) = mpsc::unbounded_channel();
+    let body = SendMessage {
+        content: text.into(),
+        role: None,
+        stream: None,
+        metadata: None,
+    };
+    let session = session.to_string();
+    let task = tokio::spawn(async move {
+        send_streaming(&client, &session, &body, &new_idempotency_key(), |piece| {
+            let _ = printed_tx.send(piece.to_string());
+        })
+        .await
+    });
+    (task, printed)
+}
+
+/// Collects printed pieces (guarded) until they make `want`.
+async fn until_printed(
+    printed: &mut mpsc::UnboundedReceiver<String>,
+    sofar: &mut String,
+    want: &str,
+) {
+    let wait = async {
+        while sofar.as_str() != want {
+            match printed.recv().await {
+                Some(piece) => sofar.push_str(&piece),
+                None => panic!("printing ended at {sofar:?}, wanted {want:?}"),
+            }
+        }
+    };
+    tokio::time::timeout(GUARD, wait)
+        .await
+        .expect("the pieces are printed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_stream_reconnects_and_gets_a_reply_that_finished_while_the_stream_was_down() {
+    let (upstream, tx) = Upstream::live().await;
+    let mut config = ServiceConfig::ephemeral(0);
+    config.engine = upstream.engine_config();
+    drop(upstream);
+    let svc = service(config).await;
+    let proxy = FaultProxy::start(Some(svc.addr)).await;
+    let sid = new_session_id();
+    let (task, mut printed) = follow(&proxy, &svc.api_key, &sid, "tell me everything");
+    let mut sofar = String::new();
+    tx.send(chunk("Partial ")).unwrap();
+    tx.send(chunk("answer, ")).unwrap();
+    until_printed(&mut printed, &mut sofar, "Partial answer, ").await;
+
+    // The stream drops; the reply finishes meanwhile; the stream comes back.
+    proxy.set(Fault::Reset);
+    proxy.cut_all();
+    tx.send(chunk("and the rest.")).unwrap();
+    tx.send(finish()).unwrap();
+    until_stored(&svc, &sid, 2).await;
+    proxy.set(Fault::Pass);
+    let reply = tokio::time::timeout(GUARD, task)
+        .await
+        .expect("send_streaming ends")
+        .unwrap()
+        .expect("the stored reply, fetched after the reconnect");
+    assert_eq!(reply.content, "Partial answer, and the rest.");
+    // What was printed is the whole reply, each piece once.
+    until_printed(&mut printed, &mut sofar, "Partial answer, and the rest.").await;
+    assert!(printed.try_recv().is_err(), "nothing printed twice");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_stream_says_clearly_when_the_server_dropped_the_reply() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = service(ServiceConfig::persistent(dir.path(), 200).unwrap()).await;
+    let addr = first.addr;
+    let proxy = FaultProxy::start(Some(addr)).await;
+    let sid = new_session_id();
+    let (task, mut printed) = follow(&proxy, &first.api_key, &sid, "a long story, please");
+    let first_piece = tokio::time::timeout(GUARD, printed.recv())
+        .await
+        .expect("part of the reply")
+        .expect("a piece");
+    assert!(!first_piece.is_empty());
+    // The server stops mid-reply (the turn is rolled back) and comes back.
+    first.shutdown().await;
+    let _second = convo::service::start(ServiceConfig::persistent(dir.path(), 0).unwrap(), addr)
+        .await
+        .expect("the service restarts on its address");
+    let e = tokio::time::timeout(GUARD, task)
+        .await
+        .expect("send_streaming ends by itself")
+        .unwrap()
+        .expect_err("the reply is gone");
+    // Either the service's `error` event beat the close, or the history settled it.
+    let why = e.to_string();
+    assert!(
+        why.contains("did not keep the reply") || why.contains("shutting down"),
+        "{why}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn convo_send_stream_prints_a_reply_that_finished_while_its_stream_was_down() {
+    use tokio::io::AsyncReadExt;
+    let (upstream, tx) = Upstream::live().await;
+    let mut config = ServiceConfig::ephemeral(0);
+    config.engine = upstream.engine_config();
+    drop(upstream);
+    let svc = service(config).await;
+    let proxy = FaultProxy::start(Some(svc.addr)).await;
+    let home = tempfile::tempdir().unwrap();
+    let sid = new_session_id();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_convo"))
+        .args(["send", "--stream", "--session", &sid, "tell me everything"])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home.path())
+        .env("XDG_CONFIG_HOME", home.path().join("config"))
+        .env("XDG_DATA_HOME", home.path().join("data"))
+        .env("NO_COLOR", "1")
+        .env("CONVO_BASE_URL", proxy.url().as_str())
+        .env("CONVO_API_KEY", &svc.api_key)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("convo starts");
+    let mut stdout = child.stdout.take().unwrap();
+    let mut printed = Vec::new();
+    tx.send(chunk("Partial ")).unwrap();
+    tx.send(chunk("answer, ")).unwrap();
+    let first_part = async {
+        let mut buf = [0u8; 256];
+        while !String::from_utf8_lossy(&printed).contains("Partial answer, ") {
+            let n = stdout.read(&mut buf).await.expect("stdout");
+            assert!(
+                n > 0,
+                "convo ended early: {:?}",
+                String::from_utf8_lossy(&printed)
+            );
+            printed.extend_from_slice(&buf[..n]);
+        }
+    };
+    tokio::time::timeout(GUARD, first_part)
+        .await
+        .expect("the first part is printed");
+
+    // The stream drops; the reply finishes meanwhile; the network comes back.
+    proxy.set(Fault::Reset);
+    proxy.cut_all();
+    tx.send(chunk("and the rest.")).unwrap();
+    tx.send(finish()).unwrap();
+    until_stored(&svc, &sid, 2).await;
+    proxy.set(Fault::Pass);
+    let rest = async {
+        stdout.read_to_end(&mut printed).await.expect("stdout");
+        child.wait().await.expect("convo ends")
+    };
+    let status = tokio::time::timeout(GUARD, rest)
+        .await
+        .expect("convo ends by itself");
+    let mut stderr = String::new();
+    let _ = child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .await;
+    assert!(status.success(), "exit {status:?}; stderr: {stderr}");
+    assert_eq!(
+        String::from_utf8_lossy(&printed),
+        "Partial answer, and the rest.\n",
+        "the whole reply, each piece once"
+    );
+    // The local store has the exchange, the reply whole.
+    let store = Store::open(&home.path().join("data").join("convo").join("convo.db")).unwrap();
+    let local = store.transcript(&sid).unwrap();
+    assert_eq!(local.len(), 2, "{local:?}");
+    assert_eq!(local[1].content, "Partial answer, and the rest.");
 }

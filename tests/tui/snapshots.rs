@@ -460,3 +460,109 @@ fn filtering_sessions_shows_the_filter_keys_over_a_notice() {
         app
     });
 }
+
+#[test]
+fn a_reply_cut_off_by_the_stream_reads_interrupted() {
+    snap("reply_cut_off", |w, h| {
+        let mut app = chat(w, h);
+        type_text(&mut app, "tell me more");
+        let id = send_id(&app.update(key(KeyCode::Enter)));
+        app.update(AppEvent::SendAccepted {
+            session_id: A.into(),
+            send_id: id,
+            reply: Message {
+                message_id: "m1".into(),
+                session_id: A.into(),
+                role: Role::Assistant,
+                content: String::new(),
+                tokens: 0,
+                created_at: "2026-11-22T12:00:00Z".into(),
+            },
+            prompt_tokens: 3,
+        });
+        app.update(AppEvent::Stream {
+            session_id: A.into(),
+            update: StreamStatus::Event(StreamEvent::Delta {
+                session_id: A.into(),
+                message_id: "m1".into(),
+                seq: 0,
+                content: "The partial answer".into(),
+            }),
+        });
+        app.update(AppEvent::Stream {
+            session_id: A.into(),
+            update: StreamStatus::Disconnected("connection reset".into()),
+        });
+        app
+    });
+}
+
+#[test]
+fn session_titles_from_markdown_messages_are_plain() {
+    snap("markdown_titles", |w, h| {
+        let mut app = chat(w, h);
+        app.update(AppEvent::Key(KeyEvent::new(
+            KeyCode::Char('n'),
+            KeyModifiers::CONTROL,
+        )));
+        let sid = app.open.as_ref().unwrap().id.clone();
+        app.update(AppEvent::Stream {
+            session_id: sid.clone(),
+            update: StreamStatus::Connected,
+        });
+        app.update(AppEvent::Paste(
+            "# **Plan** for `v2`:  ship _it_\n\nthe details".into(),
+        ));
+        let id = send_id(&app.update(key(KeyCode::Enter)));
+        app.update(AppEvent::SendAccepted {
+            session_id: sid.clone(),
+            send_id: id,
+            reply: Message {
+                message_id: "m1".into(),
+                session_id: sid,
+                role: Role::Assistant,
+                content: String::new(),
+                tokens: 0,
+                created_at: "2026-11-22T12:00:00Z".into(),
+            },
+            prompt_tokens: 9,
+        });
+        app
+    });
+}
+
+#[test]
+fn the_help_section_headers_are_styled_as_headers_not_as_keys() {
+    let mut app = chat(120, 40);
+    app.update(key(KeyCode::F(1)));
+    let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    terminal.draw(|f| view::draw(f, &app)).unwrap();
+    let buf = terminal.backend().buffer().clone();
+    // The style of the first cell of `text` on screen.
+    let style_of = |text: &str| {
+        for y in 0..buf.area.height {
+            let row: String = (0..buf.area.width).map(|x| buf[(x, y)].symbol()).collect();
+            if let Some(byte) = row.find(text) {
+                let x = row[..byte].chars().count() as u16;
+                return buf[(x, y)].style();
+            }
+        }
+        panic!("{text:?} is not on screen");
+    };
+    let key_row = style_of("/delete");
+    for header in [
+        "Keys    ",
+        "Commands (type in the composer)",
+        "Metrics view (F2)",
+        "Wallet view (F3)",
+    ] {
+        let style = style_of(header);
+        assert!(
+            style.add_modifier.contains(ratatui::style::Modifier::BOLD),
+            "{header}: {style:?}"
+        );
+        assert_ne!(style.fg, key_row.fg, "{header} is not coloured as a key");
+    }
+    // The views' keys are entries, under their header.
+    assert_eq!(style_of("1 2 3 4").fg, key_row.fg);
+}

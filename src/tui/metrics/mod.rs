@@ -304,32 +304,34 @@ pub enum MetricsEvent {
     },
 }
 
-/// Help overlay lines for the metrics and wallet views: (keys, what they do).
-pub fn help_lines(keys: &crate::keys::KeyBindings) -> Vec<(String, String)> {
+/// The help overlay's sections for the metrics and wallet views: a title, then (keys, what
+/// they do).
+pub fn help_sections(keys: &crate::keys::KeyBindings) -> Vec<(String, Vec<(String, String)>)> {
     let back = keys.back.first_label();
     let tab = keys.focus_next.first_label();
-    [
+    vec![
         (
-            format!("{} view:", keys.metrics_view.first_label()),
-            "metrics".to_string(),
+            format!("Metrics view ({})", keys.metrics_view.first_label()),
+            vec![
+                ("1 2 3 4".into(), "last 24h / 7d / 30d / 90d".into()),
+                ("← →".into(), "range, granularity, bucket".into()),
+                (tab.clone(), "next section".into()),
+                ("Enter".into(), "type a custom range".into()),
+                (keys.refresh.first_label(), "reload (fresh clock)".into()),
+                (keys.stop_or_quit.first_label(), "cancel loading".into()),
+                (back.clone(), "back to the chat".into()),
+            ],
         ),
-        ("1 2 3 4".into(), "last 24h / 7d / 30d / 90d".into()),
-        ("← →".into(), "range, granularity, bucket".into()),
-        (tab.clone(), "next section".into()),
-        ("Enter".into(), "type a custom range".into()),
-        (keys.refresh.first_label(), "reload (fresh clock)".into()),
-        (keys.stop_or_quit.first_label(), "cancel loading".into()),
         (
-            format!("{} view:", keys.wallet_view.first_label()),
-            "wallet".into(),
+            format!("Wallet view ({})", keys.wallet_view.first_label()),
+            vec![
+                ("Enter".into(), "fetch the typed id".into()),
+                ("↑ ↓".into(), "recent ids; scroll tables".into()),
+                (tab, "prompt, tokens, NFTs".into()),
+                (back, "back to the chat".into()),
+            ],
         ),
-        ("Enter".into(), "fetch the typed id".into()),
-        ("↑ ↓".into(), "recent ids; scroll tables".into()),
-        (tab, "prompt, tokens, NFTs".into()),
-        (back, "back to the chat".into()),
     ]
-    .into_iter()
-    .collect()
 }
 
 /// A duration in seconds, readably: `0s`, `42s`, `4m 12s`, `1h 03m`, `2d 4h`.

@@ -22,21 +22,46 @@ pub const SLASH_COMMANDS: &[(&str, &str)] = &[
     ("/quit", "quit"),
 ];
 
-/// Every line of the help, in order.
-pub fn lines(app: &App) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = app
-        .keys
-        .describe()
-        .into_iter()
-        .map(|(_, desc, b)| (b.label(), desc.to_string()))
-        .collect();
-    out.extend(
-        SLASH_COMMANDS
-            .iter()
-            .map(|(k, d)| (k.to_string(), d.to_string())),
-    );
+/// A row of the help.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HelpRow {
+    /// A section's title, styled as a header.
+    Header(String),
+    /// Keys (or a command) and what they do.
+    Entry(String, String),
+    /// Space between two sections.
+    Blank,
+}
+
+/// Every row of the help, in order: sections, each a header and its entries.
+pub fn lines(app: &App) -> Vec<HelpRow> {
+    let mut sections: Vec<(String, Vec<(String, String)>)> = vec![
+        (
+            "Keys".to_string(),
+            app.keys
+                .describe()
+                .into_iter()
+                .map(|(_, desc, b)| (b.label(), desc.to_string()))
+                .collect(),
+        ),
+        (
+            "Commands (type in the composer)".to_string(),
+            SLASH_COMMANDS
+                .iter()
+                .map(|(k, d)| (k.to_string(), d.to_string()))
+                .collect(),
+        ),
+    ];
     // views: the keys of the metrics and wallet views.
-    out.extend(crate::tui::metrics::help_lines(&app.keys));
+    sections.extend(crate::tui::metrics::help_sections(&app.keys));
+    let mut out = Vec::new();
+    for (title, entries) in sections {
+        if !out.is_empty() {
+            out.push(HelpRow::Blank);
+        }
+        out.push(HelpRow::Header(title));
+        out.extend(entries.into_iter().map(|(k, d)| HelpRow::Entry(k, d)));
+    }
     out
 }
 
@@ -44,21 +69,34 @@ pub fn lines(app: &App) -> Vec<(String, String)> {
 struct Layout {
     area: Rect,
     key_w: usize,
-    columns: usize,
     col_w: usize,
-    rows: usize,
+    /// The rows of each column (one or two).
+    columns: Vec<Vec<HelpRow>>,
 }
 
-fn layout(entries: &[(String, String)], screen: Rect) -> Layout {
-    let key_w = entries
-        .iter()
+fn layout(rows: &[HelpRow], screen: Rect) -> Layout {
+    let entries = || {
+        rows.iter().filter_map(|r| match r {
+            HelpRow::Entry(k, d) => Some((k, d)),
+            _ => None,
+        })
+    };
+    let key_w = entries()
         .map(|(k, _)| k.width())
         .max()
         .unwrap_or(0)
         .min(MAX_KEY_WIDTH);
-    let desc_w = entries.iter().map(|(_, d)| d.width()).max().unwrap_or(0);
+    let desc_w = entries().map(|(_, d)| d.width()).max().unwrap_or(0);
+    let header_w = rows
+        .iter()
+        .filter_map(|r| match r {
+            HelpRow::Header(t) => Some(t.width() + 2),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
     // One entry: " key  desc " — two columns only when neither would be cut.
-    let entry_w = key_w + desc_w + 3;
+    let entry_w = (key_w + desc_w + 3).max(header_w);
     let wide = (2 * entry_w + 2) as u16;
     let area = centered(
         screen,
@@ -66,43 +104,78 @@ fn layout(entries: &[(String, String)], screen: Rect) -> Layout {
         screen.height.saturating_sub(2).max(3),
     );
     let inner_w = area.width.saturating_sub(2) as usize;
-    let columns = if inner_w >= 2 * entry_w { 2 } else { 1 };
+    let columns = if inner_w >= 2 * entry_w {
+        split_at_a_section(rows)
+    } else {
+        vec![rows.to_vec()]
+    };
     Layout {
         area,
         key_w,
+        col_w: inner_w / columns.len(),
         columns,
-        col_w: inner_w / columns,
-        rows: entries.len().div_ceil(columns),
+    }
+}
+
+/// Two columns as even as can be, the second starting at a section's header so that no
+/// header is parted from its entries.
+fn split_at_a_section(rows: &[HelpRow]) -> Vec<Vec<HelpRow>> {
+    let best = rows
+        .iter()
+        .enumerate()
+        .filter(|(i, r)| *i > 0 && matches!(r, HelpRow::Header(_)))
+        // The blank row before the header stays out of both columns.
+        .min_by_key(|(i, _)| (i - 1).max(rows.len() - i))
+        .map(|(i, _)| i);
+    match best {
+        Some(i) => vec![rows[..i - 1].to_vec(), rows[i..].to_vec()],
+        None => vec![rows.to_vec()],
     }
 }
 
 /// The largest useful scroll offset of the help on `screen`.
 pub fn max_scroll(app: &App, screen: Rect) -> u16 {
     let l = layout(&lines(app), screen);
-    (l.rows as u16).saturating_sub(l.area.height.saturating_sub(2))
+    let rows = l.columns.iter().map(Vec::len).max().unwrap_or(0);
+    (rows as u16).saturating_sub(l.area.height.saturating_sub(2))
 }
 
 pub fn render(app: &App, scroll: u16, screen: Rect, buf: &mut Buffer) {
-    let entries = lines(app);
     let Layout {
         area,
         key_w,
-        columns,
         col_w,
-        rows,
-    } = layout(&entries, screen);
+        columns,
+    } = layout(&lines(app), screen);
+    let rows = columns.iter().map(Vec::len).max().unwrap_or(0);
     let mut text = Vec::new();
     for r in 0..rows {
         let mut spans = Vec::new();
-        for c in 0..columns {
-            if let Some((k, d)) = entries.get(c * rows + r) {
-                let key = truncate(k, key_w);
-                let desc = truncate(d, col_w.saturating_sub(key_w + 3));
-                spans.push(Span::styled(format!(" {key:<key_w$} "), theme::hint()));
-                spans.push(Span::raw(format!(
-                    "{desc:<w$}",
-                    w = col_w.saturating_sub(key_w + 2)
-                )));
+        for (c, column) in columns.iter().enumerate() {
+            let last = c + 1 == columns.len();
+            match column.get(r) {
+                Some(HelpRow::Entry(k, d)) => {
+                    let key = truncate(k, key_w);
+                    let desc = truncate(d, col_w.saturating_sub(key_w + 3));
+                    spans.push(Span::styled(format!(" {key:<key_w$} "), theme::hint()));
+                    spans.push(Span::raw(format!(
+                        "{desc:<w$}",
+                        w = col_w.saturating_sub(key_w + 2)
+                    )));
+                }
+                Some(HelpRow::Header(title)) => {
+                    let title = truncate(title, col_w.saturating_sub(1));
+                    spans.push(Span::styled(format!(" {title}"), theme::bold()));
+                    if !last {
+                        let pad = col_w.saturating_sub(title.width() + 1);
+                        spans.push(Span::raw(" ".repeat(pad)));
+                    }
+                }
+                Some(HelpRow::Blank) | None => {
+                    if !last {
+                        spans.push(Span::raw(" ".repeat(col_w)));
+                    }
+                }
             }
         }
         text.push(Line::from(spans));

@@ -46,9 +46,9 @@ pub fn draw(frame: &mut Frame, app: &App) {
         Some(Overlay::Help { scroll }) => {
             help::render(app, *scroll, frame.area(), frame.buffer_mut())
         }
-        Some(Overlay::ConfirmDelete { session_id, title }) => {
-            dialog::confirm_delete(app, session_id, title, frame.area(), frame.buffer_mut())
-        }
+        Some(Overlay::ConfirmDelete {
+            session_id, title, ..
+        }) => dialog::confirm_delete(app, session_id, title, frame.area(), frame.buffer_mut()),
         Some(Overlay::ContextOverflow { current, max, .. }) => {
             dialog::context_overflow(app, *current, *max, frame.area(), frame.buffer_mut())
         }
