@@ -10,5 +10,6 @@ mod service {
     mod openapi;
     mod storage;
     mod stream;
+    mod totals;
     mod upstream;
 }

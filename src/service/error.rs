@@ -130,4 +130,6 @@ pub enum StoreError {
     Join(String),
     #[error("corrupt stored data: {0}")]
     Corrupt(String),
+    #[error("the transaction was not committed: {0}")]
+    Commit(String),
 }

@@ -15,6 +15,7 @@ pub mod cli;
 pub mod config;
 pub mod engine;
 pub mod error;
+pub mod head_errors;
 pub mod ids;
 pub mod jwt;
 pub mod router;
@@ -124,6 +125,23 @@ impl RunningService {
     }
 }
 
+/// Connections the kernel queues before `accept`: with the standard library's 128, a burst of
+/// 200 clients connecting at once overflowed the queue and some waited for a SYN retransmit
+/// (one second).
+const LISTEN_BACKLOG: u32 = 1024;
+
+fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    #[cfg(unix)]
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
 /// Bind `addr` (port 0 allowed), migrate, serve in a background tokio task.
 pub async fn start(
     config: ServiceConfig,
@@ -155,9 +173,7 @@ pub async fn start(
         ));
     }
     let engine = engine::build(&config.engine).map_err(ServiceError::Config)?;
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|source| ServiceError::Bind { addr, source })?;
+    let listener = bind(addr).map_err(|source| ServiceError::Bind { addr, source })?;
     let local = listener
         .local_addr()
         .map_err(|source| ServiceError::Bind { addr, source })?;
@@ -192,7 +208,7 @@ pub async fn start(
     let app = router::build(state.clone());
     let mut signal = shutdown_rx;
     let server = tokio::spawn(async move {
-        axum::serve(listener, app)
+        axum::serve(head_errors::EnvelopingListener(listener), app)
             .with_graceful_shutdown(async move {
                 let _ = signal.wait_for(|stop| *stop).await;
             })

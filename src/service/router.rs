@@ -16,6 +16,7 @@ use futures_util::FutureExt;
 use super::AppState;
 use super::error::ApiError;
 use super::routes;
+pub use super::routes::analytics::MAX_QUERY_BYTES;
 
 pub const MESSAGES: &str = "/v1/sessions/{sessionId}/messages";
 pub const SESSIONS: &str = "/v1/sessions";
@@ -59,6 +60,7 @@ pub(crate) fn build(state: Arc<AppState>) -> Router {
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn(limit_query))
         .layer(axum::middleware::from_fn(catch_panic))
         .layer(axum::middleware::from_fn(log_request))
         .with_state(state)
@@ -78,6 +80,20 @@ async fn log_request(request: Request, next: Next) -> Response {
         "request"
     );
     response
+}
+
+/// Every endpoint refuses a query string over `MAX_QUERY_BYTES` with 400 `invalid_request`,
+/// before authentication and routing. (URIs over hyper's own 65,534-byte limit never get here;
+/// `head_errors` gives hyper's 414 the envelope.)
+async fn limit_query(request: Request, next: Next) -> Response {
+    let length = request.uri().query().map_or(0, str::len);
+    if length > MAX_QUERY_BYTES {
+        return ApiError::invalid(format!(
+            "the query string is {length} bytes long; the maximum is {MAX_QUERY_BYTES}"
+        ))
+        .into_response();
+    }
+    next.run(request).await
 }
 
 /// A handler that panics answers 500 `internal` (no detail) instead of dropping the connection.

@@ -22,7 +22,9 @@ struct InFlight {
 }
 
 struct SessionChannel {
-    tx: broadcast::Sender<StreamEvent>,
+    /// Made by the first listener: a reply nobody listens to costs no channel (a broadcast
+    /// channel allocates all its `CHANNEL_CAPACITY` slots up front).
+    tx: Option<broadcast::Sender<StreamEvent>>,
     in_flight: Vec<InFlight>,
     recent: VecDeque<StreamEvent>,
 }
@@ -30,14 +32,14 @@ struct SessionChannel {
 impl SessionChannel {
     fn new() -> Self {
         SessionChannel {
-            tx: broadcast::channel(CHANNEL_CAPACITY).0,
+            tx: None,
             in_flight: Vec::new(),
             recent: VecDeque::new(),
         }
     }
 
     fn idle(&self) -> bool {
-        self.in_flight.is_empty() && self.tx.receiver_count() == 0
+        self.in_flight.is_empty() && self.tx.as_ref().is_none_or(|tx| tx.receiver_count() == 0)
     }
 }
 
@@ -76,9 +78,10 @@ impl StreamHub {
     /// Publishes the next piece of a reply; returns its seq.
     pub fn delta(&self, session_id: &str, message_id: &str, content: &str) -> u64 {
         self.with_sessions(|s| {
-            let channel = s
-                .entry(session_id.to_string())
-                .or_insert_with(SessionChannel::new);
+            // `begin` made the channel; a reply without one has nothing to publish to.
+            let Some(channel) = s.get_mut(session_id) else {
+                return 0;
+            };
             let Some(flight) = channel
                 .in_flight
                 .iter_mut()
@@ -90,12 +93,14 @@ impl StreamHub {
             flight.seq += 1;
             flight.content.push_str(content);
             // No receivers is fine: the reply is generated whether or not anyone listens.
-            let _ = channel.tx.send(StreamEvent::Delta {
-                session_id: session_id.to_string(),
-                message_id: message_id.to_string(),
-                seq,
-                content: content.to_string(),
-            });
+            if let Some(tx) = channel.tx.as_ref().filter(|tx| tx.receiver_count() > 0) {
+                let _ = tx.send(StreamEvent::Delta {
+                    session_id: session_id.to_string(),
+                    message_id: message_id.to_string(),
+                    seq,
+                    content: content.to_string(),
+                });
+            }
             seq
         })
     }
@@ -107,7 +112,9 @@ impl StreamHub {
                 return;
             };
             channel.in_flight.retain(|f| f.message_id != message_id);
-            let _ = channel.tx.send(event.clone());
+            if let Some(tx) = &channel.tx {
+                let _ = tx.send(event.clone());
+            }
             channel.recent.push_back(event);
             if channel.recent.len() > RECENT_TERMINALS {
                 channel.recent.pop_front();
@@ -137,7 +144,10 @@ impl StreamHub {
                 .collect();
             Subscription {
                 snapshots,
-                events: channel.tx.subscribe(),
+                events: channel
+                    .tx
+                    .get_or_insert_with(|| broadcast::channel(CHANNEL_CAPACITY).0)
+                    .subscribe(),
             }
         })
     }

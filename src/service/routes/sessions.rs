@@ -26,7 +26,7 @@ pub(crate) async fn delete(
     let sid = session_id.clone();
     let deleted = state
         .store
-        .call(move |c| messages::delete_session(c, account.id, &sid, time::now_ms()))
+        .call_alone(move |c| messages::delete_session(c, account.id, &sid, time::now_ms()))
         .await?;
     if deleted {
         tracing::info!(account = account.id, session = %session_id, "session deleted");

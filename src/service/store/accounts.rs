@@ -29,7 +29,7 @@ pub fn ensure_keys(
     keys: &[(String, Tier)],
     now_ms: i64,
 ) -> Result<HashMap<String, Account>, StoreError> {
-    let tx = conn.transaction()?;
+    let tx = conn.savepoint()?;
     let mut accounts = HashMap::new();
     for (key, tier) in keys {
         let hash = hash_key(key);

@@ -23,13 +23,15 @@ pub fn lookup(
     key: &str,
     now_ms: i64,
 ) -> Result<Option<Recorded>, StoreError> {
-    conn.execute(
+    conn.prepare_cached(
         "DELETE FROM idempotency_keys WHERE account_id = ?1 AND session_id = ?2 AND key = ?3 AND created_at <= ?4",
-        params![account_id, session_id, key, now_ms - TTL_MS],
-    )?;
+    )?
+    .execute(params![account_id, session_id, key, now_ms - TTL_MS])?;
     Ok(conn
-        .query_row(
+        .prepare_cached(
             "SELECT status, body FROM idempotency_keys WHERE account_id = ?1 AND session_id = ?2 AND key = ?3",
+        )?
+        .query_row(
             params![account_id, session_id, key],
             |r| {
                 Ok(Recorded {
@@ -49,11 +51,11 @@ pub fn record(
     response: &Recorded,
     now_ms: i64,
 ) -> Result<(), StoreError> {
-    conn.execute(
+    conn.prepare_cached(
         "INSERT OR REPLACE INTO idempotency_keys (account_id, session_id, key, status, body, created_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        params![account_id, session_id, key, response.status as i64, response.body, now_ms],
-    )?;
+    )?
+    .execute(params![account_id, session_id, key, response.status as i64, response.body, now_ms])?;
     Ok(())
 }
 

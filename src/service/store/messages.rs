@@ -25,17 +25,28 @@ pub fn session_status(
     account_id: i64,
     session_id: &str,
 ) -> Result<SessionStatus, StoreError> {
-    let row: Option<(i64, Option<i64>)> = conn
-        .query_row(
-            "SELECT account_id, deleted_at FROM sessions WHERE id = ?1",
-            [session_id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
+    Ok(session_state(conn, account_id, session_id)?.0)
+}
+
+/// The status of a session and, when live, the tokens of its stored messages (its context,
+/// kept by the triggers of migration 2).
+fn session_state(
+    conn: &Connection,
+    account_id: i64,
+    session_id: &str,
+) -> Result<(SessionStatus, u64), StoreError> {
+    let row: Option<(i64, Option<i64>, i64)> = conn
+        .prepare_cached(
+            "SELECT account_id, deleted_at, context_tokens FROM sessions WHERE id = ?1",
+        )?
+        .query_row([session_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
         .optional()?;
     Ok(match row {
-        None => SessionStatus::Unused,
-        Some((owner, None)) if owner == account_id => SessionStatus::Live,
-        Some(_) => SessionStatus::Gone,
+        None => (SessionStatus::Unused, 0),
+        Some((owner, None, context)) if owner == account_id => {
+            (SessionStatus::Live, context.max(0) as u64)
+        }
+        Some(_) => (SessionStatus::Gone, 0),
     })
 }
 
@@ -48,8 +59,9 @@ pub struct HistoryEntry {
 }
 
 pub fn history(conn: &Connection, session_id: &str) -> Result<Vec<HistoryEntry>, StoreError> {
-    let mut stmt = conn
-        .prepare("SELECT role, content, tokens FROM messages WHERE session_id = ?1 ORDER BY pk")?;
+    let mut stmt = conn.prepare_cached(
+        "SELECT role, content, tokens FROM messages WHERE session_id = ?1 ORDER BY pk",
+    )?;
     let rows = stmt.query_map([session_id], |r| {
         Ok((
             r.get::<_, String>(0)?,
@@ -124,8 +136,8 @@ pub fn start_turn(
     conn: &mut Connection,
     t: &TurnStart,
 ) -> Result<Result<TurnStarted, TurnRefusal>, StoreError> {
-    let tx = conn.transaction()?;
-    let status = session_status(&tx, t.account.id, &t.session_id)?;
+    let tx = conn.savepoint()?;
+    let (status, stored) = session_state(&tx, t.account.id, &t.session_id)?;
     if status == SessionStatus::Gone {
         return Ok(Err(TurnRefusal::SessionNotFound));
     }
@@ -145,12 +157,7 @@ pub fn start_turn(
     {
         return Ok(Err(TurnRefusal::Quota("sessions")));
     }
-    let stored: i64 = tx.query_row(
-        "SELECT COALESCE(SUM(tokens), 0) FROM messages WHERE session_id = ?1",
-        [&t.session_id],
-        |r| r.get(0),
-    )?;
-    let current = stored as u64 + t.message.tokens;
+    let current = stored + t.message.tokens;
     if current > t.max_context_tokens {
         return Ok(Err(TurnRefusal::ContextOverflow {
             current,
@@ -158,10 +165,8 @@ pub fn start_turn(
         }));
     }
     if status == SessionStatus::Unused {
-        tx.execute(
-            "INSERT INTO sessions (id, account_id, created_at) VALUES (?1, ?2, ?3)",
-            params![t.session_id, t.account.id, t.now_ms],
-        )?;
+        tx.prepare_cached("INSERT INTO sessions (id, account_id, created_at) VALUES (?1, ?2, ?3)")?
+            .execute(params![t.session_id, t.account.id, t.now_ms])?;
     }
     let m = &t.message;
     insert_message(
@@ -198,31 +203,31 @@ fn insert_message(
     metadata: Option<&str>,
     created_at: i64,
 ) -> Result<(), StoreError> {
-    conn.execute(
+    conn.prepare_cached(
         "INSERT INTO messages (id, session_id, role, content, tokens, metadata, created_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        params![
-            id,
-            session_id,
-            role.as_str(),
-            content,
-            tokens as i64,
-            metadata,
-            created_at
-        ],
-    )?;
-    conn.execute(
+    )?
+    .execute(params![
+        id,
+        session_id,
+        role.as_str(),
+        content,
+        tokens as i64,
+        metadata,
+        created_at
+    ])?;
+    conn.prepare_cached(
         "INSERT INTO message_log (message_id, account_id, session_id, role, tokens, created_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        params![
-            id,
-            account_id,
-            session_id,
-            role.as_str(),
-            tokens as i64,
-            created_at
-        ],
-    )?;
+    )?
+    .execute(params![
+        id,
+        account_id,
+        session_id,
+        role.as_str(),
+        tokens as i64,
+        created_at
+    ])?;
     Ok(())
 }
 
@@ -245,7 +250,7 @@ pub fn complete_turn(
     idempotent: Option<(&str, &Recorded)>,
     now_ms: i64,
 ) -> Result<bool, StoreError> {
-    let tx = conn.transaction()?;
+    let tx = conn.savepoint()?;
     if session_status(&tx, account_id, session_id)? != SessionStatus::Live {
         return Ok(false);
     }
@@ -276,7 +281,7 @@ pub fn roll_back_turn(
     user_message_id: &str,
     idempotency_key: Option<&str>,
 ) -> Result<(), StoreError> {
-    let tx = conn.transaction()?;
+    let tx = conn.savepoint()?;
     tx.execute("DELETE FROM messages WHERE id = ?1", [user_message_id])?;
     tx.execute(
         "DELETE FROM message_log WHERE message_id = ?1",
@@ -298,7 +303,7 @@ pub fn delete_session(
     session_id: &str,
     now_ms: i64,
 ) -> Result<bool, StoreError> {
-    let tx = conn.transaction()?;
+    let tx = conn.savepoint()?;
     if session_status(&tx, account_id, session_id)? != SessionStatus::Live {
         return Ok(false);
     }

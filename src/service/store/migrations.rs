@@ -64,6 +64,96 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (account_id, session_id, key)
     );
     "#,
+    // 2: running totals, so that quota checks and usage read one row instead of summing a
+    // month of logs: per (account, billing period) requests and tokens, per account its live
+    // sessions, per session the tokens of its stored messages (its context). Triggers keep
+    // them in the transaction of every statement that writes the rows they sum, whoever
+    // writes them; the back-fill covers rows written before this migration.
+    r#"
+    CREATE TABLE usage_totals (
+        account_id    INTEGER NOT NULL,
+        period_start  INTEGER NOT NULL,         -- first instant (ms) of the calendar month, UTC
+        requests      INTEGER NOT NULL DEFAULT 0,
+        tokens        INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (account_id, period_start)
+    ) WITHOUT ROWID;
+    ALTER TABLE accounts ADD COLUMN live_sessions INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE sessions ADD COLUMN context_tokens INTEGER NOT NULL DEFAULT 0;
+
+    INSERT INTO usage_totals (account_id, period_start, requests, tokens)
+    SELECT account_id, period_start, SUM(requests), SUM(tokens) FROM (
+        SELECT account_id, CAST(strftime('%s', at / 1000.0, 'unixepoch', 'start of month') AS INTEGER) * 1000 AS period_start,
+               1 AS requests, 0 AS tokens
+        FROM request_log
+        UNION ALL
+        SELECT account_id, CAST(strftime('%s', created_at / 1000.0, 'unixepoch', 'start of month') AS INTEGER) * 1000,
+               0, tokens
+        FROM message_log
+    ) GROUP BY account_id, period_start;
+    UPDATE accounts SET live_sessions =
+        (SELECT COUNT(*) FROM sessions s WHERE s.account_id = accounts.id AND s.deleted_at IS NULL);
+    UPDATE sessions SET context_tokens =
+        (SELECT COALESCE(SUM(tokens), 0) FROM messages m WHERE m.session_id = sessions.id);
+
+    CREATE TRIGGER request_log_counts AFTER INSERT ON request_log BEGIN
+        INSERT INTO usage_totals (account_id, period_start, requests)
+        VALUES (NEW.account_id, CAST(strftime('%s', NEW.at / 1000.0, 'unixepoch', 'start of month') AS INTEGER) * 1000, 1)
+        ON CONFLICT (account_id, period_start) DO UPDATE SET requests = requests + 1;
+    END;
+    CREATE TRIGGER request_log_uncounts AFTER DELETE ON request_log BEGIN
+        UPDATE usage_totals SET requests = requests - 1
+        WHERE account_id = OLD.account_id
+          AND period_start = CAST(strftime('%s', OLD.at / 1000.0, 'unixepoch', 'start of month') AS INTEGER) * 1000;
+    END;
+    CREATE TRIGGER message_log_counts AFTER INSERT ON message_log BEGIN
+        INSERT INTO usage_totals (account_id, period_start, tokens)
+        VALUES (NEW.account_id, CAST(strftime('%s', NEW.created_at / 1000.0, 'unixepoch', 'start of month') AS INTEGER) * 1000, NEW.tokens)
+        ON CONFLICT (account_id, period_start) DO UPDATE SET tokens = tokens + excluded.tokens;
+    END;
+    CREATE TRIGGER message_log_uncounts AFTER DELETE ON message_log BEGIN
+        UPDATE usage_totals SET tokens = tokens - OLD.tokens
+        WHERE account_id = OLD.account_id
+          AND period_start = CAST(strftime('%s', OLD.created_at / 1000.0, 'unixepoch', 'start of month') AS INTEGER) * 1000;
+    END;
+    CREATE TRIGGER request_log_recounts AFTER UPDATE OF account_id, at ON request_log BEGIN
+        UPDATE usage_totals SET requests = requests - 1
+        WHERE account_id = OLD.account_id
+          AND period_start = CAST(strftime('%s', OLD.at / 1000.0, 'unixepoch', 'start of month') AS INTEGER) * 1000;
+        INSERT INTO usage_totals (account_id, period_start, requests)
+        VALUES (NEW.account_id, CAST(strftime('%s', NEW.at / 1000.0, 'unixepoch', 'start of month') AS INTEGER) * 1000, 1)
+        ON CONFLICT (account_id, period_start) DO UPDATE SET requests = requests + 1;
+    END;
+    CREATE TRIGGER message_log_recounts AFTER UPDATE OF account_id, tokens, created_at ON message_log BEGIN
+        UPDATE usage_totals SET tokens = tokens - OLD.tokens
+        WHERE account_id = OLD.account_id
+          AND period_start = CAST(strftime('%s', OLD.created_at / 1000.0, 'unixepoch', 'start of month') AS INTEGER) * 1000;
+        INSERT INTO usage_totals (account_id, period_start, tokens)
+        VALUES (NEW.account_id, CAST(strftime('%s', NEW.created_at / 1000.0, 'unixepoch', 'start of month') AS INTEGER) * 1000, NEW.tokens)
+        ON CONFLICT (account_id, period_start) DO UPDATE SET tokens = tokens + excluded.tokens;
+    END;
+    CREATE TRIGGER sessions_count AFTER INSERT ON sessions WHEN NEW.deleted_at IS NULL BEGIN
+        UPDATE accounts SET live_sessions = live_sessions + 1 WHERE id = NEW.account_id;
+    END;
+    CREATE TRIGGER sessions_recount AFTER UPDATE OF account_id, deleted_at ON sessions BEGIN
+        UPDATE accounts SET live_sessions = live_sessions - 1
+        WHERE id = OLD.account_id AND OLD.deleted_at IS NULL;
+        UPDATE accounts SET live_sessions = live_sessions + 1
+        WHERE id = NEW.account_id AND NEW.deleted_at IS NULL;
+    END;
+    CREATE TRIGGER sessions_uncount AFTER DELETE ON sessions WHEN OLD.deleted_at IS NULL BEGIN
+        UPDATE accounts SET live_sessions = live_sessions - 1 WHERE id = OLD.account_id;
+    END;
+    CREATE TRIGGER messages_add_context AFTER INSERT ON messages BEGIN
+        UPDATE sessions SET context_tokens = context_tokens + NEW.tokens WHERE id = NEW.session_id;
+    END;
+    CREATE TRIGGER messages_move_context AFTER UPDATE OF session_id, tokens ON messages BEGIN
+        UPDATE sessions SET context_tokens = context_tokens - OLD.tokens WHERE id = OLD.session_id;
+        UPDATE sessions SET context_tokens = context_tokens + NEW.tokens WHERE id = NEW.session_id;
+    END;
+    CREATE TRIGGER messages_remove_context AFTER DELETE ON messages BEGIN
+        UPDATE sessions SET context_tokens = context_tokens - OLD.tokens WHERE id = OLD.session_id;
+    END;
+    "#,
 ];
 
 /// Brings the schema up to date; each migration runs in its own transaction.
@@ -98,5 +188,131 @@ mod tests {
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
         assert_eq!(v as usize, MIGRATIONS.len());
+    }
+
+    fn ms(y: i32, mo: u32, d: u32, h: u32, mi: u32, s: u32) -> i64 {
+        use chrono::TimeZone;
+        chrono::Utc
+            .with_ymd_and_hms(y, mo, d, h, mi, s)
+            .unwrap()
+            .timestamp_millis()
+    }
+
+    fn period(at_ms: i64) -> i64 {
+        let t = crate::service::time::from_ms(at_ms);
+        crate::service::time::billing_period(t).0.timestamp_millis()
+    }
+
+    /// A database written by a version-1 convo gets its totals back-filled from its rows.
+    #[test]
+    fn migration_2_back_fills_the_totals_of_an_old_database() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        let tx = conn.transaction().unwrap();
+        tx.execute_batch(MIGRATIONS[0]).unwrap();
+        tx.pragma_update(None, "user_version", 1).unwrap();
+        tx.commit().unwrap();
+        let (oct, nov, nov_end, dec) = (
+            ms(2026, 10, 31, 23, 59, 59) + 999,
+            ms(2026, 11, 1, 0, 0, 0),
+            ms(2026, 11, 30, 12, 0, 0),
+            ms(2026, 12, 1, 0, 0, 0),
+        );
+        conn.execute_batch(&format!(
+            "INSERT INTO accounts (id, tier, created_at) VALUES (1, 'pro', 0), (2, 'free', 0), (3, 'pro', 0);
+             INSERT INTO sessions (id, account_id, created_at, deleted_at) VALUES
+                ('session_aaaaaaaaaaaaaaaa', 1, {oct}, NULL),
+                ('session_bbbbbbbbbbbbbbbb', 1, {nov}, {nov_end}),
+                ('session_cccccccccccccccc', 2, {nov}, NULL),
+                ('session_dddddddddddddddd', 1, {nov}, NULL);
+             INSERT INTO messages (id, session_id, role, content, tokens, created_at) VALUES
+                ('m1', 'session_aaaaaaaaaaaaaaaa', 'user', 'x', 10, {oct}),
+                ('m2', 'session_aaaaaaaaaaaaaaaa', 'assistant', 'y', 20, {nov}),
+                ('m3', 'session_cccccccccccccccc', 'user', 'z', 7, {nov_end});
+             INSERT INTO message_log (message_id, account_id, session_id, role, tokens, created_at) VALUES
+                ('m1', 1, 'session_aaaaaaaaaaaaaaaa', 'user', 10, {oct}),
+                ('m2', 1, 'session_aaaaaaaaaaaaaaaa', 'assistant', 20, {nov}),
+                ('m0', 1, 'session_bbbbbbbbbbbbbbbb', 'user', 300, {nov}),
+                ('m3', 2, 'session_cccccccccccccccc', 'user', 7, {nov_end});
+             INSERT INTO request_log (account_id, at, method, route) VALUES
+                (1, {oct}, 'POST', 'x'), (1, {nov}, 'POST', 'x'), (1, {nov_end}, 'GET', 'y'),
+                (1, {dec}, 'GET', 'y'), (2, {nov_end}, 'POST', 'x');"
+        ))
+        .unwrap();
+        migrate(&mut conn).unwrap();
+        let totals = |account: i64, at: i64| -> (i64, i64) {
+            conn.query_row(
+                "SELECT requests, tokens FROM usage_totals WHERE account_id = ?1 AND period_start = ?2",
+                [account, period(at)],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap_or((0, 0))
+        };
+        assert_eq!(totals(1, oct), (1, 10));
+        assert_eq!(totals(1, nov), (2, 320));
+        assert_eq!(totals(1, dec), (1, 0));
+        assert_eq!(totals(2, nov_end), (1, 7));
+        assert_eq!(totals(3, nov), (0, 0));
+        let count: i64 = conn
+            .query_row("SELECT COUNT(*) FROM usage_totals", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(count, 4);
+        let live = |account: i64| -> i64 {
+            conn.query_row(
+                "SELECT live_sessions FROM accounts WHERE id = ?1",
+                [account],
+                |r| r.get(0),
+            )
+            .unwrap()
+        };
+        assert_eq!((live(1), live(2), live(3)), (2, 1, 0));
+        let context = |id: &str| -> i64 {
+            conn.query_row(
+                "SELECT context_tokens FROM sessions WHERE id = ?1",
+                [id],
+                |r| r.get(0),
+            )
+            .unwrap()
+        };
+        assert_eq!(context("session_aaaaaaaaaaaaaaaa"), 30);
+        assert_eq!(context("session_bbbbbbbbbbbbbbbb"), 0);
+        assert_eq!(context("session_cccccccccccccccc"), 7);
+    }
+
+    /// The triggers put a row in the same billing period as `time::billing_period` does, at
+    /// the edges of months and years, in leap years, before 1970.
+    #[test]
+    fn the_triggers_agree_with_billing_period() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate(&mut conn).unwrap();
+        let instants = [
+            ms(2026, 11, 22, 3, 0, 0),
+            ms(2026, 12, 31, 23, 59, 59) + 999,
+            ms(2027, 1, 1, 0, 0, 0),
+            ms(2028, 2, 29, 12, 0, 0),
+            ms(2028, 3, 1, 0, 0, 0) - 1,
+            ms(1969, 12, 31, 23, 59, 59) + 999,
+            0,
+        ];
+        for (i, at) in instants.iter().enumerate() {
+            conn.execute(
+                "INSERT INTO request_log (account_id, at, method, route) VALUES (?1, ?2, 'GET', 'x')",
+                [i as i64, *at],
+            )
+            .unwrap();
+            conn.execute(
+                "INSERT INTO message_log (message_id, account_id, session_id, role, tokens, created_at)
+                 VALUES (?1, ?2, 's', 'user', 5, ?3)",
+                rusqlite::params![format!("m{i}"), i as i64, *at],
+            )
+            .unwrap();
+            let row: (i64, i64, i64) = conn
+                .query_row(
+                    "SELECT period_start, requests, tokens FROM usage_totals WHERE account_id = ?1",
+                    [i as i64],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                )
+                .unwrap();
+            assert_eq!(row, (period(*at), 1, 5), "at {at}");
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! The request log and the aggregates behind `/v1/analytics/usage` and `/v1/analytics/metrics`.
 
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use super::accounts::Account;
 use crate::service::error::StoreError;
@@ -24,44 +24,61 @@ pub fn admit_request(
     method: &str,
     route: &str,
 ) -> Result<RequestAdmission, StoreError> {
-    let tx = conn.transaction()?;
+    let tx = conn.savepoint()?;
     let used = requests_used(&tx, account.id, period_start_ms)?;
     if used >= account.tier.limits().requests {
         return Ok(RequestAdmission::OverLimit);
     }
-    tx.execute(
+    tx.prepare_cached(
         "INSERT INTO request_log (account_id, at, method, route) VALUES (?1, ?2, ?3, ?4)",
-        params![account.id, now_ms, method, route],
-    )?;
+    )?
+    .execute(params![account.id, now_ms, method, route])?;
     tx.commit()?;
     Ok(RequestAdmission::Admitted)
 }
 
-pub fn requests_used(conn: &Connection, account_id: i64, since_ms: i64) -> Result<u64, StoreError> {
-    let n: i64 = conn.query_row(
-        "SELECT COUNT(*) FROM request_log WHERE account_id = ?1 AND at >= ?2",
-        params![account_id, since_ms],
-        |r| r.get(0),
+/// The running totals of `account` in the billing period starting at `period_start_ms`
+/// (kept by the triggers of migration 2): requests and tokens. One primary-key lookup.
+pub fn period_totals(
+    conn: &Connection,
+    account_id: i64,
+    period_start_ms: i64,
+) -> Result<(u64, u64), StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT requests, tokens FROM usage_totals WHERE account_id = ?1 AND period_start = ?2",
     )?;
-    Ok(n as u64)
+    let totals: Option<(i64, i64)> = stmt
+        .query_row(params![account_id, period_start_ms], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .optional()?;
+    let (requests, tokens) = totals.unwrap_or((0, 0));
+    Ok((requests.max(0) as u64, tokens.max(0) as u64))
 }
 
-pub fn tokens_used(conn: &Connection, account_id: i64, since_ms: i64) -> Result<u64, StoreError> {
-    let n: i64 = conn.query_row(
-        "SELECT COALESCE(SUM(tokens), 0) FROM message_log WHERE account_id = ?1 AND created_at >= ?2",
-        params![account_id, since_ms],
-        |r| r.get(0),
-    )?;
-    Ok(n as u64)
+/// Requests of the account counted in the billing period starting at `period_start_ms`.
+pub fn requests_used(
+    conn: &Connection,
+    account_id: i64,
+    period_start_ms: i64,
+) -> Result<u64, StoreError> {
+    Ok(period_totals(conn, account_id, period_start_ms)?.0)
 }
 
+/// Message tokens of the account in the billing period starting at `period_start_ms`.
+pub fn tokens_used(
+    conn: &Connection,
+    account_id: i64,
+    period_start_ms: i64,
+) -> Result<u64, StoreError> {
+    Ok(period_totals(conn, account_id, period_start_ms)?.1)
+}
+
+/// Sessions of the account that exist (not deleted).
 pub fn active_sessions(conn: &Connection, account_id: i64) -> Result<u64, StoreError> {
-    let n: i64 = conn.query_row(
-        "SELECT COUNT(*) FROM sessions WHERE account_id = ?1 AND deleted_at IS NULL",
-        [account_id],
-        |r| r.get(0),
-    )?;
-    Ok(n as u64)
+    let mut stmt = conn.prepare_cached("SELECT live_sessions FROM accounts WHERE id = ?1")?;
+    let n: Option<i64> = stmt.query_row([account_id], |r| r.get(0)).optional()?;
+    Ok(n.unwrap_or(0).max(0) as u64)
 }
 
 /// Raw numbers of the usage resource.
@@ -77,9 +94,10 @@ pub fn usage_counts(
     account_id: i64,
     period_start_ms: i64,
 ) -> Result<UsageCounts, StoreError> {
+    let (requests, tokens) = period_totals(conn, account_id, period_start_ms)?;
     Ok(UsageCounts {
-        requests: requests_used(conn, account_id, period_start_ms)?,
-        tokens: tokens_used(conn, account_id, period_start_ms)?,
+        requests,
+        tokens,
         sessions: active_sessions(conn, account_id)?,
     })
 }

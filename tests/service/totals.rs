@@ -1,0 +1,301 @@
+//! The running totals behind quotas and usage (migration 2) always equal what the logs they
+//! replace would sum: after sends, idempotent replays, streamed sends, deletions, rolled-back
+//! turns, and across billing periods.
+
+use std::path::Path;
+
+use chrono::{TimeZone, Utc};
+use convo::api::Role;
+use convo::service::store::Store;
+use convo::service::store::accounts::Account;
+use convo::service::store::messages::{self, TurnStart, TurnStarted, UserMessage};
+use convo::service::{DbLocation, ServiceConfig, Tier, generate_api_key, time};
+use reqwest::StatusCode;
+use serde_json::json;
+
+use super::common::{Svc, json, session, start_with};
+
+fn file_config(dir: &Path) -> ServiceConfig {
+    let mut config = ServiceConfig::ephemeral(0);
+    config.db = DbLocation::File(dir.join("service.db"));
+    config
+}
+
+/// Every way the totals can disagree with the rows they sum, as readable lines (empty: none).
+fn disagreements(conn: &rusqlite::Connection) -> Vec<String> {
+    let mut out = Vec::new();
+    let rows = |sql: &str| -> Vec<(i64, i64, i64, i64)> {
+        let mut stmt = conn.prepare(sql).unwrap();
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    // The logs grouped by (account, billing period), the period computed by the service's
+    // own `billing_period`, not by SQL.
+    let mut expected = std::collections::BTreeMap::<(i64, i64), (i64, i64)>::new();
+    let period = |ms: i64| time::billing_period(time::from_ms(ms)).0.timestamp_millis();
+    for (account, at, _, _) in rows("SELECT account_id, at, 0, 0 FROM request_log") {
+        expected.entry((account, period(at))).or_default().0 += 1;
+    }
+    for (account, at, tokens, _) in
+        rows("SELECT account_id, created_at, tokens, 0 FROM message_log")
+    {
+        expected.entry((account, period(at))).or_default().1 += tokens;
+    }
+    let actual: std::collections::BTreeMap<(i64, i64), (i64, i64)> = rows(
+        "SELECT account_id, period_start, requests, tokens FROM usage_totals
+         WHERE requests <> 0 OR tokens <> 0",
+    )
+    .into_iter()
+    .map(|(a, p, r, t)| ((a, p), (r, t)))
+    .collect();
+    if expected != actual {
+        out.push(format!(
+            "usage_totals {actual:?} but the logs sum to {expected:?}"
+        ));
+    }
+    for (account, live, counted, _) in rows(
+        "SELECT a.id, a.live_sessions,
+                (SELECT COUNT(*) FROM sessions s WHERE s.account_id = a.id AND s.deleted_at IS NULL), 0
+         FROM accounts a",
+    ) {
+        if live != counted {
+            out.push(format!(
+                "account {account}: live_sessions {live}, sessions {counted}"
+            ));
+        }
+    }
+    let mut stmt = conn
+        .prepare(
+            "SELECT s.id, s.context_tokens, (SELECT COALESCE(SUM(tokens), 0) FROM messages m WHERE m.session_id = s.id)
+             FROM sessions s",
+        )
+        .unwrap();
+    let sessions: Vec<(String, i64, i64)> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    for (id, context, summed) in sessions {
+        if context != summed {
+            out.push(format!(
+                "session {id}: context_tokens {context}, messages sum to {summed}"
+            ));
+        }
+    }
+    out
+}
+
+fn open(dir: &Path) -> rusqlite::Connection {
+    rusqlite::Connection::open(dir.join("service.db")).unwrap()
+}
+
+async fn post_keyed(svc: &Svc, sid: &str, key: &str, body: serde_json::Value) -> StatusCode {
+    let resp = svc
+        .http
+        .post(svc.url(&format!("/v1/sessions/{sid}/messages")))
+        .bearer_auth(&svc.key)
+        .header("idempotency-key", key)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    json(resp).await.0
+}
+
+#[tokio::test]
+async fn totals_equal_the_logs_after_sends_replays_streams_and_deletes() {
+    let dir = tempfile::tempdir().unwrap();
+    let other_key = generate_api_key();
+    let mut config = file_config(dir.path());
+    config.api_keys.push((other_key.clone(), Tier::Free));
+    let svc = start_with(config).await;
+    let (a, b, c) = (session(), session(), session());
+    svc.send_text(&a, "first").await;
+    svc.send_text(&a, "second, a little longer than the first")
+        .await;
+    svc.send_text(&b, "hello b").await;
+    // The same idempotency key three times: one turn stored, three requests counted.
+    for _ in 0..3 {
+        let status = post_keyed(&svc, &c, "once", json!({"content": "only once"})).await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    let status = post_keyed(
+        &svc,
+        &c,
+        "streamed",
+        json!({"content": "streamed", "stream": true}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let status = post_keyed(
+        &svc,
+        &c,
+        "streamed",
+        json!({"content": "streamed", "stream": true}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    // Another account's traffic is counted apart.
+    let (status, _) = svc
+        .post_with_key(&other_key, &session(), json!({"content": "elsewhere"}))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(svc.delete(&b).await.0, StatusCode::OK);
+    assert_eq!(
+        svc.post(&b, json!({"content": "to a deleted session"}))
+            .await
+            .0,
+        StatusCode::NOT_FOUND
+    );
+    // The streamed reply of `c` is stored in the background; its turn ends before the next
+    // send to `c` starts (turns of a session are serialised).
+    svc.send_text(&c, "after the stream").await;
+
+    let usage = svc.usage().await;
+    {
+        let conn = open(dir.path());
+        assert_eq!(disagreements(&conn), Vec::<String>::new());
+        let (requests, tokens): (i64, i64) = conn
+            .query_row(
+                "SELECT (SELECT COUNT(*) FROM request_log WHERE account_id = 1),
+                        (SELECT SUM(tokens) FROM message_log WHERE account_id = 1)",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(usage["requests"]["used"], requests);
+        assert_eq!(usage["tokens"]["used"], tokens);
+        // a and c live, b deleted.
+        assert_eq!(usage["sessions"]["active"], 2);
+        // 3 + 3 + 2 + 1 sends, the deletion, the refused send, this usage request.
+        assert_eq!(requests, 12);
+    }
+    svc.service.shutdown().await;
+    assert_eq!(disagreements(&open(dir.path())), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn a_rolled_back_turn_takes_its_tokens_back_out_of_the_totals() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&DbLocation::File(dir.path().join("service.db"))).unwrap();
+    let keys = vec![(generate_api_key(), Tier::Pro)];
+    let accounts = store
+        .blocking(|c| convo::service::store::accounts::ensure_keys(c, &keys, time::now_ms()))
+        .unwrap();
+    let account: Account = *accounts.values().next().unwrap();
+    let now = Utc::now();
+    let sid = session();
+    let start = |id: &str, tokens: u64| TurnStart {
+        account,
+        session_id: sid.clone(),
+        message: UserMessage {
+            id: id.to_string(),
+            role: Role::User,
+            content: format!("message {id}"),
+            tokens,
+            metadata: None,
+        },
+        idempotency_key: Some(id.to_string()),
+        accepted_response: None,
+        max_context_tokens: 8192,
+        period_start_ms: time::billing_period(now).0.timestamp_millis(),
+        now_ms: now.timestamp_millis(),
+    };
+    let first = start("msg_kept", 40);
+    let second = start("msg_rolled", 25);
+    store
+        .blocking(|c| {
+            for t in [&first, &second] {
+                match messages::start_turn(c, t)? {
+                    Ok(TurnStarted::Ready { .. }) => {}
+                    other => panic!("the turn did not start: {other:?}"),
+                }
+            }
+            assert_eq!(
+                convo::service::store::usage::tokens_used(c, account.id, first.period_start_ms)?,
+                65
+            );
+            messages::roll_back_turn(c, account.id, &sid, "msg_rolled", Some("msg_rolled"))?;
+            assert_eq!(
+                convo::service::store::usage::tokens_used(c, account.id, first.period_start_ms)?,
+                40
+            );
+            assert_eq!(disagreements(c), Vec::<String>::new());
+            // The context of the session lost the rolled-back message too: 8192 - 40 fit again.
+            let full = start("msg_full", 8192 - 40);
+            assert!(matches!(
+                messages::start_turn(c, &full)?,
+                Ok(TurnStarted::Ready {
+                    context_tokens: 8192,
+                    ..
+                })
+            ));
+            let over = start("msg_over", 1);
+            assert!(matches!(
+                messages::start_turn(c, &over)?,
+                Err(messages::TurnRefusal::ContextOverflow {
+                    current: 8193,
+                    max: 8192
+                })
+            ));
+            assert_eq!(disagreements(c), Vec::<String>::new());
+            Ok(())
+        })
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_new_billing_period_counts_from_zero_and_past_periods_keep_their_totals() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = file_config(dir.path());
+    config.api_keys[0].1 = Tier::Free;
+    let svc = start_with(config.clone()).await;
+    svc.service.shutdown().await;
+    let (period_start, _) = time::billing_period(Utc::now());
+    let last_moment_before = period_start.timestamp_millis() - 1;
+    let december = Utc
+        .with_ymd_and_hms(2025, 12, 31, 23, 59, 59)
+        .unwrap()
+        .timestamp_millis();
+    {
+        // Written by hand while the service is stopped: the triggers count whoever writes.
+        let conn = open(dir.path());
+        for at in [last_moment_before, last_moment_before, december] {
+            conn.execute(
+                "INSERT INTO request_log (account_id, at, method, route) VALUES (1, ?1, 'GET', '/v1/analytics/usage')",
+                [at],
+            )
+            .unwrap();
+        }
+        conn.execute(
+            "INSERT INTO message_log (message_id, account_id, session_id, role, tokens, created_at)
+             VALUES ('msg_lastmonth', 1, 'session_seedseedseedseed', 'user', 199999, ?1)",
+            [last_moment_before],
+        )
+        .unwrap();
+        assert_eq!(disagreements(&conn), Vec::<String>::new());
+    }
+    let svc = start_with(config).await;
+    // Last month's 199,999 tokens do not count against this month's 200,000.
+    svc.send_text(&session(), "a new month").await;
+    let usage = svc.usage().await;
+    assert_eq!(usage["requests"]["used"], 2);
+    let tokens = usage["tokens"]["used"].as_u64().unwrap();
+    assert!(tokens > 0 && tokens < 1000, "{usage}");
+    svc.service.shutdown().await;
+    let conn = open(dir.path());
+    assert_eq!(disagreements(&conn), Vec::<String>::new());
+    let previous = time::billing_period(time::from_ms(last_moment_before))
+        .0
+        .timestamp_millis();
+    let past: (i64, i64) = conn
+        .query_row(
+            "SELECT requests, tokens FROM usage_totals WHERE account_id = 1 AND period_start = ?1",
+            [previous],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(past, (2, 199_999));
+}
