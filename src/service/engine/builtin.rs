@@ -88,6 +88,21 @@ fn asks_for_code(text: &str) -> bool {
             .any(|w| CODE_WORDS.contains(&w))
 }
 
+/// `n thing` or `n things`.
+fn plural(n: usize, thing: &str) -> String {
+    if n == 1 {
+        format!("1 {thing}")
+    } else {
+        format!("{n} {thing}s")
+    }
+}
+
+/// True when `word` is one of the words of `text` (any case).
+fn mentions(text: &str, word: &str) -> bool {
+    text.split(|c: char| !c.is_alphanumeric())
+        .any(|w| w.eq_ignore_ascii_case(word))
+}
+
 fn is_greeting(text: &str) -> bool {
     let first = text
         .split(|c: char| !c.is_alphanumeric())
@@ -144,13 +159,19 @@ pub fn compose(request: &ReplyRequest) -> String {
          conversation itself.\n\n",
     );
     text.push_str(&format!(
-        "You said: *\"{}\"* ({words_asked} words).\n\n",
-        quote(asked, 160)
+        "You said: *\"{}\"* ({}).\n\n",
+        quote(asked, 160),
+        plural(words_asked, "word")
     ));
     text.push_str("This session so far:\n\n");
     text.push_str(&format!(
-        "- **{}** messages: {users} from you{}, {assistants} from me\n",
+        "- **{}** {}: {users} from you{}, {assistants} from me\n",
         history.len(),
+        if history.len() == 1 {
+            "message"
+        } else {
+            "messages"
+        },
         if systems > 0 {
             format!(", {systems} system")
         } else {
@@ -189,7 +210,14 @@ pub fn compose(request: &ReplyRequest) -> String {
              can answer it.\n",
         );
     }
-    if asks_for_code(asked) {
+    if asks_for_code(asked) && mentions(asked, "python") {
+        let escaped = quote(asked, 60).replace('\\', "\\\\").replace('"', "\\\"");
+        text.push_str(&format!(
+            "\nYou asked for code; here is a small Python program that measures your message:\n\n\
+             ```python\nmessage = \"{escaped}\"\nwords = len(message.split())\n\
+             print(f\"{{words}} words, {{len(message)}} characters\")\n```\n"
+        ));
+    } else if asks_for_code(asked) {
         let escaped = quote(asked, 60).replace('\\', "\\\\").replace('"', "\\\"");
         text.push_str(&format!(
             "\nYou asked for code; here is a small Rust program that measures your message:\n\n\
@@ -238,7 +266,7 @@ mod tests {
         let r = compose(&request(&[(Role::User, "What is a monad?")]));
         assert!(r.contains("offline engine"));
         assert!(r.contains("What is a monad?"));
-        assert!(r.contains("**1** messages"));
+        assert!(r.contains("**1** message:"));
         assert!(!r.contains("```"));
         let again = compose(&request(&[(Role::User, "What is a monad?")]));
         assert_eq!(r, again, "deterministic");
@@ -265,5 +293,19 @@ mod tests {
         let r = compose(&request(&[(Role::User, "show me some code \"quoted\"")]));
         assert!(r.contains("```rust\n"));
         assert!(r.contains("\\\"quoted\\\""));
+    }
+
+    #[test]
+    fn counts_are_in_good_grammar_and_code_comes_in_the_language_asked_for() {
+        let one = compose(&request(&[(Role::User, "hello")]));
+        assert!(one.contains("(1 word)"), "{one}");
+        assert!(one.contains("**1** message:"), "{one}");
+        let py = compose(&request(&[(
+            Role::User,
+            "write python code to count words",
+        )]));
+        assert!(py.contains("```python") && !py.contains("```rust"), "{py}");
+        let rs = compose(&request(&[(Role::User, "write some code please")]));
+        assert!(rs.contains("```rust"), "{rs}");
     }
 }
