@@ -27,24 +27,23 @@ pub const DEFAULT_CONFIG: &str = include_str!("../assets/config.toml");
 
 /// Flags that apply to every command. Each has an environment variable except
 /// `--allow-insecure`; a flag wins over its variable.
+/// The client's API key variable (the `--api-key` flag wins over it).
+pub const API_KEY_ENV: &str = "CONVO_API_KEY";
+
 #[derive(Clone, Default, clap::Args)]
 #[command(next_help_heading = "Global options")]
 pub struct GlobalArgs {
     /// Base URL of the service, e.g. http://127.0.0.1:8787 (`convo serve`)
     #[arg(long, global = true, env = "CONVO_BASE_URL", value_name = "URL")]
     pub base_url: Option<String>,
-    /// API key (service_live_…) for the session, message and analytics endpoints
+    /// API key (service_live_…) for the session, message and analytics endpoints [env:
+    /// CONVO_API_KEY]
     // The id is that of `convo serve --api-key` (field `api_keys`): clap then does not add
     // this global flag to `serve` a second time, and `serve` parses its own repeatable
-    // `--api-key`. Tested below for every subcommand.
-    #[arg(
-        id = "api_keys",
-        long = "api-key",
-        global = true,
-        env = "CONVO_API_KEY",
-        hide_env_values = true,
-        value_name = "KEY"
-    )]
+    // `--api-key`. Tested below for every subcommand. `CONVO_API_KEY` is read by
+    // `Config::load`, not by clap: through the shared id clap would hand it to `serve` as a
+    // key to accept (`serve` has its own `CONVO_SERVE_API_KEYS`).
+    #[arg(id = "api_keys", long = "api-key", global = true, value_name = "KEY")]
     pub api_key: Option<String>,
     /// JWT bearer token for the wallet endpoint
     #[arg(
@@ -420,7 +419,9 @@ impl Config {
                     })?,
                 );
         }
-        if let Some(key) = non_empty(global.api_key.clone()) {
+        let key = non_empty(global.api_key.clone())
+            .or_else(|| non_empty(std::env::var(API_KEY_ENV).ok()));
+        if let Some(key) = key {
             config.connection.api_key = Some(key.trim().to_string());
         }
         if let Some(token) = non_empty(global.wallet_token.clone()) {

@@ -30,7 +30,8 @@ pub struct ServeArgs {
     #[arg(long)]
     pub db: Option<String>,
     /// Accepted API key, `service_live_…` with an optional `=free|pro|enterprise` (default pro).
-    /// Repeatable. Without one, a key is generated and printed once to stderr.
+    /// Repeatable. Without one, a key is generated and printed once to stderr (the client's
+    /// `CONVO_API_KEY` is not read here).
     // The id `api_keys` is shared with the global client flag `--api-key` (config.rs), so that
     // clap does not define `--api-key` twice in `serve`.
     #[arg(

@@ -4,6 +4,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 
 const BIN: &str = env!("CARGO_BIN_EXE_convo");
+const CLIENT_KEY: &str = "service_live_clientKeyOfAnotherOne";
 
 #[test]
 fn serve_prints_one_line_serves_and_stops_on_sigterm() {
@@ -20,7 +21,8 @@ fn serve_prints_one_line_serves_and_stops_on_sigterm() {
         ])
         .arg(&db)
         .env_remove("CONVO_SERVE_API_KEYS")
-        .env_remove("CONVO_API_KEY")
+        // The client's key (for another deployment) is not a key this service accepts.
+        .env("CONVO_API_KEY", CLIENT_KEY)
         .env_remove("CONVO_JWT_SECRET")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -72,6 +74,7 @@ fn serve_prints_one_line_serves_and_stops_on_sigterm() {
         1,
         "the generated key is printed once: {stderr}"
     );
+    assert!(!stderr.contains(&CLIENT_KEY[13..]), "{stderr}");
     // The WAL was checkpointed on the way out: the database is consistent and complete.
     let conn = rusqlite::Connection::open(&db).unwrap();
     let check: String = conn
