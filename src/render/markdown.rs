@@ -221,6 +221,7 @@ impl Block {
                 highlighted,
                 ..
             } => {
+                let with_gutter = code_has_gutter(avail);
                 let avail = code_avail(avail);
                 let fresh;
                 let styled: &[Styled] = match growing {
@@ -231,9 +232,9 @@ impl Block {
                     None => highlighted
                         .get_or_init(|| highlight::highlight(lang.as_deref(), lines, None)),
                 };
-                let gutter = Span::styled(CODE_GUTTER, style::code_gutter());
+                let gutter = with_gutter.then(|| Span::styled(CODE_GUTTER, style::code_gutter()));
                 for line in styled {
-                    hard_broken_into(line, avail, Some(&gutter), &mut start_line, out);
+                    hard_broken_into(line, avail, gutter.as_ref(), &mut start_line, out);
                 }
             }
             Block::Rule { .. } => {
@@ -389,8 +390,21 @@ impl Growing<'_> {
     }
 }
 
+/// Below this many columns a code block drops its gutter: the code needs them more (a wide
+/// character and the break marker take three).
+const MIN_CODE_COLUMNS_WITH_GUTTER: usize = 5;
+
+fn code_has_gutter(avail: usize) -> bool {
+    avail >= MIN_CODE_COLUMNS_WITH_GUTTER
+}
+
+/// Columns left for the code itself.
 fn code_avail(avail: usize) -> usize {
-    avail.saturating_sub(wrap::str_width(CODE_GUTTER)).max(1)
+    if code_has_gutter(avail) {
+        avail - wrap::str_width(CODE_GUTTER)
+    } else {
+        avail.max(1)
+    }
 }
 
 fn hard_broken_into(

@@ -357,8 +357,20 @@ impl Measure {
     }
 }
 
+/// Columns of a segment that is not the last, and whether the marker follows it: a line of
+/// one column has no room for the marker beside a character.
+fn break_cap(avail: usize) -> (usize, bool) {
+    let marker = str_width(BREAK_MARKER);
+    if avail > marker {
+        (avail - marker, true)
+    } else {
+        (avail, false)
+    }
+}
+
 /// Break `text` (one line, no `\n`) into segments of at most `avail` columns. Every segment
-/// but the last leaves room for [`BREAK_MARKER`] and reports `true`. At least one segment.
+/// but the last leaves room for [`BREAK_MARKER`] and reports `true`, unless the line is too
+/// narrow for the marker beside a character. At least one segment.
 pub fn hard_break(text: &str, avail: usize, mut emit: impl FnMut(usize, usize, bool)) {
     let avail = avail.max(1);
     let total = str_width(text);
@@ -366,11 +378,11 @@ pub fn hard_break(text: &str, avail: usize, mut emit: impl FnMut(usize, usize, b
         emit(0, text.len(), false);
         return;
     }
-    let cap = avail.saturating_sub(str_width(BREAK_MARKER)).max(1);
+    let (cap, marker) = break_cap(avail);
     if is_plain_ascii(text) {
         let mut pos = 0;
         while text.len() - pos > avail {
-            emit(pos, pos + cap, true);
+            emit(pos, pos + cap, marker);
             pos += cap;
         }
         emit(pos, text.len(), false);
@@ -382,7 +394,8 @@ pub fn hard_break(text: &str, avail: usize, mut emit: impl FnMut(usize, usize, b
     for (offset, g) in text.grapheme_indices(true) {
         let gw = grapheme_width(g);
         if seg_width > 0 && seg_width + gw > cap {
-            emit(seg_start, offset, true);
+            // a wide grapheme alone may leave no room for the marker
+            emit(seg_start, offset, marker && seg_width <= cap);
             remaining -= seg_width;
             seg_start = offset;
             seg_width = 0;
@@ -417,7 +430,7 @@ pub fn count_hard_broken_uniform(width: usize, avail: usize) -> usize {
     if width <= avail {
         return 1;
     }
-    let cap = avail.saturating_sub(str_width(BREAK_MARKER)).max(1);
+    let (cap, _) = break_cap(avail);
     // segments of `cap` until what is left fits in `avail`
     (width - avail).div_ceil(cap) + 1
 }
