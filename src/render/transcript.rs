@@ -745,32 +745,48 @@ fn draw_span(
     remaining: &mut u16,
     style: ratatui::style::Style,
 ) {
-    let char_at = |i: usize| text[i..].chars().next().unwrap_or(' ');
+    let bytes = text.as_bytes();
+    // byte length of the fast character at `i`, or 0
+    let fast_len = |i: usize| match bytes[i] {
+        0x20..0x7f => 1,
+        0x80.. => text[i..]
+            .chars()
+            .next()
+            .filter(|c| is_fast(*c))
+            .map_or(0, char::len_utf8),
+        _ => 0,
+    };
+    // byte length of the character at `i` (a char boundary)
+    let char_len = |i: usize| match bytes[i] {
+        0..0x80 => 1,
+        0xc0..0xe0 => 2,
+        0xe0..0xf0 => 3,
+        _ => 4,
+    };
     let mut slow_start = 0;
     let mut i = 0;
-    while i < text.len() {
-        let c = char_at(i);
-        if !is_fast(c) {
-            i += c.len_utf8();
+    while i < bytes.len() {
+        if fast_len(i) == 0 {
+            i += char_len(i);
             continue;
         }
         let run_start = i;
         let mut last_len = 0;
-        while i < text.len() {
-            let c = char_at(i);
-            if !is_fast(c) {
+        while i < bytes.len() {
+            let n = fast_len(i);
+            if n == 0 {
                 break;
             }
-            last_len = c.len_utf8();
-            i += last_len;
+            last_len = n;
+            i += n;
         }
         // the characters touching other text may be part of its graphemes
         let fast_start = if run_start > 0 {
-            run_start + char_at(run_start).len_utf8()
+            run_start + char_len(run_start)
         } else {
             0
         };
-        let fast_end = if i < text.len() { i - last_len } else { i };
+        let fast_end = if i < bytes.len() { i - last_len } else { i };
         if fast_start >= fast_end {
             continue;
         }
