@@ -748,7 +748,7 @@ fn draw_span(
     let bytes = text.as_bytes();
     // byte length of the fast character at `i`, or 0
     let fast_len = |i: usize| match bytes[i] {
-        0x20..0x7f => 1,
+        0x20..=0x7e => 1,
         0x80.. => text[i..]
             .chars()
             .next()
