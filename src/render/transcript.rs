@@ -726,15 +726,67 @@ fn draw_line(buf: &mut Buffer, x: u16, y: u16, line: &Line<'_>, max_width: u16) 
     }
 }
 
-/// Characters one column wide that never join a neighbour into one grapheme (no combining,
-/// prepended, joining or regional-indicator characters): printable ASCII and the symbols of
-/// `markdown` and the header line. `↩` is an emoji base, so a joiner before it joins it:
-/// the character of a run touching other text goes the slow way (see `draw_span`).
+/// The transcript's own symbols (bars, bullets, gutters, rules, the break marker) past
+/// Latin Extended-B (its `·` is in the Latin-1 Supplement).
+const FAST_SYMBOLS: [char; 10] = ['▌', '▎', '│', '•', '◦', '▪', '…', '─', '┼', '↩'];
+
+/// Printable ASCII, then the Latin-1 Supplement and Latin Extended-A/B (accented letters and
+/// signs), then [`FAST_SYMBOLS`]: the index of a fast character's cell in [`FAST_CELLS`].
+const LATIN_FIRST: u32 = 0xa1;
+const LATIN_LAST: u32 = 0x24f;
+const LATIN_START: usize = 95;
+const SYMBOLS_START: usize = LATIN_START + (LATIN_LAST - LATIN_FIRST + 1) as usize;
+
+/// The index in [`FAST_CELLS`] of a character one column wide that never joins a neighbour
+/// into one grapheme (no combining, prepended, joining, control or regional-indicator
+/// character; the soft hyphen is a control), or `None`. `↩` is an emoji base, so a joiner
+/// before it joins it: the character of a run touching other text goes the slow way (see
+/// `draw_span`). A test checks every pair of these characters.
+fn fast_index(c: char) -> Option<usize> {
+    let n = u32::from(c);
+    match n {
+        0x20..=0x7e => Some((n - 0x20) as usize),
+        0xad => None,
+        LATIN_FIRST..=LATIN_LAST => Some(LATIN_START + (n - LATIN_FIRST) as usize),
+        _ => FAST_SYMBOLS
+            .iter()
+            .position(|&s| s == c)
+            .map(|k| SYMBOLS_START + k),
+    }
+}
+
 fn is_fast(c: char) -> bool {
-    matches!(
-        c,
-        ' '..='~' | '▌' | '▎' | '│' | '•' | '◦' | '▪' | '·' | '…' | '─' | '┼' | '↩'
-    )
+    fast_index(c).is_some()
+}
+
+/// A cell holding each character of [`fast_index`] (and an unused one for the soft hyphen).
+/// Cloning a cell's symbol is a copy; `Cell::set_char` builds it again (`CompactString::new`).
+static FAST_CELLS: std::sync::LazyLock<Vec<ratatui::buffer::Cell>> =
+    std::sync::LazyLock::new(|| {
+        (' '..='~')
+            .chain((LATIN_FIRST..=LATIN_LAST).filter_map(char::from_u32))
+            .chain(FAST_SYMBOLS)
+            .map(|c| {
+                let mut cell = ratatui::buffer::Cell::EMPTY;
+                cell.set_char(c);
+                cell
+            })
+            .collect()
+    });
+
+/// `cell.set_char(c)` for the character at `index` of `fast` ([`FAST_CELLS`]); everything
+/// but the symbol is kept.
+#[allow(deprecated)] // `skip` is kept as `set_char` keeps it
+fn set_fast_symbol(cell: &mut ratatui::buffer::Cell, fast: &[ratatui::buffer::Cell], index: usize) {
+    let (fg, bg, underline, modifier) = (cell.fg, cell.bg, cell.underline_color, cell.modifier);
+    let (diff_option, skip) = (cell.diff_option, cell.skip);
+    *cell = fast[index].clone();
+    cell.fg = fg;
+    cell.bg = bg;
+    cell.underline_color = underline; // ratatui's default feature `underline-color`
+    cell.modifier = modifier;
+    cell.diff_option = diff_option;
+    cell.skip = skip;
 }
 
 fn draw_span(
@@ -752,7 +804,7 @@ fn draw_span(
         0x80.. => text[i..]
             .chars()
             .next()
-            .filter(|c| is_fast(*c))
+            .filter(|&c| is_fast(c))
             .map_or(0, char::len_utf8),
         _ => 0,
     };
@@ -799,24 +851,50 @@ fn draw_span(
             return;
         }
         let first = buf.index_of(*x, y);
-        for (index, c) in (first..).zip(text[fast_start..fast_end].chars()) {
-            if *remaining == 0 {
-                return;
+        let run = &text[fast_start..fast_end];
+        let fast = FAST_CELLS.as_slice();
+        let fits = if run.is_ascii() {
+            // one byte per cell
+            let n = run.len().min(usize::from(*remaining));
+            for (cell, &b) in buf.content[first..first + n].iter_mut().zip(run.as_bytes()) {
+                // a reset cell already holds a space: only its style changes
+                if b != b' ' || cell.symbol() != " " {
+                    set_fast_symbol(cell, fast, usize::from(b - 0x20));
+                }
+                cell.set_style(style);
             }
-            let cell = &mut buf.content[index];
-            // a reset cell already holds a space: only its style changes
-            if c != ' ' || cell.symbol() != " " {
-                cell.set_char(c);
+            draw_advance(x, remaining, n);
+            n == run.len()
+        } else {
+            let mut n = 0;
+            for (cell, c) in buf.content[first..].iter_mut().zip(run.chars()) {
+                if n == usize::from(*remaining) {
+                    break;
+                }
+                if c != ' ' || cell.symbol() != " " {
+                    set_fast_symbol(cell, fast, fast_index(c).unwrap_or_default());
+                }
+                cell.set_style(style);
+                n += 1;
             }
-            cell.set_style(style);
-            *x += 1;
-            *remaining -= 1;
+            draw_advance(x, remaining, n);
+            *remaining > 0 || run[..].chars().nth(n).is_none()
+        };
+        if !fits {
+            return;
         }
         slow_start = fast_end;
     }
     if slow_start < text.len() {
         draw_slow(buf, x, y, &text[slow_start..], remaining, style);
     }
+}
+
+/// Move the cursor `n` cells on (`n` ≤ `remaining`).
+fn draw_advance(x: &mut u16, remaining: &mut u16, n: usize) {
+    let n = u16::try_from(n).unwrap_or(u16::MAX).min(*remaining);
+    *x += n;
+    *remaining -= n;
 }
 
 /// Draw with `set_stringn`; false when not everything fitted (the span stops there).
@@ -979,6 +1057,21 @@ mod tests {
     }
 
     #[test]
+    fn fast_characters_are_one_column_and_never_join_each_other() {
+        use unicode_segmentation::UnicodeSegmentation;
+        let fast: Vec<char> = (' '..='\u{2fff}').filter(|&c| is_fast(c)).collect();
+        assert_eq!(fast.len(), FAST_CELLS.len() - 1, "all but the soft hyphen");
+        for &a in &fast {
+            assert_eq!(unicode_width::UnicodeWidthChar::width(a), Some(1), "{a:?}");
+            assert_eq!(FAST_CELLS[fast_index(a).unwrap()].symbol(), a.to_string());
+            for &b in &fast {
+                let pair = format!("{a}{b}");
+                assert_eq!(pair.graphemes(true).count(), 2, "{a:?} {b:?}");
+            }
+        }
+    }
+
+    #[test]
     fn draw_line_matches_set_line() {
         use ratatui::style::Style;
         let samples = [
@@ -994,6 +1087,7 @@ mod tests {
             "▎ code↩ │ a ─┼─ • ◦ ▪",
             "x\u{200d}↩ ↩\u{fe0f} ▌\u{301} \u{600}▎ ·\u{200d}·",
             "🇫🇷•🇫🇷 ▌日本▌",
+            "café naïve Ærø œuvre ŧ ɏ e\u{301}é\u{301} ¡¿ soft\u{ad}hyphen",
         ];
         for text in samples {
             for width in 1..=24u16 {
@@ -1005,6 +1099,12 @@ mod tests {
                 // the line reaching the buffer's right edge is the case to get right
                 let area = Rect::new(0, 0, width, 1);
                 let (mut want, mut got) = (Buffer::empty(area), Buffer::empty(area));
+                // a buffer already styled (a pane's background, an underline) keeps its style
+                if width % 2 == 0 {
+                    let under = Style::new().on_blue().underlined().italic();
+                    want.set_style(area, under);
+                    got.set_style(area, under);
+                }
                 want.set_line(0, 0, &line, width);
                 draw_line(&mut got, 0, 0, &line, width);
                 assert_eq!(got, want, "{text:?} at {width}");
