@@ -27,9 +27,12 @@ const MAX_GROUP: usize = 256;
 const CHECKPOINT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
 /// Sooner when the last checkpoint found at least this many frames in the WAL (4 MiB).
 const CHECKPOINT_BUSY_FRAMES: i64 = 1000;
-/// The writer connection still checkpoints by itself past this many frames (64 MiB), should
-/// the checkpointer fall behind.
-const WRITER_AUTOCHECKPOINT_FRAMES: i64 = 16 * 1024;
+/// The writer connection still checkpoints by itself past this many frames (16 MiB). Under
+/// continuous writes this is also what lets the WAL start over: SQLite restarts it only when a
+/// write transaction begins with every frame checkpointed, which a background checkpoint never
+/// achieves while the writer keeps committing; by then that checkpoint has copied all but the
+/// last frames, so the writer's own is short.
+const WRITER_AUTOCHECKPOINT_FRAMES: i64 = 4 * 1024;
 /// How long a full checkpoint retries while the checkpointer holds the checkpoint lock.
 const CHECKPOINT_RETRY: std::time::Duration = std::time::Duration::from_secs(10);
 
