@@ -13,6 +13,7 @@ mod migrations;
 pub mod usage;
 
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 
 use rusqlite::Connection;
@@ -65,7 +66,11 @@ struct Checkpointer {
 }
 
 impl Checkpointer {
-    fn start(path: &std::path::Path) -> Result<Checkpointer, rusqlite::Error> {
+    /// `writes` counts the writer's transactions: an idle database is not checkpointed.
+    fn start(
+        path: &std::path::Path,
+        writes: Arc<AtomicU64>,
+    ) -> Result<Checkpointer, rusqlite::Error> {
         let conn = Connection::open(path)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         let (stop, stopped) = mpsc::channel::<()>();
@@ -73,8 +78,15 @@ impl Checkpointer {
             .name("convo-checkpoint".into())
             .spawn(move || {
                 let mut wait = CHECKPOINT_INTERVAL;
+                let mut seen = writes.load(Ordering::Relaxed);
                 // Ends on a stop message or when the sender is dropped.
                 while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(wait) {
+                    let now = writes.load(Ordering::Relaxed);
+                    if now == seen {
+                        wait = CHECKPOINT_INTERVAL;
+                        continue;
+                    }
+                    seen = now;
                     wait = match checkpoint(&conn, "PASSIVE") {
                         Ok((_, frames)) if frames >= CHECKPOINT_BUSY_FRAMES => {
                             CHECKPOINT_INTERVAL / 4
@@ -151,10 +163,11 @@ impl Store {
             conn.pragma_update(None, "cache_size", -32 * 1024)?;
         }
         migrations::migrate(&mut conn)?;
+        let writes = Arc::new(AtomicU64::new(0));
         let checkpointer = match location {
             DbLocation::File(path) => {
                 restrict_permissions(path);
-                Checkpointer::start(path)?
+                Checkpointer::start(path, writes.clone())?
             }
             DbLocation::Memory => Checkpointer::default(),
         };
@@ -163,7 +176,7 @@ impl Store {
         let writer_conn = conn.clone();
         std::thread::Builder::new()
             .name("convo-store".into())
-            .spawn(move || write_groups(&writer_conn, &queue))
+            .spawn(move || write_groups(&writer_conn, &queue, &writes))
             .map_err(|e| {
                 rusqlite::Error::InvalidParameterName(format!("cannot start the store thread: {e}"))
             })?;
@@ -264,7 +277,7 @@ impl Store {
 }
 
 /// The writer thread: takes the closures waiting, runs them as one group, answers them.
-fn write_groups(conn: &Mutex<Connection>, queue: &mpsc::Receiver<Job>) {
+fn write_groups(conn: &Mutex<Connection>, queue: &mpsc::Receiver<Job>, writes: &AtomicU64) {
     let mut next = None;
     loop {
         let first = match next.take() {
@@ -280,6 +293,7 @@ fn write_groups(conn: &Mutex<Connection>, queue: &mpsc::Receiver<Job>) {
             if let Some(done) = run_job(&mut guard, first) {
                 done(None);
             }
+            writes.fetch_add(1, Ordering::Relaxed);
             continue;
         }
         let mut group = vec![first];
@@ -294,6 +308,8 @@ fn write_groups(conn: &Mutex<Connection>, queue: &mpsc::Receiver<Job>) {
             }
         }
         run_group(&mut guard, group);
+        // After the commit: the checkpointer then copies this group's frames too.
+        writes.fetch_add(1, Ordering::Relaxed);
     }
 }
 
