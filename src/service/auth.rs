@@ -63,6 +63,18 @@ pub(crate) async fn admit(
     route: &'static str,
 ) -> Result<Account, ApiError> {
     let account = account(state, headers)?;
+    count(state, account, method, route).await?;
+    Ok(account)
+}
+
+/// Counts a request of an authenticated `account` against the plan's request limit: 429 when
+/// the limit is reached (and the request is not counted).
+pub(crate) async fn count(
+    state: &AppState,
+    account: Account,
+    method: &'static str,
+    route: &'static str,
+) -> Result<(), ApiError> {
     let now = chrono::Utc::now();
     let (period_start, period_end) = time::billing_period(now);
     let admission = state
@@ -81,7 +93,7 @@ pub(crate) async fn admit(
     match admission {
         RequestAdmission::Admitted => {
             tracing::debug!(account = account.id, method, route, "request");
-            Ok(account)
+            Ok(())
         }
         RequestAdmission::OverLimit => Err(ApiError::quota_exceeded("requests", period_end)),
     }

@@ -26,6 +26,11 @@ impl axum::serve::Listener for EnvelopingListener {
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
         let (stream, addr) = axum::serve::Listener::accept(&mut self.0).await;
+        // Answers go out as soon as they are written: with Nagle's algorithm a write that
+        // follows an unacknowledged one waits for the peer's (delayed) ACK.
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+        }
         (EnvelopedStream::new(stream), addr)
     }
 

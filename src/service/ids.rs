@@ -17,9 +17,31 @@ pub fn generate_api_key() -> String {
     format!("service_live_{}", random_alnum(32))
 }
 
-/// A fresh message id: `msg_` + 24 alphanumerics.
+/// Digits of the time prefix, in ASCII order so that ids compare like their times.
+const ORDERED_DIGITS: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+/// Characters of the time prefix: 62^8 milliseconds is about 6,900 years.
+const TIME_PREFIX: usize = 8;
+
+/// A fresh message id: `msg_` + 24 alphanumerics: 8 that encode the current time in
+/// milliseconds (base 62, digits in ASCII order), then 16 random ones (95 bits). Ids made later
+/// sort after earlier ones, so the B-tree indexes keyed by message id (`messages.id`,
+/// `message_log`) grow at their right edge instead of at a random page per insert.
 pub fn new_message_id() -> String {
-    format!("msg_{}", random_alnum(24))
+    message_id_at(crate::service::time::now_ms())
+}
+
+fn message_id_at(ms: i64) -> String {
+    let mut id = String::with_capacity(4 + 24);
+    id.push_str("msg_");
+    let mut prefix = [b'0'; TIME_PREFIX];
+    let mut rest = ms.max(0) as u64;
+    for digit in prefix.iter_mut().rev() {
+        *digit = ORDERED_DIGITS[(rest % 62) as usize];
+        rest /= 62;
+    }
+    id.extend(prefix.iter().map(|&b| b as char));
+    id.push_str(&random_alnum(24 - TIME_PREFIX));
+    id
 }
 
 #[cfg(test)]
@@ -34,5 +56,26 @@ mod tests {
         let id = new_message_id();
         assert!(id.starts_with("msg_") && id.len() == 28);
         assert_ne!(new_message_id(), new_message_id());
+        assert!(id[4..].bytes().all(|b| b.is_ascii_alphanumeric()));
+    }
+
+    #[test]
+    fn message_ids_sort_by_time() {
+        let times = [
+            0,
+            1,
+            61,
+            62,
+            1_000,
+            1_795_000_000_000,
+            1_795_000_000_001,
+            4_102_444_800_000,
+        ];
+        let ids: Vec<String> = times.iter().map(|&t| message_id_at(t)).collect();
+        for pair in ids.windows(2) {
+            assert!(pair[0] < pair[1], "{} < {}", pair[0], pair[1]);
+        }
+        assert!(ids.iter().all(|id| id.len() == 28));
+        assert_eq!(&message_id_at(0)[4..12], "00000000");
     }
 }

@@ -201,6 +201,15 @@ impl StreamHub {
         });
     }
 
+    /// True when the session has a listener now.
+    pub fn has_listeners(&self, session_id: &str) -> bool {
+        self.with_sessions(|s| {
+            s.get(session_id)
+                .and_then(|c| c.tx.as_ref())
+                .is_some_and(|tx| tx.receiver_count() > 0)
+        })
+    }
+
     /// Number of sessions with listeners or replies in flight (for tests and logs).
     pub fn active_sessions(&self) -> usize {
         self.with_sessions(|s| s.len())

@@ -94,18 +94,26 @@ async fn generate(
 }
 
 async fn run(state: &AppState, turn: Turn) -> TurnOutcome {
-    let session_id = turn.session_id.clone();
-    let reply_id = turn.reply_id.clone();
-    let generated = generate(state, turn.request.clone(), &reply_id, &session_id).await;
+    let Turn {
+        account,
+        session_id,
+        user_message_id,
+        reply_id,
+        created_at_ms,
+        idempotency_key,
+        record_response,
+        request,
+    } = turn;
+    let generated = generate(state, request, &reply_id, &session_id).await;
     let content = match generated {
         Ok(content) => content,
         Err(e) => {
             tracing::warn!(session = %session_id, error = %e, "reply failed; turn rolled back");
             let (account_id, sid, uid, key) = (
-                turn.account.id,
+                account.id,
                 session_id.clone(),
-                turn.user_message_id.clone(),
-                turn.idempotency_key.clone(),
+                user_message_id,
+                idempotency_key,
             );
             let rolled = state
                 .store
@@ -119,24 +127,24 @@ async fn run(state: &AppState, turn: Turn) -> TurnOutcome {
             return Err(error);
         }
     };
-    let tokens = tokens::count_async(content.clone()).await;
+    let tokens = tokens::count_async(&content).await;
     let message = Message {
         message_id: reply_id.clone(),
         session_id: session_id.clone(),
         role: Role::Assistant,
         content: content.clone(),
         tokens,
-        created_at: time::ms_to_rfc3339(turn.created_at_ms),
+        created_at: time::ms_to_rfc3339(created_at_ms),
     };
     let body = serde_json::to_string(&message).unwrap_or_default();
     let reply = Reply {
         id: reply_id.clone(),
         content,
         tokens,
-        created_at_ms: turn.created_at_ms,
+        created_at_ms,
     };
-    let record = (turn.record_response)
-        .then_some(turn.idempotency_key.clone())
+    let record = record_response
+        .then_some(idempotency_key)
         .flatten()
         .map(|key| {
             (
@@ -147,7 +155,7 @@ async fn run(state: &AppState, turn: Turn) -> TurnOutcome {
                 },
             )
         });
-    let account_id = turn.account.id;
+    let account_id = account.id;
     let sid = session_id.clone();
     let stored = state
         .store

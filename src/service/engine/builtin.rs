@@ -34,6 +34,11 @@ impl ReplyEngine for BuiltinEngine {
     ) -> BoxFuture<'a, Result<(), EngineError>> {
         async move {
             let text = compose(&request);
+            if self.pace.is_zero() && !request.streamed {
+                // Nothing to pace and nobody watching: the reply in one piece.
+                let _ = out.send(text).await;
+                return Ok(());
+            }
             for (i, piece) in words(&text).into_iter().enumerate() {
                 if i > 0 && !self.pace.is_zero() {
                     tokio::time::sleep(self.pace).await;
@@ -250,7 +255,37 @@ mod tests {
                 .collect(),
             context_tokens: 3 * texts.len() as u64,
             max_context_tokens: 8192,
+            streamed: false,
         }
+    }
+
+    async fn pieces(engine: &BuiltinEngine, request: ReplyRequest) -> Vec<String> {
+        let (tx, mut rx) = mpsc::channel(1024);
+        engine.reply(request, tx).await.unwrap();
+        let mut out = Vec::new();
+        while let Some(piece) = rx.recv().await {
+            out.push(piece);
+        }
+        out
+    }
+
+    /// Word by word when someone may watch or there is a pace; one piece otherwise. The text
+    /// is the same either way.
+    #[tokio::test]
+    async fn a_reply_nobody_watches_at_pace_0_comes_in_one_piece() {
+        let asked = request(&[(Role::User, "What is a monad?")]);
+        let text = compose(&asked);
+        let instant = BuiltinEngine::new(0);
+        assert_eq!(pieces(&instant, asked.clone()).await, vec![text.clone()]);
+        let watched = ReplyRequest {
+            streamed: true,
+            ..asked.clone()
+        };
+        let streamed = pieces(&instant, watched).await;
+        assert_eq!(streamed, words(&text));
+        assert!(streamed.len() > 5);
+        let paced = pieces(&BuiltinEngine::new(1), asked).await;
+        assert_eq!(paced, words(&text));
     }
 
     #[test]

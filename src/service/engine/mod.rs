@@ -19,6 +19,11 @@ pub struct ReplyRequest {
     /// Tokens of `history`.
     pub context_tokens: u64,
     pub max_context_tokens: u64,
+    /// Someone may watch the reply arrive: the send asked for a stream, or the session had a
+    /// listener when the turn began. An engine that has the whole reply at once may send it
+    /// in one piece when this is false (a listener that connects later still gets a snapshot
+    /// and the following deltas).
+    pub streamed: bool,
 }
 
 /// Why an engine could not produce a reply.

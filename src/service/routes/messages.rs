@@ -15,6 +15,7 @@ use crate::service::error::ApiError;
 use crate::service::router::MESSAGES;
 use crate::service::store::idempotency::Recorded;
 use crate::service::store::messages::{self, TurnRefusal, TurnStart, TurnStarted, UserMessage};
+use crate::service::store::usage::{self, RequestAdmission};
 use crate::service::turn::{self, Turn};
 use crate::service::{AppState, auth, ids, time, tokens};
 
@@ -107,33 +108,53 @@ pub fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> 
     Ok(Some(key.to_string()))
 }
 
+/// The path, body and `Idempotency-Key` of a send, checked in the documented order.
+fn check_send(
+    path: Result<Path<String>, PathRejection>,
+    body: Result<axum::body::Bytes, BytesRejection>,
+    headers: &HeaderMap,
+) -> Result<(String, SendRequest, Option<String>), ApiError> {
+    let session_id = super::session_id(path)?;
+    let body = super::body(body)?;
+    let request = parse_send(&body)?;
+    let idempotency_key = idempotency_key(headers)?;
+    Ok((session_id, request, idempotency_key))
+}
+
 pub(crate) async fn send(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
     path: Result<Path<String>, PathRejection>,
     body: Result<axum::body::Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let account = auth::admit(&state, &headers, "POST", MESSAGES).await?;
-    let session_id = super::session_id(path)?;
-    let body = super::body(body)?;
-    let request = parse_send(&body)?;
-    let idempotency_key = idempotency_key(&headers)?;
-    let message_tokens = tokens::count_async(request.content.clone()).await;
+    let account = auth::account(&state, &headers)?;
+    let (session_id, request, idempotency_key) = match check_send(path, body, &headers) {
+        Ok(checked) => checked,
+        Err(e) => {
+            // Counted like any request (or refused with 429 first when over the limit).
+            auth::count(&state, account, "POST", MESSAGES).await?;
+            return Err(e);
+        }
+    };
+    let message_tokens = tokens::count_async(&request.content).await;
 
     let guard = state.session_locks.lock(&session_id).await;
     let now = chrono::Utc::now();
     let now_ms = now.timestamp_millis();
     let (period_start, period_end) = time::billing_period(now);
     let reply_id = ids::new_message_id();
-    let placeholder = Message {
-        message_id: reply_id.clone(),
-        session_id: session_id.clone(),
-        role: Role::Assistant,
-        content: String::new(),
-        tokens: 0,
-        created_at: time::ms_to_rfc3339(now_ms),
-    };
-    let accepted_body = serde_json::to_string(&placeholder).unwrap_or_default();
+    let created_at = time::ms_to_rfc3339(now_ms);
+    let accepted_body = request.stream.then(|| {
+        let placeholder = Message {
+            message_id: reply_id.clone(),
+            session_id: session_id.clone(),
+            role: Role::Assistant,
+            content: String::new(),
+            tokens: 0,
+            created_at,
+        };
+        serde_json::to_string(&placeholder).unwrap_or_default()
+    });
     let user_message_id = ids::new_message_id();
     let start = TurnStart {
         account,
@@ -146,17 +167,32 @@ pub(crate) async fn send(
             metadata: request.metadata,
         },
         idempotency_key: idempotency_key.clone(),
-        accepted_response: request.stream.then(|| Recorded {
+        accepted_response: accepted_body.as_ref().map(|body| Recorded {
             status: 202,
-            body: accepted_body.clone(),
+            body: body.clone(),
         }),
         max_context_tokens: state.max_context_tokens,
         period_start_ms: period_start.timestamp_millis(),
         now_ms,
     };
+    // The request is counted and the turn started in one round trip to the writer thread
+    // (two savepoints: a refused turn still counts as a request).
     let started = state
         .store
-        .call(move |c| messages::start_turn(c, &start))
+        .call(move |c| {
+            let admission = usage::admit_request(
+                c,
+                start.account,
+                start.period_start_ms,
+                start.now_ms,
+                "POST",
+                MESSAGES,
+            )?;
+            if admission == RequestAdmission::OverLimit {
+                return Ok(Err(TurnRefusal::Quota("requests")));
+            }
+            messages::start_turn(c, &start)
+        })
         .await?;
     let (history, context_tokens) = match started {
         Err(TurnRefusal::SessionNotFound) => return Err(ApiError::session_not_found(&session_id)),
@@ -176,6 +212,7 @@ pub(crate) async fn send(
             context_tokens,
         }) => (history, context_tokens),
     };
+    let streamed = request.stream || state.hub.has_listeners(&session_id);
     let outcome = turn::spawn(
         state.clone(),
         Turn {
@@ -191,12 +228,13 @@ pub(crate) async fn send(
                 history,
                 context_tokens,
                 max_context_tokens: state.max_context_tokens,
+                streamed,
             },
         },
         guard,
     );
-    if request.stream {
-        return Ok(super::json_text(StatusCode::ACCEPTED, accepted_body));
+    if let Some(body) = accepted_body {
+        return Ok(super::json_text(StatusCode::ACCEPTED, body));
     }
     match outcome.await {
         Ok(Ok((_message, body))) => Ok(super::json_text(StatusCode::OK, body)),

@@ -13,6 +13,7 @@ mod migrations;
 pub mod usage;
 
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 
 use rusqlite::Connection;
@@ -22,6 +23,19 @@ use super::error::StoreError;
 
 /// Most closures committed together.
 const MAX_GROUP: usize = 256;
+
+/// How often the checkpointer thread copies the WAL into the database file.
+const CHECKPOINT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
+/// Sooner when the last checkpoint found at least this many frames in the WAL (4 MiB).
+const CHECKPOINT_BUSY_FRAMES: i64 = 1000;
+/// The writer connection still checkpoints by itself past this many frames (16 MiB). Under
+/// continuous writes this is also what lets the WAL start over: SQLite restarts it only when a
+/// write transaction begins with every frame checkpointed, which a background checkpoint never
+/// achieves while the writer keeps committing; by then that checkpoint has copied all but the
+/// last frames, so the writer's own is short.
+const WRITER_AUTOCHECKPOINT_FRAMES: i64 = 4 * 1024;
+/// How long a full checkpoint retries while the checkpointer holds the checkpoint lock.
+const CHECKPOINT_RETRY: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Answers a closure's caller once the fate of its transaction is known: `None` when it was
 /// committed, else why it was not.
@@ -39,6 +53,78 @@ struct Job {
 pub struct Store {
     conn: Arc<Mutex<Connection>>,
     jobs: mpsc::Sender<Job>,
+    checkpointer: Arc<Checkpointer>,
+}
+
+/// The thread that checkpoints a file database in the background (PASSIVE: it never blocks
+/// the writer), so that copying the WAL into the database file and its `fsync` happen off the
+/// writer thread. It stops when told to or when the last `Store` handle goes.
+#[derive(Default)]
+struct Checkpointer {
+    stop: Mutex<Option<mpsc::Sender<()>>>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Checkpointer {
+    /// `writes` counts the writer's transactions: an idle database is not checkpointed.
+    fn start(
+        path: &std::path::Path,
+        writes: Arc<AtomicU64>,
+    ) -> Result<Checkpointer, rusqlite::Error> {
+        let conn = Connection::open(path)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        let (stop, stopped) = mpsc::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("convo-checkpoint".into())
+            .spawn(move || {
+                let mut wait = CHECKPOINT_INTERVAL;
+                let mut seen = writes.load(Ordering::Relaxed);
+                // Ends on a stop message or when the sender is dropped.
+                while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(wait) {
+                    let now = writes.load(Ordering::Relaxed);
+                    if now == seen {
+                        wait = CHECKPOINT_INTERVAL;
+                        continue;
+                    }
+                    seen = now;
+                    wait = match checkpoint(&conn, "PASSIVE") {
+                        Ok((_, frames)) if frames >= CHECKPOINT_BUSY_FRAMES => {
+                            CHECKPOINT_INTERVAL / 4
+                        }
+                        Ok(_) => CHECKPOINT_INTERVAL,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "background checkpoint failed");
+                            CHECKPOINT_INTERVAL * 10
+                        }
+                    };
+                }
+            })
+            .map_err(|e| {
+                rusqlite::Error::InvalidParameterName(format!(
+                    "cannot start the checkpoint thread: {e}"
+                ))
+            })?;
+        Ok(Checkpointer {
+            stop: Mutex::new(Some(stop)),
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+
+    /// Stops the thread and waits for its checkpoint in progress, if any.
+    fn stop(&self) {
+        drop(self.stop.lock().unwrap_or_else(|p| p.into_inner()).take());
+        let thread = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(thread) = thread {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Runs `PRAGMA wal_checkpoint(MODE)`: whether it was blocked, and the frames in the WAL.
+fn checkpoint(conn: &Connection, mode: &str) -> Result<(bool, i64), rusqlite::Error> {
+    conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |r| {
+        Ok((r.get::<_, i64>(0)? != 0, r.get::<_, i64>(1)?))
+    })
 }
 
 impl Store {
@@ -51,6 +137,13 @@ impl Store {
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         // Every statement of the hot paths stays compiled (`prepare_cached`).
         conn.set_prepared_statement_cache_capacity(64);
+        // Plans never depend on bound values (there are no statistics to use them with): with
+        // the bundled SQLite's STAT4, a cached statement whose plan could have used a value
+        // (the history query) was otherwise compiled anew every time it was run.
+        conn.set_db_config(
+            rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+            true,
+        )?;
         // Deleted content is overwritten with zeros, not just unlinked (DESIGN.md §4.1).
         conn.pragma_update(None, "secure_delete", "ON")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
@@ -61,6 +154,8 @@ impl Store {
                 tracing::warn!(mode, "the database did not switch to WAL mode");
             }
             conn.pragma_update(None, "synchronous", "NORMAL")?;
+            // The checkpointer thread keeps the WAL short; this is only a backstop.
+            conn.pragma_update(None, "wal_autocheckpoint", WRITER_AUTOCHECKPOINT_FRAMES)?;
             // Read pages through a memory map and keep up to 32 MiB of them parsed: with
             // SQLite's 2 MiB default, a database past a few MB sends most page reads
             // through a read syscall, and throughput fell as the database grew.
@@ -68,19 +163,28 @@ impl Store {
             conn.pragma_update(None, "cache_size", -32 * 1024)?;
         }
         migrations::migrate(&mut conn)?;
-        if let DbLocation::File(path) = location {
-            restrict_permissions(path);
-        }
+        let writes = Arc::new(AtomicU64::new(0));
+        let checkpointer = match location {
+            DbLocation::File(path) => {
+                restrict_permissions(path);
+                Checkpointer::start(path, writes.clone())?
+            }
+            DbLocation::Memory => Checkpointer::default(),
+        };
         let conn = Arc::new(Mutex::new(conn));
         let (jobs, queue) = mpsc::channel();
         let writer_conn = conn.clone();
         std::thread::Builder::new()
             .name("convo-store".into())
-            .spawn(move || write_groups(&writer_conn, &queue))
+            .spawn(move || write_groups(&writer_conn, &queue, &writes))
             .map_err(|e| {
                 rusqlite::Error::InvalidParameterName(format!("cannot start the store thread: {e}"))
             })?;
-        Ok(Store { conn, jobs })
+        Ok(Store {
+            conn,
+            jobs,
+            checkpointer: Arc::new(checkpointer),
+        })
     }
 
     /// Runs `f` with the connection on the writer thread, inside a savepoint of a group
@@ -141,19 +245,39 @@ impl Store {
 
     /// Moves everything from the WAL into the main file and truncates the WAL, so that
     /// deleted content no longer exists in any of the database's files.
+    /// A checkpoint blocked by the background one (which holds the checkpoint lock while it
+    /// runs) is retried until it completes.
     pub fn checkpoint(conn: &Connection) -> Result<(), rusqlite::Error> {
-        // In-memory databases have no WAL; the pragma is then a no-op returning a row.
-        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        let started = std::time::Instant::now();
+        loop {
+            // In-memory databases have no WAL; the pragma is then a no-op returning a row.
+            let (blocked, _) = checkpoint(conn, "TRUNCATE")?;
+            if !blocked {
+                return Ok(());
+            }
+            if started.elapsed() > CHECKPOINT_RETRY {
+                return Err(rusqlite::Error::SqliteFailure(
+                    rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY),
+                    Some("the WAL checkpoint stayed blocked".into()),
+                ));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
     }
 
-    /// Final checkpoint before the service stops.
+    /// Final checkpoint before the service stops (after stopping the background one).
     pub async fn close(&self) -> Result<(), StoreError> {
-        self.call_alone(|conn| Ok(Store::checkpoint(conn)?)).await
+        let checkpointer = self.checkpointer.clone();
+        self.call_alone(move |conn| {
+            checkpointer.stop();
+            Ok(Store::checkpoint(conn)?)
+        })
+        .await
     }
 }
 
 /// The writer thread: takes the closures waiting, runs them as one group, answers them.
-fn write_groups(conn: &Mutex<Connection>, queue: &mpsc::Receiver<Job>) {
+fn write_groups(conn: &Mutex<Connection>, queue: &mpsc::Receiver<Job>, writes: &AtomicU64) {
     let mut next = None;
     loop {
         let first = match next.take() {
@@ -169,6 +293,7 @@ fn write_groups(conn: &Mutex<Connection>, queue: &mpsc::Receiver<Job>) {
             if let Some(done) = run_job(&mut guard, first) {
                 done(None);
             }
+            writes.fetch_add(1, Ordering::Relaxed);
             continue;
         }
         let mut group = vec![first];
@@ -183,6 +308,8 @@ fn write_groups(conn: &Mutex<Connection>, queue: &mpsc::Receiver<Job>) {
             }
         }
         run_group(&mut guard, group);
+        // After the commit: the checkpointer then copies this group's frames too.
+        writes.fetch_add(1, Ordering::Relaxed);
     }
 }
 
