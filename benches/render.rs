@@ -178,7 +178,7 @@ fn area() -> Rect {
 fn frame(t: &Transcript, buf: &mut Buffer) {
     buf.reset();
     let top = t.height(WIDTH).saturating_sub(usize::from(HEIGHT));
-    t.render(area(), buf, top, None);
+    t.render_on_reset(area(), buf, top, None);
 }
 
 /// `RENDER_BENCH_BREAKDOWN_ONLY` set: only the breakdown of `stream/delta/10000` is run and
@@ -368,7 +368,7 @@ fn resize(c: &mut Criterion) {
                 let area = Rect::new(0, 0, width, HEIGHT);
                 buf.reset();
                 let top = t.height(width).saturating_sub(usize::from(HEIGHT));
-                t.render(area, &mut buf, top, None);
+                t.render_on_reset(area, &mut buf, top, None);
             })
         })
     });

@@ -32,8 +32,9 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
-use ratatui::buffer::Buffer;
+use ratatui::buffer::{Buffer, Cell, CellDiffOption};
 use ratatui::layout::Rect;
+use ratatui::style::Color;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
@@ -297,10 +298,43 @@ impl Transcript {
     /// Draw lines `[top, top + area.height)` into `buf`; the rows of `selected` get the
     /// selection style. Rows past the end are left untouched.
     pub fn render(&self, area: Rect, buf: &mut Buffer, top: usize, selected: Option<EntryId>) {
+        self.render_rows(area, buf, top, selected, false);
+    }
+
+    /// [`Transcript::render`] into an area whose cells are all as `Buffer::reset` leaves them,
+    /// as in every frame of a terminal (ratatui resets the buffer it draws into, and the
+    /// pane's block styles only its border): rows drawn in the last frame are then copied
+    /// from its cells without checking the cells they land on. Debug builds check the
+    /// promise.
+    pub fn render_on_reset(
+        &self,
+        area: Rect,
+        buf: &mut Buffer,
+        top: usize,
+        selected: Option<EntryId>,
+    ) {
+        self.render_rows(area, buf, top, selected, true);
+    }
+
+    fn render_rows(
+        &self,
+        area: Rect,
+        buf: &mut Buffer,
+        top: usize,
+        selected: Option<EntryId>,
+        on_reset: bool,
+    ) {
         let area = area.intersection(buf.area);
         if area.is_empty() {
             return;
         }
+        debug_assert!(
+            !on_reset
+                || area
+                    .rows()
+                    .all(|row| row.columns().all(|p| is_reset(&buf[p]))),
+            "render_on_reset into cells that are not reset"
+        );
         let width = area.width;
         let mut heights = self.heights.borrow_mut();
         let heights = self.heights_at(&mut heights, width);
@@ -321,6 +355,8 @@ impl Transcript {
                 }
                 if n == 0 {
                     draw_line(buf, area.x, y, &slot.header, width);
+                } else if let Some((lines, index)) = body.locate(n - 1) {
+                    cache.draw_row(buf, (area.x, y), width, (lines, index), on_reset);
                 } else if let Some(line) = body.get(n - 1) {
                     draw_line(buf, area.x, y, line, width);
                 }
@@ -462,6 +498,30 @@ static BLANK: Line<'static> = Line {
 };
 
 impl BodyLines {
+    /// The vector holding line `n` and its index there; `None` for the separator (and past
+    /// the end).
+    fn locate(&self, n: usize) -> Option<(&Arc<Vec<Line<'static>>>, usize)> {
+        match self {
+            BodyLines::One(lines) => (n < lines.len()).then_some((lines, n)),
+            BodyLines::Two(head, sep, tail) => {
+                if n < head.len() {
+                    return Some((head, n));
+                }
+                let mut n = n - head.len();
+                if *sep {
+                    n = n.checked_sub(1)?;
+                }
+                for part in tail.iter() {
+                    if n < part.len() {
+                        return Some((part, n));
+                    }
+                    n -= part.len();
+                }
+                None
+            }
+        }
+    }
+
     fn get(&self, n: usize) -> Option<&Line<'static>> {
         match self {
             BodyLines::One(lines) => lines.get(n),
@@ -489,6 +549,38 @@ impl BodyLines {
 struct LineCache {
     map: HashMap<u64, CachedLines>,
     clock: u64,
+    /// The cells of the body lines drawn in the last frame, each as drawn on a row of reset
+    /// cells (see [`LineCache::draw_row`]).
+    rows: HashMap<RowKey, CachedRow>,
+}
+
+/// A line by the address of the vector holding it (kept alive by [`CachedRow::_lines`], so
+/// the address cannot be reused for other lines while the row is cached), its index there
+/// and the width it was drawn at.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct RowKey {
+    lines: usize,
+    index: usize,
+    width: u16,
+}
+
+struct CachedRow {
+    _lines: Arc<Vec<Line<'static>>>,
+    /// From the row's first column to the last one the line touched.
+    cells: Vec<Cell>,
+    used: u64,
+}
+
+/// A cell as `Buffer::reset` leaves it.
+#[allow(deprecated)] // `skip` is part of the state drawing starts from
+fn is_reset(cell: &Cell) -> bool {
+    cell.symbol() == " "
+        && cell.fg == Color::Reset
+        && cell.bg == Color::Reset
+        && cell.underline_color == Color::Reset
+        && cell.modifier.is_empty()
+        && cell.diff_option == CellDiffOption::None
+        && !cell.skip
 }
 
 struct CachedLines {
@@ -518,8 +610,59 @@ impl LineCache {
         Arc::clone(&cached.lines)
     }
 
-    /// Keep the most recently drawn half when over budget.
+    /// Draw line `index` of `lines` at (`x`, `y`). Drawing a line on reset cells always gives
+    /// the same cells, so a line drawn so in the last frame is copied from its cells when its
+    /// cells are reset again (as every frame of a terminal starts): a copy is a fraction of
+    /// drawing, and a frame following a stream redraws the same rows, shifted.
+    /// `on_reset`: the caller promises the row's cells are reset (no need to look).
+    fn draw_row(
+        &mut self,
+        buf: &mut Buffer,
+        (x, y): (u16, u16),
+        width: u16,
+        (lines, index): (&Arc<Vec<Line<'static>>>, usize),
+        on_reset: bool,
+    ) {
+        let Some(line) = lines.get(index) else { return };
+        let key = RowKey {
+            lines: Arc::as_ptr(lines) as usize,
+            index,
+            width,
+        };
+        let start = buf.index_of(x, y);
+        if let Some(row) = self.rows.get_mut(&key) {
+            let target = &mut buf.content[start..start + row.cells.len()];
+            if on_reset || target.iter().all(is_reset) {
+                target.clone_from_slice(&row.cells);
+                row.used = self.clock;
+                return;
+            }
+            draw_line(buf, x, y, line, width);
+            return;
+        }
+        let reset = on_reset
+            || buf.content[start..start + usize::from(width)]
+                .iter()
+                .all(is_reset);
+        let end = draw_line(buf, x, y, line, width);
+        if reset {
+            let cells = buf.content[start..start + usize::from(end - x)].to_vec();
+            self.rows.insert(
+                key,
+                CachedRow {
+                    _lines: Arc::clone(lines),
+                    cells,
+                    used: self.clock,
+                },
+            );
+        }
+    }
+
+    /// Keep the most recently drawn half when over budget; keep only the rows drawn in the
+    /// last frame.
     fn evict(&mut self) {
+        let clock = self.clock;
+        self.rows.retain(|_, row| row.used == clock);
         if self.map.len() <= LINE_CACHE_ENTRIES {
             return;
         }
@@ -714,7 +857,9 @@ fn commit_point(src: &str, starts: &[TopStart]) -> Option<TopStart> {
 /// is always a grapheme boundary, so a span is cut there into fast runs (drawn directly) and
 /// the rest (drawn by `set_stringn`); the cells are the same as `set_line`'s, which the
 /// transcript tests check against.
-fn draw_line(buf: &mut Buffer, x: u16, y: u16, line: &Line<'_>, max_width: u16) {
+///
+/// Returns the column after the last one drawn.
+fn draw_line(buf: &mut Buffer, x: u16, y: u16, line: &Line<'_>, max_width: u16) -> u16 {
     let mut x = x;
     let mut remaining = max_width.min(buf.area.right().saturating_sub(x));
     for span in &line.spans {
@@ -724,6 +869,7 @@ fn draw_line(buf: &mut Buffer, x: u16, y: u16, line: &Line<'_>, max_width: u16) 
         let style = line.style.patch(span.style);
         draw_span(buf, &mut x, y, &span.content, &mut remaining, style);
     }
+    x
 }
 
 /// The transcript's own symbols (bars, bullets, gutters, rules, the break marker) past
@@ -1054,6 +1200,46 @@ mod tests {
         assert_eq!(spans(&t, 3), 3);
         t.set_state(id, EntryState::Complete);
         assert!(spans(&t, 3) > 3, "coloured when the reply ends");
+    }
+
+    #[test]
+    fn rows_drawn_again_match_a_fresh_transcript_on_reset_and_on_styled_cells() {
+        use ratatui::style::Style;
+        let content = "Some *styled* text, `code`, café and 日本語 words that wrap around.\n\n\
+                       - a list item\n- another\n\n```rust\nfn main() {}\n```";
+        let build = || {
+            let mut t = Transcript::new();
+            for i in 0..6 {
+                t.push(Entry::new(
+                    Role::Assistant,
+                    content,
+                    format!("assistant · {i}"),
+                ));
+            }
+            t
+        };
+        let cached = build();
+        let area = Rect::new(0, 0, 30, 12);
+        for top in [0, 3, 4, 9, 4, 0, 20] {
+            for styled in [false, true, false] {
+                let prepare = |buf: &mut Buffer| {
+                    if styled {
+                        buf.set_style(area, Style::new().on_blue().italic());
+                    }
+                };
+                let mut got = Buffer::empty(area);
+                prepare(&mut got);
+                if styled {
+                    cached.render(area, &mut got, top, None);
+                } else {
+                    cached.render_on_reset(area, &mut got, top, None);
+                }
+                let mut want = Buffer::empty(area);
+                prepare(&mut want);
+                build().render(area, &mut want, top, None);
+                assert_eq!(got, want, "top {top}, styled {styled}");
+            }
+        }
     }
 
     #[test]

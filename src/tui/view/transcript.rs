@@ -97,5 +97,6 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     }
     let top_line = o.effective_top(inner.width, inner.height);
     let selected = o.selected.and_then(|i| o.items.get(i)).map(|i| i.entry);
-    o.transcript.render(inner, buf, top_line, selected);
+    // the pane's block styles only its border: its inner cells are as the frame reset them
+    o.transcript.render_on_reset(inner, buf, top_line, selected);
 }
