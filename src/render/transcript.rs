@@ -12,6 +12,9 @@
 //!   the blocks before it are final (committed) and their lines are built once per width. Its
 //!   growing code block is re-highlighted from the last changed line only.
 //!
+//! - A body row drawn on reset cells is kept as cells for the next frame, which copies it
+//!   (see [`Transcript::render_on_reset`]).
+//!
 //! Caches live behind `RefCell`s so the view draws from `&Transcript`.
 //!
 //! ```
