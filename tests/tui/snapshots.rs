@@ -566,3 +566,20 @@ fn the_help_section_headers_are_styled_as_headers_not_as_keys() {
     // The views' keys are entries, under their header.
     assert_eq!(style_of("1 2 3 4").fg, key_row.fg);
 }
+
+/// Every size from 1×1 up draws without a panic, twice in the same terminal (the second frame
+/// copies the transcript's rows from the first): in debug builds this also checks that the
+/// transcript pane's cells are reset when it is drawn (`Transcript::render_on_reset`), whatever
+/// the layout does at that size.
+#[test]
+fn every_small_size_draws_twice_without_a_panic() {
+    for w in 1..=64u16 {
+        for h in 1..=20u16 {
+            let app = chat(w, h);
+            let mut terminal = Terminal::new(TestBackend::new(w, h)).unwrap();
+            for _ in 0..2 {
+                terminal.draw(|f| view::draw(f, &app)).unwrap();
+            }
+        }
+    }
+}
