@@ -360,8 +360,6 @@ impl Transcript {
                     draw_line(buf, area.x, y, &slot.header, width);
                 } else if let Some((lines, index)) = body.locate(n - 1) {
                     cache.draw_row(buf, (area.x, y), width, (lines, index), on_reset);
-                } else if let Some(line) = body.get(n - 1) {
-                    draw_line(buf, area.x, y, line, width);
                 }
                 y += 1;
             }
@@ -494,15 +492,9 @@ type BlockLines = Arc<Vec<Line<'static>>>;
 /// The lines of the blocks of a streaming tail, block by block.
 type TailLines = Arc<[BlockLines]>;
 
-static BLANK: Line<'static> = Line {
-    style: ratatui::style::Style::new(),
-    alignment: None,
-    spans: Vec::new(),
-};
-
 impl BodyLines {
-    /// The vector holding line `n` and its index there; `None` for the separator (and past
-    /// the end).
+    /// The vector holding line `n` and its index there; `None` for the blank separator (which
+    /// draws nothing) and past the end.
     fn locate(&self, n: usize) -> Option<(&Arc<Vec<Line<'static>>>, usize)> {
         match self {
             BodyLines::One(lines) => (n < lines.len()).then_some((lines, n)),
@@ -521,28 +513,6 @@ impl BodyLines {
                     n -= part.len();
                 }
                 None
-            }
-        }
-    }
-
-    fn get(&self, n: usize) -> Option<&Line<'static>> {
-        match self {
-            BodyLines::One(lines) => lines.get(n),
-            BodyLines::Two(head, sep, tail) => {
-                if n < head.len() {
-                    head.get(n)
-                } else if *sep && n == head.len() {
-                    Some(&BLANK)
-                } else {
-                    let mut n = n - head.len() - usize::from(*sep);
-                    for part in tail.iter() {
-                        if n < part.len() {
-                            return part.get(n);
-                        }
-                        n -= part.len();
-                    }
-                    None
-                }
             }
         }
     }
@@ -910,23 +880,22 @@ fn is_fast(c: char) -> bool {
 
 /// A cell holding each character of [`fast_index`] (and an unused one for the soft hyphen).
 /// Cloning a cell's symbol is a copy; `Cell::set_char` builds it again (`CompactString::new`).
-static FAST_CELLS: std::sync::LazyLock<Vec<ratatui::buffer::Cell>> =
-    std::sync::LazyLock::new(|| {
-        (' '..='~')
-            .chain((LATIN_FIRST..=LATIN_LAST).filter_map(char::from_u32))
-            .chain(FAST_SYMBOLS)
-            .map(|c| {
-                let mut cell = ratatui::buffer::Cell::EMPTY;
-                cell.set_char(c);
-                cell
-            })
-            .collect()
-    });
+static FAST_CELLS: std::sync::LazyLock<Vec<Cell>> = std::sync::LazyLock::new(|| {
+    (' '..='~')
+        .chain((LATIN_FIRST..=LATIN_LAST).filter_map(char::from_u32))
+        .chain(FAST_SYMBOLS)
+        .map(|c| {
+            let mut cell = Cell::EMPTY;
+            cell.set_char(c);
+            cell
+        })
+        .collect()
+});
 
 /// `cell.set_char(c)` for the character at `index` of `fast` ([`FAST_CELLS`]); everything
 /// but the symbol is kept.
 #[allow(deprecated)] // `skip` is kept as `set_char` keeps it
-fn set_fast_symbol(cell: &mut ratatui::buffer::Cell, fast: &[ratatui::buffer::Cell], index: usize) {
+fn set_fast_symbol(cell: &mut Cell, fast: &[Cell], index: usize) {
     let (fg, bg, underline, modifier) = (cell.fg, cell.bg, cell.underline_color, cell.modifier);
     let (diff_option, skip) = (cell.diff_option, cell.skip);
     *cell = fast[index].clone();
@@ -1027,7 +996,7 @@ fn draw_span(
                 n += 1;
             }
             draw_advance(x, remaining, n);
-            *remaining > 0 || run[..].chars().nth(n).is_none()
+            run.chars().nth(n).is_none()
         };
         if !fits {
             return;
