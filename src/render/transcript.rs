@@ -996,7 +996,8 @@ fn draw_span(
                 n += 1;
             }
             draw_advance(x, remaining, n);
-            run.chars().nth(n).is_none()
+            // room left means the whole run was drawn; only a full row needs the count
+            *remaining > 0 || run.chars().nth(n).is_none()
         };
         if !fits {
             return;
