@@ -328,11 +328,30 @@ impl Store {
             .map_err(|e| self.err(e))?;
         // WAL for concurrent readers (TUI and one-shot commands); secure_delete so that
         // deleted transcripts do not linger in the file's bytes.
-        conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))
-            .map_err(|e| self.err(e))?;
+        // Switching a new file to WAL takes its write lock, and SQLite answers "busy" at once
+        // (no busy handler) when another connection holds a read lock meanwhile: retry.
+        let started = std::time::Instant::now();
+        loop {
+            match conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(())) {
+                Ok(()) => break,
+                Err(e)
+                    if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                        && started.elapsed() < std::time::Duration::from_secs(5) =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                Err(e) => return Err(self.err(e)),
+            }
+        }
         conn.execute_batch("PRAGMA foreign_keys = ON; PRAGMA secure_delete = ON;")
             .map_err(|e| self.err(e))?;
-        let version: i64 = conn
+        // The version is read and the migrations run under one write lock: two processes
+        // opening a new store at once (the TUI and a one-shot command) must not both see
+        // version 0 and both create the tables.
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(|e| self.err(e))?;
+        let version: i64 = tx
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .map_err(|e| self.err(e))?;
         let known = MIGRATIONS.len() as i64;
@@ -344,13 +363,11 @@ impl Store {
             });
         }
         for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
-            let tx = conn.transaction().map_err(|e| self.err(e))?;
             tx.execute_batch(sql).map_err(|e| self.err(e))?;
             tx.pragma_update(None, "user_version", (i + 1) as i64)
                 .map_err(|e| self.err(e))?;
-            tx.commit().map_err(|e| self.err(e))?;
         }
-        Ok(())
+        tx.commit().map_err(|e| self.err(e))
     }
 
     /// Record that the session exists, with activity at `at` (creating it if new).
@@ -683,6 +700,34 @@ fn refresh_tokens(conn: &Connection, session_id: &str) -> rusqlite::Result<()> {
 mod tests {
     use super::*;
     use chrono::TimeZone;
+
+    #[test]
+    fn a_new_store_opened_by_several_processes_at_once_is_migrated_once() {
+        for _ in 0..20 {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("convo.db");
+            let barrier = std::sync::Barrier::new(6);
+            std::thread::scope(|s| {
+                let opened: Vec<_> = (0..6)
+                    .map(|_| {
+                        s.spawn(|| {
+                            barrier.wait();
+                            Store::open(&path).map(|_| ())
+                        })
+                    })
+                    .collect();
+                for o in opened {
+                    let result = o.join().unwrap();
+                    assert!(result.is_ok(), "{result:?}");
+                }
+            });
+            let store = Store::open(&path).unwrap();
+            store
+                .upsert_session("session_0123456789abcdef", Utc::now())
+                .unwrap();
+            assert_eq!(store.list_sessions().unwrap().len(), 1);
+        }
+    }
 
     #[test]
     fn estimates_tokens_as_the_service_counts_them() {
