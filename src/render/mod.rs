@@ -5,6 +5,7 @@
 //! - [`markdown`]: markdown → [`ratatui::text::Line`]s at a width ([`markdown::render_markdown`]);
 //! - [`transcript`]: [`Transcript`], the model of the transcript pane with its caches;
 //! - [`style`]: the colour roles; [`wrap`] and [`highlight`]: the pieces markdown is made of.
+mod cells;
 pub mod heights;
 pub mod highlight;
 pub mod markdown;

@@ -41,6 +41,7 @@ use ratatui::style::Color;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
+use super::cells::InlineCells;
 use super::heights::Heights;
 use super::highlight::HighlightMemo;
 use super::markdown::{Block, Document, Growing, Shape, TopStart};
@@ -540,7 +541,7 @@ struct RowKey {
 struct CachedRow {
     _lines: Arc<Vec<Line<'static>>>,
     /// From the row's first column to the last one the line touched.
-    cells: Vec<Cell>,
+    cells: InlineCells,
     used: u64,
 }
 
@@ -606,7 +607,7 @@ impl LineCache {
         if let Some(row) = self.rows.get_mut(&key) {
             let target = &mut buf.content[start..start + row.cells.len()];
             if on_reset || target.iter().all(is_reset) {
-                target.clone_from_slice(&row.cells);
+                row.cells.copy_to(target);
                 row.used = self.clock;
                 return;
             }
@@ -618,8 +619,11 @@ impl LineCache {
                 .iter()
                 .all(is_reset);
         let end = draw_line(buf, x, y, line, width);
-        if reset {
-            let cells = buf.content[start..start + usize::from(end - x)].to_vec();
+        // a row holding a grapheme cluster too long to be stored inline is drawn every time
+        if let Some(cells) = reset
+            .then(|| InlineCells::new(buf.content[start..start + usize::from(end - x)].to_vec()))
+            .flatten()
+        {
             self.rows.insert(
                 key,
                 CachedRow {
@@ -879,9 +883,9 @@ fn is_fast(c: char) -> bool {
 }
 
 /// A cell holding each character of [`fast_index`] (and an unused one for the soft hyphen).
-/// Cloning a cell's symbol is a copy; `Cell::set_char` builds it again (`CompactString::new`).
-static FAST_CELLS: std::sync::LazyLock<Vec<Cell>> = std::sync::LazyLock::new(|| {
-    (' '..='~')
+/// Copying a cell is a fraction of `Cell::set_char`, which builds its symbol again.
+static FAST_CELLS: std::sync::LazyLock<InlineCells> = std::sync::LazyLock::new(|| {
+    let cells = (' '..='~')
         .chain((LATIN_FIRST..=LATIN_LAST).filter_map(char::from_u32))
         .chain(FAST_SYMBOLS)
         .map(|c| {
@@ -889,16 +893,17 @@ static FAST_CELLS: std::sync::LazyLock<Vec<Cell>> = std::sync::LazyLock::new(|| 
             cell.set_char(c);
             cell
         })
-        .collect()
+        .collect();
+    InlineCells::new(cells).expect("one character of up to 3 bytes is always stored inline")
 });
 
 /// `cell.set_char(c)` for the character at `index` of `fast` ([`FAST_CELLS`]); everything
 /// but the symbol is kept.
 #[allow(deprecated)] // `skip` is kept as `set_char` keeps it
-fn set_fast_symbol(cell: &mut Cell, fast: &[Cell], index: usize) {
+fn set_fast_symbol(cell: &mut Cell, fast: &InlineCells, index: usize) {
     let (fg, bg, underline, modifier) = (cell.fg, cell.bg, cell.underline_color, cell.modifier);
     let (diff_option, skip) = (cell.diff_option, cell.skip);
-    *cell = fast[index].clone();
+    fast.copy_one(index, cell);
     cell.fg = fg;
     cell.bg = bg;
     cell.underline_color = underline; // ratatui's default feature `underline-color`
@@ -970,7 +975,7 @@ fn draw_span(
         }
         let first = buf.index_of(*x, y);
         let run = &text[fast_start..fast_end];
-        let fast = FAST_CELLS.as_slice();
+        let fast = &*FAST_CELLS;
         let fits = if run.is_ascii() {
             // one byte per cell
             let n = run.len().min(usize::from(*remaining));
@@ -1222,7 +1227,10 @@ mod tests {
         assert_eq!(fast.len(), FAST_CELLS.len() - 1, "all but the soft hyphen");
         for &a in &fast {
             assert_eq!(unicode_width::UnicodeWidthChar::width(a), Some(1), "{a:?}");
-            assert_eq!(FAST_CELLS[fast_index(a).unwrap()].symbol(), a.to_string());
+            assert_eq!(
+                FAST_CELLS.as_slice()[fast_index(a).unwrap()].symbol(),
+                a.to_string()
+            );
             for &b in &fast {
                 let pair = format!("{a}{b}");
                 assert_eq!(pair.graphemes(true).count(), 2, "{a:?} {b:?}");
