@@ -30,12 +30,17 @@ impl InlineCells {
     /// grapheme cluster over 24 bytes).
     pub(super) fn new(mut cells: Vec<Cell>) -> Option<Self> {
         for cell in &mut cells {
-            if !is_inline(cell) {
+            if is_inline(cell) {
+                continue;
+            }
+            if cell.symbol() == " " {
+                cell.set_symbol(" ");
+            } else {
                 let symbol = cell.symbol().to_owned();
                 cell.set_symbol(&symbol);
-                if !is_inline(cell) {
-                    return None;
-                }
+            }
+            if !is_inline(cell) {
+                return None;
             }
         }
         Some(Self(cells))

@@ -128,9 +128,12 @@ impl Block {
     /// A hash of everything the block's lines depend on (not the width): two blocks with the
     /// same fingerprint draw the same lines. The streaming tail keeps the lines of its blocks
     /// by fingerprint, so a delta rebuilds only the block it changed.
+    /// Seeded at random per process, so text cannot be made to collide on purpose.
     pub(crate) fn fingerprint(&self) -> u64 {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::hash::DefaultHasher::new();
+        use std::hash::{BuildHasher, Hash, Hasher};
+        static SEED: std::sync::LazyLock<foldhash::fast::RandomState> =
+            std::sync::LazyLock::new(foldhash::fast::RandomState::default);
+        let mut h = SEED.build_hasher();
         std::mem::discriminant(self).hash(&mut h);
         self.prefix().hash(&mut h);
         match self {

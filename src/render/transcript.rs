@@ -31,10 +31,10 @@
 //! t.render(area, &mut buf, 0, Some(id));
 //! ```
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
+use foldhash::HashMap;
 use ratatui::buffer::{Buffer, Cell, CellDiffOption};
 use ratatui::layout::Rect;
 use ratatui::style::Color;
