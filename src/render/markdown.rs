@@ -531,7 +531,7 @@ impl Document {
     }
 
     /// The lines of a document that is still streaming in: as [`Document::lines`], except that
-    /// the last line of a code block still being written is drawn plain (see [`Growing`]).
+    /// the last line of a code block still being written is drawn plain (see `Growing`).
     /// `clean` is the sanitised text the document was parsed from.
     pub fn lines_streaming(&self, clean: &str, width: u16) -> Vec<Line<'static>> {
         let mut memo = HighlightMemo::default();

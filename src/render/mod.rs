@@ -1,7 +1,7 @@
 //! The render path: untrusted text → sanitised → markdown → styled, wrapped lines, and the
 //! transcript that caches those lines per entry and width so a frame costs O(visible lines).
 //!
-//! - [`sanitize`]: strip escape sequences, controls and bidi overrides from server text;
+//! - [`sanitize`](mod@sanitize): strip escape sequences, controls and bidi overrides from server text;
 //! - [`markdown`]: markdown → [`ratatui::text::Line`]s at a width ([`markdown::render_markdown`]);
 //! - [`transcript`]: [`Transcript`], the model of the transcript pane with its caches;
 //! - [`style`]: the colour roles; [`wrap`] and [`highlight`]: the pieces markdown is made of.
