@@ -154,6 +154,49 @@ const MIGRATIONS: &[&str] = &[
         UPDATE sessions SET context_tokens = context_tokens - OLD.tokens WHERE id = OLD.session_id;
     END;
     "#,
+    // 3: fewer B-trees written per send. `message_log` becomes one B-tree in (account, time)
+    // order, the order usage and metrics read it in; it had three (its rows, its key on
+    // `message_id`, its index by account), each written twice per send. `request_log` loses its
+    // index by account, which nothing reads (the totals replaced it). The triggers of
+    // `message_log` are dropped before its rows move and made again after, unchanged.
+    r#"
+    DROP TRIGGER message_log_counts;
+    DROP TRIGGER message_log_uncounts;
+    DROP TRIGGER message_log_recounts;
+    CREATE TABLE message_log_3 (
+        account_id  INTEGER NOT NULL,
+        created_at  INTEGER NOT NULL,
+        message_id  TEXT    NOT NULL,
+        session_id  TEXT    NOT NULL,
+        role        TEXT    NOT NULL,
+        tokens      INTEGER NOT NULL,
+        PRIMARY KEY (account_id, created_at, message_id)
+    ) WITHOUT ROWID;
+    INSERT INTO message_log_3 (account_id, created_at, message_id, session_id, role, tokens)
+    SELECT account_id, created_at, message_id, session_id, role, tokens FROM message_log;
+    DROP TABLE message_log;
+    ALTER TABLE message_log_3 RENAME TO message_log;
+    DROP INDEX request_log_by_account;
+
+    CREATE TRIGGER message_log_counts AFTER INSERT ON message_log BEGIN
+        INSERT INTO usage_totals (account_id, period_start, tokens)
+        VALUES (NEW.account_id, CAST(strftime('%s', NEW.created_at / 1000.0, 'unixepoch', 'start of month') AS INTEGER) * 1000, NEW.tokens)
+        ON CONFLICT (account_id, period_start) DO UPDATE SET tokens = tokens + excluded.tokens;
+    END;
+    CREATE TRIGGER message_log_uncounts AFTER DELETE ON message_log BEGIN
+        UPDATE usage_totals SET tokens = tokens - OLD.tokens
+        WHERE account_id = OLD.account_id
+          AND period_start = CAST(strftime('%s', OLD.created_at / 1000.0, 'unixepoch', 'start of month') AS INTEGER) * 1000;
+    END;
+    CREATE TRIGGER message_log_recounts AFTER UPDATE OF account_id, tokens, created_at ON message_log BEGIN
+        UPDATE usage_totals SET tokens = tokens - OLD.tokens
+        WHERE account_id = OLD.account_id
+          AND period_start = CAST(strftime('%s', OLD.created_at / 1000.0, 'unixepoch', 'start of month') AS INTEGER) * 1000;
+        INSERT INTO usage_totals (account_id, period_start, tokens)
+        VALUES (NEW.account_id, CAST(strftime('%s', NEW.created_at / 1000.0, 'unixepoch', 'start of month') AS INTEGER) * 1000, NEW.tokens)
+        ON CONFLICT (account_id, period_start) DO UPDATE SET tokens = tokens + excluded.tokens;
+    END;
+    "#,
 ];
 
 /// Brings the schema up to date; each migration runs in its own transaction.
@@ -203,7 +246,8 @@ mod tests {
         crate::service::time::billing_period(t).0.timestamp_millis()
     }
 
-    /// A database written by a version-1 convo gets its totals back-filled from its rows.
+    /// A database written by a version-1 convo gets its totals back-filled from its rows (and
+    /// keeps them through migration 3).
     #[test]
     fn migration_2_back_fills_the_totals_of_an_old_database() {
         let mut conn = Connection::open_in_memory().unwrap();
@@ -276,6 +320,14 @@ mod tests {
         assert_eq!(context("session_aaaaaaaaaaaaaaaa"), 30);
         assert_eq!(context("session_bbbbbbbbbbbbbbbb"), 0);
         assert_eq!(context("session_cccccccccccccccc"), 7);
+        // Migration 3 moved the ledger's rows, and its triggers still keep the totals.
+        let rows: i64 = conn
+            .query_row("SELECT COUNT(*) FROM message_log", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(rows, 4);
+        conn.execute("DELETE FROM message_log WHERE message_id = 'm0'", [])
+            .unwrap();
+        assert_eq!(totals(1, nov), (2, 20));
     }
 
     /// The triggers put a row in the same billing period as `time::billing_period` does, at
