@@ -2,10 +2,12 @@
 //! request counted against the plan first), HS256 JWTs on the wallet endpoint.
 
 use axum::http::{HeaderMap, header};
+use chrono::{DateTime, Utc};
+use rusqlite::Connection;
 
 use super::AppState;
 use super::config::is_valid_api_key;
-use super::error::ApiError;
+use super::error::{ApiError, StoreError};
 use super::jwt;
 use super::store::accounts::{Account, hash_key};
 use super::store::usage::{self, RequestAdmission};
@@ -75,27 +77,74 @@ pub(crate) async fn count(
     method: &'static str,
     route: &'static str,
 ) -> Result<(), ApiError> {
-    let now = chrono::Utc::now();
-    let (period_start, period_end) = time::billing_period(now);
-    let admission = state
+    let request = RequestCount::new(account, method, route, chrono::Utc::now());
+    let admitted = state
         .store
-        .call(move |c| {
-            usage::admit_request(
-                c,
-                account,
-                period_start.timestamp_millis(),
-                now.timestamp_millis(),
-                method,
-                route,
-            )
-        })
+        .call(move |c| request.run(c, |_| Ok(())))
         .await?;
-    match admission {
-        RequestAdmission::Admitted => {
-            tracing::debug!(account = account.id, method, route, "request");
-            Ok(())
+    request.answer(admitted)
+}
+
+/// One request to count against its account's plan, made where the request is handled: the
+/// count runs on the writer thread (alone in `count`, or ahead of the request's own writes in
+/// the same closure), and `answer` turns its outcome into the request's fate.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RequestCount {
+    account: Account,
+    method: &'static str,
+    route: &'static str,
+    now: DateTime<Utc>,
+}
+
+impl RequestCount {
+    pub(crate) fn new(
+        account: Account,
+        method: &'static str,
+        route: &'static str,
+        now: DateTime<Utc>,
+    ) -> RequestCount {
+        RequestCount {
+            account,
+            method,
+            route,
+            now,
         }
-        RequestAdmission::OverLimit => Err(ApiError::quota_exceeded("requests", period_end)),
+    }
+
+    /// On the writer thread: counts the request (one statement, kept whatever `then` does) and
+    /// runs `then`; when the limit is reached, writes nothing and returns `None`.
+    pub(crate) fn run<T>(
+        &self,
+        conn: &mut Connection,
+        then: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
+    ) -> Result<Option<T>, StoreError> {
+        let admission = usage::admit_request(
+            conn,
+            self.account,
+            time::billing_period(self.now).0.timestamp_millis(),
+            self.now.timestamp_millis(),
+            self.method,
+            self.route,
+        )?;
+        match admission {
+            RequestAdmission::Admitted => then(conn).map(Some),
+            RequestAdmission::OverLimit => Ok(None),
+        }
+    }
+
+    /// What `run` returned means for the request: its result, or 429 when over the limit.
+    pub(crate) fn answer<T>(&self, admitted: Option<T>) -> Result<T, ApiError> {
+        let (account, method, route) = (self.account.id, self.method, self.route);
+        match admitted {
+            Some(result) => {
+                tracing::debug!(account, method, route, "request");
+                Ok(result)
+            }
+            None => Err(ApiError::quota_exceeded(
+                "requests",
+                time::billing_period(self.now).1,
+            )),
+        }
     }
 }
 
@@ -109,4 +158,54 @@ pub(crate) fn wallet_token(state: &AppState, headers: &HeaderMap) -> Result<jwt:
     }
     jwt::verify(&state.jwt_secret, credential)
         .map_err(|e| ApiError::unauthorized(format!("invalid token: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::service::config::{DbLocation, Tier};
+    use crate::service::ids::generate_api_key;
+    use crate::service::store::Store;
+    use crate::service::store::accounts::ensure_keys;
+
+    /// The count is kept whatever the closure run after it does, and a request over the limit
+    /// writes nothing and runs nothing.
+    #[test]
+    fn a_request_stays_counted_when_its_work_fails_and_over_the_limit_nothing_runs() {
+        let store = Store::open(&DbLocation::Memory).unwrap();
+        let now = Utc::now();
+        let period_start = time::billing_period(now).0.timestamp_millis();
+        store
+            .blocking(|c| {
+                let keys = vec![(generate_api_key(), Tier::Free)];
+                let account = *ensure_keys(c, &keys, now.timestamp_millis())?
+                    .values()
+                    .next()
+                    .unwrap();
+                let request = RequestCount::new(account, "POST", "/x", now);
+                c.execute_batch("BEGIN")?;
+                let failed = request.run(c, |_| {
+                    Err::<(), _>(StoreError::Corrupt("the turn failed".into()))
+                });
+                assert!(matches!(failed, Err(StoreError::Corrupt(_))));
+                c.execute_batch("COMMIT")?;
+                assert_eq!(usage::requests_used(c, account.id, period_start)?, 1);
+                let limit = account.tier.limits().requests;
+                for _ in 1..limit {
+                    assert_eq!(request.run(c, |_| Ok(7))?, Some(7));
+                }
+                let ran = std::cell::Cell::new(false);
+                let over = request.run(c, |_| {
+                    ran.set(true);
+                    Ok(())
+                })?;
+                assert_eq!(over, None);
+                assert!(!ran.get());
+                assert_eq!(usage::requests_used(c, account.id, period_start)?, limit);
+                let refused = request.answer(None::<()>).unwrap_err();
+                assert_eq!(refused.status, axum::http::StatusCode::TOO_MANY_REQUESTS);
+                Ok(())
+            })
+            .unwrap();
+    }
 }

@@ -117,7 +117,16 @@ async fn run(state: &AppState, turn: Turn) -> TurnOutcome {
             );
             let rolled = state
                 .store
-                .call(move |c| messages::roll_back_turn(c, account_id, &sid, &uid, key.as_deref()))
+                .call(move |c| {
+                    messages::roll_back_turn(
+                        c,
+                        account_id,
+                        &sid,
+                        &uid,
+                        created_at_ms,
+                        key.as_deref(),
+                    )
+                })
                 .await;
             let error = match rolled {
                 Ok(()) => ApiError::engine(e.0),

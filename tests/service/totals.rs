@@ -217,7 +217,14 @@ async fn a_rolled_back_turn_takes_its_tokens_back_out_of_the_totals() {
                 convo::service::store::usage::tokens_used(c, account.id, first.period_start_ms)?,
                 65
             );
-            messages::roll_back_turn(c, account.id, &sid, "msg_rolled", Some("msg_rolled"))?;
+            messages::roll_back_turn(
+                c,
+                account.id,
+                &sid,
+                "msg_rolled",
+                second.now_ms,
+                Some("msg_rolled"),
+            )?;
             assert_eq!(
                 convo::service::store::usage::tokens_used(c, account.id, first.period_start_ms)?,
                 40

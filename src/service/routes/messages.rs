@@ -15,7 +15,6 @@ use crate::service::error::ApiError;
 use crate::service::router::MESSAGES;
 use crate::service::store::idempotency::Recorded;
 use crate::service::store::messages::{self, TurnRefusal, TurnStart, TurnStarted, UserMessage};
-use crate::service::store::usage::{self, RequestAdmission};
 use crate::service::turn::{self, Turn};
 use crate::service::{AppState, auth, ids, time, tokens};
 
@@ -175,25 +174,14 @@ pub(crate) async fn send(
         period_start_ms: period_start.timestamp_millis(),
         now_ms,
     };
-    // The request is counted and the turn started in one round trip to the writer thread
-    // (two savepoints: a refused turn still counts as a request).
-    let started = state
+    // The request is counted and the turn started in one round trip to the writer thread; the
+    // turn's savepoint is the only one (a refused turn still counts as a request).
+    let request_count = auth::RequestCount::new(account, "POST", MESSAGES, now);
+    let admitted = state
         .store
-        .call(move |c| {
-            let admission = usage::admit_request(
-                c,
-                start.account,
-                start.period_start_ms,
-                start.now_ms,
-                "POST",
-                MESSAGES,
-            )?;
-            if admission == RequestAdmission::OverLimit {
-                return Ok(Err(TurnRefusal::Quota("requests")));
-            }
-            messages::start_turn(c, &start)
-        })
+        .call(move |c| request_count.run(c, |c| messages::start_turn(c, &start)))
         .await?;
+    let started = request_count.answer(admitted)?;
     let (history, context_tokens) = match started {
         Err(TurnRefusal::SessionNotFound) => return Err(ApiError::session_not_found(&session_id)),
         Err(TurnRefusal::Quota(limit)) => return Err(ApiError::quota_exceeded(limit, period_end)),

@@ -272,20 +272,21 @@ pub fn complete_turn(
     Ok(true)
 }
 
-/// Undoes a turn whose reply failed: the user message, its ledger row and its idempotency
-/// record go, so a retry with the same key starts afresh.
+/// Undoes a turn whose reply failed: the user message (stored at `created_at_ms`), its ledger
+/// row and its idempotency record go, so a retry with the same key starts afresh.
 pub fn roll_back_turn(
     conn: &mut Connection,
     account_id: i64,
     session_id: &str,
     user_message_id: &str,
+    created_at_ms: i64,
     idempotency_key: Option<&str>,
 ) -> Result<(), StoreError> {
     let tx = conn.savepoint()?;
     tx.execute("DELETE FROM messages WHERE id = ?1", [user_message_id])?;
     tx.execute(
-        "DELETE FROM message_log WHERE message_id = ?1",
-        [user_message_id],
+        "DELETE FROM message_log WHERE account_id = ?1 AND created_at = ?2 AND message_id = ?3",
+        params![account_id, created_at_ms, user_message_id],
     )?;
     if let Some(key) = idempotency_key {
         idempotency::forget(&tx, account_id, session_id, key)?;

@@ -154,6 +154,80 @@ const MIGRATIONS: &[&str] = &[
         UPDATE sessions SET context_tokens = context_tokens - OLD.tokens WHERE id = OLD.session_id;
     END;
     "#,
+    // 3: less work per send. `message_log` becomes one B-tree in (account, time) order, the
+    // order usage and metrics read it in; it had three (its rows, its key on `message_id`, its
+    // index by account), each written twice per send. `request_log` loses its index by
+    // account, which nothing reads (the totals replaced it). `messages` checks its role with
+    // comparisons instead of `IN (…)`, for which SQLite built a temporary B-tree at every
+    // insert. The triggers of both moved tables are dropped before their rows move and made
+    // again after, unchanged.
+    r#"
+    DROP TRIGGER messages_add_context;
+    DROP TRIGGER messages_move_context;
+    DROP TRIGGER messages_remove_context;
+    CREATE TABLE messages_3 (
+        pk          INTEGER PRIMARY KEY,        -- insertion order = conversation order
+        id          TEXT    NOT NULL UNIQUE,
+        session_id  TEXT    NOT NULL REFERENCES sessions(id),
+        role        TEXT    NOT NULL CHECK (role = 'user' OR role = 'system' OR role = 'assistant'),
+        content     TEXT    NOT NULL,
+        tokens      INTEGER NOT NULL,
+        metadata    TEXT,                       -- JSON object, user and system messages only
+        created_at  INTEGER NOT NULL
+    );
+    INSERT INTO messages_3 (pk, id, session_id, role, content, tokens, metadata, created_at)
+    SELECT pk, id, session_id, role, content, tokens, metadata, created_at FROM messages;
+    DROP TABLE messages;
+    ALTER TABLE messages_3 RENAME TO messages;
+    CREATE INDEX messages_by_session ON messages(session_id, pk);
+    CREATE TRIGGER messages_add_context AFTER INSERT ON messages BEGIN
+        UPDATE sessions SET context_tokens = context_tokens + NEW.tokens WHERE id = NEW.session_id;
+    END;
+    CREATE TRIGGER messages_move_context AFTER UPDATE OF session_id, tokens ON messages BEGIN
+        UPDATE sessions SET context_tokens = context_tokens - OLD.tokens WHERE id = OLD.session_id;
+        UPDATE sessions SET context_tokens = context_tokens + NEW.tokens WHERE id = NEW.session_id;
+    END;
+    CREATE TRIGGER messages_remove_context AFTER DELETE ON messages BEGIN
+        UPDATE sessions SET context_tokens = context_tokens - OLD.tokens WHERE id = OLD.session_id;
+    END;
+
+    DROP TRIGGER message_log_counts;
+    DROP TRIGGER message_log_uncounts;
+    DROP TRIGGER message_log_recounts;
+    CREATE TABLE message_log_3 (
+        account_id  INTEGER NOT NULL,
+        created_at  INTEGER NOT NULL,
+        message_id  TEXT    NOT NULL,
+        session_id  TEXT    NOT NULL,
+        role        TEXT    NOT NULL,
+        tokens      INTEGER NOT NULL,
+        PRIMARY KEY (account_id, created_at, message_id)
+    ) WITHOUT ROWID;
+    INSERT INTO message_log_3 (account_id, created_at, message_id, session_id, role, tokens)
+    SELECT account_id, created_at, message_id, session_id, role, tokens FROM message_log;
+    DROP TABLE message_log;
+    ALTER TABLE message_log_3 RENAME TO message_log;
+    DROP INDEX request_log_by_account;
+
+    CREATE TRIGGER message_log_counts AFTER INSERT ON message_log BEGIN
+        INSERT INTO usage_totals (account_id, period_start, tokens)
+        VALUES (NEW.account_id, CAST(strftime('%s', NEW.created_at / 1000.0, 'unixepoch', 'start of month') AS INTEGER) * 1000, NEW.tokens)
+        ON CONFLICT (account_id, period_start) DO UPDATE SET tokens = tokens + excluded.tokens;
+    END;
+    CREATE TRIGGER message_log_uncounts AFTER DELETE ON message_log BEGIN
+        UPDATE usage_totals SET tokens = tokens - OLD.tokens
+        WHERE account_id = OLD.account_id
+          AND period_start = CAST(strftime('%s', OLD.created_at / 1000.0, 'unixepoch', 'start of month') AS INTEGER) * 1000;
+    END;
+    CREATE TRIGGER message_log_recounts AFTER UPDATE OF account_id, tokens, created_at ON message_log BEGIN
+        UPDATE usage_totals SET tokens = tokens - OLD.tokens
+        WHERE account_id = OLD.account_id
+          AND period_start = CAST(strftime('%s', OLD.created_at / 1000.0, 'unixepoch', 'start of month') AS INTEGER) * 1000;
+        INSERT INTO usage_totals (account_id, period_start, tokens)
+        VALUES (NEW.account_id, CAST(strftime('%s', NEW.created_at / 1000.0, 'unixepoch', 'start of month') AS INTEGER) * 1000, NEW.tokens)
+        ON CONFLICT (account_id, period_start) DO UPDATE SET tokens = tokens + excluded.tokens;
+    END;
+    "#,
 ];
 
 /// Brings the schema up to date; each migration runs in its own transaction.
@@ -203,7 +277,8 @@ mod tests {
         crate::service::time::billing_period(t).0.timestamp_millis()
     }
 
-    /// A database written by a version-1 convo gets its totals back-filled from its rows.
+    /// A database written by a version-1 convo gets its totals back-filled from its rows (and
+    /// keeps them through migration 3).
     #[test]
     fn migration_2_back_fills_the_totals_of_an_old_database() {
         let mut conn = Connection::open_in_memory().unwrap();
@@ -276,6 +351,29 @@ mod tests {
         assert_eq!(context("session_aaaaaaaaaaaaaaaa"), 30);
         assert_eq!(context("session_bbbbbbbbbbbbbbbb"), 0);
         assert_eq!(context("session_cccccccccccccccc"), 7);
+        // Migration 3 moved the rows of the ledger and of the messages, and their triggers and
+        // the role's check still hold.
+        let count = |table: &str| -> i64 {
+            conn.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0))
+                .unwrap()
+        };
+        assert_eq!((count("message_log"), count("messages")), (4, 3));
+        conn.execute("DELETE FROM message_log WHERE message_id = 'm0'", [])
+            .unwrap();
+        assert_eq!(totals(1, nov), (2, 20));
+        let add = |id: &str, role: &str| {
+            conn.execute(
+                "INSERT INTO messages (id, session_id, role, content, tokens, created_at)
+                 VALUES (?1, 'session_cccccccccccccccc', ?2, 'w', 5, 0)",
+                [id, role],
+            )
+        };
+        assert!(add("m4", "robot").is_err());
+        add("m4", "system").unwrap();
+        assert_eq!(context("session_cccccccccccccccc"), 12);
+        conn.execute("DELETE FROM messages WHERE id = 'm3'", [])
+            .unwrap();
+        assert_eq!(context("session_cccccccccccccccc"), 5);
     }
 
     /// The triggers put a row in the same billing period as `time::billing_period` does, at

@@ -15,25 +15,24 @@ pub enum RequestAdmission {
 }
 
 /// Counts one request of `account` in the billing period `[period_start, …)` unless the
-/// request limit is already reached (check and insert in one transaction).
+/// request limit is already reached: one check and one statement, so the caller's transaction
+/// needs no savepoint of its own for it.
 pub fn admit_request(
-    conn: &mut Connection,
+    conn: &Connection,
     account: Account,
     period_start_ms: i64,
     now_ms: i64,
     method: &str,
     route: &str,
 ) -> Result<RequestAdmission, StoreError> {
-    let tx = conn.savepoint()?;
-    let used = requests_used(&tx, account.id, period_start_ms)?;
+    let used = requests_used(conn, account.id, period_start_ms)?;
     if used >= account.tier.limits().requests {
         return Ok(RequestAdmission::OverLimit);
     }
-    tx.prepare_cached(
+    conn.prepare_cached(
         "INSERT INTO request_log (account_id, at, method, route) VALUES (?1, ?2, ?3, ?4)",
     )?
     .execute(params![account.id, now_ms, method, route])?;
-    tx.commit()?;
     Ok(RequestAdmission::Admitted)
 }
 
