@@ -26,21 +26,15 @@ pub(super) struct InlineCells(Vec<Cell>);
 
 impl InlineCells {
     /// `cells`, with a missing symbol (`Cell::EMPTY`'s, drawn as a space) stored as an
-    /// inline space, which compares equal; `None` when a symbol cannot be inline (a
+    /// inline space, which compares equal; `None` when another symbol is not inline (a
     /// grapheme cluster over 24 bytes).
     pub(super) fn new(mut cells: Vec<Cell>) -> Option<Self> {
         for cell in &mut cells {
-            if is_inline(cell) {
-                continue;
-            }
-            if cell.symbol() == " " {
-                cell.set_symbol(" ");
-            } else {
-                let symbol = cell.symbol().to_owned();
-                cell.set_symbol(&symbol);
-            }
             if !is_inline(cell) {
-                return None;
+                if cell.symbol() != " " {
+                    return None;
+                }
+                cell.set_symbol(" ");
             }
         }
         Some(Self(cells))
