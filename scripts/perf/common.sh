@@ -10,10 +10,10 @@ fi
 echo "# $(date -u +%FT%TZ) $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # Starts `convo serve` with the builtin engine at pace $2 (ms) and an enterprise key $1 (its
-# quotas cover the runs), its database in a temporary directory; sets dir, serve (the pid) and
-# url, and stops it and removes the directory on exit.
+# quotas cover the runs), its database in a temporary directory (under SERVE_TMP, /tmp by
+# default); sets dir, serve (the pid) and url, and stops it and removes the directory on exit.
 start_serve() {
-    dir=$(mktemp -d /tmp/convo-perf-serve.XXXXXX)
+    dir=$(mktemp -d "${SERVE_TMP:-/tmp}/convo-perf-serve.XXXXXX")
     "$BIN" serve --addr 127.0.0.1:0 --db "$dir/service.db" --api-key "$1=enterprise" \
         --jwt-secret perf --engine-pace-ms "$2" >"$dir/stdout" 2>"$dir/stderr" &
     serve=$!
