@@ -32,8 +32,8 @@ const CHECKPOINT_BUSY_FRAMES: i64 = 1000;
 /// after a background one, so that the WAL starts over. SQLite restarts the WAL only when a
 /// write transaction begins with every frame checkpointed, which a background checkpoint never
 /// achieves while the writer keeps committing. Finishing it costs the writer two `fsync`s and
-/// the copy of the frames committed during the background pass (about 5 ms under load), and a
-/// third `fsync` when the WAL restarts: it is paid once per this many frames (a few seconds at
+/// the copy of the frames committed during the last background pass (6-13 ms under load), and
+/// a third `fsync` when the WAL restarts: paid once per this many frames (every few seconds at
 /// full load), not at every background pass.
 const WAL_RESTART_FRAMES: i64 = 16 * 1024;
 /// The writer is asked to finish once a background pass left at most this many frames (or
@@ -42,6 +42,9 @@ const CATCH_UP_FRAMES: i64 = 256;
 /// The writer connection's own automatic checkpoint: only a backstop, should the checkpointer
 /// thread stall (256 MiB).
 const WRITER_AUTOCHECKPOINT_FRAMES: i64 = 64 * 1024;
+
+/// How long a full checkpoint retries while the checkpointer holds the checkpoint lock.
+const CHECKPOINT_RETRY: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// What the writer and checkpointer threads tell each other.
 #[derive(Default)]
@@ -52,8 +55,6 @@ struct WalState {
     /// then checkpoints between two groups and clears it. The checkpointer waits meanwhile.
     catch_up: AtomicBool,
 }
-/// How long a full checkpoint retries while the checkpointer holds the checkpoint lock.
-const CHECKPOINT_RETRY: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Answers a closure's caller once the fate of its transaction is known: `None` when it was
 /// committed, else why it was not.
@@ -87,7 +88,7 @@ impl Checkpointer {
     fn start(path: &std::path::Path, wal: Arc<WalState>) -> Result<Checkpointer, rusqlite::Error> {
         let conn = Connection::open(path)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
-        // The database file, for `fdatasync` after each checkpoint (below).
+        // The database file, for an `fdatasync` before each pass (`background_pass`).
         let file = std::fs::File::open(path).map_err(|e| {
             rusqlite::Error::InvalidParameterName(format!(
                 "cannot open the database file to sync it: {e}"
