@@ -28,32 +28,54 @@ const MAX_GROUP: usize = 256;
 const CHECKPOINT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
 /// Sooner when the last checkpoint found at least this many frames in the WAL (4 MiB).
 const CHECKPOINT_BUSY_FRAMES: i64 = 1000;
-/// Past this many frames in the WAL (64 MiB), the writer finishes a checkpoint by itself right
+/// Past this many frames in the WAL (128 MiB), the writer finishes a checkpoint by itself right
 /// after a background one, so that the WAL starts over. SQLite restarts the WAL only when a
 /// write transaction begins with every frame checkpointed, which a background checkpoint never
 /// achieves while the writer keeps committing. Finishing it costs the writer two `fsync`s and
 /// the copy of the frames committed during the last background pass (6-13 ms under load), and
-/// a third `fsync` when the WAL restarts: paid once per this many frames (every few seconds at
-/// full load), not at every background pass.
-const WAL_RESTART_FRAMES: i64 = 16 * 1024;
-/// The writer is asked to finish once a background pass left at most this many frames (or
-/// after five passes).
+/// a third `fsync` when the WAL restarts: paid once per this many frames (about once a second
+/// at full load), not at every background pass. 16k and 64k frames did no better (interleaved
+/// runs at 12 connections, docs/performance.md).
+const WAL_RESTART_FRAMES: i64 = 32 * 1024;
+/// The writer is asked to finish once a background pass began with at most this many frames
+/// it had not copied before (or after five passes).
 const CATCH_UP_FRAMES: i64 = 256;
 /// The writer connection's own automatic checkpoint: only a backstop, should the checkpointer
-/// thread stall (256 MiB).
-const WRITER_AUTOCHECKPOINT_FRAMES: i64 = 64 * 1024;
+/// thread stall (512 MiB).
+const WRITER_AUTOCHECKPOINT_FRAMES: i64 = 128 * 1024;
 
 /// How long a full checkpoint retries while the checkpointer holds the checkpoint lock.
 const CHECKPOINT_RETRY: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// The WAL's thresholds: the constants above (smaller in tests).
+#[derive(Clone, Copy, Debug)]
+struct WalLimits {
+    restart_frames: i64,
+    catch_up_frames: i64,
+    autocheckpoint_frames: i64,
+}
+
+impl Default for WalLimits {
+    fn default() -> Self {
+        WalLimits {
+            restart_frames: WAL_RESTART_FRAMES,
+            catch_up_frames: CATCH_UP_FRAMES,
+            autocheckpoint_frames: WRITER_AUTOCHECKPOINT_FRAMES,
+        }
+    }
+}
+
 /// What the writer and checkpointer threads tell each other.
 #[derive(Default)]
 struct WalState {
+    limits: WalLimits,
     /// The writer's transactions: an idle database is not checkpointed.
     writes: AtomicU64,
     /// Set by the checkpointer when the WAL has grown past `WAL_RESTART_FRAMES`; the writer
     /// then checkpoints between two groups and clears it. The checkpointer waits meanwhile.
     catch_up: AtomicBool,
+    /// The writer's checkpoints so far (logged with each).
+    catch_ups: AtomicU64,
 }
 
 /// Answers a closure's caller once the fate of its transaction is known: `None` when it was
@@ -73,6 +95,8 @@ pub struct Store {
     conn: Arc<Mutex<Connection>>,
     jobs: mpsc::Sender<Job>,
     checkpointer: Arc<Checkpointer>,
+    #[cfg(test)]
+    wal: Arc<WalState>,
 }
 
 /// The thread that checkpoints a file database in the background (PASSIVE: it never blocks
@@ -113,28 +137,37 @@ impl Checkpointer {
                         continue;
                     }
                     seen = now;
-                    let mut done = background_pass(&conn, &file);
-                    // Before the writer is asked to finish, passes follow each other until one
-                    // copied few frames and left few: the writer copies those left and syncs
-                    // the pages that pass copied.
-                    let mut passes = 1;
+                    // A pass reports the WAL as it was when it began: the frames committed during
+                    // it are not counted, and the writer's commit counter tells whether there
+                    // were any. Once the WAL is past its limit, passes follow each other until
+                    // one began with few new frames (so that the frames committed during it,
+                    // which the writer will copy, are few too), at most five.
+                    let limits = wal.limits;
+                    let mut passes = 0;
                     let mut copied_before = 0;
-                    while let Ok(c) = &done
-                        && c.frames >= WAL_RESTART_FRAMES
-                        && passes < 5
-                        && (c.frames - c.copied > CATCH_UP_FRAMES
-                            || c.copied - copied_before > CATCH_UP_FRAMES)
-                    {
-                        copied_before = c.copied;
-                        done = background_pass(&conn, &file);
+                    let (done, wrote_during) = loop {
+                        let writes_before = wal.writes.load(Ordering::Relaxed);
+                        let done = background_pass(&conn, &file);
                         passes += 1;
-                    }
+                        let wrote_during = wal.writes.load(Ordering::Relaxed) != writes_before;
+                        match &done {
+                            Ok(c)
+                                if c.frames >= limits.restart_frames
+                                    && wrote_during
+                                    && passes < 5
+                                    && c.copied - copied_before > limits.catch_up_frames =>
+                            {
+                                copied_before = c.copied;
+                            }
+                            _ => break (done, wrote_during),
+                        }
+                    };
                     wait = match done {
-                        // Every frame copied: the WAL starts over at the next write anyway.
-                        Ok(c) if c.frames >= WAL_RESTART_FRAMES && c.copied < c.frames => {
+                        // With no commit during the pass, every frame is copied and the WAL
+                        // starts over at the next write anyway.
+                        Ok(c) if c.frames >= limits.restart_frames && wrote_during => {
                             tracing::debug!(
                                 frames = c.frames,
-                                copied = c.copied,
                                 passes,
                                 "asking the writer to finish the checkpoint"
                             );
@@ -211,6 +244,10 @@ fn checkpoint(conn: &Connection, mode: &str) -> Result<Checkpointed, rusqlite::E
 impl Store {
     /// Opens (creating if needed) and migrates the database. Blocking: call off the async workers.
     pub fn open(location: &DbLocation) -> Result<Store, rusqlite::Error> {
+        Store::open_with(location, WalLimits::default())
+    }
+
+    fn open_with(location: &DbLocation, limits: WalLimits) -> Result<Store, rusqlite::Error> {
         let mut conn = match location {
             DbLocation::Memory => Connection::open_in_memory()?,
             DbLocation::File(path) => Connection::open(path)?,
@@ -236,7 +273,7 @@ impl Store {
             }
             conn.pragma_update(None, "synchronous", "NORMAL")?;
             // The checkpointer thread keeps the WAL short; this is only a backstop.
-            conn.pragma_update(None, "wal_autocheckpoint", WRITER_AUTOCHECKPOINT_FRAMES)?;
+            conn.pragma_update(None, "wal_autocheckpoint", limits.autocheckpoint_frames)?;
             // Read pages through a memory map, so that a page missing from the page cache is
             // a copy rather than a read syscall (throughput fell as the database grew without
             // it). The page cache stays small: every commit after a B-tree page split walks the
@@ -251,7 +288,10 @@ impl Store {
         // temporary file past 64 KiB (a `pwrite` per page, 12 % of the writer).
         conn.pragma_update(None, "temp_store", "MEMORY")?;
         migrations::migrate(&mut conn)?;
-        let wal = Arc::new(WalState::default());
+        let wal = Arc::new(WalState {
+            limits,
+            ..WalState::default()
+        });
         let checkpointer = match location {
             DbLocation::File(path) => {
                 restrict_permissions(path);
@@ -260,6 +300,8 @@ impl Store {
             DbLocation::Memory => Checkpointer::default(),
         };
         let conn = Arc::new(Mutex::new(conn));
+        #[cfg(test)]
+        let wal_for_tests = wal.clone();
         let (jobs, queue) = mpsc::channel();
         let writer_conn = conn.clone();
         std::thread::Builder::new()
@@ -272,6 +314,8 @@ impl Store {
             conn,
             jobs,
             checkpointer: Arc::new(checkpointer),
+            #[cfg(test)]
+            wal: wal_for_tests,
         })
     }
 
@@ -409,12 +453,16 @@ fn catch_up(conn: &Connection, wal: &WalState) {
     if wal.catch_up.load(Ordering::Acquire) {
         let started = std::time::Instant::now();
         match checkpoint(conn, "PASSIVE") {
-            Ok(c) => tracing::debug!(
-                frames = c.frames,
-                copied = c.copied,
-                took_us = started.elapsed().as_micros() as u64,
-                "the writer finished a checkpoint",
-            ),
+            Ok(c) => {
+                let nth = wal.catch_ups.fetch_add(1, Ordering::Relaxed) + 1;
+                tracing::debug!(
+                    frames = c.frames,
+                    copied = c.copied,
+                    took_us = started.elapsed().as_micros() as u64,
+                    nth,
+                    "the writer finished a checkpoint",
+                );
+            }
             Err(e) => tracing::warn!(error = %e, "the writer's checkpoint failed"),
         }
         wal.catch_up.store(false, Ordering::Release);
@@ -587,5 +635,53 @@ mod tests {
         conn.execute("INSERT INTO t VALUES (1)", []).unwrap();
         let frames = checkpoint(&conn, "PASSIVE").unwrap().frames;
         assert!(frames < 5, "the WAL started over: {frames} frames");
+    }
+
+    /// Under writes that never pause, the checkpointer asks the writer to finish once the WAL
+    /// has grown past its limit, again and again (the limits are tiny here, and the writer's
+    /// automatic checkpoint is off: only this scheme restarts the WAL).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn under_continuous_writes_the_checkpointer_has_the_writer_finish() {
+        let dir = tempfile::tempdir().unwrap();
+        let limits = WalLimits {
+            restart_frames: 64,
+            catch_up_frames: 8,
+            autocheckpoint_frames: 0,
+        };
+        let store = Store::open_with(&DbLocation::File(dir.path().join("wal.db")), limits).unwrap();
+        store
+            .call(|conn| Ok(conn.execute_batch("CREATE TABLE t (x BLOB)")?))
+            .await
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        // Eight writers, each always waiting with its next insert: the writer never idles.
+        let writers: Vec<_> = (0..8)
+            .map(|_| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    while store.wal.catch_ups.load(Ordering::Relaxed) < 3
+                        && std::time::Instant::now() < deadline
+                    {
+                        store
+                            .call(|conn| {
+                                let sp = conn.savepoint()?;
+                                sp.execute("INSERT INTO t VALUES (zeroblob(200))", [])?;
+                                sp.commit()?;
+                                Ok(())
+                            })
+                            .await
+                            .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for w in writers {
+            w.await.unwrap();
+        }
+        assert!(
+            store.wal.catch_ups.load(Ordering::Relaxed) >= 3,
+            "the writer finished no checkpoint in 30 s of writes"
+        );
+        store.close().await.unwrap();
     }
 }
