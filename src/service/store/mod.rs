@@ -74,6 +74,8 @@ struct WalState {
     /// Set by the checkpointer when the WAL has grown past `WAL_RESTART_FRAMES`; the writer
     /// then checkpoints between two groups and clears it. The checkpointer waits meanwhile.
     catch_up: AtomicBool,
+    /// `writes` when `catch_up` was set: a writer that has committed nothing since is idle.
+    writes_when_asked: AtomicU64,
     /// The writer's checkpoints so far (logged with each).
     catch_ups: AtomicU64,
 }
@@ -124,12 +126,23 @@ impl Checkpointer {
             .spawn(move || {
                 let mut wait = CHECKPOINT_INTERVAL;
                 let mut seen = wal.writes.load(Ordering::Relaxed);
+                // How many times this thread found the writer asked and not yet done.
+                let mut looks = 0;
                 // Ends on a stop message or when the sender is dropped.
                 while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(wait) {
                     if wal.catch_up.load(Ordering::Acquire) {
-                        // The writer's checkpoint comes first (it would find this one's lock).
-                        wait = CHECKPOINT_INTERVAL / 20;
-                        continue;
+                        looks += 1;
+                        // The writer's checkpoint comes first (it would find this one's lock),
+                        // but a writer that has gone idle runs none: after 100 ms without a
+                        // commit the request is taken back, and a pass of this thread, with
+                        // no commit during it, copies everything.
+                        let idle = wal.writes.load(Ordering::Relaxed)
+                            == wal.writes_when_asked.load(Ordering::Relaxed);
+                        if !(idle && looks >= 20) {
+                            wait = CHECKPOINT_INTERVAL / 20;
+                            continue;
+                        }
+                        wal.catch_up.store(false, Ordering::Release);
                     }
                     let now = wal.writes.load(Ordering::Relaxed);
                     if now == seen {
@@ -171,6 +184,9 @@ impl Checkpointer {
                                 passes,
                                 "asking the writer to finish the checkpoint"
                             );
+                            looks = 0;
+                            let writes = wal.writes.load(Ordering::Relaxed);
+                            wal.writes_when_asked.store(writes, Ordering::Relaxed);
                             wal.catch_up.store(true, Ordering::Release);
                             CHECKPOINT_INTERVAL / 20
                         }
@@ -682,6 +698,20 @@ mod tests {
             store.wal.catch_ups.load(Ordering::Relaxed) >= 3,
             "the writer finished no checkpoint in 30 s of writes"
         );
+        // Asked when the writes have stopped, the idle writer never answers: the checkpointer
+        // takes the request back (and its own next pass, with no commit during it, copies
+        // everything).
+        let writes = store.wal.writes.load(Ordering::Relaxed);
+        store.wal.writes_when_asked.store(writes, Ordering::Relaxed);
+        store.wal.catch_up.store(true, Ordering::Release);
+        let asked_until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while store.wal.catch_up.load(Ordering::Acquire) {
+            assert!(
+                std::time::Instant::now() < asked_until,
+                "the request stayed up"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
         store.close().await.unwrap();
     }
 }
