@@ -266,7 +266,13 @@ impl Store {
     fn open_with(location: &DbLocation, limits: WalLimits) -> Result<Store, rusqlite::Error> {
         let mut conn = match location {
             DbLocation::Memory => Connection::open_in_memory()?,
-            DbLocation::File(path) => Connection::open(path)?,
+            DbLocation::File(path) => {
+                let conn = Connection::open(path)?;
+                // Before the WAL exists: SQLite creates it and the `-shm` file with the
+                // database file's permissions.
+                restrict_permissions(path);
+                conn
+            }
         };
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         // Every statement of the hot paths stays compiled (`prepare_cached`).
@@ -309,10 +315,7 @@ impl Store {
             ..WalState::default()
         });
         let checkpointer = match location {
-            DbLocation::File(path) => {
-                restrict_permissions(path);
-                Checkpointer::start(path, wal.clone())?
-            }
+            DbLocation::File(path) => Checkpointer::start(path, wal.clone())?,
             DbLocation::Memory => Checkpointer::default(),
         };
         let conn = Arc::new(Mutex::new(conn));
@@ -533,13 +536,24 @@ fn run_group(conn: &mut Connection, group: Vec<Job>) {
     }
 }
 
-/// The database holds conversations: readable by its owner only (SQLite gives the `-wal` and
-/// `-shm` files the same permissions).
+/// The database holds conversations: readable by its owner only. SQLite gives the `-wal` and
+/// `-shm` files it creates the database file's permissions; those left by a process that
+/// stopped without closing (created before this was done first) are restricted too.
 #[cfg(unix)]
 fn restrict_permissions(path: &std::path::Path) {
     use std::os::unix::fs::PermissionsExt;
-    if let Err(e) = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)) {
-        tracing::warn!(path = %path.display(), error = %e, "cannot restrict the database's permissions");
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    let mut shm = path.as_os_str().to_owned();
+    shm.push("-shm");
+    for (file, required) in [(path.as_os_str(), true), (&wal, false), (&shm, false)] {
+        match std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o600)) {
+            Err(e) if required || e.kind() != std::io::ErrorKind::NotFound => {
+                tracing::warn!(path = %std::path::Path::new(file).display(), error = %e,
+                    "cannot restrict the database's permissions");
+            }
+            _ => {}
+        }
     }
 }
 
@@ -651,6 +665,35 @@ mod tests {
         conn.execute("INSERT INTO t VALUES (1)", []).unwrap();
         let frames = checkpoint(&conn, "PASSIVE").unwrap().frames;
         assert!(frames < 5, "the WAL started over: {frames} frames");
+    }
+
+    /// The database and its `-wal` and `-shm` files are readable by their owner only, also
+    /// when a `-wal` file was left readable by others.
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn the_database_files_are_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("private.db");
+        let mode = |suffix: &str| {
+            let file = format!("{}{suffix}", path.display());
+            std::fs::metadata(file).unwrap().permissions().mode() & 0o777
+        };
+        let store = Store::open(&DbLocation::File(path.clone())).unwrap();
+        store
+            .call(|conn| Ok(conn.execute_batch("CREATE TABLE t (x)")?))
+            .await
+            .unwrap();
+        for suffix in ["", "-wal", "-shm"] {
+            assert_eq!(mode(suffix), 0o600, "private{suffix}");
+        }
+        // A `-wal` file readable by others, as one stopped process of an earlier version left.
+        let wal = format!("{}-wal", path.display());
+        std::fs::set_permissions(&wal, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let again = Store::open(&DbLocation::File(path.clone())).unwrap();
+        assert_eq!(mode("-wal"), 0o600);
+        drop(again);
+        store.close().await.unwrap();
     }
 
     /// Under writes that never pause, the checkpointer asks the writer to finish once the WAL
