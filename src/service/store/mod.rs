@@ -32,7 +32,7 @@ const CHECKPOINT_BUSY_FRAMES: i64 = 1000;
 /// after a background one, so that the WAL starts over. SQLite restarts the WAL only when a
 /// write transaction begins with every frame checkpointed, which a background checkpoint never
 /// achieves while the writer keeps committing. Finishing it costs the writer two `fsync`s and
-/// the copy of the frames committed during the last background pass (6-13 ms under load), and
+/// the copy of the frames committed during the last background pass (5-21 ms under load), and
 /// a third `fsync` when the WAL restarts: paid once per this many frames (about once a second
 /// at full load), not at every background pass. 16k and 64k frames did no better (interleaved
 /// runs at 12 connections, docs/performance.md).
@@ -102,8 +102,9 @@ pub struct Store {
 }
 
 /// The thread that checkpoints a file database in the background (PASSIVE: it never blocks
-/// the writer), so that copying the WAL into the database file and its `fsync` happen off the
-/// writer thread. It stops when told to or when the last `Store` handle goes.
+/// the writer), so that copying the WAL into the database file and syncing it happen off the
+/// writer thread, but for the writer's one checkpoint per WAL restart (`catch_up`). It stops
+/// when told to or when the last `Store` handle goes.
 #[derive(Default)]
 struct Checkpointer {
     stop: Mutex<Option<mpsc::Sender<()>>>,
