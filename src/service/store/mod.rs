@@ -241,7 +241,7 @@ fn background_pass(
 struct Checkpointed {
     /// Another connection's checkpoint held the lock.
     blocked: bool,
-    /// Frames in the WAL.
+    /// Frames in the WAL when the checkpoint began (those committed during it are not counted).
     frames: i64,
     /// Of which copied into the database file (by this checkpoint or earlier ones).
     copied: i64,
