@@ -92,8 +92,11 @@ enum Probe {
         #[arg(long, default_value_t = 118)]
         width: u16,
     },
-    /// Resident memory of the o200k tables: the shared singleton, then a second instance.
+    /// Resident memory of o200k counting: ASCII text, other text, then tiktoken-rs's tables.
     BpeMemory,
+    /// Speed of o200k counting against tiktoken-rs's, on ASCII and other text, each counted on
+    /// a new thread (the piece cache empty), then again on the same thread (cached).
+    TokenSpeed,
     /// An OpenAI-compatible SSE server that streams TOKENS pieces at RATE per second.
     FakeOpenai {
         #[arg(long, default_value = "127.0.0.1:0")]
@@ -165,6 +168,7 @@ fn main() -> std::process::ExitCode {
             size,
         ),
         Probe::BpeMemory => bpe_memory(),
+        Probe::TokenSpeed => token_speed(),
         Probe::TranscriptMemory { messages, width } => transcript_memory(messages, width),
         Probe::FakeOpenai { addr, rate, tokens } => runtime().and_then(|rt| {
             rt.block_on(async {
@@ -827,24 +831,79 @@ fn transcript_memory(count: usize, width: u16) -> Result<()> {
     Ok(())
 }
 
+fn token_speed() -> Result<()> {
+    use convo::service::tokens;
+    let tiktoken = tiktoken_rs::o200k_base_singleton();
+    tokens::warm();
+    // Words made up per run, so that neither the pieces nor tiktoken's caches repeat.
+    let words: Vec<String> = (0..20_000u32)
+        .map(|i| {
+            format!(
+                "{}{}",
+                ["pre", "anti", "sub", "inter"][i as usize % 4],
+                i * 7919 % 100_003
+            )
+        })
+        .collect();
+    let ascii = format!("Hello, world: {} end.\n", words.join(" "));
+    let other = format!("Grüße aus Köln: {} fin, ça va ? 你好\n", words.join(" é "));
+    for (name, text) in [("ASCII", &ascii), ("other", &other)] {
+        let expected = tiktoken.encode_ordinary(text).len() as u64;
+        let owned = text.clone();
+        let cold = std::thread::spawn(move || {
+            let started = Instant::now();
+            let n = tokens::count(&owned);
+            let cold = started.elapsed();
+            let started = Instant::now();
+            let again = tokens::count(&owned);
+            (n, again, cold, started.elapsed())
+        })
+        .join()
+        .map_err(|_| "counting panicked".to_string())?;
+        let started = Instant::now();
+        let by_tiktoken = tiktoken.encode_ordinary(text).len() as u64;
+        let tiktoken_time = started.elapsed();
+        let (n, again, cold, warm) = cold;
+        if n != expected || again != expected || by_tiktoken != expected {
+            return Err(format!("{name}: counted {n}/{again}, tiktoken {expected}"));
+        }
+        let kb = text.len() as f64 / 1024.0;
+        let per_kb = |d: Duration| d.as_secs_f64() * 1e6 / kb;
+        println!(
+            "{name} text, {kb:.0} KiB, {n} tokens: {:.1} µs/KiB uncached, {:.1} µs/KiB cached; \
+             tiktoken-rs {:.1} µs/KiB",
+            per_kb(cold),
+            per_kb(warm),
+            per_kb(tiktoken_time)
+        );
+    }
+    Ok(())
+}
+
 fn bpe_memory() -> Result<()> {
     let me = std::process::id();
     let mb = |kb: u64| kb as f64 / 1024.0;
     let (base, _, _) = memory(me)?;
-    let shared = tiktoken_rs::o200k_base_singleton();
+    // ASCII text touches only the compact tables (part of the binary); other text also
+    // compiles the o200k pattern.
+    let ascii = convo::service::tokens::count(&"Hello, world: how do lifetimes work? ".repeat(400));
     let (one, _, _) = memory(me)?;
-    let second = tiktoken_rs::o200k_base().map_err(|e| e.to_string())?;
+    let other = convo::service::tokens::count(&"Grüße aus Köln, ça va ? Привет! 你好 ".repeat(400));
     let (two, _, _) = memory(me)?;
-    // Both in use, so neither is optimised away.
-    let n = shared.encode_ordinary("hello world").len() + second.encode_ordinary("hi").len();
+    // tiktoken-rs's own tables, which the counting used before (docs/performance.md).
+    let tiktoken = tiktoken_rs::o200k_base_singleton();
+    let n = tiktoken.encode_ordinary("hello world").len();
+    let (three, _, _) = memory(me)?;
     println!(
-        "o200k tables: VmRSS {:.1} MB before, {:.1} MB with o200k_base_singleton() (+{:.1}), \
-         {:.1} MB with a second o200k_base() (+{:.1}); {n} tokens counted",
+        "o200k counting: VmRSS {:.1} MB before, {:.1} MB after counting ASCII text (+{:.1}), \
+         {:.1} MB after counting other text (+{:.1}); tiktoken-rs's CoreBPE would add {:.1} MB \
+         ({ascii} + {other} + {n} tokens counted)",
         mb(base),
         mb(one),
         mb(one - base),
         mb(two),
-        mb(two - one)
+        mb(two - one),
+        mb(three - two),
     );
     Ok(())
 }

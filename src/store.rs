@@ -181,12 +181,9 @@ impl StoredMessage {
 /// The o200k token count of `text` (what the local service counts); the interface does not
 /// return the tokens of a sent message, so the client counts them itself.
 ///
-/// The tables are the process-wide singleton the embedded service counts with too: a copy of
-/// its own would cost another ~45 MB of RSS (docs/performance.md).
+/// The same count as the service's: special-token text counts as ordinary text.
 pub fn estimate_tokens(text: &str) -> u64 {
-    tiktoken_rs::o200k_base_singleton()
-        .encode_with_special_tokens(text)
-        .len() as u64
+    crate::service::tokens::count(text)
 }
 
 fn parse_time(s: &str) -> Option<DateTime<Utc>> {

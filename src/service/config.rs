@@ -103,9 +103,9 @@ pub struct ServiceConfig {
     pub engine: EngineConfig,
     /// Context window of a session, in o200k tokens.
     pub max_context_tokens: u64,
-    /// Load the o200k tables (~45 MB) in the background at start, so that the first send does
-    /// not wait for them. The TUI's embedded service leaves this off and warms them when the
-    /// user starts typing: a user who only reads history never pays for them.
+    /// Ready o200k token counting (compile its pattern, ~1 MB) in the background at start, so
+    /// that the first send does not wait for it. The TUI's embedded service leaves this off
+    /// and warms it when the user starts typing: a user who only reads history never pays.
     pub warm_token_tables: bool,
 }
 

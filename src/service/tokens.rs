@@ -1,24 +1,27 @@
-//! o200k token counting (tiktoken-rs, offline). The BPE tables load on first use, which takes a
-//! moment: `start` warms them on a blocking thread. Once they are loaded, a short text is counted
-//! on the calling task (less than the hand-off to a blocking thread costs); a long one, or any
-//! before the tables are loaded, on a blocking thread.
+//! o200k token counting, offline, as tiktoken counts it (`encode_ordinary`: special-token text
+//! counts as ordinary text).
 //!
-//! Most of tiktoken's time goes into splitting the text into pieces with the o200k pattern
-//! (`fancy_regex`, because of one look-ahead); each piece is then encoded on its own. For ASCII
-//! text, `ascii_pieces` splits exactly as that pattern does, by hand, and the count of each piece
-//! is remembered per thread (a pure function of the piece: the words of a language recur), so
-//! only a piece not seen before goes through tiktoken. Other text goes through tiktoken whole.
-//! Tests compare both ways on generated and real texts.
+//! The tables are tiktoken-rs's, written by `build.rs` into the binary in a compact form (about
+//! 4 MB, read where they lie; tiktoken's own `CoreBPE` built 45 MB of hash maps on the heap, which
+//! the TUI paid at the first key typed). Counting is tiktoken's: split the text into pieces by
+//! the o200k pattern, then count each piece's tokens by byte-pair merging (`piece_count`, the
+//! same merges in the same order as tiktoken's `byte_pair_encode`).
+//!
+//! The pattern needs `fancy_regex` (one look-ahead), which was most of tiktoken's time. For
+//! ASCII text, `ascii_pieces` splits exactly as that pattern does, by hand, and the count of each
+//! piece is remembered per thread (a pure function of the piece: the words of a language recur),
+//! so only a piece not seen before is merged. Other text is split by the pattern. Tests compare
+//! every way with tiktoken-rs itself (a dev-dependency), on generated and real texts.
 
 use std::cell::RefCell;
+use std::collections::BinaryHeap;
+use std::sync::LazyLock;
 // foldhash, seeded at random per process: the keys are short pieces of users' text, the
 // cache is bounded, and SipHash was 4 % of the workers' time under load.
 use foldhash::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use tiktoken_rs::CoreBPE;
-
-/// Texts up to this many bytes are counted on the calling task once the tables are loaded
+/// Texts up to this many bytes are counted on the calling task once the pattern is compiled
 /// (the builtin engine's replies and most messages are shorter).
 pub const INLINE_BYTES: usize = 4 * 1024;
 
@@ -26,60 +29,243 @@ pub const INLINE_BYTES: usize = 4 * 1024;
 const PIECE_CACHE_ENTRIES: usize = 16 * 1024;
 /// Longer pieces are counted each time, not remembered.
 const PIECE_CACHE_MAX_BYTES: usize = 32;
+/// Pieces this long or longer are merged with a heap, as tiktoken does (the plain way is
+/// quadratic in the piece's length).
+const LARGE_PIECE_BYTES: usize = 100;
 
-/// Set once the tables are loaded, so that counting cannot stall an async worker on the load.
+/// Set once the pattern is compiled, so that counting cannot stall an async worker on it.
 static LOADED: AtomicBool = AtomicBool::new(false);
 
 thread_local! {
     static PIECES: RefCell<HashMap<Box<[u8]>, u32>> = RefCell::new(HashMap::default());
 }
 
-fn bpe() -> &'static CoreBPE {
-    let bpe = tiktoken_rs::o200k_base_singleton();
+/// The o200k pre-tokenization pattern, as tiktoken-rs's `O200K_BASE_PAT_STR` (a test checks
+/// that they are the same).
+const O200K_PATTERN: &str = concat!(
+    r#"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"#,
+    "|",
+    r#"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"#,
+    "|",
+    r#"\p{N}{1,3}"#,
+    "|",
+    r#" ?[^\s\p{L}\p{N}]+[\r\n/]*"#,
+    "|",
+    r#"\s*[\r\n]+"#,
+    "|",
+    r#"\s+(?!\S)"#,
+    "|",
+    r#"\s+"#
+);
+
+fn pattern() -> &'static fancy_regex::Regex {
+    static PATTERN: LazyLock<fancy_regex::Regex> = LazyLock::new(|| {
+        fancy_regex::Regex::new(O200K_PATTERN).expect("the o200k pattern compiles")
+    });
+    let re = &*PATTERN;
     LOADED.store(true, Ordering::Release);
-    bpe
+    re
 }
 
-/// Loads the tables now (blocking).
+/// Compiles the pattern now (blocking; a few milliseconds).
 pub fn warm() {
-    let _ = bpe();
+    let _ = pattern();
 }
 
-/// Number of o200k tokens of `text` (special-token text counts as ordinary text). Blocking.
-pub fn count(text: &str) -> u64 {
-    if !text.is_ascii() {
-        return tiktoken(text);
+/// The tables of `build.rs`.
+static TOKEN_BYTES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/o200k_bytes.bin"));
+static TOKEN_OFFSETS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/o200k_offsets.bin"));
+static TOKEN_SLOTS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/o200k_slots.bin"));
+
+type Rank = u32;
+
+fn le_u32(table: &[u8], i: usize) -> u32 {
+    u32::from_le_bytes(table[i * 4..i * 4 + 4].try_into().expect("four bytes"))
+}
+
+/// The bytes of the ordinary token `rank`.
+fn token_bytes(rank: Rank) -> &'static [u8] {
+    let i = rank as usize;
+    &TOKEN_BYTES[le_u32(TOKEN_OFFSETS, i) as usize..le_u32(TOKEN_OFFSETS, i + 1) as usize]
+}
+
+/// The rank of the ordinary token whose bytes are `bytes`, if there is one.
+fn rank(bytes: &[u8]) -> Option<Rank> {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
     }
-    let bpe = bpe();
+    let mask = TOKEN_SLOTS.len() / 4 - 1;
+    let mut i = h as usize & mask;
+    loop {
+        match le_u32(TOKEN_SLOTS, i) {
+            0 => return None,
+            slot if token_bytes(slot - 1) == bytes => return Some(slot - 1),
+            _ => i = (i + 1) & mask,
+        }
+    }
+}
+
+/// Number of o200k tokens of `text` (special-token text counts as ordinary text). Blocking
+/// (briefly) the first time non-ASCII text is counted, while the pattern compiles.
+pub fn count(text: &str) -> u64 {
     PIECES.with_borrow_mut(|cache| {
         let mut total = 0u64;
-        for piece in ascii_pieces(text.as_bytes()) {
-            total += u64::from(piece_tokens(bpe, cache, piece));
+        if text.is_ascii() {
+            for piece in ascii_pieces(text.as_bytes()) {
+                total += u64::from(cached_count(cache, piece));
+            }
+        } else {
+            for piece in pattern().find_iter(text) {
+                // The pattern has no construct that can fail at run time but the backtrack
+                // limit, which its one look-ahead cannot reach; count the rest as bytes then.
+                match piece {
+                    Ok(m) => total += u64::from(cached_count(cache, m.as_str().as_bytes())),
+                    Err(_) => return total + text.len() as u64,
+                }
+            }
         }
         total
     })
 }
 
-/// tiktoken on the whole text.
-fn tiktoken(text: &str) -> u64 {
-    bpe().encode_ordinary(text).len() as u64
-}
-
-fn piece_tokens(bpe: &CoreBPE, cache: &mut HashMap<Box<[u8]>, u32>, piece: &[u8]) -> u32 {
-    // ASCII pieces of an ASCII text are valid UTF-8.
-    let text = std::str::from_utf8(piece).unwrap_or_default();
+fn cached_count(cache: &mut HashMap<Box<[u8]>, u32>, piece: &[u8]) -> u32 {
     if piece.len() > PIECE_CACHE_MAX_BYTES {
-        return bpe.encode_ordinary(text).len() as u32;
+        return piece_count(piece);
     }
     if let Some(&n) = cache.get(piece) {
         return n;
     }
-    let n = bpe.encode_ordinary(text).len() as u32;
+    let n = piece_count(piece);
     if cache.len() >= PIECE_CACHE_ENTRIES {
         cache.clear();
     }
     cache.insert(piece.into(), n);
     n
+}
+
+/// The tokens of one piece: one when the piece is a token, else as many as byte-pair merging
+/// leaves (tiktoken's `byte_pair_encode`: the lowest-ranked adjacent pair merges first, the
+/// leftmost of equal ranks).
+fn piece_count(piece: &[u8]) -> u32 {
+    match piece.len() {
+        0 => 0,
+        1 => 1,
+        _ if rank(piece).is_some() => 1,
+        n if n < LARGE_PIECE_BYTES => merged_parts(piece),
+        _ => merged_parts_large(piece),
+    }
+}
+
+/// tiktoken's `_byte_pair_merge`: the parts as (start, rank of merging it with the next).
+fn merged_parts(piece: &[u8]) -> u32 {
+    let mut parts: Vec<(usize, Rank)> = Vec::with_capacity(piece.len() + 1);
+    let mut min = (Rank::MAX, usize::MAX);
+    for i in 0..piece.len() - 1 {
+        let r = rank(&piece[i..i + 2]).unwrap_or(Rank::MAX);
+        if r < min.0 {
+            min = (r, i);
+        }
+        parts.push((i, r));
+    }
+    parts.push((piece.len() - 1, Rank::MAX));
+    parts.push((piece.len(), Rank::MAX));
+    // The rank of merging part i with the next once part i + 1 is gone (hence i + 3).
+    let pair_rank = |parts: &[(usize, Rank)], i: usize| {
+        if i + 3 < parts.len() {
+            rank(&piece[parts[i].0..parts[i + 3].0]).unwrap_or(Rank::MAX)
+        } else {
+            Rank::MAX
+        }
+    };
+    while min.0 != Rank::MAX {
+        let i = min.1;
+        if i > 0 {
+            parts[i - 1].1 = pair_rank(&parts, i - 1);
+        }
+        parts[i].1 = pair_rank(&parts, i);
+        parts.remove(i + 1);
+        min = (Rank::MAX, usize::MAX);
+        for (i, &(_, r)) in parts[..parts.len() - 1].iter().enumerate() {
+            if r < min.0 {
+                min = (r, i);
+            }
+        }
+    }
+    (parts.len() - 1) as u32
+}
+
+/// A possible merge of the part at `start` with the next, lowest rank first, then leftmost.
+#[derive(PartialEq, Eq)]
+struct Merge {
+    start: usize,
+    rank: Rank,
+}
+
+impl Ord for Merge {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        other
+            .rank
+            .cmp(&self.rank)
+            .then_with(|| other.start.cmp(&self.start))
+    }
+}
+
+impl PartialOrd for Merge {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// tiktoken's `_byte_pair_merge_large`: the same merges, found with a heap; each merge joins
+/// two parts, so the count is the bytes less the merges.
+fn merged_parts_large(piece: &[u8]) -> u32 {
+    let n = piece.len();
+    // For the part starting at i: where it ends, where the part before it starts, and the rank
+    // of merging it with the next (`Rank::MAX`: none, or no longer valid).
+    let mut end: Vec<usize> = (1..=n).collect();
+    let mut prev: Vec<usize> = (0..n).map(|i| i.wrapping_sub(1)).collect();
+    let mut next_rank = vec![Rank::MAX; n];
+    let mut heap = BinaryHeap::with_capacity(n);
+    for i in 0..n - 1 {
+        if let Some(r) = rank(&piece[i..i + 2]) {
+            next_rank[i] = r;
+            heap.push(Merge { start: i, rank: r });
+        }
+    }
+    let mut parts = n;
+    while let Some(Merge {
+        start: left,
+        rank: r,
+    }) = heap.pop()
+    {
+        if r != next_rank[left] {
+            continue;
+        }
+        let right = end[left];
+        let right_end = end[right];
+        end[left] = right_end;
+        next_rank[right] = Rank::MAX;
+        parts -= 1;
+        if right_end < n {
+            prev[right_end] = left;
+        }
+        for start in [Some(left), (left > 0).then(|| prev[left])]
+            .into_iter()
+            .flatten()
+        {
+            let stop = end[start];
+            next_rank[start] = Rank::MAX;
+            if stop < n
+                && let Some(r) = rank(&piece[start..end[stop]])
+            {
+                next_rank[start] = r;
+                heap.push(Merge { start, rank: r });
+            }
+        }
+    }
+    parts as u32
 }
 
 /// Whitespace as the pattern's `\s` (Unicode White_Space) has it within ASCII.
@@ -199,6 +385,35 @@ mod tests {
 
     use super::*;
 
+    fn bpe() -> &'static tiktoken_rs::CoreBPE {
+        tiktoken_rs::o200k_base_singleton()
+    }
+
+    /// tiktoken on the whole text.
+    fn tiktoken(text: &str) -> u64 {
+        bpe().encode_ordinary(text).len() as u64
+    }
+
+    #[test]
+    fn the_pattern_is_tiktokens() {
+        assert_eq!(O200K_PATTERN, tiktoken_rs::O200K_BASE_PAT_STR);
+    }
+
+    #[test]
+    fn the_tables_hold_every_ordinary_token_at_its_rank() {
+        let bpe = bpe();
+        let tokens = TOKEN_OFFSETS.len() / 4 - 1;
+        assert!(tokens > 199_000);
+        for r in 0..tokens as Rank {
+            let bytes = token_bytes(r);
+            assert_eq!(bpe.decode_bytes(&[r]).unwrap(), bytes, "rank {r}");
+            assert_eq!(rank(bytes), Some(r), "rank {r}");
+        }
+        // Special tokens are text like any other.
+        assert_eq!(rank(b"<|endoftext|>"), None);
+        assert_eq!(rank(b""), None);
+    }
+
     #[test]
     fn counts_o200k_tokens() {
         assert_eq!(count(""), 0);
@@ -274,9 +489,40 @@ mod tests {
     }
 
     #[test]
-    fn other_texts_are_counted_by_tiktoken() {
-        for text in ["héllo wörld", "日本語のテキスト", "emoji 🎉 and …"] {
-            assert_eq!(count(text), tiktoken(text));
+    fn other_texts_count_as_tiktoken_counts_them() {
+        for text in [
+            "héllo wörld",
+            "日本語のテキスト",
+            "emoji 🎉 and … and 👩‍👩‍👧",
+            "Привет, мир! Как дела? l'été dernier j'ai vu 12345 chats.\n\n  fn main() {}",
+            "ÀÉÎÕÜ àéîõü DŽ ǅ ǆ ﬁ ß ẞ Ω ω \u{0301}\u{0301} ١٢٣٤ ⅷ ²³",
+            "\u{a0}\u{2003}\u{3000} \u{2028}\u{2029}\u{85} x",
+            "<|endoftext|> <|endofprompt|> ✓",
+        ] {
+            assert_eq!(count(text), tiktoken(text), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn long_pieces_merge_as_tiktoken_merges_them() {
+        // Runs of one kind of character are one piece; past 100 bytes tiktoken merges them with
+        // a heap, and so do we.
+        for (unit, times) in [
+            ("=", 99),
+            ("=", 100),
+            ("=-", 150),
+            (" ", 300),
+            ("\n", 257),
+            ("a", 1000),
+            ("abc", 400),
+            ("Zq", 333),
+            ("é", 120),
+            ("🎉", 64),
+            ("*_*", 71),
+            ("0", 1000),
+        ] {
+            let text = unit.repeat(times);
+            assert_eq!(count(&text), tiktoken(&text), "{unit:?} × {times}");
         }
     }
 
@@ -296,6 +542,16 @@ mod tests {
 
         #[test]
         fn any_ascii_text_counts_as_tiktoken_counts_it(text in "[\x00-\x7f]{0,64}") {
+            prop_assert_eq!(count(&text), bpe().encode_ordinary(&text).len() as u64);
+        }
+
+        #[test]
+        fn any_text_counts_as_tiktoken_counts_it(text in "\\PC{0,48}") {
+            prop_assert_eq!(count(&text), bpe().encode_ordinary(&text).len() as u64);
+        }
+
+        #[test]
+        fn any_long_word_counts_as_tiktoken_counts_it(text in "[a-zA-Z]{90,260}|[!-/:-@]{90,260}|[àéa-z]{60,160}") {
             prop_assert_eq!(count(&text), bpe().encode_ordinary(&text).len() as u64);
         }
     }

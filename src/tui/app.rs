@@ -430,8 +430,8 @@ pub enum Command {
     OpenStream { session_id: String },
     /// Fetch the session's stored history (to settle a reply the stream lost).
     FetchHistory { session_id: String },
-    /// Load the o200k token tables off the UI task (the first edit of the composer), so
-    /// that the first send does not wait for them.
+    /// Ready o200k token counting off the UI task (the first edit of the composer), so
+    /// that the first send does not wait for it.
     WarmTokenTables,
     /// POST a message.
     Send {
@@ -738,13 +738,13 @@ impl App {
         out
     }
 
-    /// The composer's text, until the token tables were asked for.
+    /// The composer's text, until token counting was asked to get ready.
     fn text_before_first_edit(&self) -> Option<String> {
         (!self.token_tables_asked).then(|| self.composer_text())
     }
 
-    /// At the first change of the composer's text, asks for the token tables: someone who
-    /// types will send, and someone who only reads never loads them.
+    /// At the first change of the composer's text, asks token counting to get ready: someone
+    /// who types will send, and someone who only reads never pays for it.
     fn warm_on_first_edit(&mut self, before: Option<String>, out: &mut Vec<Command>) {
         if before.is_some_and(|b| b != self.composer_text()) {
             self.token_tables_asked = true;

@@ -334,8 +334,8 @@ impl Drop for Workers {
     }
 }
 
-/// Loads the o200k token tables (~45 MB) on a blocking thread, once per process: the
-/// embedded service leaves them unloaded at start. Returns whether this call started it.
+/// Readies o200k token counting (compiles its pattern, a few milliseconds) on a blocking
+/// thread, once per process. Returns whether this call started it.
 pub fn warm_token_tables_once() -> bool {
     static STARTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if STARTED.swap(true, std::sync::atomic::Ordering::SeqCst) {
