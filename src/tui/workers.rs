@@ -50,7 +50,9 @@ enum StoreJob {
     Op(StoreOp),
     /// A session's transcript and draft, laid out for a pane of this width and height.
     Load(String, u16, u16),
-    Flush(oneshot::Sender<()>),
+    /// Writes the drafts still waiting, then closes the database, so that SQLite folds its WAL
+    /// into the file and removes it; answers after that. Jobs sent later are not run.
+    Close(oneshot::Sender<()>),
 }
 
 /// Handles to the running workers; `dispatch` hands them the app's commands.
@@ -308,10 +310,11 @@ impl Workers {
         self.stream = Some((handle, task));
     }
 
-    /// Writes what is queued to the store, closes the stream and stops the embedded service.
+    /// Writes what is queued to the store and closes it, closes the stream and stops the
+    /// embedded service.
     pub async fn shutdown(mut self) {
         let (tx, rx) = oneshot::channel();
-        if self.store_jobs.send(StoreJob::Flush(tx)).is_ok() {
+        if self.store_jobs.send(StoreJob::Close(tx)).is_ok() {
             // A guard, not a timing assumption: a wedged disk must not keep the terminal hostage.
             let _ = tokio::time::timeout(Duration::from_secs(10), rx).await;
         }
@@ -547,9 +550,9 @@ fn spawn_store(path: PathBuf, events: EventSender) -> std::sync::mpsc::Sender<St
                         sessions: Vec::new(),
                         last_open: None,
                     });
-                    // Keep answering flushes so that quitting does not wait.
+                    // Keep answering so that quitting does not wait.
                     for job in rx {
-                        if let StoreJob::Flush(done) = job {
+                        if let StoreJob::Close(done) = job {
                             let _ = done.send(());
                         }
                     }
@@ -607,10 +610,11 @@ fn spawn_store(path: PathBuf, events: EventSender) -> std::sync::mpsc::Sender<St
                     }
                 };
                 let result = match job {
-                    StoreJob::Flush(done) => {
+                    StoreJob::Close(done) => {
                         drafts.write_all(&store, &events);
+                        drop(store);
                         let _ = done.send(());
-                        Ok(())
+                        return;
                     }
                     StoreJob::Op(StoreOp::DraftEdited { session_id, text }) => {
                         drafts.edited(session_id, text);
@@ -786,6 +790,33 @@ mod tests {
         let _ = warm_token_tables_once();
         assert!(!warm_token_tables_once(), "the second ask starts nothing");
         assert!(!warm_token_tables_once());
+    }
+
+    #[tokio::test]
+    async fn closing_the_store_writes_waiting_drafts_and_removes_its_wal() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("convo.db");
+        let (events, _rx) = EventSender::new();
+        let jobs = spawn_store(path.clone(), events);
+        jobs.send(StoreJob::Op(StoreOp::DraftEdited {
+            session_id: "session_abcdefgh12345678".into(),
+            text: "half a thought".into(),
+        }))
+        .unwrap();
+        let wal = dir.path().join("convo.db-wal");
+        let (tx, rx) = oneshot::channel();
+        jobs.send(StoreJob::Close(tx)).unwrap();
+        tokio::time::timeout(Duration::from_secs(30), rx)
+            .await
+            .expect("the store answers the close")
+            .unwrap();
+        assert!(!wal.exists(), "the WAL is folded in and removed");
+        let store = Store::open(&path).unwrap();
+        assert_eq!(
+            store.draft("session_abcdefgh12345678").unwrap().as_deref(),
+            Some("half a thought"),
+            "the draft still waiting for its pause was written"
+        );
     }
 
     #[tokio::test]
