@@ -2,6 +2,7 @@
 # CPU time per non-streaming POST of convo serve (builtin engine, pace 0), by thread, from
 # /proc/PID/task/*/stat before and after a wrk run like service-post.sh's. Less sensitive to
 # what else runs on the machine than POSTs/s: the cost of a POST, not the share of CPU it got.
+# Also wrk's own CPU and the machine's idle time over the run (all cores).
 # CONNECTIONS, THREADS, DURATION, SESSIONS as in service-post.sh.
 source "$(dirname "$0")/common.sh"
 need_wrk
@@ -14,12 +15,21 @@ ticks() {
         echo "$(tr ' ' '_' <"$t/comm") $(awk '{print $14 + $15}' "$t/stat")"
     done | awk '{a[$1] += $2} END {for (k in a) print k, a[k]}' | sort
 }
+# The idle column of /proc/stat's `cpu` line, in clock ticks.
+idle() { awk '/^cpu / {print $5}' /proc/stat; }
 ticks >"$dir/before"
-post_load "$key" >"$dir/wrk.txt"
+idle0=$(idle)
+start=$(date +%s%N)
+TIMEFORMAT='wrk: %U s user, %S s system'
+{ time post_load "$key" >"$dir/wrk.txt"; } 2>"$dir/wrk.time"
+idle1=$(idle)
+wall_ms=$((($(date +%s%N) - start) / 1000000))
 ticks >"$dir/after"
 grep -E '^(requests|latency)' "$dir/wrk.txt"
-n=$(sed -n 's/^requests \([0-9]*\) in.*/\1/p' "$dir/wrk.txt")
+cat "$dir/wrk.time"
 hz=$(getconf CLK_TCK)
+echo "machine: idle $(((idle1 - idle0) * 1000 / hz)) ms of $((wall_ms * $(nproc))) ms (all cores)"
+n=$(sed -n 's/^requests \([0-9]*\) in.*/\1/p' "$dir/wrk.txt")
 join "$dir/before" "$dir/after" | awk -v n="$n" -v hz="$hz" '
     { us = ($3 - $2) * 1e6 / hz; total += us; if (us > 0) printf "%-18s %7.1f us/POST\n", $1, us / n }
     END { printf "%-18s %7.1f us/POST\n", "all threads", total / n }'
