@@ -76,7 +76,8 @@ impl Runtime {
         }
     }
 
-    /// Flushes the store, closes the stream, stops the embedded service.
+    /// Writes what is queued to the store and closes it, closes the stream, stops the
+    /// embedded service.
     pub async fn shutdown(self) {
         self.workers.shutdown().await;
     }
