@@ -164,14 +164,22 @@ async fn resolve(addr: &str) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("--addr `{addr}` resolves to no address"))
 }
 
-fn init_logging() {
+/// Logs to stderr from a thread of its own, which writes the lines waiting in one batch: a
+/// request's log line costs the async workers no `write`, and a stderr that blocks (a paused
+/// terminal, a full pipe) cannot stall requests. Past 128,000 lines waiting, lines are
+/// dropped rather than requests held. The guard writes what is left when dropped.
+fn init_logging() -> Option<tracing_appender::non_blocking::WorkerGuard> {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("convo=info,warn"));
-    let _ = tracing_subscriber::fmt()
+    let (writer, guard) =
+        tracing_appender::non_blocking(std::io::BufWriter::new(std::io::stderr()));
+    tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr)
-        .try_init();
+        .with_writer(writer)
+        .try_init()
+        .ok()
+        .map(|()| guard)
 }
 
 async fn shutdown_signal() {
@@ -196,7 +204,7 @@ async fn shutdown_signal() {
 }
 
 pub async fn serve(args: ServeArgs) -> ExitCode {
-    init_logging();
+    let _log = init_logging();
     let (config, generated) = match config_from_args(&args) {
         Ok(c) => c,
         Err(e) => {

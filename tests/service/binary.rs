@@ -196,3 +196,72 @@ fn token_prints_a_verifiable_jwt() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// Every request is logged to stderr. Nobody reading it (a full pipe, a paused terminal)
+/// must not hold requests: the log is written by a thread of its own. A pipe holds 64 KiB,
+/// about 500 of these lines; before, the request that found it full never finished.
+#[test]
+fn a_stderr_nobody_reads_does_not_hold_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(BIN)
+        .args(["serve", "--addr", "127.0.0.1:0", "--db"])
+        .arg(dir.path().join("svc.db"))
+        .args(["--api-key", "service_live_AAAAbbbbCCCCdddd1111"])
+        .env_remove("CONVO_SERVE_API_KEYS")
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let base = line
+        .trim_end()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_string();
+
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let answered = runtime.block_on(async {
+        let client = reqwest::Client::new();
+        let all = async {
+            for _ in 0..3_000 {
+                let status = client
+                    .get(format!("{base}/healthz"))
+                    .send()
+                    .await
+                    .unwrap()
+                    .status();
+                assert_eq!(status, 200);
+            }
+        };
+        // A guard, not a timing assertion: 3,000 local requests take a few seconds.
+        tokio::time::timeout(std::time::Duration::from_secs(120), all).await
+    });
+
+    // Read stderr now, so that the service can write its last lines and stop.
+    let mut stderr_pipe = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut stderr = String::new();
+        stderr_pipe.read_to_string(&mut stderr).unwrap();
+        stderr
+    });
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let exit = child.wait().unwrap();
+    let stderr = reader.join().unwrap();
+    assert!(
+        answered.is_ok(),
+        "requests stalled behind the unread stderr"
+    );
+    assert!(exit.success(), "{exit:?}");
+    assert!(
+        stderr.lines().filter(|l| l.contains("/healthz")).count() > 500,
+        "the lines were kept while the pipe was full: {} bytes",
+        stderr.len()
+    );
+}
