@@ -234,7 +234,8 @@ pub async fn serve(args: ServeArgs) -> ExitCode {
     let _ = stdout.flush();
     drop(stdout);
     shutdown_signal().await;
-    eprintln!("convo serve: shutting down");
+    // Through the log, not `eprintln!`: a stderr nobody reads must not hold the stop.
+    tracing::info!("shutting down");
     service.shutdown().await;
     ExitCode::from(exit::OK)
 }
