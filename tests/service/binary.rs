@@ -1,10 +1,23 @@
 //! `convo serve` and `convo token` as a user runs them.
 
 use std::io::{BufRead, BufReader, Read};
-use std::process::{Command, Stdio};
+use std::process::{Child, ChildStdout, Command, Stdio};
 
 const BIN: &str = env!("CARGO_BIN_EXE_convo");
 const CLIENT_KEY: &str = "service_live_clientKeyOfAnotherOne";
+
+/// The base URL from the one line a started `convo serve` prints, and the rest of its stdout.
+fn listening(child: &mut Child) -> (String, BufReader<ChildStdout>) {
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let base = line
+        .trim_end()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_string();
+    (base, stdout)
+}
 
 #[test]
 fn serve_prints_one_line_serves_and_stops_on_sigterm() {
@@ -28,14 +41,7 @@ fn serve_prints_one_line_serves_and_stops_on_sigterm() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    let base = line
-        .trim_end()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_string();
+    let (base, mut stdout) = listening(&mut child);
     assert!(base.starts_with("http://127.0.0.1:"));
 
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -109,14 +115,7 @@ fn serve_takes_repeated_api_keys_with_tiers() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    let base = line
-        .trim_end()
-        .strip_prefix("listening on ")
-        .unwrap()
-        .to_string();
+    let (base, _stdout) = listening(&mut child);
     let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let tiers: Vec<String> = runtime.block_on(async {
@@ -214,14 +213,7 @@ fn a_stderr_nobody_reads_holds_neither_requests_nor_the_stop() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    let base = line
-        .trim_end()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_string();
+    let (base, _stdout) = listening(&mut child);
 
     let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = tokio::runtime::Runtime::new().unwrap();
