@@ -12,17 +12,11 @@
 
 use std::{env, fs, path::PathBuf};
 
-fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
-}
+include!("src/service/token_hash.rs");
 
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
+    println!("cargo::rerun-if-changed=src/service/token_hash.rs");
     let bpe = tiktoken_rs::o200k_base().expect("tiktoken-rs's o200k tables");
     let specials: Vec<Vec<u8>> = bpe
         .special_tokens()

@@ -79,6 +79,8 @@ static TOKEN_SLOTS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/o200k_slot
 
 type Rank = u32;
 
+include!("token_hash.rs");
+
 fn le_u32(table: &[u8], i: usize) -> u32 {
     u32::from_le_bytes(table[i * 4..i * 4 + 4].try_into().expect("four bytes"))
 }
@@ -91,13 +93,8 @@ fn token_bytes(rank: Rank) -> &'static [u8] {
 
 /// The rank of the ordinary token whose bytes are `bytes`, if there is one.
 fn rank(bytes: &[u8]) -> Option<Rank> {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
     let mask = TOKEN_SLOTS.len() / 4 - 1;
-    let mut i = h as usize & mask;
+    let mut i = fnv1a(bytes) as usize & mask;
     loop {
         match le_u32(TOKEN_SLOTS, i) {
             0 => return None,
