@@ -37,10 +37,11 @@ warm_up() {
 
 # wrk POSTing with key $1 to one of SESSIONS sessions at random (scripts/perf/post.lua):
 # CONNECTIONS connections on THREADS threads (1 by default: one is enough for these rates,
-# and a second costs the service CPU on the same cores) for DURATION.
+# and a second costs the service CPU on the same cores) for DURATION. LUA replaces the script
+# (e.g. an older post.lua from git, to compare).
 post_load() {
     KEY=$1 SESSIONS=${SESSIONS:-8000} wrk -t "${THREADS:-1}" -c "${CONNECTIONS:-32}" \
-        -d "${DURATION:-10s}" --latency -s scripts/perf/post.lua "$url"
+        -d "${DURATION:-10s}" --latency -s "${LUA:-scripts/perf/post.lua}" "$url"
 }
 
 # Peak resident memory of the service so far.
