@@ -122,9 +122,6 @@ impl RequestCount {
             conn,
             self.account,
             time::billing_period(self.now).0.timestamp_millis(),
-            self.now.timestamp_millis(),
-            self.method,
-            self.route,
         )?;
         match admission {
             RequestAdmission::Admitted => then(conn).map(Some),

@@ -518,7 +518,7 @@ async fn a_storage_failure_is_500_internal_without_detail() {
     assert_eq!(svc.usage().await["tier"], "pro");
     // Break the database under the running service.
     let conn = rusqlite::Connection::open(dir.path().join("service.db")).unwrap();
-    conn.execute_batch("DROP TABLE request_log").unwrap();
+    conn.execute_batch("DROP TABLE usage_totals").unwrap();
     drop(conn);
     let (status, body) = svc.get("/v1/analytics/usage").await;
     assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);

@@ -195,15 +195,16 @@ async fn seeded(dir: &Path, tier: Tier, seed: impl FnOnce(&rusqlite::Connection)
 #[tokio::test]
 async fn the_request_limit_is_429_before_any_work_and_refusals_are_not_counted() {
     let dir = tempfile::tempdir().unwrap();
-    let now = chrono::Utc::now().timestamp_millis();
+    let period_start = convo::service::time::billing_period(chrono::Utc::now())
+        .0
+        .timestamp_millis();
     let svc = seeded(dir.path(), Tier::Free, |conn| {
-        for _ in 0..999 {
-            conn.execute(
-                "INSERT INTO request_log (account_id, at, method, route) VALUES (1, ?1, 'GET', '/v1/analytics/usage')",
-                [now],
-            )
-            .unwrap();
-        }
+        conn.execute(
+            "INSERT INTO usage_totals (account_id, period_start, requests) VALUES (1, ?1, 999)
+             ON CONFLICT (account_id, period_start) DO UPDATE SET requests = excluded.requests",
+            [period_start],
+        )
+        .unwrap();
     })
     .await;
     // The 1000th request is admitted and sees itself counted.
@@ -226,13 +227,17 @@ async fn the_request_limit_is_429_before_any_work_and_refusals_are_not_counted()
     assert_eq!(body["error"]["limit"], "requests");
     assert!(body["error"]["resetAt"].is_string());
     svc.service.shutdown().await;
-    // Nothing was done: no session, and the refused request was not logged.
+    // Nothing was done: no session, and the refused request was not counted.
     let conn = rusqlite::Connection::open(dir.path().join("service.db")).unwrap();
     let sessions: i64 = conn
         .query_row("SELECT COUNT(*) FROM sessions", [], |r| r.get(0))
         .unwrap();
     let requests: i64 = conn
-        .query_row("SELECT COUNT(*) FROM request_log", [], |r| r.get(0))
+        .query_row(
+            "SELECT requests FROM usage_totals WHERE account_id = 1 AND period_start = ?1",
+            [period_start],
+            |r| r.get(0),
+        )
         .unwrap();
     assert_eq!((sessions, requests), (0, 1000));
 }

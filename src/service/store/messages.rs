@@ -25,28 +25,14 @@ pub fn session_status(
     account_id: i64,
     session_id: &str,
 ) -> Result<SessionStatus, StoreError> {
-    Ok(session_state(conn, account_id, session_id)?.0)
-}
-
-/// The status of a session and, when live, the tokens of its stored messages (its context,
-/// kept by the triggers of migration 2).
-fn session_state(
-    conn: &Connection,
-    account_id: i64,
-    session_id: &str,
-) -> Result<(SessionStatus, u64), StoreError> {
-    let row: Option<(i64, Option<i64>, i64)> = conn
-        .prepare_cached(
-            "SELECT account_id, deleted_at, context_tokens FROM sessions WHERE id = ?1",
-        )?
-        .query_row([session_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+    let row: Option<(i64, Option<i64>)> = conn
+        .prepare_cached("SELECT account_id, deleted_at FROM sessions WHERE id = ?1")?
+        .query_row([session_id], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?;
     Ok(match row {
-        None => (SessionStatus::Unused, 0),
-        Some((owner, None, context)) if owner == account_id => {
-            (SessionStatus::Live, context.max(0) as u64)
-        }
-        Some(_) => (SessionStatus::Gone, 0),
+        None => SessionStatus::Unused,
+        Some((owner, None)) if owner == account_id => SessionStatus::Live,
+        Some(_) => SessionStatus::Gone,
     })
 }
 
@@ -58,6 +44,7 @@ pub struct HistoryEntry {
     pub tokens: u64,
 }
 
+/// The messages of a session, in conversation order.
 pub fn history(conn: &Connection, session_id: &str) -> Result<Vec<HistoryEntry>, StoreError> {
     let mut stmt = conn.prepare_cached(
         "SELECT role, content, tokens FROM messages WHERE session_id = ?1 ORDER BY pk",
@@ -137,7 +124,7 @@ pub fn start_turn(
     t: &TurnStart,
 ) -> Result<Result<TurnStarted, TurnRefusal>, StoreError> {
     let tx = conn.savepoint()?;
-    let (status, stored) = session_state(&tx, t.account.id, &t.session_id)?;
+    let status = session_status(&tx, t.account.id, &t.session_id)?;
     if status == SessionStatus::Gone {
         return Ok(Err(TurnRefusal::SessionNotFound));
     }
@@ -157,7 +144,11 @@ pub fn start_turn(
     {
         return Ok(Err(TurnRefusal::Quota("sessions")));
     }
-    let current = stored + t.message.tokens;
+    let mut history = match status {
+        SessionStatus::Live => history(&tx, &t.session_id)?,
+        _ => Vec::new(),
+    };
+    let current = history.iter().map(|m| m.tokens).sum::<u64>() + t.message.tokens;
     if current > t.max_context_tokens {
         return Ok(Err(TurnRefusal::ContextOverflow {
             current,
@@ -183,8 +174,12 @@ pub fn start_turn(
     if let (Some(key), Some(resp)) = (&t.idempotency_key, &t.accepted_response) {
         idempotency::record(&tx, t.account.id, &t.session_id, key, resp, t.now_ms)?;
     }
-    let history = history(&tx, &t.session_id)?;
     tx.commit()?;
+    history.push(HistoryEntry {
+        role: m.role,
+        content: m.content.clone(),
+        tokens: m.tokens,
+    });
     Ok(Ok(TurnStarted::Ready {
         history,
         context_tokens: current,
@@ -283,7 +278,10 @@ pub fn roll_back_turn(
     idempotency_key: Option<&str>,
 ) -> Result<(), StoreError> {
     let tx = conn.savepoint()?;
-    tx.execute("DELETE FROM messages WHERE id = ?1", [user_message_id])?;
+    tx.execute(
+        "DELETE FROM messages WHERE session_id = ?1 AND id = ?2",
+        [session_id, user_message_id],
+    )?;
     tx.execute(
         "DELETE FROM message_log WHERE account_id = ?1 AND created_at = ?2 AND message_id = ?3",
         params![account_id, created_at_ms, user_message_id],

@@ -228,6 +228,45 @@ const MIGRATIONS: &[&str] = &[
         ON CONFLICT (account_id, period_start) DO UPDATE SET tokens = tokens + excluded.tokens;
     END;
     "#,
+    // 4: fewer pages written per send (every page a commit dirties is written to the WAL and
+    // copied again by the checkpoint).
+    // - `sessions.context_tokens` and its triggers go: every send reads the session's history
+    //   anyway, and sums its tokens from it; the triggers wrote the session's row (a page of
+    //   its own) in both transactions of a send.
+    // - `request_log` and its triggers go: nothing read it but the triggers that counted it
+    //   into `usage_totals`, which each request now counts directly.
+    // - `messages.id` loses its unique index: ids are unique by construction
+    //   (`ids::new_message_id`: 95 random bits after the time), and the one look-up by id
+    //   (rolling a failed turn back) goes through the session's index.
+    // `messages` is rebuilt for the last (SQLite cannot drop a UNIQUE constraint), its keys and
+    // so its order kept.
+    r#"
+    DROP TRIGGER messages_add_context;
+    DROP TRIGGER messages_move_context;
+    DROP TRIGGER messages_remove_context;
+    ALTER TABLE sessions DROP COLUMN context_tokens;
+
+    DROP TRIGGER request_log_counts;
+    DROP TRIGGER request_log_uncounts;
+    DROP TRIGGER request_log_recounts;
+    DROP TABLE request_log;
+
+    CREATE TABLE messages_4 (
+        pk          INTEGER PRIMARY KEY,        -- insertion order = conversation order
+        id          TEXT    NOT NULL,           -- unique by construction, not by index
+        session_id  TEXT    NOT NULL REFERENCES sessions(id),
+        role        TEXT    NOT NULL CHECK (role = 'user' OR role = 'system' OR role = 'assistant'),
+        content     TEXT    NOT NULL,
+        tokens      INTEGER NOT NULL,
+        metadata    TEXT,                       -- JSON object, user and system messages only
+        created_at  INTEGER NOT NULL
+    );
+    INSERT INTO messages_4 (pk, id, session_id, role, content, tokens, metadata, created_at)
+    SELECT pk, id, session_id, role, content, tokens, metadata, created_at FROM messages;
+    DROP TABLE messages;
+    ALTER TABLE messages_4 RENAME TO messages;
+    CREATE INDEX messages_by_session ON messages(session_id, pk);
+    "#,
 ];
 
 /// Brings the schema up to date; each migration runs in its own transaction.
@@ -240,7 +279,12 @@ pub fn migrate(conn: &mut Connection) -> Result<(), rusqlite::Error> {
             MIGRATIONS.len()
         )));
     }
-    for (index, sql) in MIGRATIONS.iter().enumerate().skip(current) {
+    migrate_to(conn, current, MIGRATIONS.len())
+}
+
+/// Applies migrations `current + 1 ..= target`.
+fn migrate_to(conn: &mut Connection, current: usize, target: usize) -> Result<(), rusqlite::Error> {
+    for (index, sql) in MIGRATIONS.iter().enumerate().take(target).skip(current) {
         let tx = conn.transaction()?;
         tx.execute_batch(sql)?;
         tx.pragma_update(None, "user_version", (index + 1) as i64)?;
@@ -277,8 +321,8 @@ mod tests {
         crate::service::time::billing_period(t).0.timestamp_millis()
     }
 
-    /// A database written by a version-1 convo gets its totals back-filled from its rows (and
-    /// keeps them through migration 3).
+    /// A database written by a version-1 convo gets its totals back-filled from its rows, and
+    /// keeps them and its messages through migrations 3 and 4.
     #[test]
     fn migration_2_back_fills_the_totals_of_an_old_database() {
         let mut conn = Connection::open_in_memory().unwrap();
@@ -313,7 +357,7 @@ mod tests {
                 (1, {dec}, 'GET', 'y'), (2, {nov_end}, 'POST', 'x');"
         ))
         .unwrap();
-        migrate(&mut conn).unwrap();
+        migrate_to(&mut conn, 1, 3).unwrap();
         let totals = |account: i64, at: i64| -> (i64, i64) {
             conn.query_row(
                 "SELECT requests, tokens FROM usage_totals WHERE account_id = ?1 AND period_start = ?2",
@@ -374,10 +418,76 @@ mod tests {
         conn.execute("DELETE FROM messages WHERE id = 'm3'", [])
             .unwrap();
         assert_eq!(context("session_cccccccccccccccc"), 5);
+
+        // Migration 4: the totals and the messages (keys, so order) stay; the context column
+        // and its triggers, the request log and the unique index on message ids go; the role's
+        // check and the ledger's triggers still hold.
+        let messages = |conn: &Connection| -> Vec<(i64, String, String)> {
+            let mut stmt = conn
+                .prepare("SELECT pk, id, session_id FROM messages ORDER BY pk")
+                .unwrap();
+            stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect()
+        };
+        let all_totals = |conn: &Connection| -> Vec<(i64, i64, i64, i64)> {
+            let mut stmt = conn
+                .prepare("SELECT account_id, period_start, requests, tokens FROM usage_totals ORDER BY 1, 2")
+                .unwrap();
+            stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect()
+        };
+        let (messages_3, totals_3) = (messages(&conn), all_totals(&conn));
+        migrate(&mut conn).unwrap();
+        assert_eq!(messages(&conn), messages_3);
+        assert_eq!(all_totals(&conn), totals_3);
+        let schema: Vec<String> = conn
+            .prepare("SELECT name FROM sqlite_master WHERE tbl_name IN ('messages', 'sessions', 'request_log') ORDER BY name")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(
+            schema,
+            [
+                "messages",
+                "messages_by_session",
+                "sessions",
+                "sessions_by_account",
+                "sessions_count",
+                "sessions_recount",
+                "sessions_uncount",
+                "sqlite_autoindex_sessions_1",
+            ]
+        );
+        assert!(conn.prepare("SELECT context_tokens FROM sessions").is_err());
+        let add = |id: &str, role: &str| {
+            conn.execute(
+                "INSERT INTO messages (id, session_id, role, content, tokens, created_at)
+                 VALUES (?1, 'session_cccccccccccccccc', ?2, 'w', 5, 0)",
+                [id, role],
+            )
+        };
+        assert!(add("m5", "robot").is_err());
+        add("m5", "user").unwrap();
+        conn.execute("DELETE FROM message_log WHERE message_id = 'm1'", [])
+            .unwrap();
+        let tokens: i64 = conn
+            .query_row(
+                "SELECT tokens FROM usage_totals WHERE account_id = 1 AND period_start = ?1",
+                [period(oct)],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(tokens, 0);
     }
 
-    /// The triggers put a row in the same billing period as `time::billing_period` does, at
-    /// the edges of months and years, in leap years, before 1970.
+    /// The ledger's triggers put a row in the same billing period as `time::billing_period`
+    /// does, at the edges of months and years, in leap years, before 1970.
     #[test]
     fn the_triggers_agree_with_billing_period() {
         let mut conn = Connection::open_in_memory().unwrap();
@@ -393,11 +503,6 @@ mod tests {
         ];
         for (i, at) in instants.iter().enumerate() {
             conn.execute(
-                "INSERT INTO request_log (account_id, at, method, route) VALUES (?1, ?2, 'GET', 'x')",
-                [i as i64, *at],
-            )
-            .unwrap();
-            conn.execute(
                 "INSERT INTO message_log (message_id, account_id, session_id, role, tokens, created_at)
                  VALUES (?1, ?2, 's', 'user', 5, ?3)",
                 rusqlite::params![format!("m{i}"), i as i64, *at],
@@ -410,7 +515,7 @@ mod tests {
                     |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
                 )
                 .unwrap();
-            assert_eq!(row, (period(*at), 1, 5), "at {at}");
+            assert_eq!(row, (period(*at), 0, 5), "at {at}");
         }
     }
 }

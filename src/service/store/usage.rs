@@ -15,29 +15,28 @@ pub enum RequestAdmission {
 }
 
 /// Counts one request of `account` in the billing period `[period_start, …)` unless the
-/// request limit is already reached: one check and one statement, so the caller's transaction
-/// needs no savepoint of its own for it.
+/// request limit is already reached: one check and one statement (migration 4: the count
+/// itself, no log row), so the caller's transaction needs no savepoint of its own for it.
 pub fn admit_request(
     conn: &Connection,
     account: Account,
     period_start_ms: i64,
-    now_ms: i64,
-    method: &str,
-    route: &str,
 ) -> Result<RequestAdmission, StoreError> {
     let used = requests_used(conn, account.id, period_start_ms)?;
     if used >= account.tier.limits().requests {
         return Ok(RequestAdmission::OverLimit);
     }
     conn.prepare_cached(
-        "INSERT INTO request_log (account_id, at, method, route) VALUES (?1, ?2, ?3, ?4)",
+        "INSERT INTO usage_totals (account_id, period_start, requests) VALUES (?1, ?2, 1)
+         ON CONFLICT (account_id, period_start) DO UPDATE SET requests = requests + 1",
     )?
-    .execute(params![account.id, now_ms, method, route])?;
+    .execute(params![account.id, period_start_ms])?;
     Ok(RequestAdmission::Admitted)
 }
 
-/// The running totals of `account` in the billing period starting at `period_start_ms`
-/// (kept by the triggers of migration 2): requests and tokens. One primary-key lookup.
+/// The running totals of `account` in the billing period starting at `period_start_ms`:
+/// requests (counted by `admit_request`) and tokens (kept by the triggers of migration 2 on
+/// `message_log`). One primary-key lookup.
 pub fn period_totals(
     conn: &Connection,
     account_id: i64,
