@@ -1,4 +1,4 @@
-//! The request log and the aggregates behind `/v1/analytics/usage` and `/v1/analytics/metrics`.
+//! Request counting and the aggregates behind `/v1/analytics/usage` and `/v1/analytics/metrics`.
 
 use rusqlite::{Connection, OptionalExtension, params};
 
