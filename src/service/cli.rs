@@ -150,7 +150,7 @@ fn config_from_args(args: &ServeArgs) -> Result<(ServiceConfig, Vec<String>), St
             jwt_secret,
             engine,
             max_context_tokens: args.max_context_tokens,
-            warm_token_tables: true,
+            warm_token_counter: true,
         },
         generated,
     ))

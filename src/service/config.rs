@@ -106,7 +106,7 @@ pub struct ServiceConfig {
     /// Ready o200k token counting (compile its pattern, ~1 MB) in the background at start, so
     /// that the first send does not wait for it. The TUI's embedded service leaves this off
     /// and warms it when the user starts typing: a user who only reads history never pays.
-    pub warm_token_tables: bool,
+    pub warm_token_counter: bool,
 }
 
 /// Default context window (DESIGN.md §4.1, SERVICE-INTERFACE.md "Limits").
@@ -121,7 +121,7 @@ impl ServiceConfig {
             jwt_secret: super::ids::random_alnum(48),
             engine: EngineConfig::Builtin { pace_ms },
             max_context_tokens: DEFAULT_MAX_CONTEXT_TOKENS,
-            warm_token_tables: true,
+            warm_token_counter: true,
         }
     }
 }
@@ -237,7 +237,7 @@ impl ServiceConfig {
             jwt_secret: credentials.jwt_secret,
             engine: EngineConfig::Builtin { pace_ms },
             max_context_tokens: DEFAULT_MAX_CONTEXT_TOKENS,
-            warm_token_tables: true,
+            warm_token_counter: true,
         })
     }
 }

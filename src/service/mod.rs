@@ -188,8 +188,8 @@ pub async fn start(
     .await
     .map_err(|e| ServiceError::Internal(e.to_string()))??;
     let accounts = accounts.map_err(|e| ServiceError::Internal(e.to_string()))?;
-    // Load the o200k tables in the background; the first count waits for them if needed.
-    if config.warm_token_tables {
+    // Ready token counting in the background; the first count waits for it if needed.
+    if config.warm_token_counter {
         tokio::task::spawn_blocking(tokens::warm);
     }
 

@@ -432,7 +432,7 @@ pub enum Command {
     FetchHistory { session_id: String },
     /// Ready o200k token counting off the UI task (the first edit of the composer), so
     /// that the first send does not wait for it.
-    WarmTokenTables,
+    WarmTokenCounter,
     /// POST a message.
     Send {
         session_id: String,
@@ -515,8 +515,8 @@ pub struct App {
     /// The open session's draft as last handed to the store; an edit that changes the
     /// composer away from it is sent as `StoreOp::DraftEdited`.
     draft_in_store: String,
-    /// `Command::WarmTokenTables` was given (once, at the first edit of the composer).
-    token_tables_asked: bool,
+    /// `Command::WarmTokenCounter` was given (once, at the first edit of the composer).
+    token_counter_asked: bool,
     pub quit: bool,
 }
 
@@ -549,7 +549,7 @@ impl App {
             next_send_id: 1,
             quit_when_loaded: false,
             draft_in_store: String::new(),
-            token_tables_asked: false,
+            token_counter_asked: false,
             quit: false,
         }
     }
@@ -740,15 +740,15 @@ impl App {
 
     /// The composer's text, until token counting was asked to get ready.
     fn text_before_first_edit(&self) -> Option<String> {
-        (!self.token_tables_asked).then(|| self.composer_text())
+        (!self.token_counter_asked).then(|| self.composer_text())
     }
 
     /// At the first change of the composer's text, asks token counting to get ready: someone
     /// who types will send, and someone who only reads never pays for it.
     fn warm_on_first_edit(&mut self, before: Option<String>, out: &mut Vec<Command>) {
         if before.is_some_and(|b| b != self.composer_text()) {
-            self.token_tables_asked = true;
-            out.push(Command::WarmTokenTables);
+            self.token_counter_asked = true;
+            out.push(Command::WarmTokenCounter);
         }
     }
 

@@ -1407,7 +1407,7 @@ fn quitting_or_leaving_keeps_a_cut_off_reply_as_interrupted() {
 
 fn warm_asks(cmds: &[Command]) -> usize {
     cmds.iter()
-        .filter(|c| **c == Command::WarmTokenTables)
+        .filter(|c| **c == Command::WarmTokenCounter)
         .count()
 }
 

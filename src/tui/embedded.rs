@@ -29,7 +29,7 @@ pub async fn start(
         engine: EngineConfig::Builtin { pace_ms },
         max_context_tokens: crate::service::config::DEFAULT_MAX_CONTEXT_TOKENS,
         // Warmed by the TUI when the user starts typing (`workers`), not at start.
-        warm_token_tables: false,
+        warm_token_counter: false,
     };
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
     let service = crate::service::start(config, addr)

@@ -232,8 +232,8 @@ impl Workers {
                     events.send(ev);
                 });
             }
-            Command::WarmTokenTables => {
-                warm_token_tables_once();
+            Command::WarmTokenCounter => {
+                warm_token_counter_once();
             }
             Command::RefreshUsage => self.usage_kick.notify_one(),
             Command::CopyToClipboard(text) => self.clipboard.push(text),
@@ -339,7 +339,7 @@ impl Drop for Workers {
 
 /// Readies o200k token counting (compiles its pattern, a few milliseconds) on a blocking
 /// thread, once per process. Returns whether this call started it.
-pub fn warm_token_tables_once() -> bool {
+pub fn warm_token_counter_once() -> bool {
     static STARTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if STARTED.swap(true, std::sync::atomic::Ordering::SeqCst) {
         return false;
@@ -786,10 +786,10 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_token_tables_are_warmed_once_per_process() {
-        let _ = warm_token_tables_once();
-        assert!(!warm_token_tables_once(), "the second ask starts nothing");
-        assert!(!warm_token_tables_once());
+    async fn the_token_counter_is_warmed_once_per_process() {
+        let _ = warm_token_counter_once();
+        assert!(!warm_token_counter_once(), "the second ask starts nothing");
+        assert!(!warm_token_counter_once());
     }
 
     #[tokio::test]
