@@ -167,19 +167,44 @@ async fn resolve(addr: &str) -> Result<SocketAddr, String> {
 /// Logs to stderr from a thread of its own, which writes the lines waiting in one batch: a
 /// request's log line costs the async workers no `write`, and a stderr that blocks (a paused
 /// terminal, a full pipe) cannot stall requests. Past 128,000 lines waiting, lines are
-/// dropped rather than requests held. The guard writes what is left when dropped.
-fn init_logging() -> Option<tracing_appender::non_blocking::WorkerGuard> {
+/// dropped rather than requests held (and counted: `Logging::report_dropped`). The guard
+/// writes what is left when dropped.
+fn init_logging() -> Option<Logging> {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("convo=info,warn"));
     let (writer, guard) =
         tracing_appender::non_blocking(std::io::BufWriter::new(std::io::stderr()));
+    let dropped = writer.error_counter();
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(writer)
         .try_init()
         .ok()
-        .map(|()| guard)
+        .map(|()| Logging {
+            _guard: guard,
+            dropped,
+        })
+}
+
+/// The log's writer thread, for as long as the service runs.
+struct Logging {
+    _guard: tracing_appender::non_blocking::WorkerGuard,
+    dropped: tracing_appender::non_blocking::ErrorCounter,
+}
+
+impl Logging {
+    /// Says, through the log itself, how many lines were dropped because its reader fell
+    /// behind (nothing when none were).
+    fn report_dropped(&self) {
+        let dropped = self.dropped.dropped_lines();
+        if dropped > 0 {
+            tracing::warn!(
+                dropped,
+                "log lines were dropped: stderr was not read fast enough"
+            );
+        }
+    }
 }
 
 async fn shutdown_signal() {
@@ -204,7 +229,7 @@ async fn shutdown_signal() {
 }
 
 pub async fn serve(args: ServeArgs) -> ExitCode {
-    let _log = init_logging();
+    let log = init_logging();
     let (config, generated) = match config_from_args(&args) {
         Ok(c) => c,
         Err(e) => {
@@ -237,6 +262,9 @@ pub async fn serve(args: ServeArgs) -> ExitCode {
     // Through the log, not `eprintln!`: a stderr nobody reads must not hold the stop.
     tracing::info!("shutting down");
     service.shutdown().await;
+    if let Some(log) = &log {
+        log.report_dropped();
+    }
     ExitCode::from(exit::OK)
 }
 
