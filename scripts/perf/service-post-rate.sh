@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Non-streaming POSTs at a fixed rate (open loop), the "5,000 POSTs/s at p99 < 10 ms"
-# as it reads: RATE POSTs/s (5000) for DURATION (10s) over CONNECTIONS connections (32), to
+# as it reads: RATE POSTs/s (5000) for DURATION (10s) over CONNECTIONS connections (16), to
 # one of 8,000 sessions at random, latency measured from when each request was due
 # (--latency-correction: a stalled service is not hidden by requests that were never sent).
 # wrk (service-post.sh) measures the most a closed loop gets instead. The load tool is oha,
@@ -13,7 +13,8 @@ start_serve "$key" 0
 echo "# convo serve at $url (pid $serve), db $dir/service.db"
 warm_up "$key"
 rate=${RATE:-5000}
-/usr/bin/time -f "oha: %U s user, %S s system" oha --no-tui -q "$rate" --latency-correction -c "${CONNECTIONS:-32}" -z "${DURATION:-10s}" \
+TIMEFORMAT='oha: %U s user, %S s system'
+time oha --no-tui -q "$rate" --latency-correction -c "${CONNECTIONS:-16}" -z "${DURATION:-10s}" \
     -m POST -T application/json -H "Authorization: Bearer $key" \
     -d '{"content":"Hello from oha: how do lifetimes work in Rust?"}' \
     --rand-regex-url "$url/v1/sessions/session_wrk000000000[0-7][0-9]{3}/messages" \
