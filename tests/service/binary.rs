@@ -6,8 +6,14 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 const BIN: &str = env!("CARGO_BIN_EXE_convo");
 const CLIENT_KEY: &str = "service_live_clientKeyOfAnotherOne";
 
-/// The base URL from the one line a started `convo serve` prints, and the rest of its stdout.
-fn listening(child: &mut Child) -> (String, BufReader<ChildStdout>) {
+/// Starts `command` (a `convo serve`) with its stdout and stderr piped; returns the child, the
+/// base URL from the one line it prints, and the rest of its stdout.
+fn started(command: &mut Command) -> (Child, String, BufReader<ChildStdout>) {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     stdout.read_line(&mut line).unwrap();
@@ -16,36 +22,50 @@ fn listening(child: &mut Child) -> (String, BufReader<ChildStdout>) {
         .strip_prefix("listening on ")
         .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
         .to_string();
-    (base, stdout)
+    (child, base, stdout)
+}
+
+/// A runtime for the test's HTTP client.
+fn client_runtime() -> tokio::runtime::Runtime {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    tokio::runtime::Runtime::new().unwrap()
+}
+
+/// Everything the (stopped) child wrote to stderr.
+fn stderr_of(child: &mut Child) -> String {
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    stderr
 }
 
 #[test]
 fn serve_prints_one_line_serves_and_stops_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("svc.db");
-    let mut child = Command::new(BIN)
-        .args([
-            "serve",
-            "--addr",
-            "127.0.0.1:0",
-            "--engine-pace-ms",
-            "0",
-            "--db",
-        ])
-        .arg(&db)
-        .env_remove("CONVO_SERVE_API_KEYS")
-        // The client's key (for another deployment) is not a key this service accepts.
-        .env("CONVO_API_KEY", CLIENT_KEY)
-        .env_remove("CONVO_JWT_SECRET")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (base, mut stdout) = listening(&mut child);
+    let (mut child, base, mut stdout) = started(
+        Command::new(BIN)
+            .args([
+                "serve",
+                "--addr",
+                "127.0.0.1:0",
+                "--engine-pace-ms",
+                "0",
+                "--db",
+            ])
+            .arg(&db)
+            .env_remove("CONVO_SERVE_API_KEYS")
+            // The client's key (for another deployment) is not a key this service accepts.
+            .env("CONVO_API_KEY", CLIENT_KEY)
+            .env_remove("CONVO_JWT_SECRET"),
+    );
     assert!(base.starts_with("http://127.0.0.1:"));
 
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let runtime = client_runtime();
     let health = runtime.block_on(async {
         reqwest::get(format!("{base}/healthz"))
             .await
@@ -64,13 +84,7 @@ fn serve_prints_one_line_serves_and_stops_on_sigterm() {
     let mut rest = String::new();
     stdout.read_to_string(&mut rest).unwrap();
     assert_eq!(rest, "", "exactly one line on stdout");
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
+    let stderr = stderr_of(&mut child);
     let key_lines: Vec<&str> = stderr
         .lines()
         .filter(|l| l.contains("service_live_"))
@@ -93,31 +107,27 @@ fn serve_prints_one_line_serves_and_stops_on_sigterm() {
 fn serve_takes_repeated_api_keys_with_tiers() {
     let k1 = "service_live_AAAAbbbbCCCCdddd1111";
     let k2 = "service_live_EEEEffffGGGGhhhh2222";
-    let mut child = Command::new(BIN)
-        .args([
-            "serve",
-            "--addr",
-            "127.0.0.1:0",
-            "--db",
-            ":memory:",
-            "--jwt-secret",
-            "s",
-        ])
-        .args([
-            "--api-key",
-            &format!("{k1}=free"),
-            "--api-key",
-            &format!("{k2}=enterprise"),
-        ])
-        .env_remove("CONVO_SERVE_API_KEYS")
-        .env_remove("CONVO_API_KEY")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (base, _stdout) = listening(&mut child);
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (mut child, base, _stdout) = started(
+        Command::new(BIN)
+            .args([
+                "serve",
+                "--addr",
+                "127.0.0.1:0",
+                "--db",
+                ":memory:",
+                "--jwt-secret",
+                "s",
+            ])
+            .args([
+                "--api-key",
+                &format!("{k1}=free"),
+                "--api-key",
+                &format!("{k2}=enterprise"),
+            ])
+            .env_remove("CONVO_SERVE_API_KEYS")
+            .env_remove("CONVO_API_KEY"),
+    );
+    let runtime = client_runtime();
     let tiers: Vec<String> = runtime.block_on(async {
         let http = reqwest::Client::new();
         let mut tiers = Vec::new();
@@ -141,13 +151,7 @@ fn serve_takes_repeated_api_keys_with_tiers() {
         .status()
         .unwrap();
     assert!(child.wait().unwrap().success());
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
+    let stderr = stderr_of(&mut child);
     assert!(
         !stderr.contains("AAAAbbbb") && !stderr.contains("EEEEffff"),
         "keys never printed: {stderr}"
@@ -203,20 +207,16 @@ fn token_prints_a_verifiable_jwt() {
 #[test]
 fn a_stderr_nobody_reads_holds_neither_requests_nor_the_stop() {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(BIN)
-        .args(["serve", "--addr", "127.0.0.1:0", "--db"])
-        .arg(dir.path().join("svc.db"))
-        .args(["--api-key", "service_live_AAAAbbbbCCCCdddd1111"])
-        .env_remove("CONVO_SERVE_API_KEYS")
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (base, _stdout) = listening(&mut child);
+    let (mut child, base, _stdout) = started(
+        Command::new(BIN)
+            .args(["serve", "--addr", "127.0.0.1:0", "--db"])
+            .arg(dir.path().join("svc.db"))
+            .args(["--api-key", "service_live_AAAAbbbbCCCCdddd1111"])
+            .env_remove("CONVO_SERVE_API_KEYS")
+            .env_remove("RUST_LOG"),
+    );
 
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let runtime = client_runtime();
     let answered = runtime.block_on(async {
         let client = reqwest::Client::new();
         let all = async {
@@ -252,13 +252,7 @@ fn a_stderr_nobody_reads_holds_neither_requests_nor_the_stop() {
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     };
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
+    let stderr = stderr_of(&mut child);
     assert!(
         answered.is_ok(),
         "requests stalled behind the unread stderr"
