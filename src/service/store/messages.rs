@@ -20,6 +20,7 @@ pub enum SessionStatus {
     Gone,
 }
 
+/// What `session_id` means to `account_id`: one look-up of the session's row.
 pub fn session_status(
     conn: &Connection,
     account_id: i64,
