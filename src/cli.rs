@@ -6,13 +6,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// Exit codes of every subcommand (DESIGN.md §2).
-pub mod exit {
-    pub const OK: u8 = 0;
-    pub const SERVICE_ERROR: u8 = 1;
-    pub const USAGE_ERROR: u8 = 2;
-    pub const NETWORK_ERROR: u8 = 3;
-}
+/// The exit codes, re-exported for `service::cli` (which still names them `crate::cli::exit`).
+pub use crate::exit;
 
 #[derive(Debug, Parser)]
 #[command(

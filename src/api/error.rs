@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::types::ErrorBody;
-use crate::cli::exit;
+use crate::exit;
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ApiError {

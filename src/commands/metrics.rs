@@ -4,9 +4,10 @@ use std::process::ExitCode;
 use chrono::{DateTime, Duration, NaiveDate, NaiveDateTime, Timelike, Utc};
 use comfy_table::Cell;
 
-use super::{connect, fail, fail_api, out, print_json, sanitize, table, thousands};
+use super::{connect, fail, fail_api, out, print_json, sanitize, table};
 use crate::api::{Granularity, Metrics};
-use crate::cli::exit;
+use crate::exit;
+use crate::format::group_digits;
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -101,25 +102,25 @@ pub async fn run(args: MetricsArgs, global: crate::config::GlobalArgs) -> ExitCo
 pub fn render(m: &Metrics) -> String {
     let mut t = table(&["metric", "value"], &[1]);
     let rows: [(&str, String); 11] = [
-        ("sessions total", thousands(m.sessions.total)),
-        ("sessions active", thousands(m.sessions.active)),
+        ("sessions total", group_digits(m.sessions.total)),
+        ("sessions active", group_digits(m.sessions.active)),
         (
             "average session duration",
             format!("{:.1} s", m.sessions.average_duration),
         ),
-        ("messages total", thousands(m.messages.total)),
+        ("messages total", group_digits(m.messages.total)),
         (
             "messages per session",
             format!("{:.2}", m.messages.average_per_session),
         ),
-        ("user messages", thousands(m.messages.user_messages)),
+        ("user messages", group_digits(m.messages.user_messages)),
         (
             "assistant messages",
-            thousands(m.messages.assistant_messages),
+            group_digits(m.messages.assistant_messages),
         ),
-        ("tokens total", thousands(m.tokens.total)),
-        ("prompt tokens", thousands(m.tokens.prompt)),
-        ("completion tokens", thousands(m.tokens.completion)),
+        ("tokens total", group_digits(m.tokens.total)),
+        ("prompt tokens", group_digits(m.tokens.prompt)),
+        ("completion tokens", group_digits(m.tokens.completion)),
         (
             "tokens per message",
             format!("{:.1}", m.tokens.average_per_message),

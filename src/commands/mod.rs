@@ -1,7 +1,7 @@
 //! The one-shot client subcommands, one file each, and what they share: loading the
 //! configuration, building the client, opening the store, printing errors and tables.
 //!
-//! Exit codes (`cli::exit`): 0 ok, 1 service error, 2 usage or configuration error,
+//! Exit codes (`crate::exit`): 0 ok, 1 service error, 2 usage or configuration error,
 //! 3 network error. Data goes to stdout, errors to stderr as `convo: <code>: <message>`.
 
 pub mod config_cmd;
@@ -20,8 +20,8 @@ use std::process::ExitCode;
 use comfy_table::{CellAlignment, ContentArrangement, Table, presets};
 
 use crate::api::{ApiError, Client, ClientOptions};
-use crate::cli::exit;
 use crate::config::{Config, GlobalArgs};
+use crate::exit;
 use crate::store::Store;
 
 /// What to say when a one-shot command has no server to talk to.
@@ -141,19 +141,6 @@ pub fn sanitize(text: &str) -> Cow<'_, str> {
     }
 }
 
-/// A number with thousands separators: 1234567 → 1,234,567.
-pub(crate) fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::with_capacity(s.len() + s.len() / 3);
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
 /// Check a session id given on the command line.
 pub(crate) fn check_session_id(id: &str) -> Result<(), ExitCode> {
     if crate::api::is_valid_session_id(id) {
@@ -235,13 +222,5 @@ mod tests {
             },
         ];
         insta::assert_snapshot!("sessions", sessions::render(&sessions));
-    }
-
-    #[test]
-    fn thousands_groups_digits() {
-        assert_eq!(thousands(0), "0");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(1000), "1,000");
-        assert_eq!(thousands(1234567), "1,234,567");
     }
 }

@@ -10,7 +10,7 @@ use super::{
 use crate::api::{
     ApiError, Role, SendMessage, new_idempotency_key, new_session_id, send_streaming,
 };
-use crate::cli::exit;
+use crate::exit;
 use crate::store::{MessageStatus, StoredMessage};
 
 /// Longest message the service accepts, in characters.

@@ -6,42 +6,14 @@ use std::process::ExitCode;
 
 use chrono::{DateTime, Utc};
 use comfy_table::Cell;
-use futures_util::StreamExt;
 use serde_json::{Value, json};
 
-use super::{fail, out, print_json, sanitize, table, thousands};
-use crate::api::{ApiError, Client, Granularity, Metrics, Wallet};
-use crate::cli::exit;
-use crate::tui::metrics::buckets::{self, Bucket, RangeError, TimeRange};
-use crate::tui::metrics::worker::CONCURRENCY;
-use crate::tui::view::wallet::{amount, gauge_bar, usd};
-use crate::tui::wallet::RiskBand;
-
-/// One bucket of a series and its query's answer.
-#[derive(Debug, Clone)]
-pub struct SeriesRow {
-    pub bucket: Bucket,
-    pub result: Result<Metrics, ApiError>,
-}
-
-/// Queries every bucket of `range` at `g`, [`CONCURRENCY`] at a time, in bucket order.
-/// Refuses ranges the metrics view refuses (empty, over 366 days, over 200 buckets).
-pub async fn fetch_series(
-    client: &Client,
-    range: TimeRange,
-    g: Granularity,
-) -> Result<Vec<SeriesRow>, RangeError> {
-    let list = buckets::buckets(range, g)?;
-    let rows = futures_util::stream::iter(list)
-        .map(|bucket| async move {
-            let result = client.metrics(bucket.start, bucket.end, Some(g)).await;
-            SeriesRow { bucket, result }
-        })
-        .buffered(CONCURRENCY)
-        .collect()
-        .await;
-    Ok(rows)
-}
+use super::{fail, out, print_json, sanitize, table};
+use crate::api::{ApiError, Client, Granularity, Wallet};
+use crate::exit;
+use crate::format::{RiskBand, amount, gauge_bar, group_digits, usd};
+use crate::series::buckets::{self, TimeRange};
+use crate::series::{SeriesRow, fetch_series};
 
 /// `convo metrics --series`: prints the per-bucket table (or with `json` the array) of
 /// `[start, end)` at `g`. Exit status 2 for a range the view would refuse, and when a bucket
@@ -97,7 +69,7 @@ pub fn series_table(rows: &[SeriesRow], g: Granularity) -> String {
         let label = if row.bucket.is_partial(g) {
             buckets::describe_bucket(row.bucket, g)
         } else {
-            crate::tui::view::metrics::bucket_label(row.bucket, g)
+            buckets::bucket_label(row.bucket, g)
         };
         let mut cells = vec![Cell::new(label)];
         match &row.result {
@@ -112,7 +84,7 @@ pub fn series_table(rows: &[SeriesRow], g: Granularity) -> String {
                     m.sessions.active,
                 ]
                 .into_iter()
-                .map(|v| Cell::new(thousands(v))),
+                .map(|v| Cell::new(group_digits(v))),
             ),
             Err(e) => cells.push(Cell::new(format!("failed: {}", sanitize(&e.to_string())))),
         }
@@ -254,6 +226,8 @@ pub fn wallet_report(w: &Wallet) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::Metrics;
+    use crate::series::buckets::Bucket;
     use chrono::{TimeZone, Utc};
 
     fn metrics(n: u64) -> Metrics {

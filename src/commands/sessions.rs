@@ -5,8 +5,9 @@ use std::process::ExitCode;
 use comfy_table::Cell;
 use serde::Serialize;
 
-use super::{fail, load_config, open_store, out, print_json, sanitize, table, thousands};
-use crate::cli::exit;
+use super::{fail, load_config, open_store, out, print_json, sanitize, table};
+use crate::exit;
+use crate::format::group_digits;
 use crate::store::SessionRecord;
 
 #[derive(Debug, clap::Args)]
@@ -70,7 +71,7 @@ pub fn render(sessions: &[SessionRecord]) -> String {
             Cell::new(&s.id),
             Cell::new(sanitize(s.title.as_deref().unwrap_or(""))),
             Cell::new(s.last_activity.format("%Y-%m-%d %H:%M UTC")),
-            Cell::new(thousands(s.tokens)),
+            Cell::new(group_digits(s.tokens)),
         ]);
     }
     format!("{t}\n")

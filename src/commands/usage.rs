@@ -3,8 +3,9 @@ use std::process::ExitCode;
 
 use comfy_table::Cell;
 
-use super::{connect, fail_api, out, print_json, sanitize, table, thousands};
+use super::{connect, fail_api, out, print_json, sanitize, table};
 use crate::api::Usage;
+use crate::format::group_digits;
 
 #[derive(Debug, clap::Args)]
 pub struct UsageArgs {
@@ -48,8 +49,8 @@ pub fn render(u: &Usage) -> String {
     ] {
         t.add_row(vec![
             Cell::new(name),
-            Cell::new(thousands(used)),
-            Cell::new(thousands(limit)),
+            Cell::new(group_digits(used)),
+            Cell::new(group_digits(limit)),
             Cell::new(format!("{pct:.1} %")),
         ]);
     }

@@ -52,6 +52,11 @@ pub fn sanitize(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// [`sanitize`] into an owned `String`: for text from the server that a state keeps.
+pub fn sanitize_owned(text: &str) -> String {
+    sanitize(text).into_owned()
+}
+
 /// Sanitise raw bytes: invalid UTF-8 becomes U+FFFD, then as [`sanitize`].
 pub fn sanitize_bytes(bytes: &[u8]) -> String {
     sanitize(&String::from_utf8_lossy(bytes)).into_owned()

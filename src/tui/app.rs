@@ -17,6 +17,7 @@ use super::event::{
     StreamStatus,
 };
 use super::view::layout::{self, AppLayout};
+use crate::render::sanitize::sanitize_owned;
 use crate::render::transcript::{Entry, EntryId, EntryState, Transcript};
 
 /// Maximum length of a message's content, in characters (SERVICE-INTERFACE.md, Limits).
@@ -409,11 +410,6 @@ fn header_for(role: Role, at: DateTime<Utc>, tokens: u64) -> String {
     } else {
         format!("{who} · {}", at.format("%H:%M"))
     }
-}
-
-/// Text from outside goes through the sanitiser before it reaches the screen.
-fn sanitize(s: &str) -> String {
-    crate::render::sanitize(s).into_owned()
 }
 
 /// Something for a worker to do.
@@ -1834,7 +1830,7 @@ impl App {
                     let text = format!(
                         "the reply failed: {}: {}",
                         error.code,
-                        sanitize(&error.message)
+                        sanitize_owned(&error.message)
                     );
                     self.notify(Level::Error, text);
                 }

@@ -8,7 +8,7 @@ pub use crate::service::RunningService;
 use crate::service::{DbLocation, EngineConfig, ServiceConfig, Tier};
 
 use super::event::Endpoint;
-use super::workers::write_private;
+use crate::private_file::write_private;
 
 const WALLET_TOKEN_TTL_SECS: u64 = 30 * 24 * 3600;
 

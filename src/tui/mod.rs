@@ -26,8 +26,8 @@ use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 use ratatui::layout::Rect;
 
-use crate::cli::exit;
 use crate::config::{Config, GlobalArgs};
+use crate::exit;
 use crate::keys::KeyBindings;
 use app::{App, Settings};
 use frame::FrameScheduler;
@@ -225,14 +225,7 @@ fn init_logging(data_dir: &std::path::Path) -> Option<tracing_appender::non_bloc
     use tracing_subscriber::EnvFilter;
     std::fs::create_dir_all(data_dir).ok()?;
     let path = data_dir.join("convo.log");
-    let mut options = std::fs::OpenOptions::new();
-    options.append(true).create(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    let file = options.open(&path).ok()?;
+    let file = crate::private_file::append_private(&path).ok()?;
     let (writer, guard) = tracing_appender::non_blocking(file);
     let filter = EnvFilter::try_from_env("CONVO_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
     tracing_subscriber::fmt()

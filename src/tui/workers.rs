@@ -2,7 +2,7 @@
 //! the session stream, the usage poller, the clock and terminal input. Workers never touch
 //! `App`; they report through `AppEvent`s.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -450,20 +450,6 @@ async fn connect(target: Target, shared: Arc<Shared>, events: EventSender) {
             events.send(AppEvent::ConnectFailed(e));
         }
     }
-}
-
-/// Writes a file readable by its owner only.
-pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    let mut f = options.open(path)?;
-    f.write_all(bytes)
 }
 
 async fn poll_usage(shared: Arc<Shared>, kick: Arc<Notify>, every: Duration, events: EventSender) {

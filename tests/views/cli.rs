@@ -5,8 +5,8 @@ use std::process::Output;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use convo::api::{Client, ClientOptions, Granularity, SendMessage, new_session_id};
+use convo::series::buckets;
 use convo::service::{RunningService, ServiceConfig, jwt, start};
-use convo::tui::metrics::buckets;
 use serde_json::Value;
 
 async fn service() -> RunningService {

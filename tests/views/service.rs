@@ -7,8 +7,8 @@ use chrono::{DateTime, Utc};
 use convo::api::{
     Client, ClientOptions, Granularity, Message, Metrics, SendMessage, new_session_id,
 };
+use convo::series::buckets::{self, TimeRange};
 use convo::service::{RunningService, ServiceConfig, jwt, start};
-use convo::tui::metrics::buckets::{self, TimeRange};
 use convo::tui::metrics::worker::{MetricsWorker, run_load};
 use convo::tui::metrics::{
     LoadPlan, MetricsEvent, MetricsKey, MetricsRequest, MetricsState, RangeChoice, Slot,
@@ -239,7 +239,7 @@ async fn totals_match_convo_metrics_json() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_load_stops_its_requests() {
-    use convo::tui::metrics::worker::CONCURRENCY;
+    use convo::series::CONCURRENCY;
     let svc = service().await;
     let client = client(&svc, None);
     let mut worker = MetricsWorker::new();

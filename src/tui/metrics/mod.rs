@@ -5,7 +5,6 @@
 //! Loads are cached per (range, granularity); presets are resolved against the clock when a
 //! load starts, and `r` reloads with a fresh clock.
 
-pub mod buckets;
 pub mod update;
 pub mod worker;
 
@@ -15,7 +14,7 @@ use chrono::{DateTime, Utc};
 
 use crate::api::{Granularity, Metrics};
 
-pub use buckets::{Bucket, RangeError, RangePreset, TimeRange};
+pub use crate::series::buckets::{Bucket, RangeError, RangePreset, TimeRange};
 pub use update::{on_event, on_key, on_paste, open};
 
 /// The chosen range: a preset (resolved at each load) or fixed dates.
@@ -332,37 +331,4 @@ pub fn help_sections(keys: &crate::keys::KeyBindings) -> Vec<(String, Vec<(Strin
             ],
         ),
     ]
-}
-
-/// A duration in seconds, readably: `0s`, `42s`, `4m 12s`, `1h 03m`, `2d 4h`.
-pub fn human_duration(secs: f64) -> String {
-    if !secs.is_finite() || secs <= 0.0 {
-        return "0s".to_string();
-    }
-    let s = secs.round() as u64;
-    match s {
-        s if s < 60 => format!("{s}s"),
-        s if s < 3600 => format!("{}m {:02}s", s / 60, s % 60),
-        s if s < 86_400 => format!("{}h {:02}m", s / 3600, (s % 3600) / 60),
-        s => format!("{}d {}h", s / 86_400, (s % 86_400) / 3600),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_read_like_a_person_would_say_them() {
-        assert_eq!(human_duration(0.0), "0s");
-        assert_eq!(human_duration(f64::NAN), "0s");
-        assert_eq!(human_duration(0.4), "0s");
-        assert_eq!(human_duration(42.0), "42s");
-        assert_eq!(human_duration(252.0), "4m 12s");
-        assert_eq!(human_duration(3780.0), "1h 03m");
-        assert_eq!(
-            human_duration(2.0 * 86_400.0 + 4.0 * 3600.0 + 59.0),
-            "2d 4h"
-        );
-    }
 }

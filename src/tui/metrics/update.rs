@@ -4,13 +4,13 @@
 use chrono::{DateTime, Utc};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use super::buckets::{self, MAX_BUCKETS, RangeError, RangePreset};
 use super::{
     CUSTOM_SLOT, Load, LoadPlan, MetricsEvent, MetricsRequest, MetricsState, Query, RangeChoice,
     Section, Slot,
 };
 use crate::api::Granularity;
 use crate::keys::KeyBindings;
+use crate::series::buckets::{self, MAX_BUCKETS, RangeError, RangePreset};
 use crate::tui::app::{App, Command, Overlay, View};
 
 /// What a key did to the metrics view.

@@ -1,15 +1,13 @@
 //! Runs the metrics view's queries: the totals of the range and one query per bucket, at
-//! most [`CONCURRENCY`] at a time, each answer reported as soon as it arrives. A new load
+//! most [`crate::series::CONCURRENCY`] at a time, each answer reported as soon as it arrives. A new load
 //! replaces the one in flight; cancelling aborts the task, which drops its requests.
 
 use futures_util::StreamExt;
 use tokio::task::AbortHandle;
 
-use super::{LoadPlan, MetricsEvent, MetricsRequest, Query, TimeRange};
+use super::{LoadPlan, MetricsEvent, MetricsRequest, Query};
 use crate::api::Client;
-
-/// Metrics queries in flight at once for one load.
-pub const CONCURRENCY: usize = 4;
+use crate::render::sanitize::sanitize_owned;
 
 /// The loop's handle on the metrics load in flight.
 #[derive(Debug, Default)]
@@ -82,7 +80,7 @@ impl Drop for MetricsWorker {
     }
 }
 
-/// Runs every query of `plan` (totals first), [`CONCURRENCY`] at a time, and reports each.
+/// Runs every query of `plan` (totals first), [`crate::series::CONCURRENCY`] at a time, and reports each.
 pub async fn run_load<F>(client: Client, plan: LoadPlan, sink: F)
 where
     F: Fn(MetricsEvent) + Send + Sync + 'static,
@@ -98,7 +96,7 @@ where
     if let Some(preset) = preset {
         let fresh = preset.resolve(chrono::Utc::now());
         if fresh != range
-            && let Ok(list) = super::buckets::buckets(fresh, granularity)
+            && let Ok(list) = crate::series::buckets::buckets(fresh, granularity)
         {
             range = fresh;
             buckets = list;
@@ -109,40 +107,18 @@ where
             });
         }
     }
-    let queries = std::iter::once((Query::Totals, range)).chain(
-        buckets.into_iter().enumerate().map(|(i, b)| {
-            (
-                Query::Bucket(i),
-                TimeRange {
-                    start: b.start,
-                    end: b.end,
-                },
-            )
-        }),
-    );
-    let mut answers = futures_util::stream::iter(queries)
-        .map(|(query, r)| {
-            let client = client.clone();
-            async move {
-                let result = client
-                    .metrics(r.start, r.end, Some(granularity))
-                    .await
-                    .map(Box::new)
-                    .map_err(|e| clean(&e.to_string()));
-                (query, result)
-            }
-        })
-        .buffer_unordered(CONCURRENCY);
+    let queries = std::iter::once((Query::Totals, range))
+        .chain((buckets.into_iter().enumerate()).map(|(i, b)| (Query::Bucket(i), b.range())));
+    let answers = crate::series::query_all(&client, granularity, queries);
+    futures_util::pin_mut!(answers);
     while let Some((query, result)) = answers.next().await {
+        let result = result
+            .map(Box::new)
+            .map_err(|e| sanitize_owned(&e.to_string()));
         sink(MetricsEvent::Answered {
             load_id,
             query,
             result,
         });
     }
-}
-
-/// Server text made safe for the terminal.
-fn clean(s: &str) -> String {
-    crate::render::sanitize::sanitize(s).into_owned()
 }

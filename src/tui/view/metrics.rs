@@ -13,42 +13,14 @@ use super::{theme, truncate};
 use chrono::Datelike;
 
 use crate::api::{Granularity, Metrics};
+use crate::format::{group_digits, human_duration};
+use crate::series::buckets::{self, RangePreset, bucket_label};
 use crate::tui::app::App;
-use crate::tui::metrics::buckets::{self, Bucket, RangePreset};
-use crate::tui::metrics::{
-    CUSTOM_SLOT, Load, MetricsState, RangeChoice, Section, Series, Slot, human_duration,
-};
+use crate::tui::metrics::{CUSTOM_SLOT, Load, MetricsState, RangeChoice, Section, Series, Slot};
 
 /// Bars of the charts; the selected bucket is drawn in the focus colour.
 fn bar_style() -> Style {
     Style::default().fg(Color::Blue)
-}
-
-/// 1234567 → 1,234,567.
-pub fn group_digits(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::with_capacity(s.len() + s.len() / 3);
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// A bucket in a table row: as precise as its granularity needs.
-pub fn bucket_label(b: Bucket, g: Granularity) -> String {
-    match g {
-        Granularity::Hour => b.start.format("%a %d %b %H:%M").to_string(),
-        Granularity::Day => b.start.format("%a %d %b %Y").to_string(),
-        Granularity::Week => format!(
-            "W{:02} {}",
-            b.start.iso_week().week(),
-            b.start.format("%d %b %Y")
-        ),
-        Granularity::Month => b.start.format("%b %Y").to_string(),
-    }
 }
 
 /// A bucket start under the x axis.
@@ -684,12 +656,5 @@ mod tests {
         assert_eq!(first_visible(5, 78, 90), 0);
         assert_eq!(first_visible(80, 78, 90), 3);
         assert_eq!(first_visible(3, 24, 24), 0);
-    }
-
-    #[test]
-    fn digits_are_grouped() {
-        assert_eq!(group_digits(0), "0");
-        assert_eq!(group_digits(1234567), "1,234,567");
-        assert_eq!(group_digits(100), "100");
     }
 }

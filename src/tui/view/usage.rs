@@ -109,7 +109,7 @@ fn column(app: &App, area: Rect, buf: &mut Buffer) {
         .usage
         .usage
         .as_ref()
-        .map(|u| crate::render::sanitize::sanitize(&u.tier).into_owned())
+        .map(|u| crate::render::sanitize::sanitize_owned(&u.tier))
         .unwrap_or_else(|| "…".into());
     let block = Block::default()
         .borders(Borders::ALL)

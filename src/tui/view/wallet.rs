@@ -11,15 +11,10 @@ use unicode_width::UnicodeWidthStr;
 
 use super::{theme, truncate};
 use crate::api::Wallet;
+use crate::format::{RiskBand, amount, gauge_bar, usd};
+use crate::render::sanitize::sanitize_owned;
 use crate::tui::app::App;
-use crate::tui::wallet::{
-    RiskBand, TokenStatus, WalletFailure, WalletLoad, WalletSection, WalletState,
-};
-
-/// Server text made safe for the terminal.
-fn sanitize_text(s: &str) -> String {
-    crate::render::sanitize::sanitize(s).into_owned()
-}
+use crate::tui::wallet::{TokenStatus, WalletFailure, WalletLoad, WalletSection, WalletState};
 
 /// What to do when no wallet token is configured, one line each.
 pub const NO_TOKEN_HELP: [&str; 5] = [
@@ -29,22 +24,6 @@ pub const NO_TOKEN_HELP: [&str; 5] = [
     "  • local service: CONVO_WALLET_TOKEN=$(convo token --secret SECRET --sub you)",
     "The embedded local service (convo with no base URL) sets one up by itself.",
 ];
-
-/// A horizontal gauge of `width` cells filled to `ratio` (0–1), in eighths of a cell.
-pub fn gauge_bar(ratio: f64, width: usize) -> (String, String) {
-    const PARTIAL: [&str; 8] = ["", "▏", "▎", "▍", "▌", "▋", "▊", "▉"];
-    let ratio = if ratio.is_finite() {
-        ratio.clamp(0.0, 1.0)
-    } else {
-        0.0
-    };
-    let eighths = (ratio * width as f64 * 8.0).round() as usize;
-    let (full, part) = (eighths / 8, eighths % 8);
-    let mut filled = "█".repeat(full);
-    filled.push_str(PARTIAL[part]);
-    let used = full + usize::from(part > 0);
-    (filled, "░".repeat(width.saturating_sub(used)))
-}
 
 pub fn risk_style(band: RiskBand) -> Style {
     match band {
@@ -60,45 +39,6 @@ fn factor_badge() -> Style {
 
 fn tag_badge() -> Style {
     Style::default().fg(Color::White).bg(Color::DarkGray)
-}
-
-/// `1234.5` → `1,234.5`; at most `decimals` decimals, trailing zeros dropped.
-pub fn amount(v: f64, decimals: usize) -> String {
-    if !v.is_finite() {
-        return "–".to_string();
-    }
-    let s = format!("{:.*}", decimals, v.abs());
-    let (int, frac) = s.split_once('.').unwrap_or((&s, ""));
-    let frac = frac.trim_end_matches('0');
-    let mut out = String::new();
-    if v < 0.0 {
-        out.push('-');
-    }
-    for (i, c) in int.chars().enumerate() {
-        if i > 0 && (int.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    if !frac.is_empty() {
-        out.push('.');
-        out.push_str(frac);
-    }
-    out
-}
-
-/// `$1,234.50`.
-pub fn usd(v: f64) -> String {
-    if !v.is_finite() {
-        return "–".to_string();
-    }
-    let cents = format!("{:.2}", v.abs());
-    let (int, frac) = cents.split_once('.').unwrap_or((&cents, "00"));
-    let sign = if v < 0.0 { "-" } else { "" };
-    format!(
-        "{sign}${}.{frac}",
-        amount(int.parse::<f64>().unwrap_or(0.0), 0)
-    )
 }
 
 /// Key hints for the status bar while the view is shown.
@@ -163,7 +103,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         }
         WalletLoad::Loading { wallet_id, .. } => {
             Line::from(Span::styled(
-                format!("Loading wallet `{}`…", sanitize_text(wallet_id)),
+                format!("Loading wallet `{}`…", sanitize_owned(wallet_id)),
                 theme::warn(),
             ))
             .render(body, buf);
@@ -179,10 +119,10 @@ fn render_title(w: &WalletState, area: Rect, buf: &mut Buffer) {
     let what = match (&w.load, w.shown_id()) {
         (WalletLoad::Loaded(wallet), _) => format!(
             " Wallet {} · alias “{}” ",
-            sanitize_text(&wallet.wallet_id),
-            sanitize_text(&wallet.alias)
+            sanitize_owned(&wallet.wallet_id),
+            sanitize_owned(&wallet.alias)
         ),
-        (_, Some(id)) => format!(" Wallet {} ", sanitize_text(id)),
+        (_, Some(id)) => format!(" Wallet {} ", sanitize_owned(id)),
         (_, None) => " Wallet ".to_string(),
     };
     Line::from(Span::styled(
@@ -201,7 +141,7 @@ fn render_prompt(w: &WalletState, area: Rect, buf: &mut Buffer) {
     };
     let mut spans = vec![
         Span::styled(" Wallet id › ", label_style),
-        Span::raw(sanitize_text(&w.input)),
+        Span::raw(sanitize_owned(&w.input)),
     ];
     if focused {
         spans.push(Span::styled("▏", theme::hint()));
@@ -226,7 +166,7 @@ fn render_suggestions(w: &WalletState, area: Rect, buf: &mut Buffer) {
     let mut used = label.len();
     let room = area.width as usize;
     for (i, id) in all.iter().enumerate() {
-        let text = format!(" {} ", sanitize_text(id));
+        let text = format!(" {} ", sanitize_owned(id));
         let wdt = text.width() + 1;
         if used + wdt + 2 > room {
             spans.push(Span::styled("…", theme::dim()));
@@ -263,7 +203,7 @@ fn render_no_token(area: Rect, buf: &mut Buffer) {
 }
 
 fn render_failure(app: &App, id: &str, failure: &WalletFailure, area: Rect, buf: &mut Buffer) {
-    let id = sanitize_text(id);
+    let id = sanitize_owned(id);
     let retry = app.keys.refresh.first_label();
     let lines: Vec<Line> = match failure {
         WalletFailure::NoToken => return render_no_token(area, buf),
@@ -319,7 +259,7 @@ fn badge_lines(label: &str, items: &[String], style: Style, width: usize) -> Vec
         return vec![Line::from(spans)];
     }
     for item in items {
-        let text = format!(" {} ", sanitize_text(item));
+        let text = format!(" {} ", sanitize_owned(item));
         let text = truncate(&text, width.saturating_sub(indent).max(4));
         let w = text.width();
         if used > indent && used + w > width {
@@ -355,7 +295,7 @@ fn render_wallet(w: &WalletState, wallet: &Wallet, area: Rect, buf: &mut Buffer)
     Line::from(vec![
         Span::styled("Address  ", theme::bold()),
         Span::raw(truncate(
-            &sanitize_text(&wallet.address),
+            &sanitize_owned(&wallet.address),
             width.saturating_sub(9),
         )),
     ])
@@ -504,14 +444,14 @@ fn render_tokens(w: &WalletState, wallet: &Wallet, area: Rect, buf: &mut Buffer)
                 0.0
             };
             let mut cells = vec![
-                Cell::from(sanitize_text(&a.symbol)),
+                Cell::from(sanitize_owned(&a.symbol)),
                 numeric(amount(a.balance, 4)),
                 numeric(usd(a.usd_value)),
             ];
             if wide {
                 cells.push(numeric(format!("{share:.1}%")));
                 cells.push(Cell::from(Span::styled(
-                    sanitize_text(&a.mint),
+                    sanitize_owned(&a.mint),
                     theme::dim(),
                 )));
             }
@@ -572,13 +512,13 @@ fn render_nfts(w: &WalletState, wallet: &Wallet, area: Rect, buf: &mut Buffer) {
         .iter()
         .map(|n| {
             let mut cells = vec![
-                Cell::from(sanitize_text(&n.name)),
-                Cell::from(sanitize_text(&n.collection)),
+                Cell::from(sanitize_owned(&n.name)),
+                Cell::from(sanitize_owned(&n.collection)),
                 numeric(format!("{} SOL", amount(n.floor_price, 3))),
             ];
             if wide {
                 cells.push(Cell::from(Span::styled(
-                    sanitize_text(&n.mint),
+                    sanitize_owned(&n.mint),
                     theme::dim(),
                 )));
             }
@@ -615,27 +555,6 @@ fn render_nfts(w: &WalletState, wallet: &Wallet, area: Rect, buf: &mut Buffer) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn amounts_are_grouped_and_trimmed() {
-        assert_eq!(amount(1842.317, 6), "1,842.317");
-        assert_eq!(amount(0.0, 6), "0");
-        assert_eq!(amount(250000.0, 4), "250,000");
-        assert_eq!(amount(-1234.5, 2), "-1,234.5");
-        assert_eq!(amount(f64::NAN, 2), "–");
-        assert_eq!(usd(499882.53), "$499,882.53");
-        assert_eq!(usd(0.5), "$0.50");
-        assert_eq!(usd(-12.0), "-$12.00");
-    }
-
-    #[test]
-    fn gauges_fill_in_eighths() {
-        assert_eq!(gauge_bar(0.0, 4), (String::new(), "░░░░".to_string()));
-        assert_eq!(gauge_bar(0.5, 4), ("██".to_string(), "░░".to_string()));
-        assert_eq!(gauge_bar(0.92, 24).0, "██████████████████████▏");
-        assert_eq!(gauge_bar(7.0, 4).0, "████");
-        assert_eq!(gauge_bar(f64::NAN, 2).1, "░░");
-    }
 
     #[test]
     fn tables_get_what_they_need_or_share_by_focus() {

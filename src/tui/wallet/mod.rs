@@ -158,34 +158,6 @@ pub enum WalletEvent {
     Token(TokenStatus),
 }
 
-/// The band of a risk score (0–100): low below 30, medium below 70, high from 70.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RiskBand {
-    Low,
-    Medium,
-    High,
-}
-
-impl RiskBand {
-    pub fn of(score: f64) -> RiskBand {
-        if score >= 70.0 {
-            RiskBand::High
-        } else if score >= 30.0 {
-            RiskBand::Medium
-        } else {
-            RiskBand::Low
-        }
-    }
-
-    pub fn label(self) -> &'static str {
-        match self {
-            RiskBand::Low => "low",
-            RiskBand::Medium => "medium",
-            RiskBand::High => "high",
-        }
-    }
-}
-
 /// The wallet ids of the embedded local service (`assets/wallets.json`), offered as
 /// suggestions when connected to it.
 pub fn embedded_wallet_ids() -> Vec<String> {
@@ -202,16 +174,6 @@ pub fn embedded_wallet_ids() -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn risk_bands_split_at_30_and_70() {
-        assert_eq!(RiskBand::of(0.0), RiskBand::Low);
-        assert_eq!(RiskBand::of(29.9), RiskBand::Low);
-        assert_eq!(RiskBand::of(30.0), RiskBand::Medium);
-        assert_eq!(RiskBand::of(69.9), RiskBand::Medium);
-        assert_eq!(RiskBand::of(70.0), RiskBand::High);
-        assert_eq!(RiskBand::of(250.0), RiskBand::High);
-    }
 
     #[test]
     fn the_fixture_ids_are_offered() {

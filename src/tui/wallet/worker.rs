@@ -5,14 +5,15 @@ use std::path::PathBuf;
 
 use super::{TokenStatus, WalletEvent, WalletFailure, WalletRequest, recent};
 use crate::api::{ApiError, Client};
+use crate::render::sanitize::sanitize_owned;
 
 /// How the view explains a client error.
 pub fn failure_of(e: &ApiError) -> WalletFailure {
     match e {
         ApiError::Config(msg) if msg.contains("wallet token") => WalletFailure::NoToken,
-        ApiError::Unauthorized { message } => WalletFailure::Unauthorized(clean(message)),
+        ApiError::Unauthorized { message } => WalletFailure::Unauthorized(sanitize_owned(message)),
         ApiError::Service { code, .. } if code == "wallet_not_found" => WalletFailure::NotFound,
-        other => WalletFailure::Other(clean(&other.to_string())),
+        other => WalletFailure::Other(sanitize_owned(&other.to_string())),
     }
 }
 
@@ -95,11 +96,6 @@ impl WalletWorker {
             }
         }
     }
-}
-
-/// Server text made safe for the terminal.
-fn clean(s: &str) -> String {
-    crate::render::sanitize::sanitize(s).into_owned()
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use crate::api::Granularity;
 
 /// Most buckets one view may ask for: one metrics query each.
 pub const MAX_BUCKETS: usize = 200;
-/// Longest range the service answers (DESIGN.md §4.1).
+/// Longest range the service answers (docs/design.md, "Metrics").
 pub const MAX_RANGE_DAYS: i64 = 366;
 
 /// A half-open time range `[start, end)`.
@@ -27,6 +27,14 @@ pub struct Bucket {
 }
 
 impl Bucket {
+    /// The bucket as a range, to query it.
+    pub fn range(self) -> TimeRange {
+        TimeRange {
+            start: self.start,
+            end: self.end,
+        }
+    }
+
     /// True when the bucket is shorter than a whole calendar unit (cut by the range).
     pub fn is_partial(&self, g: Granularity) -> bool {
         floor(self.start, g) != self.start || next_boundary(self.start, g) != self.end
@@ -340,6 +348,20 @@ pub fn describe_span(start: DateTime<Utc>, end: DateTime<Utc>) -> String {
         start.format("%Y-%m-%d %H:%M"),
         end.format("%Y-%m-%d %H:%M")
     )
+}
+
+/// A bucket in a table row: as precise as its granularity needs.
+pub fn bucket_label(b: Bucket, g: Granularity) -> String {
+    match g {
+        Granularity::Hour => b.start.format("%a %d %b %H:%M").to_string(),
+        Granularity::Day => b.start.format("%a %d %b %Y").to_string(),
+        Granularity::Week => format!(
+            "W{:02} {}",
+            b.start.iso_week().week(),
+            b.start.format("%d %b %Y")
+        ),
+        Granularity::Month => b.start.format("%b %Y").to_string(),
+    }
 }
 
 #[cfg(test)]
