@@ -12,10 +12,12 @@ use serde_json::Value;
 use crate::api::{Message, Role, SendMessage, StreamEvent, Usage, new_session_id};
 use crate::keys::KeyBindings;
 
+pub use super::command::{Command, StoreOp};
 use super::event::{
     AppEvent, Endpoint, Failure, HistoryFetch, MessageStatus, SessionSummary, StoredMessage,
     StreamStatus,
 };
+use super::full_view::{FullView, KeyResult};
 use super::view::layout::{self, AppLayout};
 use crate::render::sanitize::sanitize_owned;
 use crate::render::transcript::{Entry, EntryId, EntryState, Transcript};
@@ -412,69 +414,6 @@ fn header_for(role: Role, at: DateTime<Utc>, tokens: u64) -> String {
     }
 }
 
-/// Something for a worker to do.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Command {
-    /// Read a session's transcript and draft from the store, and lay it out for a
-    /// transcript pane `width` columns wide (off the UI task).
-    LoadTranscript {
-        session_id: String,
-        width: u16,
-        rows: u16,
-    },
-    /// Keep this session's stream open (and close any other).
-    OpenStream { session_id: String },
-    /// Fetch the session's stored history (to settle a reply the stream lost).
-    FetchHistory { session_id: String },
-    /// Ready o200k token counting off the UI task (the first edit of the composer), so
-    /// that the first send does not wait for it.
-    WarmTokenCounter,
-    /// POST a message.
-    Send {
-        session_id: String,
-        send_id: u64,
-        body: SendMessage,
-        idempotency_key: String,
-    },
-    /// DELETE a session.
-    Delete { session_id: String },
-    /// Poll usage now.
-    RefreshUsage,
-    /// Write to the local store.
-    Persist(StoreOp),
-    /// Put text on the terminal's clipboard (OSC 52).
-    CopyToClipboard(String),
-    /// Work for the metrics view's worker (`tui::metrics::worker::MetricsWorker`).
-    Metrics(super::metrics::MetricsRequest),
-    /// Work for the wallet view's worker (`tui::wallet::worker::WalletWorker`).
-    Wallet(super::wallet::WalletRequest),
-    /// Leave: restore the terminal and exit.
-    Quit,
-}
-
-/// A write to the local store.
-#[derive(Debug, Clone, PartialEq)]
-pub enum StoreOp {
-    UpsertSession(SessionSummary),
-    AppendMessage {
-        session_id: String,
-        message: StoredMessage,
-    },
-    /// Save now (quit, switch, send): supersedes an edit still waiting.
-    SaveDraft {
-        session_id: String,
-        text: String,
-    },
-    /// The composer changed: the store worker saves it once the edits pause
-    /// (`workers::DRAFT_SAVE_DELAY`), so that a crash loses at most that much typing.
-    DraftEdited {
-        session_id: String,
-        text: String,
-    },
-    SetLastOpen(String),
-    DeleteSession(String),
-}
-
 /// The whole state of the TUI.
 pub struct App {
     pub keys: KeyBindings,
@@ -623,12 +562,10 @@ impl App {
             }
             AppEvent::Mouse(m) => self.on_mouse(m, &mut out),
             AppEvent::Paste(text) => {
-                // views: the metrics and wallet views take pastes into their inputs.
-                if self.overlay.is_none() && self.view == View::Metrics {
-                    super::metrics::on_paste(self, &text);
-                } else if self.overlay.is_none() && self.view == View::Wallet {
-                    super::wallet::on_paste(self, &text);
-                } else if self.overlay.is_none() {
+                if self.overlay.is_some() {
+                } else if let Some(view) = self.active_view_mut() {
+                    view.paste(&text);
+                } else {
                     let before = self.text_before_first_edit();
                     self.focus = Focus::Composer;
                     self.composer
@@ -727,8 +664,12 @@ impl App {
             }
             AppEvent::UsageFailed(e) => self.usage.error = Some(e),
             AppEvent::WorkerError(e) => self.notify(Level::Error, e),
-            AppEvent::Metrics(ev) => super::metrics::on_event(self, ev),
-            AppEvent::Wallet(ev) => super::wallet::on_event(self, ev, &mut out),
+            AppEvent::Metrics(ev) => self.metrics.on_event(ev),
+            AppEvent::Wallet(ev) => {
+                let mut reqs = Vec::new();
+                self.wallet.on_event(ev, &mut reqs);
+                out.extend(reqs.into_iter().map(Command::Wallet));
+            }
         }
         self.note_draft_edit(&mut out);
         out
@@ -776,6 +717,70 @@ impl App {
             .unwrap_or_else(|| id.to_string())
     }
 
+    // ---- full-screen views -----------------------------------------------------------------
+
+    /// The full-screen view shown (F2, F3), if any.
+    pub fn active_view(&self) -> Option<&dyn FullView> {
+        match self.view {
+            View::Chat => None,
+            View::Metrics => Some(&self.metrics),
+            View::Wallet => Some(&self.wallet),
+        }
+    }
+
+    fn active_view_mut(&mut self) -> Option<&mut dyn FullView> {
+        match self.view {
+            View::Chat => None,
+            View::Metrics => Some(&mut self.metrics),
+            View::Wallet => Some(&mut self.wallet),
+        }
+    }
+
+    /// A key while a full-screen view is shown: the view takes it first; what it leaves, the
+    /// app may use (help, the other view's key). False while the chat is shown.
+    fn view_key(&mut self, key: &KeyEvent, out: &mut Vec<Command>) -> bool {
+        let view: &mut dyn FullView = match self.view {
+            View::Chat => return false,
+            View::Metrics => &mut self.metrics,
+            View::Wallet => &mut self.wallet,
+        };
+        match view.key(&self.keys, key, self.now, out) {
+            KeyResult::Consumed => {}
+            KeyResult::Back => self.view = View::Chat,
+            KeyResult::Quit => self.quit(out),
+            KeyResult::NotConsumed => {
+                if self.keys.help.matches(key) {
+                    self.overlay = Some(Overlay::Help { scroll: 0 });
+                } else if self.keys.metrics_view.matches(key) && self.view != View::Metrics {
+                    self.open_metrics(out);
+                } else if self.keys.wallet_view.matches(key) && self.view != View::Wallet {
+                    self.open_wallet(None, out);
+                }
+            }
+        }
+        true
+    }
+
+    /// F2 or `/metrics`: shows the metrics view.
+    fn open_metrics(&mut self, out: &mut Vec<Command>) {
+        self.view = View::Metrics;
+        let mut reqs = Vec::new();
+        self.metrics.open(self.now, &mut reqs);
+        out.extend(reqs.into_iter().map(Command::Metrics));
+    }
+
+    /// F3 (no id) or `/wallet ID`: shows the wallet view, fetching `wallet_id` if given.
+    fn open_wallet(&mut self, wallet_id: Option<&str>, out: &mut Vec<Command>) {
+        self.view = View::Wallet;
+        let embedded = matches!(
+            self.connection,
+            Connection::Connected(Endpoint::Embedded { .. })
+        );
+        let mut reqs = Vec::new();
+        self.wallet.open(wallet_id, embedded, &mut reqs);
+        out.extend(reqs.into_iter().map(Command::Wallet));
+    }
+
     // ---- keys ------------------------------------------------------------------------------
 
     fn on_key(&mut self, key: KeyEvent, out: &mut Vec<Command>) {
@@ -783,16 +788,7 @@ impl App {
             self.overlay_key(key, out);
             return;
         }
-        // views: the metrics and wallet views route their own keys.
-        let outcome = match self.view {
-            View::Chat => None,
-            View::Metrics => Some(super::metrics::on_key(self, &key, out)),
-            View::Wallet => Some(super::wallet::on_key(self, &key, out)),
-        };
-        if let Some(outcome) = outcome {
-            if outcome == super::metrics::update::ViewOutcome::Quit {
-                self.quit(out);
-            }
+        if self.view_key(&key, out) {
             return;
         }
         if self.global_key(&key, out) == EventState::Consumed {
@@ -858,9 +854,9 @@ impl App {
         } else if k.help.matches(key) {
             self.overlay = Some(Overlay::Help { scroll: 0 });
         } else if k.metrics_view.matches(key) {
-            super::metrics::open(self, out);
+            self.open_metrics(out);
         } else if k.wallet_view.matches(key) {
-            super::wallet::open(self, None, out);
+            self.open_wallet(None, out);
         } else if k.back.matches(key) && !self.filtering {
             // Esc: stop following a stream, else clear the notice or a send error.
             let (w, h) =
@@ -1029,7 +1025,7 @@ impl App {
         let k = &self.keys;
         match overlay {
             Overlay::Help { scroll } => {
-                let max = super::view::help::max_scroll(self, self.size);
+                let max = super::view::help::max_scroll(&self.keys, self.size);
                 let page = self.size.height.saturating_sub(4).max(1);
                 let step = if k.scroll_down.matches(&key) || k.scroll_up.matches(&key) {
                     page
@@ -1083,18 +1079,16 @@ impl App {
     // ---- mouse -----------------------------------------------------------------------------
 
     fn on_mouse(&mut self, m: MouseEvent, out: &mut Vec<Command>) {
-        // views: the wheel scrolls the metrics and wallet views' tables.
-        if self.overlay.is_none() && self.view != View::Chat {
+        // The wheel scrolls a full-screen view's tables.
+        if self.overlay.is_none()
+            && let Some(view) = self.active_view_mut()
+        {
             let delta = match m.kind {
                 MouseEventKind::ScrollUp => -1,
                 MouseEventKind::ScrollDown => 1,
                 _ => 0,
             };
-            if self.view == View::Metrics {
-                self.metrics.scroll(delta);
-            } else {
-                self.wallet.scroll(delta);
-            }
+            view.scroll(delta);
         }
         if self.overlay.is_some() || self.view != View::Chat {
             return;
@@ -1403,12 +1397,12 @@ impl App {
                 }
                 "metrics" => {
                     self.composer = new_composer();
-                    super::metrics::open(self, out);
+                    self.open_metrics(out);
                 }
                 "wallet" => {
                     self.composer = new_composer();
                     let id = (!arg.is_empty()).then(|| arg.to_string());
-                    super::wallet::open(self, id.as_deref(), out);
+                    self.open_wallet(id.as_deref(), out);
                 }
                 "quit" | "q" => {
                     self.composer = new_composer();

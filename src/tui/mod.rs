@@ -2,9 +2,11 @@
 //! wires together (state in `app`, events in `event`, panes in `view`, I/O in `workers`).
 
 pub mod app;
+pub mod command;
 pub mod embedded;
 pub mod event;
 pub mod frame;
+pub mod full_view;
 pub mod metrics;
 pub mod runtime;
 pub mod view;

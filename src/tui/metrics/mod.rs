@@ -15,7 +15,6 @@ use chrono::{DateTime, Utc};
 use crate::api::{Granularity, Metrics};
 
 pub use crate::series::buckets::{Bucket, RangeError, RangePreset, TimeRange};
-pub use update::{on_event, on_key, on_paste, open};
 
 /// The chosen range: a preset (resolved at each load) or fixed dates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -301,34 +300,4 @@ pub enum MetricsEvent {
         /// The metrics, or the failure as one line for the user.
         result: Result<Box<Metrics>, String>,
     },
-}
-
-/// The help overlay's sections for the metrics and wallet views: a title, then (keys, what
-/// they do).
-pub fn help_sections(keys: &crate::keys::KeyBindings) -> Vec<(String, Vec<(String, String)>)> {
-    let back = keys.back.first_label();
-    let tab = keys.focus_next.first_label();
-    vec![
-        (
-            format!("Metrics view ({})", keys.metrics_view.first_label()),
-            vec![
-                ("1 2 3 4".into(), "last 24h / 7d / 30d / 90d".into()),
-                ("← →".into(), "range, granularity, bucket".into()),
-                (tab.clone(), "next section".into()),
-                ("Enter".into(), "type a custom range".into()),
-                (keys.refresh.first_label(), "reload (fresh clock)".into()),
-                (keys.stop_or_quit.first_label(), "cancel loading".into()),
-                (back.clone(), "back to the chat".into()),
-            ],
-        ),
-        (
-            format!("Wallet view ({})", keys.wallet_view.first_label()),
-            vec![
-                ("Enter".into(), "fetch the typed id".into()),
-                ("↑ ↓".into(), "recent ids; scroll tables".into()),
-                (tab, "prompt, tokens, NFTs".into()),
-                (back, "back to the chat".into()),
-            ],
-        ),
-    ]
 }

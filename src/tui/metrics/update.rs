@@ -1,5 +1,4 @@
-//! How the metrics view's state changes: keys, worker answers, and the app-level entry
-//! points (`open`, `on_key`, `on_event`, `on_paste`) that `App` delegates to.
+//! How the metrics view's state changes: opening, keys, pastes, scrolling and worker answers.
 
 use chrono::{DateTime, Utc};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -11,25 +10,7 @@ use super::{
 use crate::api::Granularity;
 use crate::keys::KeyBindings;
 use crate::series::buckets::{self, MAX_BUCKETS, RangeError, RangePreset};
-use crate::tui::app::{App, Command, Overlay, View};
-
-/// What a key did to the metrics view.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KeyResult {
-    Consumed,
-    NotConsumed,
-    /// Leave the view (Esc).
-    Back,
-    /// Quit the app.
-    Quit,
-}
-
-/// What the app must do after a view handled a key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ViewOutcome {
-    Stay,
-    Quit,
-}
+use crate::tui::full_view::KeyResult;
 
 const GRANULARITIES: [Granularity; 4] = [
     Granularity::Hour,
@@ -499,48 +480,6 @@ impl MetricsState {
             self.cache.insert(load.key, load.clone());
         }
     }
-}
-
-// ---- entry points for `App` ---------------------------------------------------------------
-
-fn push(out: &mut Vec<Command>, reqs: Vec<MetricsRequest>) {
-    out.extend(reqs.into_iter().map(Command::Metrics));
-}
-
-/// F2 or `/metrics`: shows the metrics view.
-pub fn open(app: &mut App, out: &mut Vec<Command>) {
-    app.view = View::Metrics;
-    let mut reqs = Vec::new();
-    app.metrics.open(app.now, &mut reqs);
-    push(out, reqs);
-}
-
-/// A key while the metrics view is shown.
-pub fn on_key(app: &mut App, key: &KeyEvent, out: &mut Vec<Command>) -> ViewOutcome {
-    let mut reqs = Vec::new();
-    let result = app.metrics.handle_key(&app.keys, key, app.now, &mut reqs);
-    push(out, reqs);
-    match result {
-        KeyResult::Consumed => {}
-        KeyResult::Back => app.view = View::Chat,
-        KeyResult::Quit => return ViewOutcome::Quit,
-        KeyResult::NotConsumed => {
-            if app.keys.help.matches(key) {
-                app.overlay = Some(Overlay::Help { scroll: 0 });
-            } else if app.keys.wallet_view.matches(key) {
-                crate::tui::wallet::open(app, None, out);
-            }
-        }
-    }
-    ViewOutcome::Stay
-}
-
-pub fn on_event(app: &mut App, ev: MetricsEvent) {
-    app.metrics.on_event(ev);
-}
-
-pub fn on_paste(app: &mut App, text: &str) {
-    app.metrics.paste(text);
 }
 
 #[cfg(test)]

@@ -8,7 +8,10 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph, Widget};
 use unicode_width::UnicodeWidthStr;
 
 use super::{centered, theme, truncate};
-use crate::tui::app::App;
+use crate::keys::KeyBindings;
+use crate::tui::full_view::FullView;
+use crate::tui::metrics::MetricsState;
+use crate::tui::wallet::WalletState;
 
 /// The slash commands of the composer.
 pub const SLASH_COMMANDS: &[(&str, &str)] = &[
@@ -34,12 +37,11 @@ pub enum HelpRow {
 }
 
 /// Every row of the help, in order: sections, each a header and its entries.
-pub fn lines(app: &App) -> Vec<HelpRow> {
+pub fn lines(keys: &KeyBindings) -> Vec<HelpRow> {
     let mut sections: Vec<(String, Vec<(String, String)>)> = vec![
         (
             "Keys".to_string(),
-            app.keys
-                .describe()
+            keys.describe()
                 .into_iter()
                 .map(|(_, desc, b)| (b.label(), desc.to_string()))
                 .collect(),
@@ -52,8 +54,8 @@ pub fn lines(app: &App) -> Vec<HelpRow> {
                 .collect(),
         ),
     ];
-    // views: the keys of the metrics and wallet views.
-    sections.extend(crate::tui::metrics::help_sections(&app.keys));
+    sections.push(MetricsState::help(keys));
+    sections.push(WalletState::help(keys));
     let mut out = Vec::new();
     for (title, entries) in sections {
         if !out.is_empty() {
@@ -134,19 +136,19 @@ fn split_at_a_section(rows: &[HelpRow]) -> Vec<Vec<HelpRow>> {
 }
 
 /// The largest useful scroll offset of the help on `screen`.
-pub fn max_scroll(app: &App, screen: Rect) -> u16 {
-    let l = layout(&lines(app), screen);
+pub fn max_scroll(keys: &KeyBindings, screen: Rect) -> u16 {
+    let l = layout(&lines(keys), screen);
     let rows = l.columns.iter().map(Vec::len).max().unwrap_or(0);
     (rows as u16).saturating_sub(l.area.height.saturating_sub(2))
 }
 
-pub fn render(app: &App, scroll: u16, screen: Rect, buf: &mut Buffer) {
+pub fn render(keys: &KeyBindings, scroll: u16, screen: Rect, buf: &mut Buffer) {
     let Layout {
         area,
         key_w,
         col_w,
         columns,
-    } = layout(&lines(app), screen);
+    } = layout(&lines(keys), screen);
     let rows = columns.iter().map(Vec::len).max().unwrap_or(0);
     let mut text = Vec::new();
     for r in 0..rows {

@@ -10,12 +10,15 @@ use ratatui::widgets::{
 };
 
 use super::{theme, truncate};
-use chrono::Datelike;
+use chrono::{DateTime, Datelike, Utc};
+use crossterm::event::KeyEvent;
 
 use crate::api::{Granularity, Metrics};
 use crate::format::{group_digits, human_duration};
+use crate::keys::KeyBindings;
 use crate::series::buckets::{self, RangePreset, bucket_label};
-use crate::tui::app::App;
+use crate::tui::command::Command;
+use crate::tui::full_view::{FullView, HelpSection, KeyResult};
 use crate::tui::metrics::{CUSTOM_SLOT, Load, MetricsState, RangeChoice, Section, Series, Slot};
 
 /// Bars of the charts; the selected bucket is drawn in the focus colour.
@@ -33,10 +36,54 @@ fn axis_label(t: chrono::DateTime<chrono::Utc>, g: Granularity) -> String {
     }
 }
 
+impl FullView for MetricsState {
+    fn key(
+        &mut self,
+        keys: &KeyBindings,
+        key: &KeyEvent,
+        now: DateTime<Utc>,
+        out: &mut Vec<Command>,
+    ) -> KeyResult {
+        let mut reqs = Vec::new();
+        let result = self.handle_key(keys, key, now, &mut reqs);
+        out.extend(reqs.into_iter().map(Command::Metrics));
+        result
+    }
+
+    fn paste(&mut self, text: &str) {
+        MetricsState::paste(self, text);
+    }
+
+    fn scroll(&mut self, delta: isize) {
+        MetricsState::scroll(self, delta);
+    }
+
+    fn hints(&self, keys: &KeyBindings) -> Vec<(String, &'static str)> {
+        hints(self, keys)
+    }
+
+    fn help(keys: &KeyBindings) -> HelpSection {
+        (
+            format!("Metrics view ({})", keys.metrics_view.first_label()),
+            vec![
+                ("1 2 3 4".into(), "last 24h / 7d / 30d / 90d".into()),
+                ("← →".into(), "range, granularity, bucket".into()),
+                (keys.focus_next.first_label(), "next section".into()),
+                ("Enter".into(), "type a custom range".into()),
+                (keys.refresh.first_label(), "reload (fresh clock)".into()),
+                (keys.stop_or_quit.first_label(), "cancel loading".into()),
+                (keys.back.first_label(), "back to the chat".into()),
+            ],
+        )
+    }
+
+    fn render(&self, keys: &KeyBindings, area: Rect, buf: &mut Buffer) {
+        render(self, keys, area, buf);
+    }
+}
+
 /// Key hints for the status bar while the view is shown.
-pub fn hints(app: &App) -> Vec<(String, &'static str)> {
-    let k = &app.keys;
-    let s = &app.metrics;
+fn hints(s: &MetricsState, k: &KeyBindings) -> Vec<(String, &'static str)> {
     if s.custom.editing {
         return vec![
             ("Enter".into(), "apply"),
@@ -60,8 +107,7 @@ pub fn hints(app: &App) -> Vec<(String, &'static str)> {
     out
 }
 
-pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
-    let s = &app.metrics;
+fn render(s: &MetricsState, keys: &KeyBindings, area: Rect, buf: &mut Buffer) {
     let [title, controls, info, totals, tabs, body, detail] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(1),
@@ -72,13 +118,13 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         Constraint::Length(1),
     ])
     .areas(area);
-    render_title(app, title, buf);
+    render_title(s, title, buf);
     render_controls(s, controls, buf);
     render_info(s, info, buf);
     match &s.current {
         Some(load) => {
             render_totals(load, totals, buf);
-            render_tabs(app, load, tabs, buf);
+            render_tabs(s, keys, load, tabs, buf);
             if s.section == Section::Table {
                 render_table(s, load, body, buf);
             } else {
@@ -97,7 +143,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
                     Line::from(Span::styled(
                         format!(
                             "Choose a coarser granularity ({} then ←→) or a shorter range (1-4).",
-                            app.keys.focus_next.first_label()
+                            keys.focus_next.first_label()
                         ),
                         theme::dim(),
                     )),
@@ -105,7 +151,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
                 None => vec![Line::from(Span::styled(
                     format!(
                         "Nothing loaded yet: press {} to load.",
-                        app.keys.refresh.first_label()
+                        keys.refresh.first_label()
                     ),
                     theme::dim(),
                 ))],
@@ -126,8 +172,7 @@ fn pad(r: Rect) -> Rect {
     )
 }
 
-fn render_title(app: &App, area: Rect, buf: &mut Buffer) {
-    let s = &app.metrics;
+fn render_title(s: &MetricsState, area: Rect, buf: &mut Buffer) {
     let range = match &s.current {
         Some(l) => buckets::describe_span(l.range.start, l.range.end),
         None => s.range.describe(),
@@ -338,8 +383,8 @@ fn render_tabs_bare(s: &MetricsState, area: Rect, buf: &mut Buffer) {
     Line::from(tab_spans(s)).render(area, buf);
 }
 
-fn render_tabs(app: &App, load: &Load, area: Rect, buf: &mut Buffer) {
-    let mut spans = tab_spans(&app.metrics);
+fn render_tabs(s: &MetricsState, keys: &KeyBindings, load: &Load, area: Rect, buf: &mut Buffer) {
+    let mut spans = tab_spans(s);
     let used: usize = spans.iter().map(|s| s.width()).sum();
     let room = (area.width as usize).saturating_sub(used);
     let answered = load.answered();
@@ -352,7 +397,7 @@ fn render_tabs(app: &App, load: &Load, area: Rect, buf: &mut Buffer) {
             Span::styled("▰".repeat(filled), theme::warn()),
             Span::styled("▱".repeat(bar_w - filled), theme::dim()),
             Span::styled(
-                format!(" {} cancels", app.keys.stop_or_quit.first_label()),
+                format!(" {} cancels", keys.stop_or_quit.first_label()),
                 theme::dim(),
             ),
         ]
@@ -360,7 +405,7 @@ fn render_tabs(app: &App, load: &Load, area: Rect, buf: &mut Buffer) {
         vec![Span::styled(
             format!(
                 "cancelled at {answered}/{total} · {} reloads",
-                app.keys.refresh.first_label()
+                keys.refresh.first_label()
             ),
             theme::warn(),
         )]
@@ -370,7 +415,7 @@ fn render_tabs(app: &App, load: &Load, area: Rect, buf: &mut Buffer) {
             format!(
                 "{n} bucket{} failed · {} retries",
                 if n == 1 { "" } else { "s" },
-                app.keys.refresh.first_label()
+                keys.refresh.first_label()
             ),
             theme::error(),
         )]

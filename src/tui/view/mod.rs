@@ -30,21 +30,19 @@ pub fn draw(frame: &mut Frame, app: &App) {
             transcript::render(app, layout.transcript, buf);
             composer::render(app, layout.composer, buf);
         }
-        // views: the metrics and wallet views take the screen above the status bar.
+        // A full-screen view takes the screen above the status bar.
         View::Metrics | View::Wallet => {
             let area = buf.area;
             let above = Rect::new(area.x, area.y, area.width, area.height.saturating_sub(1));
-            if app.view == View::Metrics {
-                metrics::render(app, above, buf);
-            } else {
-                wallet::render(app, above, buf);
+            if let Some(view) = app.active_view() {
+                view.render(&app.keys, above, buf);
             }
         }
     }
     status::render(app, layout.status, buf);
     match &app.overlay {
         Some(Overlay::Help { scroll }) => {
-            help::render(app, *scroll, frame.area(), frame.buffer_mut())
+            help::render(&app.keys, *scroll, frame.area(), frame.buffer_mut())
         }
         Some(Overlay::ConfirmDelete {
             session_id, title, ..

@@ -6,7 +6,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
 use super::{theme, truncate};
-use crate::tui::app::{App, Connection, Focus, Level, View};
+use crate::tui::app::{App, Connection, Focus, Level};
 use crate::tui::event::Endpoint;
 
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
@@ -22,10 +22,8 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     };
     let k = &app.keys;
     // Most important first; the bar keeps as many as fit.
-    let hints: Vec<(String, &str)> = match (app.view, app.focus) {
-        // views: the metrics and wallet views say their own keys.
-        (View::Metrics, _) => super::metrics::hints(app),
-        (View::Wallet, _) => super::wallet::hints(app),
+    let hints: Vec<(String, &str)> = match (app.active_view(), app.focus) {
+        (Some(view), _) => view.hints(k),
         (_, Focus::Composer) => vec![
             (typing_label(&k.help), "help"),
             (k.send.first_label(), "send"),

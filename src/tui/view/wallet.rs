@@ -2,6 +2,8 @@
 //! address, alias, balance, risk gauge, risk factors and tags as badges — and the token
 //! accounts and NFTs as scrolling tables.
 
+use chrono::{DateTime, Utc};
+use crossterm::event::KeyEvent;
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
@@ -12,8 +14,10 @@ use unicode_width::UnicodeWidthStr;
 use super::{theme, truncate};
 use crate::api::Wallet;
 use crate::format::{RiskBand, amount, gauge_bar, usd};
+use crate::keys::KeyBindings;
 use crate::render::sanitize::sanitize_owned;
-use crate::tui::app::App;
+use crate::tui::command::Command;
+use crate::tui::full_view::{FullView, HelpSection, KeyResult};
 use crate::tui::wallet::{TokenStatus, WalletFailure, WalletLoad, WalletSection, WalletState};
 
 /// What to do when no wallet token is configured, one line each.
@@ -41,10 +45,51 @@ fn tag_badge() -> Style {
     Style::default().fg(Color::White).bg(Color::DarkGray)
 }
 
+impl FullView for WalletState {
+    fn key(
+        &mut self,
+        keys: &KeyBindings,
+        key: &KeyEvent,
+        _now: DateTime<Utc>,
+        out: &mut Vec<Command>,
+    ) -> KeyResult {
+        let mut reqs = Vec::new();
+        let result = self.handle_key(keys, key, &mut reqs);
+        out.extend(reqs.into_iter().map(Command::Wallet));
+        result
+    }
+
+    fn paste(&mut self, text: &str) {
+        WalletState::paste(self, text);
+    }
+
+    fn scroll(&mut self, delta: isize) {
+        WalletState::scroll(self, delta);
+    }
+
+    fn hints(&self, keys: &KeyBindings) -> Vec<(String, &'static str)> {
+        hints(self, keys)
+    }
+
+    fn help(keys: &KeyBindings) -> HelpSection {
+        (
+            format!("Wallet view ({})", keys.wallet_view.first_label()),
+            vec![
+                ("Enter".into(), "fetch the typed id".into()),
+                ("↑ ↓".into(), "recent ids; scroll tables".into()),
+                (keys.focus_next.first_label(), "prompt, tokens, NFTs".into()),
+                (keys.back.first_label(), "back to the chat".into()),
+            ],
+        )
+    }
+
+    fn render(&self, keys: &KeyBindings, area: Rect, buf: &mut Buffer) {
+        render(self, keys, area, buf);
+    }
+}
+
 /// Key hints for the status bar while the view is shown.
-pub fn hints(app: &App) -> Vec<(String, &'static str)> {
-    let k = &app.keys;
-    let w = &app.wallet;
+fn hints(w: &WalletState, k: &KeyBindings) -> Vec<(String, &'static str)> {
     let mut out = vec![(k.back.first_label(), "back")];
     match w.section {
         WalletSection::Prompt => {
@@ -61,8 +106,7 @@ pub fn hints(app: &App) -> Vec<(String, &'static str)> {
     out
 }
 
-pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
-    let w = &app.wallet;
+fn render(w: &WalletState, keys: &KeyBindings, area: Rect, buf: &mut Buffer) {
     let [title, prompt, suggestions, body] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(1),
@@ -109,7 +153,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             .render(body, buf);
         }
         WalletLoad::Failed { wallet_id, failure } => {
-            render_failure(app, wallet_id, failure, body, buf)
+            render_failure(keys, wallet_id, failure, body, buf)
         }
         WalletLoad::Loaded(wallet) => render_wallet(w, wallet, body, buf),
     }
@@ -202,9 +246,15 @@ fn render_no_token(area: Rect, buf: &mut Buffer) {
         .render(area, buf);
 }
 
-fn render_failure(app: &App, id: &str, failure: &WalletFailure, area: Rect, buf: &mut Buffer) {
+fn render_failure(
+    keys: &KeyBindings,
+    id: &str,
+    failure: &WalletFailure,
+    area: Rect,
+    buf: &mut Buffer,
+) {
     let id = sanitize_owned(id);
-    let retry = app.keys.refresh.first_label();
+    let retry = keys.refresh.first_label();
     let lines: Vec<Line> = match failure {
         WalletFailure::NoToken => return render_no_token(area, buf),
         WalletFailure::Unauthorized(msg) => vec![

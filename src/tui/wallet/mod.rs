@@ -7,8 +7,6 @@ pub mod worker;
 
 use crate::api::Wallet;
 
-pub use update::{on_event, on_key, on_paste, open};
-
 /// The parts of the view that Tab moves between.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WalletSection {

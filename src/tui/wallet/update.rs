@@ -1,5 +1,4 @@
-//! How the wallet view's state changes: keys, fetch answers, and the app-level entry points
-//! (`open`, `on_key`, `on_event`, `on_paste`) that `App` delegates to.
+//! How the wallet view's state changes: opening, keys, pastes, scrolling and fetch answers.
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
@@ -8,9 +7,7 @@ use super::{
     recent,
 };
 use crate::keys::KeyBindings;
-use crate::tui::app::{App, Command, Connection, Overlay, View};
-use crate::tui::event::Endpoint;
-use crate::tui::metrics::update::{KeyResult, ViewOutcome};
+use crate::tui::full_view::KeyResult;
 
 /// Longest wallet id accepted at the prompt.
 pub const MAX_ID_CHARS: usize = 128;
@@ -32,6 +29,28 @@ pub fn validate_id(id: &str) -> Result<(), String> {
 }
 
 impl WalletState {
+    /// F3 (no id) or `/wallet ID`: the view is shown, fetching `wallet_id` if given. The ids of
+    /// the embedded service's wallets are suggested when connected to it (`embedded`).
+    pub fn open(&mut self, wallet_id: Option<&str>, embedded: bool, out: &mut Vec<WalletRequest>) {
+        self.known = if embedded {
+            super::embedded_wallet_ids()
+        } else {
+            Vec::new()
+        };
+        match wallet_id.map(str::trim).filter(|id| !id.is_empty()) {
+            Some(id) => {
+                self.fetch(id, out);
+                self.section = if self.input_error.is_some() {
+                    WalletSection::Prompt
+                } else {
+                    WalletSection::Tokens
+                };
+            }
+            None if matches!(self.load, WalletLoad::Idle) => self.section = WalletSection::Prompt,
+            None => {}
+        }
+    }
+
     /// Asks for a wallet. An invalid id is refused inline with no request.
     pub fn fetch(&mut self, wallet_id: &str, out: &mut Vec<WalletRequest>) {
         let wallet_id = wallet_id.trim();
@@ -269,66 +288,6 @@ impl WalletState {
             WalletEvent::Token(status) => self.token = status,
         }
     }
-}
-
-// ---- entry points for `App` ---------------------------------------------------------------
-
-fn push(out: &mut Vec<Command>, reqs: Vec<WalletRequest>) {
-    out.extend(reqs.into_iter().map(Command::Wallet));
-}
-
-/// F3 (no id) or `/wallet ID`: shows the wallet view, fetching `wallet_id` if given.
-pub fn open(app: &mut App, wallet_id: Option<&str>, out: &mut Vec<Command>) {
-    app.view = View::Wallet;
-    let w = &mut app.wallet;
-    w.known = match &app.connection {
-        Connection::Connected(Endpoint::Embedded { .. }) => super::embedded_wallet_ids(),
-        _ => Vec::new(),
-    };
-    let mut reqs = Vec::new();
-    match wallet_id.map(str::trim).filter(|id| !id.is_empty()) {
-        Some(id) => {
-            w.fetch(id, &mut reqs);
-            w.section = if w.input_error.is_some() {
-                WalletSection::Prompt
-            } else {
-                WalletSection::Tokens
-            };
-        }
-        None if matches!(w.load, WalletLoad::Idle) => w.section = WalletSection::Prompt,
-        None => {}
-    }
-    push(out, reqs);
-}
-
-/// A key while the wallet view is shown.
-pub fn on_key(app: &mut App, key: &KeyEvent, out: &mut Vec<Command>) -> ViewOutcome {
-    let mut reqs = Vec::new();
-    let result = app.wallet.handle_key(&app.keys, key, &mut reqs);
-    push(out, reqs);
-    match result {
-        KeyResult::Consumed => {}
-        KeyResult::Back => app.view = View::Chat,
-        KeyResult::Quit => return ViewOutcome::Quit,
-        KeyResult::NotConsumed => {
-            if app.keys.help.matches(key) {
-                app.overlay = Some(Overlay::Help { scroll: 0 });
-            } else if app.keys.metrics_view.matches(key) {
-                crate::tui::metrics::open(app, out);
-            }
-        }
-    }
-    ViewOutcome::Stay
-}
-
-pub fn on_event(app: &mut App, ev: WalletEvent, out: &mut Vec<Command>) {
-    let mut reqs = Vec::new();
-    app.wallet.on_event(ev, &mut reqs);
-    push(out, reqs);
-}
-
-pub fn on_paste(app: &mut App, text: &str) {
-    app.wallet.paste(text);
 }
 
 #[cfg(test)]
