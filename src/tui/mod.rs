@@ -238,6 +238,3 @@ fn init_logging(data_dir: &std::path::Path) -> Option<tracing_appender::non_bloc
         .ok()?;
     Some(guard)
 }
-
-#[cfg(test)]
-mod app_tests;

@@ -4,11 +4,11 @@ use chrono::{DateTime, TimeZone, Utc};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
 use ratatui::layout::Rect;
 
-use super::app::*;
-use super::event::*;
+use super::*;
 use crate::api::{ErrorBody, Message, Role, StreamEvent};
 use crate::keys::KeyBindings;
 use crate::render::transcript::EntryState;
+use crate::tui::event::*;
 
 fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 22, 12, 0, 0).unwrap()
@@ -834,12 +834,12 @@ fn f2_and_f3_open_the_views_and_esc_comes_back() {
     // views: replaced the "coming later" notice test when the views landed.
     let mut app = app();
     let out = app.update(key(KeyCode::F(2)));
-    assert_eq!(app.view, super::app::View::Metrics);
+    assert_eq!(app.view, crate::tui::app::View::Metrics);
     assert!(out.iter().any(|c| matches!(c, Command::Metrics(_))));
     app.update(key(KeyCode::F(3)));
-    assert_eq!(app.view, super::app::View::Wallet);
+    assert_eq!(app.view, crate::tui::app::View::Wallet);
     app.update(key(KeyCode::Esc));
-    assert_eq!(app.view, super::app::View::Chat);
+    assert_eq!(app.view, crate::tui::app::View::Chat);
 }
 
 #[test]
@@ -867,7 +867,7 @@ fn server_text_is_sanitised_before_it_reaches_the_screen() {
         }),
     });
     let mut terminal = ratatui::Terminal::new(ratatui::backend::TestBackend::new(80, 24)).unwrap();
-    terminal.draw(|f| super::view::draw(f, &app)).unwrap();
+    terminal.draw(|f| crate::tui::view::draw(f, &app)).unwrap();
     let buf = terminal.backend().buffer();
     let text: String = buf.content().iter().map(|c| c.symbol()).collect();
     assert!(text.contains("ared evil"), "{text}");
@@ -977,7 +977,7 @@ fn typed_line_breaks_are_kept_on_screen() {
     type_text(&mut app, "violets are blue");
     app.update(key(KeyCode::Enter));
     let mut terminal = ratatui::Terminal::new(ratatui::backend::TestBackend::new(80, 24)).unwrap();
-    terminal.draw(|f| super::view::draw(f, &app)).unwrap();
+    terminal.draw(|f| crate::tui::view::draw(f, &app)).unwrap();
     let buf = terminal.backend().buffer();
     let rows: Vec<String> = (0..24)
         .map(|y| (0..80).map(|x| buf[(x, y)].symbol()).collect::<String>())
@@ -1097,7 +1097,7 @@ fn a_transcript_rendered_off_the_ui_task_is_adopted_not_rebuilt() {
     // The worker's model: marked so that a rebuild from `messages` would show.
     let mut marked = messages.clone();
     marked[1].content = "answer, as the worker rendered it".into();
-    let rendered = super::event::Rendered::new(render_stored(&marked));
+    let rendered = crate::tui::event::Rendered::new(render_stored(&marked));
     app.update(AppEvent::TranscriptLoaded {
         session_id: A.into(),
         messages,
@@ -1140,10 +1140,9 @@ fn a_rendered_transcript_that_does_not_match_is_rebuilt() {
         session_id: B.into(),
         messages: vec![stored_msg(Role::User, "one"), stored_msg(Role::User, "two")],
         draft: None,
-        rendered: Some(super::event::Rendered::new(render_stored(&[stored_msg(
-            Role::User,
-            "only one",
-        )]))),
+        rendered: Some(crate::tui::event::Rendered::new(render_stored(&[
+            stored_msg(Role::User, "only one"),
+        ]))),
     });
     let open = open(&app2);
     let shown: Vec<&str> = open
@@ -1430,7 +1429,7 @@ fn the_first_edit_of_the_composer_asks_for_the_token_tables_once() {
     assert_eq!(warm_asks(&cmds), 0, "only once");
 
     // A paste is an edit too.
-    let mut app = super::app::App::new(
+    let mut app = crate::tui::app::App::new(
         KeyBindings::default(),
         Settings::default(),
         Rect::new(0, 0, 80, 24),

@@ -1,0 +1,296 @@
+//! What keys and commands do: quitting, scrolling, opening, creating and deleting sessions,
+//! and sending a message.
+
+use super::*;
+
+impl App {
+    // ---- actions ---------------------------------------------------------------------------
+
+    pub(super) fn quit(&mut self, out: &mut Vec<Command>) {
+        // Text typed before the store answered has no session to be saved with yet:
+        // quit as soon as it has one.
+        if !self.store_ready && !self.composer.is_empty() {
+            self.quit_when_loaded = true;
+            self.notify(Level::Info, "saving your draft…");
+            return;
+        }
+        self.save_draft(out);
+        self.keep_cut_replies(out);
+        self.quit = true;
+        out.push(Command::Quit);
+    }
+
+    /// Stores what arrived of the open session's replies still coming or lost by the stream,
+    /// marked interrupted (leaving the session or quitting).
+    pub(super) fn keep_cut_replies(&mut self, out: &mut Vec<Command>) {
+        let Some(open) = self.open.as_mut() else {
+            return;
+        };
+        if let Some(p) = open.pending.take_if(|p| p.accepted) {
+            open.set_state(p.reply_item, EntryState::Interrupted);
+            if let Some(item) = open.items.get(p.reply_item) {
+                out.push(Command::Persist(StoreOp::AppendMessage {
+                    session_id: open.id.clone(),
+                    message: stored(item),
+                }));
+            }
+        }
+        out.extend(open.settle_cut_off());
+    }
+
+    pub(super) fn save_draft(&mut self, out: &mut Vec<Command>) {
+        if let Some(open) = &self.open {
+            let text = self.composer_text();
+            out.push(Command::Persist(StoreOp::SaveDraft {
+                session_id: open.id.clone(),
+                text: text.clone(),
+            }));
+            self.draft_in_store = text;
+        }
+    }
+
+    pub(super) fn page(&self) -> usize {
+        let (_, h) =
+            transcript_viewport(self.size, self.composer_rows(), self.settings.show_sessions);
+        (h as usize).saturating_sub(2).max(1)
+    }
+
+    pub(super) fn scroll_by(&mut self, delta: isize) {
+        let (w, h) =
+            transcript_viewport(self.size, self.composer_rows(), self.settings.show_sessions);
+        let Some(open) = self.open.as_mut() else {
+            return;
+        };
+        let total = open.transcript.height(w);
+        let max_top = total.saturating_sub(h as usize);
+        let top = open.effective_top(w, h) as isize + delta;
+        let top = top.clamp(0, max_top as isize) as usize;
+        open.top = top;
+        open.follow = top >= max_top;
+    }
+
+    pub(super) fn reveal_selected(&mut self) {
+        let (w, h) =
+            transcript_viewport(self.size, self.composer_rows(), self.settings.show_sessions);
+        let Some(open) = self.open.as_mut() else {
+            return;
+        };
+        let Some(entry) = open
+            .selected
+            .and_then(|i| open.items.get(i))
+            .map(|i| i.entry)
+        else {
+            return;
+        };
+        let range = open.transcript.line_range_of(w, entry);
+        if range.is_empty() {
+            return;
+        }
+        let top = open.effective_top(w, h);
+        let h = h as usize;
+        let new_top = if range.start < top {
+            range.start
+        } else if range.end > top + h {
+            range.end.saturating_sub(h).min(range.start)
+        } else {
+            top
+        };
+        let max_top = open.transcript.height(w).saturating_sub(h);
+        open.top = new_top;
+        open.follow = new_top >= max_top;
+    }
+
+    pub(super) fn stop_stream(&mut self, out: &mut Vec<Command>) {
+        let Some(open) = self.open.as_mut() else {
+            return;
+        };
+        let Some(p) = open.pending.take() else { return };
+        open.set_state(p.reply_item, EntryState::Interrupted);
+        if p.accepted
+            && let Some(item) = open.items.get(p.reply_item)
+        {
+            out.push(Command::Persist(StoreOp::AppendMessage {
+                session_id: open.id.clone(),
+                message: stored(item),
+            }));
+        }
+        // "a reply is still coming" no longer holds.
+        self.send_error = None;
+        self.notify(Level::Info, "stopped; the service keeps the full reply");
+    }
+
+    pub(super) fn open_selected(&mut self, out: &mut Vec<Command>) {
+        if let Some(id) = self
+            .visible_sessions()
+            .get(self.session_cursor)
+            .map(|s| s.id.clone())
+        {
+            // A notice about the session left behind (or its metadata, which stays with it)
+            // would mislead here.
+            if self.open_id() != Some(id.as_str()) {
+                self.notice = None;
+            }
+            self.open_session(id, out);
+            self.focus = Focus::Composer;
+        }
+    }
+
+    /// Opens a session: saves the current draft, asks for the transcript and the stream.
+    pub(super) fn open_session(&mut self, id: String, out: &mut Vec<Command>) {
+        if self.open_id() == Some(id.as_str()) {
+            return;
+        }
+        self.leave_open_session(out);
+        self.open = Some(OpenSession::new(
+            id.clone(),
+            self.settings.max_context_tokens,
+        ));
+        if let Some(pos) = self.visible_sessions().iter().position(|s| s.id == id) {
+            self.session_cursor = pos;
+        }
+        let (width, rows) =
+            transcript_viewport(self.size, self.composer_rows(), self.settings.show_sessions);
+        out.push(Command::LoadTranscript {
+            session_id: id.clone(),
+            width,
+            rows,
+        });
+        out.push(Command::Persist(StoreOp::SetLastOpen(id.clone())));
+        if matches!(self.connection, Connection::Connected(_)) {
+            out.push(Command::OpenStream { session_id: id });
+        }
+    }
+
+    pub(super) fn leave_open_session(&mut self, out: &mut Vec<Command>) {
+        self.save_draft(out);
+        // A reply still streaming is kept as far as it came.
+        self.keep_cut_replies(out);
+        if self.open.take().is_some() {
+            // The draft went to the store with its session. Text typed before any session
+            // was open (the store still loading) stays for the session about to open.
+            self.composer = new_composer();
+            self.metadata = None;
+        }
+        self.send_error = None;
+    }
+
+    /// Creates a session locally (the server creates it with the first message).
+    pub(super) fn new_session(&mut self, draft: String, out: &mut Vec<Command>) {
+        let id = new_session_id();
+        let summary = SessionSummary {
+            id: id.clone(),
+            title: NEW_SESSION_TITLE.to_string(),
+            last_activity: self.now,
+            tokens: 0,
+        };
+        self.sessions.insert(0, summary.clone());
+        self.filter.clear();
+        self.filtering = false;
+        out.push(Command::Persist(StoreOp::UpsertSession(summary)));
+        self.open_session(id, out);
+        self.session_cursor = 0;
+        if !draft.is_empty() {
+            self.composer.insert_str(&draft);
+        }
+        if let Some(o) = self.open.as_mut() {
+            o.loaded = true;
+        }
+        // A new session has no stored draft; text carried over is saved as an edit.
+        self.draft_in_store = String::new();
+        self.focus = Focus::Composer;
+    }
+
+    pub(super) fn remove_session(&mut self, id: &str, out: &mut Vec<Command>) {
+        self.deleting.retain(|d| d != id);
+        let Some(pos) = self.sessions.iter().position(|s| s.id == id) else {
+            return;
+        };
+        self.sessions.remove(pos);
+        out.push(Command::Persist(StoreOp::DeleteSession(id.to_string())));
+        if self.open_id() == Some(id) {
+            // Drop the open session without saving its draft, then open the next one.
+            self.open = None;
+            self.composer = new_composer();
+            self.metadata = None;
+            let next = self
+                .sessions
+                .get(pos)
+                .or_else(|| self.sessions.get(pos.wrapping_sub(1)));
+            match next.map(|s| s.id.clone()) {
+                Some(next) => self.open_session(next, out),
+                None => self.new_session(String::new(), out),
+            }
+        }
+        let n = self.visible_sessions().len();
+        if self.session_cursor >= n {
+            self.session_cursor = n.saturating_sub(1);
+        }
+    }
+
+    pub(super) fn send(&mut self, text: String, role: Role, out: &mut Vec<Command>) {
+        let n = text.chars().count();
+        if n > MAX_CONTENT_CHARS {
+            self.send_error = Some(format!(
+                "too long: {n} characters, the limit is {MAX_CONTENT_CHARS}"
+            ));
+            return;
+        }
+        if !matches!(self.connection, Connection::Connected(_)) {
+            self.send_error = Some(match &self.connection {
+                Connection::Failed(e) => format!("not connected: {e}"),
+                _ => "still connecting to the service…".to_string(),
+            });
+            return;
+        }
+        let now = self.now;
+        let Some(open) = self.open.as_mut() else {
+            return;
+        };
+        if open.pending.is_some() {
+            self.send_error = Some("a reply is still coming; wait or stop it (Ctrl-C)".to_string());
+            return;
+        }
+        // A new turn: a reply lost by the stream stays as far as it came.
+        out.extend(open.settle_cut_off());
+        let send_id = self.next_send_id;
+        self.next_send_id += 1;
+        let user_item = open.push(role, text.clone(), EntryState::Complete, 0, None, now);
+        let reply_item = open.push(
+            Role::Assistant,
+            String::new(),
+            EntryState::Streaming,
+            0,
+            None,
+            now,
+        );
+        open.follow = true;
+        open.selected = None;
+        let stream = open.stream == StreamState::Open;
+        open.pending = Some(PendingSend {
+            send_id,
+            text: text.clone(),
+            role,
+            user_item,
+            reply_item,
+            accepted: false,
+            streamed: stream,
+            reply_done: false,
+        });
+        let body = SendMessage {
+            content: text,
+            role: (role != Role::User).then_some(role),
+            stream: Some(stream),
+            metadata: self.metadata.take(),
+        };
+        out.push(Command::Send {
+            session_id: open.id.clone(),
+            send_id,
+            body,
+            idempotency_key: format!("{}-{send_id}-{}", open.id, now.timestamp_millis()),
+        });
+        self.composer = new_composer();
+        self.send_error = None;
+        // The sent text is no longer a draft, even if the app dies before the reply.
+        self.save_draft(out);
+    }
+}

@@ -1,0 +1,432 @@
+//! The app's state and its one `update` function. No I/O here: `update` returns the
+//! [`Command`]s that the loop hands to the workers, which report back through `AppEvent`s.
+
+use chrono::{DateTime, Utc};
+use crossterm::event::{
+    KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
+};
+use ratatui::layout::{Position, Rect};
+use ratatui_textarea::{TextArea, WrapMode};
+use serde_json::Value;
+
+use crate::api::{Message, Role, SendMessage, StreamEvent, Usage, new_session_id};
+use crate::keys::KeyBindings;
+
+pub use super::command::{Command, StoreOp};
+use super::event::{
+    AppEvent, Endpoint, Failure, HistoryFetch, MessageStatus, SessionSummary, StoredMessage,
+    StreamStatus,
+};
+use super::full_view::{FullView, KeyResult};
+use super::view::layout::{self, AppLayout};
+use crate::render::sanitize::sanitize_owned;
+use crate::render::transcript::{Entry, EntryId, EntryState, Transcript};
+
+mod actions;
+mod input;
+mod open_session;
+mod reply;
+mod slash;
+mod state;
+#[cfg(test)]
+mod tests;
+
+pub use open_session::{OpenSession, render_stored};
+use open_session::{header_for, reply_slot, stored, stored_state};
+pub use state::*;
+
+/// Maximum length of a message's content, in characters (SERVICE-INTERFACE.md, Limits).
+pub const MAX_CONTENT_CHARS: usize = 10_000;
+/// Title of a session before its first message.
+pub const NEW_SESSION_TITLE: &str = "New session";
+
+/// The whole state of the TUI.
+pub struct App {
+    pub keys: KeyBindings,
+    pub settings: Settings,
+    pub size: Rect,
+    pub now: DateTime<Utc>,
+    pub focus: Focus,
+    pub view: View,
+    pub overlay: Option<Overlay>,
+    pub connection: Connection,
+    pub store_ready: bool,
+    pub sessions: Vec<SessionSummary>,
+    /// Index into `visible_sessions()`.
+    pub session_cursor: usize,
+    pub filter: String,
+    pub filtering: bool,
+    pub open: Option<OpenSession>,
+    pub composer: TextArea<'static>,
+    pub role: Role,
+    pub metadata: Option<Value>,
+    /// Why the last send failed, shown on the composer until the next send.
+    pub send_error: Option<String>,
+    pub usage: UsagePanel,
+    pub notice: Option<Notice>,
+    /// Session ids with a DELETE in flight.
+    pub deleting: Vec<String>,
+    /// The metrics view's state (F2).
+    pub metrics: super::metrics::MetricsState,
+    /// The wallet view's state (F3).
+    pub wallet: super::wallet::WalletState,
+    next_send_id: u64,
+    /// Quit was asked for before the store loaded, with text to keep.
+    quit_when_loaded: bool,
+    /// The open session's draft as last handed to the store; an edit that changes the
+    /// composer away from it is sent as `StoreOp::DraftEdited`.
+    draft_in_store: String,
+    /// `Command::WarmTokenCounter` was given (once, at the first edit of the composer).
+    token_counter_asked: bool,
+    pub quit: bool,
+}
+
+impl App {
+    pub fn new(keys: KeyBindings, settings: Settings, size: Rect, now: DateTime<Utc>) -> Self {
+        App {
+            keys,
+            settings,
+            size,
+            now,
+            focus: Focus::Composer,
+            view: View::Chat,
+            overlay: None,
+            connection: Connection::Connecting,
+            store_ready: false,
+            sessions: Vec::new(),
+            session_cursor: 0,
+            filter: String::new(),
+            filtering: false,
+            open: None,
+            composer: new_composer(),
+            role: Role::User,
+            metadata: None,
+            send_error: None,
+            usage: UsagePanel::default(),
+            notice: None,
+            deleting: Vec::new(),
+            metrics: Default::default(),
+            wallet: Default::default(),
+            next_send_id: 1,
+            quit_when_loaded: false,
+            draft_in_store: String::new(),
+            token_counter_asked: false,
+            quit: false,
+        }
+    }
+
+    /// The layout for the current size and composer.
+    pub fn layout(&self) -> AppLayout {
+        layout::compute(self.size, self.composer_rows(), self.settings.show_sessions)
+    }
+
+    /// Rows the composer's text takes once wrapped to the composer's width.
+    pub fn composer_rows(&self) -> usize {
+        let width = layout::compute(self.size, 1, self.settings.show_sessions)
+            .composer
+            .width
+            .saturating_sub(2)
+            .max(1) as usize;
+        self.composer
+            .lines()
+            .iter()
+            .map(|l| {
+                unicode_width::UnicodeWidthStr::width(l.as_str())
+                    .div_ceil(width)
+                    .max(1)
+            })
+            .sum()
+    }
+
+    /// Sessions matching the filter, most recent first.
+    pub fn visible_sessions(&self) -> Vec<&SessionSummary> {
+        let needle = self.filter.to_lowercase();
+        self.sessions
+            .iter()
+            .filter(|s| {
+                needle.is_empty()
+                    || s.title.to_lowercase().contains(&needle)
+                    || s.id.to_lowercase().contains(&needle)
+            })
+            .collect()
+    }
+
+    pub fn open_id(&self) -> Option<&str> {
+        self.open.as_ref().map(|o| o.id.as_str())
+    }
+
+    pub fn composer_text(&self) -> String {
+        self.composer.lines().join("\n")
+    }
+
+    pub fn composer_chars(&self) -> usize {
+        self.composer
+            .lines()
+            .iter()
+            .map(|l| l.chars().count())
+            .sum::<usize>()
+            + self.composer.lines().len().saturating_sub(1)
+    }
+
+    fn notify(&mut self, level: Level, text: impl Into<String>) {
+        self.notice = Some(Notice {
+            level,
+            text: text.into(),
+        });
+    }
+
+    /// The only place state changes.
+    pub fn update(&mut self, event: AppEvent) -> Vec<Command> {
+        let mut out = Vec::new();
+        match event {
+            AppEvent::Key(key) => {
+                if key.kind != KeyEventKind::Release {
+                    let before = self.text_before_first_edit();
+                    self.on_key(key, &mut out);
+                    self.warm_on_first_edit(before, &mut out);
+                }
+            }
+            AppEvent::Mouse(m) => self.on_mouse(m, &mut out),
+            AppEvent::Paste(text) => {
+                if self.overlay.is_some() {
+                } else if let Some(view) = self.active_view_mut() {
+                    view.paste(&text);
+                } else {
+                    let before = self.text_before_first_edit();
+                    self.focus = Focus::Composer;
+                    self.composer
+                        .insert_str(text.replace("\r\n", "\n").replace('\r', "\n"));
+                    self.warm_on_first_edit(before, &mut out);
+                }
+            }
+            AppEvent::Resize(w, h) => self.size = Rect::new(0, 0, w, h),
+            AppEvent::Clock(now) => self.now = now,
+            AppEvent::Connected(endpoint) => {
+                self.connection = Connection::Connected(endpoint);
+                if let Some(open) = &self.open {
+                    out.push(Command::OpenStream {
+                        session_id: open.id.clone(),
+                    });
+                }
+                out.push(Command::RefreshUsage);
+            }
+            AppEvent::ConnectFailed(e) => {
+                self.notify(Level::Error, format!("cannot connect: {e}"));
+                self.connection = Connection::Failed(e);
+            }
+            AppEvent::StoreLoaded {
+                sessions,
+                last_open,
+            } => {
+                self.store_ready = true;
+                self.sessions = sessions;
+                sort_sessions(&mut self.sessions);
+                let target = last_open
+                    .filter(|id| self.sessions.iter().any(|s| &s.id == id))
+                    .or_else(|| self.sessions.first().map(|s| s.id.clone()));
+                match target {
+                    Some(id) => self.open_session(id, &mut out),
+                    None => self.new_session(String::new(), &mut out),
+                }
+                if self.quit_when_loaded {
+                    self.quit(&mut out);
+                }
+            }
+            AppEvent::TranscriptLoaded {
+                session_id,
+                messages,
+                draft,
+                rendered,
+            } => self.on_transcript_loaded(
+                session_id,
+                messages,
+                draft,
+                rendered.and_then(|r| r.take()),
+            ),
+            AppEvent::SendAccepted {
+                session_id,
+                send_id,
+                reply,
+                prompt_tokens,
+            } => self.on_send_accepted(session_id, send_id, reply, prompt_tokens, &mut out),
+            AppEvent::SendFailed {
+                session_id,
+                send_id,
+                failure,
+            } => self.on_send_failed(session_id, send_id, failure, &mut out),
+            AppEvent::Stream { session_id, update } => self.on_stream(session_id, update, &mut out),
+            AppEvent::History { session_id, fetch } => self.on_history(session_id, fetch, &mut out),
+            AppEvent::Deleted { session_id } => {
+                out.push(Command::RefreshUsage);
+                self.notify(
+                    Level::Info,
+                    format!("deleted {}", self.title_of(&session_id)),
+                );
+                self.remove_session(&session_id, &mut out);
+            }
+            AppEvent::DeleteFailed {
+                session_id,
+                failure,
+            } => {
+                self.deleting.retain(|d| d != &session_id);
+                if failure == Failure::SessionNotFound {
+                    self.notify(
+                        Level::Warn,
+                        format!(
+                            "{} was not on the server (already deleted); removed from the list",
+                            self.title_of(&session_id)
+                        ),
+                    );
+                    self.remove_session(&session_id, &mut out);
+                } else {
+                    let text = format!("delete failed: {}", failure.describe(self.now));
+                    self.notify(Level::Error, text);
+                }
+            }
+            AppEvent::UsageFetched(usage) => {
+                self.usage.usage = Some(usage);
+                self.usage.fetched_at = Some(self.now);
+                self.usage.error = None;
+            }
+            AppEvent::UsageFailed(e) => self.usage.error = Some(e),
+            AppEvent::WorkerError(e) => self.notify(Level::Error, e),
+            AppEvent::Metrics(ev) => self.metrics.on_event(ev),
+            AppEvent::Wallet(ev) => {
+                let mut reqs = Vec::new();
+                self.wallet.on_event(ev, &mut reqs);
+                out.extend(reqs.into_iter().map(Command::Wallet));
+            }
+        }
+        self.note_draft_edit(&mut out);
+        out
+    }
+
+    /// The composer's text, until token counting was asked to get ready.
+    fn text_before_first_edit(&self) -> Option<String> {
+        (!self.token_counter_asked).then(|| self.composer_text())
+    }
+
+    /// At the first change of the composer's text, asks token counting to get ready: someone
+    /// who types will send, and someone who only reads never pays for it.
+    fn warm_on_first_edit(&mut self, before: Option<String>, out: &mut Vec<Command>) {
+        if before.is_some_and(|b| b != self.composer_text()) {
+            self.token_counter_asked = true;
+            out.push(Command::WarmTokenCounter);
+        }
+    }
+
+    /// Hands the store the composer's text when it changed since the store last had it.
+    /// Only once the open session's stored draft is known: before that, an empty composer
+    /// would overwrite a draft not yet read.
+    fn note_draft_edit(&mut self, out: &mut Vec<Command>) {
+        if self.quit {
+            return;
+        }
+        let Some(open) = self.open.as_ref().filter(|o| o.loaded) else {
+            return;
+        };
+        let text = self.composer_text();
+        if text != self.draft_in_store {
+            out.push(Command::Persist(StoreOp::DraftEdited {
+                session_id: open.id.clone(),
+                text: text.clone(),
+            }));
+            self.draft_in_store = text;
+        }
+    }
+
+    fn title_of(&self, id: &str) -> String {
+        self.sessions
+            .iter()
+            .find(|s| s.id == id)
+            .map(|s| format!("“{}”", s.title))
+            .unwrap_or_else(|| id.to_string())
+    }
+
+    // ---- full-screen views -----------------------------------------------------------------
+
+    /// The full-screen view shown (F2, F3), if any.
+    pub fn active_view(&self) -> Option<&dyn FullView> {
+        match self.view {
+            View::Chat => None,
+            View::Metrics => Some(&self.metrics),
+            View::Wallet => Some(&self.wallet),
+        }
+    }
+
+    fn active_view_mut(&mut self) -> Option<&mut dyn FullView> {
+        match self.view {
+            View::Chat => None,
+            View::Metrics => Some(&mut self.metrics),
+            View::Wallet => Some(&mut self.wallet),
+        }
+    }
+
+    /// A key while a full-screen view is shown: the view takes it first; what it leaves, the
+    /// app may use (help, the other view's key). False while the chat is shown.
+    fn view_key(&mut self, key: &KeyEvent, out: &mut Vec<Command>) -> bool {
+        let view: &mut dyn FullView = match self.view {
+            View::Chat => return false,
+            View::Metrics => &mut self.metrics,
+            View::Wallet => &mut self.wallet,
+        };
+        match view.key(&self.keys, key, self.now, out) {
+            KeyResult::Consumed => {}
+            KeyResult::Back => self.view = View::Chat,
+            KeyResult::Quit => self.quit(out),
+            KeyResult::NotConsumed => {
+                if self.keys.help.matches(key) {
+                    self.overlay = Some(Overlay::Help { scroll: 0 });
+                } else if self.keys.metrics_view.matches(key) && self.view != View::Metrics {
+                    self.open_metrics(out);
+                } else if self.keys.wallet_view.matches(key) && self.view != View::Wallet {
+                    self.open_wallet(None, out);
+                }
+            }
+        }
+        true
+    }
+
+    /// F2 or `/metrics`: shows the metrics view.
+    fn open_metrics(&mut self, out: &mut Vec<Command>) {
+        self.view = View::Metrics;
+        let mut reqs = Vec::new();
+        self.metrics.open(self.now, &mut reqs);
+        out.extend(reqs.into_iter().map(Command::Metrics));
+    }
+
+    /// F3 (no id) or `/wallet ID`: shows the wallet view, fetching `wallet_id` if given.
+    fn open_wallet(&mut self, wallet_id: Option<&str>, out: &mut Vec<Command>) {
+        self.view = View::Wallet;
+        let embedded = matches!(
+            self.connection,
+            Connection::Connected(Endpoint::Embedded { .. })
+        );
+        let mut reqs = Vec::new();
+        self.wallet.open(wallet_id, embedded, &mut reqs);
+        out.extend(reqs.into_iter().map(Command::Wallet));
+    }
+}
+
+fn sort_sessions(sessions: &mut [SessionSummary]) {
+    sessions.sort_by_key(|s| std::cmp::Reverse(s.last_activity));
+}
+
+/// A session's title as the sessions pane shows it: the first message's first block as
+/// plain text (markdown syntax removed), shortened ([`crate::store::plain_title`]).
+pub fn title_from(text: &str) -> String {
+    crate::store::plain_title(text, 40).unwrap_or_else(|| NEW_SESSION_TITLE.to_string())
+}
+
+fn transcript_viewport(size: Rect, composer_rows: usize, show_sessions: bool) -> (u16, u16) {
+    let l = layout::compute(size, composer_rows, show_sessions);
+    (l.transcript_inner.width, l.transcript_inner.height)
+}
+
+fn new_composer() -> TextArea<'static> {
+    let mut t = TextArea::default();
+    t.set_wrap_mode(WrapMode::WordOrGlyph);
+    t.set_placeholder_text("Message · Enter sends · Alt-Enter new line · /help");
+    t.set_cursor_line_style(ratatui::style::Style::default());
+    t
+}

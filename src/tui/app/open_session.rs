@@ -1,0 +1,291 @@
+//! The open session: its transcript items beside their render entries, the reply in flight,
+//! and how stored messages become render entries.
+
+use super::*;
+
+/// The session shown in the transcript.
+#[derive(Debug)]
+pub struct OpenSession {
+    pub id: String,
+    pub transcript: Transcript,
+    pub items: Vec<TranscriptItem>,
+    pub loaded: bool,
+    pub context_max: u64,
+    /// Follow the tail: new lines scroll into view.
+    pub follow: bool,
+    /// First visible line when not following.
+    pub top: usize,
+    pub selected: Option<usize>,
+    pub pending: Option<PendingSend>,
+    /// A send whose reply the stream lost mid-way (the stream dropped): the reply shows as
+    /// interrupted and no longer holds the composer. A snapshot, delta or `done` for it after
+    /// the reconnect makes it pending again; otherwise the stored history, fetched on the
+    /// reconnect, settles it (`App::on_history`).
+    pub cut_off: Option<PendingSend>,
+    pub stream: StreamState,
+}
+
+impl OpenSession {
+    pub(super) fn new(id: String, context_max: u64) -> Self {
+        OpenSession {
+            id,
+            transcript: Transcript::new(),
+            items: Vec::new(),
+            loaded: false,
+            context_max,
+            follow: true,
+            top: 0,
+            selected: None,
+            pending: None,
+            cut_off: None,
+            stream: StreamState::Connecting,
+        }
+    }
+
+    /// Tokens of the session's context as far as this client knows.
+    pub fn context_tokens(&self) -> u64 {
+        self.items.iter().map(|i| i.tokens).sum()
+    }
+
+    pub fn is_streaming(&self) -> bool {
+        self.pending.as_ref().is_some_and(|p| {
+            self.items
+                .get(p.reply_item)
+                .is_some_and(|i| i.state == EntryState::Streaming)
+        })
+    }
+
+    pub(super) fn push(
+        &mut self,
+        role: Role,
+        content: String,
+        state: EntryState,
+        tokens: u64,
+        message_id: Option<String>,
+        created_at: DateTime<Utc>,
+    ) -> usize {
+        let entry = self.transcript.push(Entry {
+            role,
+            content: as_shown(role, &content),
+            state: state.clone(),
+            header: header_for(role, created_at, tokens),
+        });
+        self.items.push(TranscriptItem {
+            entry,
+            role,
+            content,
+            tokens,
+            message_id,
+            state,
+            created_at,
+            next_seq: 0,
+        });
+        self.items.len() - 1
+    }
+
+    /// Rebuilds the render model from `items` (after loading a stored transcript).
+    pub(super) fn rebuild(&mut self) {
+        let mut t = Transcript::new();
+        for item in &mut self.items {
+            item.entry = t.push(entry_for(item));
+        }
+        self.transcript = t;
+    }
+
+    /// Takes `rendered` (one entry per item of `items[..stored]`, in order) as the render
+    /// model and appends the items after them; rebuilds everything if it does not match.
+    pub(super) fn adopt(&mut self, mut rendered: Transcript, stored: usize) {
+        let ids: Vec<EntryId> = rendered.entries().map(|(id, _)| id).collect();
+        if ids.len() != stored {
+            tracing::warn!(
+                rendered = ids.len(),
+                stored,
+                "prepared transcript does not match"
+            );
+            return self.rebuild();
+        }
+        for (item, id) in self.items.iter_mut().zip(ids) {
+            item.entry = id;
+        }
+        for item in &mut self.items[stored..] {
+            item.entry = rendered.push(entry_for(item));
+        }
+        self.transcript = rendered;
+    }
+
+    /// The stream dropped: a reply coming over it shows as interrupted, and once the server
+    /// has accepted its message the send stops being pending (`cut_off`).
+    pub(super) fn cut_off_reply(&mut self) {
+        let Some((idx, accepted)) = self
+            .pending
+            .as_ref()
+            .filter(|p| p.streamed)
+            .map(|p| (p.reply_item, p.accepted))
+        else {
+            return;
+        };
+        if self.items.get(idx).map(|i| &i.state) != Some(&EntryState::Streaming) {
+            return;
+        }
+        self.set_state(idx, EntryState::Interrupted);
+        if accepted {
+            self.cut_off = self.pending.take();
+        }
+    }
+
+    /// Whether `idx` is a reply that the stream lost (and the user did not stop).
+    pub(super) fn is_cut_off(&self, idx: usize) -> bool {
+        self.cut_off.as_ref().is_some_and(|p| p.reply_item == idx)
+            || self.pending.as_ref().is_some_and(|p| {
+                p.reply_item == idx
+                    && self.items.get(idx).map(|i| &i.state) == Some(&EntryState::Interrupted)
+            })
+    }
+
+    /// The stream speaks of a reply it had lost: it is coming again.
+    pub(super) fn resume(&mut self, idx: usize) {
+        if !self.is_cut_off(idx) {
+            return;
+        }
+        if self.cut_off.as_ref().is_some_and(|p| p.reply_item == idx) {
+            self.pending = self.cut_off.take();
+        }
+        self.set_state(idx, EntryState::Streaming);
+    }
+
+    /// The lost reply is final as far as it came: interrupted. Returns the store write.
+    pub(super) fn settle_cut_off(&mut self) -> Option<Command> {
+        let p = self.cut_off.take()?;
+        let item = self.items.get(p.reply_item)?;
+        Some(Command::Persist(StoreOp::AppendMessage {
+            session_id: self.id.clone(),
+            message: stored(item),
+        }))
+    }
+
+    pub(super) fn set_state(&mut self, idx: usize, state: EntryState) {
+        if let Some(item) = self.items.get_mut(idx) {
+            item.state = state.clone();
+            self.transcript.set_state(item.entry, state);
+        }
+    }
+
+    /// The first visible line for a viewport of `height` lines at `width` columns.
+    pub fn effective_top(&self, width: u16, height: u16) -> usize {
+        let total = self.transcript.height(width);
+        let max_top = total.saturating_sub(height as usize);
+        if self.follow {
+            max_top
+        } else {
+            self.top.min(max_top)
+        }
+    }
+}
+
+/// The render entry of a transcript item.
+pub(super) fn entry_for(item: &TranscriptItem) -> Entry {
+    Entry {
+        role: item.role,
+        content: as_shown(item.role, &item.content),
+        state: item.state.clone(),
+        header: header_for(item.role, item.created_at, item.tokens),
+    }
+}
+
+/// The render model of stored messages, as `App` builds it when they are loaded: the store
+/// worker calls this on its own thread so that parsing a long history does not stall the UI.
+pub fn render_stored(messages: &[StoredMessage]) -> Transcript {
+    let mut t = Transcript::new();
+    for m in messages {
+        t.push(Entry {
+            role: m.role,
+            content: as_shown(m.role, &m.content),
+            state: stored_state(m.status),
+            header: header_for(m.role, m.created_at, m.tokens),
+        });
+    }
+    t
+}
+
+pub(super) fn stored_state(status: MessageStatus) -> EntryState {
+    match status {
+        MessageStatus::Complete => EntryState::Complete,
+        MessageStatus::Interrupted => EntryState::Interrupted,
+        MessageStatus::Failed => EntryState::Failed("not delivered".into()),
+    }
+}
+
+/// What the transcript renders for a message. Replies are markdown as the server sent them;
+/// what the user typed keeps its line breaks (markdown would join the lines of a paragraph),
+/// except inside fenced code, which keeps them anyway.
+pub(super) fn as_shown(role: Role, content: &str) -> String {
+    if role == Role::Assistant || !content.contains('\n') {
+        return content.to_string();
+    }
+    let mut out = String::with_capacity(content.len() + 16);
+    let mut in_fence = false;
+    let mut lines = content.split('\n').peekable();
+    while let Some(line) = lines.next() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
+            in_fence = !in_fence;
+        }
+        out.push_str(line);
+        if lines.peek().is_some() {
+            if !in_fence && !line.trim().is_empty() {
+                // A markdown hard break.
+                out.push_str("  ");
+            }
+            out.push('\n');
+        }
+    }
+    out
+}
+
+pub(super) fn header_for(role: Role, at: DateTime<Utc>, tokens: u64) -> String {
+    let who = match role {
+        Role::User => "you",
+        Role::System => "system",
+        Role::Assistant => "assistant",
+    };
+    if tokens > 0 {
+        format!("{who} · {} · {tokens} tokens", at.format("%H:%M"))
+    } else {
+        format!("{who} · {}", at.format("%H:%M"))
+    }
+}
+
+/// The transcript item that a stream event for `message_id` belongs to: the item with that
+/// id, or the pending reply whose id is not known yet (deltas can beat the POST response).
+pub(super) fn reply_slot(open: &mut OpenSession, message_id: &str) -> Option<usize> {
+    if let Some(i) = open
+        .items
+        .iter()
+        .position(|i| i.message_id.as_deref() == Some(message_id))
+    {
+        return Some(i);
+    }
+    let p = open.pending.as_ref()?;
+    let item = open.items.get_mut(p.reply_item)?;
+    if item.message_id.is_none() {
+        item.message_id = Some(message_id.to_string());
+        return Some(p.reply_item);
+    }
+    None
+}
+
+pub(super) fn stored(item: &TranscriptItem) -> StoredMessage {
+    StoredMessage {
+        role: item.role,
+        content: item.content.clone(),
+        tokens: item.tokens,
+        message_id: item.message_id.clone(),
+        created_at: item.created_at,
+        status: match item.state {
+            EntryState::Complete => MessageStatus::Complete,
+            // A reply still streaming when it is stored was cut short.
+            EntryState::Streaming | EntryState::Interrupted => MessageStatus::Interrupted,
+            EntryState::Failed(_) => MessageStatus::Failed,
+        },
+    }
+}

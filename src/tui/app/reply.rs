@@ -1,0 +1,413 @@
+//! The reply lifecycle: a loaded transcript, the POST's answer, stream events, the reply
+//! finished or failed, and the history fetched to settle a reply the stream lost.
+
+use super::*;
+
+impl App {
+    // ---- network results -------------------------------------------------------------------
+
+    pub(super) fn on_transcript_loaded(
+        &mut self,
+        session_id: String,
+        messages: Vec<StoredMessage>,
+        draft: Option<String>,
+        rendered: Option<Transcript>,
+    ) {
+        let started = std::time::Instant::now();
+        let Some(open) = self.open.as_mut().filter(|o| o.id == session_id) else {
+            return;
+        };
+        if open.loaded {
+            return;
+        }
+        // Messages sent before the load finished stay after the stored ones.
+        let recent = std::mem::take(&mut open.items);
+        for m in messages {
+            let state = stored_state(m.status);
+            open.items.push(TranscriptItem {
+                entry: EntryId(0),
+                role: m.role,
+                content: m.content,
+                tokens: m.tokens,
+                message_id: m.message_id,
+                state,
+                created_at: m.created_at,
+                next_seq: 0,
+            });
+        }
+        let shift = open.items.len();
+        open.items.extend(recent);
+        for p in open.pending.iter_mut().chain(open.cut_off.iter_mut()) {
+            p.user_item += shift;
+            p.reply_item += shift;
+        }
+        match rendered {
+            Some(rendered) => open.adopt(rendered, shift),
+            None => open.rebuild(),
+        }
+        open.loaded = true;
+        tracing::debug!(
+            messages = open.items.len(),
+            micros = started.elapsed().as_micros() as u64,
+            "transcript loaded on the UI task"
+        );
+        open.follow = true;
+        self.draft_in_store = draft.clone().unwrap_or_default();
+        if let Some(d) = draft.filter(|d| !d.is_empty())
+            && self.composer.is_empty()
+        {
+            self.composer = new_composer();
+            self.composer.insert_str(d);
+        }
+    }
+
+    pub(super) fn on_send_accepted(
+        &mut self,
+        session_id: String,
+        send_id: u64,
+        reply: Message,
+        prompt_tokens: u64,
+        out: &mut Vec<Command>,
+    ) {
+        out.push(Command::RefreshUsage);
+        let now = self.now;
+        let Some(open) = self.open.as_mut().filter(|o| o.id == session_id) else {
+            return;
+        };
+        let Some(p) = open.pending.as_mut().filter(|p| p.send_id == send_id) else {
+            return;
+        };
+        p.accepted = true;
+        let (user_item, reply_item) = (p.user_item, p.reply_item);
+        let sent_text = p.text.clone();
+        let sent_role = p.role;
+        let streamed = p.streamed;
+        if let Some(u) = open.items.get_mut(user_item) {
+            u.tokens = prompt_tokens;
+            let header = header_for(u.role, u.created_at, prompt_tokens);
+            let entry = u.entry;
+            open.transcript.set_header(entry, header);
+        }
+        out.push(Command::Persist(StoreOp::AppendMessage {
+            session_id: session_id.clone(),
+            message: stored(&open.items[user_item]),
+        }));
+        let reply_id = reply.message_id.clone();
+        if let Some(r) = open.items.get_mut(reply_item) {
+            // Deltas that arrived before this response already named the id.
+            if r.message_id.is_none() {
+                r.message_id = Some(reply_id);
+            }
+        }
+        let reply_done = open.pending.as_ref().is_some_and(|p| p.reply_done);
+        if reply_done {
+            open.pending = None;
+            self.store_reply(&session_id, reply_item, out);
+        } else if !reply.content.is_empty() || !streamed {
+            open.resume(reply_item);
+            self.finish_reply(&session_id, reply, out);
+        } else if open.is_cut_off(reply_item) {
+            // The stream dropped before the server answered: the reply is lost to it.
+            open.cut_off = open.pending.take();
+            if open.stream == StreamState::Open {
+                out.push(Command::FetchHistory {
+                    session_id: session_id.clone(),
+                });
+            }
+        }
+        // The session list: title from the first message, most recent first.
+        if let Some(s) = self.sessions.iter_mut().find(|s| s.id == session_id) {
+            if s.title == NEW_SESSION_TITLE && sent_role == Role::User {
+                s.title = title_from(&sent_text);
+            }
+            s.last_activity = now;
+            s.tokens += prompt_tokens;
+            out.push(Command::Persist(StoreOp::UpsertSession(s.clone())));
+        }
+        sort_sessions(&mut self.sessions);
+        self.session_cursor = self
+            .visible_sessions()
+            .iter()
+            .position(|s| s.id == session_id)
+            .unwrap_or(0);
+    }
+
+    /// The reply is complete: authoritative content, tokens, stored.
+    pub(super) fn finish_reply(
+        &mut self,
+        session_id: &str,
+        reply: Message,
+        out: &mut Vec<Command>,
+    ) {
+        let Some(open) = self.open.as_mut().filter(|o| o.id == session_id) else {
+            return;
+        };
+        let idx = match open
+            .items
+            .iter()
+            .position(|i| i.message_id.as_deref() == Some(reply.message_id.as_str()))
+        {
+            Some(i) => i,
+            None => return,
+        };
+        // Only a reply still coming completes (a stopped or finished one stays as it is).
+        if open.items[idx].state != EntryState::Streaming {
+            return;
+        }
+        let item = &mut open.items[idx];
+        item.tokens = reply.tokens;
+        item.state = EntryState::Complete;
+        let (entry, role, at) = (item.entry, item.role, item.created_at);
+        if item.content != reply.content {
+            item.content = reply.content.clone();
+            open.transcript.set_content(entry, reply.content);
+        }
+        open.transcript.set_state(entry, EntryState::Complete);
+        open.transcript
+            .set_header(entry, header_for(role, at, reply.tokens));
+        match open.pending.as_mut().filter(|p| p.reply_item == idx) {
+            // The stream beat the POST's answer: the reply is stored after the message.
+            Some(p) if !p.accepted => {
+                p.reply_done = true;
+                return;
+            }
+            Some(_) => open.pending = None,
+            None => {}
+        }
+        self.store_reply(session_id, idx, out);
+    }
+
+    /// Stores a completed reply and counts its tokens in the session.
+    pub(super) fn store_reply(&mut self, session_id: &str, idx: usize, out: &mut Vec<Command>) {
+        let Some(open) = self.open.as_mut().filter(|o| o.id == session_id) else {
+            return;
+        };
+        let Some(item) = open.items.get(idx) else {
+            return;
+        };
+        out.push(Command::Persist(StoreOp::AppendMessage {
+            session_id: session_id.to_string(),
+            message: stored(item),
+        }));
+        let tokens = item.tokens;
+        if let Some(s) = self.sessions.iter_mut().find(|s| s.id == session_id) {
+            s.tokens += tokens;
+            s.last_activity = self.now;
+            out.push(Command::Persist(StoreOp::UpsertSession(s.clone())));
+        }
+        out.push(Command::RefreshUsage);
+    }
+
+    pub(super) fn on_send_failed(
+        &mut self,
+        session_id: String,
+        send_id: u64,
+        failure: Failure,
+        out: &mut Vec<Command>,
+    ) {
+        let now = self.now;
+        let typed = self.composer_text();
+        let Some(open) = self.open.as_mut().filter(|o| o.id == session_id) else {
+            self.notify(
+                Level::Error,
+                format!("send failed: {}", failure.describe(now)),
+            );
+            return;
+        };
+        let Some(p) = open.pending.take().filter(|p| p.send_id == send_id) else {
+            return;
+        };
+        // Take the two entries out again; the text goes back to the composer.
+        for item in open.items.drain(p.user_item..) {
+            open.transcript.remove(item.entry);
+        }
+        let mut draft = p.text.clone();
+        if !self.composer.is_empty() {
+            draft.push('\n');
+            draft.push_str(&typed);
+        }
+        if p.role == Role::System {
+            draft = format!("/system {draft}");
+        }
+        self.composer = new_composer();
+        self.composer.insert_str(&draft);
+        self.focus = Focus::Composer;
+        self.send_error = Some(failure.describe(now));
+        match failure {
+            Failure::ContextOverflow { current, max } => {
+                open.context_max = max;
+                self.overlay = Some(Overlay::ContextOverflow {
+                    current,
+                    max,
+                    draft,
+                });
+            }
+            Failure::SessionNotFound => {
+                self.notify(Level::Warn, "this session was deleted on the server; start a new one (Ctrl-N) — your text is kept");
+            }
+            Failure::QuotaExceeded { .. } => out.push(Command::RefreshUsage),
+            _ => {}
+        }
+    }
+
+    pub(super) fn on_stream(
+        &mut self,
+        session_id: String,
+        update: StreamStatus,
+        out: &mut Vec<Command>,
+    ) {
+        let Some(open) = self.open.as_mut().filter(|o| o.id == session_id) else {
+            return;
+        };
+        match update {
+            StreamStatus::Connected => {
+                open.stream = StreamState::Open;
+                // A reply lost with the old connection: the service sends a snapshot of it
+                // if it is still being generated; the stored history says if it finished
+                // meanwhile or was dropped.
+                if let Some(p) = &open.cut_off
+                    && open
+                        .items
+                        .get(p.reply_item)
+                        .is_some_and(|i| i.message_id.is_some())
+                {
+                    out.push(Command::FetchHistory { session_id });
+                }
+            }
+            StreamStatus::Disconnected(why) => {
+                open.stream = StreamState::Down(why);
+                open.cut_off_reply();
+            }
+            StreamStatus::Unsupported => open.stream = StreamState::Unsupported,
+            StreamStatus::Event(ev) => match ev {
+                StreamEvent::Delta {
+                    message_id,
+                    seq,
+                    content,
+                    ..
+                } => {
+                    let Some(idx) = reply_slot(open, &message_id) else {
+                        return;
+                    };
+                    // A lost reply picks up again only where it left off.
+                    if seq == open.items[idx].next_seq {
+                        open.resume(idx);
+                    }
+                    let item = &mut open.items[idx];
+                    if item.state != EntryState::Streaming || seq < item.next_seq {
+                        return;
+                    }
+                    item.next_seq = seq + 1;
+                    item.content.push_str(&content);
+                    let e = item.entry;
+                    open.transcript.append_delta(e, &content);
+                }
+                StreamEvent::Snapshot {
+                    message_id,
+                    seq,
+                    content,
+                    ..
+                } => {
+                    let Some(idx) = reply_slot(open, &message_id) else {
+                        return;
+                    };
+                    open.resume(idx);
+                    let item = &mut open.items[idx];
+                    if item.state != EntryState::Streaming {
+                        return;
+                    }
+                    item.next_seq = seq;
+                    item.content = content.clone();
+                    let e = item.entry;
+                    open.transcript.set_content(e, content);
+                }
+                StreamEvent::Done { message } => {
+                    if let Some(idx) = reply_slot(open, &message.message_id) {
+                        open.items[idx].message_id = Some(message.message_id.clone());
+                        open.resume(idx);
+                    }
+                    self.finish_reply(&session_id, message, out);
+                }
+                StreamEvent::Error {
+                    message_id, error, ..
+                } => {
+                    let Some(idx) = reply_slot(open, &message_id) else {
+                        return;
+                    };
+                    // Only a reply still coming (or lost by the stream) can fail.
+                    if open.items[idx].state != EntryState::Streaming && !open.is_cut_off(idx) {
+                        return;
+                    }
+                    if open.cut_off.as_ref().is_some_and(|p| p.reply_item == idx) {
+                        open.cut_off = None;
+                    }
+                    open.set_state(idx, EntryState::Failed(error.code.clone()));
+                    if open.pending.as_ref().is_some_and(|p| p.reply_item == idx) {
+                        open.pending = None;
+                    }
+                    let text = format!(
+                        "the reply failed: {}: {}",
+                        error.code,
+                        sanitize_owned(&error.message)
+                    );
+                    self.notify(Level::Error, text);
+                }
+            },
+        }
+    }
+
+    /// The stored history after a reconnect settles a reply that the stream lost: stored →
+    /// shown whole and kept; its message stored but not the reply → still being generated
+    /// (the stream's snapshot picks it up); neither → the service dropped the turn, and the
+    /// reply stays interrupted for good.
+    pub(super) fn on_history(
+        &mut self,
+        session_id: String,
+        fetch: HistoryFetch,
+        out: &mut Vec<Command>,
+    ) {
+        let Some(open) = self.open.as_mut().filter(|o| o.id == session_id) else {
+            return;
+        };
+        let Some((idx, sent_role, sent_text)) = open
+            .cut_off
+            .as_ref()
+            .map(|p| (p.reply_item, p.role, p.text.clone()))
+        else {
+            return;
+        };
+        let Some(reply_id) = open.items.get(idx).and_then(|i| i.message_id.clone()) else {
+            return;
+        };
+        match fetch {
+            HistoryFetch::Messages(messages) => {
+                let last_is_sent = messages
+                    .last()
+                    .is_some_and(|m| m.role == sent_role && m.content == sent_text);
+                if let Some(reply) = messages.into_iter().find(|m| m.message_id == reply_id) {
+                    open.resume(idx);
+                    self.finish_reply(&session_id, reply, out);
+                    self.notify(Level::Info, "the reply finished while the stream was down");
+                } else if last_is_sent {
+                    tracing::debug!(session = %session_id, "the lost reply is still being generated");
+                } else {
+                    out.extend(open.settle_cut_off());
+                    self.notify(
+                        Level::Warn,
+                        "the reply was cut short and the service did not keep it; what arrived is kept, marked interrupted",
+                    );
+                }
+            }
+            HistoryFetch::Unsupported => {
+                out.extend(open.settle_cut_off());
+                self.notify(
+                    Level::Warn,
+                    "the stream dropped mid-reply and this service cannot list past messages: the reply stays as far as it came, marked interrupted",
+                );
+            }
+            HistoryFetch::Failed(e) => {
+                tracing::warn!(session = %session_id, error = %e, "cannot fetch the history to settle a lost reply");
+            }
+        }
+    }
+}
