@@ -33,6 +33,7 @@ mod tests;
 
 pub use open_session::{OpenSession, render_stored};
 use open_session::{header_for, reply_slot, stored, stored_state};
+pub use slash::SlashCommand;
 pub use state::*;
 
 /// Maximum length of a message's content, in characters (SERVICE-INTERFACE.md, Limits).

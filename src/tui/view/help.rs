@@ -9,21 +9,10 @@ use unicode_width::UnicodeWidthStr;
 
 use super::{centered, theme, truncate};
 use crate::keys::KeyBindings;
+use crate::tui::app::SlashCommand;
 use crate::tui::full_view::FullView;
 use crate::tui::metrics::MetricsState;
 use crate::tui::wallet::WalletState;
-
-/// The slash commands of the composer.
-pub const SLASH_COMMANDS: &[(&str, &str)] = &[
-    ("/new [TEXT]", "new session, TEXT as draft"),
-    ("/delete", "delete this session"),
-    ("/system TEXT", "send TEXT as system"),
-    ("/meta JSON", "metadata, next message"),
-    ("/metrics", "metrics view (F2)"),
-    ("/wallet [ID]", "wallet view (F3)"),
-    ("/help", "this help"),
-    ("/quit", "quit"),
-];
 
 /// A row of the help.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,7 +37,7 @@ pub fn lines(keys: &KeyBindings) -> Vec<HelpRow> {
         ),
         (
             "Commands (type in the composer)".to_string(),
-            SLASH_COMMANDS
+            SlashCommand::LIST
                 .iter()
                 .map(|(k, d)| (k.to_string(), d.to_string()))
                 .collect(),
