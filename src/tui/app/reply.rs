@@ -3,6 +3,13 @@
 
 use super::*;
 
+/// Notices of the reply lifecycle.
+const SESSION_GONE: &str =
+    "this session was deleted on the server; start a new one (Ctrl-N) — your text is kept";
+const REPLY_NOT_KEPT: &str = "the reply was cut short and the service did not keep it; what arrived is kept, marked interrupted";
+const NO_HISTORY: &str = "the stream dropped mid-reply and this service cannot list past messages: the reply stays as far as it came, marked interrupted";
+const HISTORY_FAILED: &str = "cannot fetch the history to settle a lost reply";
+
 impl App {
     // ---- network results -------------------------------------------------------------------
 
@@ -243,7 +250,7 @@ impl App {
                 });
             }
             Failure::SessionNotFound => {
-                self.notify(Level::Warn, "this session was deleted on the server; start a new one (Ctrl-N) — your text is kept");
+                self.notify(Level::Warn, SESSION_GONE);
             }
             Failure::QuotaExceeded { .. } => out.push(Command::RefreshUsage),
             _ => {}
@@ -392,21 +399,15 @@ impl App {
                     tracing::debug!(session = %session_id, "the lost reply is still being generated");
                 } else {
                     out.extend(open.settle_cut_off());
-                    self.notify(
-                        Level::Warn,
-                        "the reply was cut short and the service did not keep it; what arrived is kept, marked interrupted",
-                    );
+                    self.notify(Level::Warn, REPLY_NOT_KEPT);
                 }
             }
             HistoryFetch::Unsupported => {
                 out.extend(open.settle_cut_off());
-                self.notify(
-                    Level::Warn,
-                    "the stream dropped mid-reply and this service cannot list past messages: the reply stays as far as it came, marked interrupted",
-                );
+                self.notify(Level::Warn, NO_HISTORY);
             }
             HistoryFetch::Failed(e) => {
-                tracing::warn!(session = %session_id, error = %e, "cannot fetch the history to settle a lost reply");
+                tracing::warn!(session = %session_id, error = %e, HISTORY_FAILED);
             }
         }
     }
