@@ -1,0 +1,243 @@
+//! The network side: connecting (or starting the embedded service), the usage poller, the
+//! session stream, and the requests the app sends (POST a message, DELETE a session, fetch
+//! a session's history), each reported back as an event.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use tokio::sync::Notify;
+
+use super::{Shared, Target, Workers};
+use crate::api::SendMessage;
+use crate::api::client::Client;
+use crate::api::error::ApiError;
+use crate::api::stream::{SessionStream, StreamUpdate};
+use crate::store;
+use crate::tui::embedded;
+use crate::tui::event::{AppEvent, Endpoint, EventSender, Failure, HistoryFetch, StreamStatus};
+
+impl Workers {
+    /// POSTs a message; the answer (or why not) comes back as `SendAccepted`/`SendFailed`.
+    pub(super) fn send(
+        &mut self,
+        session_id: String,
+        send_id: u64,
+        body: SendMessage,
+        idempotency_key: String,
+    ) {
+        let offline = AppEvent::SendFailed {
+            session_id: session_id.clone(),
+            send_id,
+            failure: Failure::Network("not connected".into()),
+        };
+        let failed = {
+            let session_id = session_id.clone();
+            move |why: String| AppEvent::SendFailed {
+                session_id,
+                send_id,
+                failure: internal(why),
+            }
+        };
+        self.spawn_request(Some(offline), failed, move |client| async move {
+            let content = body.content.clone();
+            let prompt_tokens =
+                tokio::task::spawn_blocking(move || store::estimate_tokens(&content))
+                    .await
+                    .unwrap_or(0);
+            match client
+                .post_message(&session_id, &body, &idempotency_key)
+                .await
+            {
+                Ok(reply) => AppEvent::SendAccepted {
+                    session_id,
+                    send_id,
+                    reply: reply.message,
+                    prompt_tokens,
+                },
+                Err(e) => AppEvent::SendFailed {
+                    session_id,
+                    send_id,
+                    failure: failure(e),
+                },
+            }
+        });
+    }
+
+    /// Fetches a session's stored history (to settle a reply the stream lost).
+    pub(super) fn fetch_history(&mut self, session_id: String) {
+        let failed = {
+            let session_id = session_id.clone();
+            move |why: String| AppEvent::History {
+                session_id,
+                fetch: HistoryFetch::Failed(why),
+            }
+        };
+        self.spawn_request(None, failed, move |client| async move {
+            let fetch = match client.session_messages(&session_id).await {
+                Ok(Some(messages)) => HistoryFetch::Messages(messages),
+                Ok(None) => HistoryFetch::Unsupported,
+                Err(e) => HistoryFetch::Failed(e.to_string()),
+            };
+            AppEvent::History { session_id, fetch }
+        });
+    }
+
+    /// DELETEs a session; the answer comes back as `Deleted`/`DeleteFailed`.
+    pub(super) fn delete(&mut self, session_id: String) {
+        let offline = AppEvent::DeleteFailed {
+            session_id: session_id.clone(),
+            failure: Failure::Network("not connected".into()),
+        };
+        let failed = {
+            let session_id = session_id.clone();
+            move |why: String| AppEvent::DeleteFailed {
+                session_id,
+                failure: internal(why),
+            }
+        };
+        self.spawn_request(Some(offline), failed, move |client| async move {
+            match client.delete_session(&session_id).await {
+                Ok(_) => AppEvent::Deleted { session_id },
+                Err(e) => AppEvent::DeleteFailed {
+                    session_id,
+                    failure: failure(e),
+                },
+            }
+        });
+    }
+
+    pub(super) fn open_stream(&mut self, session_id: String) {
+        if let Some((s, _)) = &self.stream
+            && s.session_id() == session_id
+        {
+            return;
+        }
+        // Dropping the handle closes the previous session's stream.
+        if let Some((old, task)) = self.stream.take() {
+            drop(old);
+            task.abort();
+        }
+        let Some(client) = self.client() else { return };
+        let (handle, mut rx) = SessionStream::connect(client.options().clone(), &session_id);
+        let events = self.events.clone();
+        let task = tokio::spawn(async move {
+            while let Some(update) = rx.recv().await {
+                let update = match update {
+                    StreamUpdate::Event(ev) => StreamStatus::Event(ev),
+                    StreamUpdate::Connected => StreamStatus::Connected,
+                    StreamUpdate::Disconnected { error, .. } => {
+                        StreamStatus::Disconnected(error.to_string())
+                    }
+                    StreamUpdate::Unsupported => StreamStatus::Unsupported,
+                };
+                if !events.send(AppEvent::Stream {
+                    session_id: session_id.clone(),
+                    update,
+                }) {
+                    break;
+                }
+            }
+        });
+        self.stream = Some((handle, task));
+    }
+}
+
+/// A request that failed inside convo (a panic, a cancelled task).
+fn internal(why: String) -> Failure {
+    Failure::Other {
+        code: "internal".into(),
+        message: why,
+    }
+}
+
+/// The app's view of a client error.
+pub fn failure(e: ApiError) -> Failure {
+    match e {
+        ApiError::ContextOverflow { current, max, .. } => Failure::ContextOverflow { current, max },
+        ApiError::SessionNotFound { .. } => Failure::SessionNotFound,
+        ApiError::Unauthorized { message } => Failure::Unauthorized(message),
+        ApiError::QuotaExceeded {
+            limit,
+            reset_at,
+            retry_after,
+            ..
+        } => Failure::QuotaExceeded {
+            limit,
+            reset_at: reset_at
+                .and_then(|r| chrono::DateTime::parse_from_rfc3339(&r).ok())
+                .map(|r| r.with_timezone(&Utc))
+                .or_else(|| {
+                    retry_after
+                        .and_then(|d| chrono::Duration::from_std(d).ok())
+                        .map(|d| Utc::now() + d)
+                }),
+        },
+        ApiError::InvalidRequest { message } => Failure::InvalidRequest(message),
+        ApiError::Network(m) => Failure::Network(m),
+        ApiError::Service { code, message, .. } => Failure::Other { code, message },
+        ApiError::Protocol(m) => Failure::Other {
+            code: "protocol".into(),
+            message: m,
+        },
+        ApiError::Config(m) => Failure::Other {
+            code: "config".into(),
+            message: m,
+        },
+    }
+}
+
+pub(super) async fn connect(target: Target, shared: Arc<Shared>, events: EventSender) {
+    let result = match target {
+        Target::Remote(options) => {
+            let endpoint = Endpoint::Remote {
+                base_url: options.base_url.to_string(),
+            };
+            Client::new(options)
+                .map(|c| (c, endpoint))
+                .map_err(|e| e.to_string())
+        }
+        Target::Embedded { data_dir, pace_ms } => {
+            embedded::start(&data_dir, pace_ms, &shared.service).await
+        }
+    };
+    match result {
+        Ok((client, endpoint)) => {
+            // views: the wallet view says how to get a token when there is none.
+            events.send(AppEvent::Wallet(crate::tui::wallet::WalletEvent::Token(
+                crate::tui::wallet::worker::token_status(&client),
+            )));
+            let _ = shared.client.set(client);
+            events.send(AppEvent::Connected(endpoint));
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "cannot connect");
+            events.send(AppEvent::ConnectFailed(e));
+        }
+    }
+}
+
+pub(super) async fn poll_usage(
+    shared: Arc<Shared>,
+    kick: Arc<Notify>,
+    every: Duration,
+    events: EventSender,
+) {
+    let every = every.max(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = kick.notified() => {}
+        }
+        let Some(client) = shared.client.get() else {
+            continue;
+        };
+        let ev = match client.usage().await {
+            Ok(u) => AppEvent::UsageFetched(u),
+            Err(e) => AppEvent::UsageFailed(e.to_string()),
+        };
+        if !events.send(ev) {
+            return;
+        }
+    }
+}
