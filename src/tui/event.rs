@@ -5,7 +5,8 @@ use chrono::{DateTime, Utc};
 use crossterm::event::{KeyEvent, MouseEvent};
 use tokio::sync::mpsc;
 
-use crate::api::{Message, StreamEvent, Usage};
+use crate::api::stream::StreamUpdate;
+use crate::api::{Message, Usage};
 
 /// Everything that can happen to the app.
 #[derive(Debug, Clone)]
@@ -58,7 +59,7 @@ pub enum AppEvent {
     /// Something happened on the open session's stream.
     Stream {
         session_id: String,
-        update: StreamStatus,
+        update: StreamUpdate,
     },
     /// The session's stored history, fetched after a stream outage to settle a reply that
     /// was cut off (`Command::FetchHistory`).
@@ -84,19 +85,6 @@ pub enum AppEvent {
     /// A report for the wallet view (F3): a fetched wallet, recent ids, token status
     /// (`tui::wallet`).
     Wallet(crate::tui::wallet::WalletEvent),
-}
-
-/// What happened on a session's WebSocket stream.
-#[derive(Debug, Clone)]
-pub enum StreamStatus {
-    /// The stream is open; replies will arrive as deltas.
-    Connected,
-    /// One event from the server.
-    Event(StreamEvent),
-    /// The stream dropped; the worker reconnects with backoff.
-    Disconnected(String),
-    /// The server has no stream endpoint (or refuses it): send with plain POSTs instead.
-    Unsupported,
 }
 
 /// What fetching a session's stored history gave.

@@ -1,10 +1,12 @@
 //! Snapshots at 80×24 and 120×40 of every pane, dialog and error state.
 
 use chrono::{DateTime, TimeZone, Utc};
+use convo::api::ApiError;
+use convo::api::stream::StreamUpdate;
 use convo::api::{Message, Role, StreamEvent, Usage};
 use convo::keys::KeyBindings;
 use convo::tui::app::{App, Command, Settings};
-use convo::tui::event::{AppEvent, Endpoint, Failure, SessionSummary, StoredMessage, StreamStatus};
+use convo::tui::event::{AppEvent, Endpoint, Failure, SessionSummary, StoredMessage};
 use convo::tui::view;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
@@ -91,7 +93,7 @@ fn chat(w: u16, h: u16) -> App {
     });
     app.update(AppEvent::Stream {
         session_id: A.into(),
-        update: StreamStatus::Connected,
+        update: StreamUpdate::Connected,
     });
     app.update(AppEvent::UsageFetched(usage(0.4)));
     app
@@ -216,7 +218,7 @@ fn streaming_reply() {
         {
             app.update(AppEvent::Stream {
                 session_id: A.into(),
-                update: StreamStatus::Event(StreamEvent::Delta {
+                update: StreamUpdate::Event(StreamEvent::Delta {
                     session_id: A.into(),
                     message_id: "msg_1".into(),
                     seq: seq as u64,
@@ -415,7 +417,7 @@ fn stopped_and_failed_replies_with_the_stream_down() {
             });
             app.update(AppEvent::Stream {
                 session_id: A.into(),
-                update: StreamStatus::Event(StreamEvent::Delta {
+                update: StreamUpdate::Event(StreamEvent::Delta {
                     session_id: A.into(),
                     message_id: msg_id.into(),
                     seq: 0,
@@ -431,7 +433,7 @@ fn stopped_and_failed_replies_with_the_stream_down() {
             } else {
                 app.update(AppEvent::Stream {
                     session_id: A.into(),
-                    update: StreamStatus::Event(StreamEvent::Error {
+                    update: StreamUpdate::Event(StreamEvent::Error {
                         session_id: A.into(),
                         message_id: msg_id.into(),
                         error: convo::api::ErrorBody::new("internal", "the engine failed"),
@@ -441,7 +443,10 @@ fn stopped_and_failed_replies_with_the_stream_down() {
         }
         app.update(AppEvent::Stream {
             session_id: A.into(),
-            update: StreamStatus::Disconnected("connection reset".into()),
+            update: StreamUpdate::Disconnected {
+                error: ApiError::Network("connection reset".into()),
+                retry_in: None,
+            },
         });
         app
     });
@@ -482,7 +487,7 @@ fn a_reply_cut_off_by_the_stream_reads_interrupted() {
         });
         app.update(AppEvent::Stream {
             session_id: A.into(),
-            update: StreamStatus::Event(StreamEvent::Delta {
+            update: StreamUpdate::Event(StreamEvent::Delta {
                 session_id: A.into(),
                 message_id: "m1".into(),
                 seq: 0,
@@ -491,7 +496,10 @@ fn a_reply_cut_off_by_the_stream_reads_interrupted() {
         });
         app.update(AppEvent::Stream {
             session_id: A.into(),
-            update: StreamStatus::Disconnected("connection reset".into()),
+            update: StreamUpdate::Disconnected {
+                error: ApiError::Network("connection reset".into()),
+                retry_in: None,
+            },
         });
         app
     });
@@ -508,7 +516,7 @@ fn session_titles_from_markdown_messages_are_plain() {
         let sid = app.open.as_ref().unwrap().id.clone();
         app.update(AppEvent::Stream {
             session_id: sid.clone(),
-            update: StreamStatus::Connected,
+            update: StreamUpdate::Connected,
         });
         app.update(AppEvent::Paste(
             "# **Plan** for `v2`:  ship _it_\n\nthe details".into(),

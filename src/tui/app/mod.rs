@@ -15,10 +15,10 @@ use crate::keys::KeyBindings;
 pub use super::command::{Command, StoreOp};
 use super::event::{
     AppEvent, Endpoint, Failure, HistoryFetch, MessageStatus, SessionSummary, StoredMessage,
-    StreamStatus,
 };
 use super::full_view::{FullView, KeyResult};
 use super::view::layout::{self, AppLayout};
+use crate::api::stream::StreamUpdate;
 use crate::render::sanitize::sanitize_owned;
 use crate::render::transcript::{Entry, EntryId, EntryState, Transcript};
 

@@ -260,14 +260,14 @@ impl App {
     pub(super) fn on_stream(
         &mut self,
         session_id: String,
-        update: StreamStatus,
+        update: StreamUpdate,
         out: &mut Vec<Command>,
     ) {
         let Some(open) = self.open.as_mut().filter(|o| o.id == session_id) else {
             return;
         };
         match update {
-            StreamStatus::Connected => {
+            StreamUpdate::Connected => {
                 open.stream = StreamState::Open;
                 // A reply lost with the old connection: the service sends a snapshot of it
                 // if it is still being generated; the stored history says if it finished
@@ -281,12 +281,12 @@ impl App {
                     out.push(Command::FetchHistory { session_id });
                 }
             }
-            StreamStatus::Disconnected(why) => {
-                open.stream = StreamState::Down(why);
+            StreamUpdate::Disconnected { error, .. } => {
+                open.stream = StreamState::Down(error.to_string());
                 open.cut_off_reply();
             }
-            StreamStatus::Unsupported => open.stream = StreamState::Unsupported,
-            StreamStatus::Event(ev) => match ev {
+            StreamUpdate::Unsupported => open.stream = StreamState::Unsupported,
+            StreamUpdate::Event(ev) => match ev {
                 StreamEvent::Delta {
                     message_id,
                     seq,

@@ -5,7 +5,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent,
 use ratatui::layout::Rect;
 
 use super::*;
-use crate::api::{ErrorBody, Message, Role, StreamEvent};
+use crate::api::{ApiError, ErrorBody, Message, Role, StreamEvent};
 use crate::keys::KeyBindings;
 use crate::render::transcript::EntryState;
 use crate::tui::event::*;
@@ -61,7 +61,7 @@ fn app() -> App {
     });
     app.update(AppEvent::Stream {
         session_id: A.into(),
-        update: StreamStatus::Connected,
+        update: StreamUpdate::Connected,
     });
     app
 }
@@ -110,7 +110,7 @@ fn reply(id: &str, content: &str, tokens: u64) -> Message {
 fn delta(id: &str, seq: u64, content: &str) -> AppEvent {
     AppEvent::Stream {
         session_id: A.into(),
-        update: StreamStatus::Event(StreamEvent::Delta {
+        update: StreamUpdate::Event(StreamEvent::Delta {
             session_id: A.into(),
             message_id: id.into(),
             seq,
@@ -189,7 +189,7 @@ fn enter_sends_and_the_streamed_reply_is_assembled() {
     assert_eq!(open(&app).items[1].content, "Hi there");
     let cmds = app.update(AppEvent::Stream {
         session_id: A.into(),
-        update: StreamStatus::Event(StreamEvent::Done {
+        update: StreamUpdate::Event(StreamEvent::Done {
             message: reply("msg_1", "Hi there", 2),
         }),
     });
@@ -210,7 +210,7 @@ fn a_new_session_takes_its_title_from_the_first_message() {
     let id = app.open_id().unwrap().to_string();
     app.update(AppEvent::Stream {
         session_id: id.clone(),
-        update: StreamStatus::Unsupported,
+        update: StreamUpdate::Unsupported,
     });
     type_text(&mut app, "What is Rust?");
     let cmds = app.update(key(KeyCode::Enter));
@@ -713,7 +713,7 @@ fn y_copies_the_selected_reply() {
     });
     app.update(AppEvent::Stream {
         session_id: A.into(),
-        update: StreamStatus::Event(StreamEvent::Done {
+        update: StreamUpdate::Event(StreamEvent::Done {
             message: reply("m", "the answer", 2),
         }),
     });
@@ -773,7 +773,7 @@ fn stream_errors_and_snapshots() {
     app.update(delta("r", 0, "ab"));
     app.update(AppEvent::Stream {
         session_id: A.into(),
-        update: StreamStatus::Event(StreamEvent::Snapshot {
+        update: StreamUpdate::Event(StreamEvent::Snapshot {
             session_id: A.into(),
             message_id: "r".into(),
             seq: 3,
@@ -785,7 +785,7 @@ fn stream_errors_and_snapshots() {
     assert_eq!(open(&app).items[1].content, "abcdefg");
     app.update(AppEvent::Stream {
         session_id: A.into(),
-        update: StreamStatus::Event(StreamEvent::Error {
+        update: StreamUpdate::Event(StreamEvent::Error {
             session_id: A.into(),
             message_id: "r".into(),
             error: ErrorBody::new("internal", "engine failed"),
@@ -804,9 +804,15 @@ fn stream_state_changes_are_tracked() {
     let mut app = app();
     app.update(AppEvent::Stream {
         session_id: A.into(),
-        update: StreamStatus::Disconnected("reset".into()),
+        update: StreamUpdate::Disconnected {
+            error: ApiError::Network("reset".into()),
+            retry_in: None,
+        },
     });
-    assert_eq!(open(&app).stream, StreamState::Down("reset".into()));
+    assert_eq!(
+        open(&app).stream,
+        StreamState::Down("network error: reset".into())
+    );
     type_text(&mut app, "hi");
     let (_, _, body) = sent(&app.update(key(KeyCode::Enter))).unwrap();
     assert_eq!(
@@ -860,7 +866,7 @@ fn server_text_is_sanitised_before_it_reaches_the_screen() {
     ));
     app.update(AppEvent::Stream {
         session_id: A.into(),
-        update: StreamStatus::Event(StreamEvent::Error {
+        update: StreamUpdate::Event(StreamEvent::Error {
             session_id: A.into(),
             message_id: "r".into(),
             error: ErrorBody::new("internal", "bad\u{1b}[2Jthing"),
@@ -889,7 +895,7 @@ fn a_reply_done_before_the_post_answers_is_stored_after_the_message_and_once() {
     app.update(delta("r", 0, "fast reply"));
     let done = AppEvent::Stream {
         session_id: A.into(),
-        update: StreamStatus::Event(StreamEvent::Done {
+        update: StreamUpdate::Event(StreamEvent::Done {
             message: reply("r", "fast reply", 2),
         }),
     };
@@ -1173,7 +1179,7 @@ fn stopping_a_reply_clears_the_error_that_said_one_was_coming() {
     assert!(!app.quit);
 }
 
-fn stream(update: StreamStatus) -> AppEvent {
+fn stream(update: StreamUpdate) -> AppEvent {
     AppEvent::Stream {
         session_id: A.into(),
         update,
@@ -1203,7 +1209,10 @@ fn cut_mid_reply() -> App {
         prompt_tokens: 2,
     });
     app.update(delta("r", 0, "Partial "));
-    let cmds = app.update(stream(StreamStatus::Disconnected("reset".into())));
+    let cmds = app.update(stream(StreamUpdate::Disconnected {
+        error: ApiError::Network("reset".into()),
+        retry_in: None,
+    }));
     assert!(stored_reply(&cmds).is_none(), "not final yet");
     app
 }
@@ -1222,7 +1231,7 @@ fn a_reply_cut_off_by_the_stream_reads_interrupted_and_no_longer_holds_the_compo
 fn after_the_reconnect_the_history_settles_a_cut_off_reply() {
     // Finished meanwhile: the stored reply is adopted whole, and stored once.
     let mut app = cut_mid_reply();
-    let cmds = app.update(stream(StreamStatus::Connected));
+    let cmds = app.update(stream(StreamUpdate::Connected));
     assert!(cmds.contains(&Command::FetchHistory {
         session_id: A.into()
     }));
@@ -1242,7 +1251,7 @@ fn after_the_reconnect_the_history_settles_a_cut_off_reply() {
 
     // Dropped by the service (neither message stored): interrupted for good, stored so.
     let mut app = cut_mid_reply();
-    app.update(stream(StreamStatus::Connected));
+    app.update(stream(StreamUpdate::Connected));
     let cmds = app.update(AppEvent::History {
         session_id: A.into(),
         fetch: HistoryFetch::Messages(vec![]),
@@ -1259,7 +1268,7 @@ fn after_the_reconnect_the_history_settles_a_cut_off_reply() {
 
     // A server without the history endpoint: interrupted, with a note saying why.
     let mut app = cut_mid_reply();
-    app.update(stream(StreamStatus::Connected));
+    app.update(stream(StreamUpdate::Connected));
     let cmds = app.update(AppEvent::History {
         session_id: A.into(),
         fetch: HistoryFetch::Unsupported,
@@ -1279,7 +1288,7 @@ fn after_the_reconnect_the_history_settles_a_cut_off_reply() {
 
     // The fetch failed: nothing is decided; the next reconnect asks again.
     let mut app = cut_mid_reply();
-    app.update(stream(StreamStatus::Connected));
+    app.update(stream(StreamUpdate::Connected));
     let cmds = app.update(AppEvent::History {
         session_id: A.into(),
         fetch: HistoryFetch::Failed("reset".into()),
@@ -1291,7 +1300,7 @@ fn after_the_reconnect_the_history_settles_a_cut_off_reply() {
 #[test]
 fn a_cut_off_reply_still_being_generated_resumes_from_the_snapshot() {
     let mut app = cut_mid_reply();
-    app.update(stream(StreamStatus::Connected));
+    app.update(stream(StreamUpdate::Connected));
     // The message is stored and its reply not yet: it is still coming.
     let mut user = reply("u", "tell me", 2);
     user.role = Role::User;
@@ -1301,7 +1310,7 @@ fn a_cut_off_reply_still_being_generated_resumes_from_the_snapshot() {
     });
     assert!(stored_reply(&cmds).is_none());
     assert!(open(&app).cut_off.is_some());
-    app.update(stream(StreamStatus::Event(StreamEvent::Snapshot {
+    app.update(stream(StreamUpdate::Event(StreamEvent::Snapshot {
         session_id: A.into(),
         message_id: "r".into(),
         seq: 3,
@@ -1311,7 +1320,7 @@ fn a_cut_off_reply_still_being_generated_resumes_from_the_snapshot() {
     assert_eq!(o.items[1].state, EntryState::Streaming);
     assert!(o.pending.is_some() && o.cut_off.is_none() && o.is_streaming());
     app.update(delta("r", 3, "done."));
-    let cmds = app.update(stream(StreamStatus::Event(StreamEvent::Done {
+    let cmds = app.update(stream(StreamUpdate::Event(StreamEvent::Done {
         message: reply("r", "Partial answer, done.", 5),
     })));
     assert_eq!(open(&app).items[1].state, EntryState::Complete);
@@ -1325,11 +1334,11 @@ fn a_cut_off_reply_still_being_generated_resumes_from_the_snapshot() {
 #[test]
 fn a_gap_in_the_deltas_does_not_resume_a_cut_off_reply_but_its_done_does() {
     let mut app = cut_mid_reply();
-    app.update(stream(StreamStatus::Connected));
+    app.update(stream(StreamUpdate::Connected));
     app.update(delta("r", 5, "far ahead"));
     assert_eq!(open(&app).items[1].state, EntryState::Interrupted);
     assert_eq!(open(&app).items[1].content, "Partial ");
-    app.update(stream(StreamStatus::Event(StreamEvent::Done {
+    app.update(stream(StreamUpdate::Event(StreamEvent::Done {
         message: reply("r", "Partial and the rest", 4),
     })));
     assert_eq!(open(&app).items[1].state, EntryState::Complete);
@@ -1351,10 +1360,10 @@ fn a_stopped_reply_is_not_revived_by_the_stream() {
     app.update(ctrl('c'));
     assert_eq!(open(&app).items[1].state, EntryState::Interrupted);
     app.update(delta("r", 1, "more"));
-    app.update(stream(StreamStatus::Event(StreamEvent::Done {
+    app.update(stream(StreamUpdate::Event(StreamEvent::Done {
         message: reply("r", "Partial more", 2),
     })));
-    app.update(stream(StreamStatus::Event(StreamEvent::Error {
+    app.update(stream(StreamUpdate::Event(StreamEvent::Error {
         session_id: A.into(),
         message_id: "r".into(),
         error: ErrorBody::new("internal", "late"),
@@ -1369,11 +1378,14 @@ fn a_stream_lost_before_the_post_answers_leaves_the_reply_to_the_history() {
     type_text(&mut app, "tell me");
     let (_, send_id, _) = sent(&app.update(key(KeyCode::Enter))).unwrap();
     app.update(delta("r", 0, "Part"));
-    app.update(stream(StreamStatus::Disconnected("reset".into())));
+    app.update(stream(StreamUpdate::Disconnected {
+        error: ApiError::Network("reset".into()),
+        retry_in: None,
+    }));
     // The POST is still out: the send stays pending, the reply reads interrupted.
     assert!(open(&app).pending.is_some());
     assert_eq!(open(&app).items[1].state, EntryState::Interrupted);
-    app.update(stream(StreamStatus::Connected));
+    app.update(stream(StreamUpdate::Connected));
     let cmds = app.update(AppEvent::SendAccepted {
         session_id: A.into(),
         send_id,
@@ -1531,7 +1543,7 @@ fn a_cut_off_reply_stays_itself_when_the_transcript_loads_late() {
         sessions: vec![session(A, "first", 1, 20)],
         last_open: Some(A.into()),
     });
-    app.update(stream(StreamStatus::Connected));
+    app.update(stream(StreamUpdate::Connected));
     type_text(&mut app, "late");
     let (_, send_id, _) = sent(&app.update(key(KeyCode::Enter))).unwrap();
     app.update(AppEvent::SendAccepted {
@@ -1541,7 +1553,10 @@ fn a_cut_off_reply_stays_itself_when_the_transcript_loads_late() {
         prompt_tokens: 1,
     });
     app.update(delta("r", 0, "Part"));
-    app.update(stream(StreamStatus::Disconnected("reset".into())));
+    app.update(stream(StreamUpdate::Disconnected {
+        error: ApiError::Network("reset".into()),
+        retry_in: None,
+    }));
     app.update(AppEvent::TranscriptLoaded {
         session_id: A.into(),
         messages: vec![
@@ -1552,7 +1567,7 @@ fn a_cut_off_reply_stays_itself_when_the_transcript_loads_late() {
         rendered: None,
     });
     assert_eq!(open(&app).cut_off.as_ref().unwrap().reply_item, 3);
-    app.update(stream(StreamStatus::Connected));
+    app.update(stream(StreamUpdate::Connected));
     app.update(AppEvent::History {
         session_id: A.into(),
         fetch: HistoryFetch::Messages(vec![reply("r", "Part and whole", 3)]),

@@ -12,10 +12,10 @@ use super::{Shared, Target, Workers};
 use crate::api::SendMessage;
 use crate::api::client::Client;
 use crate::api::error::ApiError;
-use crate::api::stream::{SessionStream, StreamUpdate};
+use crate::api::stream::SessionStream;
 use crate::store;
 use crate::tui::embedded;
-use crate::tui::event::{AppEvent, Endpoint, EventSender, Failure, HistoryFetch, StreamStatus};
+use crate::tui::event::{AppEvent, Endpoint, EventSender, Failure, HistoryFetch};
 
 impl Workers {
     /// POSTs a message; the answer (or why not) comes back as `SendAccepted`/`SendFailed`.
@@ -123,14 +123,6 @@ impl Workers {
         let events = self.events.clone();
         let task = tokio::spawn(async move {
             while let Some(update) = rx.recv().await {
-                let update = match update {
-                    StreamUpdate::Event(ev) => StreamStatus::Event(ev),
-                    StreamUpdate::Connected => StreamStatus::Connected,
-                    StreamUpdate::Disconnected { error, .. } => {
-                        StreamStatus::Disconnected(error.to_string())
-                    }
-                    StreamUpdate::Unsupported => StreamStatus::Unsupported,
-                };
                 if !events.send(AppEvent::Stream {
                     session_id: session_id.clone(),
                     update,
