@@ -21,11 +21,11 @@ pub struct Cli {
     #[command(flatten)]
     pub global: crate::config::GlobalArgs,
     #[command(subcommand)]
-    pub command: Option<Command>,
+    pub command: Option<CliCommand>,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub enum CliCommand {
     /// Run the local Conversational Session Service.
     Serve(crate::service::cli::ServeArgs),
     /// Mint an HS256 JWT for the wallet endpoint of a local service.
@@ -64,15 +64,15 @@ pub fn main() -> ExitCode {
     runtime.block_on(async move {
         match cli.command {
             None => crate::tui::run(global).await,
-            Some(Command::Serve(args)) => crate::service::cli::serve(args).await,
-            Some(Command::Token(args)) => crate::service::cli::token(args),
-            Some(Command::Send(args)) => crate::commands::send::run(args, global).await,
-            Some(Command::Delete(args)) => crate::commands::delete::run(args, global).await,
-            Some(Command::Usage(args)) => crate::commands::usage::run(args, global).await,
-            Some(Command::Metrics(args)) => crate::commands::metrics::run(args, global).await,
-            Some(Command::Wallet(args)) => crate::commands::wallet::run(args, global).await,
-            Some(Command::Sessions(args)) => crate::commands::sessions::run(args, global).await,
-            Some(Command::Config(args)) => crate::commands::config_cmd::run(args, global).await,
+            Some(CliCommand::Serve(args)) => crate::service::cli::serve(args).await,
+            Some(CliCommand::Token(args)) => crate::service::cli::token(args),
+            Some(CliCommand::Send(args)) => crate::commands::send::run(args, global).await,
+            Some(CliCommand::Delete(args)) => crate::commands::delete::run(args, global).await,
+            Some(CliCommand::Usage(args)) => crate::commands::usage::run(args, global).await,
+            Some(CliCommand::Metrics(args)) => crate::commands::metrics::run(args, global).await,
+            Some(CliCommand::Wallet(args)) => crate::commands::wallet::run(args, global).await,
+            Some(CliCommand::Sessions(args)) => crate::commands::sessions::run(args, global).await,
+            Some(CliCommand::Config(args)) => crate::commands::config_cmd::run(args, global).await,
         }
     })
 }

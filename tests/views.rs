@@ -10,6 +10,8 @@ mod snapshots;
 mod app;
 #[path = "views/cli.rs"]
 mod cli;
+#[path = "views/fixture.rs"]
+mod fixture;
 #[allow(dead_code)]
 #[path = "pty/harness.rs"]
 mod harness;

@@ -1,34 +1,16 @@
 //! The views driven through `App::update`: how they are reached, and the keys, pastes and
 //! mouse events they take.
 
-use chrono::{TimeZone, Utc};
-use convo::keys::KeyBindings;
-use convo::tui::app::{App, Command, Settings, View};
-use convo::tui::event::{AppEvent, Endpoint};
+use convo::tui::app::{App, Command, View};
+use convo::tui::event::AppEvent;
 use convo::tui::metrics::{MetricsRequest, RangeChoice, RangePreset};
 use convo::tui::wallet::{WalletRequest, WalletSection};
-use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, MouseEventKind};
-use ratatui::layout::Rect;
+use crossterm::event::{KeyCode, KeyModifiers, MouseEvent, MouseEventKind};
 
-fn key(code: KeyCode) -> AppEvent {
-    AppEvent::Key(KeyEvent::new(code, KeyModifiers::NONE))
-}
+use crate::fixture::key;
 
 fn app() -> App {
-    let mut app = App::new(
-        KeyBindings::default(),
-        Settings::default(),
-        Rect::new(0, 0, 80, 24),
-        Utc.with_ymd_and_hms(2026, 11, 22, 12, 34, 0).unwrap(),
-    );
-    app.update(AppEvent::Connected(Endpoint::Embedded {
-        addr: "127.0.0.1:40000".into(),
-    }));
-    app.update(AppEvent::StoreLoaded {
-        sessions: vec![],
-        last_open: None,
-    });
-    app
+    crate::fixture::app(80, 24)
 }
 
 fn type_line(app: &mut App, text: &str) -> Vec<Command> {

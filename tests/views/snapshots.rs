@@ -1,42 +1,16 @@
 //! Snapshots of the metrics and wallet views: loaded, loading, empty, error and narrow.
 
-use chrono::{DateTime, TimeZone, Utc};
 use convo::api::{Metrics, Wallet};
-use convo::keys::KeyBindings;
-use convo::tui::app::{App, Command, Settings, View};
-use convo::tui::event::{AppEvent, Endpoint};
+use convo::tui::app::{App, Command, View};
+use convo::tui::event::AppEvent;
 use convo::tui::metrics::{LoadPlan, MetricsEvent, MetricsRequest, Query};
 use convo::tui::view;
 use convo::tui::wallet::{TokenStatus, WalletEvent, WalletFailure, WalletRequest};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
-use ratatui::layout::Rect;
 
-fn t0() -> DateTime<Utc> {
-    Utc.with_ymd_and_hms(2026, 11, 22, 12, 34, 0).unwrap()
-}
-
-fn key(code: KeyCode) -> AppEvent {
-    AppEvent::Key(KeyEvent::new(code, KeyModifiers::NONE))
-}
-
-fn app(w: u16, h: u16) -> App {
-    let mut app = App::new(
-        KeyBindings::default(),
-        Settings::default(),
-        Rect::new(0, 0, w, h),
-        t0(),
-    );
-    app.update(AppEvent::Connected(Endpoint::Embedded {
-        addr: "127.0.0.1:40000".into(),
-    }));
-    app.update(AppEvent::StoreLoaded {
-        sessions: vec![],
-        last_open: None,
-    });
-    app
-}
+use crate::fixture::{app, key};
 
 fn render(app: &App) -> String {
     let backend = TestBackend::new(app.size.width, app.size.height);
