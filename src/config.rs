@@ -1,4 +1,4 @@
-//! Layered configuration (DESIGN.md §2), lowest to highest precedence: built-in defaults
+//! Layered configuration (docs/design.md, "Configuration"), lowest to highest precedence: built-in defaults
 //! (`assets/config.toml`), the config file (platform config dir, or `--config`/`CONVO_CONFIG`),
 //! environment variables, then flags. Environment and flags are merged by clap (`GlobalArgs`).
 //!

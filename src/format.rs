@@ -1,5 +1,7 @@
-//! How numbers, money, durations and risk scores read on screen and in `convo`'s tables:
+//! How numbers, money, times, durations and risk scores read on screen and in `convo`'s tables:
 //! shared by the TUI's views and the client subcommands, so both print them alike.
+
+use chrono::{DateTime, Utc};
 
 /// A number with thousands separators: 1234567 → 1,234,567.
 pub fn group_digits(n: u64) -> String {
@@ -111,9 +113,54 @@ impl RiskBand {
     }
 }
 
+/// "just now", "5m ago", "3h ago", "2d ago", or the date.
+pub fn relative(now: DateTime<Utc>, then: DateTime<Utc>) -> String {
+    let secs = (now - then).num_seconds();
+    match secs {
+        s if s < 60 => "just now".to_string(),
+        s if s < 3600 => format!("{}m ago", s / 60),
+        s if s < 86_400 => format!("{}h ago", s / 3600),
+        s if s < 7 * 86_400 => format!("{}d ago", s / 86_400),
+        _ => then.format("%Y-%m-%d").to_string(),
+    }
+}
+
+/// "in 3d 4h", "in 12m", "now".
+pub fn time_until(now: DateTime<Utc>, then: DateTime<Utc>) -> String {
+    let secs = (then - now).num_seconds();
+    if secs <= 0 {
+        return "now".to_string();
+    }
+    let (d, h, m) = (secs / 86_400, (secs % 86_400) / 3600, (secs % 3600) / 60);
+    if d > 0 {
+        format!("in {d}d {h}h")
+    } else if h > 0 {
+        format!("in {h}h {m}m")
+    } else {
+        format!("in {}m", m.max(1))
+    }
+}
+
+/// 950, 1.2k, 3.4M.
+pub fn count(n: u64) -> String {
+    match n {
+        n if n < 1_000 => n.to_string(),
+        n if n < 1_000_000 => trim(format!("{:.1}k", n as f64 / 1_000.0)),
+        n if n < 1_000_000_000 => trim(format!("{:.1}M", n as f64 / 1_000_000.0)),
+        n => trim(format!("{:.1}G", n as f64 / 1_000_000_000.0)),
+    }
+}
+
+fn trim(s: String) -> String {
+    s.replace(".0k", "k")
+        .replace(".0M", "M")
+        .replace(".0G", "G")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use chrono::TimeZone;
 
     #[test]
     fn digits_are_grouped_by_thousands() {
@@ -167,5 +214,22 @@ mod tests {
         assert_eq!(RiskBand::of(69.9), RiskBand::Medium);
         assert_eq!(RiskBand::of(70.0), RiskBand::High);
         assert_eq!(RiskBand::of(250.0), RiskBand::High);
+    }
+
+    #[test]
+    fn formats_counts_and_times() {
+        assert_eq!(count(950), "950");
+        assert_eq!(count(1_000), "1k");
+        assert_eq!(count(1_250), "1.2k");
+        assert_eq!(count(10_000_000), "10M");
+        let now = Utc.with_ymd_and_hms(2026, 11, 22, 12, 0, 0).unwrap();
+        assert_eq!(relative(now, now), "just now");
+        assert_eq!(relative(now, now - chrono::Duration::minutes(5)), "5m ago");
+        assert_eq!(relative(now, now - chrono::Duration::hours(3)), "3h ago");
+        assert_eq!(
+            time_until(now, now + chrono::Duration::hours(50)),
+            "in 2d 2h"
+        );
+        assert_eq!(time_until(now, now - chrono::Duration::hours(1)), "now");
     }
 }

@@ -1,5 +1,5 @@
 //! Errors of the client, typed by the service's `error.code` (never by HTTP status alone,
-//! DESIGN.md §4.3), with network and protocol failures kept apart.
+//! docs/design.md, "Against other servers"), with network and protocol failures kept apart.
 
 use std::time::Duration;
 
@@ -135,7 +135,7 @@ impl ApiError {
         matches!(self, ApiError::Network(_))
     }
 
-    /// The process exit code for this error (DESIGN.md §2): 1 service error, 2 usage or
+    /// The process exit code for this error (docs/design.md, "Exit codes"): 1 service error, 2 usage or
     /// configuration error, 3 network error.
     pub fn exit_code(&self) -> u8 {
         match self {

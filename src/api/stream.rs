@@ -1,4 +1,4 @@
-//! The stream client: a task holding `GET /v1/sessions/{id}/stream` (DESIGN.md §4.2) open,
+//! The stream client: a task holding `GET /v1/sessions/{id}/stream` (docs/design.md, "Streaming") open,
 //! yielding typed events, pinging, reconnecting with capped backoff, dropping duplicate
 //! deltas; and [`send_streaming`], which sends one message and follows its reply, falling
 //! back to a plain POST against servers without the stream endpoint (§4.3).
@@ -46,7 +46,7 @@ pub enum StreamUpdate {
     Unsupported,
 }
 
-/// Timings of the stream task. The defaults follow DESIGN.md §4.2.
+/// Timings of the stream task. The defaults follow docs/design.md, "Streaming".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StreamTiming {
     pub ping_interval: Duration,

@@ -1,6 +1,6 @@
 //! Wire types of the Conversational Session Service, shared by the client (`api::Client`)
-//! and the local service (`service`). Field names follow `SERVICE-INTERFACE.md`; decisions
-//! where the interface is silent follow `DESIGN.md` §4. Unknown fields are ignored on input.
+//! and the local service (`service`). Field names follow the interface; decisions
+//! where it is silent follow docs/design.md. Unknown fields are ignored on input.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -141,7 +141,7 @@ pub struct MetricsPeriod {
 pub struct SessionMetrics {
     pub total: u64,
     pub active: u64,
-    /// Seconds (DESIGN.md §4.1).
+    /// Seconds (docs/design.md, "Metrics").
     pub average_duration: f64,
 }
 
@@ -270,7 +270,7 @@ impl ErrorBody {
     }
 }
 
-/// One WebSocket text frame on `GET /v1/sessions/{sessionId}/stream` (DESIGN.md §4.2).
+/// One WebSocket text frame on `GET /v1/sessions/{sessionId}/stream` (docs/design.md, "Streaming").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum StreamEvent {

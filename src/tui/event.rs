@@ -190,7 +190,7 @@ impl Failure {
                 match reset_at {
                     Some(at) => format!(
                         "quota exceeded ({what}): resets {} ({})",
-                        crate::tui::view::theme::time_until(now, *at),
+                        crate::format::time_until(now, *at),
                         at.format("%Y-%m-%d %H:%M UTC")
                     ),
                     None => format!("quota exceeded ({what})"),

@@ -14,17 +14,7 @@ use ratatui::layout::Rect;
 use super::command::Command;
 use crate::keys::KeyBindings;
 
-/// What a key did to a view.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KeyResult {
-    Consumed,
-    /// The view has no use for the key; the app may (help, the other view's key).
-    NotConsumed,
-    /// Leave the view (Esc).
-    Back,
-    /// Quit the app.
-    Quit,
-}
+pub use super::key_result::KeyResult;
 
 /// A section of the help overlay: its title, then (keys, what they do).
 pub type HelpSection = (String, Vec<(String, String)>);

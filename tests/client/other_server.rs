@@ -1,4 +1,4 @@
-//! The client against deliberately different servers (DESIGN.md §4.3): each test serves
+//! The client against deliberately different servers (docs/design.md, "Against other servers"): each test serves
 //! one behaviour the local service does not have, and checks the client copes.
 
 use std::sync::{Arc, Mutex};

@@ -247,7 +247,7 @@ impl App {
         let k = &self.keys;
         match overlay {
             Overlay::Help { scroll } => {
-                let max = crate::tui::view::help::max_scroll(&self.keys, self.size);
+                let max = crate::tui::help::max_scroll(&self.keys, self.size);
                 let page = self.size.height.saturating_sub(4).max(1);
                 let step = if k.scroll_down.matches(&key) || k.scroll_up.matches(&key) {
                     page

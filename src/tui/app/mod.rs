@@ -17,7 +17,7 @@ use super::event::{
     AppEvent, Endpoint, Failure, HistoryFetch, MessageStatus, SessionSummary, StoredMessage,
 };
 use super::full_view::{FullView, KeyResult};
-use super::view::layout::{self, AppLayout};
+use super::layout::{self, AppLayout};
 use crate::api::stream::StreamUpdate;
 use crate::render::sanitize::sanitize_owned;
 use crate::render::transcript::{Entry, EntryId, EntryState, Transcript};
@@ -31,12 +31,12 @@ mod state;
 #[cfg(test)]
 mod tests;
 
+pub use crate::tui::slash::SlashCommand;
 pub use open_session::{OpenSession, render_stored};
 use open_session::{header_for, reply_slot, stored, stored_state};
-pub use slash::SlashCommand;
 pub use state::*;
 
-/// Maximum length of a message's content, in characters (SERVICE-INTERFACE.md, Limits).
+/// Maximum length of a message's content, in characters (docs/design.md, "Limits").
 pub const MAX_CONTENT_CHARS: usize = 10_000;
 /// Title of a session before its first message.
 pub const NEW_SESSION_TITLE: &str = "New session";

@@ -1,74 +1,10 @@
-//! The composer's slash commands: one list ([`SlashCommand::LIST`]) that parsing, the help
-//! overlay and the "unknown command" notice all read.
+//! What the composer's slash commands do to the app ([`SlashCommand`] parses them).
 
 use super::*;
-
-/// A line typed in the composer that starts with one `/` (`//` sends a literal `/`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SlashCommand {
-    /// `/new [TEXT]`: a new session, TEXT as its draft.
-    New(String),
-    /// `/delete`: delete the open session (after a confirmation).
-    Delete,
-    /// `/system TEXT`: send TEXT with the system role (empty: a usage notice).
-    System(String),
-    /// `/meta JSON`: metadata for the next message (empty: clear it).
-    Meta(String),
-    Metrics,
-    /// `/wallet [ID]`: the wallet view, fetching ID if given.
-    Wallet(Option<String>),
-    Help,
-    /// `/quit` or `/q`.
-    Quit,
-}
+use crate::tui::slash::SlashCommand;
 
 /// `/meta` with JSON that is not an object.
 const META_NEEDS_OBJECT: &str = "/meta needs a JSON object, like /meta {\"topic\":\"rust\"}";
-
-impl SlashCommand {
-    /// Every command as the help shows it: (usage, what it does).
-    pub const LIST: &[(&str, &str)] = &[
-        ("/new [TEXT]", "new session, TEXT as draft"),
-        ("/delete", "delete this session"),
-        ("/system TEXT", "send TEXT as system"),
-        ("/meta JSON", "metadata, next message"),
-        ("/metrics", "metrics view (F2)"),
-        ("/wallet [ID]", "wallet view (F3)"),
-        ("/help", "this help"),
-        ("/quit", "quit"),
-    ];
-
-    /// The command in `text` (already trimmed): `None` when it is a message (no leading `/`,
-    /// or `//`), `Some(Err(name))` for an unknown command.
-    pub fn parse(text: &str) -> Option<Result<SlashCommand, String>> {
-        let cmd = text.strip_prefix('/').filter(|c| !c.starts_with('/'))?;
-        let (name, arg) = cmd.split_once(char::is_whitespace).unwrap_or((cmd, ""));
-        let arg = arg.trim().to_string();
-        Some(Ok(match name {
-            "new" => SlashCommand::New(arg),
-            "delete" => SlashCommand::Delete,
-            "system" => SlashCommand::System(arg),
-            "meta" => SlashCommand::Meta(arg),
-            "metrics" => SlashCommand::Metrics,
-            "wallet" => SlashCommand::Wallet((!arg.is_empty()).then_some(arg)),
-            "help" => SlashCommand::Help,
-            "quit" | "q" => SlashCommand::Quit,
-            other => return Some(Err(other.to_string())),
-        }))
-    }
-
-    /// The notice for an unknown command `/name`, listing the known ones.
-    pub fn unknown(name: &str) -> String {
-        let names: Vec<&str> = Self::LIST
-            .iter()
-            .map(|(usage, _)| usage.split(' ').next().unwrap_or(usage))
-            .collect();
-        format!(
-            "unknown command /{name}: try {} (// sends a literal /)",
-            names.join(", ")
-        )
-    }
-}
 
 impl App {
     /// Enter in the composer: a slash command or a message.
@@ -145,36 +81,5 @@ impl App {
                 self.quit(out);
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn commands_parse_with_their_arguments() {
-        let p = |s| SlashCommand::parse(s);
-        assert_eq!(p("hello"), None);
-        assert_eq!(p("//not a command"), None);
-        assert_eq!(
-            p("/new  a draft "),
-            Some(Ok(SlashCommand::New("a draft".into())))
-        );
-        assert_eq!(p("/wallet"), Some(Ok(SlashCommand::Wallet(None))));
-        assert_eq!(
-            p("/wallet w1"),
-            Some(Ok(SlashCommand::Wallet(Some("w1".into()))))
-        );
-        assert_eq!(p("/q"), Some(Ok(SlashCommand::Quit)));
-        assert_eq!(p("/nope x"), Some(Err("nope".into())));
-    }
-
-    #[test]
-    fn the_unknown_notice_lists_every_command() {
-        assert_eq!(
-            SlashCommand::unknown("x"),
-            "unknown command /x: try /new, /delete, /system, /meta, /metrics, /wallet, /help, /quit (// sends a literal /)"
-        );
     }
 }

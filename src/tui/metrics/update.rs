@@ -10,7 +10,7 @@ use super::{
 use crate::api::Granularity;
 use crate::keys::KeyBindings;
 use crate::series::buckets::{self, MAX_BUCKETS, RangeError, RangePreset};
-use crate::tui::full_view::KeyResult;
+use crate::tui::key_result::KeyResult;
 
 const GRANULARITIES: [Granularity; 4] = [
     Granularity::Hour,

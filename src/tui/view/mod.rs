@@ -3,7 +3,6 @@
 pub mod composer;
 pub mod dialog;
 pub mod help;
-pub mod layout;
 pub mod metrics;
 pub mod sessions;
 pub mod status;
@@ -54,17 +53,7 @@ pub fn draw(frame: &mut Frame, app: &App) {
     }
 }
 
-/// A rectangle of at most `w`×`h` centred in `area`.
-pub fn centered(area: Rect, w: u16, h: u16) -> Rect {
-    let w = w.min(area.width);
-    let h = h.min(area.height);
-    Rect::new(
-        area.x + (area.width - w) / 2,
-        area.y + (area.height - h) / 2,
-        w,
-        h,
-    )
-}
+pub use crate::tui::layout::centered;
 
 /// Cuts `s` to `width` columns, with an ellipsis when cut.
 pub fn truncate(s: &str, width: usize) -> String {

@@ -5,9 +5,10 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Widget};
 
-use super::layout::{SESSION_ROW_HEIGHT, first_visible_session};
 use super::{theme, truncate};
+use crate::format;
 use crate::tui::app::{App, Focus};
+use crate::tui::layout::{SESSION_ROW_HEIGHT, first_visible_session};
 
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let focused = app.focus == Focus::Sessions;
@@ -75,8 +76,8 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
                     truncate(
                         &format!(
                             "  {} · {} tok",
-                            theme::relative(app.now, s.last_activity),
-                            theme::count(s.tokens)
+                            format::relative(app.now, s.last_activity),
+                            format::count(s.tokens)
                         ),
                         width,
                     ),

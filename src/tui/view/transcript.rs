@@ -6,6 +6,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Widget, Wrap};
 
 use super::{theme, truncate};
+use crate::format;
 use crate::tui::app::{App, Connection, Focus, StreamState};
 
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
@@ -50,8 +51,8 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             Span::styled(
                 format!(
                     " {}/{} {:.0}% ",
-                    theme::count(used),
-                    theme::count(o.context_max),
+                    format::count(used),
+                    format::count(o.context_max),
                     pct
                 ),
                 theme::gauge(pct),

@@ -8,9 +8,10 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Widget, Wrap};
 
-use super::layout::AppLayout;
 use super::{theme, truncate};
+use crate::format;
 use crate::tui::app::App;
+use crate::tui::layout::AppLayout;
 
 /// One gauge's numbers.
 #[derive(Debug, Clone, Copy)]
@@ -39,8 +40,8 @@ fn gauge_spans(label: &str, g: UsageGauge, bar_width: usize, stale: bool) -> Vec
         Span::styled(
             format!(
                 " {}/{} {:.0}%",
-                theme::count(g.used),
-                theme::count(g.limit),
+                format::count(g.used),
+                format::count(g.limit),
                 g.percent
             ),
             style,
@@ -89,7 +90,7 @@ fn freshness(app: &App) -> Span<'static> {
     match (&app.usage.error, app.usage.fetched_at) {
         (Some(e), _) => Span::styled(format!("STALE: {e}"), theme::error()),
         (None, Some(at)) => Span::styled(
-            format!("updated {}", theme::relative(app.now, at)),
+            format!("updated {}", format::relative(app.now, at)),
             theme::dim(),
         ),
         (None, None) => Span::styled("waiting for usage…", theme::dim()),
@@ -129,8 +130,8 @@ fn column(app: &App, area: Rect, buf: &mut Buffer) {
                 format!(
                     "{} {}/{} {:.1}%",
                     label.trim(),
-                    theme::count(g.used),
-                    theme::count(g.limit),
+                    format::count(g.used),
+                    format::count(g.limit),
                     g.percent
                 ),
                 if stale {
@@ -150,7 +151,7 @@ fn column(app: &App, area: Rect, buf: &mut Buffer) {
         }
         if let Some(end) = period_end(app) {
             lines.push(Line::from(Span::styled(
-                format!("period ends {}", theme::time_until(app.now, end)),
+                format!("period ends {}", format::time_until(app.now, end)),
                 theme::dim(),
             )));
         }
@@ -177,8 +178,8 @@ fn band(app: &App, area: Rect, buf: &mut Buffer) {
                 let short = &label[..3];
                 let numbers = format!(
                     " {}/{} {:.0}%",
-                    theme::count(g.used),
-                    theme::count(g.limit),
+                    format::count(g.used),
+                    format::count(g.limit),
                     g.percent
                 );
                 let bar_w = cell
@@ -208,7 +209,7 @@ fn band(app: &App, area: Rect, buf: &mut Buffer) {
         ));
         if let Some(end) = period_end(app) {
             spans.push(Span::styled(
-                format!("· period ends {} ", theme::time_until(app.now, end)),
+                format!("· period ends {} ", format::time_until(app.now, end)),
                 theme::dim(),
             ));
         }

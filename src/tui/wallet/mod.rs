@@ -156,6 +156,22 @@ pub enum WalletEvent {
     Token(TokenStatus),
 }
 
+/// Longest wallet id accepted at the prompt.
+pub const MAX_ID_CHARS: usize = 128;
+/// Checks a wallet id as typed: not empty, not too long, no spaces or control characters.
+pub fn validate_id(id: &str) -> Result<(), String> {
+    if id.is_empty() {
+        return Err("type a wallet id".to_string());
+    }
+    if id.chars().count() > MAX_ID_CHARS {
+        return Err(format!("a wallet id has at most {MAX_ID_CHARS} characters"));
+    }
+    if id.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("a wallet id has no spaces or control characters".to_string());
+    }
+    Ok(())
+}
+
 /// The wallet ids of the embedded local service (`assets/wallets.json`), offered as
 /// suggestions when connected to it.
 pub fn embedded_wallet_ids() -> Vec<String> {

@@ -33,7 +33,7 @@ pub fn load(path: &Path) -> io::Result<Vec<String>> {
         serde_json::from_str(&text).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
     let mut out = Vec::new();
     for id in ids {
-        if super::update::validate_id(&id).is_ok() && !out.contains(&id) {
+        if super::validate_id(&id).is_ok() && !out.contains(&id) {
             out.push(id);
         }
     }

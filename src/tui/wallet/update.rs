@@ -2,31 +2,16 @@
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
+use super::{MAX_ID_CHARS, validate_id};
 use super::{
     TokenStatus, WalletEvent, WalletFailure, WalletLoad, WalletRequest, WalletSection, WalletState,
     recent,
 };
 use crate::keys::KeyBindings;
-use crate::tui::full_view::KeyResult;
+use crate::tui::key_result::KeyResult;
 
-/// Longest wallet id accepted at the prompt.
-pub const MAX_ID_CHARS: usize = 128;
 /// Rows a page key scrolls a table.
 const PAGE: usize = 10;
-
-/// Checks a wallet id as typed: not empty, not too long, no spaces or control characters.
-pub fn validate_id(id: &str) -> Result<(), String> {
-    if id.is_empty() {
-        return Err("type a wallet id".to_string());
-    }
-    if id.chars().count() > MAX_ID_CHARS {
-        return Err(format!("a wallet id has at most {MAX_ID_CHARS} characters"));
-    }
-    if id.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err("a wallet id has no spaces or control characters".to_string());
-    }
-    Ok(())
-}
 
 impl WalletState {
     /// F3 (no id) or `/wallet ID`: the view is shown, fetching `wallet_id` if given. The ids of

@@ -77,6 +77,18 @@ pub fn first_visible_session(cursor: usize, height: u16) -> usize {
     (cursor + 1).saturating_sub(rows)
 }
 
+/// A rectangle of at most `w`×`h` centred in `area`.
+pub fn centered(area: Rect, w: u16, h: u16) -> Rect {
+    let w = w.min(area.width);
+    let h = h.min(area.height);
+    Rect::new(
+        area.x + (area.width - w) / 2,
+        area.y + (area.height - h) / 2,
+        w,
+        h,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
