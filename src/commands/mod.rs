@@ -8,7 +8,7 @@ pub mod config_cmd;
 pub mod delete;
 pub mod metrics;
 pub mod send;
-/// views: the metrics series and wallet sections, shared with the TUI views.
+/// The metrics series and wallet sections, built like the TUI's views.
 pub mod series;
 pub mod sessions;
 pub mod usage;

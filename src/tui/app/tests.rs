@@ -837,7 +837,6 @@ fn resize_and_clock_and_connect_failure() {
 
 #[test]
 fn f2_and_f3_open_the_views_and_esc_comes_back() {
-    // views: replaced the "coming later" notice test when the views landed.
     let mut app = app();
     let out = app.update(key(KeyCode::F(2)));
     assert_eq!(app.view, crate::tui::app::View::Metrics);

@@ -64,7 +64,7 @@ pub struct Workers {
     tasks: Vec<JoinHandle<()>>,
     /// Text for the terminal's clipboard (OSC 52), written by the loop that owns the terminal.
     pub clipboard: Vec<String>,
-    /// views: the metrics view's load in flight and the wallet view's fetches.
+    /// The metrics view's load in flight and the wallet view's fetches.
     metrics: crate::tui::metrics::worker::MetricsWorker,
     wallet: crate::tui::wallet::worker::WalletWorker,
 }
@@ -89,7 +89,7 @@ impl Workers {
             tokio::spawn(clock(events.clone())),
         ];
         let store_jobs = spawn_store(config.store_file.clone(), events.clone());
-        // views: recent wallet ids live beside the store.
+        // Recent wallet ids live beside the store.
         let wallet = crate::tui::wallet::worker::WalletWorker::new(
             config
                 .store_file
@@ -146,7 +146,7 @@ impl Workers {
             }
             Command::RefreshUsage => self.usage_kick.notify_one(),
             Command::CopyToClipboard(text) => self.clipboard.push(text),
-            // views: the metrics and wallet views' work goes to their own workers.
+            // The metrics and wallet views' work goes to their own workers.
             Command::Metrics(request) => {
                 let tx = self.events.clone();
                 let sink = move |ev| {

@@ -195,7 +195,7 @@ pub(super) async fn connect(target: Target, shared: Arc<Shared>, events: EventSe
     };
     match result {
         Ok((client, endpoint)) => {
-            // views: the wallet view says how to get a token when there is none.
+            // The wallet view says how to get a token when there is none.
             events.send(AppEvent::Wallet(crate::tui::wallet::WalletEvent::Token(
                 crate::tui::wallet::worker::token_status(&client),
             )));
