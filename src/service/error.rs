@@ -16,6 +16,8 @@ pub enum ServiceError {
     },
     #[error("database: {0}")]
     Database(#[from] rusqlite::Error),
+    #[error("database: {0}")]
+    Store(#[from] StoreError),
     #[error("invalid configuration: {0}")]
     Config(String),
     #[error("internal: {0}")]
@@ -126,6 +128,12 @@ impl IntoResponse for ApiError {
 pub enum StoreError {
     #[error(transparent)]
     Sqlite(#[from] rusqlite::Error),
+    #[error("postgres: {0}")]
+    Postgres(#[from] tokio_postgres::Error),
+    #[error("postgres connection pool: {0}")]
+    Pool(#[from] deadpool_postgres::PoolError),
+    #[error("database configuration: {0}")]
+    Config(String),
     #[error("database task failed: {0}")]
     Join(String),
     #[error("corrupt stored data: {0}")]

@@ -37,12 +37,12 @@ use tokio::task::JoinSet;
 pub use config::{DbLocation, EngineConfig, ServiceConfig, Tier};
 pub use error::ServiceError;
 pub use ids::generate_api_key;
-use store::Store;
 use store::accounts::Account;
+use store::{Db, Storage};
 
 /// Shared state of a running service.
 pub(crate) struct AppState {
-    pub store: Store,
+    pub store: Db,
     /// Accounts by SHA-256 of their key.
     pub accounts: HashMap<String, Account>,
     pub jwt_secret: String,
@@ -180,14 +180,8 @@ pub async fn start(
 
     let db = config.db.clone();
     let keys = config.api_keys.clone();
-    let (store, accounts) = tokio::task::spawn_blocking(move || {
-        let store = Store::open(&db)?;
-        let accounts = store.blocking(|c| store::accounts::ensure_keys(c, &keys, time::now_ms()));
-        Ok::<_, ServiceError>((store, accounts))
-    })
-    .await
-    .map_err(|e| ServiceError::Internal(e.to_string()))??;
-    let accounts = accounts.map_err(|e| ServiceError::Internal(e.to_string()))?;
+    let store = Db::open(&db).await?;
+    let accounts = store.ensure_keys(keys, time::now_ms()).await?;
     // Ready token counting in the background; the first count waits for it if needed.
     if config.warm_token_counter {
         tokio::task::spawn_blocking(tokens::warm);
@@ -214,7 +208,7 @@ pub async fn start(
             })
             .await
     });
-    tracing::info!(addr = %local, engine = state.engine.name(), "service listening");
+    tracing::info!(addr = %local, engine = state.engine.name(), db = state.store.kind(), "service listening");
     Ok(RunningService {
         addr: local,
         api_key: config.api_keys[0].0.clone(),

@@ -1,0 +1,110 @@
+//! The PostgreSQL schema, versioned like SQLite's (`schema_version` instead of
+//! `PRAGMA user_version`). Replicas starting at the same moment migrate once: the migrations
+//! run in one transaction that first takes a transaction-level advisory lock, so a second
+//! replica waits, then finds the version current and does nothing.
+
+use deadpool_postgres::Client;
+
+use crate::service::error::StoreError;
+
+/// Key of the advisory lock taken by migrations and by `ensure_keys` ("convo" in ASCII).
+pub const SCHEMA_LOCK: i64 = 0x636f_6e76_6f;
+
+/// Migration N (1-based) is `MIGRATIONS[N - 1]`. Never edit one that has shipped; append.
+const MIGRATIONS: &[&str] = &[
+    // 1: the schema of SQLite's migration 4, with the totals kept by the store's own
+    // statements (every write goes through `PgStore`). Times are Unix milliseconds.
+    r#"
+    CREATE TABLE accounts (
+        id            BIGSERIAL PRIMARY KEY,
+        tier          TEXT   NOT NULL,
+        created_at    BIGINT NOT NULL,
+        live_sessions BIGINT NOT NULL DEFAULT 0
+    );
+    CREATE TABLE api_keys (
+        key_hash    TEXT PRIMARY KEY,
+        key_suffix  TEXT   NOT NULL,
+        account_id  BIGINT NOT NULL REFERENCES accounts(id),
+        created_at  BIGINT NOT NULL
+    );
+    CREATE TABLE sessions (
+        id          TEXT PRIMARY KEY,
+        account_id  BIGINT NOT NULL REFERENCES accounts(id),
+        created_at  BIGINT NOT NULL,
+        deleted_at  BIGINT
+    );
+    CREATE INDEX sessions_by_account ON sessions (account_id, created_at);
+    CREATE TABLE messages (
+        pk          BIGSERIAL PRIMARY KEY,
+        id          TEXT   NOT NULL,
+        session_id  TEXT   NOT NULL REFERENCES sessions(id),
+        role        TEXT   NOT NULL CHECK (role IN ('user', 'system', 'assistant')),
+        content     TEXT   NOT NULL,
+        tokens      BIGINT NOT NULL,
+        metadata    TEXT,
+        created_at  BIGINT NOT NULL
+    );
+    CREATE INDEX messages_by_session ON messages (session_id, pk);
+    CREATE TABLE message_log (
+        account_id  BIGINT NOT NULL,
+        created_at  BIGINT NOT NULL,
+        message_id  TEXT   NOT NULL,
+        session_id  TEXT   NOT NULL,
+        role        TEXT   NOT NULL,
+        tokens      BIGINT NOT NULL,
+        PRIMARY KEY (account_id, created_at, message_id)
+    );
+    CREATE TABLE usage_totals (
+        account_id   BIGINT NOT NULL,
+        period_start BIGINT NOT NULL,
+        requests     BIGINT NOT NULL DEFAULT 0,
+        tokens       BIGINT NOT NULL DEFAULT 0,
+        PRIMARY KEY (account_id, period_start)
+    );
+    CREATE TABLE idempotency_keys (
+        account_id  BIGINT  NOT NULL,
+        session_id  TEXT    NOT NULL,
+        key         TEXT    NOT NULL,
+        status      INTEGER NOT NULL,
+        body        TEXT    NOT NULL,
+        created_at  BIGINT  NOT NULL,
+        PRIMARY KEY (account_id, session_id, key)
+    );
+    CREATE INDEX idempotency_by_session ON idempotency_keys (session_id);
+    "#,
+];
+
+/// Brings the schema to the newest version under the advisory lock.
+pub async fn migrate(client: &mut Client) -> Result<(), StoreError> {
+    let tx = client.transaction().await?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])
+        .await?;
+    tx.batch_execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        .await?;
+    let version: i32 = match tx
+        .query_opt("SELECT version FROM schema_version", &[])
+        .await?
+    {
+        Some(row) => row.get(0),
+        None => {
+            tx.execute("INSERT INTO schema_version (version) VALUES (0)", &[])
+                .await?;
+            0
+        }
+    };
+    if version as usize > MIGRATIONS.len() {
+        return Err(StoreError::Corrupt(format!(
+            "the database's schema version {version} is newer than this build's {}",
+            MIGRATIONS.len()
+        )));
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        tx.batch_execute(sql).await?;
+        let new = i as i32 + 1;
+        tx.execute("UPDATE schema_version SET version = $1", &[&new])
+            .await?;
+        tracing::info!(version = new, "postgres schema migrated");
+    }
+    tx.commit().await?;
+    Ok(())
+}

@@ -1,0 +1,838 @@
+//! PostgreSQL storage (`convo serve --db postgres://…`): what the SQLite store stores, in one
+//! database that any number of replicas share. Each operation is one transaction on a pooled
+//! connection (`deadpool-postgres`, statements prepared once per connection). The counters
+//! that quotas read are rows updated in place under their row lock (`usage_totals`,
+//! `accounts.live_sessions`), checked and changed by one statement, so limits are exact
+//! across replicas; a session's row is locked (`FOR UPDATE`) by every write to the session.
+
+mod migrations;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod};
+use tokio::sync::Notify;
+use tokio_postgres::NoTls;
+
+use super::accounts::{Account, hash_key};
+use super::backend::{Storage, TurnAdmission};
+use super::idempotency::{Recorded, TTL_MS};
+use super::messages::{
+    HistoryEntry, MessageRow, Reply, SessionRow, SessionStatus, TurnRefusal, TurnStart, TurnStarted,
+};
+use super::usage::{MetricCounts, UsageCounts};
+use crate::api::Role;
+use crate::service::auth::RequestCount;
+use crate::service::config::Tier;
+use crate::service::error::StoreError;
+use crate::service::time;
+
+/// Connections per replica.
+const POOL_SIZE: usize = 16;
+/// Deletions within this long of the first are vacuumed together.
+pub const VACUUM_DELAY: Duration = Duration::from_secs(1);
+/// The tables a deletion leaves dead tuples with content in.
+const VACUUMED_TABLES: &str = "messages, idempotency_keys";
+
+/// Handle to the database; cheap to clone.
+#[derive(Clone)]
+pub struct PgStore {
+    pool: Pool,
+    /// Wakes the vacuum task after a deletion.
+    vacuum: Arc<Notify>,
+    vacuum_task: Arc<Mutex<Option<tokio::task::JoinHandle<()>>>>,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore").finish_non_exhaustive()
+    }
+}
+
+/// A writer's transaction on a pooled connection.
+type Tx<'a> = deadpool_postgres::Transaction<'a>;
+
+impl PgStore {
+    /// Connects, migrates (once across replicas) and starts the vacuum task.
+    pub async fn open(url: &str) -> Result<PgStore, StoreError> {
+        let config: tokio_postgres::Config = url
+            .parse()
+            .map_err(|e| StoreError::Config(format!("not a PostgreSQL URL ({e})")))?;
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .wait_timeout(Some(Duration::from_secs(30)))
+            .create_timeout(Some(Duration::from_secs(10)))
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .build()
+            .map_err(|e| StoreError::Config(e.to_string()))?;
+        let mut client = pool.get().await?;
+        migrations::migrate(&mut client).await?;
+        drop(client);
+        let vacuum = Arc::new(Notify::new());
+        let task = tokio::spawn(vacuum_after_deletes(pool.clone(), vacuum.clone()));
+        Ok(PgStore {
+            pool,
+            vacuum,
+            vacuum_task: Arc::new(Mutex::new(Some(task))),
+        })
+    }
+
+    async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
+        Ok(self.pool.get().await?)
+    }
+}
+
+/// Vacuums the tables deletions leave dead tuples in, at most once per `VACUUM_DELAY`, so
+/// that deleted content leaves the tables' pages soon (docs/service.md, Deletion on
+/// PostgreSQL). `VACUUM` cannot run inside a transaction, so it has a connection to itself.
+async fn vacuum_after_deletes(pool: Pool, wake: Arc<Notify>) {
+    loop {
+        wake.notified().await;
+        tokio::time::sleep(VACUUM_DELAY).await;
+        let result = match pool.get().await {
+            Ok(client) => client
+                .batch_execute(&format!("VACUUM {VACUUMED_TABLES}"))
+                .await
+                .map_err(StoreError::from),
+            Err(e) => Err(StoreError::from(e)),
+        };
+        match result {
+            Ok(()) => tracing::debug!("vacuumed after deletions"),
+            Err(e) => tracing::warn!(error = %e, "vacuum after deletions failed"),
+        }
+    }
+}
+
+/// The start of the billing period containing `at_ms`.
+fn period_of(at_ms: i64) -> i64 {
+    time::billing_period(time::from_ms(at_ms))
+        .0
+        .timestamp_millis()
+}
+
+fn limit(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// Counts a request unless the limit is reached: one statement, atomic under the row lock
+/// of the account's totals, so concurrent requests on any replica never pass the limit.
+async fn admit(tx: &Tx<'_>, request: &RequestCount) -> Result<bool, StoreError> {
+    let account = request.account();
+    let stmt = tx
+        .prepare_cached(
+            "INSERT INTO usage_totals (account_id, period_start, requests) VALUES ($1, $2, 1)
+             ON CONFLICT (account_id, period_start) DO UPDATE
+             SET requests = usage_totals.requests + 1 WHERE usage_totals.requests < $3
+             RETURNING requests",
+        )
+        .await?;
+    let row = tx
+        .query_opt(
+            &stmt,
+            &[
+                &account.id,
+                &request.period_start_ms(),
+                &limit(account.tier.limits().requests),
+            ],
+        )
+        .await?;
+    Ok(row.is_some())
+}
+
+/// The session's state, locking its row for the rest of the transaction.
+async fn lock_session(
+    tx: &Tx<'_>,
+    account_id: i64,
+    session_id: &str,
+) -> Result<SessionStatus, StoreError> {
+    let stmt = tx
+        .prepare_cached("SELECT account_id, deleted_at FROM sessions WHERE id = $1 FOR UPDATE")
+        .await?;
+    let row = tx.query_opt(&stmt, &[&session_id]).await?;
+    Ok(status_of(
+        row.map(|r| (r.get::<_, i64>(0), r.get::<_, Option<i64>>(1))),
+        account_id,
+    ))
+}
+
+fn status_of(row: Option<(i64, Option<i64>)>, account_id: i64) -> SessionStatus {
+    match row {
+        None => SessionStatus::Unused,
+        Some((owner, None)) if owner == account_id => SessionStatus::Live,
+        Some(_) => SessionStatus::Gone,
+    }
+}
+
+async fn status(
+    c: &impl GenericClient,
+    account_id: i64,
+    session_id: &str,
+) -> Result<SessionStatus, StoreError> {
+    let stmt = c
+        .prepare_cached("SELECT account_id, deleted_at FROM sessions WHERE id = $1")
+        .await?;
+    let row = c.query_opt(&stmt, &[&session_id]).await?;
+    Ok(status_of(
+        row.map(|r| (r.get::<_, i64>(0), r.get::<_, Option<i64>>(1))),
+        account_id,
+    ))
+}
+
+fn role(s: &str) -> Result<Role, StoreError> {
+    s.parse::<Role>().map_err(StoreError::Corrupt)
+}
+
+async fn history(tx: &Tx<'_>, session_id: &str) -> Result<Vec<HistoryEntry>, StoreError> {
+    let stmt = tx
+        .prepare_cached(
+            "SELECT role, content, tokens FROM messages WHERE session_id = $1 ORDER BY pk",
+        )
+        .await?;
+    let rows = tx.query(&stmt, &[&session_id]).await?;
+    rows.iter()
+        .map(|r| {
+            Ok(HistoryEntry {
+                role: role(r.get(0))?,
+                content: r.get(1),
+                tokens: r.get::<_, i64>(2).max(0) as u64,
+            })
+        })
+        .collect()
+}
+
+/// The live record of `key`, forgetting it first if it is older than 24 h.
+async fn idempotent_lookup(
+    tx: &Tx<'_>,
+    account_id: i64,
+    session_id: &str,
+    key: &str,
+    now_ms: i64,
+) -> Result<Option<Recorded>, StoreError> {
+    let expire = tx
+        .prepare_cached(
+            "DELETE FROM idempotency_keys
+             WHERE account_id = $1 AND session_id = $2 AND key = $3 AND created_at <= $4",
+        )
+        .await?;
+    tx.execute(
+        &expire,
+        &[&account_id, &session_id, &key, &(now_ms - TTL_MS)],
+    )
+    .await?;
+    let stmt = tx
+        .prepare_cached(
+            "SELECT status, body FROM idempotency_keys
+             WHERE account_id = $1 AND session_id = $2 AND key = $3",
+        )
+        .await?;
+    let row = tx
+        .query_opt(&stmt, &[&account_id, &session_id, &key])
+        .await?;
+    Ok(row.map(|r| Recorded {
+        status: r.get::<_, i32>(0) as u16,
+        body: r.get(1),
+    }))
+}
+
+async fn idempotent_record(
+    tx: &Tx<'_>,
+    account_id: i64,
+    session_id: &str,
+    key: &str,
+    response: &Recorded,
+    now_ms: i64,
+) -> Result<(), StoreError> {
+    let stmt = tx
+        .prepare_cached(
+            "INSERT INTO idempotency_keys (account_id, session_id, key, status, body, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6)
+             ON CONFLICT (account_id, session_id, key)
+             DO UPDATE SET status = excluded.status, body = excluded.body, created_at = excluded.created_at",
+        )
+        .await?;
+    tx.execute(
+        &stmt,
+        &[
+            &account_id,
+            &session_id,
+            &key,
+            &i32::from(response.status),
+            &response.body,
+            &now_ms,
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// A message, its ledger row and its tokens in the month's total.
+#[allow(clippy::too_many_arguments)]
+async fn insert_message(
+    tx: &Tx<'_>,
+    account_id: i64,
+    session_id: &str,
+    id: &str,
+    role: Role,
+    content: &str,
+    tokens: u64,
+    metadata: Option<&str>,
+    created_at: i64,
+) -> Result<(), StoreError> {
+    let tokens = tokens as i64;
+    let message = tx
+        .prepare_cached(
+            "INSERT INTO messages (id, session_id, role, content, tokens, metadata, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .await?;
+    tx.execute(
+        &message,
+        &[
+            &id,
+            &session_id,
+            &role.as_str(),
+            &content,
+            &tokens,
+            &metadata,
+            &created_at,
+        ],
+    )
+    .await?;
+    let log = tx
+        .prepare_cached(
+            "INSERT INTO message_log (message_id, account_id, session_id, role, tokens, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .await?;
+    tx.execute(
+        &log,
+        &[
+            &id,
+            &account_id,
+            &session_id,
+            &role.as_str(),
+            &tokens,
+            &created_at,
+        ],
+    )
+    .await?;
+    add_tokens(tx, account_id, created_at, tokens).await
+}
+
+/// Adds `tokens` (negative to take them back) to the total of the period of `at_ms`.
+async fn add_tokens(
+    tx: &Tx<'_>,
+    account_id: i64,
+    at_ms: i64,
+    tokens: i64,
+) -> Result<(), StoreError> {
+    let stmt = tx
+        .prepare_cached(
+            "INSERT INTO usage_totals (account_id, period_start, tokens) VALUES ($1, $2, $3)
+             ON CONFLICT (account_id, period_start)
+             DO UPDATE SET tokens = usage_totals.tokens + excluded.tokens",
+        )
+        .await?;
+    tx.execute(&stmt, &[&account_id, &period_of(at_ms), &tokens])
+        .await?;
+    Ok(())
+}
+
+/// Why a turn's transaction must run again: another replica created the session first.
+struct Raced;
+
+/// The turn's checks and writes after its request was counted, inside the savepoint `tx`.
+async fn start_turn_in(
+    tx: &Tx<'_>,
+    t: &TurnStart,
+) -> Result<Result<Result<TurnStarted, TurnRefusal>, Raced>, StoreError> {
+    let account_id = t.account.id;
+    let status = lock_session(tx, account_id, &t.session_id).await?;
+    if status == SessionStatus::Gone {
+        return Ok(Ok(Err(TurnRefusal::SessionNotFound)));
+    }
+    if let Some(key) = &t.idempotency_key
+        && let Some(recorded) =
+            idempotent_lookup(tx, account_id, &t.session_id, key, t.now_ms).await?
+    {
+        return Ok(Ok(Ok(TurnStarted::Replay(recorded))));
+    }
+    let limits = t.account.tier.limits();
+    let tokens = tx
+        .prepare_cached(
+            "SELECT tokens FROM usage_totals WHERE account_id = $1 AND period_start = $2",
+        )
+        .await?;
+    let used = tx
+        .query_opt(&tokens, &[&account_id, &t.period_start_ms])
+        .await?
+        .map_or(0, |r| r.get::<_, i64>(0));
+    if used >= limit(limits.tokens) {
+        return Ok(Ok(Err(TurnRefusal::Quota("tokens"))));
+    }
+    let mut history = match status {
+        SessionStatus::Live => history(tx, &t.session_id).await?,
+        _ => Vec::new(),
+    };
+    let current = history.iter().map(|m| m.tokens).sum::<u64>() + t.message.tokens;
+    if current > t.max_context_tokens {
+        return Ok(Ok(Err(TurnRefusal::ContextOverflow {
+            current,
+            max: t.max_context_tokens,
+        })));
+    }
+    if status == SessionStatus::Unused {
+        // The slot is taken by the same statement that checks it: exact across replicas.
+        let slot = tx
+            .prepare_cached(
+                "UPDATE accounts SET live_sessions = live_sessions + 1
+                 WHERE id = $1 AND live_sessions < $2",
+            )
+            .await?;
+        if tx
+            .execute(&slot, &[&account_id, &limit(limits.sessions)])
+            .await?
+            == 0
+        {
+            return Ok(Ok(Err(TurnRefusal::Quota("sessions"))));
+        }
+        let create = tx
+            .prepare_cached(
+                "INSERT INTO sessions (id, account_id, created_at) VALUES ($1, $2, $3)
+                 ON CONFLICT (id) DO NOTHING",
+            )
+            .await?;
+        if tx
+            .execute(&create, &[&t.session_id, &account_id, &t.now_ms])
+            .await?
+            == 0
+        {
+            return Ok(Err(Raced));
+        }
+    }
+    let m = &t.message;
+    insert_message(
+        tx,
+        account_id,
+        &t.session_id,
+        &m.id,
+        m.role,
+        &m.content,
+        m.tokens,
+        m.metadata.as_deref(),
+        t.now_ms,
+    )
+    .await?;
+    if let (Some(key), Some(resp)) = (&t.idempotency_key, &t.accepted_response) {
+        idempotent_record(tx, account_id, &t.session_id, key, resp, t.now_ms).await?;
+    }
+    history.push(HistoryEntry {
+        role: m.role,
+        content: m.content.clone(),
+        tokens: m.tokens,
+    });
+    Ok(Ok(Ok(TurnStarted::Ready {
+        history,
+        context_tokens: current,
+    })))
+}
+
+impl Storage for PgStore {
+    async fn ensure_keys(
+        &self,
+        keys: Vec<(String, Tier)>,
+        now_ms: i64,
+    ) -> Result<HashMap<String, Account>, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        // Replicas starting together with the same keys make each account once.
+        tx.execute(
+            "SELECT pg_advisory_xact_lock($1)",
+            &[&migrations::SCHEMA_LOCK],
+        )
+        .await?;
+        let mut accounts = HashMap::new();
+        for (key, tier) in &keys {
+            let hash = hash_key(key);
+            let existing = tx
+                .query_opt(
+                    "SELECT account_id FROM api_keys WHERE key_hash = $1",
+                    &[&hash],
+                )
+                .await?;
+            let id: i64 = match existing {
+                Some(row) => {
+                    let id = row.get(0);
+                    tx.execute(
+                        "UPDATE accounts SET tier = $1 WHERE id = $2",
+                        &[&tier.as_str(), &id],
+                    )
+                    .await?;
+                    id
+                }
+                None => {
+                    let id = tx
+                        .query_one(
+                            "INSERT INTO accounts (tier, created_at) VALUES ($1, $2) RETURNING id",
+                            &[&tier.as_str(), &now_ms],
+                        )
+                        .await?
+                        .get(0);
+                    let suffix: String = key
+                        .chars()
+                        .skip(key.chars().count().saturating_sub(4))
+                        .collect();
+                    tx.execute(
+                        "INSERT INTO api_keys (key_hash, key_suffix, account_id, created_at)
+                         VALUES ($1, $2, $3, $4)",
+                        &[&hash, &suffix, &id, &now_ms],
+                    )
+                    .await?;
+                    id
+                }
+            };
+            accounts.insert(hash, Account { id, tier: *tier });
+        }
+        tx.commit().await?;
+        Ok(accounts)
+    }
+
+    async fn count_request(&self, request: RequestCount) -> Result<Option<()>, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let admitted = admit(&tx, &request).await?;
+        tx.commit().await?;
+        Ok(admitted.then_some(()))
+    }
+
+    async fn start_turn(
+        &self,
+        request: RequestCount,
+        turn: TurnStart,
+    ) -> Result<TurnAdmission, StoreError> {
+        let mut client = self.client().await?;
+        // A session first used by two replicas at once: the loser runs again and finds it.
+        for _ in 0..8 {
+            let mut tx = client.transaction().await?;
+            if !admit(&tx, &request).await? {
+                tx.rollback().await?;
+                return Ok(None);
+            }
+            let turn_tx = tx.savepoint("turn").await?;
+            let started = start_turn_in(&turn_tx, &turn).await?;
+            match started {
+                Err(Raced) => {
+                    turn_tx.rollback().await?;
+                    tx.rollback().await?;
+                    continue;
+                }
+                Ok(Ok(started)) => {
+                    turn_tx.commit().await?;
+                    tx.commit().await?;
+                    return Ok(Some(Ok(started)));
+                }
+                Ok(Err(refusal)) => {
+                    // The refused turn writes nothing; its request stays counted.
+                    turn_tx.rollback().await?;
+                    tx.commit().await?;
+                    return Ok(Some(Err(refusal)));
+                }
+            }
+        }
+        Err(StoreError::Commit(
+            "the session kept being created concurrently".into(),
+        ))
+    }
+
+    async fn complete_turn(
+        &self,
+        account_id: i64,
+        session_id: String,
+        reply: Reply,
+        idempotent: Option<(String, Recorded)>,
+        now_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        if lock_session(&tx, account_id, &session_id).await? != SessionStatus::Live {
+            tx.rollback().await?;
+            return Ok(false);
+        }
+        insert_message(
+            &tx,
+            account_id,
+            &session_id,
+            &reply.id,
+            Role::Assistant,
+            &reply.content,
+            reply.tokens,
+            None,
+            reply.created_at_ms,
+        )
+        .await?;
+        if let Some((key, resp)) = &idempotent {
+            idempotent_record(&tx, account_id, &session_id, key, resp, now_ms).await?;
+        }
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn roll_back_turn(
+        &self,
+        account_id: i64,
+        session_id: String,
+        user_message_id: String,
+        created_at_ms: i64,
+        idempotency_key: Option<String>,
+    ) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        tx.execute(
+            "DELETE FROM messages WHERE session_id = $1 AND id = $2",
+            &[&session_id, &user_message_id],
+        )
+        .await?;
+        let logged = tx
+            .query_opt(
+                "DELETE FROM message_log
+                 WHERE account_id = $1 AND created_at = $2 AND message_id = $3
+                 RETURNING tokens",
+                &[&account_id, &created_at_ms, &user_message_id],
+            )
+            .await?;
+        if let Some(row) = logged {
+            add_tokens(&tx, account_id, created_at_ms, -row.get::<_, i64>(0)).await?;
+        }
+        if let Some(key) = &idempotency_key {
+            tx.execute(
+                "DELETE FROM idempotency_keys WHERE account_id = $1 AND session_id = $2 AND key = $3",
+                &[&account_id, &session_id, key],
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn delete_session(
+        &self,
+        account_id: i64,
+        session_id: String,
+        now_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        if lock_session(&tx, account_id, &session_id).await? != SessionStatus::Live {
+            tx.rollback().await?;
+            return Ok(false);
+        }
+        tx.execute("DELETE FROM messages WHERE session_id = $1", &[&session_id])
+            .await?;
+        tx.execute(
+            "DELETE FROM idempotency_keys WHERE session_id = $1",
+            &[&session_id],
+        )
+        .await?;
+        tx.execute(
+            "UPDATE sessions SET deleted_at = $1 WHERE id = $2",
+            &[&now_ms, &session_id],
+        )
+        .await?;
+        tx.execute(
+            "UPDATE accounts SET live_sessions = live_sessions - 1 WHERE id = $1",
+            &[&account_id],
+        )
+        .await?;
+        tx.commit().await?;
+        self.vacuum.notify_one();
+        Ok(true)
+    }
+
+    async fn session_status(
+        &self,
+        account_id: i64,
+        session_id: String,
+    ) -> Result<SessionStatus, StoreError> {
+        let client = self.client().await?;
+        status(&client, account_id, &session_id).await
+    }
+
+    async fn list_sessions(&self, account_id: i64) -> Result<Vec<SessionRow>, StoreError> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT s.id, s.created_at, COALESCE(MAX(m.created_at), s.created_at),
+                        COUNT(m.pk), COALESCE(SUM(m.tokens), 0)::BIGINT
+                 FROM sessions s LEFT JOIN messages m ON m.session_id = s.id
+                 WHERE s.account_id = $1 AND s.deleted_at IS NULL
+                 GROUP BY s.id ORDER BY 3 DESC, s.id",
+                &[&account_id],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| SessionRow {
+                id: r.get(0),
+                created_at_ms: r.get(1),
+                last_activity_ms: r.get(2),
+                messages: r.get::<_, i64>(3).max(0) as u64,
+                tokens: r.get::<_, i64>(4).max(0) as u64,
+            })
+            .collect())
+    }
+
+    async fn session_messages(
+        &self,
+        account_id: i64,
+        session_id: String,
+    ) -> Result<Option<Vec<MessageRow>>, StoreError> {
+        let mut client = self.client().await?;
+        // One snapshot for the status and the rows.
+        let tx = client
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await?;
+        if status(&tx, account_id, &session_id).await? != SessionStatus::Live {
+            return Ok(None);
+        }
+        let rows = tx
+            .query(
+                "SELECT id, role, content, tokens, metadata, created_at FROM messages
+                 WHERE session_id = $1 ORDER BY pk",
+                &[&session_id],
+            )
+            .await?;
+        let messages = rows
+            .iter()
+            .map(|r| {
+                Ok(MessageRow {
+                    id: r.get(0),
+                    role: role(r.get(1))?,
+                    content: r.get(2),
+                    tokens: r.get::<_, i64>(3).max(0) as u64,
+                    metadata: r.get(4),
+                    created_at_ms: r.get(5),
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        tx.commit().await?;
+        Ok(Some(messages))
+    }
+
+    async fn usage_counts(
+        &self,
+        account_id: i64,
+        period_start_ms: i64,
+    ) -> Result<UsageCounts, StoreError> {
+        let client = self.client().await?;
+        let stmt = client
+            .prepare_cached(
+                "SELECT COALESCE((SELECT requests FROM usage_totals WHERE account_id = $1 AND period_start = $2), 0),
+                        COALESCE((SELECT tokens FROM usage_totals WHERE account_id = $1 AND period_start = $2), 0),
+                        COALESCE((SELECT live_sessions FROM accounts WHERE id = $1), 0)",
+            )
+            .await?;
+        let row = client
+            .query_one(&stmt, &[&account_id, &period_start_ms])
+            .await?;
+        Ok(UsageCounts {
+            requests: row.get::<_, i64>(0).max(0) as u64,
+            tokens: row.get::<_, i64>(1).max(0) as u64,
+            sessions: row.get::<_, i64>(2).max(0) as u64,
+        })
+    }
+
+    async fn metric_counts(
+        &self,
+        account_id: i64,
+        start_ms: i64,
+        end_ms: i64,
+    ) -> Result<MetricCounts, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await?;
+        let range: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
+            [&account_id, &start_ms, &end_ms];
+        let mut m = MetricCounts {
+            sessions_total: tx
+                .query_one(
+                    "SELECT COUNT(*) FROM sessions
+                     WHERE account_id = $1 AND created_at >= $2 AND created_at < $3",
+                    &range,
+                )
+                .await?
+                .get::<_, i64>(0) as u64,
+            ..MetricCounts::default()
+        };
+        let row = tx
+            .query_one(
+                "SELECT COUNT(*), COALESCE(SUM(last - first), 0)::BIGINT FROM (
+                    SELECT MIN(created_at) AS first, MAX(created_at) AS last FROM message_log
+                    WHERE account_id = $1 AND created_at >= $2 AND created_at < $3
+                    GROUP BY session_id) per_session",
+                &range,
+            )
+            .await?;
+        m.sessions_active = row.get::<_, i64>(0) as u64;
+        m.duration_ms_sum = row.get(1);
+        let rows = tx
+            .query(
+                "SELECT role, COUNT(*), COALESCE(SUM(tokens), 0)::BIGINT FROM message_log
+                 WHERE account_id = $1 AND created_at >= $2 AND created_at < $3 GROUP BY role",
+                &range,
+            )
+            .await?;
+        tx.commit().await?;
+        for r in rows {
+            let (count, tokens) = (r.get::<_, i64>(1) as u64, r.get::<_, i64>(2) as u64);
+            m.messages_total += count;
+            match r.get::<_, &str>(0) {
+                "user" => {
+                    m.user_messages += count;
+                    m.prompt_tokens += tokens;
+                }
+                "system" => {
+                    m.system_messages += count;
+                    m.prompt_tokens += tokens;
+                }
+                "assistant" => {
+                    m.assistant_messages += count;
+                    m.completion_tokens += tokens;
+                }
+                other => {
+                    return Err(StoreError::Corrupt(format!(
+                        "unknown role {other} in message_log"
+                    )));
+                }
+            }
+        }
+        Ok(m)
+    }
+
+    async fn close(&self) -> Result<(), StoreError> {
+        let task = self
+            .vacuum_task
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(task) = task {
+            task.abort();
+        }
+        self.pool.close();
+        Ok(())
+    }
+}
