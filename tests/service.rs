@@ -1,6 +1,7 @@
 //! Integration tests of the local service over real HTTP and WebSocket on 127.0.0.1:0.
 
 mod service {
+    pub mod backends;
     pub mod common;
 
     mod binary;
@@ -8,6 +9,7 @@ mod service {
     mod jwt;
     mod openai;
     mod openapi;
+    mod replicas;
     mod storage;
     mod stream;
     mod totals;

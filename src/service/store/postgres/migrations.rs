@@ -12,8 +12,8 @@ pub const SCHEMA_LOCK: i64 = 0x636f_6e76_6f;
 
 /// Migration N (1-based) is `MIGRATIONS[N - 1]`. Never edit one that has shipped; append.
 const MIGRATIONS: &[&str] = &[
-    // 1: the schema of SQLite's migration 4, with the totals kept by the store's own
-    // statements (every write goes through `PgStore`). Times are Unix milliseconds.
+    // 1: the schema of SQLite's migration 4, its totals kept by triggers as there (in the
+    // statement that changes the rows they sum, whoever runs it). Times are Unix milliseconds.
     r#"
     CREATE TABLE accounts (
         id            BIGSERIAL PRIMARY KEY,
@@ -71,6 +71,41 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (account_id, session_id, key)
     );
     CREATE INDEX idempotency_by_session ON idempotency_keys (session_id);
+
+    -- The start of the calendar month (UTC) containing a time in ms: the billing period.
+    CREATE FUNCTION convo_period_start(ms BIGINT) RETURNS BIGINT
+        LANGUAGE SQL IMMUTABLE STRICT
+        RETURN (extract(epoch FROM date_trunc('month', to_timestamp(ms / 1000.0) AT TIME ZONE 'UTC')) * 1000)::BIGINT;
+
+    CREATE FUNCTION convo_message_log_totals() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP <> 'INSERT' THEN
+            UPDATE usage_totals SET tokens = tokens - OLD.tokens
+            WHERE account_id = OLD.account_id AND period_start = convo_period_start(OLD.created_at);
+        END IF;
+        IF TG_OP <> 'DELETE' THEN
+            INSERT INTO usage_totals (account_id, period_start, tokens)
+            VALUES (NEW.account_id, convo_period_start(NEW.created_at), NEW.tokens)
+            ON CONFLICT (account_id, period_start)
+            DO UPDATE SET tokens = usage_totals.tokens + excluded.tokens;
+        END IF;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER message_log_totals AFTER INSERT OR DELETE OR UPDATE OF account_id, tokens, created_at
+        ON message_log FOR EACH ROW EXECUTE FUNCTION convo_message_log_totals();
+
+    CREATE FUNCTION convo_live_sessions() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP <> 'INSERT' AND OLD.deleted_at IS NULL THEN
+            UPDATE accounts SET live_sessions = live_sessions - 1 WHERE id = OLD.account_id;
+        END IF;
+        IF TG_OP <> 'DELETE' AND NEW.deleted_at IS NULL THEN
+            UPDATE accounts SET live_sessions = live_sessions + 1 WHERE id = NEW.account_id;
+        END IF;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER sessions_live AFTER INSERT OR DELETE OR UPDATE OF account_id, deleted_at
+        ON sessions FOR EACH ROW EXECUTE FUNCTION convo_live_sessions();
     "#,
 ];
 

@@ -1,8 +1,9 @@
 //! PostgreSQL storage (`convo serve --db postgres://…`): what the SQLite store stores, in one
 //! database that any number of replicas share. Each operation is one transaction on a pooled
 //! connection (`deadpool-postgres`, statements prepared once per connection). The counters
-//! that quotas read are rows updated in place under their row lock (`usage_totals`,
-//! `accounts.live_sessions`), checked and changed by one statement, so limits are exact
+//! that quotas read are rows changed in place under their row lock (`usage_totals`,
+//! `accounts.live_sessions`, kept by triggers like SQLite's), and each limit is checked under
+//! that lock (the request count by the statement that increments it), so limits are exact
 //! across replicas; a session's row is locked (`FOR UPDATE`) by every write to the session.
 
 mod migrations;
@@ -26,7 +27,6 @@ use crate::api::Role;
 use crate::service::auth::RequestCount;
 use crate::service::config::Tier;
 use crate::service::error::StoreError;
-use crate::service::time;
 
 /// Connections per replica.
 const POOL_SIZE: usize = 16;
@@ -109,13 +109,6 @@ async fn vacuum_after_deletes(pool: Pool, wake: Arc<Notify>) {
             Err(e) => tracing::warn!(error = %e, "vacuum after deletions failed"),
         }
     }
-}
-
-/// The start of the billing period containing `at_ms`.
-fn period_of(at_ms: i64) -> i64 {
-    time::billing_period(time::from_ms(at_ms))
-        .0
-        .timestamp_millis()
 }
 
 fn limit(n: u64) -> i64 {
@@ -324,25 +317,7 @@ async fn insert_message(
         ],
     )
     .await?;
-    add_tokens(tx, account_id, created_at, tokens).await
-}
-
-/// Adds `tokens` (negative to take them back) to the total of the period of `at_ms`.
-async fn add_tokens(
-    tx: &Tx<'_>,
-    account_id: i64,
-    at_ms: i64,
-    tokens: i64,
-) -> Result<(), StoreError> {
-    let stmt = tx
-        .prepare_cached(
-            "INSERT INTO usage_totals (account_id, period_start, tokens) VALUES ($1, $2, $3)
-             ON CONFLICT (account_id, period_start)
-             DO UPDATE SET tokens = usage_totals.tokens + excluded.tokens",
-        )
-        .await?;
-    tx.execute(&stmt, &[&account_id, &period_of(at_ms), &tokens])
-        .await?;
+    // The trigger of `message_log` has added the tokens to the month's total.
     Ok(())
 }
 
@@ -390,18 +365,17 @@ async fn start_turn_in(
         })));
     }
     if status == SessionStatus::Unused {
-        // The slot is taken by the same statement that checks it: exact across replicas.
-        let slot = tx
-            .prepare_cached(
-                "UPDATE accounts SET live_sessions = live_sessions + 1
-                 WHERE id = $1 AND live_sessions < $2",
-            )
+        // The account's row stays locked until the commit, so new sessions of an account are
+        // checked one after the other on every replica: exact (the trigger of `sessions`
+        // counts the new one).
+        let slots = tx
+            .prepare_cached("SELECT live_sessions FROM accounts WHERE id = $1 FOR UPDATE")
             .await?;
-        if tx
-            .execute(&slot, &[&account_id, &limit(limits.sessions)])
+        let live: i64 = tx
+            .query_opt(&slots, &[&account_id])
             .await?
-            == 0
-        {
+            .map_or(0, |r| r.get(0));
+        if live >= limit(limits.sessions) {
             return Ok(Ok(Err(TurnRefusal::Quota("sessions"))));
         }
         let create = tx
@@ -600,17 +574,13 @@ impl Storage for PgStore {
             &[&session_id, &user_message_id],
         )
         .await?;
-        let logged = tx
-            .query_opt(
-                "DELETE FROM message_log
-                 WHERE account_id = $1 AND created_at = $2 AND message_id = $3
-                 RETURNING tokens",
-                &[&account_id, &created_at_ms, &user_message_id],
-            )
-            .await?;
-        if let Some(row) = logged {
-            add_tokens(&tx, account_id, created_at_ms, -row.get::<_, i64>(0)).await?;
-        }
+        // The trigger takes the tokens back out of the month's total.
+        tx.execute(
+            "DELETE FROM message_log
+             WHERE account_id = $1 AND created_at = $2 AND message_id = $3",
+            &[&account_id, &created_at_ms, &user_message_id],
+        )
+        .await?;
         if let Some(key) = &idempotency_key {
             tx.execute(
                 "DELETE FROM idempotency_keys WHERE account_id = $1 AND session_id = $2 AND key = $3",
@@ -644,11 +614,6 @@ impl Storage for PgStore {
         tx.execute(
             "UPDATE sessions SET deleted_at = $1 WHERE id = $2",
             &[&now_ms, &session_id],
-        )
-        .await?;
-        tx.execute(
-            "UPDATE accounts SET live_sessions = live_sessions - 1 WHERE id = $1",
-            &[&account_id],
         )
         .await?;
         tx.commit().await?;
