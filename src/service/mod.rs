@@ -48,7 +48,9 @@ pub(crate) struct AppState {
     pub jwt_secret: String,
     pub engine: Box<dyn engine::ReplyEngine>,
     pub max_context_tokens: u64,
-    pub hub: stream::StreamHub,
+    pub hub: Arc<stream::StreamHub>,
+    /// On PostgreSQL: replies relayed to and from the other replicas.
+    pub relay: Mutex<Option<store::postgres::relay::Relay>>,
     pub session_locks: SessionLocks,
     /// Replies being generated; awaited on shutdown.
     pub turns: Mutex<JoinSet<()>>,
@@ -118,6 +120,15 @@ impl RunningService {
             std::mem::take(&mut *guard)
         };
         while turns.join_next().await.is_some() {}
+        let relay = self
+            .state
+            .relay
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(relay) = relay {
+            relay.stop().await;
+        }
         if let Err(e) = self.state.store.close().await {
             tracing::error!(error = %e, "final checkpoint failed");
         }
@@ -182,6 +193,15 @@ pub async fn start(
     let keys = config.api_keys.clone();
     let store = Db::open(&db).await?;
     let accounts = store.ensure_keys(keys, time::now_ms()).await?;
+    let hub = Arc::new(stream::StreamHub::default());
+    let relay = match &store {
+        Db::Postgres(pg) => Some(
+            store::postgres::relay::Relay::start(pg.config(), hub.clone())
+                .await
+                .map_err(|e| ServiceError::Store(e.into()))?,
+        ),
+        Db::Sqlite(_) => None,
+    };
     // Ready token counting in the background; the first count waits for it if needed.
     if config.warm_token_counter {
         tokio::task::spawn_blocking(tokens::warm);
@@ -194,7 +214,8 @@ pub async fn start(
         jwt_secret: config.jwt_secret.clone(),
         engine,
         max_context_tokens: config.max_context_tokens,
-        hub: stream::StreamHub::default(),
+        hub,
+        relay: Mutex::new(relay),
         session_locks: SessionLocks::default(),
         turns: Mutex::new(JoinSet::new()),
         shutdown: shutdown_rx.clone(),

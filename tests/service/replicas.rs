@@ -1,15 +1,17 @@
 //! Two services on one PostgreSQL database act as one: migrations run once when they start
 //! together, sessions, history, idempotency keys, deletions and usage are shared, and the
-//! request quota is exact when requests race over both.
+//! request quota is exact when requests race over both, and a listener on one replica gets
+//! the replies generated on the other (snapshot on a mid-reply connect, nothing lost or twice).
 
 use std::sync::Arc;
 
-use convo::service::{ServiceConfig, Tier};
+use convo::api::StreamEvent;
+use convo::service::{EngineConfig, ServiceConfig, Tier};
 use reqwest::StatusCode;
 use serde_json::json;
 
 use super::backends::{Backend, TestDb};
-use super::common::{Svc, session, start_with};
+use super::common::{Svc, close, next_event, session, start_with, until_end};
 
 /// Two replicas with the same keys and secret, started at the same moment on a new database.
 async fn two_replicas(tier: Tier) -> (Backend, Svc, Svc) {
@@ -122,4 +124,73 @@ async fn the_request_quota_is_exact_across_replicas() {
     for svc in replicas {
         Arc::try_unwrap(svc).ok().unwrap().service.shutdown().await;
     }
+}
+
+/// The text a listener can rebuild from its events, checking that each delta carries the next
+/// seq (nothing lost, nothing twice); the `done` message's content must equal it.
+fn rebuilt(events: &[StreamEvent]) -> (String, String) {
+    let (mut text, mut next) = (String::new(), 0);
+    for event in events {
+        match event {
+            StreamEvent::Snapshot { seq, content, .. } => {
+                text = content.clone();
+                next = *seq;
+            }
+            StreamEvent::Delta { seq, content, .. } => {
+                assert_eq!(*seq, next, "a delta lost or repeated in {events:?}");
+                text.push_str(content);
+                next += 1;
+            }
+            StreamEvent::Done { message } => return (text, message.content.clone()),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    panic!("no done in {events:?}")
+}
+
+#[tokio::test]
+async fn listeners_on_one_replica_get_the_replies_generated_on_the_other() {
+    let backend = Backend::Postgres(TestDb::create().await);
+    let mut config = backend.config();
+    config.engine = EngineConfig::Builtin { pace_ms: 10 };
+    let (a, b) = tokio::join!(start_with(config.clone()), start_with(config));
+    let sid = session();
+    a.send_text(&sid, "the session exists").await;
+    let mut early = b.ws(&sid).await;
+    let (status, accepted) = a
+        .post(
+            &sid,
+            json!({"content": "write some code for me, please", "stream": true}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
+    let reply_id = accepted["messageId"].as_str().unwrap().to_string();
+    // The first delta has reached b; a listener connecting now is mid-reply.
+    let first = next_event(&mut early).await;
+    assert!(
+        matches!(first, StreamEvent::Delta { seq: 0, .. }),
+        "{first:?}"
+    );
+    let mut late = b.ws(&sid).await;
+    let mut early_events = vec![first];
+    early_events.extend(until_end(&mut early, &reply_id).await);
+    let late_events = until_end(&mut late, &reply_id).await;
+    assert!(
+        matches!(late_events[0], StreamEvent::Snapshot { .. }),
+        "a mid-reply listener starts with a snapshot: {:?}",
+        late_events[0]
+    );
+    let (text, done) = rebuilt(&early_events);
+    assert_eq!(text, done);
+    let (text, done_late) = rebuilt(&late_events);
+    assert_eq!(text, done_late);
+    assert_eq!(done, done_late);
+    assert!(
+        done.len() > 100,
+        "a reply long enough to be mid-way: {done}"
+    );
+    close(early).await;
+    close(late).await;
+    a.service.shutdown().await;
+    b.service.shutdown().await;
 }

@@ -8,7 +8,7 @@ use deadpool_postgres::Client;
 use crate::service::error::StoreError;
 
 /// Key of the advisory lock taken by migrations and by `ensure_keys` ("convo" in ASCII).
-pub const SCHEMA_LOCK: i64 = 0x636f_6e76_6f;
+pub const SCHEMA_LOCK: i64 = 0x0063_6f6e_766f;
 
 /// Migration N (1-based) is `MIGRATIONS[N - 1]`. Never edit one that has shipped; append.
 const MIGRATIONS: &[&str] = &[

@@ -7,6 +7,7 @@
 //! across replicas; a session's row is locked (`FOR UPDATE`) by every write to the session.
 
 mod migrations;
+pub mod relay;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -39,6 +40,7 @@ const VACUUMED_TABLES: &str = "messages, idempotency_keys";
 #[derive(Clone)]
 pub struct PgStore {
     pool: Pool,
+    config: Arc<tokio_postgres::Config>,
     /// Wakes the vacuum task after a deletion.
     vacuum: Arc<Notify>,
     vacuum_task: Arc<Mutex<Option<tokio::task::JoinHandle<()>>>>,
@@ -60,7 +62,7 @@ impl PgStore {
             .parse()
             .map_err(|e| StoreError::Config(format!("not a PostgreSQL URL ({e})")))?;
         let manager = Manager::from_config(
-            config,
+            config.clone(),
             NoTls,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
@@ -80,9 +82,15 @@ impl PgStore {
         let task = tokio::spawn(vacuum_after_deletes(pool.clone(), vacuum.clone()));
         Ok(PgStore {
             pool,
+            config: Arc::new(config),
             vacuum,
             vacuum_task: Arc::new(Mutex::new(Some(task))),
         })
+    }
+
+    /// The connection settings (the stream relay opens its own connections).
+    pub fn config(&self) -> tokio_postgres::Config {
+        (*self.config).clone()
     }
 
     async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
