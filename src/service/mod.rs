@@ -51,6 +51,8 @@ pub(crate) struct AppState {
     pub hub: Arc<stream::StreamHub>,
     /// On PostgreSQL: replies relayed to and from the other replicas.
     pub relay: Mutex<Option<store::postgres::relay::Relay>>,
+    /// On PostgreSQL: this replica's heartbeat and the sweep for stopped replicas' turns.
+    pub leases: Mutex<Option<tokio::task::JoinHandle<()>>>,
     pub session_locks: SessionLocks,
     /// Replies being generated; awaited on shutdown.
     pub turns: Mutex<JoinSet<()>>,
@@ -129,6 +131,18 @@ impl RunningService {
         if let Some(relay) = relay {
             relay.stop().await;
         }
+        let leases = self
+            .state
+            .leases
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(leases) = leases {
+            leases.abort();
+        }
+        if let Db::Postgres(pg) = &self.state.store {
+            store::postgres::leases::unregister(pg).await;
+        }
         if let Err(e) = self.state.store.close().await {
             tracing::error!(error = %e, "final checkpoint failed");
         }
@@ -194,13 +208,16 @@ pub async fn start(
     let store = Db::open(&db).await?;
     let accounts = store.ensure_keys(keys, time::now_ms()).await?;
     let hub = Arc::new(stream::StreamHub::default());
-    let relay = match &store {
-        Db::Postgres(pg) => Some(
-            store::postgres::relay::Relay::start(pg.config(), hub.clone())
-                .await
-                .map_err(|e| ServiceError::Store(e.into()))?,
+    let (relay, leases) = match &store {
+        Db::Postgres(pg) => (
+            Some(
+                store::postgres::relay::Relay::start(pg.config(), hub.clone())
+                    .await
+                    .map_err(|e| ServiceError::Store(e.into()))?,
+            ),
+            Some(store::postgres::leases::start(pg.clone(), hub.clone())),
         ),
-        Db::Sqlite(_) => None,
+        Db::Sqlite(_) => (None, None),
     };
     // Ready token counting in the background; the first count waits for it if needed.
     if config.warm_token_counter {
@@ -216,6 +233,7 @@ pub async fn start(
         max_context_tokens: config.max_context_tokens,
         hub,
         relay: Mutex::new(relay),
+        leases: Mutex::new(leases),
         session_locks: SessionLocks::default(),
         turns: Mutex::new(JoinSet::new()),
         shutdown: shutdown_rx.clone(),

@@ -29,8 +29,10 @@ async fn replicas_started_together_migrate_once_and_share_everything() {
         backend
             .int("SELECT CAST(version AS BIGINT) FROM schema_version", &[])
             .await,
-        1
+        2
     );
+    // Both replicas hold a lease.
+    assert_eq!(backend.int("SELECT COUNT(*) FROM replicas", &[]).await, 2);
     // One account for the key, whichever replica made it.
     assert_eq!(backend.int("SELECT COUNT(*) FROM accounts", &[]).await, 1);
     let sid = session();

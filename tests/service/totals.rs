@@ -6,7 +6,7 @@ use chrono::{TimeZone, Utc};
 use convo::api::Role;
 use convo::service::auth::RequestCount;
 use convo::service::store::accounts::Account;
-use convo::service::store::messages::{TurnRefusal, TurnStart, TurnStarted, UserMessage};
+use convo::service::store::messages::{Reply, TurnRefusal, TurnStart, TurnStarted, UserMessage};
 use convo::service::store::{Db, Storage};
 use convo::service::{Tier, generate_api_key, time};
 use reqwest::StatusCode;
@@ -162,6 +162,7 @@ async fn a_rolled_back_turn_takes_its_tokens_back_out_of_the_totals(backend: Bac
     let start = |id: &str, tokens: u64| TurnStart {
         account,
         session_id: sid.clone(),
+        reply_id: format!("{id}_reply"),
         message: UserMessage {
             id: id.to_string(),
             role: Role::User,
@@ -183,12 +184,36 @@ async fn a_rolled_back_turn_takes_its_tokens_back_out_of_the_totals(backend: Bac
             .unwrap()
             .tokens
     };
-    for t in [start("msg_kept", 40), start("msg_rolled", 25)] {
-        match store.start_turn(request, t).await.unwrap() {
-            Some(Ok(TurnStarted::Ready { .. })) => {}
-            other => panic!("the turn did not start: {other:?}"),
-        }
-    }
+    // A turn ends (here with an empty reply of no tokens) before the next of its session starts.
+    let complete = async |id: &str| {
+        let reply = Reply {
+            id: format!("{id}_reply"),
+            content: String::new(),
+            tokens: 0,
+            created_at_ms: now.timestamp_millis(),
+        };
+        let stored = store
+            .complete_turn(account.id, sid.clone(), reply, None, time::now_ms())
+            .await;
+        assert!(stored.unwrap());
+    };
+    let ready = |started: Option<Result<TurnStarted, TurnRefusal>>| match started {
+        Some(Ok(TurnStarted::Ready { context_tokens, .. })) => context_tokens,
+        other => panic!("the turn did not start: {other:?}"),
+    };
+    ready(
+        store
+            .start_turn(request, start("msg_kept", 40))
+            .await
+            .unwrap(),
+    );
+    complete("msg_kept").await;
+    ready(
+        store
+            .start_turn(request, start("msg_rolled", 25))
+            .await
+            .unwrap(),
+    );
     assert_eq!(tokens_used().await, 65);
     store
         .roll_back_turn(
@@ -203,16 +228,9 @@ async fn a_rolled_back_turn_takes_its_tokens_back_out_of_the_totals(backend: Bac
     assert_eq!(tokens_used().await, 40);
     assert_eq!(disagreements(&backend).await, Vec::<String>::new());
     // The context of the session lost the rolled-back message too: 8192 - 40 fit again.
-    assert!(matches!(
-        store
-            .start_turn(request, start("msg_full", 8192 - 40))
-            .await
-            .unwrap(),
-        Some(Ok(TurnStarted::Ready {
-            context_tokens: 8192,
-            ..
-        }))
-    ));
+    let full = store.start_turn(request, start("msg_full", 8192 - 40));
+    assert_eq!(ready(full.await.unwrap()), 8192);
+    complete("msg_full").await;
     assert!(matches!(
         store
             .start_turn(request, start("msg_over", 1))

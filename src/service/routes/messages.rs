@@ -159,6 +159,7 @@ pub(crate) async fn send(
     let start = TurnStart {
         account,
         session_id: session_id.clone(),
+        reply_id: reply_id.clone(),
         message: UserMessage {
             id: user_message_id.clone(),
             role: request.role,

@@ -107,6 +107,25 @@ const MIGRATIONS: &[&str] = &[
     CREATE TRIGGER sessions_live AFTER INSERT OR DELETE OR UPDATE OF account_id, deleted_at
         ON sessions FOR EACH ROW EXECUTE FUNCTION convo_live_sessions();
     "#,
+    // 2: turns in flight and the replicas generating them (leases.rs). One turn per session
+    // at a time, whichever replica runs it; a turn whose replica stopped sending heartbeats is
+    // rolled back by another.
+    r#"
+    CREATE TABLE replicas (
+        id           TEXT PRIMARY KEY,
+        heartbeat_at BIGINT NOT NULL
+    );
+    CREATE TABLE turns (
+        session_id      TEXT PRIMARY KEY REFERENCES sessions(id),
+        replica         TEXT   NOT NULL,
+        account_id      BIGINT NOT NULL,
+        reply_id        TEXT   NOT NULL,
+        user_message_id TEXT   NOT NULL,
+        created_at      BIGINT NOT NULL,
+        idempotency_key TEXT
+    );
+    CREATE INDEX turns_by_replica ON turns (replica);
+    "#,
 ];
 
 /// Brings the schema to the newest version under the advisory lock.

@@ -6,6 +6,7 @@
 //! that lock (the request count by the statement that increments it), so limits are exact
 //! across replicas; a session's row is locked (`FOR UPDATE`) by every write to the session.
 
+pub mod leases;
 mod migrations;
 pub mod relay;
 
@@ -40,6 +41,8 @@ const VACUUMED_TABLES: &str = "messages, idempotency_keys";
 #[derive(Clone)]
 pub struct PgStore {
     pool: Pool,
+    /// This process's id in `replicas` and `turns` (leases.rs).
+    replica: Arc<str>,
     config: Arc<tokio_postgres::Config>,
     /// Wakes the vacuum task after a deletion.
     vacuum: Arc<Notify>,
@@ -80,12 +83,20 @@ impl PgStore {
         drop(client);
         let vacuum = Arc::new(Notify::new());
         let task = tokio::spawn(vacuum_after_deletes(pool.clone(), vacuum.clone()));
+        let replica: Arc<str> = crate::service::ids::random_alnum(16).into();
+        leases::register(&pool, &replica).await?;
         Ok(PgStore {
             pool,
+            replica,
             config: Arc::new(config),
             vacuum,
             vacuum_task: Arc::new(Mutex::new(Some(task))),
         })
+    }
+
+    /// This replica's id.
+    pub fn replica(&self) -> &str {
+        &self.replica
     }
 
     /// The connection settings (the stream relay opens its own connections).
@@ -329,18 +340,34 @@ async fn insert_message(
     Ok(())
 }
 
-/// Why a turn's transaction must run again: another replica created the session first.
-struct Raced;
+/// Why a turn's transaction must run again.
+enum Again {
+    /// Another replica created the session first: run again at once (and find it).
+    Raced,
+    /// A turn of the session is in flight (on another replica): wait for it to end.
+    Busy,
+}
 
 /// The turn's checks and writes after its request was counted, inside the savepoint `tx`.
 async fn start_turn_in(
     tx: &Tx<'_>,
     t: &TurnStart,
-) -> Result<Result<Result<TurnStarted, TurnRefusal>, Raced>, StoreError> {
+    replica: &str,
+) -> Result<Result<Result<TurnStarted, TurnRefusal>, Again>, StoreError> {
     let account_id = t.account.id;
     let status = lock_session(tx, account_id, &t.session_id).await?;
     if status == SessionStatus::Gone {
         return Ok(Ok(Err(TurnRefusal::SessionNotFound)));
+    }
+    if status == SessionStatus::Live {
+        // Turns of a session are serialized across replicas: the session's row is locked,
+        // so no turn can start or end between this look and the commit.
+        let busy = tx
+            .prepare_cached("SELECT 1 FROM turns WHERE session_id = $1")
+            .await?;
+        if tx.query_opt(&busy, &[&t.session_id]).await?.is_some() {
+            return Ok(Err(Again::Busy));
+        }
     }
     if let Some(key) = &t.idempotency_key
         && let Some(recorded) =
@@ -397,7 +424,7 @@ async fn start_turn_in(
             .await?
             == 0
         {
-            return Ok(Err(Raced));
+            return Ok(Err(Again::Raced));
         }
     }
     let m = &t.message;
@@ -416,6 +443,27 @@ async fn start_turn_in(
     if let (Some(key), Some(resp)) = (&t.idempotency_key, &t.accepted_response) {
         idempotent_record(tx, account_id, &t.session_id, key, resp, t.now_ms).await?;
     }
+    // The turn is in flight until its reply is stored or it is rolled back, on this replica's
+    // lease (leases.rs).
+    let turn = tx
+        .prepare_cached(
+            "INSERT INTO turns (session_id, replica, account_id, reply_id, user_message_id, created_at, idempotency_key)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .await?;
+    tx.execute(
+        &turn,
+        &[
+            &t.session_id,
+            &replica,
+            &account_id,
+            &t.reply_id,
+            &m.id,
+            &t.now_ms,
+            &t.idempotency_key,
+        ],
+    )
+    .await?;
     history.push(HistoryEntry {
         role: m.role,
         content: m.content.clone(),
@@ -500,20 +548,36 @@ impl Storage for PgStore {
         request: RequestCount,
         turn: TurnStart,
     ) -> Result<TurnAdmission, StoreError> {
-        let mut client = self.client().await?;
         // A session first used by two replicas at once: the loser runs again and finds it.
-        for _ in 0..8 {
+        // A session with a turn in flight elsewhere: wait (without a connection) and run again;
+        // nothing of an attempt that waits is kept, not even its request count.
+        let (mut races, mut pause) = (0, Duration::from_millis(2));
+        loop {
+            let mut client = self.client().await?;
             let mut tx = client.transaction().await?;
             if !admit(&tx, &request).await? {
                 tx.rollback().await?;
                 return Ok(None);
             }
             let turn_tx = tx.savepoint("turn").await?;
-            let started = start_turn_in(&turn_tx, &turn).await?;
+            let started = start_turn_in(&turn_tx, &turn, &self.replica).await?;
             match started {
-                Err(Raced) => {
+                Err(again) => {
                     turn_tx.rollback().await?;
                     tx.rollback().await?;
+                    drop(client);
+                    match again {
+                        Again::Raced if races < 8 => races += 1,
+                        Again::Raced => {
+                            return Err(StoreError::Commit(
+                                "the session kept being created concurrently".into(),
+                            ));
+                        }
+                        Again::Busy => {
+                            tokio::time::sleep(pause).await;
+                            pause = (pause * 2).min(Duration::from_millis(50));
+                        }
+                    }
                     continue;
                 }
                 Ok(Ok(started)) => {
@@ -529,9 +593,6 @@ impl Storage for PgStore {
                 }
             }
         }
-        Err(StoreError::Commit(
-            "the session kept being created concurrently".into(),
-        ))
     }
 
     async fn complete_turn(
@@ -547,6 +608,16 @@ impl Storage for PgStore {
         if lock_session(&tx, account_id, &session_id).await? != SessionStatus::Live {
             tx.rollback().await?;
             return Ok(false);
+        }
+        let ended = tx
+            .prepare_cached("DELETE FROM turns WHERE session_id = $1 AND reply_id = $2")
+            .await?;
+        if tx.execute(&ended, &[&session_id, &reply.id]).await? == 0 {
+            // Another replica found this one's lease expired and rolled the turn back.
+            tx.rollback().await?;
+            return Err(StoreError::Commit(
+                "the turn was rolled back by another replica (its lease expired)".into(),
+            ));
         }
         insert_message(
             &tx,
@@ -577,6 +648,11 @@ impl Storage for PgStore {
     ) -> Result<(), StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
+        tx.execute(
+            "DELETE FROM turns WHERE session_id = $1 AND user_message_id = $2",
+            &[&session_id, &user_message_id],
+        )
+        .await?;
         tx.execute(
             "DELETE FROM messages WHERE session_id = $1 AND id = $2",
             &[&session_id, &user_message_id],
@@ -612,6 +688,8 @@ impl Storage for PgStore {
             tx.rollback().await?;
             return Ok(false);
         }
+        tx.execute("DELETE FROM turns WHERE session_id = $1", &[&session_id])
+            .await?;
         tx.execute("DELETE FROM messages WHERE session_id = $1", &[&session_id])
             .await?;
         tx.execute(

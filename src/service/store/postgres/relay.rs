@@ -31,7 +31,8 @@ const MAX_BATCH: usize = 256;
 pub struct Relay {
     publisher: JoinHandle<()>,
     listener: JoinHandle<()>,
-    sender: Option<mpsc::UnboundedSender<Relayed>>,
+    /// Tells the publisher to send what is queued and stop.
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl Relay {
@@ -46,21 +47,23 @@ impl Relay {
         let (client, connection) = config.connect(NoTls).await?;
         tokio::spawn(connection);
         let (tx, rx) = mpsc::unbounded_channel();
-        hub.relay_to(tx.clone());
-        let publisher = tokio::spawn(publish(client, me, rx));
+        hub.relay_to(tx);
+        let (stop, stopped) = tokio::sync::oneshot::channel();
+        let publisher = tokio::spawn(publish(client, me, rx, stopped));
         Ok(Relay {
             publisher,
             listener,
-            sender: Some(tx),
+            stop: Some(stop),
         })
     }
 
     /// Sends what is queued, then stops (at shutdown, after the last replies ended).
     pub async fn stop(mut self) {
-        self.sender.take();
         self.listener.abort();
-        // The hub keeps a sender too: give the queue a moment to drain, then stop.
-        let _ = tokio::time::timeout(Duration::from_millis(500), &mut self.publisher).await;
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(2), &mut self.publisher).await;
         self.publisher.abort();
     }
 }
@@ -91,6 +94,7 @@ async fn publish(
     client: tokio_postgres::Client,
     me: String,
     mut rx: mpsc::UnboundedReceiver<Relayed>,
+    mut stopped: tokio::sync::oneshot::Receiver<()>,
 ) {
     let notify = format!("SELECT pg_notify('{CHANNEL}', $1)");
     let stmt = match client.prepare(&notify).await {
@@ -101,8 +105,26 @@ async fn publish(
         }
     };
     let mut batch = Vec::new();
-    while let Some(first) = rx.recv().await {
-        batch.push(first);
+    let mut stopping = false;
+    loop {
+        if stopping {
+            // Whatever is queued goes out, then the publisher ends.
+            match rx.try_recv() {
+                Ok(event) => batch.push(event),
+                Err(_) => return,
+            }
+        } else {
+            tokio::select! {
+                event = rx.recv() => match event {
+                    Some(event) => batch.push(event),
+                    None => return,
+                },
+                _ = &mut stopped => {
+                    stopping = true;
+                    continue;
+                }
+            }
+        }
         while batch.len() < MAX_BATCH {
             match rx.try_recv() {
                 Ok(event) => batch.push(event),
