@@ -4,11 +4,12 @@ mod service {
     pub mod backends;
     pub mod common;
 
-    mod binary;
+    pub mod binary;
     mod http;
     mod jwt;
     mod openai;
     mod openapi;
+    mod replica_processes;
     mod replicas;
     mod storage;
     mod stream;
