@@ -9,6 +9,7 @@ mod service {
     mod jwt;
     mod openai;
     mod openapi;
+    mod pg_deletion;
     mod replica_processes;
     mod replicas;
     mod storage;
