@@ -4,7 +4,8 @@
 # spread over its replicas (examples/listeners.rs) on sessions that wrk POSTs to.
 #   apt-get update && apt-get install -y wrk postgresql-client
 # PG (default postgres://postgres@127.0.0.1:5432) is the server; a database of its own per
-# setup is created and dropped. wrk: CONNECTIONS (32) connections in all for DURATION (10s),
+# setup is created and dropped. PG_QUERY is appended to the replicas' URLs, e.g.
+# PG_QUERY='options=-c%20synchronous_commit%3Doff' (see docs/performance.md). wrk: CONNECTIONS (32) connections in all for DURATION (10s),
 # split evenly over the replicas (one wrk per replica, their rates summed, p99 per replica).
 # Builtin engine at pace 0, an enterprise key, SESSIONS (8000) sessions.
 source "$(dirname "$0")/common.sh"
@@ -55,7 +56,7 @@ measure() {
     kill -TERM "$listeners"; wait "$listeners" || true
     echo "## $name ($n replica(s), ${LISTENERS:-200} listeners)"
     for f in "$work"/wrk*; do grep -E '^(requests|latency)' "$f" | sed 's/^/  /'; done
-    awk '/^requests/ {sum += $6} END {printf "  total: %.0f POSTs/s\n", sum}' "$work"/wrk*
+    awk '/^requests/ {sum += $7} END {printf "  total: %.0f POSTs/s\n", sum}' "$work"/wrk*
     sed 's/^/  /' "$work/listeners"
     rm -f "$work"/wrk*
 }
@@ -65,7 +66,7 @@ new_db() {
     local d=convo_perf_$1_$$
     psql -q "$PG/postgres" -c "CREATE DATABASE $d"
     dbs+=("$d")
-    db=$PG/$d
+    db=$PG/$d${PG_QUERY:+?$PG_QUERY}
 }
 
 stop_all() {
