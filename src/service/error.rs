@@ -128,9 +128,9 @@ impl IntoResponse for ApiError {
 pub enum StoreError {
     #[error(transparent)]
     Sqlite(#[from] rusqlite::Error),
-    #[error("postgres: {0}")]
+    #[error("postgres: {}", with_sources(.0))]
     Postgres(#[from] tokio_postgres::Error),
-    #[error("postgres connection pool: {0}")]
+    #[error("postgres connection pool: {}", with_sources(.0))]
     Pool(#[from] deadpool_postgres::PoolError),
     #[error("database configuration: {0}")]
     Config(String),
@@ -140,4 +140,20 @@ pub enum StoreError {
     Corrupt(String),
     #[error("the transaction was not committed: {0}")]
     Commit(String),
+}
+
+/// `error: its source: its source…` (tokio-postgres shows the cause, e.g. "Connection refused",
+/// only as a source).
+fn with_sources(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
 }
