@@ -1,13 +1,17 @@
 //! Integration tests of the local service over real HTTP and WebSocket on 127.0.0.1:0.
 
 mod service {
+    pub mod backends;
     pub mod common;
 
-    mod binary;
+    pub mod binary;
     mod http;
     mod jwt;
     mod openai;
     mod openapi;
+    mod pg_deletion;
+    mod replica_processes;
+    mod replicas;
     mod storage;
     mod stream;
     mod totals;

@@ -9,6 +9,7 @@ use super::AppState;
 use super::config::is_valid_api_key;
 use super::error::{ApiError, StoreError};
 use super::jwt;
+use super::store::Storage;
 use super::store::accounts::{Account, hash_key};
 use super::store::usage::{self, RequestAdmission};
 use super::time;
@@ -78,10 +79,7 @@ pub(crate) async fn count(
     route: &'static str,
 ) -> Result<(), ApiError> {
     let request = RequestCount::new(account, method, route, chrono::Utc::now());
-    let admitted = state
-        .store
-        .call(move |c| request.run(c, |_| Ok(())))
-        .await?;
+    let admitted = state.store.count_request(request).await?;
     request.answer(admitted)
 }
 
@@ -89,7 +87,7 @@ pub(crate) async fn count(
 /// count runs on the writer thread (alone in `count`, or ahead of the request's own writes in
 /// the same closure), and `answer` turns its outcome into the request's fate.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct RequestCount {
+pub struct RequestCount {
     account: Account,
     method: &'static str,
     route: &'static str,
@@ -97,7 +95,7 @@ pub(crate) struct RequestCount {
 }
 
 impl RequestCount {
-    pub(crate) fn new(
+    pub fn new(
         account: Account,
         method: &'static str,
         route: &'static str,
@@ -111,6 +109,15 @@ impl RequestCount {
         }
     }
 
+    pub fn account(&self) -> Account {
+        self.account
+    }
+
+    /// Start of the billing period the request counts in.
+    pub fn period_start_ms(&self) -> i64 {
+        time::billing_period(self.now).0.timestamp_millis()
+    }
+
     /// On the writer thread: counts the request (one statement, kept whatever `then` does) and
     /// runs `then`; when the limit is reached, writes nothing and returns `None`.
     pub(crate) fn run<T>(
@@ -118,11 +125,7 @@ impl RequestCount {
         conn: &mut Connection,
         then: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
     ) -> Result<Option<T>, StoreError> {
-        let admission = usage::admit_request(
-            conn,
-            self.account,
-            time::billing_period(self.now).0.timestamp_millis(),
-        )?;
+        let admission = usage::admit_request(conn, self.account, self.period_start_ms())?;
         match admission {
             RequestAdmission::Admitted => then(conn).map(Some),
             RequestAdmission::OverLimit => Ok(None),

@@ -26,8 +26,15 @@ pub struct ServeArgs {
     /// Address to listen on (port 0 picks a free port).
     #[arg(long, default_value = "127.0.0.1:8787")]
     pub addr: String,
-    /// SQLite database file, or `:memory:`. Default: service.db in the platform data dir.
-    #[arg(long)]
+    /// Where everything is stored: a SQLite file, `:memory:`, or a PostgreSQL database
+    /// (`postgres://USER@HOST:PORT/DB`), which any number of replicas can share (docs/deploy.md).
+    /// Default: service.db in the platform data dir.
+    #[arg(
+        long,
+        value_name = "PATH|URL",
+        env = "CONVO_SERVE_DB",
+        hide_env_values = true
+    )]
     pub db: Option<String>,
     /// Accepted API key, `service_live_…` with an optional `=free|pro|enterprise` (default pro).
     /// Repeatable. Without one, a key is generated and printed once to stderr (the client's
@@ -129,8 +136,8 @@ fn config_from_args(args: &ServeArgs) -> Result<(ServiceConfig, Vec<String>), St
         }
     };
     let db = match args.db.as_deref() {
-        Some(":memory:") => DbLocation::Memory,
-        Some(path) => DbLocation::File(PathBuf::from(path)),
+        Some("") => return Err("--db must not be empty".into()),
+        Some(arg) => DbLocation::parse(arg),
         None => DbLocation::File(default_db_path()?),
     };
     let engine = match args.engine {

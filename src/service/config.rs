@@ -3,13 +3,30 @@
 
 use std::path::PathBuf;
 
-/// Where the SQLite database lives.
+/// Where the database lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DbLocation {
-    /// A private in-memory database, gone when the service stops.
+    /// A private in-memory SQLite database, gone when the service stops.
     Memory,
-    /// A database file (created if missing), with its `-wal` and `-shm` companions beside it.
+    /// A SQLite database file (created if missing), with its `-wal` and `-shm` companions
+    /// beside it.
     File(PathBuf),
+    /// A PostgreSQL database (`postgres://USER@HOST:PORT/DB` or `postgresql://…`), which
+    /// replicas can share.
+    Postgres(String),
+}
+
+impl DbLocation {
+    /// What `--db` (or `CONVO_SERVE_DB`) names: a PostgreSQL URL, `:memory:`, or a SQLite file.
+    pub fn parse(arg: &str) -> DbLocation {
+        if arg.starts_with("postgres://") || arg.starts_with("postgresql://") {
+            DbLocation::Postgres(arg.to_string())
+        } else if arg == ":memory:" {
+            DbLocation::Memory
+        } else {
+            DbLocation::File(PathBuf::from(arg))
+        }
+    }
 }
 
 /// Subscription tier of an account; decides its plan limits (DESIGN.md §4.1).

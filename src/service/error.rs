@@ -16,6 +16,8 @@ pub enum ServiceError {
     },
     #[error("database: {0}")]
     Database(#[from] rusqlite::Error),
+    #[error("database: {0}")]
+    Store(#[from] StoreError),
     #[error("invalid configuration: {0}")]
     Config(String),
     #[error("internal: {0}")]
@@ -126,10 +128,32 @@ impl IntoResponse for ApiError {
 pub enum StoreError {
     #[error(transparent)]
     Sqlite(#[from] rusqlite::Error),
+    #[error("postgres: {}", with_sources(.0))]
+    Postgres(#[from] tokio_postgres::Error),
+    #[error("postgres connection pool: {}", with_sources(.0))]
+    Pool(#[from] deadpool_postgres::PoolError),
+    #[error("database configuration: {0}")]
+    Config(String),
     #[error("database task failed: {0}")]
     Join(String),
     #[error("corrupt stored data: {0}")]
     Corrupt(String),
     #[error("the transaction was not committed: {0}")]
     Commit(String),
+}
+
+/// `error: its source: its source…` (tokio-postgres shows the cause, e.g. "Connection refused",
+/// only as a source).
+fn with_sources(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
 }

@@ -37,18 +37,22 @@ use tokio::task::JoinSet;
 pub use config::{DbLocation, EngineConfig, ServiceConfig, Tier};
 pub use error::ServiceError;
 pub use ids::generate_api_key;
-use store::Store;
 use store::accounts::Account;
+use store::{Db, Storage};
 
 /// Shared state of a running service.
 pub(crate) struct AppState {
-    pub store: Store,
+    pub store: Db,
     /// Accounts by SHA-256 of their key.
     pub accounts: HashMap<String, Account>,
     pub jwt_secret: String,
     pub engine: Box<dyn engine::ReplyEngine>,
     pub max_context_tokens: u64,
-    pub hub: stream::StreamHub,
+    pub hub: Arc<stream::StreamHub>,
+    /// On PostgreSQL: replies relayed to and from the other replicas.
+    pub relay: Mutex<Option<store::postgres::relay::Relay>>,
+    /// On PostgreSQL: this replica's heartbeat and the sweep for stopped replicas' turns.
+    pub leases: Mutex<Option<tokio::task::JoinHandle<()>>>,
     pub session_locks: SessionLocks,
     /// Replies being generated; awaited on shutdown.
     pub turns: Mutex<JoinSet<()>>,
@@ -118,6 +122,27 @@ impl RunningService {
             std::mem::take(&mut *guard)
         };
         while turns.join_next().await.is_some() {}
+        let relay = self
+            .state
+            .relay
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(relay) = relay {
+            relay.stop().await;
+        }
+        let leases = self
+            .state
+            .leases
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(leases) = leases {
+            leases.abort();
+        }
+        if let Db::Postgres(pg) = &self.state.store {
+            store::postgres::leases::unregister(pg).await;
+        }
         if let Err(e) = self.state.store.close().await {
             tracing::error!(error = %e, "final checkpoint failed");
         }
@@ -180,14 +205,20 @@ pub async fn start(
 
     let db = config.db.clone();
     let keys = config.api_keys.clone();
-    let (store, accounts) = tokio::task::spawn_blocking(move || {
-        let store = Store::open(&db)?;
-        let accounts = store.blocking(|c| store::accounts::ensure_keys(c, &keys, time::now_ms()));
-        Ok::<_, ServiceError>((store, accounts))
-    })
-    .await
-    .map_err(|e| ServiceError::Internal(e.to_string()))??;
-    let accounts = accounts.map_err(|e| ServiceError::Internal(e.to_string()))?;
+    let store = Db::open(&db).await?;
+    let accounts = store.ensure_keys(keys, time::now_ms()).await?;
+    let hub = Arc::new(stream::StreamHub::default());
+    let (relay, leases) = match &store {
+        Db::Postgres(pg) => (
+            Some(
+                store::postgres::relay::Relay::start(pg.config(), hub.clone())
+                    .await
+                    .map_err(|e| ServiceError::Store(e.into()))?,
+            ),
+            Some(store::postgres::leases::start(pg.clone(), hub.clone())),
+        ),
+        Db::Sqlite(_) => (None, None),
+    };
     // Ready token counting in the background; the first count waits for it if needed.
     if config.warm_token_counter {
         tokio::task::spawn_blocking(tokens::warm);
@@ -200,7 +231,9 @@ pub async fn start(
         jwt_secret: config.jwt_secret.clone(),
         engine,
         max_context_tokens: config.max_context_tokens,
-        hub: stream::StreamHub::default(),
+        hub,
+        relay: Mutex::new(relay),
+        leases: Mutex::new(leases),
         session_locks: SessionLocks::default(),
         turns: Mutex::new(JoinSet::new()),
         shutdown: shutdown_rx.clone(),
@@ -214,7 +247,7 @@ pub async fn start(
             })
             .await
     });
-    tracing::info!(addr = %local, engine = state.engine.name(), "service listening");
+    tracing::info!(addr = %local, engine = state.engine.name(), db = state.store.kind(), "service listening");
     Ok(RunningService {
         addr: local,
         api_key: config.api_keys[0].0.clone(),

@@ -8,9 +8,10 @@ use tokio::sync::{OwnedMutexGuard, mpsc, oneshot};
 use super::AppState;
 use super::engine::{EngineError, ReplyRequest};
 use super::error::ApiError;
+use super::store::Storage;
 use super::store::accounts::Account;
 use super::store::idempotency::Recorded;
-use super::store::messages::{self, Reply};
+use super::store::messages::Reply;
 use super::{time, tokens};
 use crate::api::{ErrorBody, Message, Role, StreamEvent};
 
@@ -109,24 +110,15 @@ async fn run(state: &AppState, turn: Turn) -> TurnOutcome {
         Ok(content) => content,
         Err(e) => {
             tracing::warn!(session = %session_id, error = %e, "reply failed; turn rolled back");
-            let (account_id, sid, uid, key) = (
-                account.id,
-                session_id.clone(),
-                user_message_id,
-                idempotency_key,
-            );
             let rolled = state
                 .store
-                .call(move |c| {
-                    messages::roll_back_turn(
-                        c,
-                        account_id,
-                        &sid,
-                        &uid,
-                        created_at_ms,
-                        key.as_deref(),
-                    )
-                })
+                .roll_back_turn(
+                    account.id,
+                    session_id.clone(),
+                    user_message_id,
+                    created_at_ms,
+                    idempotency_key,
+                )
                 .await;
             let error = match rolled {
                 Ok(()) => ApiError::engine(e.0),
@@ -164,20 +156,15 @@ async fn run(state: &AppState, turn: Turn) -> TurnOutcome {
                 },
             )
         });
-    let account_id = account.id;
-    let sid = session_id.clone();
     let stored = state
         .store
-        .call(move |c| {
-            messages::complete_turn(
-                c,
-                account_id,
-                &sid,
-                &reply,
-                record.as_ref().map(|(k, r)| (k.as_str(), r)),
-                time::now_ms(),
-            )
-        })
+        .complete_turn(
+            account.id,
+            session_id.clone(),
+            reply,
+            record,
+            time::now_ms(),
+        )
         .await;
     match stored {
         Ok(true) => {

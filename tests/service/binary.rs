@@ -3,12 +3,12 @@
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, ChildStdout, Command, Stdio};
 
-const BIN: &str = env!("CARGO_BIN_EXE_convo");
+pub(super) const BIN: &str = env!("CARGO_BIN_EXE_convo");
 const CLIENT_KEY: &str = "service_live_clientKeyOfAnotherOne";
 
 /// Starts `command` (a `convo serve`) with its stdout and stderr piped; returns the child, the
 /// base URL from the one line it prints, and the rest of its stdout.
-fn started(command: &mut Command) -> (Child, String, BufReader<ChildStdout>) {
+pub(super) fn started(command: &mut Command) -> (Child, String, BufReader<ChildStdout>) {
     let mut child = command
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -1,5 +1,6 @@
-//! Storage: restart on the same file, deletion that leaves no content in the files, ordering
-//! under concurrency, and plan limits reached through stored usage.
+//! Storage: restart on the same database, deletion that leaves no content in the files, ordering
+//! under concurrency, and plan limits reached through stored usage. The tests that do not read
+//! SQLite's files run on both backends (`on_both_backends!`: `NAME::sqlite`, `NAME::postgres`).
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -8,7 +9,24 @@ use convo::service::{DbLocation, ServiceConfig, Tier};
 use reqwest::StatusCode;
 use serde_json::json;
 
+use super::backends::Backend;
 use super::common::{Svc, json as body_json, session, start_with};
+use crate::on_both_backends;
+
+on_both_backends!(
+    a_restart_on_the_same_database_keeps_everything,
+    concurrent_sends_are_all_stored_once_in_order_per_session,
+    the_request_limit_is_429_before_any_work_and_refusals_are_not_counted,
+    the_token_limit_is_429,
+);
+
+fn backend_config(backend: &Backend, key: Option<&str>) -> ServiceConfig {
+    let mut config = backend.config();
+    if let Some(key) = key {
+        config.api_keys[0].0 = key.to_string();
+    }
+    config
+}
 
 fn file_config(dir: &Path, key: Option<&str>) -> ServiceConfig {
     let mut config = ServiceConfig::ephemeral(0);
@@ -33,10 +51,8 @@ fn occurrences(dir: &Path, needle: &str) -> usize {
     total
 }
 
-#[tokio::test]
-async fn a_restart_on_the_same_file_keeps_everything() {
-    let dir = tempfile::tempdir().unwrap();
-    let svc = start_with(file_config(dir.path(), None)).await;
+async fn a_restart_on_the_same_database_keeps_everything(backend: Backend) {
+    let svc = start_with(backend_config(&backend, None)).await;
     let key = svc.key.clone();
     let sid = session();
     svc.send_text(&sid, "remember me").await;
@@ -46,7 +62,7 @@ async fn a_restart_on_the_same_file_keeps_everything() {
     let before = svc.usage().await;
     svc.service.shutdown().await;
 
-    let svc = start_with(file_config(dir.path(), Some(&key))).await;
+    let svc = start_with(backend_config(&backend, Some(&key))).await;
     let after = svc.usage().await;
     assert_eq!(after["tokens"]["used"], before["tokens"]["used"]);
     assert_eq!(after["sessions"]["active"], 1);
@@ -107,10 +123,8 @@ async fn deletion_leaves_no_content_in_the_database_files() {
     assert_eq!(occurrences(dir.path(), marker), 0);
 }
 
-#[tokio::test]
-async fn concurrent_sends_are_all_stored_once_in_order_per_session() {
-    let dir = tempfile::tempdir().unwrap();
-    let svc = std::sync::Arc::new(start_with(file_config(dir.path(), None)).await);
+async fn concurrent_sends_are_all_stored_once_in_order_per_session(backend: Backend) {
+    let svc = std::sync::Arc::new(start_with(backend_config(&backend, None)).await);
     let sessions: Vec<String> = (0..10).map(|_| session()).collect();
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..100 {
@@ -151,20 +165,18 @@ async fn concurrent_sends_are_all_stored_once_in_order_per_session() {
         .expect("all tasks done");
     svc.service.shutdown().await;
 
-    // Read the file: every session alternates user/assistant and holds each message once.
-    let conn = rusqlite::Connection::open(dir.path().join("service.db")).unwrap();
+    // Read the database: every session alternates user/assistant and holds each message once.
     for sid in &sessions {
-        let mut stmt = conn
-            .prepare("SELECT role, content FROM messages WHERE session_id = ?1 ORDER BY pk")
-            .unwrap();
-        let rows: Vec<(String, String)> = stmt
-            .query_map([sid], |r| Ok((r.get(0)?, r.get(1)?)))
-            .unwrap()
-            .map(Result::unwrap)
-            .collect();
+        let rows = backend
+            .texts(
+                "SELECT role, content FROM messages WHERE session_id = $1 ORDER BY pk",
+                sid,
+            )
+            .await;
         assert_eq!(rows.len(), 20);
         let mut user_texts = BTreeSet::new();
-        for (i, (role, content)) in rows.iter().enumerate() {
+        for (i, row) in rows.iter().enumerate() {
+            let (role, content) = (&row[0], &row[1]);
             assert_eq!(
                 role,
                 if i % 2 == 0 { "user" } else { "assistant" },
@@ -180,32 +192,30 @@ async fn concurrent_sends_are_all_stored_once_in_order_per_session() {
     }
 }
 
-/// Starts on a file, lets `seed` write into it while the service is stopped, restarts.
-async fn seeded(dir: &Path, tier: Tier, seed: impl FnOnce(&rusqlite::Connection)) -> Svc {
-    let mut config = file_config(dir, None);
+/// Starts on the backend, runs `seed` (a statement and its parameters) while the service is
+/// stopped, restarts.
+async fn seeded(backend: &Backend, tier: Tier, seed: (&str, &[i64])) -> Svc {
+    let mut config = backend_config(backend, None);
     config.api_keys[0].1 = tier;
     let svc = start_with(config.clone()).await;
     svc.service.shutdown().await;
-    let conn = rusqlite::Connection::open(dir.join("service.db")).unwrap();
-    seed(&conn);
-    drop(conn);
+    backend.execute(seed.0, seed.1).await;
     start_with(config).await
 }
 
-#[tokio::test]
-async fn the_request_limit_is_429_before_any_work_and_refusals_are_not_counted() {
-    let dir = tempfile::tempdir().unwrap();
+async fn the_request_limit_is_429_before_any_work_and_refusals_are_not_counted(backend: Backend) {
     let period_start = convo::service::time::billing_period(chrono::Utc::now())
         .0
         .timestamp_millis();
-    let svc = seeded(dir.path(), Tier::Free, |conn| {
-        conn.execute(
-            "INSERT INTO usage_totals (account_id, period_start, requests) VALUES (1, ?1, 999)
+    let svc = seeded(
+        &backend,
+        Tier::Free,
+        (
+            "INSERT INTO usage_totals (account_id, period_start, requests) VALUES (1, $1, 999)
              ON CONFLICT (account_id, period_start) DO UPDATE SET requests = excluded.requests",
-            [period_start],
-        )
-        .unwrap();
-    })
+            &[period_start],
+        ),
+    )
     .await;
     // The 1000th request is admitted and sees itself counted.
     let usage = svc.usage().await;
@@ -228,32 +238,27 @@ async fn the_request_limit_is_429_before_any_work_and_refusals_are_not_counted()
     assert!(body["error"]["resetAt"].is_string());
     svc.service.shutdown().await;
     // Nothing was done: no session, and the refused request was not counted.
-    let conn = rusqlite::Connection::open(dir.path().join("service.db")).unwrap();
-    let sessions: i64 = conn
-        .query_row("SELECT COUNT(*) FROM sessions", [], |r| r.get(0))
-        .unwrap();
-    let requests: i64 = conn
-        .query_row(
-            "SELECT requests FROM usage_totals WHERE account_id = 1 AND period_start = ?1",
-            [period_start],
-            |r| r.get(0),
+    let sessions = backend.int("SELECT COUNT(*) FROM sessions", &[]).await;
+    let requests = backend
+        .int(
+            "SELECT requests FROM usage_totals WHERE account_id = 1 AND period_start = $1",
+            &[period_start],
         )
-        .unwrap();
+        .await;
     assert_eq!((sessions, requests), (0, 1000));
 }
 
-#[tokio::test]
-async fn the_token_limit_is_429() {
-    let dir = tempfile::tempdir().unwrap();
+async fn the_token_limit_is_429(backend: Backend) {
     let now = chrono::Utc::now().timestamp_millis();
-    let svc = seeded(dir.path(), Tier::Free, |conn| {
-        conn.execute(
+    let svc = seeded(
+        &backend,
+        Tier::Free,
+        (
             "INSERT INTO message_log (message_id, account_id, session_id, role, tokens, created_at)
-             VALUES ('msg_seed', 1, 'session_seedseedseedseed', 'user', 200000, ?1)",
-            [now],
-        )
-        .unwrap();
-    })
+             VALUES ('msg_seed', 1, 'session_seedseedseedseed', 'user', 200000, $1)",
+            &[now],
+        ),
+    )
     .await;
     let (status, body) = svc
         .post(&session(), json!({"content": "one token too many"}))

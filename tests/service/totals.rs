@@ -2,46 +2,51 @@
 //! replace would sum: after sends, idempotent replays, streamed sends, deletions, rolled-back
 //! turns, and across billing periods.
 
-use std::path::Path;
-
 use chrono::{TimeZone, Utc};
 use convo::api::Role;
-use convo::service::store::Store;
+use convo::service::auth::RequestCount;
 use convo::service::store::accounts::Account;
-use convo::service::store::messages::{self, TurnStart, TurnStarted, UserMessage};
-use convo::service::{DbLocation, ServiceConfig, Tier, generate_api_key, time};
+use convo::service::store::messages::{Reply, TurnRefusal, TurnStart, TurnStarted, UserMessage};
+use convo::service::store::{Db, Storage};
+use convo::service::{Tier, generate_api_key, time};
 use reqwest::StatusCode;
 use serde_json::json;
 
+use super::backends::Backend;
 use super::common::{Svc, json, session, start_with};
+use crate::on_both_backends;
 
-fn file_config(dir: &Path) -> ServiceConfig {
-    let mut config = ServiceConfig::ephemeral(0);
-    config.db = DbLocation::File(dir.join("service.db"));
-    config
-}
+on_both_backends!(
+    totals_equal_the_logs_after_sends_replays_streams_and_deletes,
+    a_rolled_back_turn_takes_its_tokens_back_out_of_the_totals,
+    a_new_billing_period_counts_from_zero_and_past_periods_keep_their_totals,
+);
 
 /// Every way the totals can disagree with the rows they sum, as readable lines (empty: none):
 /// the month's tokens with the ledger, the live sessions with the sessions. (Requests have no
 /// rows since migration 4; the tests count them.)
-fn disagreements(conn: &rusqlite::Connection) -> Vec<String> {
+async fn disagreements(backend: &Backend) -> Vec<String> {
     let mut out = Vec::new();
-    let rows = |sql: &str| -> Vec<(i64, i64, i64)> {
-        let mut stmt = conn.prepare(sql).unwrap();
-        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-            .unwrap()
-            .map(Result::unwrap)
+    let rows = async |sql: &str| -> Vec<(i64, i64, i64)> {
+        backend
+            .ints(sql, &[])
+            .await
+            .into_iter()
+            .map(|r| (r[0], r[1], r[2]))
             .collect()
     };
     // The ledger grouped by (account, billing period), the period computed by the service's
     // own `billing_period`, not by SQL.
     let mut expected = std::collections::BTreeMap::<(i64, i64), i64>::new();
     let period = |ms: i64| time::billing_period(time::from_ms(ms)).0.timestamp_millis();
-    for (account, at, tokens) in rows("SELECT account_id, created_at, tokens FROM message_log") {
+    for (account, at, tokens) in
+        rows("SELECT account_id, created_at, tokens FROM message_log").await
+    {
         *expected.entry((account, period(at))).or_default() += tokens;
     }
     let actual: std::collections::BTreeMap<(i64, i64), i64> =
         rows("SELECT account_id, period_start, tokens FROM usage_totals WHERE tokens <> 0")
+            .await
             .into_iter()
             .map(|(a, p, t)| ((a, p), t))
             .collect();
@@ -54,7 +59,9 @@ fn disagreements(conn: &rusqlite::Connection) -> Vec<String> {
         "SELECT a.id, a.live_sessions,
                 (SELECT COUNT(*) FROM sessions s WHERE s.account_id = a.id AND s.deleted_at IS NULL)
          FROM accounts a",
-    ) {
+    )
+    .await
+    {
         if live != counted {
             out.push(format!(
                 "account {account}: live_sessions {live}, sessions {counted}"
@@ -62,10 +69,6 @@ fn disagreements(conn: &rusqlite::Connection) -> Vec<String> {
         }
     }
     out
-}
-
-fn open(dir: &Path) -> rusqlite::Connection {
-    rusqlite::Connection::open(dir.join("service.db")).unwrap()
 }
 
 async fn post_keyed(svc: &Svc, sid: &str, key: &str, body: serde_json::Value) -> StatusCode {
@@ -81,11 +84,9 @@ async fn post_keyed(svc: &Svc, sid: &str, key: &str, body: serde_json::Value) ->
     json(resp).await.0
 }
 
-#[tokio::test]
-async fn totals_equal_the_logs_after_sends_replays_streams_and_deletes() {
-    let dir = tempfile::tempdir().unwrap();
+async fn totals_equal_the_logs_after_sends_replays_streams_and_deletes(backend: Backend) {
     let other_key = generate_api_key();
-    let mut config = file_config(dir.path());
+    let mut config = backend.config();
     config.api_keys.push((other_key.clone(), Tier::Free));
     let svc = start_with(config).await;
     let (a, b, c) = (session(), session(), session());
@@ -132,15 +133,13 @@ async fn totals_equal_the_logs_after_sends_replays_streams_and_deletes() {
 
     let usage = svc.usage().await;
     {
-        let conn = open(dir.path());
-        assert_eq!(disagreements(&conn), Vec::<String>::new());
-        let tokens: i64 = conn
-            .query_row(
-                "SELECT SUM(tokens) FROM message_log WHERE account_id = 1",
-                [],
-                |r| r.get(0),
+        assert_eq!(disagreements(&backend).await, Vec::<String>::new());
+        let tokens = backend
+            .int(
+                "SELECT CAST(SUM(tokens) AS BIGINT) FROM message_log WHERE account_id = 1",
+                &[],
             )
-            .unwrap();
+            .await;
         assert_eq!(usage["tokens"]["used"], tokens);
         // a and c live, b deleted.
         assert_eq!(usage["sessions"]["active"], 2);
@@ -148,23 +147,22 @@ async fn totals_equal_the_logs_after_sends_replays_streams_and_deletes() {
         assert_eq!(usage["requests"]["used"], 12);
     }
     svc.service.shutdown().await;
-    assert_eq!(disagreements(&open(dir.path())), Vec::<String>::new());
+    assert_eq!(disagreements(&backend).await, Vec::<String>::new());
 }
 
-#[tokio::test]
-async fn a_rolled_back_turn_takes_its_tokens_back_out_of_the_totals() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&DbLocation::File(dir.path().join("service.db"))).unwrap();
+/// Through the storage interface itself (`Storage`), on each backend.
+async fn a_rolled_back_turn_takes_its_tokens_back_out_of_the_totals(backend: Backend) {
+    let store = Db::open(&backend.location()).await.unwrap();
     let keys = vec![(generate_api_key(), Tier::Pro)];
-    let accounts = store
-        .blocking(|c| convo::service::store::accounts::ensure_keys(c, &keys, time::now_ms()))
-        .unwrap();
+    let accounts = store.ensure_keys(keys, time::now_ms()).await.unwrap();
     let account: Account = *accounts.values().next().unwrap();
     let now = Utc::now();
+    let request = RequestCount::new(account, "POST", "/test", now);
     let sid = session();
     let start = |id: &str, tokens: u64| TurnStart {
         account,
         session_id: sid.clone(),
+        reply_id: format!("{id}_reply"),
         message: UserMessage {
             id: id.to_string(),
             role: Role::User,
@@ -178,60 +176,79 @@ async fn a_rolled_back_turn_takes_its_tokens_back_out_of_the_totals() {
         period_start_ms: time::billing_period(now).0.timestamp_millis(),
         now_ms: now.timestamp_millis(),
     };
-    let first = start("msg_kept", 40);
-    let second = start("msg_rolled", 25);
+    let period_start = time::billing_period(now).0.timestamp_millis();
+    let tokens_used = async || {
+        store
+            .usage_counts(account.id, period_start)
+            .await
+            .unwrap()
+            .tokens
+    };
+    // A turn ends (here with an empty reply of no tokens) before the next of its session starts.
+    let complete = async |id: &str| {
+        let reply = Reply {
+            id: format!("{id}_reply"),
+            content: String::new(),
+            tokens: 0,
+            created_at_ms: now.timestamp_millis(),
+        };
+        let stored = store
+            .complete_turn(account.id, sid.clone(), reply, None, time::now_ms())
+            .await;
+        assert!(stored.unwrap());
+    };
+    let ready = |started: Option<Result<TurnStarted, TurnRefusal>>| match started {
+        Some(Ok(TurnStarted::Ready { context_tokens, .. })) => context_tokens,
+        other => panic!("the turn did not start: {other:?}"),
+    };
+    ready(
+        store
+            .start_turn(request, start("msg_kept", 40))
+            .await
+            .unwrap(),
+    );
+    complete("msg_kept").await;
+    ready(
+        store
+            .start_turn(request, start("msg_rolled", 25))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(tokens_used().await, 65);
     store
-        .blocking(|c| {
-            for t in [&first, &second] {
-                match messages::start_turn(c, t)? {
-                    Ok(TurnStarted::Ready { .. }) => {}
-                    other => panic!("the turn did not start: {other:?}"),
-                }
-            }
-            assert_eq!(
-                convo::service::store::usage::tokens_used(c, account.id, first.period_start_ms)?,
-                65
-            );
-            messages::roll_back_turn(
-                c,
-                account.id,
-                &sid,
-                "msg_rolled",
-                second.now_ms,
-                Some("msg_rolled"),
-            )?;
-            assert_eq!(
-                convo::service::store::usage::tokens_used(c, account.id, first.period_start_ms)?,
-                40
-            );
-            assert_eq!(disagreements(c), Vec::<String>::new());
-            // The context of the session lost the rolled-back message too: 8192 - 40 fit again.
-            let full = start("msg_full", 8192 - 40);
-            assert!(matches!(
-                messages::start_turn(c, &full)?,
-                Ok(TurnStarted::Ready {
-                    context_tokens: 8192,
-                    ..
-                })
-            ));
-            let over = start("msg_over", 1);
-            assert!(matches!(
-                messages::start_turn(c, &over)?,
-                Err(messages::TurnRefusal::ContextOverflow {
-                    current: 8193,
-                    max: 8192
-                })
-            ));
-            assert_eq!(disagreements(c), Vec::<String>::new());
-            Ok(())
-        })
+        .roll_back_turn(
+            account.id,
+            sid.clone(),
+            "msg_rolled".into(),
+            now.timestamp_millis(),
+            Some("msg_rolled".into()),
+        )
+        .await
         .unwrap();
+    assert_eq!(tokens_used().await, 40);
+    assert_eq!(disagreements(&backend).await, Vec::<String>::new());
+    // The context of the session lost the rolled-back message too: 8192 - 40 fit again.
+    let full = store.start_turn(request, start("msg_full", 8192 - 40));
+    assert_eq!(ready(full.await.unwrap()), 8192);
+    complete("msg_full").await;
+    assert!(matches!(
+        store
+            .start_turn(request, start("msg_over", 1))
+            .await
+            .unwrap(),
+        Some(Err(TurnRefusal::ContextOverflow {
+            current: 8193,
+            max: 8192
+        }))
+    ));
+    assert_eq!(disagreements(&backend).await, Vec::<String>::new());
+    store.close().await.unwrap();
 }
 
-#[tokio::test]
-async fn a_new_billing_period_counts_from_zero_and_past_periods_keep_their_totals() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = file_config(dir.path());
+async fn a_new_billing_period_counts_from_zero_and_past_periods_keep_their_totals(
+    backend: Backend,
+) {
+    let mut config = backend.config();
     config.api_keys[0].1 = Tier::Free;
     let svc = start_with(config.clone()).await;
     svc.service.shutdown().await;
@@ -244,22 +261,24 @@ async fn a_new_billing_period_counts_from_zero_and_past_periods_keep_their_total
     {
         // Written by hand while the service is stopped: requests as the service counts them,
         // tokens through the ledger (its triggers count whoever writes).
-        let conn = open(dir.path());
         for at in [last_moment_before, last_moment_before, december] {
-            conn.execute(
-                "INSERT INTO usage_totals (account_id, period_start, requests) VALUES (1, ?1, 1)
-                 ON CONFLICT (account_id, period_start) DO UPDATE SET requests = requests + 1",
-                [time::billing_period(time::from_ms(at)).0.timestamp_millis()],
-            )
-            .unwrap();
+            backend
+                .execute(
+                    "INSERT INTO usage_totals (account_id, period_start, requests) VALUES (1, $1, 1)
+                     ON CONFLICT (account_id, period_start)
+                     DO UPDATE SET requests = usage_totals.requests + 1",
+                    &[time::billing_period(time::from_ms(at)).0.timestamp_millis()],
+                )
+                .await;
         }
-        conn.execute(
-            "INSERT INTO message_log (message_id, account_id, session_id, role, tokens, created_at)
-             VALUES ('msg_lastmonth', 1, 'session_seedseedseedseed', 'user', 199999, ?1)",
-            [last_moment_before],
-        )
-        .unwrap();
-        assert_eq!(disagreements(&conn), Vec::<String>::new());
+        backend
+            .execute(
+                "INSERT INTO message_log (message_id, account_id, session_id, role, tokens, created_at)
+                 VALUES ('msg_lastmonth', 1, 'session_seedseedseedseed', 'user', 199999, $1)",
+                &[last_moment_before],
+            )
+            .await;
+        assert_eq!(disagreements(&backend).await, Vec::<String>::new());
     }
     let svc = start_with(config).await;
     // Last month's 199,999 tokens do not count against this month's 200,000.
@@ -269,17 +288,15 @@ async fn a_new_billing_period_counts_from_zero_and_past_periods_keep_their_total
     let tokens = usage["tokens"]["used"].as_u64().unwrap();
     assert!(tokens > 0 && tokens < 1000, "{usage}");
     svc.service.shutdown().await;
-    let conn = open(dir.path());
-    assert_eq!(disagreements(&conn), Vec::<String>::new());
+    assert_eq!(disagreements(&backend).await, Vec::<String>::new());
     let previous = time::billing_period(time::from_ms(last_moment_before))
         .0
         .timestamp_millis();
-    let past: (i64, i64) = conn
-        .query_row(
-            "SELECT requests, tokens FROM usage_totals WHERE account_id = 1 AND period_start = ?1",
-            [previous],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+    let past = backend
+        .ints(
+            "SELECT requests, tokens FROM usage_totals WHERE account_id = 1 AND period_start = $1",
+            &[previous],
         )
-        .unwrap();
-    assert_eq!(past, (2, 199_999));
+        .await;
+    assert_eq!(past, vec![vec![2, 199_999]]);
 }

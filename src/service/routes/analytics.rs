@@ -13,7 +13,8 @@ use crate::api::{
 };
 use crate::service::error::ApiError;
 use crate::service::router::{METRICS, USAGE};
-use crate::service::store::usage::{self, MetricCounts};
+use crate::service::store::Storage;
+use crate::service::store::usage::MetricCounts;
 use crate::service::{AppState, auth, time};
 
 /// Longest accepted query string, in bytes.
@@ -45,7 +46,7 @@ pub(crate) async fn usage(
     let (start, end) = time::billing_period(Utc::now());
     let counts = state
         .store
-        .call(move |c| usage::usage_counts(c, account.id, start.timestamp_millis()))
+        .usage_counts(account.id, start.timestamp_millis())
         .await?;
     let limits = account.tier.limits();
     Ok(Json(Usage {
@@ -174,10 +175,7 @@ pub(crate) async fn metrics(
     let account = auth::admit(&state, &headers, "GET", METRICS).await?;
     let query = parse_metrics_query(raw.as_deref())?;
     let (start, end) = (query.start.timestamp_millis(), query.end.timestamp_millis());
-    let counts = state
-        .store
-        .call(move |c| usage::metric_counts(c, account.id, start, end))
-        .await?;
+    let counts = state.store.metric_counts(account.id, start, end).await?;
     Ok(Json(metrics_from_counts(&query, &counts)))
 }
 

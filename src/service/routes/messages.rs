@@ -13,8 +13,9 @@ use crate::api::{Message, Role};
 use crate::service::engine::ReplyRequest;
 use crate::service::error::ApiError;
 use crate::service::router::MESSAGES;
+use crate::service::store::Storage;
 use crate::service::store::idempotency::Recorded;
-use crate::service::store::messages::{self, TurnRefusal, TurnStart, TurnStarted, UserMessage};
+use crate::service::store::messages::{TurnRefusal, TurnStart, TurnStarted, UserMessage};
 use crate::service::turn::{self, Turn};
 use crate::service::{AppState, auth, ids, time, tokens};
 
@@ -158,6 +159,7 @@ pub(crate) async fn send(
     let start = TurnStart {
         account,
         session_id: session_id.clone(),
+        reply_id: reply_id.clone(),
         message: UserMessage {
             id: user_message_id.clone(),
             role: request.role,
@@ -174,13 +176,10 @@ pub(crate) async fn send(
         period_start_ms: period_start.timestamp_millis(),
         now_ms,
     };
-    // The request is counted and the turn started in one round trip to the writer thread; the
-    // turn's savepoint is the only one (a refused turn still counts as a request).
+    // The request is counted and the turn started in one transaction (a refused turn still
+    // counts as a request).
     let request_count = auth::RequestCount::new(account, "POST", MESSAGES, now);
-    let admitted = state
-        .store
-        .call(move |c| request_count.run(c, |c| messages::start_turn(c, &start)))
-        .await?;
+    let admitted = state.store.start_turn(request_count, start).await?;
     let started = request_count.answer(admitted)?;
     let (history, context_tokens) = match started {
         Err(TurnRefusal::SessionNotFound) => return Err(ApiError::session_not_found(&session_id)),

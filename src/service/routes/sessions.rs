@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::api::{Deleted, Message};
 use crate::service::error::ApiError;
 use crate::service::router::{MESSAGES, SESSION, SESSIONS};
-use crate::service::store::messages::{self, SessionStatus};
+use crate::service::store::Storage;
 use crate::service::{AppState, auth, time};
 
 pub(crate) async fn delete(
@@ -23,10 +23,9 @@ pub(crate) async fn delete(
 ) -> Result<Json<Deleted>, ApiError> {
     let account = auth::admit(&state, &headers, "DELETE", SESSION).await?;
     let session_id = super::session_id(path)?;
-    let sid = session_id.clone();
     let deleted = state
         .store
-        .call_alone(move |c| messages::delete_session(c, account.id, &sid, time::now_ms()))
+        .delete_session(account.id, session_id.clone(), time::now_ms())
         .await?;
     if deleted {
         tracing::info!(account = account.id, session = %session_id, "session deleted");
@@ -79,10 +78,7 @@ pub(crate) async fn list(
     headers: HeaderMap,
 ) -> Result<Json<SessionList>, ApiError> {
     let account = auth::admit(&state, &headers, "GET", SESSIONS).await?;
-    let rows = state
-        .store
-        .call(move |c| messages::list_sessions(c, account.id))
-        .await?;
+    let rows = state.store.list_sessions(account.id).await?;
     Ok(Json(SessionList {
         sessions: rows
             .into_iter()
@@ -105,15 +101,9 @@ pub(crate) async fn history(
 ) -> Result<Json<MessageList>, ApiError> {
     let account = auth::admit(&state, &headers, "GET", MESSAGES).await?;
     let session_id = super::session_id(path)?;
-    let sid = session_id.clone();
     let rows = state
         .store
-        .call(move |c| {
-            if messages::session_status(c, account.id, &sid)? != SessionStatus::Live {
-                return Ok(None);
-            }
-            messages::session_messages(c, &sid).map(Some)
-        })
+        .session_messages(account.id, session_id.clone())
         .await?
         .ok_or_else(|| ApiError::session_not_found(&session_id))?;
     Ok(Json(MessageList {

@@ -17,7 +17,8 @@ use tokio::sync::broadcast::error::RecvError;
 use crate::api::StreamEvent;
 use crate::service::error::ApiError;
 use crate::service::router::STREAM;
-use crate::service::store::messages::{self, SessionStatus};
+use crate::service::store::Storage;
+use crate::service::store::messages::SessionStatus;
 use crate::service::stream::event_message_id;
 use crate::service::{AppState, auth};
 
@@ -34,10 +35,9 @@ pub(crate) async fn connect(
 ) -> Result<Response, ApiError> {
     let account = auth::admit(&state, &headers, "GET", STREAM).await?;
     let session_id = super::session_id(path)?;
-    let sid = session_id.clone();
     let status = state
         .store
-        .call(move |c| messages::session_status(c, account.id, &sid))
+        .session_status(account.id, session_id.clone())
         .await?;
     if status == SessionStatus::Gone {
         return Err(ApiError::session_not_found(&session_id));

@@ -87,6 +87,8 @@ pub struct TurnStart {
     pub account: Account,
     pub session_id: String,
     pub message: UserMessage,
+    /// The id the reply will have (PostgreSQL records it with the turn in flight).
+    pub reply_id: String,
     pub idempotency_key: Option<String>,
     /// For a streamed send: the 202 response to remember under the idempotency key.
     pub accepted_response: Option<Recorded>,

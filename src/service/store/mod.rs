@@ -7,10 +7,14 @@
 //! many requests instead of one each. Nothing is answered before it is committed.
 
 pub mod accounts;
+pub mod backend;
 pub mod idempotency;
 pub mod messages;
 mod migrations;
+pub mod postgres;
 pub mod usage;
+
+pub use backend::{Db, Storage};
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -267,6 +271,11 @@ impl Store {
     fn open_with(location: &DbLocation, limits: WalLimits) -> Result<Store, rusqlite::Error> {
         let mut conn = match location {
             DbLocation::Memory => Connection::open_in_memory()?,
+            DbLocation::Postgres(_) => {
+                return Err(rusqlite::Error::InvalidParameterName(
+                    "a PostgreSQL URL is not a SQLite database (use Db::open)".into(),
+                ));
+            }
             DbLocation::File(path) => {
                 let conn = Connection::open(path)?;
                 // Before the WAL exists: SQLite creates it and the `-shm` file with the
@@ -317,7 +326,7 @@ impl Store {
         });
         let checkpointer = match location {
             DbLocation::File(path) => Checkpointer::start(path, wal.clone())?,
-            DbLocation::Memory => Checkpointer::default(),
+            DbLocation::Memory | DbLocation::Postgres(_) => Checkpointer::default(),
         };
         let conn = Arc::new(Mutex::new(conn));
         #[cfg(test)]

@@ -1,0 +1,204 @@
+//! What deleting a session means on PostgreSQL (docs/service.md, "Deletion on PostgreSQL"),
+//! each claim checked on the server's own files, read through `pg_read_binary_file` after a
+//! `CHECKPOINT` (the tests connect as a superuser):
+//! - the rows are gone at once for every query;
+//! - their bytes stay in the table files as dead tuples until a VACUUM removes them, which a
+//!   transaction older than the deletion prevents;
+//! - the service vacuums the affected tables after deletions (batched);
+//! - after `VACUUM FULL` (an operator's step) the table files no longer hold them;
+//! - the WAL still holds them (as do archives, replicas and backups).
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::json;
+
+use super::backends::{Backend, TestDb};
+use super::common::{GUARD, session, start_with};
+
+/// The content-holding tables whose files contain `marker`.
+async fn tables_holding(client: &tokio_postgres::Client, marker: &str) -> Vec<String> {
+    client.batch_execute("CHECKPOINT").await.unwrap();
+    let mut found = Vec::new();
+    for table in ["messages", "idempotency_keys", "sessions", "message_log"] {
+        // Every file of the table: its heap and its TOAST table (segments past 1 GB do not
+        // occur in a test database).
+        let rows = client
+            .query(
+                "SELECT pg_relation_filepath(c.oid) FROM pg_class c WHERE c.relname = $1
+                 UNION ALL
+                 SELECT pg_relation_filepath(c.reltoastrelid) FROM pg_class c
+                 WHERE c.relname = $1 AND c.reltoastrelid <> 0",
+                &[&table],
+            )
+            .await
+            .unwrap();
+        for row in rows {
+            let path: String = row.get(0);
+            let holds: bool = client
+                .query_one(
+                    "SELECT position(convert_to($2, 'UTF8') in pg_read_binary_file($1)) > 0",
+                    &[&path, &marker],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            if holds && !found.contains(&table.to_string()) {
+                found.push(table.to_string());
+            }
+        }
+    }
+    found
+}
+
+async fn wal_holds(client: &tokio_postgres::Client, marker: &str) -> bool {
+    client
+        .query_one(
+            "SELECT count(*) FROM pg_ls_waldir() w
+             WHERE position(convert_to($1, 'UTF8') in pg_read_binary_file('pg_wal/' || w.name)) > 0",
+            &[&marker],
+        )
+        .await
+        .unwrap()
+        .get::<_, i64>(0)
+        > 0
+}
+
+async fn vacuums_of_messages(client: &tokio_postgres::Client) -> i64 {
+    client
+        .query_one(
+            "SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = 'messages'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// Waits until the service has vacuumed `messages` more than `before` times.
+async fn service_vacuumed(client: &tokio_postgres::Client, before: i64) {
+    let waited = async {
+        while vacuums_of_messages(client).await <= before {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    tokio::time::timeout(GUARD, waited)
+        .await
+        .expect("the service vacuums after a deletion");
+}
+
+#[tokio::test]
+async fn what_a_deletion_leaves_on_postgresql() {
+    let backend = Backend::postgres().await;
+    let Backend::Postgres(db) = &backend else {
+        unreachable!()
+    };
+    let svc = start_with(backend.config()).await;
+    let marker = format!(
+        "Marker{}",
+        convo::service::ids::random_alnum(20).to_ascii_lowercase()
+    );
+    let sid = session();
+    let resp = svc
+        .http
+        .post(svc.url(&format!("/v1/sessions/{sid}/messages")))
+        .bearer_auth(&svc.key)
+        .header("idempotency-key", "delete-me")
+        .json(&json!({"content": format!("please remember {marker}")}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let files = db.client().await;
+    // Stored first (so the checks below can fail): the message, and the remembered response
+    // (the builtin reply quotes the message).
+    assert_eq!(
+        tables_holding(&files, &marker).await,
+        ["messages", "idempotency_keys"]
+    );
+
+    // A transaction that began before the deletion keeps the dead tuples from any vacuum.
+    let mut old = db.client().await;
+    let snapshot = old
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .start()
+        .await
+        .unwrap();
+    snapshot.query_one("SELECT 1", &[]).await.unwrap();
+
+    let before = vacuums_of_messages(&files).await;
+    assert_eq!(svc.delete(&sid).await.0, StatusCode::OK);
+    // Gone at once for every query.
+    let rows: i64 = files
+        .query_one(
+            "SELECT (SELECT COUNT(*) FROM messages WHERE session_id = $1)
+                  + (SELECT COUNT(*) FROM idempotency_keys WHERE session_id = $1)",
+            &[&sid],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 0);
+    // The service vacuumed, but the old snapshot still needs the rows: their bytes remain.
+    service_vacuumed(&files, before).await;
+    assert_eq!(
+        tables_holding(&files, &marker).await,
+        ["messages", "idempotency_keys"],
+        "dead tuples stay while an older transaction is open"
+    );
+    snapshot.commit().await.unwrap();
+
+    // VACUUM FULL rewrites the tables into new files: the table files no longer hold them.
+    files
+        .batch_execute("VACUUM FULL messages, idempotency_keys")
+        .await
+        .unwrap();
+    assert_eq!(tables_holding(&files, &marker).await, Vec::<String>::new());
+    // The WAL still does (and so would archives, replicas and backups).
+    assert!(wal_holds(&files, &marker).await);
+    svc.service.shutdown().await;
+}
+
+/// A plain VACUUM removes dead tuples but does not overwrite the space they held: a deleted
+/// row that was the last written into its page keeps its bytes in the page's free space until
+/// a later row overwrites it.
+#[tokio::test]
+async fn a_plain_vacuum_frees_but_does_not_overwrite() {
+    let db = TestDb::create().await;
+    let client = db.client().await;
+    let marker = format!(
+        "Marker{}",
+        convo::service::ids::random_alnum(20).to_ascii_lowercase()
+    );
+    client
+        .batch_execute(&format!(
+            "CREATE TABLE t (pk SERIAL PRIMARY KEY, content TEXT);
+             INSERT INTO t (content) SELECT 'filler ' || g FROM generate_series(1, 20) g;
+             INSERT INTO t (content) VALUES ('{marker}');
+             DELETE FROM t WHERE content = '{marker}';"
+        ))
+        .await
+        .unwrap();
+    // (VACUUM cannot run in the implicit transaction of a multi-statement batch.)
+    client.batch_execute("VACUUM t").await.unwrap();
+    client.batch_execute("CHECKPOINT").await.unwrap();
+    let dead: i64 = client
+        .query_one(
+            "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 't'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(dead, 0, "the vacuum removed the dead tuple");
+    let holds: bool = client
+        .query_one(
+            "SELECT position(convert_to($1, 'UTF8') in pg_read_binary_file(pg_relation_filepath('t'))) > 0",
+            &[&marker],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(holds, "its bytes are still in the page");
+}
