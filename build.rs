@@ -1,4 +1,4 @@
-//! Writes the o200k token tables in a compact form for `src/service/tokens.rs`, from
+//! Writes the o200k token tables in a compact form for `src/tokens.rs`, from
 //! tiktoken-rs's own tables (a build dependency only). At run time tiktoken's `CoreBPE` cost
 //! about 45 MB of heap (hash maps of 200,000 `Vec<u8>`s, both ways); these are about 4 MB,
 //! part of the binary, and read where they lie.
@@ -12,11 +12,11 @@
 
 use std::{env, fs, path::PathBuf};
 
-include!("src/service/token_hash.rs");
+include!("src/token_hash.rs");
 
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
-    println!("cargo::rerun-if-changed=src/service/token_hash.rs");
+    println!("cargo::rerun-if-changed=src/token_hash.rs");
     let bpe = tiktoken_rs::o200k_base().expect("tiktoken-rs's o200k tables");
     let specials: Vec<Vec<u8>> = bpe
         .special_tokens()

@@ -832,7 +832,7 @@ fn transcript_memory(count: usize, width: u16) -> Result<()> {
 }
 
 fn token_speed() -> Result<()> {
-    use convo::service::tokens;
+    use convo::tokens;
     let tiktoken = tiktoken_rs::o200k_base_singleton();
     tokens::warm();
     // Words made up per run, so that neither the pieces nor tiktoken's caches repeat.
@@ -886,9 +886,9 @@ fn bpe_memory() -> Result<()> {
     let (base, _, _) = memory(me)?;
     // ASCII text touches only the compact tables (part of the binary); other text also
     // compiles the o200k pattern.
-    let ascii = convo::service::tokens::count(&"Hello, world: how do lifetimes work? ".repeat(400));
+    let ascii = convo::tokens::count(&"Hello, world: how do lifetimes work? ".repeat(400));
     let (one, _, _) = memory(me)?;
-    let other = convo::service::tokens::count(&"Grüße aus Köln, ça va ? Привет! 你好 ".repeat(400));
+    let other = convo::tokens::count(&"Grüße aus Köln, ça va ? Привет! 你好 ".repeat(400));
     let (two, _, _) = memory(me)?;
     // tiktoken-rs's own tables, which the counting used before (docs/performance.md).
     let tiktoken = tiktoken_rs::o200k_base_singleton();

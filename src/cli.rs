@@ -6,8 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// The exit codes, re-exported for `service::cli` (which still names them `crate::cli::exit`).
-pub use crate::exit;
+use crate::exit;
 
 #[derive(Debug, Parser)]
 #[command(

@@ -14,4 +14,5 @@ pub mod render;
 pub mod series;
 pub mod service;
 pub mod store;
+pub mod tokens;
 pub mod tui;

@@ -183,7 +183,7 @@ impl StoredMessage {
 ///
 /// The same count as the service's: special-token text counts as ordinary text.
 pub fn estimate_tokens(text: &str) -> u64 {
-    crate::service::tokens::count(text)
+    crate::tokens::count(text)
 }
 
 fn parse_time(s: &str) -> Option<DateTime<Utc>> {
@@ -735,7 +735,7 @@ mod tests {
         ] {
             assert_eq!(
                 estimate_tokens(text),
-                crate::service::tokens::count(text),
+                crate::tokens::count(text),
                 "{text:?}"
             );
         }

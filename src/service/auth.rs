@@ -2,31 +2,28 @@
 //! request counted against the plan first), HS256 JWTs on the wallet endpoint.
 
 use axum::http::{HeaderMap, header};
-use chrono::{DateTime, Utc};
-use rusqlite::Connection;
 
 use super::AppState;
 use super::config::is_valid_api_key;
-use super::error::{ApiError, StoreError};
+use super::error::HttpError;
 use super::jwt;
 use super::store::Storage;
 use super::store::accounts::{Account, hash_key};
-use super::store::usage::{self, RequestAdmission};
-use super::time;
+pub use super::store::usage::RequestCount;
 
 /// The bearer credential of a request.
-fn bearer(headers: &HeaderMap) -> Result<&str, ApiError> {
+fn bearer(headers: &HeaderMap) -> Result<&str, HttpError> {
     let value = headers
         .get(header::AUTHORIZATION)
-        .ok_or_else(|| ApiError::unauthorized("missing `Authorization: Bearer …` header"))?;
+        .ok_or_else(|| HttpError::unauthorized("missing `Authorization: Bearer …` header"))?;
     let value = value
         .to_str()
-        .map_err(|_| ApiError::unauthorized("the Authorization header is not valid text"))?;
+        .map_err(|_| HttpError::unauthorized("the Authorization header is not valid text"))?;
     let (scheme, credential) = value.split_once(' ').ok_or_else(|| {
-        ApiError::unauthorized("the Authorization header must be `Bearer <credential>`")
+        HttpError::unauthorized("the Authorization header must be `Bearer <credential>`")
     })?;
     if !scheme.eq_ignore_ascii_case("bearer") || credential.trim().is_empty() {
-        return Err(ApiError::unauthorized(
+        return Err(HttpError::unauthorized(
             "the Authorization header must be `Bearer <credential>`",
         ));
     }
@@ -38,15 +35,15 @@ fn looks_like_jwt(credential: &str) -> bool {
 }
 
 /// Resolves the API key of the request to its account, without counting it.
-pub(crate) fn account(state: &AppState, headers: &HeaderMap) -> Result<Account, ApiError> {
+pub(crate) fn account(state: &AppState, headers: &HeaderMap) -> Result<Account, HttpError> {
     let credential = bearer(headers)?;
     if looks_like_jwt(credential) {
-        return Err(ApiError::unauthorized(
+        return Err(HttpError::unauthorized(
             "this endpoint takes an API key (`service_live_…`), not a JWT",
         ));
     }
     if !is_valid_api_key(credential) {
-        return Err(ApiError::unauthorized(
+        return Err(HttpError::unauthorized(
             "malformed API key: expected `service_live_` followed by at least 16 letters or digits",
         ));
     }
@@ -54,7 +51,7 @@ pub(crate) fn account(state: &AppState, headers: &HeaderMap) -> Result<Account, 
         .accounts
         .get(&hash_key(credential))
         .copied()
-        .ok_or_else(|| ApiError::unauthorized("unknown API key"))
+        .ok_or_else(|| HttpError::unauthorized("unknown API key"))
 }
 
 /// Authenticates an API-key request and counts it against the plan's request limit; a request
@@ -64,7 +61,7 @@ pub(crate) async fn admit(
     headers: &HeaderMap,
     method: &'static str,
     route: &'static str,
-) -> Result<Account, ApiError> {
+) -> Result<Account, HttpError> {
     let account = account(state, headers)?;
     count(state, account, method, route).await?;
     Ok(account)
@@ -77,87 +74,25 @@ pub(crate) async fn count(
     account: Account,
     method: &'static str,
     route: &'static str,
-) -> Result<(), ApiError> {
+) -> Result<(), HttpError> {
     let request = RequestCount::new(account, method, route, chrono::Utc::now());
     let admitted = state.store.count_request(request).await?;
     request.answer(admitted)
 }
 
-/// One request to count against its account's plan, made where the request is handled: the
-/// count runs on the writer thread (alone in `count`, or ahead of the request's own writes in
-/// the same closure), and `answer` turns its outcome into the request's fate.
-#[derive(Debug, Clone, Copy)]
-pub struct RequestCount {
-    account: Account,
-    method: &'static str,
-    route: &'static str,
-    now: DateTime<Utc>,
-}
-
-impl RequestCount {
-    pub fn new(
-        account: Account,
-        method: &'static str,
-        route: &'static str,
-        now: DateTime<Utc>,
-    ) -> RequestCount {
-        RequestCount {
-            account,
-            method,
-            route,
-            now,
-        }
-    }
-
-    pub fn account(&self) -> Account {
-        self.account
-    }
-
-    /// Start of the billing period the request counts in.
-    pub fn period_start_ms(&self) -> i64 {
-        time::billing_period(self.now).0.timestamp_millis()
-    }
-
-    /// On the writer thread: counts the request (one statement, kept whatever `then` does) and
-    /// runs `then`; when the limit is reached, writes nothing and returns `None`.
-    pub(crate) fn run<T>(
-        &self,
-        conn: &mut Connection,
-        then: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
-    ) -> Result<Option<T>, StoreError> {
-        let admission = usage::admit_request(conn, self.account, self.period_start_ms())?;
-        match admission {
-            RequestAdmission::Admitted => then(conn).map(Some),
-            RequestAdmission::OverLimit => Ok(None),
-        }
-    }
-
-    /// What `run` returned means for the request: its result, or 429 when over the limit.
-    pub(crate) fn answer<T>(&self, admitted: Option<T>) -> Result<T, ApiError> {
-        let (account, method, route) = (self.account.id, self.method, self.route);
-        match admitted {
-            Some(result) => {
-                tracing::debug!(account, method, route, "request");
-                Ok(result)
-            }
-            None => Err(ApiError::quota_exceeded(
-                "requests",
-                time::billing_period(self.now).1,
-            )),
-        }
-    }
-}
-
 /// Verifies the JWT of a wallet request.
-pub(crate) fn wallet_token(state: &AppState, headers: &HeaderMap) -> Result<jwt::Claims, ApiError> {
+pub(crate) fn wallet_token(
+    state: &AppState,
+    headers: &HeaderMap,
+) -> Result<jwt::Claims, HttpError> {
     let credential = bearer(headers)?;
     if credential.starts_with("service_live_") {
-        return Err(ApiError::unauthorized(
+        return Err(HttpError::unauthorized(
             "the wallet endpoint takes a JWT access token, not an API key",
         ));
     }
     jwt::verify(&state.jwt_secret, credential)
-        .map_err(|e| ApiError::unauthorized(format!("invalid token: {e}")))
+        .map_err(|e| HttpError::unauthorized(format!("invalid token: {e}")))
 }
 
 #[cfg(test)]
@@ -165,14 +100,19 @@ mod tests {
     use super::*;
     use crate::service::config::{DbLocation, Tier};
     use crate::service::ids::generate_api_key;
-    use crate::service::store::Store;
+    use crate::service::store::SqliteStore;
     use crate::service::store::accounts::ensure_keys;
+    use chrono::Utc;
+
+    use crate::service::error::StoreError;
+    use crate::service::store::usage;
+    use crate::service::time;
 
     /// The count is kept whatever the closure run after it does, and a request over the limit
     /// writes nothing and runs nothing.
     #[test]
     fn a_request_stays_counted_when_its_work_fails_and_over_the_limit_nothing_runs() {
-        let store = Store::open(&DbLocation::Memory).unwrap();
+        let store = SqliteStore::open(&DbLocation::Memory).unwrap();
         let now = Utc::now();
         let period_start = time::billing_period(now).0.timestamp_millis();
         store

@@ -11,7 +11,7 @@ use super::config::{
     DEFAULT_MAX_CONTEXT_TOKENS, DbLocation, EngineConfig, ServiceConfig, Tier, is_valid_api_key,
     redact_key,
 };
-use crate::cli::exit;
+use crate::exit;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum EngineKind {

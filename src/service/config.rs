@@ -29,7 +29,7 @@ impl DbLocation {
     }
 }
 
-/// Subscription tier of an account; decides its plan limits (DESIGN.md §4.1).
+/// Subscription tier of an account; decides its plan limits (docs/design.md, "Usage").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Tier {
     Free,
@@ -126,7 +126,7 @@ pub struct ServiceConfig {
     pub warm_token_counter: bool,
 }
 
-/// Default context window (DESIGN.md §4.1, SERVICE-INTERFACE.md "Limits").
+/// Default context window (docs/design.md, "Limits").
 pub const DEFAULT_MAX_CONTEXT_TOKENS: u64 = 8192;
 
 impl ServiceConfig {

@@ -1,5 +1,5 @@
-//! Errors of the service: `ApiError` is what a handler returns, rendered as the error
-//! envelope of DESIGN.md §4.1; `ServiceError` is what `start` can fail with.
+//! Errors of the service: `HttpError` is what a handler returns, rendered as the error
+//! envelope of docs/design.md, "HTTP"; `ServiceError` is what `start` can fail with.
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -26,16 +26,16 @@ pub enum ServiceError {
 
 /// An error answered to a client: a status, the envelope body and maybe extra headers.
 #[derive(Debug, Clone)]
-pub struct ApiError {
+pub struct HttpError {
     pub status: StatusCode,
     pub body: Box<ErrorBody>,
     /// Seconds for `Retry-After` (429).
     pub retry_after: Option<u64>,
 }
 
-impl ApiError {
+impl HttpError {
     pub fn new(status: StatusCode, code: &str, message: impl Into<String>) -> Self {
-        ApiError {
+        HttpError {
             status,
             body: Box::new(ErrorBody::new(code, message)),
             retry_after: None,
@@ -100,14 +100,14 @@ impl ApiError {
     }
 }
 
-impl From<StoreError> for ApiError {
+impl From<StoreError> for HttpError {
     fn from(e: StoreError) -> Self {
         tracing::error!(error = %e, "storage failure");
-        ApiError::internal()
+        HttpError::internal()
     }
 }
 
-impl IntoResponse for ApiError {
+impl IntoResponse for HttpError {
     fn into_response(self) -> Response {
         let mut resp =
             (self.status, axum::Json(ErrorEnvelope { error: *self.body })).into_response();

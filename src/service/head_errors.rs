@@ -8,7 +8,7 @@
 //! accepted connection and replaces exactly such a response (a 4xx head with `content-length:
 //! 0` and `connection: close`, which the service's own handlers never produce: every error
 //! they answer has a JSON body) with the same status carrying the `invalid_request` envelope
-//! of DESIGN.md §4.1. Everything else passes through untouched.
+//! of docs/design.md, "HTTP". Everything else passes through untouched.
 
 use std::io::{self, IoSlice};
 use std::pin::Pin;

@@ -18,12 +18,12 @@ pub mod error;
 pub mod head_errors;
 pub mod ids;
 pub mod jwt;
+pub mod paths;
 pub mod router;
 pub mod routes;
 pub mod store;
 pub mod stream;
 pub mod time;
-pub mod tokens;
 mod turn;
 pub mod wallets;
 
@@ -221,7 +221,7 @@ pub async fn start(
     };
     // Ready token counting in the background; the first count waits for it if needed.
     if config.warm_token_counter {
-        tokio::task::spawn_blocking(tokens::warm);
+        tokio::task::spawn_blocking(crate::tokens::warm);
     }
 
     let (shutdown_tx, shutdown_rx) = watch::channel(false);

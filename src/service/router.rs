@@ -14,18 +14,12 @@ use axum::routing::{delete, get, post};
 use futures_util::FutureExt;
 
 use super::AppState;
-use super::error::ApiError;
+use super::error::HttpError;
+pub use super::paths::{
+    HEALTH, MAX_BODY_BYTES, MESSAGES, METRICS, SESSION, SESSIONS, STREAM, USAGE, WALLET,
+};
 use super::routes;
 pub use super::routes::analytics::MAX_QUERY_BYTES;
-
-pub const MESSAGES: &str = "/v1/sessions/{sessionId}/messages";
-pub const SESSIONS: &str = "/v1/sessions";
-pub const SESSION: &str = "/v1/sessions/{sessionId}";
-pub const STREAM: &str = "/v1/sessions/{sessionId}/stream";
-pub const METRICS: &str = "/v1/analytics/metrics";
-pub const USAGE: &str = "/v1/analytics/usage";
-pub const WALLET: &str = "/v1/wallets/{walletId}";
-pub const HEALTH: &str = "/healthz";
 
 /// Every (method, path) served, in the path syntax of OpenAPI.
 pub const ROUTES: &[(&str, &str)] = &[
@@ -39,10 +33,6 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", WALLET),
     ("GET", HEALTH),
 ];
-
-/// Largest accepted request body: room for 10,000 characters of content written as JSON
-/// `\uXXXX` surrogate pairs (12 bytes each) plus 16 KiB of metadata, escaped.
-pub const MAX_BODY_BYTES: usize = 256 * 1024;
 
 pub(crate) fn build(state: Arc<AppState>) -> Router {
     Router::new()
@@ -88,7 +78,7 @@ async fn log_request(request: Request, next: Next) -> Response {
 async fn limit_query(request: Request, next: Next) -> Response {
     let length = request.uri().query().map_or(0, str::len);
     if length > MAX_QUERY_BYTES {
-        return ApiError::invalid(format!(
+        return HttpError::invalid(format!(
             "the query string is {length} bytes long; the maximum is {MAX_QUERY_BYTES}"
         ))
         .into_response();
@@ -102,7 +92,7 @@ async fn catch_panic(request: Request, next: Next) -> Response {
         Ok(response) => response,
         Err(_) => {
             tracing::error!("a request handler panicked");
-            ApiError::internal().into_response()
+            HttpError::internal().into_response()
         }
     }
 }

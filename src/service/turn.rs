@@ -7,13 +7,14 @@ use tokio::sync::{OwnedMutexGuard, mpsc, oneshot};
 
 use super::AppState;
 use super::engine::{EngineError, ReplyRequest};
-use super::error::ApiError;
+use super::error::HttpError;
 use super::store::Storage;
 use super::store::accounts::Account;
 use super::store::idempotency::Recorded;
 use super::store::messages::Reply;
-use super::{time, tokens};
+use super::time;
 use crate::api::{ErrorBody, Message, Role, StreamEvent};
+use crate::tokens;
 
 pub(crate) struct Turn {
     pub account: Account,
@@ -29,7 +30,7 @@ pub(crate) struct Turn {
 }
 
 /// The stored reply and its serialized body (exactly as answered and remembered).
-pub(crate) type TurnOutcome = Result<(Message, String), ApiError>;
+pub(crate) type TurnOutcome = Result<(Message, String), HttpError>;
 
 /// Runs the turn in the background (holding the session's lock until it ends), so that it
 /// completes whether or not the sender is still waiting.
@@ -121,8 +122,8 @@ async fn run(state: &AppState, turn: Turn) -> TurnOutcome {
                 )
                 .await;
             let error = match rolled {
-                Ok(()) => ApiError::engine(e.0),
-                Err(store) => ApiError::from(store),
+                Ok(()) => HttpError::engine(e.0),
+                Err(store) => HttpError::from(store),
             };
             finish_with_error(state, &session_id, &reply_id, &error);
             return Err(error);
@@ -178,19 +179,19 @@ async fn run(state: &AppState, turn: Turn) -> TurnOutcome {
             Ok((message, body))
         }
         Ok(false) => {
-            let error = ApiError::session_not_found(&session_id);
+            let error = HttpError::session_not_found(&session_id);
             finish_with_error(state, &session_id, &reply_id, &error);
             Err(error)
         }
         Err(e) => {
-            let error = ApiError::from(e);
+            let error = HttpError::from(e);
             finish_with_error(state, &session_id, &reply_id, &error);
             Err(error)
         }
     }
 }
 
-fn finish_with_error(state: &AppState, session_id: &str, reply_id: &str, error: &ApiError) {
+fn finish_with_error(state: &AppState, session_id: &str, reply_id: &str, error: &HttpError) {
     let body: ErrorBody = (*error.body).clone();
     state.hub.finish(
         session_id,

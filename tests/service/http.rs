@@ -1,4 +1,4 @@
-//! Every row of the DESIGN.md §4.1 table, and the handling of bad input.
+//! Every row of the docs/design.md "HTTP" table, and the handling of bad input.
 
 use convo::service::{ServiceConfig, Tier, generate_api_key, jwt};
 use reqwest::StatusCode;
@@ -122,7 +122,7 @@ async fn analytics_usage_and_wallet_return_their_resources() {
         "the send and this usage request: {usage}"
     );
     assert_eq!(usage["requests"]["limit"], 50_000);
-    let prompt = convo::service::tokens::count("count me");
+    let prompt = convo::tokens::count("count me");
     let total = prompt + reply["tokens"].as_u64().unwrap();
     assert_eq!(usage["tokens"]["used"], total);
     assert_eq!(usage["tokens"]["limit"], 10_000_000);
@@ -311,7 +311,7 @@ async fn context_overflow_reports_tokens_and_stores_nothing() {
     assert_envelope(&body, "context_overflow", "context window");
     assert_eq!(body["error"]["maxTokens"], 300);
     let current = body["error"]["currentTokens"].as_u64().unwrap();
-    assert_eq!(current, before + convo::service::tokens::count(&long));
+    assert_eq!(current, before + convo::tokens::count(&long));
     assert_eq!(
         svc.usage().await["tokens"]["used"],
         before,
@@ -558,7 +558,7 @@ async fn the_session_list_and_history_extensions_show_stored_data() {
     assert_eq!(list.sessions[0].message_count, 2);
     assert_eq!(
         list.sessions[0].tokens,
-        convo::service::tokens::count("second session") + reply["tokens"].as_u64().unwrap()
+        convo::tokens::count("second session") + reply["tokens"].as_u64().unwrap()
     );
 
     let (status, body) = svc.get(&format!("/v1/sessions/{newer}/messages")).await;

@@ -24,10 +24,7 @@ async fn replies_come_from_the_upstream_with_the_history_as_the_conversation() {
         .await;
     assert_eq!(status, StatusCode::OK, "{first}");
     assert_eq!(first["content"], "Hello, world.");
-    assert_eq!(
-        first["tokens"],
-        convo::service::tokens::count("Hello, world.")
-    );
+    assert_eq!(first["tokens"], convo::tokens::count("Hello, world."));
     svc.send_text(&sid, "Say hi").await;
 
     let requests = upstream.requests();

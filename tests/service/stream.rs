@@ -1,4 +1,4 @@
-//! The WebSocket stream of DESIGN.md §4.2.
+//! The WebSocket stream of docs/design.md, "Streaming".
 
 use convo::api::StreamEvent;
 use convo::service::{ServiceConfig, generate_api_key};
@@ -58,7 +58,7 @@ async fn a_streamed_reply_arrives_as_gap_free_deltas_then_done() {
         StreamEvent::Done { message } => {
             assert_eq!(message.session_id, sid);
             assert_eq!(message.created_at, accepted["createdAt"].as_str().unwrap());
-            assert_eq!(message.tokens, convo::service::tokens::count(&done));
+            assert_eq!(message.tokens, convo::tokens::count(&done));
         }
         _ => unreachable!(),
     }

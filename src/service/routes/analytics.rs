@@ -11,8 +11,8 @@ use crate::api::{
     BillingPeriod, Granularity, MessageMetrics, Metrics, MetricsPeriod, Quota, SessionMetrics,
     SessionQuota, TokenMetrics, Usage,
 };
-use crate::service::error::ApiError;
-use crate::service::router::{METRICS, USAGE};
+use crate::service::error::HttpError;
+use crate::service::paths::{METRICS, USAGE};
 use crate::service::store::Storage;
 use crate::service::store::usage::MetricCounts;
 use crate::service::{AppState, auth, time};
@@ -41,7 +41,7 @@ fn ratio(num: u64, den: u64) -> f64 {
 pub(crate) async fn usage(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
-) -> Result<Json<Usage>, ApiError> {
+) -> Result<Json<Usage>, HttpError> {
     let account = auth::admit(&state, &headers, "GET", USAGE).await?;
     let (start, end) = time::billing_period(Utc::now());
     let counts = state
@@ -81,10 +81,10 @@ pub struct MetricsQuery {
     pub granularity: Granularity,
 }
 
-pub fn parse_metrics_query(raw: Option<&str>) -> Result<MetricsQuery, ApiError> {
+pub fn parse_metrics_query(raw: Option<&str>) -> Result<MetricsQuery, HttpError> {
     let raw = raw.unwrap_or("");
     if raw.len() > MAX_QUERY_BYTES {
-        return Err(ApiError::invalid(format!(
+        return Err(HttpError::invalid(format!(
             "the query string is longer than {MAX_QUERY_BYTES} bytes"
         )));
     }
@@ -97,16 +97,16 @@ pub fn parse_metrics_query(raw: Option<&str>) -> Result<MetricsQuery, ApiError> 
             _ => continue,
         };
         if slot.is_some() {
-            return Err(ApiError::invalid(format!(
+            return Err(HttpError::invalid(format!(
                 "`{name}` is given more than once"
             )));
         }
         *slot = Some(value.into_owned());
     }
-    let date = |name: &str, value: Option<String>| -> Result<DateTime<Utc>, ApiError> {
-        let value = value.ok_or_else(|| ApiError::invalid(format!("`{name}` is required")))?;
+    let date = |name: &str, value: Option<String>| -> Result<DateTime<Utc>, HttpError> {
+        let value = value.ok_or_else(|| HttpError::invalid(format!("`{name}` is required")))?;
         time::parse_iso8601(&value).ok_or_else(|| {
-            ApiError::invalid(format!(
+            HttpError::invalid(format!(
                 "`{name}` must be an ISO 8601 date-time such as 2026-11-01T00:00:00Z"
             ))
         })
@@ -116,14 +116,14 @@ pub fn parse_metrics_query(raw: Option<&str>) -> Result<MetricsQuery, ApiError> 
     let granularity = match granularity {
         None => Granularity::Day,
         Some(g) => g.parse::<Granularity>().map_err(|_| {
-            ApiError::invalid("`granularity` must be one of hour, day, week, month")
+            HttpError::invalid("`granularity` must be one of hour, day, week, month")
         })?,
     };
     if start > end {
-        return Err(ApiError::invalid("`startDate` is after `endDate`"));
+        return Err(HttpError::invalid("`startDate` is after `endDate`"));
     }
     if end - start > chrono::Duration::days(MAX_RANGE_DAYS) {
-        return Err(ApiError::invalid(format!(
+        return Err(HttpError::invalid(format!(
             "the range from `startDate` to `endDate` is longer than {MAX_RANGE_DAYS} days"
         )));
     }
@@ -171,7 +171,7 @@ pub(crate) async fn metrics(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
-) -> Result<Json<Metrics>, ApiError> {
+) -> Result<Json<Metrics>, HttpError> {
     let account = auth::admit(&state, &headers, "GET", METRICS).await?;
     let query = parse_metrics_query(raw.as_deref())?;
     let (start, end) = (query.start.timestamp_millis(), query.end.timestamp_millis());

@@ -11,13 +11,14 @@ use serde_json::Value;
 
 use crate::api::{Message, Role};
 use crate::service::engine::ReplyRequest;
-use crate::service::error::ApiError;
-use crate::service::router::MESSAGES;
+use crate::service::error::HttpError;
+use crate::service::paths::MESSAGES;
 use crate::service::store::Storage;
 use crate::service::store::idempotency::Recorded;
 use crate::service::store::messages::{TurnRefusal, TurnStart, TurnStarted, UserMessage};
 use crate::service::turn::{self, Turn};
-use crate::service::{AppState, auth, ids, time, tokens};
+use crate::service::{AppState, auth, ids, time};
+use crate::tokens;
 
 /// Maximum length of `content`, in characters (Unicode scalar values).
 pub const MAX_CONTENT_CHARS: usize = 10_000;
@@ -36,23 +37,23 @@ pub struct SendRequest {
 }
 
 /// Validates the body field by field, naming the field in the error.
-pub fn parse_send(body: &[u8]) -> Result<SendRequest, ApiError> {
+pub fn parse_send(body: &[u8]) -> Result<SendRequest, HttpError> {
     let value: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::invalid(format!("the body is not valid JSON: {e}")))?;
+        .map_err(|e| HttpError::invalid(format!("the body is not valid JSON: {e}")))?;
     let Value::Object(map) = value else {
-        return Err(ApiError::invalid("the body must be a JSON object"));
+        return Err(HttpError::invalid("the body must be a JSON object"));
     };
     let content = match map.get("content") {
-        None | Some(Value::Null) => return Err(ApiError::invalid("`content` is required")),
+        None | Some(Value::Null) => return Err(HttpError::invalid("`content` is required")),
         Some(Value::String(s)) => s.clone(),
-        Some(_) => return Err(ApiError::invalid("`content` must be a string")),
+        Some(_) => return Err(HttpError::invalid("`content` must be a string")),
     };
     if content.trim().is_empty() {
-        return Err(ApiError::invalid("`content` must not be empty"));
+        return Err(HttpError::invalid("`content` must not be empty"));
     }
     let chars = content.chars().count();
     if chars > MAX_CONTENT_CHARS {
-        return Err(ApiError::invalid(format!(
+        return Err(HttpError::invalid(format!(
             "`content` is {chars} characters long; the maximum is 10,000"
         )));
     }
@@ -60,26 +61,26 @@ pub fn parse_send(body: &[u8]) -> Result<SendRequest, ApiError> {
         None | Some(Value::Null) => Role::User,
         Some(Value::String(s)) if s == "user" => Role::User,
         Some(Value::String(s)) if s == "system" => Role::System,
-        Some(_) => return Err(ApiError::invalid("`role` must be `user` or `system`")),
+        Some(_) => return Err(HttpError::invalid("`role` must be `user` or `system`")),
     };
     let stream = match map.get("stream") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => *b,
-        Some(_) => return Err(ApiError::invalid("`stream` must be a boolean")),
+        Some(_) => return Err(HttpError::invalid("`stream` must be a boolean")),
     };
     let metadata = match map.get("metadata") {
         None | Some(Value::Null) => None,
         Some(v @ Value::Object(_)) => {
             let text = v.to_string();
             if text.len() > MAX_METADATA_BYTES {
-                return Err(ApiError::invalid(format!(
+                return Err(HttpError::invalid(format!(
                     "`metadata` is {} bytes serialized; the maximum is 16 KiB",
                     text.len()
                 )));
             }
             Some(text)
         }
-        Some(_) => return Err(ApiError::invalid("`metadata` must be a JSON object")),
+        Some(_) => return Err(HttpError::invalid("`metadata` must be a JSON object")),
     };
     Ok(SendRequest {
         content,
@@ -90,7 +91,7 @@ pub fn parse_send(body: &[u8]) -> Result<SendRequest, ApiError> {
 }
 
 /// The `Idempotency-Key` header, validated.
-pub fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+pub fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, HttpError> {
     let Some(value) = headers.get("idempotency-key") else {
         return Ok(None);
     };
@@ -103,7 +104,7 @@ pub fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> 
                 && k.bytes().all(|b| b.is_ascii_graphic())
         })
         .ok_or_else(|| {
-            ApiError::invalid("`Idempotency-Key` must be 1 to 255 printable ASCII characters")
+            HttpError::invalid("`Idempotency-Key` must be 1 to 255 printable ASCII characters")
         })?;
     Ok(Some(key.to_string()))
 }
@@ -113,7 +114,7 @@ fn check_send(
     path: Result<Path<String>, PathRejection>,
     body: Result<axum::body::Bytes, BytesRejection>,
     headers: &HeaderMap,
-) -> Result<(String, SendRequest, Option<String>), ApiError> {
+) -> Result<(String, SendRequest, Option<String>), HttpError> {
     let session_id = super::session_id(path)?;
     let body = super::body(body)?;
     let request = parse_send(&body)?;
@@ -126,7 +127,7 @@ pub(crate) async fn send(
     headers: HeaderMap,
     path: Result<Path<String>, PathRejection>,
     body: Result<axum::body::Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
+) -> Result<Response, HttpError> {
     let account = auth::account(&state, &headers)?;
     let (session_id, request, idempotency_key) = match check_send(path, body, &headers) {
         Ok(checked) => checked,
@@ -182,10 +183,10 @@ pub(crate) async fn send(
     let admitted = state.store.start_turn(request_count, start).await?;
     let started = request_count.answer(admitted)?;
     let (history, context_tokens) = match started {
-        Err(TurnRefusal::SessionNotFound) => return Err(ApiError::session_not_found(&session_id)),
-        Err(TurnRefusal::Quota(limit)) => return Err(ApiError::quota_exceeded(limit, period_end)),
+        Err(TurnRefusal::SessionNotFound) => return Err(HttpError::session_not_found(&session_id)),
+        Err(TurnRefusal::Quota(limit)) => return Err(HttpError::quota_exceeded(limit, period_end)),
         Err(TurnRefusal::ContextOverflow { current, max }) => {
-            return Err(ApiError::context_overflow(current, max));
+            return Err(HttpError::context_overflow(current, max));
         }
         Ok(TurnStarted::Replay(recorded)) => {
             let status = StatusCode::from_u16(recorded.status).unwrap_or(StatusCode::OK);
@@ -226,7 +227,7 @@ pub(crate) async fn send(
     match outcome.await {
         Ok(Ok((_message, body))) => Ok(super::json_text(StatusCode::OK, body)),
         Ok(Err(e)) => Err(e),
-        Err(_) => Err(ApiError::internal()),
+        Err(_) => Err(HttpError::internal()),
     }
 }
 

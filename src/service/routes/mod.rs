@@ -11,19 +11,19 @@ use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use super::error::ApiError;
+use super::error::HttpError;
 use crate::api::is_valid_session_id;
 
 /// The session id of the path, validated.
 pub(crate) fn session_id(
     path: Result<axum::extract::Path<String>, PathRejection>,
-) -> Result<String, ApiError> {
+) -> Result<String, HttpError> {
     let axum::extract::Path(id) =
-        path.map_err(|e| ApiError::invalid(format!("`sessionId` in the path: {e}")))?;
+        path.map_err(|e| HttpError::invalid(format!("`sessionId` in the path: {e}")))?;
     if is_valid_session_id(&id) {
         Ok(id)
     } else {
-        Err(ApiError::invalid(
+        Err(HttpError::invalid(
             "`sessionId` must be `session_` followed by 16 letters or digits",
         ))
     }
@@ -32,19 +32,19 @@ pub(crate) fn session_id(
 /// The request body, or the envelope for a body that is too large or unreadable.
 pub(crate) fn body(
     body: Result<axum::body::Bytes, BytesRejection>,
-) -> Result<axum::body::Bytes, ApiError> {
+) -> Result<axum::body::Bytes, HttpError> {
     body.map_err(|e| {
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(
+            HttpError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "payload_too_large",
                 format!(
                     "the request body is larger than {} bytes",
-                    super::router::MAX_BODY_BYTES
+                    super::paths::MAX_BODY_BYTES
                 ),
             )
         } else {
-            ApiError::invalid(format!("cannot read the request body: {e}"))
+            HttpError::invalid(format!("cannot read the request body: {e}"))
         }
     })
 }
@@ -55,8 +55,8 @@ pub(crate) fn json_text(status: StatusCode, body: String) -> Response {
 }
 
 /// Fallback for paths that match no route.
-pub(crate) async fn not_found(uri: axum::http::Uri) -> ApiError {
-    ApiError::new(
+pub(crate) async fn not_found(uri: axum::http::Uri) -> HttpError {
+    HttpError::new(
         StatusCode::NOT_FOUND,
         "not_found",
         format!("no such endpoint: {}", uri.path()),
@@ -67,8 +67,8 @@ pub(crate) async fn not_found(uri: axum::http::Uri) -> ApiError {
 pub(crate) async fn method_not_allowed(
     method: axum::http::Method,
     uri: axum::http::Uri,
-) -> ApiError {
-    ApiError::new(
+) -> HttpError {
+    HttpError::new(
         StatusCode::METHOD_NOT_ALLOWED,
         "method_not_allowed",
         format!("{method} is not allowed on {}", uri.path()),

@@ -11,8 +11,8 @@ use axum::http::HeaderMap;
 use serde::{Deserialize, Serialize};
 
 use crate::api::{Deleted, Message};
-use crate::service::error::ApiError;
-use crate::service::router::{MESSAGES, SESSION, SESSIONS};
+use crate::service::error::HttpError;
+use crate::service::paths::{MESSAGES, SESSION, SESSIONS};
 use crate::service::store::Storage;
 use crate::service::{AppState, auth, time};
 
@@ -20,7 +20,7 @@ pub(crate) async fn delete(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
     path: Result<Path<String>, PathRejection>,
-) -> Result<Json<Deleted>, ApiError> {
+) -> Result<Json<Deleted>, HttpError> {
     let account = auth::admit(&state, &headers, "DELETE", SESSION).await?;
     let session_id = super::session_id(path)?;
     let deleted = state
@@ -34,7 +34,7 @@ pub(crate) async fn delete(
             session_id,
         }))
     } else {
-        Err(ApiError::session_not_found(&session_id))
+        Err(HttpError::session_not_found(&session_id))
     }
 }
 
@@ -76,7 +76,7 @@ pub struct MessageList {
 pub(crate) async fn list(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
-) -> Result<Json<SessionList>, ApiError> {
+) -> Result<Json<SessionList>, HttpError> {
     let account = auth::admit(&state, &headers, "GET", SESSIONS).await?;
     let rows = state.store.list_sessions(account.id).await?;
     Ok(Json(SessionList {
@@ -98,14 +98,14 @@ pub(crate) async fn history(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
     path: Result<Path<String>, PathRejection>,
-) -> Result<Json<MessageList>, ApiError> {
+) -> Result<Json<MessageList>, HttpError> {
     let account = auth::admit(&state, &headers, "GET", MESSAGES).await?;
     let session_id = super::session_id(path)?;
     let rows = state
         .store
         .session_messages(account.id, session_id.clone())
         .await?
-        .ok_or_else(|| ApiError::session_not_found(&session_id))?;
+        .ok_or_else(|| HttpError::session_not_found(&session_id))?;
     Ok(Json(MessageList {
         session_id: session_id.clone(),
         messages: rows

@@ -1,4 +1,4 @@
-//! `GET /v1/sessions/{sessionId}/stream`: the WebSocket of DESIGN.md §4.2.
+//! `GET /v1/sessions/{sessionId}/stream`: the WebSocket of docs/design.md, "Streaming".
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -15,8 +15,8 @@ use axum::response::Response;
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::api::StreamEvent;
-use crate::service::error::ApiError;
-use crate::service::router::STREAM;
+use crate::service::error::HttpError;
+use crate::service::paths::STREAM;
 use crate::service::store::Storage;
 use crate::service::store::messages::SessionStatus;
 use crate::service::stream::event_message_id;
@@ -32,7 +32,7 @@ pub(crate) async fn connect(
     headers: HeaderMap,
     path: Result<Path<String>, PathRejection>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
-) -> Result<Response, ApiError> {
+) -> Result<Response, HttpError> {
     let account = auth::admit(&state, &headers, "GET", STREAM).await?;
     let session_id = super::session_id(path)?;
     let status = state
@@ -40,10 +40,10 @@ pub(crate) async fn connect(
         .session_status(account.id, session_id.clone())
         .await?;
     if status == SessionStatus::Gone {
-        return Err(ApiError::session_not_found(&session_id));
+        return Err(HttpError::session_not_found(&session_id));
     }
     let upgrade = upgrade.map_err(|e| {
-        ApiError::new(
+        HttpError::new(
             e.status(),
             "invalid_request",
             format!("this endpoint needs a WebSocket upgrade: {e}"),

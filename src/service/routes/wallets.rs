@@ -9,20 +9,20 @@ use axum::http::{HeaderMap, StatusCode};
 
 use crate::api::Wallet;
 use crate::service::AppState;
-use crate::service::error::ApiError;
+use crate::service::error::HttpError;
 use crate::service::{auth, wallets};
 
 pub(crate) async fn get(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
     path: Result<Path<String>, PathRejection>,
-) -> Result<Json<Wallet>, ApiError> {
+) -> Result<Json<Wallet>, HttpError> {
     let claims = auth::wallet_token(&state, &headers)?;
     let Path(wallet_id) =
-        path.map_err(|e| ApiError::invalid(format!("`walletId` in the path: {e}")))?;
+        path.map_err(|e| HttpError::invalid(format!("`walletId` in the path: {e}")))?;
     tracing::debug!(sub = %claims.sub, wallet = %wallet_id, "wallet lookup");
     wallets::find(&wallet_id).cloned().map(Json).ok_or_else(|| {
-        ApiError::new(
+        HttpError::new(
             StatusCode::NOT_FOUND,
             "wallet_not_found",
             format!("no wallet with id `{wallet_id}`"),

@@ -1,115 +1,22 @@
-//! The storage interface of the service, `Storage`, and its two implementations behind one
-//! handle, `Db`: SQLite (`Store`, the embedded default: one writer thread committing groups)
+//! The two implementations of `Storage` (`storage.rs`) behind one handle, `Db`: SQLite (`SqliteStore`, the embedded default: one writer thread committing groups)
 //! and PostgreSQL (`PgStore`, shared by replicas). Every operation is one transaction of the
 //! database. `Db` dispatches with a `match`, so a call costs no boxing beyond what the chosen
 //! store itself does (the SQLite writer's closure, exactly as before the trait).
 
 use std::collections::HashMap;
-use std::future::Future;
 
-use super::Store;
+use super::SqliteStore;
 use super::accounts::{self, Account};
 use super::idempotency::Recorded;
-use super::messages::{
-    self, MessageRow, Reply, SessionRow, SessionStatus, TurnRefusal, TurnStart, TurnStarted,
-};
+use super::messages::{self, MessageRow, Reply, SessionRow, SessionStatus, TurnStart};
 use super::postgres::PgStore;
+use super::storage::{Storage, TurnAdmission};
+use super::usage::RequestCount;
 use super::usage::{self, MetricCounts, UsageCounts};
-use crate::service::auth::RequestCount;
 use crate::service::config::{DbLocation, Tier};
 use crate::service::error::StoreError;
 
-/// What `start_turn` answers: `None` when the request limit is reached (nothing written),
-/// else the turn's fate.
-pub type TurnAdmission = Option<Result<TurnStarted, TurnRefusal>>;
-
-/// Everything the service asks of its database. Each method is one transaction.
-pub trait Storage: Send + Sync {
-    /// Makes sure every configured key has an account with its tier; the accounts by key hash.
-    fn ensure_keys(
-        &self,
-        keys: Vec<(String, Tier)>,
-        now_ms: i64,
-    ) -> impl Future<Output = Result<HashMap<String, Account>, StoreError>> + Send;
-
-    /// Counts one request; `None` (nothing counted) when the request limit is reached.
-    fn count_request(
-        &self,
-        request: RequestCount,
-    ) -> impl Future<Output = Result<Option<()>, StoreError>> + Send;
-
-    /// Counts the send as a request and, when admitted, starts its turn (the checks and the
-    /// user message); a refused turn still counts.
-    fn start_turn(
-        &self,
-        request: RequestCount,
-        turn: TurnStart,
-    ) -> impl Future<Output = Result<TurnAdmission, StoreError>> + Send;
-
-    /// Stores the reply; false (nothing stored) when the session was deleted meanwhile.
-    fn complete_turn(
-        &self,
-        account_id: i64,
-        session_id: String,
-        reply: Reply,
-        idempotent: Option<(String, Recorded)>,
-        now_ms: i64,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
-
-    /// Undoes a turn whose reply failed (user message, ledger row, idempotency record).
-    fn roll_back_turn(
-        &self,
-        account_id: i64,
-        session_id: String,
-        user_message_id: String,
-        created_at_ms: i64,
-        idempotency_key: Option<String>,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
-
-    /// Deletes a live session of the account; false when there is none.
-    fn delete_session(
-        &self,
-        account_id: i64,
-        session_id: String,
-        now_ms: i64,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
-
-    fn session_status(
-        &self,
-        account_id: i64,
-        session_id: String,
-    ) -> impl Future<Output = Result<SessionStatus, StoreError>> + Send;
-
-    fn list_sessions(
-        &self,
-        account_id: i64,
-    ) -> impl Future<Output = Result<Vec<SessionRow>, StoreError>> + Send;
-
-    /// The stored messages of a live session of the account; `None` when it is not live.
-    fn session_messages(
-        &self,
-        account_id: i64,
-        session_id: String,
-    ) -> impl Future<Output = Result<Option<Vec<MessageRow>>, StoreError>> + Send;
-
-    fn usage_counts(
-        &self,
-        account_id: i64,
-        period_start_ms: i64,
-    ) -> impl Future<Output = Result<UsageCounts, StoreError>> + Send;
-
-    fn metric_counts(
-        &self,
-        account_id: i64,
-        start_ms: i64,
-        end_ms: i64,
-    ) -> impl Future<Output = Result<MetricCounts, StoreError>> + Send;
-
-    /// Last work before the service stops (SQLite: the final checkpoint).
-    fn close(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
-}
-
-impl Storage for Store {
+impl Storage for SqliteStore {
     async fn ensure_keys(
         &self,
         keys: Vec<(String, Tier)>,
@@ -234,14 +141,14 @@ impl Storage for Store {
     }
 
     async fn close(&self) -> Result<(), StoreError> {
-        Store::close(self).await
+        SqliteStore::close(self).await
     }
 }
 
 /// The service's database: SQLite or PostgreSQL, chosen by `DbLocation`.
 #[derive(Clone)]
 pub enum Db {
-    Sqlite(Store),
+    Sqlite(SqliteStore),
     Postgres(PgStore),
 }
 
@@ -252,7 +159,7 @@ impl Db {
             DbLocation::Postgres(url) => Ok(Db::Postgres(PgStore::open(url).await?)),
             _ => {
                 let location = location.clone();
-                let store = tokio::task::spawn_blocking(move || Store::open(&location))
+                let store = tokio::task::spawn_blocking(move || SqliteStore::open(&location))
                     .await
                     .map_err(|e| StoreError::Join(e.to_string()))??;
                 Ok(Db::Sqlite(store))

@@ -319,7 +319,7 @@ pub fn delete_session(
         params![now_ms, session_id],
     )?;
     tx.commit()?;
-    super::Store::checkpoint(conn)?;
+    super::SqliteStore::checkpoint(conn)?;
     Ok(true)
 }
 

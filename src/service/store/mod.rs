@@ -1,6 +1,6 @@
 //! SQLite storage: one connection, owned by a writer thread that commits in groups.
 //!
-//! `Store::call` hands a closure to the writer thread and awaits its result, so the async
+//! `SqliteStore::call` hands a closure to the writer thread and awaits its result, so the async
 //! workers never block. The writer takes every closure waiting at that moment and runs them
 //! in one transaction, each inside its own savepoint (so each stays all-or-nothing), then
 //! commits once and only then answers them all: under load, one WAL write and one commit serve
@@ -12,9 +12,11 @@ pub mod idempotency;
 pub mod messages;
 mod migrations;
 pub mod postgres;
+pub mod storage;
 pub mod usage;
 
-pub use backend::{Db, Storage};
+pub use backend::Db;
+pub use storage::{Storage, TurnAdmission};
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -97,7 +99,7 @@ struct Job {
 
 /// Handle to the database; cheap to clone. The writer thread ends when the last handle goes.
 #[derive(Clone)]
-pub struct Store {
+pub struct SqliteStore {
     conn: Arc<Mutex<Connection>>,
     jobs: mpsc::Sender<Job>,
     checkpointer: Arc<Checkpointer>,
@@ -108,7 +110,7 @@ pub struct Store {
 /// The thread that checkpoints a file database in the background (PASSIVE: it never blocks
 /// the writer), so that copying the WAL into the database file and syncing it happen off the
 /// writer thread, but for the writer's one checkpoint per WAL restart (`catch_up`). It stops
-/// when told to or when the last `Store` handle goes.
+/// when told to or when the last `SqliteStore` handle goes.
 #[derive(Default)]
 struct Checkpointer {
     stop: Mutex<Option<mpsc::Sender<()>>>,
@@ -262,13 +264,13 @@ fn checkpoint(conn: &Connection, mode: &str) -> Result<Checkpointed, rusqlite::E
     })
 }
 
-impl Store {
+impl SqliteStore {
     /// Opens (creating if needed) and migrates the database. Blocking: call off the async workers.
-    pub fn open(location: &DbLocation) -> Result<Store, rusqlite::Error> {
-        Store::open_with(location, WalLimits::default())
+    pub fn open(location: &DbLocation) -> Result<SqliteStore, rusqlite::Error> {
+        SqliteStore::open_with(location, WalLimits::default())
     }
 
-    fn open_with(location: &DbLocation, limits: WalLimits) -> Result<Store, rusqlite::Error> {
+    fn open_with(location: &DbLocation, limits: WalLimits) -> Result<SqliteStore, rusqlite::Error> {
         let mut conn = match location {
             DbLocation::Memory => Connection::open_in_memory()?,
             DbLocation::Postgres(_) => {
@@ -294,7 +296,7 @@ impl Store {
             rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
             true,
         )?;
-        // Deleted content is overwritten with zeros, not just unlinked (DESIGN.md §4.1).
+        // Deleted content is overwritten with zeros, not just unlinked (docs/design.md, "Sessions").
         conn.pragma_update(None, "secure_delete", "ON")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         if matches!(location, DbLocation::File(_)) {
@@ -339,7 +341,7 @@ impl Store {
             .map_err(|e| {
                 rusqlite::Error::InvalidParameterName(format!("cannot start the store thread: {e}"))
             })?;
-        Ok(Store {
+        Ok(SqliteStore {
             conn,
             jobs,
             checkpointer: Arc::new(checkpointer),
@@ -430,7 +432,7 @@ impl Store {
         let checkpointer = self.checkpointer.clone();
         self.call_alone(move |conn| {
             checkpointer.stop();
-            Ok(Store::checkpoint(conn)?)
+            Ok(SqliteStore::checkpoint(conn)?)
         })
         .await
     }
@@ -590,7 +592,7 @@ mod tests {
     /// takes back only its own writes, and the others are committed and answered.
     #[tokio::test]
     async fn waiting_closures_commit_as_a_group_and_fail_alone() {
-        let store = Store::open(&DbLocation::Memory).unwrap();
+        let store = SqliteStore::open(&DbLocation::Memory).unwrap();
         let (release, wait) = std_mpsc::channel::<()>();
         let (started, has_started) = std_mpsc::channel::<()>();
         // The first closure holds the writer until every other one is queued.
@@ -689,7 +691,7 @@ mod tests {
             let file = format!("{}{suffix}", path.display());
             std::fs::metadata(file).unwrap().permissions().mode() & 0o777
         };
-        let store = Store::open(&DbLocation::File(path.clone())).unwrap();
+        let store = SqliteStore::open(&DbLocation::File(path.clone())).unwrap();
         store
             .call(|conn| Ok(conn.execute_batch("CREATE TABLE t (x)")?))
             .await
@@ -700,7 +702,7 @@ mod tests {
         // A `-wal` file readable by others, as one stopped process of an earlier version left.
         let wal = format!("{}-wal", path.display());
         std::fs::set_permissions(&wal, std::fs::Permissions::from_mode(0o644)).unwrap();
-        let again = Store::open(&DbLocation::File(path.clone())).unwrap();
+        let again = SqliteStore::open(&DbLocation::File(path.clone())).unwrap();
         assert_eq!(mode("-wal"), 0o600);
         drop(again);
         store.close().await.unwrap();
@@ -717,7 +719,8 @@ mod tests {
             catch_up_frames: 8,
             autocheckpoint_frames: 0,
         };
-        let store = Store::open_with(&DbLocation::File(dir.path().join("wal.db")), limits).unwrap();
+        let store =
+            SqliteStore::open_with(&DbLocation::File(dir.path().join("wal.db")), limits).unwrap();
         store
             .call(|conn| Ok(conn.execute_batch("CREATE TABLE t (x BLOB)")?))
             .await

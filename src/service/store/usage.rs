@@ -2,8 +2,76 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+use chrono::{DateTime, Utc};
+
 use super::accounts::Account;
-use crate::service::error::StoreError;
+use crate::service::error::{HttpError, StoreError};
+use crate::service::time;
+
+/// One request to count against its account's plan, made where the request is handled: the
+/// count runs on the writer thread (alone in `count`, or ahead of the request's own writes in
+/// the same closure), and `answer` turns its outcome into the request's fate.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestCount {
+    account: Account,
+    method: &'static str,
+    route: &'static str,
+    now: DateTime<Utc>,
+}
+
+impl RequestCount {
+    pub fn new(
+        account: Account,
+        method: &'static str,
+        route: &'static str,
+        now: DateTime<Utc>,
+    ) -> RequestCount {
+        RequestCount {
+            account,
+            method,
+            route,
+            now,
+        }
+    }
+
+    pub fn account(&self) -> Account {
+        self.account
+    }
+
+    /// Start of the billing period the request counts in.
+    pub fn period_start_ms(&self) -> i64 {
+        time::billing_period(self.now).0.timestamp_millis()
+    }
+
+    /// On the writer thread: counts the request (one statement, kept whatever `then` does) and
+    /// runs `then`; when the limit is reached, writes nothing and returns `None`.
+    pub(crate) fn run<T>(
+        &self,
+        conn: &mut Connection,
+        then: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
+    ) -> Result<Option<T>, StoreError> {
+        let admission = admit_request(conn, self.account, self.period_start_ms())?;
+        match admission {
+            RequestAdmission::Admitted => then(conn).map(Some),
+            RequestAdmission::OverLimit => Ok(None),
+        }
+    }
+
+    /// What `run` returned means for the request: its result, or 429 when over the limit.
+    pub(crate) fn answer<T>(&self, admitted: Option<T>) -> Result<T, HttpError> {
+        let (account, method, route) = (self.account.id, self.method, self.route);
+        match admitted {
+            Some(result) => {
+                tracing::debug!(account, method, route, "request");
+                Ok(result)
+            }
+            None => Err(HttpError::quota_exceeded(
+                "requests",
+                time::billing_period(self.now).1,
+            )),
+        }
+    }
+}
 
 /// Outcome of counting a request against the plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -207,7 +207,7 @@ pub fn warm_token_counter_once() -> bool {
     if STARTED.swap(true, std::sync::atomic::Ordering::SeqCst) {
         return false;
     }
-    tokio::task::spawn_blocking(crate::service::tokens::warm);
+    tokio::task::spawn_blocking(crate::tokens::warm);
     true
 }
 

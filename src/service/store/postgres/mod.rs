@@ -19,16 +19,16 @@ use tokio::sync::Notify;
 use tokio_postgres::NoTls;
 
 use super::accounts::{Account, hash_key};
-use super::backend::{Storage, TurnAdmission};
 use super::idempotency::{Recorded, TTL_MS};
 use super::messages::{
     HistoryEntry, MessageRow, Reply, SessionRow, SessionStatus, TurnRefusal, TurnStart, TurnStarted,
 };
+use super::storage::{Storage, TurnAdmission};
 use super::usage::{MetricCounts, UsageCounts};
 use crate::api::Role;
-use crate::service::auth::RequestCount;
 use crate::service::config::Tier;
 use crate::service::error::StoreError;
+use crate::service::store::usage::RequestCount;
 
 /// Connections per replica.
 const POOL_SIZE: usize = 16;

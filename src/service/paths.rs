@@ -1,0 +1,15 @@
+//! The paths the service serves and the largest body it reads: named here, below both the
+//! router that mounts them and the handlers that cite them.
+
+pub const MESSAGES: &str = "/v1/sessions/{sessionId}/messages";
+pub const SESSIONS: &str = "/v1/sessions";
+pub const SESSION: &str = "/v1/sessions/{sessionId}";
+pub const STREAM: &str = "/v1/sessions/{sessionId}/stream";
+pub const METRICS: &str = "/v1/analytics/metrics";
+pub const USAGE: &str = "/v1/analytics/usage";
+pub const WALLET: &str = "/v1/wallets/{walletId}";
+pub const HEALTH: &str = "/healthz";
+
+/// Largest accepted request body: room for 10,000 characters of content written as JSON
+/// `\uXXXX` surrogate pairs (12 bytes each) plus 16 KiB of metadata, escaped.
+pub const MAX_BODY_BYTES: usize = 256 * 1024;
