@@ -803,12 +803,9 @@ fn transcript_memory(count: usize, width: u16) -> Result<()> {
     let bytes: usize = contents.iter().map(|(_, c)| c.len()).sum();
     let (texts, _, _) = memory(me)?;
     let mut transcript = Transcript::new();
-    for (role, content) in &contents {
-        transcript.push(Entry::new(
-            *role,
-            content.clone(),
-            "assistant · 12:00 · 42 tokens",
-        ));
+    // The transcript takes the texts: the TUI keeps one copy of each message, in its entry.
+    for (role, content) in contents {
+        transcript.push(Entry::new(role, content, "assistant · 12:00 · 42 tokens"));
     }
     let (pushed, _, _) = memory(me)?;
     let height = transcript.height(width);
@@ -819,7 +816,8 @@ fn transcript_memory(count: usize, width: u16) -> Result<()> {
     let (drawn, _, _) = memory(me)?;
     println!(
         "{count} messages ({:.1} MB of text) at width {width} ({height} lines): VmRSS {:.1} MB \
-         at start, +{:.1} MB for the texts, +{:.1} MB for Transcript::push (parsed documents), \
+         at start, +{:.1} MB for the texts (each held once, by its entry), +{:.1} MB for \
+         Transcript::push (parsed documents), \
          +{:.1} MB for the heights, +{:.1} MB for drawing the tail",
         bytes as f64 / 1e6,
         mb(base),

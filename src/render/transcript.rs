@@ -30,6 +30,7 @@
 //! let mut buf = Buffer::empty(area);
 //! t.render(area, &mut buf, 0, Some(id));
 //! ```
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::ops::Range;
 use std::sync::Arc;
@@ -65,7 +66,8 @@ pub enum EntryState {
     Failed(String),
 }
 
-/// One message of the transcript. `content` is markdown as received (raw, unsanitised);
+/// One message of the transcript. `content` is the message as sent or received (raw,
+/// unsanitised: the one copy of it the TUI keeps); it is drawn as [`shown`] shapes it.
 /// `header` is the text of the header line, e.g. `"assistant · 12:04 · 42 tokens"`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Entry {
@@ -126,10 +128,37 @@ enum Body {
     Streaming(Box<StreamBody>),
 }
 
+/// The markdown a message is drawn from. Replies are markdown as the server sent them; what
+/// the user typed keeps its line breaks (markdown would join the lines of a paragraph), except
+/// inside fenced code, which keeps them anyway.
+pub fn shown(role: Role, content: &str) -> Cow<'_, str> {
+    if role == Role::Assistant || !content.contains('\n') {
+        return Cow::Borrowed(content);
+    }
+    let mut out = String::with_capacity(content.len() + 16);
+    let mut in_fence = false;
+    let mut lines = content.split('\n').peekable();
+    while let Some(line) = lines.next() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
+            in_fence = !in_fence;
+        }
+        out.push_str(line);
+        if lines.peek().is_some() {
+            if !in_fence && !line.trim().is_empty() {
+                // A markdown hard break.
+                out.push_str("  ");
+            }
+            out.push('\n');
+        }
+    }
+    Cow::Owned(out)
+}
+
 impl Body {
     /// The body of a complete entry with this content.
-    fn settled(content: &str) -> Body {
-        match Document::parse(content).into_shape() {
+    fn settled(role: Role, content: &str) -> Body {
+        match Document::parse(&shown(role, content)).into_shape() {
             Ok(shape) => Body::Shaped(shape),
             Err(doc) => Body::Parsed(doc),
         }
@@ -157,7 +186,7 @@ impl Transcript {
         let body = if entry.state == EntryState::Streaming {
             Body::Streaming(Box::new(StreamBody::new(&entry.content)))
         } else {
-            Body::settled(&entry.content)
+            Body::settled(entry.role, &entry.content)
         };
         let slot = Slot {
             id,
@@ -181,6 +210,12 @@ impl Transcript {
         let body = slot.body.get_mut();
         match body {
             Body::Streaming(stream) => stream.push(text),
+            // What the user typed is drawn reshaped (`shown`), which a stream body does not do:
+            // parsed whole again (only replies stream).
+            Body::Parsed(_) | Body::Shaped(_) if slot.entry.role != Role::Assistant => {
+                *body = Body::settled(slot.entry.role, &slot.entry.content);
+                self.lines.get_mut().map.remove(&id.0);
+            }
             Body::Parsed(_) | Body::Shaped(_) => {
                 *body = Body::Streaming(Box::new(StreamBody::new(&slot.entry.content)));
                 self.lines.get_mut().map.remove(&id.0);
@@ -197,7 +232,7 @@ impl Transcript {
         *slot.body.get_mut() = if slot.entry.state == EntryState::Streaming {
             Body::Streaming(Box::new(StreamBody::new(&slot.entry.content)))
         } else {
-            Body::settled(&slot.entry.content)
+            Body::settled(slot.entry.role, &slot.entry.content)
         };
         self.lines.get_mut().map.remove(&id.0);
         self.refresh_height(i);
@@ -213,7 +248,7 @@ impl Transcript {
         slot.header = header_line(&slot.entry);
         match slot.body.get_mut() {
             Body::Streaming(_) if slot.entry.state != EntryState::Streaming => {
-                *slot.body.get_mut() = Body::settled(&slot.entry.content);
+                *slot.body.get_mut() = Body::settled(slot.entry.role, &slot.entry.content);
                 self.lines.get_mut().map.remove(&id.0);
                 self.refresh_height(i);
             }
@@ -384,7 +419,8 @@ impl Transcript {
                 let clean = sanitize(&slot.entry.content);
                 out.extend(Document::parse_clean(&clean).lines_streaming(&clean, width));
             } else {
-                Document::parse(&slot.entry.content).lines_into(width, &mut out, None);
+                Document::parse(&shown(slot.entry.role, &slot.entry.content))
+                    .lines_into(width, &mut out, None);
             }
             out.push(Line::default());
         }
@@ -467,7 +503,7 @@ impl Slot {
     fn lines(&self, width: u16, cache: &mut LineCache) -> BodyLines {
         match &mut *self.body.borrow_mut() {
             Body::Shaped(_) => BodyLines::One(cache.get_or_build(self.id, width, || {
-                Document::parse(&self.entry.content).lines(width)
+                Document::parse(&shown(self.entry.role, &self.entry.content)).lines(width)
             })),
             Body::Parsed(doc) => {
                 BodyLines::One(cache.get_or_build(self.id, width, || doc.lines(width)))

@@ -44,10 +44,11 @@ fn reply_complete(app: &App) -> bool {
     let Some(o) = app.open.as_ref() else {
         return false;
     };
+    let last = o.items.len().wrapping_sub(1);
     o.pending.is_none()
         && o.items
             .last()
-            .is_some_and(|i| i.state == EntryState::Complete && !i.content.is_empty())
+            .is_some_and(|i| i.state == EntryState::Complete && !o.content(last).is_empty())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -84,8 +85,7 @@ async fn hostile_replies_from_the_engine_upstream_reach_the_screen_harmlessly() 
     tui.until("part of the reply", |app| {
         app.open
             .as_ref()
-            .and_then(|o| o.items.last())
-            .is_some_and(|i| !i.content.is_empty())
+            .is_some_and(|o| !o.content(o.items.len().wrapping_sub(1)).is_empty())
     })
     .await;
     assert_harmless(&tui.cells());

@@ -39,7 +39,7 @@ fn stream_open(app: &App) -> bool {
 fn last_reply(app: &App) -> Option<(&str, &EntryState)> {
     let o = app.open.as_ref()?;
     let i = o.items.last()?;
-    Some((i.content.as_str(), &i.state))
+    Some((o.content(o.items.len() - 1), &i.state))
 }
 
 fn reply_complete(app: &App) -> bool {

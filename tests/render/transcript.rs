@@ -2,7 +2,7 @@
 use convo::api::types::Role;
 use convo::render::markdown::Document;
 use convo::render::style;
-use convo::render::transcript::{Entry, EntryId, EntryState, Transcript};
+use convo::render::transcript::{Entry, EntryId, EntryState, Transcript, shown};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use ratatui::buffer::Buffer;
@@ -29,7 +29,7 @@ fn expected(
     }
     let mut start = 0;
     for (id, entry) in t.entries() {
-        let end = start + 2 + Document::parse(&entry.content).height(width);
+        let end = start + 2 + Document::parse(&shown(entry.role, &entry.content)).height(width);
         if Some(id) == selected {
             for line in start.max(top)..end.min(top + usize::from(rows)) {
                 buf.set_style(

@@ -113,10 +113,11 @@ impl Harness {
         self.press(KeyCode::Enter);
         self.until("the reply", |app| {
             let o = app.open.as_ref().unwrap();
+            let last = o.items.len().wrapping_sub(1);
             o.pending.is_none()
                 && o.items
                     .last()
-                    .is_some_and(|i| i.state == EntryState::Complete && !i.content.is_empty())
+                    .is_some_and(|i| i.state == EntryState::Complete && !o.content(last).is_empty())
         })
         .await;
     }
@@ -129,12 +130,8 @@ async fn send_streams_the_reply_into_the_transcript() {
     h.press(KeyCode::Enter);
     // The reply arrives as deltas first.
     h.until("streamed text", |app| {
-        app.open
-            .as_ref()
-            .unwrap()
-            .items
-            .last()
-            .is_some_and(|i| !i.content.is_empty())
+        let o = app.open.as_ref().unwrap();
+        !o.content(o.items.len().wrapping_sub(1)).is_empty()
     })
     .await;
     h.until("the reply", |app| {
@@ -147,7 +144,7 @@ async fn send_streams_the_reply_into_the_transcript() {
     .await;
     let o = h.rt.app.open.as_ref().unwrap();
     assert_eq!(o.items.len(), 2);
-    let reply = o.items[1].content.clone();
+    let reply = o.content(1).to_string();
     assert!(o.items[1].tokens > 0);
     assert!(
         o.items[0].tokens > 0,

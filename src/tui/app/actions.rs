@@ -28,10 +28,10 @@ impl App {
         };
         if let Some(p) = open.pending.take_if(|p| p.accepted) {
             open.set_state(p.reply_item, EntryState::Interrupted);
-            if let Some(item) = open.items.get(p.reply_item) {
+            if let Some(message) = open.stored(p.reply_item) {
                 out.push(Command::Persist(StoreOp::AppendMessage {
                     session_id: open.id.clone(),
-                    message: stored(item),
+                    message,
                 }));
             }
         }
@@ -107,11 +107,11 @@ impl App {
         let Some(p) = open.pending.take() else { return };
         open.set_state(p.reply_item, EntryState::Interrupted);
         if p.accepted
-            && let Some(item) = open.items.get(p.reply_item)
+            && let Some(message) = open.stored(p.reply_item)
         {
             out.push(Command::Persist(StoreOp::AppendMessage {
                 session_id: open.id.clone(),
-                message: stored(item),
+                message,
             }));
         }
         // "a reply is still coming" no longer holds.

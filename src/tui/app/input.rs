@@ -219,14 +219,15 @@ impl App {
             };
             self.reveal_selected();
         } else if k.copy_reply.matches(&key) {
-            let item = open
+            let idx = open
                 .selected
-                .and_then(|i| open.items.get(i))
-                .or_else(|| open.items.iter().rev().find(|i| i.role == Role::Assistant));
-            match item {
-                Some(item) => {
-                    out.push(Command::CopyToClipboard(item.content.clone()));
-                    let n = item.content.chars().count();
+                .filter(|&i| i < open.items.len())
+                .or_else(|| open.items.iter().rposition(|i| i.role == Role::Assistant));
+            match idx {
+                Some(idx) => {
+                    let content = open.content(idx).to_string();
+                    let n = content.chars().count();
+                    out.push(Command::CopyToClipboard(content));
                     self.notify(
                         Level::Info,
                         format!("copied {n} characters to the clipboard"),

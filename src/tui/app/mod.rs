@@ -33,7 +33,7 @@ mod tests;
 
 pub use crate::tui::slash::SlashCommand;
 pub use open_session::{OpenSession, render_stored};
-use open_session::{header_for, reply_slot, stored, stored_state};
+use open_session::{header_for, reply_slot, stored_state};
 pub use state::*;
 
 /// Maximum length of a message's content, in characters (docs/design.md, "Limits").

@@ -66,14 +66,13 @@ impl OpenSession {
     ) -> usize {
         let entry = self.transcript.push(Entry {
             role,
-            content: as_shown(role, &content),
+            content,
             state: state.clone(),
             header: header_for(role, created_at, tokens),
         });
         self.items.push(TranscriptItem {
             entry,
             role,
-            content,
             tokens,
             message_id,
             state,
@@ -83,34 +82,52 @@ impl OpenSession {
         self.items.len() - 1
     }
 
-    /// Rebuilds the render model from `items` (after loading a stored transcript).
-    pub(super) fn rebuild(&mut self) {
-        let mut t = Transcript::new();
-        for item in &mut self.items {
-            item.entry = t.push(entry_for(item));
-        }
-        self.transcript = t;
-    }
-
-    /// Takes `rendered` (one entry per item of `items[..stored]`, in order) as the render
-    /// model and appends the items after them; rebuilds everything if it does not match.
+    /// Takes `rendered` (one entry per item of `items[..stored]`, in order, as
+    /// `render_stored` makes it) as the render model, and moves the entries of the items after
+    /// them (messages of this run, already in the current model) to its end.
     pub(super) fn adopt(&mut self, mut rendered: Transcript, stored: usize) {
         let ids: Vec<EntryId> = rendered.entries().map(|(id, _)| id).collect();
-        if ids.len() != stored {
-            tracing::warn!(
-                rendered = ids.len(),
-                stored,
-                "prepared transcript does not match"
-            );
-            return self.rebuild();
-        }
+        debug_assert_eq!(ids.len(), stored, "one rendered entry per stored message");
         for (item, id) in self.items.iter_mut().zip(ids) {
             item.entry = id;
         }
+        let mut current = std::mem::take(&mut self.transcript);
         for item in &mut self.items[stored..] {
-            item.entry = rendered.push(entry_for(item));
+            let entry = current.remove(item.entry).unwrap_or_else(|| Entry {
+                role: item.role,
+                content: String::new(),
+                state: item.state.clone(),
+                header: header_for(item.role, item.created_at, item.tokens),
+            });
+            item.entry = rendered.push(entry);
         }
         self.transcript = rendered;
+    }
+
+    /// The text of item `idx`, held by the transcript (its one copy).
+    pub fn content(&self, idx: usize) -> &str {
+        self.items
+            .get(idx)
+            .and_then(|item| self.transcript.get(item.entry))
+            .map_or("", |entry| entry.content.as_str())
+    }
+
+    /// Item `idx` as the local store keeps it.
+    pub(super) fn stored(&self, idx: usize) -> Option<StoredMessage> {
+        let item = self.items.get(idx)?;
+        Some(StoredMessage {
+            role: item.role,
+            content: self.content(idx).to_string(),
+            tokens: item.tokens,
+            message_id: item.message_id.clone(),
+            created_at: item.created_at,
+            status: match item.state {
+                EntryState::Complete => MessageStatus::Complete,
+                // A reply still streaming when it is stored was cut short.
+                EntryState::Streaming | EntryState::Interrupted => MessageStatus::Interrupted,
+                EntryState::Failed(_) => MessageStatus::Failed,
+            },
+        })
     }
 
     /// The stream dropped: a reply coming over it shows as interrupted, and once the server
@@ -156,10 +173,10 @@ impl OpenSession {
     /// The lost reply is final as far as it came: interrupted. Returns the store write.
     pub(super) fn settle_cut_off(&mut self) -> Option<Command> {
         let p = self.cut_off.take()?;
-        let item = self.items.get(p.reply_item)?;
+        let message = self.stored(p.reply_item)?;
         Some(Command::Persist(StoreOp::AppendMessage {
             session_id: self.id.clone(),
-            message: stored(item),
+            message,
         }))
     }
 
@@ -182,16 +199,6 @@ impl OpenSession {
     }
 }
 
-/// The render entry of a transcript item.
-pub(super) fn entry_for(item: &TranscriptItem) -> Entry {
-    Entry {
-        role: item.role,
-        content: as_shown(item.role, &item.content),
-        state: item.state.clone(),
-        header: header_for(item.role, item.created_at, item.tokens),
-    }
-}
-
 /// The render model of stored messages, as `App` builds it when they are loaded: the store
 /// worker calls this on its own thread so that parsing a long history does not stall the UI.
 pub fn render_stored(messages: &[StoredMessage]) -> Transcript {
@@ -199,7 +206,7 @@ pub fn render_stored(messages: &[StoredMessage]) -> Transcript {
     for m in messages {
         t.push(Entry {
             role: m.role,
-            content: as_shown(m.role, &m.content),
+            content: m.content.clone(),
             state: stored_state(m.status),
             header: header_for(m.role, m.created_at, m.tokens),
         });
@@ -213,33 +220,6 @@ pub(super) fn stored_state(status: MessageStatus) -> EntryState {
         MessageStatus::Interrupted => EntryState::Interrupted,
         MessageStatus::Failed => EntryState::Failed("not delivered".into()),
     }
-}
-
-/// What the transcript renders for a message. Replies are markdown as the server sent them;
-/// what the user typed keeps its line breaks (markdown would join the lines of a paragraph),
-/// except inside fenced code, which keeps them anyway.
-pub(super) fn as_shown(role: Role, content: &str) -> String {
-    if role == Role::Assistant || !content.contains('\n') {
-        return content.to_string();
-    }
-    let mut out = String::with_capacity(content.len() + 16);
-    let mut in_fence = false;
-    let mut lines = content.split('\n').peekable();
-    while let Some(line) = lines.next() {
-        let trimmed = line.trim_start();
-        if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
-            in_fence = !in_fence;
-        }
-        out.push_str(line);
-        if lines.peek().is_some() {
-            if !in_fence && !line.trim().is_empty() {
-                // A markdown hard break.
-                out.push_str("  ");
-            }
-            out.push('\n');
-        }
-    }
-    out
 }
 
 pub(super) fn header_for(role: Role, at: DateTime<Utc>, tokens: u64) -> String {
@@ -272,20 +252,4 @@ pub(super) fn reply_slot(open: &mut OpenSession, message_id: &str) -> Option<usi
         return Some(p.reply_item);
     }
     None
-}
-
-pub(super) fn stored(item: &TranscriptItem) -> StoredMessage {
-    StoredMessage {
-        role: item.role,
-        content: item.content.clone(),
-        tokens: item.tokens,
-        message_id: item.message_id.clone(),
-        created_at: item.created_at,
-        status: match item.state {
-            EntryState::Complete => MessageStatus::Complete,
-            // A reply still streaming when it is stored was cut short.
-            EntryState::Streaming | EntryState::Interrupted => MessageStatus::Interrupted,
-            EntryState::Failed(_) => MessageStatus::Failed,
-        },
-    }
 }

@@ -27,6 +27,20 @@ impl App {
         if open.loaded {
             return;
         }
+        // The render model of the stored messages: prepared by the store worker, or made here.
+        let rendered = match rendered {
+            Some(rendered) if rendered.len() == messages.len() => rendered,
+            other => {
+                if let Some(other) = other {
+                    tracing::warn!(
+                        rendered = other.len(),
+                        stored = messages.len(),
+                        "prepared transcript does not match"
+                    );
+                }
+                render_stored(&messages)
+            }
+        };
         // Messages sent before the load finished stay after the stored ones.
         let recent = std::mem::take(&mut open.items);
         for m in messages {
@@ -34,7 +48,6 @@ impl App {
             open.items.push(TranscriptItem {
                 entry: EntryId(0),
                 role: m.role,
-                content: m.content,
                 tokens: m.tokens,
                 message_id: m.message_id,
                 state,
@@ -48,10 +61,7 @@ impl App {
             p.user_item += shift;
             p.reply_item += shift;
         }
-        match rendered {
-            Some(rendered) => open.adopt(rendered, shift),
-            None => open.rebuild(),
-        }
+        open.adopt(rendered, shift);
         open.loaded = true;
         tracing::debug!(
             messages = open.items.len(),
@@ -95,10 +105,12 @@ impl App {
             let entry = u.entry;
             open.transcript.set_header(entry, header);
         }
-        out.push(Command::Persist(StoreOp::AppendMessage {
-            session_id: session_id.clone(),
-            message: stored(&open.items[user_item]),
-        }));
+        if let Some(message) = open.stored(user_item) {
+            out.push(Command::Persist(StoreOp::AppendMessage {
+                session_id: session_id.clone(),
+                message,
+            }));
+        }
         let reply_id = reply.message_id.clone();
         if let Some(r) = open.items.get_mut(reply_item) {
             // Deltas that arrived before this response already named the id.
@@ -165,8 +177,7 @@ impl App {
         item.tokens = reply.tokens;
         item.state = EntryState::Complete;
         let (entry, role, at) = (item.entry, item.role, item.created_at);
-        if item.content != reply.content {
-            item.content = reply.content.clone();
+        if open.content(idx) != reply.content {
             open.transcript.set_content(entry, reply.content);
         }
         open.transcript.set_state(entry, EntryState::Complete);
@@ -189,14 +200,14 @@ impl App {
         let Some(open) = self.open.as_mut().filter(|o| o.id == session_id) else {
             return;
         };
-        let Some(item) = open.items.get(idx) else {
+        let Some(message) = open.stored(idx) else {
             return;
         };
+        let tokens = message.tokens;
         out.push(Command::Persist(StoreOp::AppendMessage {
             session_id: session_id.to_string(),
-            message: stored(item),
+            message,
         }));
-        let tokens = item.tokens;
         if let Some(s) = self.sessions.iter_mut().find(|s| s.id == session_id) {
             s.tokens += tokens;
             s.last_activity = self.now;
@@ -305,7 +316,6 @@ impl App {
                         return;
                     }
                     item.next_seq = seq + 1;
-                    item.content.push_str(&content);
                     let e = item.entry;
                     open.transcript.append_delta(e, &content);
                 }
@@ -324,7 +334,6 @@ impl App {
                         return;
                     }
                     item.next_seq = seq;
-                    item.content = content.clone();
                     let e = item.entry;
                     open.transcript.set_content(e, content);
                 }

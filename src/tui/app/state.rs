@@ -113,7 +113,6 @@ pub struct UsagePanel {
 pub struct TranscriptItem {
     pub entry: EntryId,
     pub role: Role,
-    pub content: String,
     pub tokens: u64,
     pub message_id: Option<String>,
     pub state: EntryState,
