@@ -6,7 +6,7 @@ use crossterm::event::{KeyEvent, MouseEvent};
 use tokio::sync::mpsc;
 
 use crate::api::stream::StreamUpdate;
-use crate::api::{Message, Usage};
+use crate::api::{ApiError, Message, Usage};
 
 /// Everything that can happen to the app.
 #[derive(Debug, Clone)]
@@ -54,7 +54,7 @@ pub enum AppEvent {
     SendFailed {
         session_id: String,
         send_id: u64,
-        failure: Failure,
+        failure: ApiError,
     },
     /// Something happened on the open session's stream.
     Stream {
@@ -72,7 +72,7 @@ pub enum AppEvent {
     /// Deleting failed (`session_not_found` is a failure the app treats as success).
     DeleteFailed {
         session_id: String,
-        failure: Failure,
+        failure: ApiError,
     },
     /// A usage poll succeeded.
     UsageFetched(Usage),
@@ -151,56 +151,43 @@ impl std::fmt::Debug for Rendered {
     }
 }
 
-/// Why a request failed, in the terms the app shows to the user. Workers translate the
-/// client's error type into this, so `App` stays free of I/O types.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Failure {
-    /// The message would exceed the session's context window.
-    ContextOverflow { current: u64, max: u64 },
-    /// The session does not exist (or was deleted).
-    SessionNotFound,
-    /// The key was refused.
-    Unauthorized(String),
-    /// A plan limit was reached; `reset_at` is when it resets, if the server said.
-    QuotaExceeded {
-        limit: Option<String>,
-        reset_at: Option<DateTime<Utc>>,
-    },
-    /// The request was refused as malformed.
-    InvalidRequest(String),
-    /// The service could not be reached or the connection broke.
-    Network(String),
-    /// Any other error code, shown with its message.
-    Other { code: String, message: String },
+/// One line for the user about a failed request. A `quota_exceeded` names when the limit
+/// resets: the server's `resetAt`, which the network worker fills in from `Retry-After` when
+/// only that was sent (`workers::network::at_arrival`).
+pub fn describe_failure(failure: &ApiError, now: DateTime<Utc>) -> String {
+    match failure {
+        ApiError::ContextOverflow { current, max, .. } => format!(
+            "context window full: {current} of {max} tokens — start a new session (Ctrl-N) to go on"
+        ),
+        ApiError::SessionNotFound { .. } => "session not found: it was deleted".to_string(),
+        ApiError::Unauthorized { message } => format!(
+            "unauthorized: check your API key (CONVO_API_KEY or connection.api_key) — {message}"
+        ),
+        ApiError::QuotaExceeded {
+            limit, reset_at, ..
+        } => {
+            let what = limit.as_deref().unwrap_or("plan");
+            match reset_at.as_deref().and_then(parse_time) {
+                Some(at) => format!(
+                    "quota exceeded ({what}): resets {} ({})",
+                    crate::format::time_until(now, at),
+                    at.format("%Y-%m-%d %H:%M UTC")
+                ),
+                None => format!("quota exceeded ({what})"),
+            }
+        }
+        ApiError::InvalidRequest { message } => format!("rejected: {message}"),
+        ApiError::Network(message) => format!("network error: {message}"),
+        ApiError::Service { code, message, .. } => format!("{code}: {message}"),
+        ApiError::Protocol(message) => format!("protocol: {message}"),
+        ApiError::Config(message) => format!("config: {message}"),
+    }
 }
 
-impl Failure {
-    /// One line for the user.
-    pub fn describe(&self, now: DateTime<Utc>) -> String {
-        match self {
-            Failure::ContextOverflow { current, max } => format!(
-                "context window full: {current} of {max} tokens — start a new session (Ctrl-N) to go on"
-            ),
-            Failure::SessionNotFound => "session not found: it was deleted".to_string(),
-            Failure::Unauthorized(msg) => format!(
-                "unauthorized: check your API key (CONVO_API_KEY or connection.api_key) — {msg}"
-            ),
-            Failure::QuotaExceeded { limit, reset_at } => {
-                let what = limit.as_deref().unwrap_or("plan");
-                match reset_at {
-                    Some(at) => format!(
-                        "quota exceeded ({what}): resets {} ({})",
-                        crate::format::time_until(now, *at),
-                        at.format("%Y-%m-%d %H:%M UTC")
-                    ),
-                    None => format!("quota exceeded ({what})"),
-                }
-            }
-            Failure::InvalidRequest(msg) => format!("rejected: {msg}"),
-            Failure::Network(msg) => format!("network error: {msg}"),
-            Failure::Other { code, message } => format!("{code}: {message}"),
-        }
-    }
+fn parse_time(text: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(text)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
 }
 
 /// A cloneable sender that logs instead of panicking when the app has gone away.

@@ -6,7 +6,7 @@ use convo::api::stream::StreamUpdate;
 use convo::api::{Message, Role, StreamEvent, Usage};
 use convo::keys::KeyBindings;
 use convo::tui::app::{App, Command, Settings};
-use convo::tui::event::{AppEvent, Endpoint, Failure, SessionSummary, StoredMessage};
+use convo::tui::event::{AppEvent, Endpoint, SessionSummary, StoredMessage};
 use convo::tui::view;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
@@ -270,9 +270,10 @@ fn context_overflow_dialog() {
         app.update(AppEvent::SendFailed {
             session_id: A.into(),
             send_id: id,
-            failure: Failure::ContextOverflow {
+            failure: ApiError::ContextOverflow {
                 current: 8450,
                 max: 8192,
+                message: "too long".into(),
             },
         });
         app
@@ -288,7 +289,9 @@ fn unauthorized_send() {
         app.update(AppEvent::SendFailed {
             session_id: A.into(),
             send_id: id,
-            failure: Failure::Unauthorized("unknown API key".into()),
+            failure: ApiError::Unauthorized {
+                message: "unknown API key".into(),
+            },
         });
         app
     });
@@ -304,9 +307,11 @@ fn quota_exceeded_send() {
         app.update(AppEvent::SendFailed {
             session_id: A.into(),
             send_id: id,
-            failure: Failure::QuotaExceeded {
+            failure: ApiError::QuotaExceeded {
                 limit: Some("requests".into()),
-                reset_at: Some(Utc.with_ymd_and_hms(2026, 12, 1, 0, 0, 0).unwrap()),
+                reset_at: Some((Utc.with_ymd_and_hms(2026, 12, 1, 0, 0, 0).unwrap()).to_rfc3339()),
+                retry_after: None,
+                message: "quota exceeded".into(),
             },
         });
         app
@@ -355,7 +360,9 @@ fn stale_session_notice() {
         let mut app = chat(w, h);
         app.update(AppEvent::DeleteFailed {
             session_id: C.into(),
-            failure: Failure::SessionNotFound,
+            failure: ApiError::SessionNotFound {
+                message: "session not found".into(),
+            },
         });
         app
     });

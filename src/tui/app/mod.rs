@@ -9,12 +9,13 @@ use ratatui::layout::{Position, Rect};
 use ratatui_textarea::{TextArea, WrapMode};
 use serde_json::Value;
 
-use crate::api::{Message, Role, SendMessage, StreamEvent, Usage, new_session_id};
+use crate::api::{ApiError, Message, Role, SendMessage, StreamEvent, Usage, new_session_id};
 use crate::keys::KeyBindings;
 
 pub use super::command::{Command, StoreOp};
 use super::event::{
-    AppEvent, Endpoint, Failure, HistoryFetch, MessageStatus, SessionSummary, StoredMessage,
+    AppEvent, Endpoint, HistoryFetch, MessageStatus, SessionSummary, StoredMessage,
+    describe_failure,
 };
 use super::full_view::{FullView, KeyResult};
 use super::layout::{self, AppLayout};
@@ -270,7 +271,7 @@ impl App {
                 failure,
             } => {
                 self.deleting.retain(|d| d != &session_id);
-                if failure == Failure::SessionNotFound {
+                if matches!(failure, ApiError::SessionNotFound { .. }) {
                     self.notify(
                         Level::Warn,
                         format!(
@@ -280,7 +281,7 @@ impl App {
                     );
                     self.remove_session(&session_id, &mut out);
                 } else {
-                    let text = format!("delete failed: {}", failure.describe(self.now));
+                    let text = format!("delete failed: {}", describe_failure(&failure, self.now));
                     self.notify(Level::Error, text);
                 }
             }

@@ -220,7 +220,7 @@ impl App {
         &mut self,
         session_id: String,
         send_id: u64,
-        failure: Failure,
+        failure: ApiError,
         out: &mut Vec<Command>,
     ) {
         let now = self.now;
@@ -228,7 +228,7 @@ impl App {
         let Some(open) = self.open.as_mut().filter(|o| o.id == session_id) else {
             self.notify(
                 Level::Error,
-                format!("send failed: {}", failure.describe(now)),
+                format!("send failed: {}", describe_failure(&failure, now)),
             );
             return;
         };
@@ -250,9 +250,9 @@ impl App {
         self.composer = new_composer();
         self.composer.insert_str(&draft);
         self.focus = Focus::Composer;
-        self.send_error = Some(failure.describe(now));
+        self.send_error = Some(describe_failure(&failure, now));
         match failure {
-            Failure::ContextOverflow { current, max } => {
+            ApiError::ContextOverflow { current, max, .. } => {
                 open.context_max = max;
                 self.overlay = Some(Overlay::ContextOverflow {
                     current,
@@ -260,10 +260,10 @@ impl App {
                     draft,
                 });
             }
-            Failure::SessionNotFound => {
+            ApiError::SessionNotFound { .. } => {
                 self.notify(Level::Warn, SESSION_GONE);
             }
-            Failure::QuotaExceeded { .. } => out.push(Command::RefreshUsage),
+            ApiError::QuotaExceeded { .. } => out.push(Command::RefreshUsage),
             _ => {}
         }
     }

@@ -248,7 +248,9 @@ fn a_failed_send_puts_the_text_back_with_the_reason() {
     app.update(AppEvent::SendFailed {
         session_id: A.into(),
         send_id,
-        failure: Failure::Unauthorized("bad key".into()),
+        failure: ApiError::Unauthorized {
+            message: "bad key".into(),
+        },
     });
     assert_eq!(app.composer_text(), "hello");
     assert!(open(&app).items.is_empty());
@@ -268,9 +270,11 @@ fn quota_exceeded_says_when_it_resets() {
     let cmds = app.update(AppEvent::SendFailed {
         session_id: A.into(),
         send_id,
-        failure: Failure::QuotaExceeded {
+        failure: ApiError::QuotaExceeded {
             limit: Some("requests".into()),
-            reset_at: Some(t0() + chrono::Duration::hours(5)),
+            reset_at: Some((t0() + chrono::Duration::hours(5)).to_rfc3339()),
+            retry_after: None,
+            message: "quota exceeded".into(),
         },
     });
     assert!(cmds.contains(&Command::RefreshUsage));
@@ -289,9 +293,10 @@ fn context_overflow_offers_a_new_session_with_the_draft() {
     app.update(AppEvent::SendFailed {
         session_id: A.into(),
         send_id,
-        failure: Failure::ContextOverflow {
+        failure: ApiError::ContextOverflow {
             current: 8300,
             max: 8192,
+            message: "too long".into(),
         },
     });
     assert!(matches!(
@@ -603,7 +608,9 @@ fn a_stale_session_is_removed_with_a_notice() {
     let mut app = app();
     app.update(AppEvent::DeleteFailed {
         session_id: C.into(),
-        failure: Failure::SessionNotFound,
+        failure: ApiError::SessionNotFound {
+            message: "session not found".into(),
+        },
     });
     assert_eq!(app.sessions.len(), 2);
     assert_eq!(app.open_id(), Some(A));
@@ -616,7 +623,7 @@ fn a_stale_session_is_removed_with_a_notice() {
     );
     app.update(AppEvent::DeleteFailed {
         session_id: B.into(),
-        failure: Failure::Network("refused".into()),
+        failure: ApiError::Network("refused".into()),
     });
     assert_eq!(app.sessions.len(), 2, "other failures keep the session");
     assert_eq!(app.notice.as_ref().unwrap().level, Level::Error);

@@ -9,7 +9,7 @@ mod network;
 mod spawn;
 mod store;
 
-pub use network::failure;
+pub use network::at_arrival;
 pub use spawn::spawn_reporting;
 pub use store::DRAFT_SAVE_DELAY;
 
@@ -214,15 +214,16 @@ pub fn warm_token_counter_once() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::ApiError;
     use crate::store::Store;
     use crate::tui::command::StoreOp;
-    use crate::tui::event::Failure;
 
     fn send_failed(why: String) -> AppEvent {
         AppEvent::SendFailed {
             session_id: "session_abcdefgh12345678".into(),
             send_id: 7,
-            failure: Failure::Other {
+            failure: ApiError::Service {
+                status: 0,
                 code: "internal".into(),
                 message: why,
             },
@@ -239,7 +240,7 @@ mod tests {
         match rx.recv().await {
             Some(AppEvent::SendFailed {
                 send_id: 7,
-                failure: Failure::Other { code, message },
+                failure: ApiError::Service { code, message, .. },
                 ..
             }) => {
                 assert_eq!(code, "internal");

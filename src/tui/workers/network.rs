@@ -15,7 +15,7 @@ use crate::api::error::ApiError;
 use crate::api::stream::SessionStream;
 use crate::store;
 use crate::tui::embedded;
-use crate::tui::event::{AppEvent, Endpoint, EventSender, Failure, HistoryFetch};
+use crate::tui::event::{AppEvent, Endpoint, EventSender, HistoryFetch};
 
 impl Workers {
     /// POSTs a message; the answer (or why not) comes back as `SendAccepted`/`SendFailed`.
@@ -29,7 +29,7 @@ impl Workers {
         let offline = AppEvent::SendFailed {
             session_id: session_id.clone(),
             send_id,
-            failure: Failure::Network("not connected".into()),
+            failure: ApiError::Network("not connected".into()),
         };
         let failed = {
             let session_id = session_id.clone();
@@ -58,7 +58,7 @@ impl Workers {
                 Err(e) => AppEvent::SendFailed {
                     session_id,
                     send_id,
-                    failure: failure(e),
+                    failure: at_arrival(e),
                 },
             }
         });
@@ -87,7 +87,7 @@ impl Workers {
     pub(super) fn delete(&mut self, session_id: String) {
         let offline = AppEvent::DeleteFailed {
             session_id: session_id.clone(),
-            failure: Failure::Network("not connected".into()),
+            failure: ApiError::Network("not connected".into()),
         };
         let failed = {
             let session_id = session_id.clone();
@@ -101,7 +101,7 @@ impl Workers {
                 Ok(_) => AppEvent::Deleted { session_id },
                 Err(e) => AppEvent::DeleteFailed {
                     session_id,
-                    failure: failure(e),
+                    failure: at_arrival(e),
                 },
             }
         });
@@ -135,47 +135,44 @@ impl Workers {
     }
 }
 
-/// A request that failed inside convo (a panic, a cancelled task).
-fn internal(why: String) -> Failure {
-    Failure::Other {
+/// A request that failed inside convo (a panic, a cancelled task): an `internal` error no
+/// server sent (status 0).
+fn internal(why: String) -> ApiError {
+    ApiError::Service {
+        status: 0,
         code: "internal".into(),
         message: why,
     }
 }
 
-/// The app's view of a client error.
-pub fn failure(e: ApiError) -> Failure {
+/// A client error as the app gets it: a `quota_exceeded` that gave only `Retry-After` gets the
+/// instant it points at as its `resetAt`, since a relative time means nothing later.
+pub fn at_arrival(e: ApiError) -> ApiError {
     match e {
-        ApiError::ContextOverflow { current, max, .. } => Failure::ContextOverflow { current, max },
-        ApiError::SessionNotFound { .. } => Failure::SessionNotFound,
-        ApiError::Unauthorized { message } => Failure::Unauthorized(message),
         ApiError::QuotaExceeded {
             limit,
             reset_at,
             retry_after,
-            ..
-        } => Failure::QuotaExceeded {
-            limit,
-            reset_at: reset_at
-                .and_then(|r| chrono::DateTime::parse_from_rfc3339(&r).ok())
-                .map(|r| r.with_timezone(&Utc))
-                .or_else(|| {
-                    retry_after
-                        .and_then(|d| chrono::Duration::from_std(d).ok())
-                        .map(|d| Utc::now() + d)
-                }),
-        },
-        ApiError::InvalidRequest { message } => Failure::InvalidRequest(message),
-        ApiError::Network(m) => Failure::Network(m),
-        ApiError::Service { code, message, .. } => Failure::Other { code, message },
-        ApiError::Protocol(m) => Failure::Other {
-            code: "protocol".into(),
-            message: m,
-        },
-        ApiError::Config(m) => Failure::Other {
-            code: "config".into(),
-            message: m,
-        },
+            message,
+        } => {
+            let valid = reset_at
+                .as_deref()
+                .is_some_and(|r| chrono::DateTime::parse_from_rfc3339(r).is_ok());
+            let reset_at = if valid {
+                reset_at
+            } else {
+                retry_after
+                    .and_then(|d| chrono::Duration::from_std(d).ok())
+                    .map(|d| (Utc::now() + d).to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+            };
+            ApiError::QuotaExceeded {
+                limit,
+                reset_at,
+                retry_after,
+                message,
+            }
+        }
+        other => other,
     }
 }
 
@@ -231,5 +228,61 @@ pub(super) async fn poll_usage(
         if !events.send(ev) {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::tui::event::describe_failure;
+
+    fn quota(reset_at: Option<&str>, retry_after: Option<Duration>) -> ApiError {
+        ApiError::QuotaExceeded {
+            limit: Some("requests".into()),
+            reset_at: reset_at.map(String::from),
+            retry_after,
+            message: "limit reached".into(),
+        }
+    }
+
+    #[test]
+    fn a_retry_after_alone_becomes_the_instant_it_points_at() {
+        let before = Utc::now();
+        let e = at_arrival(quota(None, Some(Duration::from_secs(3 * 3600 + 30))));
+        let ApiError::QuotaExceeded {
+            reset_at: Some(at), ..
+        } = &e
+        else {
+            panic!("no reset time: {e:?}");
+        };
+        let at = chrono::DateTime::parse_from_rfc3339(at).unwrap();
+        let ahead = at.with_timezone(&Utc) - before;
+        assert!(ahead >= chrono::Duration::seconds(3 * 3600 - 1), "{ahead}");
+        assert!(
+            describe_failure(&e, before).contains("resets in 3h 0m"),
+            "{}",
+            describe_failure(&e, before)
+        );
+    }
+
+    #[test]
+    fn the_servers_reset_time_wins_and_a_bad_one_falls_back_to_retry_after() {
+        let kept = at_arrival(quota(
+            Some("2026-12-01T00:00:00Z"),
+            Some(Duration::from_secs(60)),
+        ));
+        assert_eq!(
+            kept,
+            quota(Some("2026-12-01T00:00:00Z"), Some(Duration::from_secs(60)))
+        );
+        let fixed = at_arrival(quota(Some("soon"), Some(Duration::from_secs(60))));
+        assert!(matches!(fixed, ApiError::QuotaExceeded { reset_at: Some(r), .. } if r != "soon"));
+        let none = at_arrival(quota(None, None));
+        assert_eq!(
+            describe_failure(&none, Utc::now()),
+            "quota exceeded (requests)"
+        );
     }
 }
