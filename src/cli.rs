@@ -63,7 +63,9 @@ pub fn main() -> ExitCode {
     runtime.block_on(async move {
         match cli.command {
             None => crate::tui::run(global).await,
-            Some(CliCommand::Serve(args)) => crate::service::cli::serve(args).await,
+            Some(CliCommand::Serve(args)) => {
+                crate::service::cli::serve(args, global.data_dir.clone()).await
+            }
             Some(CliCommand::Token(args)) => crate::service::cli::token(args),
             Some(CliCommand::Send(args)) => crate::commands::send::run(args, global).await,
             Some(CliCommand::Delete(args)) => crate::commands::delete::run(args, global).await,

@@ -8,15 +8,18 @@ use std::process::ExitCode;
 use clap::ValueEnum;
 
 use super::config::{
-    DEFAULT_MAX_CONTEXT_TOKENS, DbLocation, EngineConfig, ServiceConfig, Tier, is_valid_api_key,
-    redact_key,
+    DEFAULT_MAX_CONTEXT_TOKENS, DbLocation, EngineConfig, LocalOptions, ServiceConfig, Tier,
+    is_valid_api_key, redact_key,
 };
+use super::engine::LoadState;
 use crate::exit;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum EngineKind {
     /// Offline, deterministic replies built from the conversation.
     Builtin,
+    /// A GGUF model run in-process by llama.cpp (--model; scripts/fetch-model.sh installs one).
+    Local,
     /// An OpenAI-compatible /v1/chat/completions server (llama.cpp, Ollama, vLLM).
     Openai,
 }
@@ -56,6 +59,27 @@ pub struct ServeArgs {
     /// Reply engine.
     #[arg(long, value_enum, default_value = "builtin")]
     pub engine: EngineKind,
+    /// The local engine's model: a name from `convo model list`, or a path to a GGUF file.
+    /// Default: the default installed model.
+    #[arg(long, value_name = "NAME|PATH")]
+    pub model: Option<String>,
+    /// The most tokens one reply of the local engine may have.
+    #[arg(long, default_value_t = LocalOptions::DEFAULT_MAX_REPLY_TOKENS, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_reply_tokens: u32,
+    /// KV cache of the local engine, in model tokens, shared by all sessions (about 23 KB each
+    /// for SmolLM2-135M). A session's window is the smaller of this and the model's own.
+    #[arg(long, default_value_t = LocalOptions::DEFAULT_KV_TOKENS, value_parser = clap::value_parser!(u32).range(256..))]
+    pub model_kv_tokens: u32,
+    /// Sessions whose state the local engine keeps between turns, and replies it computes at
+    /// once (more wait their turn).
+    #[arg(long, default_value_t = LocalOptions::DEFAULT_SESSIONS, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub model_sessions: u32,
+    /// Sampling temperature of the local engine (0: always the most likely token).
+    #[arg(long, default_value_t = LocalOptions::DEFAULT_TEMPERATURE)]
+    pub temperature: f32,
+    /// CPU threads of the local engine (0: one per core).
+    #[arg(long, default_value_t = 0)]
+    pub model_threads: u32,
     /// Base URL of the OpenAI-compatible server (with --engine openai).
     #[arg(long, default_value = "http://127.0.0.1:11434")]
     pub engine_url: String,
@@ -68,7 +92,8 @@ pub struct ServeArgs {
     /// Milliseconds between words of the builtin engine's streamed replies.
     #[arg(long, default_value_t = 15)]
     pub engine_pace_ms: u64,
-    /// Context window of a session, in o200k tokens.
+    /// Context window of a session, in o200k tokens. With --engine local, a model whose own
+    /// window is smaller lowers it to that.
     #[arg(long, default_value_t = DEFAULT_MAX_CONTEXT_TOKENS)]
     pub max_context_tokens: u64,
 }
@@ -110,7 +135,10 @@ fn default_db_path() -> Result<PathBuf, String> {
 }
 
 /// The service configuration of `args`, and the secrets that were generated (to print once).
-fn config_from_args(args: &ServeArgs) -> Result<(ServiceConfig, Vec<String>), String> {
+fn config_from_args(
+    args: &ServeArgs,
+    data_dir: Option<&std::path::Path>,
+) -> Result<(ServiceConfig, Vec<String>), String> {
     let mut generated = Vec::new();
     let mut api_keys = args
         .api_keys
@@ -149,6 +177,26 @@ fn config_from_args(args: &ServeArgs) -> Result<(ServiceConfig, Vec<String>), St
             model: args.engine_model.clone(),
             api_key: args.engine_api_key.clone(),
         },
+        EngineKind::Local => {
+            if !cfg!(feature = "local-model") {
+                return Err(super::engine::WITHOUT_LOCAL_MODELS.into());
+            }
+            if !args.temperature.is_finite() || args.temperature < 0.0 {
+                return Err(format!(
+                    "--temperature must be 0 or more, not {}",
+                    args.temperature
+                ));
+            }
+            let path = resolve_model(args.model.as_deref(), data_dir)?;
+            EngineConfig::Local(LocalOptions {
+                max_reply_tokens: args.max_reply_tokens,
+                kv_tokens: args.model_kv_tokens,
+                sessions: args.model_sessions,
+                temperature: args.temperature,
+                threads: args.model_threads,
+                ..LocalOptions::new(path)
+            })
+        }
     };
     Ok((
         ServiceConfig {
@@ -161,6 +209,24 @@ fn config_from_args(args: &ServeArgs) -> Result<(ServiceConfig, Vec<String>), St
         },
         generated,
     ))
+}
+
+/// The GGUF file `--model` names (TEMPORARY until crate::models lands).
+fn resolve_model(arg: Option<&str>, data_dir: Option<&std::path::Path>) -> Result<PathBuf, String> {
+    let arg = arg.unwrap_or("SmolLM2-135M-Instruct");
+    let path = if arg.contains('/') || arg.ends_with(".gguf") {
+        PathBuf::from(arg)
+    } else {
+        let dir = data_dir
+            .map(PathBuf::from)
+            .or_else(crate::config::default_data_dir)
+            .ok_or("cannot find the data dir; pass --model PATH")?;
+        dir.join("models").join(format!("{arg}.gguf"))
+    };
+    if !path.is_file() {
+        return Err(format!("no model at {}", path.display()));
+    }
+    Ok(path)
 }
 
 async fn resolve(addr: &str) -> Result<SocketAddr, String> {
@@ -235,9 +301,9 @@ async fn shutdown_signal() {
     }
 }
 
-pub async fn serve(args: ServeArgs) -> ExitCode {
+pub async fn serve(args: ServeArgs, data_dir: Option<PathBuf>) -> ExitCode {
     let log = init_logging();
-    let (config, generated) = match config_from_args(&args) {
+    let (config, generated) = match config_from_args(&args, data_dir.as_deref()) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("convo serve: {e}");
@@ -258,6 +324,18 @@ pub async fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::from(exit::USAGE_ERROR);
         }
     };
+    // A local model loads before the service says it listens: a broken file is an error here,
+    // not at the first message.
+    let mut load = service.engine_load();
+    let loaded = load
+        .wait_for(|s| !matches!(s, LoadState::Loading { .. }))
+        .await
+        .map(|s| s.clone());
+    if let Ok(LoadState::Failed(e)) = loaded {
+        eprintln!("convo serve: {e}");
+        service.shutdown().await;
+        return ExitCode::from(exit::USAGE_ERROR);
+    }
     for line in generated {
         eprintln!("convo serve: {line}");
     }

@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+pub use super::engine::local_options::LocalOptions;
+
 /// Where the database lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DbLocation {
@@ -97,10 +99,12 @@ impl std::str::FromStr for Tier {
 }
 
 /// Which reply engine answers messages.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum EngineConfig {
     /// Offline and deterministic, streamed word by word every `pace_ms` milliseconds.
     Builtin { pace_ms: u64 },
+    /// A GGUF model run in-process by llama.cpp.
+    Local(LocalOptions),
     /// Any OpenAI-compatible `/v1/chat/completions` server, streamed over SSE.
     OpenAi {
         url: String,

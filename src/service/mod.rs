@@ -56,8 +56,21 @@ pub(crate) struct AppState {
     pub session_locks: SessionLocks,
     /// Replies being generated; awaited on shutdown.
     pub turns: Mutex<JoinSet<()>>,
+    /// How to stop the reply being generated for a session (when it is deleted).
+    pub stoppers: turn::Stoppers,
     /// Becomes true when the service shuts down.
     pub shutdown: watch::Receiver<bool>,
+}
+
+impl AppState {
+    /// A session's context limit: `--max-context-tokens`, or the engine's window when that is
+    /// smaller (a local model with a small window).
+    pub fn context_limit(&self) -> u64 {
+        match self.engine.context_window() {
+            Some(window) => window.min(self.max_context_tokens),
+            None => self.max_context_tokens,
+        }
+    }
 }
 
 /// One async mutex per session: turns of a session run one after the other, so messages are
@@ -106,6 +119,21 @@ impl RunningService {
     /// `http://127.0.0.1:PORT`
     pub fn base_url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// What answers: `builtin`, `local · SmolLM2-135M-Instruct`, …
+    pub fn engine_label(&self) -> String {
+        self.state.engine.label()
+    }
+
+    /// Whether the engine can answer yet (a local model loads in the background).
+    pub fn engine_load(&self) -> watch::Receiver<engine::LoadState> {
+        self.state.engine.load_state()
+    }
+
+    /// The context limit of a session now (see `AppState::context_limit`).
+    pub fn context_limit(&self) -> u64 {
+        self.state.context_limit()
     }
 
     /// Stops accepting requests, closes stream connections, cancels replies in flight (rolled
@@ -236,6 +264,7 @@ pub async fn start(
         leases: Mutex::new(leases),
         session_locks: SessionLocks::default(),
         turns: Mutex::new(JoinSet::new()),
+        stoppers: turn::Stoppers::default(),
         shutdown: shutdown_rx.clone(),
     });
     let app = router::build(state.clone());

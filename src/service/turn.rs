@@ -1,9 +1,10 @@
 //! One turn of a conversation after the user message is stored: run the engine, relay its
 //! pieces to the session's listeners, then store the reply, or roll the turn back on failure.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
-use tokio::sync::{OwnedMutexGuard, mpsc, oneshot};
+use tokio::sync::{OwnedMutexGuard, mpsc, oneshot, watch};
 
 use super::AppState;
 use super::engine::{EngineError, ReplyRequest};
@@ -31,6 +32,40 @@ pub(crate) struct Turn {
 
 /// The stored reply and its serialized body (exactly as answered and remembered).
 pub(crate) type TurnOutcome = Result<(Message, String), HttpError>;
+
+/// Why a reply stopped when its session was deleted.
+const SESSION_DELETED: &str = "the session was deleted";
+
+/// The turns being generated, by session, with a switch that stops each (a deleted
+/// session's reply is not worth computing).
+#[derive(Default)]
+pub(crate) struct Stoppers {
+    map: Mutex<HashMap<String, (String, watch::Sender<bool>)>>,
+}
+
+impl Stoppers {
+    fn register(&self, session_id: &str, reply_id: &str) -> watch::Receiver<bool> {
+        let (tx, rx) = watch::channel(false);
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        map.insert(session_id.to_string(), (reply_id.to_string(), tx));
+        rx
+    }
+
+    fn unregister(&self, session_id: &str, reply_id: &str) {
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        if map.get(session_id).is_some_and(|(id, _)| id == reply_id) {
+            map.remove(session_id);
+        }
+    }
+
+    /// Stops the reply being generated for `session_id`, if any.
+    pub fn stop(&self, session_id: &str) {
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, tx)) = map.remove(session_id) {
+            let _ = tx.send(true);
+        }
+    }
+}
 
 /// Runs the turn in the background (holding the session's lock until it ends), so that it
 /// completes whether or not the sender is still waiting.
@@ -66,6 +101,11 @@ async fn generate(
         let _ = shutdown.wait_for(|stop| *stop).await;
     };
     tokio::pin!(stopping);
+    let mut stop = state.stoppers.register(session_id, reply_id);
+    let deleted = async move {
+        let _ = stop.wait_for(|stop| *stop).await;
+    };
+    tokio::pin!(deleted);
     let mut content = String::new();
     let mut result = None;
     loop {
@@ -82,6 +122,7 @@ async fn generate(
             },
             r = &mut engine, if result.is_none() => result = Some(r),
             _ = &mut stopping => return Err(EngineError("the service is shutting down".into())),
+            _ = &mut deleted => return Err(EngineError(SESSION_DELETED.into())),
         }
     }
     let result = match result {
@@ -107,6 +148,7 @@ async fn run(state: &AppState, turn: Turn) -> TurnOutcome {
         request,
     } = turn;
     let generated = generate(state, request, &reply_id, &session_id).await;
+    state.stoppers.unregister(&session_id, &reply_id);
     let content = match generated {
         Ok(content) => content,
         Err(e) => {
@@ -122,6 +164,7 @@ async fn run(state: &AppState, turn: Turn) -> TurnOutcome {
                 )
                 .await;
             let error = match rolled {
+                Ok(()) if e.0 == SESSION_DELETED => HttpError::session_not_found(&session_id),
                 Ok(()) => HttpError::engine(e.0),
                 Err(store) => HttpError::from(store),
             };

@@ -1,11 +1,15 @@
-//! Reply engines behind one trait: `builtin` (offline, deterministic) and `openai` (any
+//! Reply engines behind one trait: `builtin` (offline, deterministic), `local` (a GGUF model
+//! run in-process by llama.cpp; the `local-model` feature) and `openai` (any
 //! OpenAI-compatible `/v1/chat/completions` server).
 
 pub mod builtin;
+#[cfg(feature = "local-model")]
+pub mod local;
+pub mod local_options;
 pub mod openai;
 
 use futures_util::future::BoxFuture;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use super::config::EngineConfig;
 use super::store::messages::HistoryEntry;
@@ -31,10 +35,39 @@ pub struct ReplyRequest {
 #[error("{0}")]
 pub struct EngineError(pub String);
 
+/// Whether an engine can answer yet (a local model takes a moment to load).
+#[derive(Debug, Clone, PartialEq)]
+pub enum LoadState {
+    /// Loading; `fraction` runs from 0 to 1.
+    Loading {
+        fraction: f32,
+    },
+    Ready,
+    /// It never will: every reply fails with this.
+    Failed(String),
+}
+
 /// Produces a reply as a sequence of text pieces.
 pub trait ReplyEngine: Send + Sync + 'static {
     /// Short name for logs and docs.
     fn name(&self) -> &'static str;
+
+    /// What answers, for people: `builtin`, `local · SmolLM2-135M-Instruct`, `openai · llama3.2`.
+    fn label(&self) -> String {
+        self.name().to_string()
+    }
+
+    /// Whether it is ready; engines with nothing to load are ready at once.
+    fn load_state(&self) -> watch::Receiver<LoadState> {
+        watch::channel(LoadState::Ready).1
+    }
+
+    /// The most tokens a conversation can have for this engine (the model's window), when
+    /// the engine knows it. The service's context limit is the smaller of this and
+    /// `--max-context-tokens`.
+    fn context_window(&self) -> Option<u64> {
+        None
+    }
 
     /// Sends the reply's pieces to `out` in order and resolves when the reply is complete.
     /// A closed `out` means nobody wants the rest: stop and return Ok.
@@ -45,9 +78,16 @@ pub trait ReplyEngine: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<(), EngineError>>;
 }
 
-/// Builds the configured engine.
+/// Builds the configured engine (a local model starts loading in the background; its
+/// `load_state` says when it is ready).
 pub fn build(config: &EngineConfig) -> Result<Box<dyn ReplyEngine>, String> {
     match config {
+        #[cfg(feature = "local-model")]
+        EngineConfig::Local(options) => Ok(Box::new(
+            local::LocalEngine::start(options.clone()).map_err(|e| e.0)?,
+        )),
+        #[cfg(not(feature = "local-model"))]
+        EngineConfig::Local(_) => Err(WITHOUT_LOCAL_MODELS.into()),
         EngineConfig::Builtin { pace_ms } => Ok(Box::new(builtin::BuiltinEngine::new(*pace_ms))),
         EngineConfig::OpenAi {
             url,
@@ -60,3 +100,8 @@ pub fn build(config: &EngineConfig) -> Result<Box<dyn ReplyEngine>, String> {
         )?)),
     }
 }
+
+/// Why `--engine local` fails in a build without the `local-model` feature.
+pub const WITHOUT_LOCAL_MODELS: &str = "this convo was built without local models (the \
+     `local-model` feature, which needs cmake and libclang); rebuild with default features, or \
+     use --engine builtin or --engine openai";

@@ -173,7 +173,7 @@ pub(crate) async fn send(
             status: 202,
             body: body.clone(),
         }),
-        max_context_tokens: state.max_context_tokens,
+        max_context_tokens: state.context_limit(),
         period_start_ms: period_start.timestamp_millis(),
         now_ms,
     };
@@ -215,7 +215,7 @@ pub(crate) async fn send(
                 session_id,
                 history,
                 context_tokens,
-                max_context_tokens: state.max_context_tokens,
+                max_context_tokens: state.context_limit(),
                 streamed,
             },
         },

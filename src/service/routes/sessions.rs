@@ -28,6 +28,7 @@ pub(crate) async fn delete(
         .delete_session(account.id, session_id.clone(), time::now_ms())
         .await?;
     if deleted {
+        state.stoppers.stop(&session_id);
         tracing::info!(account = account.id, session = %session_id, "session deleted");
         Ok(Json(Deleted {
             deleted: true,

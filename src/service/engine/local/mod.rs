@@ -1,0 +1,163 @@
+//! The `local` engine: a GGUF model run in-process by llama.cpp (through `llama-cpp-2`).
+//!
+//! One model is loaded once, on its own thread, and shared by every session. That thread
+//! (`scheduler.rs`) decodes the replies of several sessions together in one llama.cpp batch,
+//! one sequence per session, and keeps the KV state of recently active sessions so that a
+//! follow-up only computes what is new (`prompt.rs` builds the prompt from the session's
+//! history with the model's own chat template). The reply future here only forwards the
+//! thread's pieces; dropping it (the client, a deletion or the shutdown stopped the turn)
+//! closes the channel the thread checks before every step.
+
+mod prompt;
+mod scheduler;
+mod utf8;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
+use tokio::sync::{mpsc, watch};
+
+pub use super::local_options::{LocalOptions, model_name};
+use super::{EngineError, LoadState, ReplyEngine, ReplyRequest};
+
+/// A reply for the model thread to compute.
+struct Job {
+    history: Vec<prompt::Turn>,
+    out: mpsc::UnboundedSender<Piece>,
+    session_id: String,
+}
+
+/// What the model thread sends back for one job.
+enum Piece {
+    Text(String),
+    Done,
+    Failed(String),
+}
+
+/// What the model thread has computed since it started, for tests and measurements.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Tokens decoded (prompt and reply).
+    pub decoded: AtomicU64,
+    /// Prompt tokens that were already in the KV cache and not decoded again.
+    pub reused: AtomicU64,
+}
+
+pub struct LocalEngine {
+    jobs: std::sync::mpsc::Sender<Job>,
+    load: watch::Receiver<LoadState>,
+    window: Arc<AtomicU64>,
+    counters: Arc<Counters>,
+    label: String,
+}
+
+impl LocalEngine {
+    /// Starts loading the model on its own thread and returns at once; `load_state` tells
+    /// when it is ready. Replies asked for meanwhile wait for it.
+    pub fn start(options: LocalOptions) -> Result<LocalEngine, EngineError> {
+        let (jobs, jobs_rx) = std::sync::mpsc::channel();
+        let (load_tx, load) = watch::channel(LoadState::Loading { fraction: 0.0 });
+        let window = Arc::new(AtomicU64::new(0));
+        let label = format!("local · {}", model_name(&options.model));
+        let counters = Arc::new(Counters::default());
+        let (thread_window, thread_counters) = (window.clone(), counters.clone());
+        std::thread::Builder::new()
+            .name("convo-model".into())
+            .spawn(move || {
+                scheduler::run(options, jobs_rx, load_tx, thread_window, thread_counters)
+            })
+            .map_err(|e| EngineError(format!("cannot start the model thread: {e}")))?;
+        Ok(LocalEngine {
+            jobs,
+            load,
+            window,
+            counters,
+            label,
+        })
+    }
+
+    /// Tokens decoded and reused so far.
+    pub fn counters(&self) -> (u64, u64) {
+        (
+            self.counters.decoded.load(Ordering::Relaxed),
+            self.counters.reused.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Waits until the model is loaded (or failed to load).
+    pub async fn ready(&self) -> Result<(), EngineError> {
+        let mut load = self.load.clone();
+        let state = load
+            .wait_for(|s| !matches!(s, LoadState::Loading { .. }))
+            .await
+            .map_err(|_| EngineError("the model thread stopped".into()))?;
+        match &*state {
+            LoadState::Failed(e) => Err(EngineError(e.clone())),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl ReplyEngine for LocalEngine {
+    fn name(&self) -> &'static str {
+        "local"
+    }
+
+    fn label(&self) -> String {
+        self.label.clone()
+    }
+
+    fn load_state(&self) -> watch::Receiver<LoadState> {
+        self.load.clone()
+    }
+
+    fn context_window(&self) -> Option<u64> {
+        match self.window.load(Ordering::Relaxed) {
+            0 => None,
+            n => Some(n),
+        }
+    }
+
+    fn reply<'a>(
+        &'a self,
+        request: ReplyRequest,
+        out: mpsc::Sender<String>,
+    ) -> BoxFuture<'a, Result<(), EngineError>> {
+        async move {
+            self.ready().await?;
+            let (tx, mut pieces) = mpsc::unbounded_channel();
+            let job = Job {
+                history: request
+                    .history
+                    .iter()
+                    .map(|m| prompt::Turn {
+                        role: m.role,
+                        content: m.content.clone(),
+                    })
+                    .collect(),
+                out: tx,
+                session_id: request.session_id,
+            };
+            self.jobs
+                .send(job)
+                .map_err(|_| EngineError("the model thread stopped".into()))?;
+            // Returning (or being dropped) drops `pieces`: the thread sees it closed and
+            // stops computing this reply before its next step.
+            while let Some(piece) = pieces.recv().await {
+                match piece {
+                    Piece::Text(text) => {
+                        if out.send(text).await.is_err() {
+                            return Ok(());
+                        }
+                    }
+                    Piece::Done => return Ok(()),
+                    Piece::Failed(e) => return Err(EngineError(e)),
+                }
+            }
+            Err(EngineError("the model thread stopped".into()))
+        }
+        .boxed()
+    }
+}

@@ -1,0 +1,50 @@
+//! How the `local` engine runs its model: kept apart from the engine so that a build without
+//! the `local-model` feature still parses and reports `--engine local`.
+
+use std::path::{Path, PathBuf};
+
+/// How the local engine runs its model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LocalOptions {
+    /// The GGUF file.
+    pub model: PathBuf,
+    /// The most tokens one reply may have.
+    pub max_reply_tokens: u32,
+    /// KV cache cells shared by all sessions: the memory for context (about 23 KB per cell
+    /// for SmolLM2-135M). A session's window is the smaller of this and the model's own.
+    pub kv_tokens: u32,
+    /// Sessions whose KV state is kept between turns (and replies computed at once).
+    pub sessions: u32,
+    /// Sampling temperature; 0 picks the most likely token every time (deterministic).
+    pub temperature: f32,
+    /// Seed of the sampler when the temperature is above 0.
+    pub seed: u32,
+    /// CPU threads for llama.cpp (0: one per core).
+    pub threads: u32,
+}
+
+impl LocalOptions {
+    pub const DEFAULT_MAX_REPLY_TOKENS: u32 = 512;
+    pub const DEFAULT_KV_TOKENS: u32 = 8192;
+    pub const DEFAULT_SESSIONS: u32 = 8;
+    pub const DEFAULT_TEMPERATURE: f32 = 0.6;
+
+    pub fn new(model: PathBuf) -> LocalOptions {
+        LocalOptions {
+            model,
+            max_reply_tokens: Self::DEFAULT_MAX_REPLY_TOKENS,
+            kv_tokens: Self::DEFAULT_KV_TOKENS,
+            sessions: Self::DEFAULT_SESSIONS,
+            temperature: Self::DEFAULT_TEMPERATURE,
+            seed: 0x5eed,
+            threads: 0,
+        }
+    }
+}
+
+/// The model's name as people say it: the file name without `.gguf`.
+pub fn model_name(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string())
+}
