@@ -7,6 +7,8 @@ mod service {
     pub mod binary;
     mod http;
     mod jwt;
+    #[cfg(feature = "local-model")]
+    mod local_model;
     mod openai;
     mod openapi;
     mod pg_deletion;

@@ -1,0 +1,319 @@
+//! The `local` engine on the real model (SmolLM2-135M-Instruct, installed by
+//! `scripts/fetch-model.sh`; `CONVO_TEST_MODEL` names another file). Replies are sampled
+//! greedily (temperature 0), so they are the same on every run.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use convo::api::{Role, StreamEvent};
+use convo::service::engine::local::{LocalEngine, LocalOptions};
+use convo::service::engine::{ReplyEngine, ReplyRequest};
+use convo::service::store::messages::HistoryEntry;
+use convo::service::{EngineConfig, ServiceConfig};
+use reqwest::StatusCode;
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use super::common::{GUARD, Svc, close, session, start_with, until_end};
+
+/// The model the tests run on.
+pub fn test_model() -> PathBuf {
+    if let Some(path) = std::env::var_os("CONVO_TEST_MODEL") {
+        return PathBuf::from(path);
+    }
+    let data = std::env::var_os("CONVO_DATA_DIR")
+        .map(PathBuf::from)
+        .or_else(convo::config::default_data_dir)
+        .expect("a data dir");
+    let path = data.join("models").join("SmolLM2-135M-Instruct.gguf");
+    assert!(
+        path.is_file(),
+        "the local engine's tests run on {}: install it with scripts/fetch-model.sh",
+        path.display()
+    );
+    path
+}
+
+fn options() -> LocalOptions {
+    LocalOptions {
+        temperature: 0.0,
+        max_reply_tokens: 96,
+        ..LocalOptions::new(test_model())
+    }
+}
+
+async fn start_local(options: LocalOptions) -> Svc {
+    let mut config = ServiceConfig::ephemeral(0);
+    config.engine = EngineConfig::Local(options);
+    let svc = start_with(config).await;
+    let mut load = svc.service.engine_load();
+    tokio::time::timeout(
+        GUARD,
+        load.wait_for(|s| *s == convo::service::engine::LoadState::Ready),
+    )
+    .await
+    .expect("the model loads in time")
+    .expect("the model loads");
+    svc
+}
+
+#[tokio::test]
+async fn the_capital_of_france_is_paris() {
+    let svc = start_local(options()).await;
+    let reply = svc
+        .send_text(&session(), "What is the capital of France?")
+        .await;
+    let content = reply["content"].as_str().unwrap();
+    assert!(content.contains("Paris"), "{content}");
+    assert_eq!(reply["role"], "assistant");
+    assert!(reply["tokens"].as_u64().unwrap() > 0);
+    assert_eq!(svc.service.engine_label(), "local · SmolLM2-135M-Instruct");
+}
+
+#[tokio::test]
+async fn a_streamed_reply_arrives_as_many_deltas_that_add_up_to_the_stored_reply() {
+    let svc = start_local(options()).await;
+    let sid = session();
+    let mut ws = svc.ws(&sid).await;
+    let (status, body) = svc
+        .post(
+            &sid,
+            json!({"content": "Name three colours of the rainbow.", "stream": true}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let id = body["messageId"].as_str().unwrap().to_string();
+    let events = until_end(&mut ws, &id).await;
+    let deltas: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::Delta { content, .. } => Some(content.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(deltas.len() >= 5, "only {} deltas", deltas.len());
+    let Some(StreamEvent::Done { message }) = events.last() else {
+        panic!("no done: {events:?}");
+    };
+    assert_eq!(deltas.concat(), message.content);
+    close(ws).await;
+}
+
+#[tokio::test]
+async fn a_follow_up_uses_the_earlier_turns_and_reuses_their_computed_state() {
+    let svc = start_local(options()).await;
+    let sid = session();
+    let first = svc.send_text(&sid, "What is the capital of France?").await;
+    assert!(first["content"].as_str().unwrap().contains("Paris"));
+    // Only the earlier turns say that the question is about capitals.
+    let second = svc.send_text(&sid, "And of Germany?").await;
+    let content = second["content"].as_str().unwrap();
+    assert!(content.contains("Berlin"), "{content}");
+}
+
+#[tokio::test]
+async fn turn_two_decodes_only_what_is_new() {
+    let engine = LocalEngine::start(options()).unwrap();
+    engine.ready().await.unwrap();
+    let mut history = vec![entry(Role::User, "What is the capital of France?")];
+    let reply = collect(&engine, "s1", &history).await;
+    let (decoded_1, reused_1) = engine.counters();
+    assert_eq!(reused_1, 0);
+    history.push(entry(Role::Assistant, &reply));
+    history.push(entry(Role::User, "And of Germany?"));
+    let reply = collect(&engine, "s1", &history).await;
+    assert!(reply.contains("Berlin"), "{reply}");
+    let (decoded_2, reused_2) = engine.counters();
+    // Turn 1's prompt and reply were kept: turn 2 decoded its new message and its reply.
+    assert!(
+        reused_2 - reused_1 >= 20,
+        "reused {} tokens",
+        reused_2 - reused_1
+    );
+    let turn_2 = decoded_2 - decoded_1;
+    assert!(
+        turn_2 < decoded_1 + 20,
+        "turn 2 decoded {turn_2} tokens (turn 1: {decoded_1})"
+    );
+    // Another session takes another slot and starts from nothing.
+    let other = collect(&engine, "s2", &history[..1]).await;
+    assert!(other.contains("Paris"), "{other}");
+}
+
+#[tokio::test]
+async fn four_sessions_at_once_are_all_answered() {
+    let svc = start_local(options()).await;
+    let questions = [
+        "What is the capital of France?",
+        "What is the capital of Italy?",
+        "What is the capital of Spain?",
+        "What is the capital of Japan?",
+    ];
+    let answers = ["Paris", "Rome", "Madrid", "Tokyo"];
+    let sends = questions.iter().map(|q| {
+        let svc = &svc;
+        async move { svc.send_text(&session(), q).await }
+    });
+    let replies = futures_util::future::join_all(sends).await;
+    for (reply, answer) in replies.iter().zip(answers) {
+        let content = reply["content"].as_str().unwrap();
+        assert!(content.contains(answer), "{answer}? {content}");
+    }
+}
+
+#[tokio::test]
+async fn a_stopped_reply_stops_computing() {
+    let engine = LocalEngine::start(LocalOptions {
+        max_reply_tokens: 2_000,
+        ..options()
+    })
+    .unwrap();
+    engine.ready().await.unwrap();
+    let history = vec![entry(
+        Role::User,
+        "Count from 1 to 500, one number per line.",
+    )];
+    let (tx, mut rx) = mpsc::channel(4);
+    let reply = engine.reply(request("s1", &history), tx);
+    let reading = async {
+        for _ in 0..5 {
+            rx.recv().await.expect("a piece");
+        }
+    };
+    tokio::select! {
+        _ = reply => panic!("the reply ended before five pieces"),
+        _ = reading => {}
+    }
+    // The turn is gone (the future is dropped): the model thread stops at its next step.
+    drop(rx);
+    let stopped = settled(&engine).await;
+    let (after, _) = engine.counters();
+    assert_eq!(stopped, after);
+    assert!(
+        stopped < 200,
+        "{stopped} tokens decoded after the stop (the reply could run to 2,000)"
+    );
+    // The engine still answers.
+    let reply = collect(
+        &engine,
+        "s2",
+        &[entry(Role::User, "What is the capital of France?")],
+    )
+    .await;
+    assert!(reply.contains("Paris"), "{reply}");
+}
+
+#[tokio::test]
+async fn deleting_a_session_stops_its_reply() {
+    let svc = start_local(LocalOptions {
+        max_reply_tokens: 2_000,
+        ..options()
+    })
+    .await;
+    let sid = session();
+    let mut ws = svc.ws(&sid).await;
+    let (status, body) = svc
+        .post(
+            &sid,
+            json!({"content": "Count from 1 to 500, one number per line.", "stream": true}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let id = body["messageId"].as_str().unwrap().to_string();
+    // Wait for the reply to be under way.
+    loop {
+        if let StreamEvent::Delta { .. } = super::common::next_event(&mut ws).await {
+            break;
+        }
+    }
+    let (status, _) = svc.delete(&sid).await;
+    assert_eq!(status, StatusCode::OK);
+    let events = until_end(&mut ws, &id).await;
+    match events.last() {
+        Some(StreamEvent::Error { error, .. }) => {
+            assert_eq!(error.code, "session_not_found")
+        }
+        other => panic!("expected an error event, got {other:?}"),
+    }
+    // The session's next message is refused, the service answers others.
+    let (status, _) = svc.post(&sid, json!({"content": "still there?"})).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let reply = svc
+        .send_text(&session(), "What is the capital of France?")
+        .await;
+    assert!(reply["content"].as_str().unwrap().contains("Paris"));
+}
+
+#[tokio::test]
+async fn the_models_window_lowers_the_context_limit() {
+    let mut config = ServiceConfig::ephemeral(0);
+    config.max_context_tokens = 1_000_000;
+    config.engine = EngineConfig::Local(LocalOptions {
+        kv_tokens: 512,
+        ..options()
+    });
+    let svc = start_with(config).await;
+    svc.service
+        .engine_load()
+        .wait_for(|s| *s == convo::service::engine::LoadState::Ready)
+        .await
+        .unwrap();
+    assert_eq!(svc.service.context_limit(), 512);
+    // A message over the window is refused with context_overflow, not sent to the model.
+    let long = "word ".repeat(600);
+    let (status, body) = svc.post(&session(), json!({"content": long})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"]["code"], "context_overflow");
+}
+
+fn entry(role: Role, content: &str) -> HistoryEntry {
+    HistoryEntry {
+        role,
+        content: content.to_string(),
+        tokens: 0,
+    }
+}
+
+fn request(session: &str, history: &[HistoryEntry]) -> ReplyRequest {
+    ReplyRequest {
+        session_id: session.to_string(),
+        history: history.to_vec(),
+        context_tokens: 0,
+        max_context_tokens: 8192,
+        streamed: true,
+    }
+}
+
+async fn collect(engine: &LocalEngine, session: &str, history: &[HistoryEntry]) -> String {
+    let (tx, mut rx) = mpsc::channel(64);
+    let reply = engine.reply(request(session, history), tx);
+    let mut text = String::new();
+    let reading = async {
+        while let Some(piece) = rx.recv().await {
+            text.push_str(&piece);
+        }
+    };
+    let (result, ()) = tokio::time::timeout(GUARD, futures_util::future::join(reply, reading))
+        .await
+        .expect("a reply in time");
+    result.expect("a reply");
+    text
+}
+
+/// The decoded-token count once it stops moving.
+async fn settled(engine: &LocalEngine) -> u64 {
+    let deadline = tokio::time::Instant::now() + GUARD;
+    let mut last = engine.counters().0;
+    loop {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let now = engine.counters().0;
+        if now == last {
+            return now;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the model never stopped"
+        );
+        last = now;
+    }
+}
