@@ -86,6 +86,8 @@ impl std::fmt::Debug for GlobalArgs {
 pub struct Config {
     pub connection: Connection,
     pub ui: Ui,
+    /// What answers in the embedded local service.
+    pub engine: Engine,
     /// The merged `[keys]` section, passed through raw: the TUI parses and validates it.
     pub keys: toml::Table,
     pub paths: Paths,
@@ -120,6 +122,51 @@ impl std::fmt::Debug for Connection {
             .field("request_timeout", &self.request_timeout)
             .field("max_retries", &self.max_retries)
             .finish()
+    }
+}
+
+/// The `[engine]` section: which reply engine the embedded local service runs.
+#[derive(Clone, PartialEq)]
+pub struct Engine {
+    pub kind: EngineKind,
+    /// `local`: a model name (`convo model list`) or a GGUF path; `openai`: the model name
+    /// sent to the server. `None`: the default.
+    pub model: Option<String>,
+    /// `openai`: the server's base URL.
+    pub url: String,
+    /// `openai`: its bearer key, if it needs one.
+    pub api_key: Option<String>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("kind", &self.kind)
+            .field("model", &self.model)
+            .field("url", &self.url)
+            .field("api_key", &self.api_key.as_deref().map(redact_key))
+            .finish()
+    }
+}
+
+/// `[engine] kind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineKind {
+    /// The local model when one is installed (and this build has local models), else builtin.
+    Auto,
+    Local,
+    Openai,
+    Builtin,
+}
+
+impl EngineKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EngineKind::Auto => "auto",
+            EngineKind::Local => "local",
+            EngineKind::Openai => "openai",
+            EngineKind::Builtin => "builtin",
+        }
     }
 }
 
@@ -189,7 +236,17 @@ pub enum ConfigError {
 struct FileLayer {
     connection: Option<ConnectionLayer>,
     ui: Option<UiLayer>,
+    engine: Option<EngineLayer>,
     keys: Option<toml::Table>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EngineLayer {
+    kind: Option<Spanned<String>>,
+    model: Option<String>,
+    url: Option<Spanned<String>>,
+    api_key: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -398,7 +455,10 @@ impl Config {
             let file_has_secret = layer.connection.as_ref().is_some_and(|c| {
                 non_empty(c.api_key.clone()).is_some()
                     || non_empty(c.wallet_token.clone()).is_some()
-            });
+            }) || layer
+                .engine
+                .as_ref()
+                .is_some_and(|e| non_empty(e.api_key.clone()).is_some());
             config.apply(layer, &source)?;
             if file_has_secret && readable_by_others(&config_file) {
                 warnings.push(format!(
@@ -472,6 +532,12 @@ impl Config {
                 show_sessions: true,
                 mouse: true,
             },
+            engine: Engine {
+                kind: EngineKind::Auto,
+                model: None,
+                url: "http://127.0.0.1:11434".into(),
+                api_key: None,
+            },
             keys: toml::Table::new(),
             paths: Paths {
                 config_file: PathBuf::new(),
@@ -541,6 +607,48 @@ impl Config {
             }
             if let Some(b) = u.mouse {
                 self.ui.mouse = b;
+            }
+        }
+        if let Some(e) = layer.engine {
+            if let Some(kind) = e.kind {
+                let span = kind.span();
+                self.engine.kind = match kind.into_inner().trim() {
+                    "auto" => EngineKind::Auto,
+                    "local" => EngineKind::Local,
+                    "openai" => EngineKind::Openai,
+                    "builtin" => EngineKind::Builtin,
+                    other => {
+                        return Err(source.invalid(
+                            span,
+                            Some("engine.kind"),
+                            format!(
+                                "unknown engine `{other}` (expected auto, local, openai or builtin)"
+                            ),
+                        ));
+                    }
+                };
+            }
+            if let Some(m) = e.model {
+                self.engine.model = non_empty(Some(m.trim().to_string()));
+            }
+            if let Some(url) = e.url {
+                let span = url.span();
+                let raw = url.into_inner();
+                match Url::parse(raw.trim()) {
+                    Ok(u) if matches!(u.scheme(), "http" | "https") => {
+                        self.engine.url = raw.trim().to_string();
+                    }
+                    _ => {
+                        return Err(source.invalid(
+                            span,
+                            Some("engine.url"),
+                            format!("`{raw}` is not an http:// or https:// URL"),
+                        ));
+                    }
+                }
+            }
+            if let Some(k) = e.api_key {
+                self.engine.api_key = non_empty(Some(k.trim().to_string()));
             }
         }
         if let Some(keys) = layer.keys {
@@ -613,8 +721,21 @@ impl Config {
         );
         ui.insert("show_sessions".into(), self.ui.show_sessions.into());
         ui.insert("mouse".into(), self.ui.mouse.into());
+        let mut engine = toml::Table::new();
+        let e = &self.engine;
+        engine.insert("kind".into(), e.kind.as_str().into());
+        engine.insert("model".into(), e.model.clone().unwrap_or_default().into());
+        engine.insert("url".into(), e.url.clone().into());
+        engine.insert(
+            "api_key".into(),
+            e.api_key
+                .as_deref()
+                .map_or(String::new(), redact_key)
+                .into(),
+        );
         root.insert("connection".into(), conn.into());
         root.insert("ui".into(), ui.into());
+        root.insert("engine".into(), engine.into());
         root.insert("keys".into(), self.keys.clone().into());
         toml::to_string(&root).unwrap_or_default()
     }

@@ -9,6 +9,7 @@ pub mod config;
 pub mod exit;
 pub mod format;
 pub mod keys;
+pub mod models;
 pub mod private_file;
 pub mod render;
 pub mod series;

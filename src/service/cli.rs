@@ -211,22 +211,16 @@ fn config_from_args(
     ))
 }
 
-/// The GGUF file `--model` names (TEMPORARY until crate::models lands).
+/// The GGUF file `--model` names: a path, or a model installed in the data dir's `models/`
+/// (`convo model list`); without one, the default model. Its header is checked here, so a
+/// missing or foreign file is a usage error before anything starts.
 fn resolve_model(arg: Option<&str>, data_dir: Option<&std::path::Path>) -> Result<PathBuf, String> {
-    let arg = arg.unwrap_or("SmolLM2-135M-Instruct");
-    let path = if arg.contains('/') || arg.ends_with(".gguf") {
-        PathBuf::from(arg)
-    } else {
-        let dir = data_dir
-            .map(PathBuf::from)
-            .or_else(crate::config::default_data_dir)
-            .ok_or("cannot find the data dir; pass --model PATH")?;
-        dir.join("models").join(format!("{arg}.gguf"))
-    };
-    if !path.is_file() {
-        return Err(format!("no model at {}", path.display()));
-    }
-    Ok(path)
+    let data_dir = data_dir
+        .map(PathBuf::from)
+        .or_else(crate::config::default_data_dir)
+        .ok_or("cannot find the data dir for the models; pass --model PATH")?;
+    crate::models::resolve(&crate::models::models_dir(&data_dir), arg, None)
+        .map_err(|e| e.to_string())
 }
 
 async fn resolve(addr: &str) -> Result<SocketAddr, String> {

@@ -4,21 +4,89 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use crate::api::client::{Client, ClientOptions};
+use crate::config::{Engine, EngineKind};
 pub use crate::service::RunningService;
+use crate::service::config::LocalOptions;
+use crate::service::engine::LoadState;
 use crate::service::{DbLocation, EngineConfig, ServiceConfig, Tier};
 
-use super::event::Endpoint;
+use super::event::{Endpoint, EngineStatus};
 use crate::private_file::write_private;
 
 const WALLET_TOKEN_TTL_SECS: u64 = 30 * 24 * 3600;
+
+/// What the TUI shows while there is no language model: how to get one.
+pub const NO_MODEL_HINT: &str = "No language model is installed, so replies are canned \
+     (the builtin engine). Run scripts/fetch-model.sh, or `convo model pull OWNER/REPO/FILE.gguf`, \
+     then restart convo for real replies.";
+
+/// The same for a build without the `local-model` feature.
+pub const NO_LOCAL_MODELS_HINT: &str = "This convo was built without local models, so replies \
+     are canned (the builtin engine). Set [engine] kind = \"openai\" in the config file to use \
+     a model server such as Ollama.";
+
+/// The engine the embedded service runs for the `[engine]` section, and a hint for the user
+/// when it is the builtin engine only because no model is there.
+pub fn engine_config(
+    choice: &Engine,
+    data_dir: &Path,
+    pace_ms: u64,
+) -> Result<(EngineConfig, Option<&'static str>), String> {
+    let models = crate::models::models_dir(data_dir);
+    let local = |path| EngineConfig::Local(LocalOptions::new(path));
+    match choice.kind {
+        EngineKind::Builtin => Ok((EngineConfig::Builtin { pace_ms }, None)),
+        EngineKind::Openai => Ok((
+            EngineConfig::OpenAi {
+                url: choice.url.clone(),
+                model: choice.model.clone().unwrap_or_else(|| "llama3.2".into()),
+                api_key: choice.api_key.clone(),
+            },
+            None,
+        )),
+        EngineKind::Local => {
+            if !cfg!(feature = "local-model") {
+                return Err(crate::service::engine::WITHOUT_LOCAL_MODELS.into());
+            }
+            let path = crate::models::resolve(&models, choice.model.as_deref(), None)
+                .map_err(|e| e.to_string())?;
+            Ok((local(path), None))
+        }
+        EngineKind::Auto => {
+            if !cfg!(feature = "local-model") {
+                return Ok((
+                    EngineConfig::Builtin { pace_ms },
+                    Some(NO_LOCAL_MODELS_HINT),
+                ));
+            }
+            match crate::models::resolve(&models, choice.model.as_deref(), None) {
+                Ok(path) => Ok((local(path), None)),
+                // A model the user named must be there; without one, builtin says how to get it.
+                Err(e) if choice.model.is_some() => Err(e.to_string()),
+                Err(_) => Ok((EngineConfig::Builtin { pace_ms }, Some(NO_MODEL_HINT))),
+            }
+        }
+    }
+}
+
+/// The embedded service's client, where it listens, and what answers in it (with the
+/// engine's load state to follow).
+pub struct Started {
+    pub client: Client,
+    pub endpoint: Endpoint,
+    pub engine: EngineStatus,
+    pub load: tokio::sync::watch::Receiver<LoadState>,
+}
 
 /// Starts the local service on `127.0.0.1:<ephemeral>` with its database in `data_dir`.
 /// The key is kept in `data_dir` (mode 0600) so that sessions stay reachable across runs.
 pub async fn start(
     data_dir: &Path,
+    engine: &Engine,
     pace_ms: u64,
     slot: &Mutex<Option<RunningService>>,
-) -> Result<(Client, Endpoint), String> {
+) -> Result<Started, String> {
+    let (engine_config, hint) = engine_config(engine, data_dir, pace_ms)?;
     let key =
         local_key(data_dir).map_err(|e| format!("cannot prepare {}: {e}", data_dir.display()))?;
     let jwt_secret = crate::service::ids::random_alnum(48);
@@ -26,7 +94,7 @@ pub async fn start(
         db: DbLocation::File(data_dir.join("service.db")),
         api_keys: vec![(key.clone(), Tier::Pro)],
         jwt_secret: jwt_secret.clone(),
-        engine: EngineConfig::Builtin { pace_ms },
+        engine: engine_config,
         max_context_tokens: crate::service::config::DEFAULT_MAX_CONTEXT_TOKENS,
         // Warmed by the TUI when the user starts typing (`workers`), not at start.
         warm_token_counter: false,
@@ -48,11 +116,22 @@ pub async fn start(
     let endpoint = Endpoint::Embedded {
         addr: service.addr.to_string(),
     };
-    tracing::info!(addr = %service.addr, "embedded service started");
+    let load = service.engine_load();
+    let engine = EngineStatus {
+        label: service.engine_label(),
+        state: load.borrow().clone(),
+        hint: hint.map(str::to_string),
+    };
+    tracing::info!(addr = %service.addr, engine = %engine.label, "embedded service started");
     if let Ok(mut slot) = slot.lock() {
         *slot = Some(service);
     }
-    Ok((client, endpoint))
+    Ok(Started {
+        client,
+        endpoint,
+        engine,
+        load,
+    })
 }
 
 /// The embedded service's key, created on first use.

@@ -25,6 +25,8 @@ pub enum AppEvent {
     Connected(Endpoint),
     /// Starting the embedded service or building the client failed; nothing can be sent.
     ConnectFailed(String),
+    /// What answers in the embedded service, or its load state changed (a model loading).
+    Engine(EngineStatus),
     /// The local store opened: the known sessions, most recent first, and the session that
     /// was open when the app last quit.
     StoreLoaded {
@@ -96,6 +98,16 @@ pub enum HistoryFetch {
     Unsupported,
     /// The request failed; the next reconnect tries again.
     Failed(String),
+}
+
+/// What answers in the embedded service, and whether it can yet.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EngineStatus {
+    /// `local · SmolLM2-135M-Instruct`, `builtin`, `openai · llama3.2`.
+    pub label: String,
+    pub state: crate::service::engine::LoadState,
+    /// Shown in an empty transcript: how to get real replies (the builtin engine answers).
+    pub hint: Option<String>,
 }
 
 /// Where the client is connected.

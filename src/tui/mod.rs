@@ -62,6 +62,7 @@ pub async fn run(global: GlobalArgs) -> ExitCode {
     let target = match &config.connection.base_url {
         None => Target::Embedded {
             data_dir: config.paths.data_dir.clone(),
+            engine: config.engine.clone(),
             pace_ms: EMBEDDED_PACE_MS,
         },
         Some(_) => match crate::api::client::ClientOptions::from_config(&config) {

@@ -317,3 +317,65 @@ async fn settled(engine: &LocalEngine) -> u64 {
         last = now;
     }
 }
+
+const BIN: &str = env!("CARGO_BIN_EXE_convo");
+
+/// `convo serve --engine local` with these arguments: its exit code and stderr.
+fn serve_fails(args: &[&str], data_dir: &std::path::Path) -> (i32, String) {
+    let out = std::process::Command::new(BIN)
+        .args([
+            "serve",
+            "--engine",
+            "local",
+            "--addr",
+            "127.0.0.1:0",
+            "--db",
+            ":memory:",
+        ])
+        .args(args)
+        .env("CONVO_DATA_DIR", data_dir)
+        .env("RUST_LOG", "off")
+        .output()
+        .expect("convo runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_missing_or_broken_model_file_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    // No model installed, none named.
+    let (code, err) = serve_fails(&[], dir.path());
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("scripts/fetch-model.sh"), "{err}");
+    assert!(
+        err.contains(&dir.path().join("models").display().to_string()),
+        "{err}"
+    );
+    // A path that is not there.
+    let missing = dir.path().join("nope.gguf");
+    let (code, err) = serve_fails(&["--model", missing.to_str().unwrap()], dir.path());
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains(&missing.display().to_string()), "{err}");
+    // Not a GGUF file at all.
+    let text = dir.path().join("notes.gguf");
+    std::fs::write(&text, "these are not weights").unwrap();
+    let (code, err) = serve_fails(&["--model", text.to_str().unwrap()], dir.path());
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not a GGUF model file"), "{err}");
+    // A GGUF header followed by garbage: llama.cpp refuses it, convo says which file.
+    let broken = dir.path().join("broken.gguf");
+    let mut bytes = b"GGUF\x03\x00\x00\x00".to_vec();
+    bytes.extend(std::iter::repeat_n(0xA5u8, 4096));
+    std::fs::write(&broken, bytes).unwrap();
+    let (code, err) = serve_fails(&["--model", broken.to_str().unwrap()], dir.path());
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("cannot load the model"), "{err}");
+    assert!(err.contains(&broken.display().to_string()), "{err}");
+    // A name that is not installed.
+    let (code, err) = serve_fails(&["--model", "NoSuchModel"], dir.path());
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("NoSuchModel"), "{err}");
+}

@@ -14,7 +14,7 @@ use crate::keys::KeyBindings;
 
 pub use super::command::{Command, StoreOp};
 use super::event::{
-    AppEvent, Endpoint, HistoryFetch, MessageStatus, SessionSummary, StoredMessage,
+    AppEvent, Endpoint, EngineStatus, HistoryFetch, MessageStatus, SessionSummary, StoredMessage,
     describe_failure,
 };
 use super::full_view::{FullView, KeyResult};
@@ -52,6 +52,8 @@ pub struct App {
     pub view: View,
     pub overlay: Option<Overlay>,
     pub connection: Connection,
+    /// What answers in the embedded service (none for a remote one).
+    pub engine: Option<EngineStatus>,
     pub store_ready: bool,
     pub sessions: Vec<SessionSummary>,
     /// Index into `visible_sessions()`.
@@ -94,6 +96,7 @@ impl App {
             view: View::Chat,
             overlay: None,
             connection: Connection::Connecting,
+            engine: None,
             store_ready: false,
             sessions: Vec::new(),
             session_cursor: 0,
@@ -215,6 +218,12 @@ impl App {
             AppEvent::ConnectFailed(e) => {
                 self.notify(Level::Error, format!("cannot connect: {e}"));
                 self.connection = Connection::Failed(e);
+            }
+            AppEvent::Engine(status) => {
+                if let crate::service::engine::LoadState::Failed(e) = &status.state {
+                    self.notify(Level::Error, format!("the model did not load: {e}"));
+                }
+                self.engine = Some(status);
             }
             AppEvent::StoreLoaded {
                 sessions,

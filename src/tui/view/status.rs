@@ -6,15 +6,17 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
 use super::{theme, truncate};
+use crate::service::engine::LoadState;
 use crate::tui::app::{App, Connection, Focus, Level};
-use crate::tui::event::Endpoint;
+use crate::tui::event::{Endpoint, EngineStatus};
 
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let conn = match &app.connection {
         Connection::Connecting => Span::styled("◌ connecting… ", theme::warn()),
-        Connection::Connected(Endpoint::Embedded { addr }) => {
-            Span::styled(format!("● local service {addr} "), theme::success())
-        }
+        Connection::Connected(Endpoint::Embedded { addr }) => match &app.engine {
+            None => Span::styled(format!("● local service {addr} "), theme::success()),
+            Some(engine) => engine_span(engine),
+        },
         Connection::Connected(Endpoint::Remote { base_url }) => {
             Span::styled(format!("● {base_url} "), theme::success())
         }
@@ -90,6 +92,25 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         }
     }
     Line::from(spans).render(area, buf);
+}
+
+/// What answers in the embedded service: the model loading (with its progress), ready, or
+/// failed to load.
+fn engine_span(engine: &EngineStatus) -> Span<'static> {
+    match &engine.state {
+        LoadState::Loading { fraction } => Span::styled(
+            format!(
+                "◌ loading {} {:.0}% ",
+                engine.label,
+                (fraction * 100.0).clamp(0.0, 100.0)
+            ),
+            theme::warn(),
+        ),
+        LoadState::Ready => Span::styled(format!("● {} ", engine.label), theme::success()),
+        LoadState::Failed(_) => {
+            Span::styled(format!("✗ {} did not load ", engine.label), theme::error())
+        }
+    }
 }
 
 /// The first key of a binding that works while typing (not a plain character).

@@ -75,7 +75,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     }
     if o.items.is_empty() {
         let k = &app.keys;
-        let lines = vec![
+        let mut lines = vec![
             Line::from(Span::styled("A new session.", theme::bold())),
             Line::from(""),
             Line::from(format!(
@@ -90,6 +90,10 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
                 super::status::typing_label(&k.help)
             )),
         ];
+        if let Some(hint) = app.engine.as_ref().and_then(|e| e.hint.as_deref()) {
+            lines.push(Line::from(""));
+            lines.push(Line::from(Span::styled(hint.to_string(), theme::warn())));
+        }
         Paragraph::new(lines)
             .style(theme::dim())
             .wrap(Wrap { trim: false })

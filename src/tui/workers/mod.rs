@@ -34,7 +34,11 @@ use store::{StoreJob, spawn_store};
 #[derive(Debug, Clone)]
 pub enum Target {
     /// Start the local service in-process with its database in this directory.
-    Embedded { data_dir: PathBuf, pace_ms: u64 },
+    Embedded {
+        data_dir: PathBuf,
+        engine: crate::config::Engine,
+        pace_ms: u64,
+    },
     /// A deployment (or a service a test started).
     Remote(ClientOptions),
 }

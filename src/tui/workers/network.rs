@@ -186,9 +186,18 @@ pub(super) async fn connect(target: Target, shared: Arc<Shared>, events: EventSe
                 .map(|c| (c, endpoint))
                 .map_err(|e| e.to_string())
         }
-        Target::Embedded { data_dir, pace_ms } => {
-            embedded::start(&data_dir, pace_ms, &shared.service).await
-        }
+        Target::Embedded {
+            data_dir,
+            engine,
+            pace_ms,
+        } => match embedded::start(&data_dir, &engine, pace_ms, &shared.service).await {
+            Ok(started) => {
+                events.send(AppEvent::Engine(started.engine.clone()));
+                tokio::spawn(follow_engine(started.engine, started.load, events.clone()));
+                Ok((started.client, started.endpoint))
+            }
+            Err(e) => Err(e),
+        },
     };
     match result {
         Ok((client, endpoint)) => {
@@ -204,6 +213,28 @@ pub(super) async fn connect(target: Target, shared: Arc<Shared>, events: EventSe
             events.send(AppEvent::ConnectFailed(e));
         }
     }
+}
+
+/// Reports the engine's load state as it changes (a model loading: its progress, at most
+/// every 100 ms), until it is ready or failed.
+async fn follow_engine(
+    mut status: crate::tui::event::EngineStatus,
+    mut load: tokio::sync::watch::Receiver<crate::service::engine::LoadState>,
+    events: EventSender,
+) {
+    use crate::service::engine::LoadState;
+    while matches!(status.state, LoadState::Loading { .. }) {
+        if load.changed().await.is_err() {
+            return;
+        }
+        status.state = load.borrow_and_update().clone();
+        if !events.send(AppEvent::Engine(status.clone())) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        status.state = load.borrow_and_update().clone();
+    }
+    events.send(AppEvent::Engine(status));
 }
 
 pub(super) async fn poll_usage(

@@ -162,9 +162,11 @@ fn load_model(
         true
     });
     let model = LlamaModel::load_from_file(backend, path, &params).map_err(|e| {
+        tracing::debug!(error = %e, "llama.cpp refused the model");
         format!(
-            "cannot load the model {}: {e} (is it a GGUF model file? scripts/fetch-model.sh \
-             or `convo model pull` gets one)",
+            "llama.cpp cannot load the model {}: the file is damaged, incomplete or of an \
+             architecture it does not know (scripts/fetch-model.sh or `convo model pull` gets \
+             a working one)",
             path.display()
         )
     })?;
@@ -338,7 +340,7 @@ impl Scheduler<'_> {
     }
 
     fn sampler(&self) -> LlamaSampler {
-        let penalties = LlamaSampler::penalties(-1, 64, 1.1, 0.0, 0.0);
+        let penalties = LlamaSampler::penalties(self.model.n_vocab(), 64, 1.1, 0.0, 0.0);
         let t = self.options.temperature;
         if t <= 0.0 {
             LlamaSampler::chain_simple([penalties, LlamaSampler::greedy()])
