@@ -5,8 +5,9 @@ use convo::api::ApiError;
 use convo::api::stream::StreamUpdate;
 use convo::api::{Message, Role, StreamEvent, Usage};
 use convo::keys::KeyBindings;
+use convo::service::engine::LoadState;
 use convo::tui::app::{App, Command, Settings};
-use convo::tui::event::{AppEvent, Endpoint, SessionSummary, StoredMessage};
+use convo::tui::event::{AppEvent, Endpoint, EngineStatus, SessionSummary, StoredMessage};
 use convo::tui::view;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
@@ -597,4 +598,68 @@ fn every_small_size_draws_twice_without_a_panic() {
             }
         }
     }
+}
+
+fn engine(label: &str, state: LoadState, hint: Option<&str>) -> AppEvent {
+    AppEvent::Engine(EngineStatus {
+        label: label.into(),
+        state,
+        hint: hint.map(str::to_string),
+    })
+}
+
+#[test]
+fn local_model_loading() {
+    snap("local_model_loading", |w, h| {
+        let mut app = chat(w, h);
+        app.update(engine(
+            "local · SmolLM2-135M-Instruct",
+            LoadState::Loading { fraction: 0.42 },
+            None,
+        ));
+        app
+    });
+}
+
+#[test]
+fn local_model_ready() {
+    snap("local_model_ready", |w, h| {
+        let mut app = chat(w, h);
+        app.update(engine(
+            "local · SmolLM2-135M-Instruct",
+            LoadState::Ready,
+            None,
+        ));
+        app
+    });
+}
+
+#[test]
+fn local_model_failed() {
+    snap("local_model_failed", |w, h| {
+        let mut app = chat(w, h);
+        app.update(engine(
+            "local · Broken",
+            LoadState::Failed("llama.cpp cannot load the model /m/Broken.gguf".into()),
+            None,
+        ));
+        app
+    });
+}
+
+#[test]
+fn no_model_installed_says_how_to_get_one() {
+    snap("no_model_hint", |w, h| {
+        let mut app = chat(w, h);
+        app.update(engine(
+            "builtin (no model)",
+            LoadState::Ready,
+            Some(convo::tui::embedded::NO_MODEL_HINT),
+        ));
+        app.update(AppEvent::Key(KeyEvent::new(
+            KeyCode::Char('n'),
+            KeyModifiers::CONTROL,
+        )));
+        app
+    });
 }

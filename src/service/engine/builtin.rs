@@ -27,6 +27,10 @@ impl ReplyEngine for BuiltinEngine {
         "builtin"
     }
 
+    fn label(&self) -> String {
+        "builtin (no model)".into()
+    }
+
     fn reply<'a>(
         &'a self,
         request: ReplyRequest,

@@ -107,9 +107,7 @@ fn engine_span(engine: &EngineStatus) -> Span<'static> {
             theme::warn(),
         ),
         LoadState::Ready => Span::styled(format!("● {} ", engine.label), theme::success()),
-        LoadState::Failed(_) => {
-            Span::styled(format!("✗ {} did not load ", engine.label), theme::error())
-        }
+        LoadState::Failed(_) => Span::styled(format!("✗ {} ", engine.label), theme::error()),
     }
 }
 
