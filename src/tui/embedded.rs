@@ -148,3 +148,87 @@ fn local_key(data_dir: &Path) -> std::io::Result<String> {
     write_private(&path, key.as_bytes())?;
     Ok(key)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn choice(kind: EngineKind, model: Option<&str>) -> Engine {
+        Engine {
+            kind,
+            model: model.map(str::to_string),
+            url: "http://127.0.0.1:11434".into(),
+            api_key: None,
+        }
+    }
+
+    fn install(data_dir: &Path, name: &str) -> std::path::PathBuf {
+        let dir = crate::models::models_dir(data_dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("{name}.gguf"));
+        std::fs::write(&path, b"GGUF\x03\x00\x00\x00rest of a model").unwrap();
+        path
+    }
+
+    #[test]
+    fn auto_runs_the_installed_model_or_builtin_with_a_hint() {
+        let data = tempfile::tempdir().unwrap();
+        let (config, hint) =
+            engine_config(&choice(EngineKind::Auto, None), data.path(), 5).unwrap();
+        assert_eq!(config, EngineConfig::Builtin { pace_ms: 5 });
+        let expected_hint = if cfg!(feature = "local-model") {
+            NO_MODEL_HINT
+        } else {
+            NO_LOCAL_MODELS_HINT
+        };
+        assert_eq!(hint, Some(expected_hint));
+        let path = install(data.path(), "SmolLM2-135M-Instruct");
+        let (config, hint) =
+            engine_config(&choice(EngineKind::Auto, None), data.path(), 5).unwrap();
+        if cfg!(feature = "local-model") {
+            assert_eq!(config, EngineConfig::Local(LocalOptions::new(path)));
+            assert_eq!(hint, None);
+        }
+    }
+
+    #[test]
+    fn a_named_model_must_be_there() {
+        let data = tempfile::tempdir().unwrap();
+        install(data.path(), "SmolLM2-135M-Instruct");
+        for kind in [EngineKind::Auto, EngineKind::Local] {
+            let err = engine_config(&choice(kind, Some("Missing")), data.path(), 5).unwrap_err();
+            if cfg!(feature = "local-model") {
+                assert!(err.contains("Missing"), "{err}");
+            }
+        }
+        let err = engine_config(
+            &choice(EngineKind::Local, None),
+            tempfile::tempdir().unwrap().path(),
+            5,
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("fetch-model.sh") || err.contains("built without"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn openai_and_builtin_are_taken_as_configured() {
+        let data = tempfile::tempdir().unwrap();
+        let (config, hint) =
+            engine_config(&choice(EngineKind::Openai, Some("qwen2.5")), data.path(), 5).unwrap();
+        assert_eq!(
+            config,
+            EngineConfig::OpenAi {
+                url: "http://127.0.0.1:11434".into(),
+                model: "qwen2.5".into(),
+                api_key: None
+            }
+        );
+        assert_eq!(hint, None);
+        let (config, _) =
+            engine_config(&choice(EngineKind::Builtin, None), data.path(), 7).unwrap();
+        assert_eq!(config, EngineConfig::Builtin { pace_ms: 7 });
+    }
+}
