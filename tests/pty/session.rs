@@ -6,7 +6,7 @@ use super::harness::{Convo, contains, keys};
 fn type_a_message_and_see_the_streamed_reply() {
     let home = tempfile::tempdir().unwrap();
     let mut convo = Convo::start(home.path(), 100, 30);
-    convo.wait_text("local service 127.0.0.1:");
+    convo.wait_text("● builtin (no model)");
     convo.type_text("hello from the pty");
     convo.send(keys::ENTER);
     convo.wait_text("you ·");
@@ -58,7 +58,7 @@ fn a_bad_key_binding_is_refused_with_the_field_named() {
 fn delete_a_session_with_the_keyboard() {
     let home = tempfile::tempdir().unwrap();
     let mut convo = Convo::start(home.path(), 100, 30);
-    convo.wait_text("local service 127.0.0.1:");
+    convo.wait_text("● builtin (no model)");
     convo.type_text("first session message");
     convo.send(keys::ENTER);
     convo.wait_for("the first reply", |s| {
@@ -136,7 +136,7 @@ fn quitting_restores_the_terminal_and_keeps_the_draft() {
 fn the_layout_follows_a_resize() {
     let home = tempfile::tempdir().unwrap();
     let mut convo = Convo::start(home.path(), 80, 24);
-    convo.wait_text("local service 127.0.0.1:");
+    convo.wait_text("● builtin (no model)");
     // Narrow: usage is a band at the top.
     let screen = convo.wait_text("req ");
     assert!(!screen.contains("Usage"), "{screen}");
@@ -146,7 +146,7 @@ fn the_layout_follows_a_resize() {
         s.contains("Usage")
             && s.lines()
                 .nth(59)
-                .is_some_and(|l| l.contains("local service"))
+                .is_some_and(|l| l.contains("builtin (no model)"))
     });
     assert!(screen.lines().count() >= 60, "{screen}");
     convo.resize(80, 24);
@@ -154,7 +154,7 @@ fn the_layout_follows_a_resize() {
         !s.contains("Usage")
             && s.lines()
                 .nth(23)
-                .is_some_and(|l| l.contains("local service"))
+                .is_some_and(|l| l.contains("builtin (no model)"))
     });
     convo.send(keys::CTRL_C);
     assert!(convo.wait_exit());
@@ -192,4 +192,42 @@ fn a_draft_survives_kill_9_once_the_edits_pause() {
     convo.wait_text("typed, then the power went");
     convo.send(keys::CTRL_C);
     assert!(convo.wait_exit());
+}
+
+/// With a model installed, the TUI answers with it: the status bar names it and the reply
+/// is the model's (the local engine's tests run it in `tests/service/local_model.rs`).
+#[test]
+#[cfg(feature = "local-model")]
+fn with_a_model_installed_the_local_model_answers() {
+    let model = std::env::var_os("CONVO_TEST_MODEL")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            convo::config::default_data_dir()
+                .expect("a data dir")
+                .join("models/SmolLM2-135M-Instruct.gguf")
+        });
+    assert!(
+        model.is_file(),
+        "{} is missing: run scripts/fetch-model.sh",
+        model.display()
+    );
+    let home = tempfile::tempdir().unwrap();
+    let models = home.path().join("data/models");
+    std::fs::create_dir_all(&models).unwrap();
+    std::os::unix::fs::symlink(&model, models.join("SmolLM2-135M-Instruct.gguf")).unwrap();
+    let mut convo = Convo::start(home.path(), 100, 30);
+    convo.wait_text("● local · SmolLM2-135M-Instruct");
+    convo.type_text("What is the capital of France?");
+    convo.send(keys::ENTER);
+    let screen = convo.wait_for("the model's reply", |s| {
+        s.contains("Paris")
+            && s.lines()
+                .any(|l| l.contains("assistant ·") && l.contains("tokens"))
+    });
+    assert!(
+        !screen.contains("No language model is installed"),
+        "{screen}"
+    );
+    convo.send(keys::CTRL_C);
+    assert!(convo.wait_exit(), "convo exits 0");
 }

@@ -49,7 +49,7 @@ fn kill_9_mid_reply_loses_no_completed_exchange() {
     let home = tempfile::tempdir().unwrap();
     {
         let mut convo = Convo::start(home.path(), 100, 40);
-        convo.wait_text("local service 127.0.0.1:");
+        convo.wait_text("● builtin (no model)");
         for i in 1..=2 {
             convo.type_text(&format!("exchange number {i}"));
             convo.send(keys::ENTER);

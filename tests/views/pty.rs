@@ -12,7 +12,7 @@ const RIGHT: &[u8] = b"\x1b[C";
 fn f2_charts_the_chat_and_f3_shows_a_wallet() {
     let home = tempfile::tempdir().unwrap();
     let mut convo = Convo::start(home.path(), 100, 30);
-    convo.wait_text("local service 127.0.0.1:");
+    convo.wait_text("● builtin (no model)");
     convo.type_text("hello metrics");
     convo.send(keys::ENTER);
     convo.wait_for("a complete reply", |s| {
