@@ -16,7 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::context::params::{KvCacheType, LlamaContextParams};
 use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::params::LlamaModelParams;
@@ -45,8 +45,7 @@ struct Run {
     text: String,
 }
 
-/// Tokens per second after the first: the stack's replies have the raw run's text, so its
-/// token count.
+/// Tokens per second after the first.
 fn rate(tokens: u32, after_first_s: f64) -> f64 {
     tokens.saturating_sub(1) as f64 / after_first_s.max(1e-9)
 }
@@ -72,6 +71,7 @@ fn main() {
     let model = LlamaModel::load_from_file(&backend, &model_path, &LlamaModelParams::default())
         .expect("the model loads");
 
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
     let (mut serve, url) = start_serve(&model_path);
     let (mut raw_first, mut raw_tps, mut stack_first, mut stack_tps) =
@@ -79,12 +79,15 @@ fn main() {
     for round in 0..rounds {
         let (raw, tokens) = raw_reply(&backend, &model, threads as i32);
         let stack = runtime.block_on(stack_reply(&url, PROMPT));
+        // The stack's tokens: its text through the model's tokenizer.
+        let vocab = model.vocab();
+        let stack_tokens = vocab.tokenize(stack.text.as_bytes(), false, false).len() as u32;
         let (r, s) = (
             rate(tokens, raw.after_first_s),
-            rate(tokens, stack.after_first_s),
+            rate(stack_tokens, stack.after_first_s),
         );
         println!(
-            "round {}: raw first token {:.1} ms, {tokens} tokens, {r:.1} tok/s | stack first delta {:.1} ms, {s:.1} tok/s | same text: {}",
+            "round {}: raw first token {:.1} ms, {tokens} tokens, {r:.1} tok/s | stack first delta {:.1} ms, {stack_tokens} tokens, {s:.1} tok/s | same text: {}",
             round + 1,
             raw.first_ms,
             stack.first_ms,
@@ -129,8 +132,12 @@ fn main() {
 }
 
 fn raw_reply(backend: &LlamaBackend, model: &LlamaModel, threads: i32) -> (Run, u32) {
+    // The engine's cache settings (8-bit K and V, flash attention), so both compute the same.
     let params = LlamaContextParams::default()
         .with_n_ctx(NonZeroU32::new(8192))
+        .with_flash_attention_policy(1)
+        .with_type_k(KvCacheType::Q8_0)
+        .with_type_v(KvCacheType::Q8_0)
         .with_n_threads(threads)
         .with_n_threads_batch(threads);
     let mut ctx = model.new_context(backend, params).expect("a context");

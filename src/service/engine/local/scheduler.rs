@@ -17,7 +17,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use llama_cpp_2::context::LlamaContext;
-use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::context::params::{KvCacheType, LlamaContextParams};
 use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::params::LlamaModelParams;
@@ -34,6 +34,9 @@ use crate::service::engine::LoadState;
 /// (cancellation and the other replies' next tokens wait for it), large enough to read a
 /// prompt quickly.
 const STEP_TOKENS: usize = 128;
+
+/// llama.cpp's `LLAMA_FLASH_ATTN_TYPE_ENABLED`.
+const FLASH_ATTENTION_ENABLED: i32 = 1;
 
 /// llama.cpp's backend may be started once per process.
 static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
@@ -99,6 +102,10 @@ pub(super) fn run(
         .with_n_ubatch(STEP_TOKENS as u32 + sessions)
         .with_n_seq_max(sessions)
         .with_kv_unified(true)
+        // The KV cache in 8-bit: half the memory of f16 (quantized V needs flash attention).
+        .with_flash_attention_policy(FLASH_ATTENTION_ENABLED)
+        .with_type_k(KvCacheType::Q8_0)
+        .with_type_v(KvCacheType::Q8_0)
         .with_n_threads(threads)
         .with_n_threads_batch(threads);
     let backend = match backend() {
