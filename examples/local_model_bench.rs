@@ -66,9 +66,9 @@ fn main() {
         std::fs::metadata(&model_path).map_or(0, |m| m.len()) as f64 / 1e6
     );
 
-    let mut backend = LlamaBackend::init().expect("llama.cpp starts");
-    backend.void_logs();
-    let model = LlamaModel::load_from_file(&backend, &model_path, &LlamaModelParams::default())
+    // The process has one llama.cpp backend; the engine below shares it.
+    let backend = convo::service::engine::local::backend().expect("llama.cpp starts");
+    let model = LlamaModel::load_from_file(backend, &model_path, &LlamaModelParams::default())
         .expect("the model loads");
 
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -77,7 +77,7 @@ fn main() {
     let (mut raw_first, mut raw_tps, mut stack_first, mut stack_tps) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for round in 0..rounds {
-        let (raw, tokens) = raw_reply(&backend, &model, threads as i32);
+        let (raw, tokens) = raw_reply(backend, &model, threads as i32);
         let stack = runtime.block_on(stack_reply(&url, PROMPT));
         // The stack's tokens: its text through the model's tokenizer.
         let vocab = model.vocab();
@@ -119,6 +119,42 @@ fn main() {
         "turn 7 / turn 1 first delta: {:.2}",
         firsts[6] / firsts[0].max(0.001)
     );
+    let long_prompt = "Summarise this: ".to_string()
+        + &"the quick brown fox jumps over the lazy dog. ".repeat(200);
+    let (first, _, _) = runtime.block_on(streamed(&url, &new_session(), &long_prompt));
+    println!(
+        "a 2,000-token prompt: first delta {:.1} ms",
+        first.as_secs_f64() * 1e3
+    );
+
+    // A stopped reply: how long the model thread computes after the turn is dropped, while
+    // generating and while reading a long prompt.
+    let engine = convo::service::engine::local::LocalEngine::start(
+        convo::service::engine::local::LocalOptions {
+            temperature: 0.0,
+            max_reply_tokens: 2_000,
+            ..convo::service::engine::local::LocalOptions::new(model_path.clone())
+        },
+    )
+    .expect("the engine starts");
+    runtime.block_on(engine.ready()).expect("the engine loads");
+    let counting = "Count from 1 to 500, one number per line.".to_string();
+    let long = "Summarise this: ".to_string()
+        + &"the quick brown fox jumps over the lazy dog. ".repeat(200);
+    for (what, text, pieces) in [
+        ("generating", counting, 5),
+        ("reading a 2,000-token prompt", long, 0),
+    ] {
+        let mut worst = 0.0f64;
+        for _ in 0..rounds {
+            worst = worst.max(runtime.block_on(stop_latency(&engine, &text, pieces)));
+        }
+        println!(
+            "stopped while {what}: the model thread stopped {worst:.1} ms after the turn ended (worst of {rounds})"
+        );
+    }
+    drop(engine);
+
     let (rss, hwm) = rss_of(serve.id());
     println!(
         "convo serve RSS {:.1} MB (peak {:.1} MB); model file {:.1} MB; peak - file = {:.1} MB",
@@ -295,6 +331,56 @@ async fn conversation(url: &str) -> Vec<f64> {
         firsts.push(first.as_secs_f64() * 1e3);
     }
     firsts
+}
+
+/// Starts a reply, drops it after `pieces` pieces (0: at once), and returns the milliseconds
+/// until the engine's decoded-token count last moved.
+async fn stop_latency(
+    engine: &convo::service::engine::local::LocalEngine,
+    text: &str,
+    pieces: usize,
+) -> f64 {
+    use convo::service::engine::ReplyEngine;
+    let request = convo::service::engine::ReplyRequest {
+        session_id: new_session(),
+        history: vec![convo::service::store::messages::HistoryEntry {
+            role: convo::api::Role::User,
+            content: text.to_string(),
+            tokens: 0,
+        }],
+        context_tokens: 0,
+        max_context_tokens: 8192,
+        streamed: true,
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::channel(4);
+    {
+        let reply = engine.reply(request, tx);
+        tokio::pin!(reply);
+        let mut got = 0;
+        while got < pieces {
+            tokio::select! {
+                _ = &mut reply => break,
+                p = rx.recv() => if p.is_some() { got += 1 } else { break },
+            }
+        }
+        if pieces == 0 {
+            // Let the job reach the model thread and start its prompt.
+            let _ = tokio::time::timeout(Duration::from_millis(30), &mut reply).await;
+        }
+    }
+    drop(rx);
+    let dropped = Instant::now();
+    let mut last = engine.counters().0;
+    let mut last_change = dropped;
+    while dropped.elapsed() < Duration::from_millis(1000) {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let now = engine.counters().0;
+        if now != last {
+            last = now;
+            last_change = Instant::now();
+        }
+    }
+    (last_change - dropped).as_secs_f64() * 1e3
 }
 
 /// VmRSS and VmHWM of a process, in kB.

@@ -21,6 +21,7 @@ use tokio::sync::{mpsc, watch};
 
 pub use super::local_options::{LocalOptions, model_name};
 use super::{EngineError, LoadState, ReplyEngine, ReplyRequest};
+pub use scheduler::backend;
 
 /// A reply for the model thread to compute.
 struct Job {

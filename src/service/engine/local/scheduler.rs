@@ -5,9 +5,9 @@
 //! slot remembers which session's tokens it holds, so a session's next turn continues from
 //! the longest prefix already computed: only the new messages are decoded. A new session
 //! takes a free slot, or the one used least recently. Every step decodes one token for each
-//! reply being generated, plus up to `STEP_TOKENS` prompt tokens of replies still reading
-//! their prompt; between steps a reply nobody waits for any more is dropped, so a stopped
-//! reply stops computing within one step (a few tens of milliseconds on a small model).
+//! reply being generated, plus as many prompt tokens of replies still reading their prompt as
+//! fit in about `STEP_MS` (measured as it goes); between steps a reply nobody waits for any
+//! more is dropped, so a stopped reply stops computing within one step.
 
 use std::collections::VecDeque;
 use std::num::NonZeroU32;
@@ -30,10 +30,15 @@ use super::utf8::Utf8Pieces;
 use super::{Counters, Job, LocalOptions, Piece, prompt};
 use crate::service::engine::LoadState;
 
-/// Prompt tokens decoded per step, over all replies: small enough that a step stays short
-/// (cancellation and the other replies' next tokens wait for it), large enough to read a
-/// prompt quickly.
-const STEP_TOKENS: usize = 128;
+/// The most prompt tokens decoded in one step, over all replies (the batch's size).
+const STEP_TOKENS: usize = 512;
+
+/// The fewest prompt tokens a step takes when a prompt is waiting.
+const MIN_STEP_TOKENS: usize = 8;
+
+/// How long a step should take: short enough that a stopped reply stops, and the other
+/// replies' next tokens come, within about this; long enough to read a prompt at full speed.
+const STEP_MS: f64 = 80.0;
 
 /// llama.cpp's `LLAMA_FLASH_ATTN_TYPE_ENABLED`.
 const FLASH_ATTENTION_ENABLED: i32 = 1;
@@ -41,7 +46,8 @@ const FLASH_ATTENTION_ENABLED: i32 = 1;
 /// llama.cpp's backend may be started once per process.
 static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
 
-fn backend() -> Result<&'static LlamaBackend, String> {
+/// The process's llama.cpp backend, started on first use (its log goes to tracing).
+pub fn backend() -> Result<&'static LlamaBackend, String> {
     BACKEND
         .get_or_init(|| {
             // llama.cpp's own messages go to tracing (the TUI's screen must stay clean).
@@ -148,6 +154,7 @@ pub(super) fn run(
             })
             .collect(),
         clock: 0,
+        ms_per_token: 0.5,
         counters,
         batch: LlamaBatch::new(STEP_TOKENS + sessions as usize, sessions as i32),
     };
@@ -200,6 +207,8 @@ struct Scheduler<'m> {
     kv_tokens: usize,
     slots: Vec<Slot>,
     clock: u64,
+    /// Milliseconds per token of a step, measured (a moving average).
+    ms_per_token: f64,
     counters: Arc<Counters>,
     batch: LlamaBatch<'static>,
 }
@@ -372,6 +381,11 @@ impl Scheduler<'_> {
         s.used_at = self.clock;
     }
 
+    /// Prompt tokens the next step takes: about `STEP_MS` of work at the measured speed.
+    fn step_tokens(&self) -> usize {
+        ((STEP_MS / self.ms_per_token.max(1e-3)) as usize).clamp(MIN_STEP_TOKENS, STEP_TOKENS)
+    }
+
     /// Cells of the KV cache in use.
     fn used(&self) -> usize {
         self.slots.iter().map(|s| s.tokens.len()).sum()
@@ -405,11 +419,11 @@ impl Scheduler<'_> {
                 if a.prompt.is_empty() {
                     1
                 } else {
-                    a.prompt.len().min(STEP_TOKENS)
+                    a.prompt.len().min(self.step_tokens())
                 }
             })
             .sum::<usize>()
-            .min(STEP_TOKENS + active.len());
+            .min(self.step_tokens() + active.len());
         if !self.make_room(needed) {
             // Every cell holds a reply in progress: the longest one ends here.
             if let Some(i) =
@@ -421,7 +435,7 @@ impl Scheduler<'_> {
             return;
         }
         self.batch.clear();
-        let mut budget = STEP_TOKENS;
+        let mut budget = self.step_tokens();
         for a in active.iter_mut() {
             a.logits_at = None;
             let slot = &mut self.slots[a.slot];
@@ -434,6 +448,7 @@ impl Scheduler<'_> {
                 }
             }
         }
+        let generating = self.batch.n_tokens() as usize;
         for a in active.iter_mut() {
             if a.prompt.is_empty() || budget == 0 {
                 continue;
@@ -456,10 +471,20 @@ impl Scheduler<'_> {
             }
             budget -= take;
         }
+        let started = Instant::now();
+        let decoded = self.ctx.decode(&mut self.batch);
+        // The speed of reading prompts, from steps that read one (a step of single tokens
+        // costs more per token and would shrink the steps for nothing).
+        let prompt_tokens = self.batch.n_tokens() as usize - generating;
+        if prompt_tokens >= MIN_STEP_TOKENS {
+            let per_token = started.elapsed().as_secs_f64() * 1e3 / self.batch.n_tokens() as f64;
+            self.ms_per_token = 0.7 * self.ms_per_token + 0.3 * per_token;
+        }
+        // Counted once computed: a stopped reply's last step shows when it ends.
         self.counters
             .decoded
             .fetch_add(self.batch.n_tokens() as u64, Ordering::Relaxed);
-        if let Err(e) = self.ctx.decode(&mut self.batch) {
+        if let Err(e) = decoded {
             // The batch's tokens are not in the cache: forget those slots, fail the replies.
             let error = format!("the model failed to compute the reply: {e}");
             for a in active.drain(..) {
