@@ -43,6 +43,8 @@ pub enum CliCommand {
     Sessions(crate::commands::sessions::SessionsArgs),
     /// Print the effective configuration (key redacted) and the config file's path.
     Config(crate::commands::config_cmd::ConfigArgs),
+    /// Manage the local GGUF models: list, import, rm, pull.
+    Model(crate::commands::model::ModelArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -74,6 +76,7 @@ pub fn main() -> ExitCode {
             Some(CliCommand::Wallet(args)) => crate::commands::wallet::run(args, global).await,
             Some(CliCommand::Sessions(args)) => crate::commands::sessions::run(args, global).await,
             Some(CliCommand::Config(args)) => crate::commands::config_cmd::run(args, global).await,
+            Some(CliCommand::Model(args)) => crate::commands::model::run(args, global).await,
         }
     })
 }

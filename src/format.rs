@@ -151,6 +151,21 @@ pub fn count(n: u64) -> String {
     }
 }
 
+/// A size in bytes, in decimal units: 512 B, 98.4 MB, 4.1 GB.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["kB", "MB", "GB", "TB"];
+    if n < 1_000 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1_000.0;
+    let mut unit = 0;
+    while v >= 999.95 && unit + 1 < UNITS.len() {
+        v /= 1_000.0;
+        unit += 1;
+    }
+    format!("{v:.1} {}", UNITS[unit])
+}
+
 fn trim(s: String) -> String {
     s.replace(".0k", "k")
         .replace(".0M", "M")
@@ -161,6 +176,16 @@ fn trim(s: String) -> String {
 mod tests {
     use super::*;
     use chrono::TimeZone;
+
+    #[test]
+    fn sizes_read_in_decimal_units() {
+        assert_eq!(bytes(0), "0 B");
+        assert_eq!(bytes(999), "999 B");
+        assert_eq!(bytes(1_000), "1.0 kB");
+        assert_eq!(bytes(98_362_432), "98.4 MB");
+        assert_eq!(bytes(999_999_999), "1.0 GB");
+        assert_eq!(bytes(4_100_000_000), "4.1 GB");
+    }
 
     #[test]
     fn digits_are_grouped_by_thousands() {

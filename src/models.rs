@@ -363,3 +363,9 @@ pub fn remove(dir: &Path, name: &str) -> Result<PathBuf, ModelError> {
     let _ = fs::remove_file(stamp_path(dir, name));
     Ok(path)
 }
+
+mod pull;
+pub use pull::{HfFile, Progress, PullOptions, pull};
+
+#[cfg(test)]
+mod tests;

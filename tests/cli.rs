@@ -6,5 +6,6 @@ mod cli {
     mod config;
     mod fake;
     mod local_service;
+    mod models;
     mod support;
 }
