@@ -79,7 +79,7 @@ impl HfFile {
 /// Where and how to pull from.
 #[derive(Debug, Clone)]
 pub struct PullOptions {
-    /// The hub: `HF_ENDPOINT`, else https://huggingface.co.
+    /// The hub: `HF_ENDPOINT`, else `https://huggingface.co`.
     pub endpoint: Url,
     /// A Hugging Face access token (`HF_TOKEN`), for gated and private repositories.
     pub token: Option<String>,
