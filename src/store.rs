@@ -482,7 +482,8 @@ impl Store {
     }
 
     /// Append a message to the session's transcript (creating the session if new), update
-    /// its activity, token total and, from the first user message, its title. Returns the
+    /// its activity, token total and its title (the first user message's; until there is
+    /// one, the first system message's). Returns the
     /// message's row id (for [`Store::update_message`]).
     pub fn append_message(
         &self,
@@ -507,7 +508,16 @@ impl Store {
         )
         .map_err(|e| self.err(e))?;
         let row = tx.last_insert_rowid();
+        // The first user message titles the session; until there is one, the first system
+        // message does.
         if message.role == Role::User {
+            tx.execute(
+                "UPDATE sessions SET title = ?2 WHERE id = ?1 AND (title IS NULL OR NOT EXISTS
+                     (SELECT 1 FROM messages WHERE session_id = ?1 AND role = 'user' AND id <> ?3))",
+                params![session_id, title_of(&message.content), row],
+            )
+            .map_err(|e| self.err(e))?;
+        } else if message.role == Role::System {
             tx.execute(
                 "UPDATE sessions SET title = ?2 WHERE id = ?1 AND title IS NULL",
                 params![session_id, title_of(&message.content)],
@@ -782,6 +792,23 @@ mod tests {
         let t = s.transcript("session_a").unwrap();
         assert_eq!(t.len(), 3);
         assert_eq!(t[2], msg(Role::Assistant, "reply", 7, 2));
+    }
+
+    #[test]
+    fn a_session_of_system_messages_is_titled_until_a_user_message_comes() {
+        let s = Store::in_memory().unwrap();
+        s.append_message("session_a", &msg(Role::System, "You are a pirate.", 5, 0))
+            .unwrap();
+        s.append_message("session_a", &msg(Role::System, "Speak briefly.", 3, 1))
+            .unwrap();
+        let title = |s: &Store| s.list_sessions().unwrap()[0].title.clone();
+        assert_eq!(title(&s).as_deref(), Some("You are a pirate."));
+        s.append_message("session_a", &msg(Role::User, "Where is the gold?", 5, 2))
+            .unwrap();
+        assert_eq!(title(&s).as_deref(), Some("Where is the gold?"));
+        s.append_message("session_a", &msg(Role::User, "And the map?", 4, 3))
+            .unwrap();
+        assert_eq!(title(&s).as_deref(), Some("Where is the gold?"));
     }
 
     #[test]

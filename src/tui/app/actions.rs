@@ -290,6 +290,17 @@ impl App {
         });
         self.composer = new_composer();
         self.send_error = None;
+        if role == Role::System {
+            // A system message is a one-off: what follows is the user's again.
+            self.role = Role::User;
+            let toggle = self.keys.toggle_role.first_label();
+            self.notify(
+                Level::Info,
+                format!(
+                    "sent as a system message; the next one is from you again ({toggle}: system)"
+                ),
+            );
+        }
         // The sent text is no longer a draft, even if the app dies before the reply.
         self.save_draft(out);
     }

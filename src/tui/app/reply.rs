@@ -99,6 +99,9 @@ impl App {
         let sent_text = p.text.clone();
         let sent_role = p.role;
         let streamed = p.streamed;
+        // The session's first user message titles it, over a system message's title.
+        let first_user = sent_role == Role::User
+            && open.items.iter().filter(|i| i.role == Role::User).count() == 1;
         if let Some(u) = open.items.get_mut(user_item) {
             u.tokens = prompt_tokens;
             let header = header_for(u.role, u.created_at, prompt_tokens);
@@ -136,7 +139,8 @@ impl App {
         }
         // The session list: title from the first message, most recent first.
         if let Some(s) = self.sessions.iter_mut().find(|s| s.id == session_id) {
-            if s.title == NEW_SESSION_TITLE && sent_role == Role::User {
+            // A system message titles a session until its first user message does.
+            if first_user || (s.title == NEW_SESSION_TITLE && sent_role == Role::System) {
                 s.title = title_from(&sent_text);
             }
             s.last_activity = now;

@@ -354,10 +354,83 @@ fn ctrl_r_toggles_the_role_and_system_messages_say_so() {
     app.update(ctrl('r'));
     assert_eq!(app.role, Role::System);
     type_text(&mut app, "be brief");
-    let (_, _, body) = sent(&app.update(key(KeyCode::Enter))).unwrap();
+    let (_, send_id, body) = sent(&app.update(key(KeyCode::Enter))).unwrap();
     assert_eq!(body.role, Some(Role::System));
+    // One system message, then the role is the user's again, and the status says so.
+    assert_eq!(app.role, Role::User);
+    assert!(
+        app.notice
+            .as_ref()
+            .is_some_and(|n| n.text.contains("system message") && n.text.contains("Ctrl-r")),
+        "{:?}",
+        app.notice
+    );
+    app.update(AppEvent::SendAccepted {
+        session_id: A.into(),
+        send_id,
+        reply: reply("msg_1", "", 0),
+        prompt_tokens: 3,
+    });
+    app.update(AppEvent::Stream {
+        session_id: A.into(),
+        update: StreamUpdate::Event(StreamEvent::Done {
+            message: reply("msg_1", "Ok.", 2),
+        }),
+    });
+    type_text(&mut app, "and now a question");
+    let (_, _, body) = sent(&app.update(key(KeyCode::Enter))).unwrap();
+    assert_eq!(body.role, None, "sent as the user");
+    // Toggling without sending still switches both ways.
+    app.update(ctrl('r'));
+    assert_eq!(app.role, Role::System);
     app.update(ctrl('r'));
     assert_eq!(app.role, Role::User);
+}
+
+#[test]
+fn a_session_begun_with_a_system_message_gets_its_title_from_it() {
+    let mut app = app();
+    app.update(ctrl('n'));
+    let id = app.open_id().unwrap().to_string();
+    app.update(AppEvent::Stream {
+        session_id: id.clone(),
+        update: StreamUpdate::Unsupported,
+    });
+    app.update(ctrl('r'));
+    type_text(&mut app, "You are a pirate.");
+    let (_, send_id, _) = sent(&app.update(key(KeyCode::Enter))).unwrap();
+    app.update(AppEvent::SendAccepted {
+        session_id: id.clone(),
+        send_id,
+        reply: Message {
+            session_id: id.clone(),
+            ..reply("m", "Arr.", 2)
+        },
+        prompt_tokens: 5,
+    });
+    let title = |app: &App| {
+        app.sessions
+            .iter()
+            .find(|s| s.id == id)
+            .unwrap()
+            .title
+            .clone()
+    };
+    assert_eq!(title(&app), "You are a pirate.");
+    // The first user message takes over, as the store does.
+    type_text(&mut app, "Where is the gold?");
+    let (_, send_id, body) = sent(&app.update(key(KeyCode::Enter))).unwrap();
+    assert_eq!(body.role, None);
+    app.update(AppEvent::SendAccepted {
+        session_id: id.clone(),
+        send_id,
+        reply: Message {
+            session_id: id.clone(),
+            ..reply("m2", "Buried.", 2)
+        },
+        prompt_tokens: 5,
+    });
+    assert_eq!(title(&app), "Where is the gold?");
 }
 
 #[test]
