@@ -1,5 +1,5 @@
-//! Files only their owner may read (mode 0600 on Unix): the embedded service's API key and the
-//! TUI's log. A leaf module, so the client and the service can both use it.
+//! Files only their owner may read (mode 0600 on Unix): the embedded service's API key, the
+//! TUI's log, the recent wallet ids. A leaf module, so the client and the service can both use it.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;

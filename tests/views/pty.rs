@@ -57,4 +57,33 @@ fn f2_charts_the_chat_and_f3_shows_a_wallet() {
 
     convo.send(keys::CTRL_C);
     assert!(convo.wait_exit(), "convo exits 0");
+
+    // Every file the client wrote (the stores, the key, the log, the recent wallets) is its
+    // owner's alone.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let data = home.path().join("data");
+        let mut seen = Vec::new();
+        for entry in std::fs::read_dir(&data).unwrap() {
+            let entry = entry.unwrap();
+            let meta = entry.metadata().unwrap();
+            if meta.is_file() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                assert_eq!(meta.permissions().mode() & 0o777, 0o600, "{name}");
+                seen.push(name);
+            }
+        }
+        for name in [
+            "convo.db",
+            "service.db",
+            "local-service.key",
+            "recent-wallets.json",
+        ] {
+            assert!(
+                seen.iter().any(|s| s == name),
+                "{name} was written: {seen:?}"
+            );
+        }
+    }
 }

@@ -49,7 +49,13 @@ pub fn save(path: &Path, ids: &[String]) -> io::Result<()> {
     }
     let tmp = path.with_extension("json.tmp");
     let json = serde_json::to_string_pretty(ids).map_err(io::Error::other)?;
-    std::fs::write(&tmp, json)?;
+    // A leftover temporary file would keep its mode: start from a new one, readable by its
+    // owner only (the ids say which wallets the user looks at).
+    match std::fs::remove_file(&tmp) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    crate::private_file::write_private(&tmp, json.as_bytes())?;
     std::fs::rename(&tmp, path)
 }
 
