@@ -36,8 +36,25 @@ pub(crate) fn fail(code: u8, message: impl std::fmt::Display) -> ExitCode {
 
 /// Print a client error (`convo: <code>: <message>`) and return its exit code.
 pub(crate) fn fail_api(e: &ApiError) -> ExitCode {
-    let hint = match e {
-        ApiError::Unauthorized { .. } => " (check CONVO_API_KEY / --api-key)",
+    fail_with_credential(e, Credential::ApiKey)
+}
+
+/// Which credential a command sends, so that a refusal names the right one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Credential {
+    /// `CONVO_API_KEY` / `--api-key`: sessions, messages, analytics.
+    ApiKey,
+    /// `CONVO_WALLET_TOKEN` / `--token`: the wallet endpoint's JWT.
+    WalletToken,
+}
+
+/// [`fail_api`] for a command that sends `credential`.
+pub(crate) fn fail_with_credential(e: &ApiError, credential: Credential) -> ExitCode {
+    let hint = match (e, credential) {
+        (ApiError::Unauthorized { .. }, Credential::ApiKey) => " (check CONVO_API_KEY / --api-key)",
+        (ApiError::Unauthorized { .. }, Credential::WalletToken) => {
+            " (check the wallet token: CONVO_WALLET_TOKEN / --token, a JWT from `convo token`)"
+        }
         _ => "",
     };
     fail(e.exit_code(), format_args!("{e}{hint}"))

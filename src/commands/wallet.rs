@@ -1,7 +1,7 @@
 //! `convo wallet`: a wallet's details.
 use std::process::ExitCode;
 
-use super::{connect, fail_api, out, print_json};
+use super::{Credential, connect, fail_with_credential, out, print_json};
 use crate::api::{Client, Wallet};
 
 #[derive(clap::Args)]
@@ -47,7 +47,7 @@ pub async fn run(args: WalletArgs, mut global: crate::config::GlobalArgs) -> Exi
             out(render(&w));
             ExitCode::SUCCESS
         }
-        Err(e) => fail_api(&e),
+        Err(e) => fail_with_credential(&e, Credential::WalletToken),
     }
 }
 

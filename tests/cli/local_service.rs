@@ -131,6 +131,24 @@ async fn a_new_user_session_from_the_shell() {
         "{}",
         table.stdout
     );
+    // A token with a bad signature: the refusal names the wallet token, not the API key.
+    let forged = s
+        .run(&["token", "--secret", "not-the-secret", "--sub", "me"])
+        .await
+        .expect(0);
+    let refused = run(
+        &s,
+        &svc,
+        &["wallet", "treasury", "--token", forged.stdout.trim()],
+    )
+    .await
+    .expect(1);
+    assert!(
+        refused.stderr.contains("CONVO_WALLET_TOKEN / --token")
+            && !refused.stderr.contains("CONVO_API_KEY"),
+        "{}",
+        refused.stderr
+    );
 
     let sessions = s.run(&["sessions", "--json"]).await.expect(0).json();
     assert_eq!(sessions[0]["sessionId"], id.as_str());
