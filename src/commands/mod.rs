@@ -55,6 +55,10 @@ pub(crate) fn fail_with_credential(e: &ApiError, credential: Credential) -> Exit
         (ApiError::Unauthorized { .. }, Credential::WalletToken) => {
             " (check the wallet token: CONVO_WALLET_TOKEN / --token, a JWT from `convo token`)"
         }
+        // Sessions count those that exist: a deletion frees a place at once.
+        (ApiError::QuotaExceeded { limit, .. }, _) if limit.as_deref() == Some("sessions") => {
+            " (or delete a session, `convo delete SESSION_ID`, to start one now)"
+        }
         _ => "",
     };
     fail(e.exit_code(), format_args!("{e}{hint}"))

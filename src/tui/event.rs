@@ -179,13 +179,19 @@ pub fn describe_failure(failure: &ApiError, now: DateTime<Utc>) -> String {
             limit, reset_at, ..
         } => {
             let what = limit.as_deref().unwrap_or("plan");
+            // Sessions count those that exist: deleting one frees a place at once.
+            let now_too = if what == "sessions" {
+                " — or delete a session (Tab, d) to start one now"
+            } else {
+                ""
+            };
             match reset_at.as_deref().and_then(parse_time) {
                 Some(at) => format!(
-                    "quota exceeded ({what}): resets {} ({})",
+                    "quota exceeded ({what}): resets {} ({}){now_too}",
                     crate::format::time_until(now, at),
                     at.format("%Y-%m-%d %H:%M UTC")
                 ),
-                None => format!("quota exceeded ({what})"),
+                None => format!("quota exceeded ({what}){now_too}"),
             }
         }
         ApiError::InvalidRequest { message } => format!("rejected: {message}"),
@@ -225,5 +231,31 @@ impl EventSender {
 
     pub fn is_closed(&self) -> bool {
         self.0.is_closed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn quota(limit: &str) -> ApiError {
+        ApiError::QuotaExceeded {
+            limit: Some(limit.into()),
+            reset_at: Some("2026-12-01T00:00:00Z".into()),
+            retry_after: None,
+            message: "Quota exceeded".into(),
+        }
+    }
+
+    #[test]
+    fn the_session_limit_says_that_deleting_one_frees_a_place_now() {
+        let now = Utc.with_ymd_and_hms(2026, 11, 24, 12, 0, 0).unwrap();
+        let sessions = describe_failure(&quota("sessions"), now);
+        assert!(sessions.contains("resets in 6d 12h"), "{sessions}");
+        assert!(sessions.contains("delete a session"), "{sessions}");
+        let requests = describe_failure(&quota("requests"), now);
+        assert!(requests.contains("resets in 6d 12h"), "{requests}");
+        assert!(!requests.contains("delete"), "{requests}");
     }
 }

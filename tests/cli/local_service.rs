@@ -184,3 +184,36 @@ async fn a_new_user_session_from_the_shell() {
         dead.stderr
     );
 }
+
+#[tokio::test]
+async fn the_session_limit_says_a_deletion_frees_a_place_now() {
+    let mut config = ServiceConfig::ephemeral(0);
+    config.api_keys[0].1 = convo::service::Tier::Free;
+    let svc = service::start(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .expect("service starts");
+    let s = Sandbox::new();
+    // The free plan's ten sessions.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let http = reqwest::Client::new();
+    for _ in 0..10 {
+        let id = convo::api::new_session_id();
+        let status = http
+            .post(format!("{}/v1/sessions/{id}/messages", svc.base_url()))
+            .bearer_auth(&svc.api_key)
+            .json(&serde_json::json!({"content": "hi"}))
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(status.as_u16(), 200);
+    }
+    let refused = run(&s, &svc, &["send", "one more"]).await.expect(1);
+    assert!(
+        refused.stderr.contains("quota_exceeded")
+            && refused.stderr.contains("resets at")
+            && refused.stderr.contains("convo delete SESSION_ID"),
+        "{}",
+        refused.stderr
+    );
+}
