@@ -135,6 +135,14 @@ impl App {
         {
             // Never let the textarea's emacs bindings shadow ours if they were rebound.
             return EventState::NotConsumed;
+        } else if key.modifiers == KeyModifiers::CONTROL && key.code == KeyCode::Char('u') {
+            // Ctrl-U clears to the start of the line, as in shells and in the wallet prompt
+            // (the textarea would undo); Ctrl-Z undoes.
+            self.composer.delete_line_by_head();
+            self.send_error = None;
+        } else if key.modifiers == KeyModifiers::CONTROL && key.code == KeyCode::Char('z') {
+            self.composer.undo();
+            self.send_error = None;
         } else {
             self.composer.input(key);
             self.send_error = None;

@@ -231,6 +231,18 @@ fn a_new_session_takes_its_title_from_the_first_message() {
 }
 
 #[test]
+fn ctrl_u_clears_to_the_start_of_the_line_and_ctrl_z_undoes() {
+    let mut app = app();
+    type_text(&mut app, "first line");
+    app.update(alt(KeyCode::Enter));
+    type_text(&mut app, "second line");
+    app.update(ctrl('u'));
+    assert_eq!(app.composer_text(), "first line\n");
+    app.update(ctrl('z'));
+    assert_eq!(app.composer_text(), "first line\nsecond line");
+}
+
+#[test]
 fn alt_enter_inserts_a_newline() {
     let mut app = app();
     type_text(&mut app, "a");
