@@ -161,8 +161,25 @@ impl App {
                     return EventState::Consumed;
                 }
                 KeyCode::Enter => {
+                    if self.visible_sessions().is_empty() {
+                        // Nothing to open: stay in the filter, and say why the list is empty.
+                        let filter = self.filter.clone();
+                        self.notify(
+                            Level::Info,
+                            format!("no session matches “{filter}”: Backspace edits, Esc clears"),
+                        );
+                        return EventState::Consumed;
+                    }
                     self.filtering = false;
                     self.open_selected(out);
+                    // The filter found it: the whole list is back, the cursor on it.
+                    self.filter.clear();
+                    let open = self.open_id().map(str::to_string);
+                    self.session_cursor = self
+                        .visible_sessions()
+                        .iter()
+                        .position(|s| Some(&s.id) == open.as_ref())
+                        .unwrap_or(0);
                     return EventState::Consumed;
                 }
                 KeyCode::Backspace => {
@@ -181,6 +198,12 @@ impl App {
                 }
                 _ => {}
             }
+        }
+        if key.code == KeyCode::Esc && !self.filter.is_empty() {
+            // A filter kept after Enter: Esc clears it before it goes back to the composer.
+            self.filter.clear();
+            self.session_cursor = 0;
+            return EventState::Consumed;
         }
         let n = self.visible_sessions().len();
         if k.move_up.matches(&key) {

@@ -643,6 +643,41 @@ fn sessions_pane_moves_opens_and_filters() {
 }
 
 #[test]
+fn a_filter_that_matches_nothing_says_so_and_esc_clears_it() {
+    let mut app = app();
+    app.update(key(KeyCode::BackTab));
+    app.update(key(KeyCode::BackTab));
+    assert_eq!(app.focus, Focus::Sessions);
+    app.update(key(KeyCode::Char('/')));
+    type_text(&mut app, "zzz");
+    assert!(app.visible_sessions().is_empty());
+    app.update(key(KeyCode::Enter));
+    // Still filtering, with the reason on the status line; the draft got nothing.
+    assert!(app.filtering);
+    assert!(
+        app.notice
+            .as_ref()
+            .is_some_and(|n| n.text.contains("no session matches “zzz”")),
+        "{:?}",
+        app.notice
+    );
+    assert_eq!(app.composer_text(), "");
+    app.update(key(KeyCode::Esc));
+    assert!(!app.filtering);
+    assert_eq!(app.visible_sessions().len(), 3);
+    assert_eq!(app.focus, Focus::Sessions);
+
+    // Opening a match brings the whole list back, the cursor on the session opened.
+    app.update(key(KeyCode::Char('/')));
+    type_text(&mut app, "sec");
+    app.update(key(KeyCode::Enter));
+    assert!(!app.filtering);
+    assert_eq!(app.open_id(), Some(B));
+    assert_eq!(app.visible_sessions().len(), 3);
+    assert_eq!(app.visible_sessions()[app.session_cursor].id, B);
+}
+
+#[test]
 fn a_click_on_a_session_opens_it() {
     let mut app = app();
     let list = app.layout().session_list.unwrap();
