@@ -238,8 +238,17 @@ async fn delete_asks_then_deletes_on_the_server() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_session_is_removed_when_the_server_does_not_know_it() {
     let mut h = start(ServiceConfig::ephemeral(1)).await;
-    // Never sent to: the server has no such session.
+    h.type_text("soon gone");
+    h.press(KeyCode::Enter);
+    h.until("the reply", |app| {
+        app.open
+            .as_ref()
+            .is_some_and(|o| o.items.len() == 2 && !o.is_streaming())
+    })
+    .await;
     let id = h.rt.app.open_id().unwrap().to_string();
+    // Deleted behind this client's back.
+    h.client.delete_session(&id).await.unwrap();
     h.press(KeyCode::Tab);
     h.press(KeyCode::Char('d'));
     h.press(KeyCode::Enter);
@@ -247,14 +256,30 @@ async fn a_stale_session_is_removed_when_the_server_does_not_know_it() {
         app.sessions.iter().all(|s| s.id != id)
     })
     .await;
-    assert!(
-        h.rt.app
-            .notice
-            .as_ref()
-            .unwrap()
-            .text
-            .contains("already deleted")
-    );
+    let notice = h.rt.app.notice.as_ref().unwrap().text.clone();
+    assert!(notice.contains("already deleted"), "{notice}");
+    assert_eq!(h.rt.app.sessions.len(), 1, "a fresh session replaces it");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_never_sent_to_is_deleted_here_without_asking_the_server() {
+    let mut h = start(ServiceConfig::ephemeral(1)).await;
+    let id = h.rt.app.open_id().unwrap().to_string();
+    // Ctrl-N in an empty new session does not add another.
+    h.key(KeyCode::Char('n'), KeyModifiers::CONTROL);
+    h.key(KeyCode::Char('n'), KeyModifiers::CONTROL);
+    assert_eq!(h.rt.app.sessions.len(), 1);
+    assert_eq!(h.rt.app.open_id(), Some(id.as_str()));
+    h.press(KeyCode::Tab);
+    h.press(KeyCode::Char('d'));
+    h.press(KeyCode::Enter);
+    h.until("the entry removed", |app| {
+        app.sessions.iter().all(|s| s.id != id)
+    })
+    .await;
+    let notice = h.rt.app.notice.as_ref().unwrap().text.clone();
+    assert!(notice.contains("had no messages"), "{notice}");
+    assert!(!notice.contains("already deleted"), "{notice}");
     assert_eq!(h.rt.app.sessions.len(), 1, "a fresh session replaces it");
 }
 
@@ -280,9 +305,12 @@ async fn context_overflow_offers_a_new_session_with_the_draft() {
         screen.contains(&format!("{current} tokens")) && screen.contains("is 40."),
         "{screen}"
     );
-    let old = h.rt.app.open_id().unwrap().to_string();
+    let sessions = h.rt.app.sessions.len();
     h.press(KeyCode::Enter);
-    assert_ne!(h.rt.app.open_id(), Some(old.as_str()));
+    // The refused message was this session's first, so it is still an empty new session:
+    // that one takes the draft (there is at most one empty new session).
+    assert_eq!(h.rt.app.sessions.len(), sessions);
+    assert!(h.rt.app.open.as_ref().unwrap().items.is_empty());
     assert_eq!(h.rt.app.composer_text(), long.trim());
 }
 

@@ -174,8 +174,49 @@ impl App {
         self.send_error = None;
     }
 
-    /// Creates a session locally (the server creates it with the first message).
+    /// A session that nothing was sent to yet: the server does not know it.
+    pub(super) fn is_unsent(&self, id: &str) -> bool {
+        let listed_empty = self
+            .sessions
+            .iter()
+            .any(|s| s.id == id && s.title == NEW_SESSION_TITLE && s.tokens == 0);
+        let open_empty = match &self.open {
+            Some(o) if o.id == id => o.items.is_empty(),
+            _ => true,
+        };
+        listed_empty && open_empty
+    }
+
+    /// Creates a session locally (the server creates it with the first message). There is at
+    /// most one such empty session: if there is one, it is opened instead.
     pub(super) fn new_session(&mut self, draft: String, out: &mut Vec<Command>) {
+        let unsent = self
+            .sessions
+            .iter()
+            .map(|s| s.id.clone())
+            .find(|id| self.is_unsent(id));
+        if let Some(id) = unsent {
+            self.filter.clear();
+            self.filtering = false;
+            if self.open_id() == Some(id.as_str()) {
+                if draft.is_empty() {
+                    self.notify(Level::Info, "this is a new session already");
+                }
+            } else {
+                self.open_session(id.clone(), out);
+            }
+            self.session_cursor = self
+                .visible_sessions()
+                .iter()
+                .position(|s| s.id == id)
+                .unwrap_or(0);
+            if !draft.is_empty() {
+                self.composer = new_composer();
+                self.composer.insert_str(&draft);
+            }
+            self.focus = Focus::Composer;
+            return;
+        }
         let id = new_session_id();
         let summary = SessionSummary {
             id: id.clone(),

@@ -312,6 +312,16 @@ impl App {
                         // The `/delete` command is done with.
                         self.composer = new_composer();
                     }
+                    if self.is_unsent(&session_id) {
+                        // Never sent: only this client knows it, so there is nothing to ask
+                        // the server.
+                        self.notify(
+                            Level::Info,
+                            format!("deleted “{title}” (it had no messages)"),
+                        );
+                        self.remove_session(&session_id, out);
+                        return;
+                    }
                     self.deleting.push(session_id.clone());
                     self.notify(Level::Info, format!("deleting “{title}”…"));
                     out.push(Command::Delete { session_id });

@@ -102,6 +102,7 @@ impl App {
         // The session's first user message titles it, over a system message's title.
         let first_user = sent_role == Role::User
             && open.items.iter().filter(|i| i.role == Role::User).count() == 1;
+        let system_titled = open.items.iter().any(|i| i.role == Role::System);
         if let Some(u) = open.items.get_mut(user_item) {
             u.tokens = prompt_tokens;
             let header = header_for(u.role, u.created_at, prompt_tokens);
@@ -140,7 +141,10 @@ impl App {
         // The session list: title from the first message, most recent first.
         if let Some(s) = self.sessions.iter_mut().find(|s| s.id == session_id) {
             // A system message titles a session until its first user message does.
-            if first_user || (s.title == NEW_SESSION_TITLE && sent_role == Role::System) {
+            let untitled = s.title == NEW_SESSION_TITLE;
+            if (first_user && (untitled || system_titled))
+                || (untitled && sent_role == Role::System)
+            {
                 s.title = title_from(&sent_text);
             }
             s.last_activity = now;
