@@ -288,7 +288,7 @@ impl App {
             return;
         };
         if open.pending.is_some() {
-            self.send_error = Some("a reply is still coming; wait or stop it (Ctrl-C)".to_string());
+            self.send_error = Some(STILL_COMING.to_string());
             return;
         }
         // A new turn: a reply lost by the stream stays as far as it came.

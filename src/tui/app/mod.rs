@@ -186,6 +186,11 @@ impl App {
         match event {
             AppEvent::Key(key) => {
                 if key.kind != KeyEventKind::Release {
+                    // An informational notice has been seen: the next action clears it
+                    // (warnings and errors stay until Esc or until their cause is gone).
+                    if self.notice.as_ref().is_some_and(|n| n.level == Level::Info) {
+                        self.notice = None;
+                    }
                     let before = self.text_before_first_edit();
                     self.on_key(key, &mut out);
                     self.warm_on_first_edit(before, &mut out);
@@ -309,6 +314,12 @@ impl App {
             }
         }
         self.note_draft_edit(&mut out);
+        // "A reply is still coming" is over when no reply is.
+        if self.send_error.as_deref() == Some(STILL_COMING)
+            && !self.open.as_ref().is_some_and(|o| o.pending.is_some())
+        {
+            self.send_error = None;
+        }
         out
     }
 
@@ -422,6 +433,9 @@ impl App {
 fn sort_sessions(sessions: &mut [SessionSummary]) {
     sessions.sort_by_key(|s| std::cmp::Reverse(s.last_activity));
 }
+
+/// Why a send waits: the previous reply has not finished.
+pub const STILL_COMING: &str = "a reply is still coming; wait or stop it (Ctrl-C)";
 
 /// A session's title as the sessions pane shows it: the first message's first block as
 /// plain text (markdown syntax removed), shortened ([`crate::store::plain_title`]).

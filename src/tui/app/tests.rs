@@ -1284,6 +1284,47 @@ fn a_rendered_transcript_that_does_not_match_is_rebuilt() {
 }
 
 #[test]
+fn a_finished_reply_clears_the_error_that_said_one_was_coming() {
+    let mut app = app();
+    type_text(&mut app, "first");
+    let (_, send_id, _) = sent(&app.update(key(KeyCode::Enter))).unwrap();
+    type_text(&mut app, "second");
+    app.update(key(KeyCode::Enter));
+    assert_eq!(app.send_error.as_deref(), Some(STILL_COMING));
+    app.update(AppEvent::SendAccepted {
+        session_id: A.into(),
+        send_id,
+        reply: reply("msg_1", "", 0),
+        prompt_tokens: 3,
+    });
+    app.update(AppEvent::Stream {
+        session_id: A.into(),
+        update: StreamUpdate::Event(StreamEvent::Done {
+            message: reply("msg_1", "Done.", 2),
+        }),
+    });
+    assert!(!open(&app).is_streaming());
+    assert_eq!(app.send_error, None, "the reply it waited for has come");
+    assert_eq!(app.composer_text(), "second", "the draft is kept");
+}
+
+#[test]
+fn an_informational_notice_clears_on_the_next_key_and_an_error_stays() {
+    let mut app = app();
+    app.notify(Level::Info, "copied");
+    app.update(key(KeyCode::Char('a')));
+    assert_eq!(app.notice, None);
+    app.notify(Level::Error, "delete failed");
+    app.update(key(KeyCode::Char('b')));
+    assert!(
+        app.notice.is_some(),
+        "errors stay until Esc or their cause goes"
+    );
+    app.update(key(KeyCode::Esc));
+    assert_eq!(app.notice, None);
+}
+
+#[test]
 fn stopping_a_reply_clears_the_error_that_said_one_was_coming() {
     let mut app = app();
     type_text(&mut app, "first");
