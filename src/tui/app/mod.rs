@@ -316,7 +316,7 @@ impl App {
         self.note_draft_edit(&mut out);
         // "A reply is still coming" is over when no reply is.
         if self.send_error.as_deref() == Some(STILL_COMING)
-            && !self.open.as_ref().is_some_and(|o| o.pending.is_some())
+            && self.open.as_ref().is_none_or(|o| o.pending.is_none())
         {
             self.send_error = None;
         }
