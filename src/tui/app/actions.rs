@@ -168,7 +168,7 @@ impl App {
         if self.open.take().is_some() {
             // The draft went to the store with its session. Text typed before any session
             // was open (the store still loading) stays for the session about to open.
-            self.composer = new_composer();
+            self.composer = new_composer(&self.keys);
             self.metadata = None;
         }
         self.send_error = None;
@@ -211,7 +211,7 @@ impl App {
                 .position(|s| s.id == id)
                 .unwrap_or(0);
             if !draft.is_empty() {
-                self.composer = new_composer();
+                self.composer = new_composer(&self.keys);
                 self.composer.insert_str(&draft);
             }
             self.focus = Focus::Composer;
@@ -251,7 +251,7 @@ impl App {
         if self.open_id() == Some(id) {
             // Drop the open session without saving its draft, then open the next one.
             self.open = None;
-            self.composer = new_composer();
+            self.composer = new_composer(&self.keys);
             self.metadata = None;
             let next = self
                 .sessions
@@ -329,7 +329,7 @@ impl App {
             body,
             idempotency_key: format!("{}-{send_id}-{}", open.id, now.timestamp_millis()),
         });
-        self.composer = new_composer();
+        self.composer = new_composer(&self.keys);
         self.send_error = None;
         if role == Role::System {
             // A system message is a one-off: what follows is the user's again.

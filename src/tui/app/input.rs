@@ -310,7 +310,7 @@ impl App {
                     self.overlay = None;
                     if from_composer {
                         // The `/delete` command is done with.
-                        self.composer = new_composer();
+                        self.composer = new_composer(&self.keys);
                     }
                     if self.is_unsent(&session_id) {
                         // Never sent: only this client knows it, so there is nothing to ask

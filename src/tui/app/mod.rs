@@ -87,6 +87,7 @@ pub struct App {
 
 impl App {
     pub fn new(keys: KeyBindings, settings: Settings, size: Rect, now: DateTime<Utc>) -> Self {
+        let composer = new_composer(&keys);
         App {
             keys,
             settings,
@@ -103,7 +104,7 @@ impl App {
             filter: String::new(),
             filtering: false,
             open: None,
-            composer: new_composer(),
+            composer,
             role: Role::User,
             metadata: None,
             send_error: None,
@@ -448,10 +449,15 @@ fn transcript_viewport(size: Rect, composer_rows: usize, show_sessions: bool) ->
     (l.transcript_inner.width, l.transcript_inner.height)
 }
 
-fn new_composer() -> TextArea<'static> {
+/// An empty composer whose placeholder names the keys as bound.
+fn new_composer(keys: &KeyBindings) -> TextArea<'static> {
     let mut t = TextArea::default();
     t.set_wrap_mode(WrapMode::WordOrGlyph);
-    t.set_placeholder_text("Message · Enter sends · Alt-Enter new line · /help");
+    t.set_placeholder_text(format!(
+        "Message · {} sends · {} new line · /help",
+        keys.send.first_label(),
+        keys.newline.first_label()
+    ));
     t.set_cursor_line_style(ratatui::style::Style::default());
     t
 }

@@ -73,7 +73,7 @@ impl App {
         if let Some(d) = draft.filter(|d| !d.is_empty())
             && self.composer.is_empty()
         {
-            self.composer = new_composer();
+            self.composer = new_composer(&self.keys);
             self.composer.insert_str(d);
         }
     }
@@ -255,7 +255,7 @@ impl App {
         if p.role == Role::System {
             draft = format!("/system {draft}");
         }
-        self.composer = new_composer();
+        self.composer = new_composer(&self.keys);
         self.composer.insert_str(&draft);
         self.focus = Focus::Composer;
         self.send_error = Some(describe_failure(&failure, now));

@@ -31,7 +31,7 @@ impl App {
     fn run_slash(&mut self, cmd: SlashCommand, out: &mut Vec<Command>) {
         match cmd {
             SlashCommand::New(draft) => {
-                self.composer = new_composer();
+                self.composer = new_composer(&self.keys);
                 self.new_session(draft, out);
             }
             SlashCommand::Delete => {
@@ -52,32 +52,32 @@ impl App {
             SlashCommand::System(text) => self.send(text, Role::System, out),
             SlashCommand::Meta(json) if json.is_empty() => {
                 self.metadata = None;
-                self.composer = new_composer();
+                self.composer = new_composer(&self.keys);
                 self.notify(Level::Info, "metadata cleared");
             }
             SlashCommand::Meta(json) => match serde_json::from_str::<Value>(&json) {
                 Ok(v @ Value::Object(_)) => {
                     self.metadata = Some(v);
-                    self.composer = new_composer();
+                    self.composer = new_composer(&self.keys);
                     self.notify(Level::Info, "metadata set for the next message");
                 }
                 Ok(_) => self.notify(Level::Error, META_NEEDS_OBJECT),
                 Err(e) => self.notify(Level::Error, format!("/meta: invalid JSON: {e}")),
             },
             SlashCommand::Help => {
-                self.composer = new_composer();
+                self.composer = new_composer(&self.keys);
                 self.overlay = Some(Overlay::Help { scroll: 0 });
             }
             SlashCommand::Metrics => {
-                self.composer = new_composer();
+                self.composer = new_composer(&self.keys);
                 self.open_metrics(out);
             }
             SlashCommand::Wallet(id) => {
-                self.composer = new_composer();
+                self.composer = new_composer(&self.keys);
                 self.open_wallet(id.as_deref(), out);
             }
             SlashCommand::Quit => {
-                self.composer = new_composer();
+                self.composer = new_composer(&self.keys);
                 self.quit(out);
             }
         }

@@ -243,6 +243,22 @@ fn ctrl_u_clears_to_the_start_of_the_line_and_ctrl_z_undoes() {
 }
 
 #[test]
+fn the_placeholder_names_the_keys_as_bound() {
+    let table: toml::Table = "send = \"<Ctrl-s>\"\nnewline = \"<Enter>\""
+        .parse()
+        .unwrap();
+    let keys = KeyBindings::from_table(&table).unwrap();
+    let mut app = App::new(keys, Settings::default(), Rect::new(0, 0, 80, 24), t0());
+    assert_eq!(
+        app.composer.placeholder_text(),
+        "Message · Ctrl-s sends · Enter new line · /help"
+    );
+    // Still after a send or a new session.
+    app.update(ctrl('n'));
+    assert!(app.composer.placeholder_text().contains("Ctrl-s sends"));
+}
+
+#[test]
 fn alt_enter_inserts_a_newline() {
     let mut app = app();
     type_text(&mut app, "a");
