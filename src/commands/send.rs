@@ -38,7 +38,8 @@ impl From<InputRole> for Role {
 pub struct SendArgs {
     /// The message; read from stdin when absent
     pub text: Option<String>,
-    /// Session to send to (default: a new session, whose id is printed on stderr)
+    /// Session to send to (default: a new session, whose id is printed on stderr once the
+    /// service has taken the message)
     #[arg(long, short = 's', value_name = "SESSION_ID")]
     pub session: Option<String>,
     /// Role of the message
@@ -123,13 +124,11 @@ pub async fn run(args: SendArgs, global: crate::config::GlobalArgs) -> ExitCode 
         Ok(s) => s,
         Err(code) => return code,
     };
+    // A new session exists once the service took its first message: its id is printed then.
+    let new_session = args.session.is_none();
     let session_id = match &args.session {
         Some(id) => id.clone(),
-        None => {
-            let id = new_session_id();
-            eprintln!("new session: {id}");
-            id
-        }
+        None => new_session_id(),
     };
     let role: Role = args.role.into();
     let body = SendMessage {
@@ -162,6 +161,9 @@ pub async fn run(args: SendArgs, global: crate::config::GlobalArgs) -> ExitCode 
 
     match result {
         Ok(reply) => {
+            if new_session {
+                eprintln!("new session: {session_id}");
+            }
             let stored_reply = StoredMessage::from_reply(&reply);
             let id = session_id.clone();
             record(store, "the messages", move |s| {

@@ -209,6 +209,13 @@ async fn the_session_limit_says_a_deletion_frees_a_place_now() {
         assert_eq!(status.as_u16(), 200);
     }
     let refused = run(&s, &svc, &["send", "one more"]).await.expect(1);
+    // The session was never created: no id is announced for it.
+    assert!(
+        !refused.stderr.contains("new session:"),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(refused.stderr.lines().count(), 1, "{}", refused.stderr);
     assert!(
         refused.stderr.contains("quota_exceeded")
             && refused.stderr.contains("resets at")
