@@ -29,6 +29,16 @@ pub enum KeysError {
     Field { field: String, message: String },
     #[error("keys.{0}: unknown command (see `convo config` for the list)")]
     UnknownCommand(String),
+    #[error(
+        "keys.{first} and keys.{second} are both bound to {key} ({context}); bind one of them \
+         to another key"
+    )]
+    Conflict {
+        key: String,
+        first: &'static str,
+        second: &'static str,
+        context: &'static str,
+    },
 }
 
 /// One key with its modifiers, as written in the config file.
@@ -41,6 +51,12 @@ pub struct KeySpec {
 impl KeySpec {
     pub const fn new(code: KeyCode, modifiers: KeyModifiers) -> Self {
         KeySpec { code, modifiers }
+    }
+
+    /// Whether two specs name the same key as the terminal reports it (`<Ctrl-N>` is
+    /// `<Ctrl-n>`, `<BackTab>` is `<Shift-Tab>`).
+    pub fn same_key(&self, other: &KeySpec) -> bool {
+        normalize(self.code, self.modifiers) == normalize(other.code, other.modifiers)
     }
 
     /// Whether a key event from the terminal is this key. Shift is part of a character
@@ -354,11 +370,102 @@ impl KeyBindings {
         Ok(bindings)
     }
 
-    /// The defaults with the user's `[keys]` table laid over them. Errors name the field.
+    /// The defaults with the user's `[keys]` table laid over them. Errors name the field, or
+    /// both fields when two commands that act in the same place share a key.
     pub fn from_table(table: &toml::Table) -> Result<Self, KeysError> {
         let mut bindings = Self::defaults()?;
         bindings.overlay(table)?;
+        bindings.check_conflicts()?;
         Ok(bindings)
+    }
+
+    /// Commands that are looked up in the same place (see `src/tui/app/input.rs`): the
+    /// global ones act in every pane, so they are part of each pane's set; a dialog reads
+    /// only its own keys. The same key may serve two commands of different places
+    /// (`Enter` sends in the composer and opens in the sessions pane).
+    fn contexts<'a>(&'a self) -> [(&'static str, Vec<(&'static str, &'a Binding)>); 4] {
+        let global = [
+            ("stop_or_quit", &self.stop_or_quit),
+            ("new_session", &self.new_session),
+            ("toggle_role", &self.toggle_role),
+            ("focus_next", &self.focus_next),
+            ("focus_prev", &self.focus_prev),
+            ("scroll_up", &self.scroll_up),
+            ("scroll_down", &self.scroll_down),
+            ("help", &self.help),
+            ("metrics_view", &self.metrics_view),
+            ("wallet_view", &self.wallet_view),
+            ("back", &self.back),
+        ];
+        let with_global =
+            |own: &[(&'static str, &'a Binding)]| -> Vec<(&'static str, &'a Binding)> {
+                global.iter().copied().chain(own.iter().copied()).collect()
+            };
+        [
+            (
+                "in the composer",
+                with_global(&[
+                    ("send", &self.send),
+                    ("newline", &self.newline),
+                    ("scroll_top", &self.scroll_top),
+                    ("scroll_bottom", &self.scroll_bottom),
+                ]),
+            ),
+            (
+                "in the sessions pane",
+                with_global(&[
+                    ("move_up", &self.move_up),
+                    ("move_down", &self.move_down),
+                    ("open_session", &self.open_session),
+                    ("delete_session", &self.delete_session),
+                    ("filter_sessions", &self.filter_sessions),
+                    ("quit", &self.quit),
+                    ("refresh", &self.refresh),
+                    ("scroll_top", &self.scroll_top),
+                    ("scroll_bottom", &self.scroll_bottom),
+                ]),
+            ),
+            (
+                "in the transcript",
+                with_global(&[
+                    ("move_up", &self.move_up),
+                    ("move_down", &self.move_down),
+                    ("copy_reply", &self.copy_reply),
+                    ("quit", &self.quit),
+                    ("refresh", &self.refresh),
+                    ("scroll_top", &self.scroll_top),
+                    ("scroll_bottom", &self.scroll_bottom),
+                ]),
+            ),
+            (
+                "in a dialog",
+                vec![
+                    ("confirm", &self.confirm),
+                    ("cancel", &self.cancel),
+                    ("stop_or_quit", &self.stop_or_quit),
+                    ("new_session", &self.new_session),
+                ],
+            ),
+        ]
+    }
+
+    /// The first key two commands of one place share, as a config error naming both.
+    fn check_conflicts(&self) -> Result<(), KeysError> {
+        for (context, commands) in self.contexts() {
+            for (i, (first, a)) in commands.iter().enumerate() {
+                for (second, b) in &commands[i + 1..] {
+                    if let Some(spec) = a.0.iter().find(|x| b.0.iter().any(|y| x.same_key(y))) {
+                        return Err(KeysError::Conflict {
+                            key: format!("<{spec}>"),
+                            first,
+                            second,
+                            context,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -505,5 +612,37 @@ mod tests {
         );
         let table: toml::Table = "quit = []".parse().unwrap();
         assert!(KeyBindings::from_table(&table).is_err());
+    }
+
+    #[test]
+    fn two_commands_of_one_place_on_one_key_are_refused_naming_both() {
+        let keys = KeyBindings::defaults().unwrap();
+        assert_eq!(keys.check_conflicts(), Ok(()), "the defaults share no key");
+        let refused = |toml: &str| {
+            let table: toml::Table = toml.parse().unwrap();
+            KeyBindings::from_table(&table).unwrap_err().to_string()
+        };
+        let e = refused("send = \"<Ctrl-n>\"");
+        assert!(
+            e.contains("keys.new_session")
+                && e.contains("keys.send")
+                && e.contains("<Ctrl-n>")
+                && e.contains("composer"),
+            "{e}"
+        );
+        // Spelled differently, the same key: Ctrl+N arrives as Ctrl+n.
+        let e = refused("copy_reply = \"<Ctrl-N>\"");
+        assert!(e.contains("copy_reply") && e.contains("new_session"), "{e}");
+        // Of a list, any key that collides counts.
+        let e = refused("cancel = [\"n\", \"y\"]");
+        assert!(
+            e.contains("confirm") && e.contains("cancel") && e.contains("dialog"),
+            "{e}"
+        );
+        // Keys of different places may be shared, as Enter is by send and open_session.
+        let table: toml::Table = "delete_session = \"y\"\nquit = \"<Ctrl-q>\""
+            .parse()
+            .unwrap();
+        assert!(KeyBindings::from_table(&table).is_ok());
     }
 }

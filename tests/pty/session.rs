@@ -55,6 +55,26 @@ fn a_bad_key_binding_is_refused_with_the_field_named() {
 }
 
 #[test]
+fn two_commands_on_one_key_are_refused_naming_both() {
+    let home = tempfile::tempdir().unwrap();
+    let config = home.path().join("config.toml");
+    std::fs::write(&config, "[keys]\nsend = \"<Ctrl-n>\"\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_convo"))
+        .env_clear()
+        .env("HOME", home.path())
+        .env("CONVO_CONFIG", &config)
+        .env("CONVO_DATA_DIR", home.path().join("data"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("keys.send") && stderr.contains("keys.new_session"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn delete_a_session_with_the_keyboard() {
     let home = tempfile::tempdir().unwrap();
     let mut convo = Convo::start(home.path(), 100, 30);
