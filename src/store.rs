@@ -484,12 +484,29 @@ impl Store {
     /// Append a message to the session's transcript (creating the session if new), update
     /// its activity, token total and its title (the first user message's; until there is
     /// one, the first system message's). Returns the
-    /// message's row id (for [`Store::update_message`]).
+    /// message's row id (for [`Store::update_message`]). A message whose service id is
+    /// already stored in the session replaces that row in place (a reply cut short, then
+    /// fetched whole from the service).
     pub fn append_message(
         &self,
         session_id: &str,
         message: &StoredMessage,
     ) -> Result<i64, StoreError> {
+        if let Some(id) = &message.message_id {
+            let existing: Option<i64> = self
+                .lock()
+                .query_row(
+                    "SELECT id FROM messages WHERE session_id = ?1 AND message_id = ?2",
+                    params![session_id, id],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(|e| self.err(e))?;
+            if let Some(row) = existing {
+                self.update_message(row, message)?;
+                return Ok(row);
+            }
+        }
         let mut conn = self.lock();
         let tx = conn.transaction().map_err(|e| self.err(e))?;
         upsert(&tx, session_id, &message.created_at).map_err(|e| self.err(e))?;
@@ -527,6 +544,25 @@ impl Store {
         refresh_tokens(&tx, session_id).map_err(|e| self.err(e))?;
         tx.commit().map_err(|e| self.err(e))?;
         Ok(row)
+    }
+
+    /// Mark the latest stored copy of `message` (same role, text and time) as failed: it
+    /// was stored as sent, and the service turned out not to keep it.
+    pub fn mark_failed(&self, session_id: &str, message: &StoredMessage) -> Result<(), StoreError> {
+        self.lock()
+            .execute(
+                "UPDATE messages SET status = 'failed' WHERE id = (SELECT id FROM messages
+                     WHERE session_id = ?1 AND role = ?2 AND content = ?3 AND created_at = ?4
+                     ORDER BY id DESC LIMIT 1)",
+                params![
+                    session_id,
+                    message.role.as_str(),
+                    message.content,
+                    fmt_time(&message.created_at),
+                ],
+            )
+            .map(|_| ())
+            .map_err(|e| self.err(e))
     }
 
     /// Replace a stored message (e.g. a streamed reply when it completes or is cut short).
@@ -879,6 +915,40 @@ mod tests {
         let t = s.transcript("session_a").unwrap();
         assert_eq!(t, vec![msg(Role::Assistant, "partial reply", 3, 1)]);
         assert_eq!(s.list_sessions().unwrap()[0].tokens, 3);
+    }
+
+    #[test]
+    fn a_message_stored_again_under_its_id_replaces_the_row() {
+        let s = Store::in_memory().unwrap();
+        s.append_message("session_a", &msg(Role::User, "hi", 1, 0))
+            .unwrap();
+        let mut cut = msg(Role::Assistant, "par", 0, 1).with_status(MessageStatus::Interrupted);
+        cut.message_id = Some("msg_1".into());
+        let row = s.append_message("session_a", &cut).unwrap();
+        let mut whole = msg(Role::Assistant, "partial reply, whole", 5, 1);
+        whole.message_id = Some("msg_1".into());
+        assert_eq!(s.append_message("session_a", &whole).unwrap(), row);
+        let t = s.transcript("session_a").unwrap();
+        assert_eq!(t.len(), 2);
+        assert_eq!(t[1], whole);
+        assert_eq!(s.list_sessions().unwrap()[0].tokens, 6);
+        // The same id in another session is another message.
+        s.append_message("session_b", &whole).unwrap();
+        assert_eq!(s.transcript("session_b").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_message_the_service_did_not_keep_is_marked_failed() {
+        let s = Store::in_memory().unwrap();
+        s.append_message("session_a", &msg(Role::User, "hi", 1, 0))
+            .unwrap();
+        s.append_message("session_a", &msg(Role::User, "again", 1, 1))
+            .unwrap();
+        s.mark_failed("session_a", &msg(Role::User, "again", 1, 1))
+            .unwrap();
+        let t = s.transcript("session_a").unwrap();
+        assert_eq!(t[0].status, MessageStatus::Complete);
+        assert_eq!(t[1].status, MessageStatus::Failed);
     }
 
     #[test]

@@ -67,4 +67,9 @@ pub enum StoreOp {
     },
     SetLastOpen(String),
     DeleteSession(String),
+    /// A message stored as sent that the service turned out not to keep: marked failed.
+    MarkUnsent {
+        session_id: String,
+        message: StoredMessage,
+    },
 }

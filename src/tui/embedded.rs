@@ -192,14 +192,13 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "local-model")]
     fn a_named_model_must_be_there() {
         let data = tempfile::tempdir().unwrap();
         install(data.path(), "SmolLM2-135M-Instruct");
         for kind in [EngineKind::Auto, EngineKind::Local] {
             let err = engine_config(&choice(kind, Some("Missing")), data.path(), 5).unwrap_err();
-            if cfg!(feature = "local-model") {
-                assert!(err.contains("Missing"), "{err}");
-            }
+            assert!(err.contains("Missing"), "{err}");
         }
         let err = engine_config(
             &choice(EngineKind::Local, None),

@@ -79,7 +79,7 @@ pub enum AppEvent {
     /// A usage poll succeeded.
     UsageFetched(Usage),
     /// A usage poll failed; the gauges keep their last values and get a stale mark.
-    UsageFailed(String),
+    UsageFailed(ApiError),
     /// A worker could not do its job and the user should know (e.g. the store is unwritable).
     WorkerError(String),
     /// An answer for the metrics view (F2): one query of a load (`tui::metrics`).

@@ -26,8 +26,22 @@ pub struct AppLayout {
 /// Composer rows (text lines) shown at most; more scroll inside it.
 const MAX_COMPOSER_LINES: usize = 8;
 
-pub fn compute(size: Rect, composer_lines: usize, show_sessions: bool) -> AppLayout {
-    let [main, status] = Layout::vertical([Constraint::Min(0), Constraint::Length(1)]).areas(size);
+/// Rows the status bar may take for a long message: a quarter of the screen, at most 4.
+pub fn max_status_rows(size: Rect) -> u16 {
+    (size.height / 4).clamp(1, 4)
+}
+
+/// The panes for a terminal of `size`, a composer of `composer_lines` wrapped lines and a
+/// status bar of `status_rows` rows (one, more for a message that wraps).
+pub fn compute(
+    size: Rect,
+    composer_lines: usize,
+    show_sessions: bool,
+    status_rows: u16,
+) -> AppLayout {
+    let status_rows = status_rows.clamp(1, max_status_rows(size));
+    let [main, status] =
+        Layout::vertical([Constraint::Min(0), Constraint::Length(status_rows)]).areas(size);
     let wide = size.width >= WIDE;
     let (usage, body) = if wide {
         let [body, usage] =
@@ -95,7 +109,7 @@ mod tests {
 
     #[test]
     fn panes_tile_the_screen_at_80x24() {
-        let l = compute(Rect::new(0, 0, 80, 24), 1, true);
+        let l = compute(Rect::new(0, 0, 80, 24), 1, true, 1);
         assert_eq!(l.status, Rect::new(0, 23, 80, 1));
         assert!(!l.usage_is_column);
         assert_eq!(l.usage.height, 2);
@@ -108,7 +122,7 @@ mod tests {
 
     #[test]
     fn wide_terminals_get_a_usage_column() {
-        let l = compute(Rect::new(0, 0, 200, 60), 3, true);
+        let l = compute(Rect::new(0, 0, 200, 60), 3, true, 1);
         assert!(l.usage_is_column);
         assert_eq!(l.usage.x + l.usage.width, 200);
         assert_eq!(l.composer.height, 5);
@@ -117,7 +131,7 @@ mod tests {
     #[test]
     fn tiny_terminals_do_not_panic() {
         for (w, h) in [(0, 0), (1, 1), (10, 3), (40, 6)] {
-            let _ = compute(Rect::new(0, 0, w, h), 20, true);
+            let _ = compute(Rect::new(0, 0, w, h), 20, true, 1);
         }
     }
 

@@ -11,7 +11,7 @@ use convo::render::transcript::EntryState;
 use convo::service::{RunningService, ServiceConfig};
 use convo::store::{MessageStatus, Store, StoredMessage};
 use convo::tui::app::{App, StreamState};
-use crossterm::event::KeyCode;
+use crossterm::event::{KeyCode, KeyModifiers};
 use tokio::sync::mpsc;
 
 use super::proxy::{Fault, FaultProxy};
@@ -347,7 +347,9 @@ async fn a_server_killed_mid_reply_and_restarted_is_reconnected_to_by_itself() {
     tui.until("the stream open again", stream_open).await;
     // The reply was cut short: the service's `error` event marks it failed, or, when the
     // close beat that event, it reads interrupted and the history fetched after the
-    // reconnect settles it (the turn was rolled back: interrupted for good, kept locally).
+    // reconnect settles it: the turn was rolled back, so the reply reads `not kept` (kept
+    // locally as far as it came), the message `not sent`, and its text is back in the
+    // composer to send again.
     tui.until("the reply settled", |app| {
         app.open
             .as_ref()
@@ -357,17 +359,22 @@ async fn a_server_killed_mid_reply_and_restarted_is_reconnected_to_by_itself() {
     let (kept, state) = last_reply(tui.app()).unwrap();
     let kept = kept.to_string();
     assert!(kept.starts_with(&partial), "what arrived stays visible");
-    assert!(
-        matches!(state, EntryState::Interrupted | EntryState::Failed(_)),
-        "{state:?}"
-    );
-    if *state == EntryState::Interrupted {
+    assert!(matches!(state, EntryState::Failed(_)), "{state:?}");
+    if *state == EntryState::Failed("not kept".into()) {
         let notice = tui.app().notice.clone().unwrap().text;
         assert!(notice.contains("did not keep"), "{notice}");
+        assert_eq!(
+            tui.app().composer_text(),
+            "please write a long story about lighthouses"
+        );
+        assert!(tui.screen().contains("not sent"), "{}", tui.screen());
         let sid = tui.app().open_id().unwrap().to_string();
         let local = until_in_local_store(&tui, &sid, 2).await;
         assert_eq!(local[1].content, kept);
-        assert_eq!(local[1].status, MessageStatus::Interrupted);
+        assert_eq!(local[1].status, MessageStatus::Failed);
+        // Not this time: the composer is cleared to write something else.
+        tui.key(KeyCode::Char('u'), KeyModifiers::CONTROL);
+        assert_eq!(tui.app().composer_text(), "");
     }
     tui.type_text("again, briefly");
     tui.press(KeyCode::Enter);

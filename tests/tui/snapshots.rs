@@ -324,11 +324,78 @@ fn usage_stale() {
     snap("usage_stale", |w, h| {
         let mut app = chat(w, h);
         app.update(AppEvent::Clock(t0() + chrono::Duration::minutes(2)));
-        app.update(AppEvent::UsageFailed(
-            "network error: connection refused".into(),
-        ));
+        app.update(AppEvent::UsageFailed(ApiError::Network(
+            "connection refused".into(),
+        )));
         app
     });
+}
+
+#[test]
+fn usage_limit_reached_shows_the_gauge_full_with_the_reset() {
+    // The poll itself is refused by the spent request quota: the gauge says so, full and
+    // in the error colour, with when it resets, instead of freezing on its last numbers.
+    for (w, h) in [(80, 24), (120, 40), (200, 60), (60, 20)] {
+        let mut app = chat(w, h);
+        app.update(AppEvent::UsageFetched(usage(50.7)));
+        app.update(AppEvent::UsageFailed(ApiError::QuotaExceeded {
+            limit: Some("requests".into()),
+            reset_at: Some((Utc.with_ymd_and_hms(2026, 11, 22, 14, 30, 0).unwrap()).to_rfc3339()),
+            retry_after: None,
+            message: "request quota exceeded".into(),
+        }));
+        let screen = render(&app);
+        assert!(!screen.contains("STALE"), "{screen}");
+        assert!(screen.contains("full"), "{screen}");
+        assert!(screen.contains("in 2h 30m"), "{screen}");
+        insta::assert_snapshot!(format!("usage_limit_reached_{w}x{h}"), screen);
+        // A later poll that is answered shows the numbers again.
+        let mut u = usage(1.0);
+        u.requests.used = 10;
+        app.update(AppEvent::UsageFetched(u));
+        let screen = render(&app);
+        assert!(!screen.contains("full"), "{screen}");
+    }
+}
+
+#[test]
+fn the_status_dot_follows_the_connection() {
+    snap("service_unreachable", |w, h| {
+        let mut app = chat(w, h);
+        app.update(AppEvent::Stream {
+            session_id: A.into(),
+            update: StreamUpdate::Disconnected {
+                error: ApiError::Network("connection refused".into()),
+                retry_in: Some(std::time::Duration::from_secs(2)),
+            },
+        });
+        app
+    });
+    let mut app = chat(100, 30);
+    app.update(AppEvent::UsageFailed(ApiError::Network(
+        "connection refused".into(),
+    )));
+    assert!(render(&app).contains("◌ reconnecting to the local service"));
+    app.update(AppEvent::Stream {
+        session_id: A.into(),
+        update: StreamUpdate::Connected,
+    });
+    assert!(render(&app).contains("● local service"));
+    // A remote service that refuses the key.
+    let mut app = chat(100, 30);
+    app.update(AppEvent::Connected(Endpoint::Remote {
+        base_url: "https://convo.example".into(),
+    }));
+    app.update(AppEvent::UsageFailed(ApiError::Unauthorized {
+        message: "unknown API key".into(),
+    }));
+    assert!(
+        render(&app).contains("✗ key refused by https://convo.example"),
+        "{}",
+        render(&app)
+    );
+    app.update(AppEvent::UsageFetched(usage(1.0)));
+    assert!(render(&app).contains("● https://convo.example"));
 }
 
 #[test]

@@ -50,14 +50,12 @@ impl App {
     }
 
     pub(super) fn page(&self) -> usize {
-        let (_, h) =
-            transcript_viewport(self.size, self.composer_rows(), self.settings.show_sessions);
+        let (_, h) = self.transcript_viewport();
         (h as usize).saturating_sub(2).max(1)
     }
 
     pub(super) fn scroll_by(&mut self, delta: isize) {
-        let (w, h) =
-            transcript_viewport(self.size, self.composer_rows(), self.settings.show_sessions);
+        let (w, h) = self.transcript_viewport();
         let Some(open) = self.open.as_mut() else {
             return;
         };
@@ -70,8 +68,7 @@ impl App {
     }
 
     pub(super) fn reveal_selected(&mut self) {
-        let (w, h) =
-            transcript_viewport(self.size, self.composer_rows(), self.settings.show_sessions);
+        let (w, h) = self.transcript_viewport();
         let Some(open) = self.open.as_mut() else {
             return;
         };
@@ -116,7 +113,10 @@ impl App {
         }
         // "a reply is still coming" no longer holds.
         self.send_error = None;
-        self.notify(Level::Info, "stopped; the service keeps the full reply");
+        self.notify(
+            Level::Info,
+            "stopped; the service finishes the reply, and it is shown whole when it is stored",
+        );
     }
 
     pub(super) fn open_selected(&mut self, out: &mut Vec<Command>) {
@@ -148,8 +148,7 @@ impl App {
         if let Some(pos) = self.visible_sessions().iter().position(|s| s.id == id) {
             self.session_cursor = pos;
         }
-        let (width, rows) =
-            transcript_viewport(self.size, self.composer_rows(), self.settings.show_sessions);
+        let (width, rows) = self.transcript_viewport();
         out.push(Command::LoadTranscript {
             session_id: id.clone(),
             width,

@@ -81,18 +81,12 @@ impl App {
             self.open_wallet(None, out);
         } else if k.back.matches(key) && !self.filtering {
             // Esc: stop following a stream, else clear the notice or a send error.
-            let (w, h) =
-                transcript_viewport(self.size, self.composer_rows(), self.settings.show_sessions);
+            let (w, h) = self.transcript_viewport();
             if let Some(open) = self.open.as_mut().filter(|o| o.follow && o.is_streaming()) {
                 open.top = open.effective_top(w, h);
                 open.follow = false;
-                self.notify(
-                    Level::Info,
-                    format!(
-                        "stopped following; {} to follow again",
-                        self.keys.scroll_bottom.first_label()
-                    ),
-                );
+                let hint = format!("stopped following; {} to follow again", self.follow_hint());
+                self.notify(Level::Info, hint);
             } else if self.notice.is_some() || self.send_error.is_some() {
                 self.notice = None;
                 self.send_error = None;
@@ -143,6 +137,13 @@ impl App {
         } else if key.modifiers == KeyModifiers::CONTROL && key.code == KeyCode::Char('z') {
             self.composer.undo();
             self.send_error = None;
+        } else if self.composer_chars() == 0
+            && !matches!(key.code, KeyCode::Char(_))
+            && (self.keys.scroll_top.matches(&key) || self.keys.scroll_bottom.matches(&key))
+        {
+            // An empty draft has no line to move in: Home and End scroll the transcript, so
+            // the hint "End follows" is true from here too.
+            self.pane_common_key(&key, out);
         } else {
             self.composer.input(key);
             self.send_error = None;

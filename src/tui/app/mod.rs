@@ -25,14 +25,17 @@ use crate::render::transcript::{Entry, EntryId, EntryState, Transcript};
 
 mod actions;
 mod input;
+mod link;
 mod open_session;
 mod reply;
+mod settle;
 mod slash;
 mod state;
 #[cfg(test)]
 mod tests;
 
 pub use crate::tui::slash::SlashCommand;
+pub use link::{LimitReached, Link};
 pub use open_session::{OpenSession, render_stored};
 use open_session::{header_for, reply_slot, stored_state};
 pub use state::*;
@@ -52,6 +55,8 @@ pub struct App {
     pub view: View,
     pub overlay: Option<Overlay>,
     pub connection: Connection,
+    /// Whether the service answered the last request or stream (the status bar's dot).
+    pub link: Link,
     /// What answers in the embedded service (none for a remote one).
     pub engine: Option<EngineStatus>,
     pub store_ready: bool,
@@ -97,6 +102,7 @@ impl App {
             view: View::Chat,
             overlay: None,
             connection: Connection::Connecting,
+            link: Link::Up,
             engine: None,
             store_ready: false,
             sessions: Vec::new(),
@@ -123,12 +129,47 @@ impl App {
 
     /// The layout for the current size and composer.
     pub fn layout(&self) -> AppLayout {
-        layout::compute(self.size, self.composer_rows(), self.settings.show_sessions)
+        let status_rows = crate::tui::view::status::rows(
+            self,
+            self.size.width,
+            layout::max_status_rows(self.size),
+        );
+        layout::compute(
+            self.size,
+            self.composer_rows(),
+            self.settings.show_sessions,
+            status_rows,
+        )
+    }
+
+    /// What the status bar says in place of its key hints, word-wrapped over as many rows as
+    /// it needs ([`layout::max_status_rows`]): the notice, and a send error too long for the
+    /// composer's border, so that no advice is cut off.
+    pub fn status_message(&self) -> Option<(Level, String)> {
+        let notice = self.notice.as_ref().filter(|_| !self.filtering);
+        let send_error = self
+            .send_error
+            .as_deref()
+            .filter(|e| !self.send_error_fits(e));
+        match (notice, send_error) {
+            (None, None) => None,
+            (Some(n), None) => Some((n.level, n.text.clone())),
+            (None, Some(e)) => Some((Level::Error, e.to_string())),
+            (Some(n), Some(e)) => Some((Level::Error, format!("{} · {e}", n.text))),
+        }
+    }
+
+    /// Whether a send error fits the composer's bottom border (else the status bar says it).
+    pub fn send_error_fits(&self, text: &str) -> bool {
+        let width = layout::compute(self.size, 1, self.settings.show_sessions, 1)
+            .composer
+            .width as usize;
+        crate::render::wrap::str_width(text) + 4 <= width
     }
 
     /// Rows the composer's text takes once wrapped to the composer's width.
     pub fn composer_rows(&self) -> usize {
-        let width = layout::compute(self.size, 1, self.settings.show_sessions)
+        let width = layout::compute(self.size, 1, self.settings.show_sessions, 1)
             .composer
             .width
             .saturating_sub(2)
@@ -172,6 +213,17 @@ impl App {
             .map(|l| l.chars().count())
             .sum::<usize>()
             + self.composer.lines().len().saturating_sub(1)
+    }
+
+    /// The key that takes the transcript back to its end from where the user is: the
+    /// transcript's `End` from a pane or an empty draft, else `PgDn` (the composer's `End`
+    /// moves its cursor; paging down to the end follows too).
+    pub fn follow_hint(&self) -> String {
+        if self.focus == Focus::Composer && self.composer_chars() > 0 {
+            format!("{} (to the end)", self.keys.scroll_down.first_label())
+        } else {
+            self.keys.scroll_bottom.first_label()
+        }
     }
 
     fn notify(&mut self, level: Level, text: impl Into<String>) {
@@ -259,6 +311,7 @@ impl App {
                 messages,
                 draft,
                 rendered.and_then(|r| r.take()),
+                &mut out,
             ),
             AppEvent::SendAccepted {
                 session_id,
@@ -274,6 +327,7 @@ impl App {
             AppEvent::Stream { session_id, update } => self.on_stream(session_id, update, &mut out),
             AppEvent::History { session_id, fetch } => self.on_history(session_id, fetch, &mut out),
             AppEvent::Deleted { session_id } => {
+                self.note_answer(Ok(()));
                 out.push(Command::RefreshUsage);
                 self.notify(
                     Level::Info,
@@ -285,6 +339,7 @@ impl App {
                 session_id,
                 failure,
             } => {
+                self.note_answer(Err(&failure));
                 self.deleting.retain(|d| d != &session_id);
                 if matches!(failure, ApiError::SessionNotFound { .. }) {
                     self.notify(
@@ -300,12 +355,8 @@ impl App {
                     self.notify(Level::Error, text);
                 }
             }
-            AppEvent::UsageFetched(usage) => {
-                self.usage.usage = Some(usage);
-                self.usage.fetched_at = Some(self.now);
-                self.usage.error = None;
-            }
-            AppEvent::UsageFailed(e) => self.usage.error = Some(e),
+            AppEvent::UsageFetched(usage) => self.on_usage(usage),
+            AppEvent::UsageFailed(e) => self.on_usage_failed(e),
             AppEvent::WorkerError(e) => self.notify(Level::Error, e),
             AppEvent::Metrics(ev) => self.metrics.on_event(ev),
             AppEvent::Wallet(ev) => {
@@ -444,9 +495,12 @@ pub fn title_from(text: &str) -> String {
     crate::store::plain_title(text, 40).unwrap_or_else(|| NEW_SESSION_TITLE.to_string())
 }
 
-fn transcript_viewport(size: Rect, composer_rows: usize, show_sessions: bool) -> (u16, u16) {
-    let l = layout::compute(size, composer_rows, show_sessions);
-    (l.transcript_inner.width, l.transcript_inner.height)
+impl App {
+    /// The transcript's text area: its width and height.
+    fn transcript_viewport(&self) -> (u16, u16) {
+        let l = self.layout();
+        (l.transcript_inner.width, l.transcript_inner.height)
+    }
 }
 
 /// An empty composer whose placeholder names the keys as bound.

@@ -19,6 +19,7 @@ impl App {
         messages: Vec<StoredMessage>,
         draft: Option<String>,
         rendered: Option<Transcript>,
+        out: &mut Vec<Command>,
     ) {
         let started = std::time::Instant::now();
         let Some(open) = self.open.as_mut().filter(|o| o.id == session_id) else {
@@ -69,6 +70,13 @@ impl App {
             "transcript loaded on the UI task"
         );
         open.follow = true;
+        // Ends unsettled (a reply stopped or cut short, or a message with no reply: the app
+        // quit or was killed mid-reply): the service's history says how it ended.
+        if open.unsettled(shift) {
+            out.push(Command::FetchHistory {
+                session_id: session_id.clone(),
+            });
+        }
         self.draft_in_store = draft.clone().unwrap_or_default();
         if let Some(d) = draft.filter(|d| !d.is_empty())
             && self.composer.is_empty()
@@ -86,6 +94,7 @@ impl App {
         prompt_tokens: u64,
         out: &mut Vec<Command>,
     ) {
+        self.note_answer(Ok(()));
         out.push(Command::RefreshUsage);
         let now = self.now;
         let Some(open) = self.open.as_mut().filter(|o| o.id == session_id) else {
@@ -177,8 +186,11 @@ impl App {
             Some(i) => i,
             None => return,
         };
-        // Only a reply still coming completes (a stopped or finished one stays as it is).
-        if open.items[idx].state != EntryState::Streaming {
+        // A reply still coming completes; so does one the user stopped watching (Ctrl-C),
+        // which the service went on to store whole: the transcript shows what it stored,
+        // and counts its tokens. A finished or failed one stays as it is.
+        let stopped = open.items[idx].state == EntryState::Interrupted && !open.is_cut_off(idx);
+        if open.items[idx].state != EntryState::Streaming && !stopped {
             return;
         }
         let item = &mut open.items[idx];
@@ -231,6 +243,7 @@ impl App {
         failure: ApiError,
         out: &mut Vec<Command>,
     ) {
+        self.note_answer(Err(&failure));
         let now = self.now;
         let typed = self.composer_text();
         let Some(open) = self.open.as_mut().filter(|o| o.id == session_id) else {
@@ -262,6 +275,11 @@ impl App {
         match failure {
             ApiError::ContextOverflow { current, max, .. } => {
                 open.context_max = max;
+                // The service's window, learned: sessions opened from now on start with it
+                // (the dialog's new session first of all).
+                if max > 0 {
+                    self.settings.max_context_tokens = max;
+                }
                 self.overlay = Some(Overlay::ContextOverflow {
                     current,
                     max,
@@ -282,6 +300,11 @@ impl App {
         update: StreamUpdate,
         out: &mut Vec<Command>,
     ) {
+        match &update {
+            StreamUpdate::Connected => self.note_answer(Ok(())),
+            StreamUpdate::Disconnected { error, .. } => self.note_answer(Err(error)),
+            _ => {}
+        }
         let Some(open) = self.open.as_mut().filter(|o| o.id == session_id) else {
             return;
         };
@@ -398,6 +421,10 @@ impl App {
             .as_ref()
             .map(|p| (p.reply_item, p.role, p.text.clone()))
         else {
+            // Not a reply the stream lost: the history asked for when the session opened.
+            if let HistoryFetch::Messages(messages) = fetch {
+                self.settle_from_history(&session_id, messages, out);
+            }
             return;
         };
         let Some(reply_id) = open.items.get(idx).and_then(|i| i.message_id.clone()) else {
@@ -415,8 +442,15 @@ impl App {
                 } else if last_is_sent {
                     tracing::debug!(session = %session_id, "the lost reply is still being generated");
                 } else {
+                    // Neither the message nor the reply: the service rolled the turn back.
+                    let user_item = open.cut_off.as_ref().map(|p| p.user_item);
+                    open.set_state(idx, EntryState::Failed("not kept".into()));
                     out.extend(open.settle_cut_off());
-                    self.notify(Level::Warn, REPLY_NOT_KEPT);
+                    if let Some(u) = user_item {
+                        self.mark_unsent(&session_id, u, out);
+                    } else {
+                        self.notify(Level::Warn, REPLY_NOT_KEPT);
+                    }
                 }
             }
             HistoryFetch::Unsupported => {

@@ -106,6 +106,8 @@ pub struct UsagePanel {
     pub fetched_at: Option<DateTime<Utc>>,
     /// Set when the last poll failed: the gauges are stale.
     pub error: Option<String>,
+    /// A limit a `quota_exceeded` said is reached, until a poll says it is not.
+    pub reached: Option<super::LimitReached>,
 }
 
 /// One message of the open transcript, beside its render entry.

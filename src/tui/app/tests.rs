@@ -349,6 +349,30 @@ fn context_overflow_offers_a_new_session_with_the_draft() {
 }
 
 #[test]
+fn a_window_learned_from_an_overflow_holds_in_the_new_session() {
+    let mut app = app();
+    type_text(&mut app, "long text");
+    let (_, send_id, _) = sent(&app.update(key(KeyCode::Enter))).unwrap();
+    app.update(AppEvent::SendFailed {
+        session_id: A.into(),
+        send_id,
+        failure: ApiError::ContextOverflow {
+            current: 290,
+            max: 300,
+            message: "too long".into(),
+        },
+    });
+    app.update(key(KeyCode::Enter));
+    assert_ne!(app.open_id(), Some(A));
+    assert_eq!(open(&app).context_max, 300, "not the 8192 default");
+    // And in any session opened later.
+    app.update(key(KeyCode::Tab));
+    app.update(key(KeyCode::Down));
+    app.update(key(KeyCode::Enter));
+    assert_eq!(open(&app).context_max, 300);
+}
+
+#[test]
 fn not_connected_keeps_the_text() {
     let mut app = App::new(
         KeyBindings::default(),
@@ -602,6 +626,39 @@ fn esc_stops_following_and_end_follows_again() {
 }
 
 #[test]
+fn the_follow_hint_names_a_key_that_follows_from_the_composer() {
+    let mut app = app();
+    for i in 0..30 {
+        app.update(AppEvent::Paste(format!("line {i}\n\n")));
+    }
+    app.update(key(KeyCode::Enter));
+    app.update(key(KeyCode::PageUp));
+    assert!(!open(&app).follow);
+    assert_eq!(app.focus, Focus::Composer);
+    // An empty draft: End follows from the composer, as the hint says.
+    assert_eq!(app.follow_hint(), "End");
+    app.update(key(KeyCode::End));
+    assert!(open(&app).follow);
+    // With a draft, End moves the composer's cursor; the hint names PgDn instead.
+    app.update(key(KeyCode::PageUp));
+    type_text(&mut app, "ab");
+    app.update(key(KeyCode::Home));
+    assert!(!open(&app).follow);
+    assert_eq!(app.follow_hint(), "PgDn (to the end)");
+    app.update(key(KeyCode::End));
+    assert!(!open(&app).follow);
+    assert_eq!(app.composer_text(), "ab");
+    // A plain character bound to scroll_bottom still types in an empty composer.
+    let mut keys = KeyBindings::default();
+    keys.scroll_bottom = crate::keys::Binding(vec!["G".parse().unwrap()]);
+    app.keys = keys;
+    app.update(key(KeyCode::Backspace));
+    app.update(key(KeyCode::Backspace));
+    type_text(&mut app, "G");
+    assert_eq!(app.composer_text(), "G");
+}
+
+#[test]
 fn page_keys_and_the_wheel_scroll_and_the_bottom_resumes_following() {
     let mut app = app();
     for i in 0..40 {
@@ -792,11 +849,36 @@ fn usage_polls_update_and_failures_mark_the_gauges_stale() {
     app.update(AppEvent::UsageFetched(usage.clone()));
     assert_eq!(app.usage.usage.as_ref().unwrap().tier, "pro");
     assert!(app.usage.error.is_none());
-    app.update(AppEvent::UsageFailed("connection refused".into()));
-    assert_eq!(app.usage.error.as_deref(), Some("connection refused"));
+    app.update(AppEvent::UsageFailed(ApiError::Network(
+        "connection refused".into(),
+    )));
+    assert_eq!(
+        app.usage.error.as_deref(),
+        Some("network error: connection refused")
+    );
+    assert_eq!(app.link, Link::Down("connection refused".into()));
     assert!(app.usage.usage.is_some(), "the last values stay");
-    app.update(AppEvent::UsageFetched(usage));
+    app.update(AppEvent::UsageFetched(usage.clone()));
     assert!(app.usage.error.is_none());
+    assert_eq!(app.link, Link::Up);
+    // Refused by the request limit: the limit is reached until a poll says otherwise.
+    app.update(AppEvent::UsageFailed(ApiError::QuotaExceeded {
+        limit: Some("requests".into()),
+        reset_at: Some("2026-11-22T13:00:00Z".into()),
+        retry_after: None,
+        message: "quota".into(),
+    }));
+    assert_eq!(
+        app.usage.reached,
+        Some(LimitReached {
+            limit: "requests".into(),
+            reset_at: Some(Utc.with_ymd_and_hms(2026, 11, 22, 13, 0, 0).unwrap()),
+        })
+    );
+    assert!(app.usage.error.is_none(), "not stale: the limit is known");
+    assert_eq!(app.link, Link::Up, "a refusal by quota is an answer");
+    app.update(AppEvent::UsageFetched(usage));
+    assert_eq!(app.usage.reached, None);
     app.update(key(KeyCode::Tab));
     assert_eq!(
         app.update(key(KeyCode::Char('r'))),
@@ -1438,13 +1520,19 @@ fn after_the_reconnect_the_history_settles_a_cut_off_reply() {
         fetch: HistoryFetch::Messages(vec![]),
     });
     let o = open(&app);
-    assert_eq!(o.items[1].state, EntryState::Interrupted);
+    assert_eq!(o.items[1].state, EntryState::Failed("not kept".into()));
     assert!(o.cut_off.is_none());
     let kept = stored_reply(&cmds).expect("what arrived is stored");
     assert_eq!(
         (kept.status, kept.content.as_str()),
-        (MessageStatus::Interrupted, "Partial ")
+        (MessageStatus::Failed, "Partial ")
     );
+    // The message itself is marked not sent, and offered again.
+    assert_eq!(o.items[0].state, EntryState::Failed("not sent".into()));
+    assert_eq!(o.context_tokens(), 0);
+    assert!(cmds.iter().any(|c| matches!(c,
+        Command::Persist(StoreOp::MarkUnsent { message, .. }) if message.content == "tell me")));
+    assert_eq!(app.composer_text(), "tell me");
     assert!(app.notice.as_ref().unwrap().text.contains("did not keep"));
 
     // A server without the history endpoint: interrupted, with a note saying why.
@@ -1527,7 +1615,7 @@ fn a_gap_in_the_deltas_does_not_resume_a_cut_off_reply_but_its_done_does() {
 }
 
 #[test]
-fn a_stopped_reply_is_not_revived_by_the_stream() {
+fn a_stopped_reply_takes_no_more_deltas_but_is_shown_whole_once_stored() {
     let mut app = app();
     type_text(&mut app, "tell me");
     let (_, send_id, _) = sent(&app.update(key(KeyCode::Enter))).unwrap();
@@ -1541,6 +1629,8 @@ fn a_stopped_reply_is_not_revived_by_the_stream() {
     app.update(ctrl('c'));
     assert_eq!(open(&app).items[1].state, EntryState::Interrupted);
     app.update(delta("r", 1, "more"));
+    assert_eq!(open(&app).items[1].state, EntryState::Interrupted);
+    assert_eq!(open(&app).content(1), "Partial ");
     app.update(stream(StreamUpdate::Event(StreamEvent::Done {
         message: reply("r", "Partial more", 2),
     })));
@@ -1549,8 +1639,8 @@ fn a_stopped_reply_is_not_revived_by_the_stream() {
         message_id: "r".into(),
         error: ErrorBody::new("internal", "late"),
     })));
-    assert_eq!(open(&app).items[1].state, EntryState::Interrupted);
-    assert_eq!(open(&app).content(1), "Partial ");
+    assert_eq!(open(&app).items[1].state, EntryState::Complete);
+    assert_eq!(open(&app).content(1), "Partial more");
 }
 
 #[test]
@@ -1757,4 +1847,183 @@ fn a_cut_off_reply_stays_itself_when_the_transcript_loads_late() {
     assert_eq!(o.content(3), "Part and whole");
     assert_eq!(o.items[3].state, EntryState::Complete);
     assert_eq!(o.content(1), "old answer");
+}
+
+fn loaded(app: &mut App, messages: Vec<StoredMessage>) -> Vec<Command> {
+    let mut app2 = App::new(
+        KeyBindings::default(),
+        Settings::default(),
+        Rect::new(0, 0, 80, 24),
+        t0(),
+    );
+    app2.update(AppEvent::Connected(Endpoint::Embedded {
+        addr: "127.0.0.1:1".into(),
+    }));
+    app2.update(AppEvent::StoreLoaded {
+        sessions: vec![session(A, "first", 1, 20)],
+        last_open: Some(A.into()),
+    });
+    let cmds = app2.update(AppEvent::TranscriptLoaded {
+        session_id: A.into(),
+        messages,
+        draft: None,
+        rendered: None,
+    });
+    *app = app2;
+    cmds
+}
+
+fn kept_msg(role: Role, content: &str, id: Option<&str>, status: MessageStatus) -> StoredMessage {
+    StoredMessage {
+        role,
+        content: content.into(),
+        tokens: 3,
+        created_at: t0(),
+        message_id: id.map(str::to_string),
+        status,
+    }
+}
+
+fn history(messages: Vec<Message>) -> AppEvent {
+    AppEvent::History {
+        session_id: A.into(),
+        fetch: HistoryFetch::Messages(messages),
+    }
+}
+
+fn user_msg(id: &str, content: &str) -> Message {
+    let mut m = reply(id, content, 3);
+    m.role = Role::User;
+    m
+}
+
+#[test]
+fn a_stopped_reply_is_shown_whole_once_the_service_has_stored_it() {
+    let mut app = app();
+    type_text(&mut app, "tell me");
+    let (_, send_id, _) = sent(&app.update(key(KeyCode::Enter))).unwrap();
+    app.update(AppEvent::SendAccepted {
+        session_id: A.into(),
+        send_id,
+        reply: reply("r", "", 0),
+        prompt_tokens: 2,
+    });
+    app.update(delta("r", 0, "Part"));
+    app.update(ctrl('c'));
+    assert_eq!(open(&app).items[1].state, EntryState::Interrupted);
+    let cmds = app.update(AppEvent::Stream {
+        session_id: A.into(),
+        update: StreamUpdate::Event(StreamEvent::Done {
+            message: reply("r", "Part and the rest.", 9),
+        }),
+    });
+    let o = open(&app);
+    assert_eq!(o.items[1].state, EntryState::Complete);
+    assert_eq!(o.content(1), "Part and the rest.");
+    assert_eq!(
+        o.context_tokens(),
+        2 + 9,
+        "the gauge counts what the service stored"
+    );
+    let kept = stored_reply(&cmds).expect("stored again, whole");
+    assert_eq!(kept.content, "Part and the rest.");
+    assert_eq!(kept.message_id.as_deref(), Some("r"));
+}
+
+#[test]
+fn a_session_left_mid_reply_is_settled_from_the_history_when_it_opens() {
+    // Killed mid-reply: the message is stored, its reply is not.
+    let mut app = app();
+    let cmds = loaded(
+        &mut app,
+        vec![kept_msg(
+            Role::User,
+            "tell me",
+            None,
+            MessageStatus::Complete,
+        )],
+    );
+    assert!(cmds.contains(&Command::FetchHistory {
+        session_id: A.into()
+    }));
+    let cmds = app.update(history(vec![
+        user_msg("u", "tell me"),
+        reply("r", "The reply.", 5),
+    ]));
+    let o = open(&app);
+    assert_eq!(o.items.len(), 2);
+    assert_eq!(o.content(1), "The reply.");
+    assert_eq!(o.items[1].state, EntryState::Complete);
+    assert_eq!(stored_reply(&cmds).unwrap().content, "The reply.");
+    assert_eq!(app.sessions[0].tokens, 20 + 5);
+
+    // Stopped, then quit before the reply was done: the stored reply replaces the cut one.
+    let cmds = loaded(
+        &mut app,
+        vec![
+            kept_msg(Role::User, "tell me", None, MessageStatus::Complete),
+            kept_msg(
+                Role::Assistant,
+                "The r",
+                Some("r"),
+                MessageStatus::Interrupted,
+            ),
+        ],
+    );
+    assert!(cmds.contains(&Command::FetchHistory {
+        session_id: A.into()
+    }));
+    let cmds = app.update(history(vec![
+        user_msg("u", "tell me"),
+        reply("r", "The reply.", 5),
+    ]));
+    let o = open(&app);
+    assert_eq!(o.items.len(), 2);
+    assert_eq!(o.content(1), "The reply.");
+    assert_eq!(o.items[1].state, EntryState::Complete);
+    assert_eq!(
+        stored_reply(&cmds).unwrap().message_id.as_deref(),
+        Some("r")
+    );
+
+    // The service does not have the message (it restarted mid-turn): not sent, offered again.
+    let cmds = loaded(
+        &mut app,
+        vec![kept_msg(
+            Role::User,
+            "tell me",
+            None,
+            MessageStatus::Complete,
+        )],
+    );
+    assert!(!cmds.is_empty());
+    let cmds = app.update(history(vec![]));
+    assert_eq!(
+        open(&app).items[0].state,
+        EntryState::Failed("not sent".into())
+    );
+    assert!(
+        cmds.iter()
+            .any(|c| matches!(c, Command::Persist(StoreOp::MarkUnsent { .. })))
+    );
+    assert_eq!(app.composer_text(), "tell me");
+
+    // A settled transcript asks for nothing.
+    let cmds = loaded(
+        &mut app,
+        vec![
+            kept_msg(Role::User, "tell me", None, MessageStatus::Complete),
+            kept_msg(
+                Role::Assistant,
+                "The reply.",
+                Some("r"),
+                MessageStatus::Complete,
+            ),
+        ],
+    );
+    assert!(
+        !cmds
+            .iter()
+            .any(|c| matches!(c, Command::FetchHistory { .. }))
+    );
 }

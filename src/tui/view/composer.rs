@@ -46,7 +46,12 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             .alignment(Alignment::Right),
         );
     if let Some(err) = &app.send_error {
-        let text = truncate(err, area.width.saturating_sub(4) as usize);
+        // Too long for the border: its start here, all of it in the status bar below.
+        let text = if app.send_error_fits(err) {
+            err.clone()
+        } else {
+            format!("{} ↓", truncate(err, area.width.saturating_sub(6) as usize))
+        };
         block = block.title_bottom(Line::from(Span::styled(
             format!(" {text} "),
             theme::error(),

@@ -32,7 +32,12 @@ pub fn draw(frame: &mut Frame, app: &App) {
         // A full-screen view takes the screen above the status bar.
         View::Metrics | View::Wallet => {
             let area = buf.area;
-            let above = Rect::new(area.x, area.y, area.width, area.height.saturating_sub(1));
+            let above = Rect::new(
+                area.x,
+                area.y,
+                area.width,
+                layout.status.y.saturating_sub(area.y),
+            );
             if let Some(view) = app.active_view() {
                 view.render(&app.keys, above, buf);
             }

@@ -7,21 +7,11 @@ use ratatui::widgets::Widget;
 
 use super::{theme, truncate};
 use crate::service::engine::LoadState;
-use crate::tui::app::{App, Connection, Focus, Level};
+use crate::tui::app::{App, Connection, Focus, Level, Link};
 use crate::tui::event::{Endpoint, EngineStatus};
 
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
-    let conn = match &app.connection {
-        Connection::Connecting => Span::styled("◌ connecting… ", theme::warn()),
-        Connection::Connected(Endpoint::Embedded { addr }) => match &app.engine {
-            None => Span::styled(format!("● local service {addr} "), theme::success()),
-            Some(engine) => engine_span(engine),
-        },
-        Connection::Connected(Endpoint::Remote { base_url }) => {
-            Span::styled(format!("● {base_url} "), theme::success())
-        }
-        Connection::Failed(_) => Span::styled("✗ not connected ", theme::error()),
-    };
+    let conn = connection(app);
     let k = &app.keys;
     // Most important first; the bar keeps as many as fit.
     let hints: Vec<(String, &str)> = match (app.active_view(), app.focus) {
@@ -57,41 +47,111 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         ],
     };
     let width = area.width as usize;
+    if let Some((level, text)) = app.status_message() {
+        let style = match level {
+            Level::Info => theme::hint(),
+            Level::Warn => theme::warn(),
+            Level::Error => theme::error(),
+        };
+        let rows = wrapped(&text, width.saturating_sub(conn.width()), width);
+        let shown = rows.len().min(area.height as usize);
+        for (i, row) in rows.iter().take(shown).enumerate() {
+            // A message longer than the rows the bar may take ends in an ellipsis.
+            let row = if i + 1 == shown && shown < rows.len() {
+                truncate(&format!("{row} …"), width)
+            } else {
+                row.clone()
+            };
+            let mut spans = Vec::new();
+            if i == 0 {
+                spans.push(conn.clone());
+            }
+            spans.push(Span::styled(row, style));
+            let y = area.y + i as u16;
+            Line::from(spans).render(Rect::new(area.x, y, area.width, 1), buf);
+        }
+        return;
+    }
     let mut spans = vec![conn.clone()];
     let used = conn.width();
-    // While typing a filter its keys matter more than the last notice.
-    let notice = app.notice.as_ref().filter(|_| !app.filtering);
-    match notice {
-        Some(n) => {
-            let style = match n.level {
-                Level::Info => theme::hint(),
-                Level::Warn => theme::warn(),
-                Level::Error => theme::error(),
-            };
-            spans.push(Span::styled(
-                truncate(&n.text, width.saturating_sub(used)),
-                style,
-            ));
+    let room = width.saturating_sub(used);
+    let mut text = String::new();
+    for (key, what) in hints {
+        let item = format!("{key} {what}");
+        let sep = if text.is_empty() { "" } else { " · " };
+        if text.chars().count() + sep.len() + item.chars().count() > room {
+            break;
         }
-        None => {
-            let room = width.saturating_sub(used);
-            let mut text = String::new();
-            for (key, what) in hints {
-                let item = format!("{key} {what}");
-                let sep = if text.is_empty() { "" } else { " · " };
-                if text.chars().count() + sep.len() + item.chars().count() > room {
-                    break;
-                }
-                text.push_str(sep);
-                text.push_str(&item);
-            }
-            let hints = text;
-            let pad = room.saturating_sub(unicode_width::UnicodeWidthStr::width(hints.as_str()));
-            spans.push(Span::raw(" ".repeat(pad)));
-            spans.push(Span::styled(hints, theme::dim()));
+        text.push_str(sep);
+        text.push_str(&item);
+    }
+    let hints = text;
+    let pad = room.saturating_sub(unicode_width::UnicodeWidthStr::width(hints.as_str()));
+    spans.push(Span::raw(" ".repeat(pad)));
+    spans.push(Span::styled(hints, theme::dim()));
+    Line::from(spans).render(Rect::new(area.x, area.y, area.width, 1), buf);
+}
+
+/// Rows the status bar takes at `width`: one, or as many as its message needs word-wrapped
+/// after the connection, at most `max`.
+pub fn rows(app: &App, width: u16, max: u16) -> u16 {
+    match app.status_message() {
+        None => 1,
+        Some((_, text)) => {
+            let first = (width as usize).saturating_sub(connection(app).width());
+            let n = crate::render::wrap::count_wrapped(&text, first, width as usize);
+            (n as u16).clamp(1, max.max(1))
         }
     }
-    Line::from(spans).render(area, buf);
+}
+
+/// `text` word-wrapped into a first row of `first` columns and further rows of `rest`.
+fn wrapped(text: &str, first: usize, rest: usize) -> Vec<String> {
+    use crate::render::wrap::{WrapEvent, wrap_words};
+    let mut rows = vec![String::new()];
+    wrap_words(text, first, rest, |ev| match ev {
+        WrapEvent::Piece(a, b) => rows.last_mut().unwrap().push_str(&text[a..b]),
+        WrapEvent::Break => rows.push(String::new()),
+    });
+    rows
+}
+
+/// The connection as it stands: connecting, connected (with what answers), unreachable since,
+/// refused, or failed to start.
+fn connection(app: &App) -> Span<'static> {
+    match (&app.connection, &app.link) {
+        (Connection::Connected(endpoint), Link::Down(_)) => Span::styled(
+            format!("◌ reconnecting to {} ", endpoint_name(endpoint)),
+            theme::warn(),
+        ),
+        (Connection::Connected(endpoint), Link::Refused(_)) => Span::styled(
+            format!("✗ key refused by {} ", endpoint_name(endpoint)),
+            theme::error(),
+        ),
+        _ => connection_span(app),
+    }
+}
+
+/// The connection as started: connecting, connected (with what answers), or failed.
+fn connection_span(app: &App) -> Span<'static> {
+    match &app.connection {
+        Connection::Connecting => Span::styled("◌ connecting… ", theme::warn()),
+        Connection::Connected(Endpoint::Embedded { addr }) => match &app.engine {
+            None => Span::styled(format!("● local service {addr} "), theme::success()),
+            Some(engine) => engine_span(engine),
+        },
+        Connection::Connected(Endpoint::Remote { base_url }) => {
+            Span::styled(format!("● {base_url} "), theme::success())
+        }
+        Connection::Failed(_) => Span::styled("✗ not connected ", theme::error()),
+    }
+}
+
+fn endpoint_name(endpoint: &Endpoint) -> String {
+    match endpoint {
+        Endpoint::Embedded { .. } => "the local service".to_string(),
+        Endpoint::Remote { base_url } => base_url.clone(),
+    }
 }
 
 /// What answers in the embedded service: the model loading (with its progress), ready, or

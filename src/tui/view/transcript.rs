@@ -59,7 +59,10 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             ),
         ];
         if !o.follow {
-            bottom.push(Span::styled(" ↓ more below: End follows ", theme::hint()));
+            bottom.push(Span::styled(
+                format!(" ↓ more below: {} follows ", app.follow_hint()),
+                theme::hint(),
+            ));
         }
         block = block.title_bottom(Line::from(bottom));
     }

@@ -14,11 +14,38 @@ use crate::tui::app::App;
 use crate::tui::layout::AppLayout;
 
 /// One gauge's numbers.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct UsageGauge {
     pub used: u64,
     pub limit: u64,
     pub percent: f64,
+    /// The service refused a request on this limit: `Some(when it resets)`, shown in place of
+    /// the numbers (`full · resets in 2h 5m`), the bar full in the error colour.
+    pub reached: Option<String>,
+}
+
+impl UsageGauge {
+    fn numbers(&self) -> String {
+        match &self.reached {
+            Some(reset) => format!(" full{reset}"),
+            None => format!(
+                " {}/{} {:.0}%",
+                format::count(self.used),
+                format::count(self.limit),
+                self.percent
+            ),
+        }
+    }
+
+    fn style(&self, stale: bool) -> Style {
+        if self.reached.is_some() {
+            theme::error()
+        } else if stale {
+            theme::dim()
+        } else {
+            theme::gauge(self.percent)
+        }
+    }
 }
 
 /// `━━━━────` of `width` cells filled to `percent`.
@@ -28,24 +55,18 @@ pub fn bar(percent: f64, width: usize) -> String {
     format!("{}{}", "━".repeat(filled), "─".repeat(width - filled))
 }
 
-fn gauge_spans(label: &str, g: UsageGauge, bar_width: usize, stale: bool) -> Vec<Span<'static>> {
-    let style = if stale {
-        theme::dim()
-    } else {
-        theme::gauge(g.percent)
-    };
+fn gauge_spans(
+    label: &str,
+    g: &UsageGauge,
+    numbers: String,
+    bar_width: usize,
+    stale: bool,
+) -> Vec<Span<'static>> {
+    let style = g.style(stale);
     vec![
         Span::raw(format!("{label} ")),
         Span::styled(bar(g.percent, bar_width), style),
-        Span::styled(
-            format!(
-                " {}/{} {:.0}%",
-                format::count(g.used),
-                format::count(g.limit),
-                g.percent
-            ),
-            style,
-        ),
+        Span::styled(numbers, style),
     ]
 }
 
@@ -58,35 +79,64 @@ fn period_end(app: &App) -> Option<DateTime<Utc>> {
 
 fn gauges(app: &App) -> Option<[(&'static str, UsageGauge); 3]> {
     let u = app.usage.usage.as_ref()?;
+    let gauge = |name: &str, used: u64, limit: u64, percent: f64| {
+        let reached = app.usage.reached.as_ref().filter(|r| r.limit == name);
+        match reached {
+            Some(r) => UsageGauge {
+                used: used.max(limit),
+                limit,
+                percent: 100.0,
+                reached: Some(match r.reset_at {
+                    Some(at) => format!(" · resets {}", format::time_until(app.now, at)),
+                    None => String::new(),
+                }),
+            },
+            None => UsageGauge {
+                used,
+                limit,
+                percent,
+                reached: None,
+            },
+        }
+    };
     Some([
         (
             "requests",
-            UsageGauge {
-                used: u.requests.used,
-                limit: u.requests.limit,
-                percent: u.requests.percentage,
-            },
+            gauge(
+                "requests",
+                u.requests.used,
+                u.requests.limit,
+                u.requests.percentage,
+            ),
         ),
         (
             "tokens  ",
-            UsageGauge {
-                used: u.tokens.used,
-                limit: u.tokens.limit,
-                percent: u.tokens.percentage,
-            },
+            gauge("tokens", u.tokens.used, u.tokens.limit, u.tokens.percentage),
         ),
         (
             "sessions",
-            UsageGauge {
-                used: u.sessions.active,
-                limit: u.sessions.limit,
-                percent: u.sessions.percentage,
-            },
+            gauge(
+                "sessions",
+                u.sessions.active,
+                u.sessions.limit,
+                u.sessions.percentage,
+            ),
         ),
     ])
 }
 
 fn freshness(app: &App) -> Span<'static> {
+    if let Some(r) = &app.usage.reached {
+        let when = match r.reset_at {
+            Some(at) => format!(
+                ": resets {} ({})",
+                format::time_until(app.now, at),
+                at.format("%Y-%m-%d %H:%M UTC")
+            ),
+            None => String::new(),
+        };
+        return Span::styled(format!("{} limit reached{when}", r.limit), theme::error());
+    }
     match (&app.usage.error, app.usage.fetched_at) {
         (Some(e), _) => Span::styled(format!("STALE: {e}"), theme::error()),
         (None, Some(at)) => Span::styled(
@@ -126,27 +176,27 @@ fn column(app: &App, area: Rect, buf: &mut Buffer) {
     let mut lines: Vec<Line> = Vec::new();
     if let Some(gs) = gauges(app) {
         for (label, g) in gs {
-            lines.push(Line::from(Span::styled(
-                format!(
+            let text = match &g.reached {
+                Some(_) => format!("{}{}", label.trim(), g.numbers()),
+                None => format!(
                     "{} {}/{} {:.1}%",
                     label.trim(),
                     format::count(g.used),
                     format::count(g.limit),
                     g.percent
                 ),
-                if stale {
-                    theme::dim()
-                } else {
-                    Style::default()
-                },
-            )));
+            };
+            let style = if g.reached.is_some() {
+                theme::error()
+            } else if stale {
+                theme::dim()
+            } else {
+                Style::default()
+            };
+            lines.push(Line::from(Span::styled(text, style)));
             lines.push(Line::from(Span::styled(
                 bar(g.percent, bar_w),
-                if stale {
-                    theme::dim()
-                } else {
-                    theme::gauge(g.percent)
-                },
+                g.style(stale),
             )));
         }
         if let Some(end) = period_end(app) {
@@ -176,16 +226,15 @@ fn band(app: &App, area: Rect, buf: &mut Buffer) {
             let mut spans = Vec::new();
             for (label, g) in gs {
                 let short = &label[..3];
-                let numbers = format!(
-                    " {}/{} {:.0}%",
-                    format::count(g.used),
-                    format::count(g.limit),
-                    g.percent
-                );
+                let mut numbers = g.numbers();
+                if g.reached.is_some() && short.len() + numbers.chars().count() + 4 > cell {
+                    // Too narrow for the reset time: the second row says it.
+                    numbers = " full".to_string();
+                }
                 let bar_w = cell
-                    .saturating_sub(short.len() + 1 + numbers.len() + 1)
+                    .saturating_sub(short.len() + 1 + numbers.chars().count() + 1)
                     .max(2);
-                let mut s = gauge_spans(short, g, bar_w, stale);
+                let mut s = gauge_spans(short, &g, numbers, bar_w, stale);
                 s.push(Span::raw(" "));
                 let used: usize = s.iter().map(|s| s.width()).sum();
                 if used < cell {
@@ -202,6 +251,11 @@ fn band(app: &App, area: Rect, buf: &mut Buffer) {
         return;
     }
     let mut spans = Vec::new();
+    if app.usage.reached.is_some() {
+        // What is refused and until when comes first, where a narrow row cannot cut it.
+        spans.push(freshness(app));
+        spans.push(Span::raw(" "));
+    }
     if let Some(u) = &app.usage.usage {
         spans.push(Span::styled(
             format!("{} ", crate::render::sanitize::sanitize(&u.tier)),
@@ -213,8 +267,10 @@ fn band(app: &App, area: Rect, buf: &mut Buffer) {
                 theme::dim(),
             ));
         }
-        spans.push(Span::raw("· "));
-        spans.push(freshness(app));
+        if app.usage.reached.is_none() {
+            spans.push(Span::raw("· "));
+            spans.push(freshness(app));
+        }
     }
     let line = Line::from(spans);
     let text: String = line.spans.iter().map(|s| s.content.as_ref()).collect();

@@ -254,7 +254,7 @@ pub(super) async fn poll_usage(
         };
         let ev = match client.usage().await {
             Ok(u) => AppEvent::UsageFetched(u),
-            Err(e) => AppEvent::UsageFailed(e.to_string()),
+            Err(e) => AppEvent::UsageFailed(e),
         };
         if !events.send(ev) {
             return;

@@ -233,5 +233,9 @@ fn apply(store: &Store, op: StoreOp) -> Result<(), store::StoreError> {
         }
         StoreOp::SetLastOpen(id) => store.set_last_open_session(&id),
         StoreOp::DeleteSession(id) => store.mark_deleted(&id),
+        StoreOp::MarkUnsent {
+            session_id,
+            message,
+        } => store.mark_failed(&session_id, &message),
     }
 }

@@ -1,0 +1,85 @@
+//! What the last answers say about the service: whether it is reachable and takes the key
+//! (the status bar's dot), and a plan limit that a `quota_exceeded` says is reached (the
+//! usage gauges, which a poll refused by that same limit could not otherwise update).
+
+use chrono::{DateTime, Utc};
+
+use super::*;
+
+/// Whether the service answered the last request or stream made to it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Link {
+    /// It answered (an error code is an answer).
+    #[default]
+    Up,
+    /// It could not be reached; the stream and the usage poll keep trying.
+    Down(String),
+    /// It refused the credentials.
+    Refused(String),
+}
+
+/// A plan limit the service said is reached, with when it resets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitReached {
+    /// `requests`, `tokens` or `sessions`.
+    pub limit: String,
+    pub reset_at: Option<DateTime<Utc>>,
+}
+
+impl App {
+    /// Follows the link state from the outcome of a request or of the stream.
+    pub(super) fn note_answer(&mut self, outcome: Result<(), &ApiError>) {
+        self.link = match outcome {
+            Ok(()) => Link::Up,
+            Err(ApiError::Network(e)) => Link::Down(e.clone()),
+            Err(ApiError::Unauthorized { message }) => Link::Refused(message.clone()),
+            Err(_) => Link::Up,
+        };
+        if let Err(ApiError::QuotaExceeded {
+            limit: Some(limit),
+            reset_at,
+            ..
+        }) = outcome
+            && matches!(limit.as_str(), "requests" | "tokens" | "sessions")
+        {
+            self.usage.reached = Some(LimitReached {
+                limit: limit.clone(),
+                reset_at: reset_at.as_deref().and_then(|t| {
+                    DateTime::parse_from_rfc3339(t)
+                        .ok()
+                        .map(|t| t.with_timezone(&Utc))
+                }),
+            });
+        }
+    }
+
+    /// A usage poll answered: the limits are as it says.
+    pub(super) fn on_usage(&mut self, usage: Usage) {
+        self.note_answer(Ok(()));
+        // A reached limit stays shown until the numbers say it is no longer reached.
+        if let Some(r) = &self.usage.reached {
+            let still = match r.limit.as_str() {
+                "requests" => usage.requests.used >= usage.requests.limit,
+                "tokens" => usage.tokens.used >= usage.tokens.limit,
+                _ => usage.sessions.active >= usage.sessions.limit,
+            };
+            if !still {
+                self.usage.reached = None;
+            }
+        }
+        self.usage.usage = Some(usage);
+        self.usage.fetched_at = Some(self.now);
+        self.usage.error = None;
+    }
+
+    /// A usage poll failed. Refused by a reached limit, the gauges show that limit as
+    /// reached rather than stale numbers.
+    pub(super) fn on_usage_failed(&mut self, failure: ApiError) {
+        self.note_answer(Err(&failure));
+        if matches!(failure, ApiError::QuotaExceeded { .. }) && self.usage.reached.is_some() {
+            self.usage.error = None;
+        } else {
+            self.usage.error = Some(describe_failure(&failure, self.now));
+        }
+    }
+}

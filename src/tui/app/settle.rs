@@ -1,0 +1,160 @@
+//! Settling a transcript that ends unsettled against the service's stored history: a reply
+//! the user stopped watching (Ctrl-C) or that was cut short, a message with no reply after it
+//! (the app quit or was killed mid-reply), a turn the service rolled back (it restarted).
+
+use super::*;
+
+/// Said when a message shown as sent turns out not to be kept by the service.
+pub(super) const NOT_KEPT_BACK: &str = "the service did not keep your last message (it may have restarted): it is back in the composer, marked not sent — send it again";
+pub(super) const NOT_KEPT: &str =
+    "the service did not keep your last message (it may have restarted): it is marked not sent";
+const FILLED_IN: &str = "the reply that came while convo was away is shown";
+
+impl OpenSession {
+    /// Whether the stored part of the transcript (`items[..stored]`) ends unsettled: a reply
+    /// cut short that has a service id, or a message with no reply after it.
+    pub(super) fn unsettled(&self, stored: usize) -> bool {
+        let Some(last) = stored.checked_sub(1).and_then(|i| self.items.get(i)) else {
+            return false;
+        };
+        match last.role {
+            Role::Assistant => last.state == EntryState::Interrupted && last.message_id.is_some(),
+            Role::User | Role::System => last.state == EntryState::Complete,
+        }
+    }
+}
+
+impl App {
+    /// The history asked for when the session opened: a reply stored whole replaces the cut
+    /// copy; a reply this client never got is added; a last message the service does not
+    /// have is marked not sent and offered again.
+    pub(super) fn settle_from_history(
+        &mut self,
+        session_id: &str,
+        history: Vec<Message>,
+        out: &mut Vec<Command>,
+    ) {
+        let Some(open) = self.open.as_mut().filter(|o| o.id == session_id) else {
+            return;
+        };
+        if open.pending.is_some() || open.cut_off.is_some() {
+            // A send of this run is in flight: its own events settle it.
+            return;
+        }
+        let mut gained = 0u64;
+        // Replies cut short here that the service stored whole.
+        for idx in 0..open.items.len() {
+            let item = &open.items[idx];
+            if item.role != Role::Assistant || item.state != EntryState::Interrupted {
+                continue;
+            }
+            let Some(whole) = item
+                .message_id
+                .as_deref()
+                .and_then(|id| history.iter().find(|m| m.message_id == id))
+            else {
+                continue;
+            };
+            let (entry, role, at, before) = (item.entry, item.role, item.created_at, item.tokens);
+            open.transcript.set_content(entry, whole.content.clone());
+            open.transcript
+                .set_header(entry, header_for(role, at, whole.tokens));
+            open.items[idx].tokens = whole.tokens;
+            open.set_state(idx, EntryState::Complete);
+            gained += whole.tokens.saturating_sub(before);
+            out.extend(open.stored(idx).map(|message| {
+                Command::Persist(StoreOp::AppendMessage {
+                    session_id: session_id.to_string(),
+                    message,
+                })
+            }));
+        }
+        // A last message with no reply after it.
+        let last = open.items.len().checked_sub(1);
+        let sent = last.filter(|&i| {
+            let item = &open.items[i];
+            item.role != Role::Assistant && item.state == EntryState::Complete
+        });
+        if let Some(idx) = sent {
+            let (role, text) = (open.items[idx].role, open.content(idx).to_string());
+            match history
+                .iter()
+                .rposition(|m| m.role == role && m.content == text)
+            {
+                Some(pos) => {
+                    if let Some(reply) = history.get(pos + 1).filter(|m| {
+                        m.role == Role::Assistant
+                            && !open
+                                .items
+                                .iter()
+                                .any(|i| i.message_id.as_deref() == Some(&m.message_id))
+                    }) {
+                        let at = DateTime::parse_from_rfc3339(&reply.created_at)
+                            .map(|t| t.with_timezone(&Utc))
+                            .unwrap_or(self.now);
+                        let i = open.push(
+                            Role::Assistant,
+                            reply.content.clone(),
+                            EntryState::Complete,
+                            reply.tokens,
+                            Some(reply.message_id.clone()),
+                            at,
+                        );
+                        gained += reply.tokens;
+                        out.extend(open.stored(i).map(|message| {
+                            Command::Persist(StoreOp::AppendMessage {
+                                session_id: session_id.to_string(),
+                                message,
+                            })
+                        }));
+                        self.notify(Level::Info, FILLED_IN);
+                    }
+                    // Else the reply is still being made, or the message had none: as is.
+                }
+                None => self.mark_unsent(session_id, idx, out),
+            }
+        }
+        if gained > 0
+            && let Some(s) = self.sessions.iter_mut().find(|s| s.id == session_id)
+        {
+            s.tokens += gained;
+            out.push(Command::Persist(StoreOp::UpsertSession(s.clone())));
+        }
+    }
+
+    /// Item `idx`, a message shown as sent, is not kept by the service: it is marked not sent
+    /// (here and in the local store), and its text goes back to an empty composer to send
+    /// again.
+    pub(super) fn mark_unsent(&mut self, session_id: &str, idx: usize, out: &mut Vec<Command>) {
+        let Some(open) = self.open.as_mut().filter(|o| o.id == session_id) else {
+            return;
+        };
+        let Some(item) = open.items.get(idx) else {
+            return;
+        };
+        let role = item.role;
+        let stored = open.stored(idx);
+        let text = open.content(idx).to_string();
+        open.set_state(idx, EntryState::Failed("not sent".into()));
+        // Not in the service's context: the gauge no longer counts it.
+        open.items[idx].tokens = 0;
+        if let Some(message) = stored {
+            out.push(Command::Persist(StoreOp::MarkUnsent {
+                session_id: session_id.to_string(),
+                message,
+            }));
+        }
+        if self.composer.is_empty() {
+            let draft = if role == Role::System {
+                format!("/system {text}")
+            } else {
+                text
+            };
+            self.composer = new_composer(&self.keys);
+            self.composer.insert_str(&draft);
+            self.notify(Level::Warn, NOT_KEPT_BACK);
+        } else {
+            self.notify(Level::Warn, NOT_KEPT);
+        }
+    }
+}
