@@ -1,10 +1,10 @@
 //! Markdown → styled lines.
 //!
 //! Parsing (pulldown-cmark) produces a [`Document`]: a flat list of blocks that does not depend
-//! on the width (prose with style runs, code lines, table rows, rules, blank separators, each
+//! on the width (prose with style runs, code lines, tables, rules, blank separators, each
 //! with the prefix of its containers: quote bars, list markers and hanging indents). Fitting a
-//! document to a width is then a cheap pass, and counting its lines at a width needs no
-//! allocation at all; the transcript caches both.
+//! document to a width is then a cheap pass, and counting its lines at a width allocates
+//! nothing but a table's column widths; the transcript caches both.
 //!
 //! The walk is iterative with an explicit container stack, so 10,000 nested `>` or lists do not
 //! touch the call stack; only the first [`MAX_VISUAL_DEPTH`] containers indent, and a prefix never
@@ -19,6 +19,7 @@ use ratatui::text::{Line, Span};
 use super::highlight::{self, HighlightMemo};
 use super::sanitize::sanitize;
 use super::style;
+use super::table::{TableBlock, TableMeasure};
 use super::wrap::{self, Measure, Styled, WrapEvent};
 
 /// Containers deeper than this draw no further bar or indent.
@@ -93,10 +94,15 @@ pub(crate) enum Block {
         text: Styled,
         measure: Measure,
     },
-    /// Lines kept as they are, broken at the width with a marker (tables, HTML blocks).
+    /// Lines kept as they are, broken at the width with a marker (HTML blocks).
     Fixed {
         prefix: Arc<Prefix>,
         lines: Vec<Styled>,
+    },
+    /// A table, its columns fitted to the width (see [`super::table`]).
+    Table {
+        prefix: Arc<Prefix>,
+        table: Box<TableBlock>,
     },
     /// A fenced or indented code block, highlighted when first drawn.
     Code {
@@ -119,6 +125,7 @@ impl Block {
         match self {
             Block::Flow { prefix, .. }
             | Block::Fixed { prefix, .. }
+            | Block::Table { prefix, .. }
             | Block::Code { prefix, .. }
             | Block::Rule { prefix }
             | Block::Blank { prefix } => prefix,
@@ -139,6 +146,7 @@ impl Block {
         match self {
             Block::Flow { text, .. } => text.hash(&mut h),
             Block::Fixed { lines, .. } => lines.hash(&mut h),
+            Block::Table { table, .. } => table.hash(&mut h),
             Block::Code { lang, lines, .. } => {
                 lang.hash(&mut h);
                 lines.hash(&mut h);
@@ -159,6 +167,7 @@ impl Block {
                 .iter()
                 .map(|l| wrap::count_hard_broken(&l.text, avail))
                 .sum(),
+            Block::Table { table, .. } => table.height(avail),
             Block::Code { lines, .. } => {
                 let avail = code_avail(avail);
                 lines
@@ -218,6 +227,7 @@ impl Block {
                     hard_broken_into(line, avail, None, &mut start_line, out);
                 }
             }
+            Block::Table { table, .. } => table.lines_into(avail, &mut start_line, out),
             Block::Code {
                 lang,
                 lines,
@@ -280,11 +290,16 @@ pub(crate) struct Shape {
 enum ShapeBlock {
     /// Word-wrapped text: its prefix width and word widths.
     Flow { prefix: usize, measure: Measure },
-    /// Hard-broken lines (code when `code`, else table rows): their widths.
+    /// Hard-broken lines (code when `code`, else HTML): their widths.
     Lines {
         prefix: usize,
         code: bool,
         widths: Box<[u32]>,
+    },
+    /// A table: its prefix width, column widths and cells' word widths.
+    Table {
+        prefix: usize,
+        table: Box<TableMeasure>,
     },
     /// A rule or a separator: one line.
     One,
@@ -317,6 +332,7 @@ impl Shape {
                         .map(|w| wrap::count_hard_broken_uniform(*w as usize, avail))
                         .sum()
                 }
+                ShapeBlock::Table { prefix, table } => table.height(avail(*prefix), None),
                 ShapeBlock::One => 1,
             })
             .sum()
@@ -325,13 +341,15 @@ impl Shape {
 
 impl Document {
     /// The document's [`Shape`], when its height can be counted without its text: not when a
-    /// word or a code or table line holds graphemes of other than one column (CJK, emoji),
-    /// since where those break depends on each grapheme. Then the document comes back.
+    /// word (of prose or of a table cell) or a code line holds graphemes of other than one
+    /// column (CJK, emoji), since where those break depends on each grapheme. Then the
+    /// document comes back.
     pub(crate) fn into_shape(self) -> Result<Shape, Document> {
         let width = |line: &str| wrap::uniform_width(line).and_then(|w| u32::try_from(w).ok());
         let fits = self.blocks.iter().all(|b| match b {
             Block::Flow { measure, .. } => measure.is_text_free(),
             Block::Fixed { lines, .. } => lines.iter().all(|l| width(&l.text).is_some()),
+            Block::Table { table, .. } => table.measure().is_text_free(),
             Block::Code { lines, .. } => lines.iter().all(|l| width(l).is_some()),
             Block::Rule { .. } | Block::Blank { .. } => true,
         });
@@ -358,6 +376,14 @@ impl Document {
                     code: false,
                     widths: lines.iter().map(|l| width(&l.text).unwrap_or(0)).collect(),
                 },
+                Block::Table { prefix, table } => {
+                    let mut table = table.into_measure();
+                    table.shrink_to_fit();
+                    ShapeBlock::Table {
+                        prefix: prefix.width,
+                        table: Box::new(table),
+                    }
+                }
                 Block::Code { prefix, lines, .. } => ShapeBlock::Lines {
                     prefix: prefix.width,
                     code: true,
@@ -965,8 +991,9 @@ impl Builder {
             }
             TagEnd::Table => {
                 if let Some(table) = self.table.take() {
-                    let lines = table_lines(table);
-                    self.emit(|prefix| Block::Fixed { prefix, lines });
+                    let table =
+                        Box::new(TableBlock::new(table.aligns, table.head_rows, table.rows));
+                    self.emit(|prefix| Block::Table { prefix, table });
                 }
             }
             TagEnd::TableHead | TagEnd::TableRow => {
@@ -1014,66 +1041,6 @@ impl Builder {
             | TagEnd::MetadataBlock(_) => self.flush_flow(),
         }
     }
-}
-
-/// Aligned table rows: natural column widths, ` │ ` between cells, a rule under the head.
-fn table_lines(table: Table) -> Vec<Styled> {
-    let columns = table
-        .rows
-        .iter()
-        .map(Vec::len)
-        .max()
-        .unwrap_or(0)
-        .max(table.aligns.len());
-    let mut widths = vec![0usize; columns];
-    for row in &table.rows {
-        for (j, cell) in row.iter().enumerate() {
-            widths[j] = widths[j].max(cell.width());
-        }
-    }
-    let border = style::table_border();
-    let mut lines = Vec::with_capacity(table.rows.len() + 1);
-    for (i, row) in table.rows.iter().enumerate() {
-        let head = i < table.head_rows;
-        let mut line = Styled::default();
-        for (j, &width) in widths.iter().enumerate() {
-            if j > 0 {
-                line.push(" │ ", border);
-            }
-            let empty = Styled::default();
-            let cell = row.get(j).unwrap_or(&empty);
-            let pad = width - cell.width();
-            let (left, right) = match table.aligns.get(j) {
-                Some(Alignment::Right) => (pad, 0),
-                Some(Alignment::Center) => (pad / 2, pad - pad / 2),
-                _ => (0, pad),
-            };
-            let last = j + 1 == widths.len();
-            line.push(&" ".repeat(left), Style::new());
-            for (k, run) in cell.runs.iter().enumerate() {
-                let start = if k == 0 { 0 } else { cell.runs[k - 1].end };
-                let style = if head {
-                    run.style.add_modifier(style::table_header())
-                } else {
-                    run.style
-                };
-                line.push(&cell.text[start..run.end], style);
-            }
-            if !last {
-                line.push(&" ".repeat(right), Style::new());
-            }
-        }
-        lines.push(line);
-        if head && i + 1 == table.head_rows {
-            let rule = widths
-                .iter()
-                .map(|w| "─".repeat(*w))
-                .collect::<Vec<_>>()
-                .join("─┼─");
-            lines.push(Styled::plain(rule, border));
-        }
-    }
-    lines
 }
 
 #[cfg(test)]
@@ -1163,6 +1130,7 @@ mod tests {
             "> quoted `code` and **bold**\n> - nested list\n>   1. deep\n\n---\n\nafter",
             "```rust\nfn main() { println!(\"héllo wörld, a long line of code that must break\"); }\n```",
             "| a | bé |\n|---|---|\n| ccc | dddddddddddddddddddddddddddddddd |",
+            "> | name | what it does | where |\n> |:-|:-:|-:|\n> | x | wraps in its column when narrow | https://example.com/a/long/url |\n> | | | |",
             "- [x] done\n- [ ] todo with a longer text that wraps around\n\n    indented code",
             "1. one\n2. two\n\n\n\n   trailing   spaces   ",
         ];
@@ -1181,7 +1149,12 @@ mod tests {
 
     #[test]
     fn wide_graphemes_keep_the_document() {
-        for text in ["日本語のテキスト", "👩\u{200d}💻 at work", "```\n表 a\n```"] {
+        for text in [
+            "日本語のテキスト",
+            "👩\u{200d}💻 at work",
+            "```\n表 a\n```",
+            "| a | b |\n|---|---|\n| 表 | c |",
+        ] {
             assert!(Document::parse(text).into_shape().is_err(), "{text:?}");
         }
     }

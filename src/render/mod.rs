@@ -4,13 +4,15 @@
 //! - [`sanitize`](mod@sanitize): strip escape sequences, controls and bidi overrides from server text;
 //! - [`markdown`]: markdown → [`ratatui::text::Line`]s at a width ([`markdown::render_markdown`]);
 //! - [`transcript`]: [`Transcript`], the model of the transcript pane with its caches;
-//! - [`style`]: the colour roles; [`wrap`] and [`highlight`]: the pieces markdown is made of.
+//! - [`style`]: the colour roles; [`wrap`], [`highlight`] and `table`: the pieces markdown is
+//!   made of.
 mod cells;
 pub mod heights;
 pub mod highlight;
 pub mod markdown;
 pub mod sanitize;
 pub mod style;
+mod table;
 pub mod transcript;
 pub mod wrap;
 

@@ -83,7 +83,7 @@ pub fn code_gutter() -> Style {
     Style::new().fg(Color::DarkGray)
 }
 
-/// The marker at the end of a code or table line that was broken at the width.
+/// The marker at the end of a code or HTML line that was broken at the width.
 pub fn break_marker() -> Style {
     Style::new().fg(Color::DarkGray)
 }

@@ -1,5 +1,5 @@
-//! Styled text and the two ways it is fitted to a width: word wrapping (prose) and hard
-//! breaking with a marker (code, tables).
+//! Styled text and the two ways it is fitted to a width: word wrapping (prose, table cells) and
+//! hard breaking with a marker (code, HTML blocks).
 //!
 //! Hand-written because the wrapping crates (textwrap) work on plain strings, while here
 //! style runs must survive the wrap and the line count must be computable without building
@@ -11,7 +11,7 @@ use ratatui::style::Style;
 use ratatui::text::Span;
 use unicode_segmentation::UnicodeSegmentation;
 
-/// Appended to a code or table line broken at the width.
+/// Appended to a code or HTML line broken at the width.
 pub const BREAK_MARKER: &str = "↩";
 
 /// Text with style runs. Runs cover the text exactly, in order; `end` is a byte offset.
@@ -54,6 +54,19 @@ impl Styled {
 
     pub fn width(&self) -> usize {
         str_width(&self.text)
+    }
+
+    /// Append `other.text[start..end]` with its styles.
+    pub fn push_range(&mut self, other: &Styled, start: usize, end: usize) {
+        let mut pos = start;
+        let mut i = other.runs.partition_point(|run| run.end <= start);
+        while pos < end && i < other.runs.len() {
+            let run = other.runs[i];
+            let stop = run.end.min(end);
+            self.push(&other.text[pos..stop], run.style);
+            pos = stop;
+            i += 1;
+        }
     }
 
     /// Append the spans covering `text[start..end]` to `out`.
@@ -297,6 +310,21 @@ impl Measure {
     /// [`Measure::count`] for a measure that [`Measure::is_text_free`].
     pub fn count_without_text(&self, first: usize, rest: usize) -> usize {
         self.count_with(None, first, rest)
+    }
+
+    /// True when the text has no words (empty, or only spaces).
+    pub fn is_empty(&self) -> bool {
+        self.tokens.iter().all(|t| t.space == Token::BREAK)
+    }
+
+    /// The width of the widest word.
+    pub fn longest_word(&self) -> usize {
+        self.tokens
+            .iter()
+            .filter(|t| t.space != Token::BREAK)
+            .map(|t| (t.width & !Token::WIDE) as usize)
+            .max()
+            .unwrap_or(0)
     }
 
     /// Drop spare capacity (the measure is kept for the life of its entry).

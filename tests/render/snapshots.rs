@@ -73,3 +73,35 @@ fn styles_of_a_small_sample() {
     t.render(area, &mut buf, 0, Some(id));
     insta::assert_debug_snapshot!(buf);
 }
+
+/// A table wider than the pane: its columns shrink to the width and the cells wrap in them;
+/// the paragraph after it wraps as prose.
+fn wide_table() -> Transcript {
+    let mut t = Transcript::new();
+    t.push(Entry::new(
+        Role::Assistant,
+        "| command | what it does | docs |\n\
+         |:--------|:------------:|-----:|\n\
+         | `convo serve` | runs the local service alone, with its own database and API keys | https://example.com/docs/service#serve |\n\
+         | `convo usage` | prints the plan's usage | |\n\
+         | `convo 東京` | 日本語のセルも幅で数えます | — |\n\
+         \n\
+         See https://example.com/docs/a/very/long/path/that/does/not/fit/on/one/line/at/all for more.",
+        "assistant · 12:00",
+    ));
+    t
+}
+
+#[test]
+fn a_wide_table_at_40_columns() {
+    let t = wide_table();
+    let height = t.height(40) as u16;
+    insta::assert_snapshot!(draw(&t, 40, height, 0).backend());
+}
+
+#[test]
+fn a_wide_table_at_80_columns() {
+    let t = wide_table();
+    let height = t.height(80) as u16;
+    insta::assert_snapshot!(draw(&t, 80, height, 0).backend());
+}
