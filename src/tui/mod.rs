@@ -8,6 +8,7 @@ pub mod event;
 pub mod frame;
 pub mod full_view;
 pub mod help;
+pub mod instance;
 pub mod key_result;
 pub mod layout;
 pub mod metrics;
@@ -72,6 +73,13 @@ pub async fn run(global: GlobalArgs) -> ExitCode {
                 return ExitCode::from(exit::USAGE_ERROR);
             }
         },
+    };
+    let _instance = match instance::lock(&config.paths.data_dir) {
+        Ok(lock) => lock,
+        Err(e) => {
+            eprintln!("convo: {e}");
+            return ExitCode::from(exit::SERVICE_ERROR);
+        }
     };
     let _log = init_logging(&config.paths.data_dir);
     let worker_config = WorkerConfig {

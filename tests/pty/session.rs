@@ -75,6 +75,30 @@ fn two_commands_on_one_key_are_refused_naming_both() {
 }
 
 #[test]
+fn a_second_convo_on_the_same_data_dir_says_one_is_running() {
+    let home = tempfile::tempdir().unwrap();
+    let mut convo = Convo::start(home.path(), 100, 30);
+    convo.wait_text("● builtin (no model)");
+    let second = std::process::Command::new(env!("CARGO_BIN_EXE_convo"))
+        .env_clear()
+        .env("HOME", home.path())
+        .env("XDG_CONFIG_HOME", home.path().join(".config"))
+        .env("CONVO_DATA_DIR", home.path().join("data"))
+        .env("TERM", "xterm-256color")
+        .output()
+        .unwrap();
+    assert_eq!(second.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        stderr.contains("another convo is already running") && stderr.contains("pid"),
+        "{stderr}"
+    );
+    // The first one goes on as before.
+    convo.send(keys::CTRL_C);
+    assert!(convo.wait_exit(), "convo exits 0");
+}
+
+#[test]
 fn delete_a_session_with_the_keyboard() {
     let home = tempfile::tempdir().unwrap();
     let mut convo = Convo::start(home.path(), 100, 30);
