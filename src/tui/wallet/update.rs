@@ -32,7 +32,14 @@ impl WalletState {
                 };
             }
             None if matches!(self.load, WalletLoad::Idle) => self.section = WalletSection::Prompt,
-            None => {}
+            // A wallet is shown (or coming) and F3 is pressed again: ready for another id,
+            // typed from scratch (the shown one stays under Up/Down among the recent ones).
+            None => {
+                self.section = WalletSection::Prompt;
+                self.input.clear();
+                self.suggestion = None;
+                self.input_error = None;
+            }
         }
     }
 
@@ -105,6 +112,19 @@ impl WalletState {
             KeyResult::Consumed
         } else if self.section != WalletSection::Prompt && keys.quit.matches(key) {
             KeyResult::Quit
+        } else if self.section != WalletSection::Prompt
+            && matches!(key.code, KeyCode::Char(c) if !c.is_control())
+            && !key
+                .modifiers
+                .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT)
+        {
+            // A character no table key uses starts a new id in the prompt, never dropped.
+            self.section = WalletSection::Prompt;
+            self.input.clear();
+            self.suggestion = None;
+            self.input_error = None;
+            self.prompt_key(key, out);
+            KeyResult::Consumed
         } else {
             KeyResult::NotConsumed
         }
@@ -344,6 +364,48 @@ mod tests {
         // Sorted by USD value, most valuable first.
         assert_eq!(w.token_accounts[0].symbol, "BBB");
         assert_eq!(s.token, TokenStatus::Configured);
+    }
+
+    #[test]
+    fn with_a_wallet_shown_f3_again_and_typed_characters_go_to_the_prompt() {
+        let keys = KeyBindings::default();
+        let mut s = WalletState::default();
+        let mut reqs = Vec::new();
+        s.open(Some("treasury"), false, &mut reqs);
+        let id = fetch_id(&reqs);
+        s.on_event(
+            WalletEvent::Fetched {
+                fetch_id: id,
+                result: Ok(wallet("treasury")),
+            },
+            &mut Vec::new(),
+        );
+        assert_eq!(s.section, WalletSection::Tokens);
+        // F3 again: the prompt, empty, takes what is typed.
+        s.open(None, false, &mut reqs);
+        assert_eq!(s.section, WalletSection::Prompt);
+        for c in "ops".chars() {
+            s.handle_key(&keys, &key(KeyCode::Char(c)), &mut reqs);
+        }
+        assert_eq!(s.input, "ops");
+        // From the table, a character no table key uses starts a new id too; j and q keep
+        // their meaning there.
+        s.section = WalletSection::Tokens;
+        assert_eq!(
+            s.handle_key(&keys, &key(KeyCode::Char('j')), &mut reqs),
+            KeyResult::Consumed
+        );
+        assert_eq!(s.section, WalletSection::Tokens);
+        assert_eq!(
+            s.handle_key(&keys, &key(KeyCode::Char('x')), &mut reqs),
+            KeyResult::Consumed
+        );
+        assert_eq!((s.section, s.input.as_str()), (WalletSection::Prompt, "x"));
+        s.section = WalletSection::Tokens;
+        assert_eq!(
+            s.handle_key(&keys, &key(KeyCode::Char('q')), &mut reqs),
+            KeyResult::Quit
+        );
     }
 
     #[test]
