@@ -47,8 +47,69 @@ pub enum CliCommand {
     Model(crate::commands::model::ModelArgs),
 }
 
+impl CliCommand {
+    /// True when the command was asked for `--json` output: its errors and warnings then go
+    /// to stderr as JSON too.
+    pub fn wants_json(&self) -> bool {
+        use crate::commands::model::ModelCommand;
+        match self {
+            CliCommand::Send(a) => a.json,
+            CliCommand::Delete(a) => a.json,
+            CliCommand::Usage(a) => a.json,
+            CliCommand::Metrics(a) => a.json,
+            CliCommand::Wallet(a) => a.json,
+            CliCommand::Sessions(a) => a.json,
+            CliCommand::Model(a) => matches!(a.command, ModelCommand::List { json: true }),
+            CliCommand::Serve(_) | CliCommand::Token(_) | CliCommand::Config(_) => false,
+        }
+    }
+}
+
+/// The command line, parsed. A usage error (unknown flag, bad value) is printed by clap as
+/// usual, or, when `--json` is among the arguments, as the JSON error object with the code
+/// `invalid_argument`; both exit with 2.
+fn parse() -> Result<Cli, ExitCode> {
+    use clap::error::ErrorKind;
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    match Cli::try_parse_from(&args) {
+        Ok(cli) => Ok(cli),
+        Err(e) => {
+            let asked_for_json = args
+                .iter()
+                .skip(1)
+                .take_while(|a| *a != "--")
+                .any(|a| a == "--json");
+            let shown = matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            );
+            if !asked_for_json || shown {
+                e.exit();
+            }
+            crate::commands::set_json_stderr(true);
+            let rendered = e.render().to_string();
+            let message = rendered
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("invalid arguments");
+            let message = message.strip_prefix("error: ").unwrap_or(message);
+            Err(crate::commands::fail(
+                exit::USAGE_ERROR,
+                crate::commands::codes::INVALID_ARGUMENT,
+                message,
+            ))
+        }
+    }
+}
+
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match parse() {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
+    crate::commands::set_json_stderr(cli.command.as_ref().is_some_and(CliCommand::wants_json));
     // One process-wide TLS provider for reqwest and tokio-tungstenite.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -57,12 +118,15 @@ pub fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("convo: cannot start the async runtime: {e}");
-            return ExitCode::from(exit::USAGE_ERROR);
+            return crate::commands::fail(
+                exit::USAGE_ERROR,
+                crate::commands::codes::IO,
+                format_args!("cannot start the async runtime: {e}"),
+            );
         }
     };
     let global = cli.global;
-    runtime.block_on(async move {
+    let code = runtime.block_on(async move {
         match cli.command {
             None => crate::tui::run(global).await,
             Some(CliCommand::Serve(args)) => {
@@ -78,5 +142,7 @@ pub fn main() -> ExitCode {
             Some(CliCommand::Config(args)) => crate::commands::config_cmd::run(args, global).await,
             Some(CliCommand::Model(args)) => crate::commands::model::run(args, global).await,
         }
-    })
+    });
+    crate::commands::flush_warnings();
+    code
 }

@@ -7,5 +7,6 @@ mod cli {
     mod fake;
     mod local_service;
     mod models;
+    mod stream_lost;
     mod support;
 }

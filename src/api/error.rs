@@ -45,6 +45,10 @@ pub enum ApiError {
     /// The server could not be reached, or the connection failed or timed out.
     #[error("network error: {0}")]
     Network(String),
+    /// The message was sent, but the stream carrying its reply was lost and the reply could
+    /// not be recovered; the message says whether the service kept it.
+    #[error("stream_lost: {0}")]
+    StreamLost(String),
     /// The server answered something that is not the interface (bad JSON, body too large,
     /// an error without the envelope…).
     #[error("protocol error: {0}")]
@@ -115,7 +119,7 @@ impl ApiError {
     }
 
     /// The error code as the service names it (`context_overflow`, …), or `network`,
-    /// `protocol`, `config` for failures on this side.
+    /// `stream_lost`, `protocol`, `config` for failures on this side.
     pub fn code(&self) -> &str {
         match self {
             ApiError::ContextOverflow { .. } => "context_overflow",
@@ -125,21 +129,39 @@ impl ApiError {
             ApiError::InvalidRequest { .. } => "invalid_request",
             ApiError::Service { code, .. } => code,
             ApiError::Network(_) => "network",
+            ApiError::StreamLost(_) => "stream_lost",
             ApiError::Protocol(_) => "protocol",
             ApiError::Config(_) => "config",
         }
     }
 
-    /// True for failures to reach the server (retry later, check the connection).
+    /// The message without the code in front of it (what `Display` adds): the server's
+    /// message, with the figures `Display` shows (tokens, limit, reset time) kept.
+    pub fn detail(&self) -> String {
+        let full = self.to_string();
+        let prefix = match self {
+            ApiError::Network(_) => "network error: ".to_string(),
+            ApiError::Protocol(_) => "protocol error: ".to_string(),
+            ApiError::Config(_) => String::new(),
+            other => format!("{}: ", other.code()),
+        };
+        match full.strip_prefix(prefix.as_str()) {
+            Some(rest) => rest.to_string(),
+            None => full,
+        }
+    }
+
+    /// True for failures of the connection: the server could not be reached, or the
+    /// connection (or the stream of a reply) was lost.
     pub fn is_network(&self) -> bool {
-        matches!(self, ApiError::Network(_))
+        matches!(self, ApiError::Network(_) | ApiError::StreamLost(_))
     }
 
     /// The process exit code for this error (docs/design.md, "Exit codes"): 1 service error, 2 usage or
     /// configuration error, 3 network error.
     pub fn exit_code(&self) -> u8 {
         match self {
-            ApiError::Network(_) => exit::NETWORK_ERROR,
+            ApiError::Network(_) | ApiError::StreamLost(_) => exit::NETWORK_ERROR,
             ApiError::Config(_) => exit::USAGE_ERROR,
             _ => exit::SERVICE_ERROR,
         }
@@ -186,5 +208,29 @@ mod tests {
         );
         assert_eq!(e.to_string(), "unauthorized: badkey31m");
         assert_eq!(ApiError::Config("x".into()).exit_code(), 2);
+        let lost = ApiError::StreamLost("gone".into());
+        assert_eq!((lost.code(), lost.exit_code()), ("stream_lost", 3));
+        assert_eq!(lost.detail(), "gone");
+    }
+
+    #[test]
+    fn detail_is_the_message_without_its_code() {
+        let mut body = ErrorBody::new("quota_exceeded", "monthly requests used up");
+        body.limit = Some("requests".into());
+        body.reset_at = Some("2026-12-01T00:00:00Z".into());
+        let e = ApiError::from_body(429, body, None);
+        assert_eq!(
+            e.detail(),
+            "monthly requests used up (limit: requests, resets at 2026-12-01T00:00:00Z)"
+        );
+        let e = ApiError::from_body(
+            404,
+            ErrorBody::new("wallet_not_found", "no such wallet"),
+            None,
+        );
+        assert_eq!(e.detail(), "no such wallet");
+        assert_eq!(ApiError::Network("refused".into()).detail(), "refused");
+        assert_eq!(ApiError::Protocol("HTTP 502".into()).detail(), "HTTP 502");
+        assert_eq!(ApiError::Config("no token".into()).detail(), "no token");
     }
 }

@@ -67,6 +67,21 @@ impl Default for StreamTiming {
     }
 }
 
+impl StreamTiming {
+    /// The timings of [`send_streaming`]: someone waits at a prompt for one reply, so a
+    /// server that went silent (no pong to pings every second) is noticed within 4 s and
+    /// reconnects are tried quickly. A live server answers pings at once whatever its
+    /// model is doing, so the short silence timeout does not cut a slow reply short.
+    pub fn one_shot() -> Self {
+        StreamTiming {
+            ping_interval: Duration::from_secs(1),
+            silence_timeout: Duration::from_secs(4),
+            backoff_base: Duration::from_millis(250),
+            backoff_cap: Duration::from_secs(2),
+        }
+    }
+}
+
 /// Handle of a session's stream task. Dropping it closes the stream.
 #[derive(Debug)]
 pub struct SessionStream {
@@ -416,9 +431,20 @@ fn classify_connect_error(e: tungstenite::Error) -> Ending {
 const RECOVERY_GRACE: Duration = Duration::from_secs(15);
 
 /// Least time [`send_streaming`] waits between two pieces of its reply, or for the stream
-/// to come back, before it settles the reply from the stored history or gives up (the
-/// request timeout is used when longer).
+/// to come back to a server that is up, before it settles the reply from the stored history
+/// or gives up (the request timeout is used when longer).
 const STALL_GUARD_MIN: Duration = Duration::from_secs(120);
+
+/// How long [`send_streaming`] keeps trying to reach a server whose stream dropped
+/// mid-reply before it gives up on the reply: a killed server fails the send this soon.
+const DOWN_GRACE: Duration = Duration::from_secs(4);
+
+/// Pause between two attempts to reach the server while the stream is down.
+const PROBE_RETRY: Duration = Duration::from_millis(500);
+
+/// Longest wait for the stored history's answer: a server that accepts connections but
+/// answers nothing (stopped, or a dead link) must not hold the caller for the request timeout.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// What the stored history says of a reply the stream lost.
 enum Settled {
@@ -432,12 +458,29 @@ enum Settled {
     Unsupported,
     /// The history could not be fetched.
     Failed(ApiError),
+    /// The server took the request and said nothing for [`PROBE_TIMEOUT`].
+    NoAnswer,
+}
+
+impl Settled {
+    /// A failure to fetch the history, as an error.
+    fn no_answer() -> ApiError {
+        ApiError::Network(format!(
+            "no answer from the server in {} s",
+            PROBE_TIMEOUT.as_secs()
+        ))
+    }
 }
 
 /// Asks the session's stored history (`GET /v1/sessions/{id}/messages`, an extension of the
 /// local service) about the reply `reply_id` to `sent`.
+/// No answer within [`PROBE_TIMEOUT`] is a failure.
 async fn settle(client: &Client, session_id: &str, reply_id: &str, sent: &SendMessage) -> Settled {
-    match client.session_messages(session_id).await {
+    let asked = timeout(PROBE_TIMEOUT, client.session_messages(session_id)).await;
+    let Ok(answer) = asked else {
+        return Settled::NoAnswer;
+    };
+    match answer {
         Ok(Some(messages)) => {
             let sent_role = sent.role.unwrap_or(super::types::Role::User);
             let last_is_sent = messages
@@ -456,7 +499,7 @@ async fn settle(client: &Client, session_id: &str, reply_id: &str, sent: &SendMe
 
 /// The error for a reply that the service dropped after the stream lost it.
 fn dropped(received: usize) -> ApiError {
-    ApiError::Network(format!(
+    ApiError::StreamLost(format!(
         "the stream dropped mid-reply and the service did not keep the reply (the turn was rolled back; {received} bytes had arrived): send the message again"
     ))
 }
@@ -468,9 +511,12 @@ fn dropped(received: usize) -> ApiError {
 /// 200 reply to a `stream: true` POST as done. In both cases `on_text` gets the whole
 /// content once.
 ///
-/// When the stream drops mid-reply it reconnects (with backoff) and picks the reply up from
-/// the server's snapshot; a reply that finished (or was dropped) meanwhile is settled from
-/// the session's stored history. Against a server without that history it waits
+/// The stream uses [`StreamTiming::one_shot`]: a connection that closes is noticed at once,
+/// one that goes silent within seconds. When it drops mid-reply it reconnects (with backoff)
+/// and picks the reply up from the server's snapshot; meanwhile it asks the session's stored
+/// history what became of the reply, which settles a reply that finished (or was dropped)
+/// while the stream was down. A server that cannot be reached for `DOWN_GRACE` ends the
+/// send with [`ApiError::StreamLost`]. Against a server without that history it waits
 /// `RECOVERY_GRACE` for a snapshot, then says that the end of the reply is unknown.
 pub async fn send_streaming<F: FnMut(&str)>(
     client: &Client,
@@ -479,7 +525,11 @@ pub async fn send_streaming<F: FnMut(&str)>(
     idempotency_key: &str,
     mut on_text: F,
 ) -> Result<Message, ApiError> {
-    let (handle, mut updates) = SessionStream::connect(client.options().clone(), session_id);
+    let (handle, mut updates) = SessionStream::connect_with(
+        client.options().clone(),
+        session_id,
+        StreamTiming::one_shot(),
+    );
     let opened = timeout(
         client.options().timeouts.connect + Duration::from_secs(1),
         updates.recv(),
@@ -520,24 +570,79 @@ pub async fn send_streaming<F: FnMut(&str)>(
         }
         *printed = full.to_string();
     };
+    // While the stream is down, the history is asked without retries of its own: this
+    // loop retries, and must see a dead server as soon as it stops answering.
+    let prober = {
+        let mut o = client.options().clone();
+        o.max_retries = 0;
+        Client::new(o).ok()
+    };
+    let prober = prober.as_ref().unwrap_or(client);
     // Reconnected after a drop, waiting for a snapshot the history could not promise.
     let mut recovering_since: Option<Instant> = None;
-    // The stream is down (reconnecting) since then.
-    let mut down_since: Option<Instant> = None;
+    // The stream is down (reconnecting) since then, and why it dropped.
+    let mut down: Option<(Instant, ApiError)> = None;
+    // While it is down: when to ask the stored history next.
+    let mut next_probe: Option<Instant> = None;
     // A server that accepted the message but never streams it must not hang the caller;
     // generous, since a slow model may think for a while before its first token.
     let stall_guard = client.options().timeouts.request.max(STALL_GUARD_MIN);
     loop {
-        let wait = match (recovering_since, down_since) {
+        let wait = match (recovering_since, &down) {
             (Some(since), _) => RECOVERY_GRACE.saturating_sub(since.elapsed()),
-            (None, Some(since)) => stall_guard.saturating_sub(since.elapsed()),
+            (None, Some((since, _))) => stall_guard.saturating_sub(since.elapsed()),
             (None, None) => stall_guard,
+        };
+        let wait = match next_probe {
+            Some(at) => wait.min(at.saturating_duration_since(Instant::now())),
+            None => wait,
         };
         let next = match timeout(wait, updates.recv()).await {
             Ok(u) => u,
             Err(_) => {
+                if let (Some(at), Some((since, why))) = (next_probe, &down)
+                    && Instant::now() >= at
+                {
+                    // The stream is down: is the server there, and what of the reply?
+                    match settle(prober, session_id, &id, message).await {
+                        Settled::Reply(reply) => {
+                            emit(&mut printed, &reply.content, &mut on_text);
+                            return Ok(reply);
+                        }
+                        Settled::Dropped => return Err(dropped(printed.len())),
+                        // Up and still writing it: the stream should come back.
+                        Settled::StillComing => next_probe = Some(Instant::now() + DOWN_GRACE),
+                        Settled::Unsupported if since.elapsed() >= RECOVERY_GRACE => {
+                            return Err(ApiError::StreamLost(format!(
+                                "the stream dropped mid-reply ({}) and stayed down for {} s, and this server cannot list past messages: the end of the reply is unknown (it may be stored on the server)",
+                                why.detail(),
+                                RECOVERY_GRACE.as_secs()
+                            )));
+                        }
+                        Settled::Unsupported => next_probe = Some(Instant::now() + DOWN_GRACE),
+                        // Silent on top of a dropped stream: stopped, or the link is dead.
+                        Settled::NoAnswer => {
+                            return Err(ApiError::StreamLost(format!(
+                                "the stream dropped mid-reply ({}) and the server does not answer ({}): the end of the reply is unknown (it may be stored on the server)",
+                                why.detail(),
+                                Settled::no_answer().detail()
+                            )));
+                        }
+                        Settled::Failed(e) if since.elapsed() >= DOWN_GRACE => {
+                            return Err(ApiError::StreamLost(format!(
+                                "the stream dropped mid-reply ({}) and the server cannot be reached ({e}): the end of the reply is unknown (it may be stored on the server)",
+                                why.detail()
+                            )));
+                        }
+                        Settled::Failed(e) => {
+                            tracing::debug!(error = %e, "the server is not answering yet");
+                            next_probe = Some(Instant::now() + PROBE_RETRY);
+                        }
+                    }
+                    continue;
+                }
                 // Nothing for too long: the stored history is the last word.
-                let why = match (recovering_since, down_since) {
+                let why = match (recovering_since, &down) {
                     (Some(_), _) => "the stream came back but the reply did not resume".to_string(),
                     (None, Some(_)) => {
                         format!("the stream has been down for {} s", stall_guard.as_secs())
@@ -553,20 +658,24 @@ pub async fn send_streaming<F: FnMut(&str)>(
                         Ok(reply)
                     }
                     Settled::Dropped => Err(dropped(printed.len())),
-                    Settled::StillComing => Err(ApiError::Network(format!(
+                    Settled::StillComing => Err(ApiError::StreamLost(format!(
                         "{why}; the service is still generating it and will store it"
                     ))),
-                    Settled::Unsupported => Err(ApiError::Network(format!(
+                    Settled::Unsupported => Err(ApiError::StreamLost(format!(
                         "{why}, and this server cannot list past messages: the end of the reply is unknown (it may be stored on the server)"
                     ))),
-                    Settled::Failed(e) => Err(ApiError::Network(format!(
+                    Settled::Failed(e) => Err(ApiError::StreamLost(format!(
                         "{why}, and its stored history could not be read ({e}): the end of the reply is unknown"
+                    ))),
+                    Settled::NoAnswer => Err(ApiError::StreamLost(format!(
+                        "{why}, and its stored history could not be read ({}): the end of the reply is unknown",
+                        Settled::no_answer()
                     ))),
                 };
             }
         };
         match next {
-            None => return Err(ApiError::Network("the stream task ended".into())),
+            None => return Err(ApiError::StreamLost("the stream task ended".into())),
             Some(StreamUpdate::Event(event)) => match event {
                 StreamEvent::Delta {
                     message_id,
@@ -597,7 +706,8 @@ pub async fn send_streaming<F: FnMut(&str)>(
                 _ => {}
             },
             Some(StreamUpdate::Connected) => {
-                if down_since.take().is_none() {
+                next_probe = None;
+                if down.take().is_none() {
                     continue;
                 }
                 // Back after a drop: a reply still being generated comes as a snapshot; one
@@ -612,17 +722,22 @@ pub async fn send_streaming<F: FnMut(&str)>(
                     Settled::Unsupported => {
                         recovering_since.get_or_insert_with(Instant::now);
                     }
-                    Settled::Failed(e) => {
-                        tracing::debug!(error = %e, "cannot read the history after a reconnect");
+                    Settled::Failed(_) | Settled::NoAnswer => {
+                        tracing::debug!("cannot read the history after a reconnect");
                         recovering_since.get_or_insert_with(Instant::now);
                     }
                 }
             }
             Some(StreamUpdate::Disconnected {
-                retry_in: Some(_), ..
+                error,
+                retry_in: Some(_),
             }) => {
                 recovering_since = None;
-                down_since.get_or_insert_with(Instant::now);
+                if down.is_none() {
+                    // Ask the history at once: a dead server shows in the first answer.
+                    down = Some((Instant::now(), error));
+                    next_probe = Some(Instant::now());
+                }
             }
             Some(StreamUpdate::Disconnected {
                 error,

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use chrono::{DateTime, Duration, NaiveDate, NaiveDateTime, Timelike, Utc};
 use comfy_table::Cell;
 
-use super::{connect, fail, fail_api, out, print_json, sanitize, table};
+use super::{codes, connect, fail, fail_api, out, print_json, sanitize, table};
 use crate::api::{Granularity, Metrics};
 use crate::exit;
 use crate::format::group_digits;
@@ -77,6 +77,7 @@ pub async fn run(args: MetricsArgs, global: crate::config::GlobalArgs) -> ExitCo
     if start > end {
         return fail(
             exit::USAGE_ERROR,
+            codes::INVALID_ARGUMENT,
             format_args!("--start ({start}) is after --end ({end})"),
         );
     }

@@ -2,7 +2,8 @@
 //! configuration, building the client, opening the store, printing errors and tables.
 //!
 //! Exit codes (`crate::exit`): 0 ok, 1 service error, 2 usage or configuration error,
-//! 3 network error. Data goes to stdout, errors to stderr as `convo: <code>: <message>`.
+//! 3 network error. Data goes to stdout, errors to stderr as `convo: <code>: <message>`;
+//! with `--json`, as one JSON object, `{"error": {"code", "message", …}}` (see [`fail`]).
 
 pub mod config_cmd;
 pub mod delete;
@@ -17,8 +18,11 @@ pub mod wallet;
 
 use std::borrow::Cow;
 use std::process::ExitCode;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use comfy_table::{CellAlignment, ContentArrangement, Table, presets};
+use serde_json::Map;
 
 use crate::api::{ApiError, Client, ClientOptions};
 use crate::config::{Config, GlobalArgs};
@@ -28,10 +32,125 @@ use crate::store::Store;
 /// What to say when a one-shot command has no server to talk to.
 pub const NO_BASE_URL: &str = "no base URL configured: start `convo serve` and set CONVO_BASE_URL, or use the TUI which embeds the service";
 
-/// Print an error line on stderr and turn it into an exit code.
-pub(crate) fn fail(code: u8, message: impl std::fmt::Display) -> ExitCode {
-    eprintln!("convo: {}", one_line(&message.to_string()));
-    ExitCode::from(code)
+/// The error codes of failures on this side (docs/client.md, "Errors as JSON"); errors
+/// from the service keep its `error.code`, and [`ApiError::code`] names the client's own
+/// (`network`, `stream_lost`, `protocol`, `config`).
+pub(crate) mod codes {
+    /// An argument (or the message on stdin) is not acceptable.
+    pub const INVALID_ARGUMENT: &str = "invalid_argument";
+    /// The configuration is unusable: the config file, no base URL, insecure transport.
+    pub const CONFIG: &str = "config";
+    /// The local store cannot be opened or read.
+    pub const STORE: &str = "store";
+    /// Reading input or writing output failed (stdin, files, encoding the JSON).
+    pub const IO: &str = "io";
+    /// The server could not be reached.
+    pub const NETWORK: &str = "network";
+    /// Something answered that is not what was asked for.
+    pub const PROTOCOL: &str = "protocol";
+}
+
+/// Errors and warnings on stderr as JSON (`--json`), instead of `convo: …` lines.
+static JSON_STDERR: AtomicBool = AtomicBool::new(false);
+/// With `--json`: the warnings not printed yet. They go into the error object when the
+/// command fails, so that stderr holds exactly one JSON object, and out one JSON object a
+/// line (`{"warning": {"message"}}`) when it succeeds.
+static HELD_WARNINGS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Report errors and warnings as JSON on stderr from now on (the command has `--json`).
+pub fn set_json_stderr(on: bool) {
+    JSON_STDERR.store(on, Ordering::Relaxed);
+}
+
+pub(crate) fn json_stderr() -> bool {
+    JSON_STDERR.load(Ordering::Relaxed)
+}
+
+fn held_warnings() -> Vec<String> {
+    std::mem::take(&mut *HELD_WARNINGS.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// A warning on stderr: `convo: warning: …`, or with `--json` held for the end.
+pub(crate) fn warn(message: impl std::fmt::Display) {
+    let message = one_line(&message.to_string());
+    if json_stderr() {
+        HELD_WARNINGS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(message);
+    } else {
+        eprintln!("convo: warning: {message}");
+    }
+}
+
+/// Print the warnings still held (`--json`), one JSON object a line; called once the command
+/// has ended.
+pub fn flush_warnings() {
+    for message in held_warnings() {
+        eprintln!("{}", serde_json::json!({"warning": {"message": message}}));
+    }
+}
+
+/// Print an error on stderr and turn it into an exit code: `convo: <message>`, or with
+/// `--json` the object `{"error": {"code": code, "message": message}}` on one line.
+pub(crate) fn fail(exit_code: u8, code: &str, message: impl std::fmt::Display) -> ExitCode {
+    fail_with(exit_code, code, &message.to_string(), Map::new())
+}
+
+/// [`fail`] with more fields in the JSON error object.
+fn fail_with(
+    exit_code: u8,
+    code: &str,
+    message: &str,
+    extra: Map<String, serde_json::Value>,
+) -> ExitCode {
+    if json_stderr() {
+        let mut error = Map::new();
+        error.insert("code".into(), code.into());
+        error.insert("message".into(), one_line(message).into());
+        error.extend(extra);
+        let warnings = held_warnings();
+        if !warnings.is_empty() {
+            error.insert("warnings".into(), warnings.into());
+        }
+        eprintln!("{}", serde_json::json!({ "error": error }));
+    } else {
+        eprintln!("convo: {}", one_line(message));
+    }
+    ExitCode::from(exit_code)
+}
+
+/// The JSON error object of an error from the client: code, message (without the code)
+/// and the figures the service sent with it.
+fn api_error_fields(e: &ApiError) -> Map<String, serde_json::Value> {
+    let mut m = Map::new();
+    match e {
+        ApiError::ContextOverflow { current, max, .. } => {
+            m.insert("currentTokens".into(), (*current).into());
+            m.insert("maxTokens".into(), (*max).into());
+        }
+        ApiError::QuotaExceeded {
+            limit,
+            reset_at,
+            retry_after,
+            ..
+        } => {
+            if let Some(l) = limit {
+                m.insert("limit".into(), sanitize(l).into_owned().into());
+            }
+            if let Some(r) = reset_at {
+                m.insert("resetAt".into(), sanitize(r).into_owned().into());
+            }
+            if let Some(d) = retry_after {
+                m.insert("retryAfter".into(), d.as_secs().into());
+            }
+        }
+        ApiError::Service { status, .. } if *status != 0 => {
+            m.insert("status".into(), (*status).into());
+        }
+        _ => {}
+    }
+    m
 }
 
 /// Print a client error (`convo: <code>: <message>`) and return its exit code.
@@ -61,7 +180,29 @@ pub(crate) fn fail_with_credential(e: &ApiError, credential: Credential) -> Exit
         }
         _ => "",
     };
-    fail(e.exit_code(), format_args!("{e}{hint}"))
+    if json_stderr() {
+        let message = format!("{}{hint}", e.detail());
+        fail_with(e.exit_code(), e.code(), &message, api_error_fields(e))
+    } else {
+        fail(e.exit_code(), e.code(), format_args!("{e}{hint}"))
+    }
+}
+
+/// [`fail`] for a failure of one bucket among `total` (`convo metrics --series`): the code of
+/// the first failure, with how many failed.
+pub(crate) fn fail_buckets(failed: usize, total: usize, first: &ApiError) -> ExitCode {
+    let message = if json_stderr() {
+        format!(
+            "{failed} of {total} buckets failed; the first: {}",
+            first.detail()
+        )
+    } else {
+        format!("{failed} of {total} buckets failed; the first: {first}")
+    };
+    let mut extra = api_error_fields(first);
+    extra.insert("failedBuckets".into(), failed.into());
+    extra.insert("buckets".into(), total.into());
+    fail_with(first.exit_code(), first.code(), &message, extra)
 }
 
 fn one_line(s: &str) -> String {
@@ -70,9 +211,9 @@ fn one_line(s: &str) -> String {
 
 /// The effective configuration, with its warnings printed; on error, the exit code.
 pub(crate) fn load_config(global: &GlobalArgs) -> Result<Config, ExitCode> {
-    let config = Config::load(global).map_err(|e| fail(exit::USAGE_ERROR, e))?;
+    let config = Config::load(global).map_err(|e| fail(exit::USAGE_ERROR, codes::CONFIG, e))?;
     for w in &config.warnings {
-        eprintln!("convo: warning: {w}");
+        warn(w);
     }
     Ok(config)
 }
@@ -82,11 +223,11 @@ pub(crate) fn load_config(global: &GlobalArgs) -> Result<Config, ExitCode> {
 pub(crate) fn connect(global: &GlobalArgs) -> Result<(Config, Client), ExitCode> {
     let config = load_config(global)?;
     if config.connection.base_url.is_none() {
-        return Err(fail(exit::USAGE_ERROR, NO_BASE_URL));
+        return Err(fail(exit::USAGE_ERROR, codes::CONFIG, NO_BASE_URL));
     }
     config
         .check_transport()
-        .map_err(|e| fail(exit::USAGE_ERROR, e))?;
+        .map_err(|e| fail(exit::USAGE_ERROR, codes::CONFIG, e))?;
     let client = ClientOptions::from_config(&config)
         .and_then(Client::new)
         .map_err(|e| fail_api(&e))?;
@@ -95,7 +236,7 @@ pub(crate) fn connect(global: &GlobalArgs) -> Result<(Config, Client), ExitCode>
 
 /// Open the local store in the data dir.
 pub(crate) fn open_store(config: &Config) -> Result<Store, ExitCode> {
-    Store::open(&config.paths.store_file()).map_err(|e| fail(exit::USAGE_ERROR, e))
+    Store::open(&config.paths.store_file()).map_err(|e| fail(exit::USAGE_ERROR, codes::STORE, e))
 }
 
 /// Run a blocking store operation off the async runtime; a failure is a warning only,
@@ -107,8 +248,12 @@ where
     let outcome = tokio::task::spawn_blocking(move || f(&store)).await;
     match outcome {
         Ok(Ok(())) => {}
-        Ok(Err(e)) => eprintln!("convo: warning: could not record {what} in the local store: {e}"),
-        Err(e) => eprintln!("convo: warning: could not record {what} in the local store: {e}"),
+        Ok(Err(e)) => warn(format_args!(
+            "could not record {what} in the local store: {e}"
+        )),
+        Err(e) => warn(format_args!(
+            "could not record {what} in the local store: {e}"
+        )),
     }
 }
 
@@ -128,7 +273,11 @@ pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> ExitCode {
             out(format!("{s}\n"));
             ExitCode::SUCCESS
         }
-        Err(e) => fail(exit::SERVICE_ERROR, format_args!("cannot encode JSON: {e}")),
+        Err(e) => fail(
+            exit::SERVICE_ERROR,
+            codes::IO,
+            format_args!("cannot encode JSON: {e}"),
+        ),
     }
 }
 
@@ -170,6 +319,7 @@ pub(crate) fn check_session_id(id: &str) -> Result<(), ExitCode> {
     } else {
         Err(fail(
             exit::USAGE_ERROR,
+            codes::INVALID_ARGUMENT,
             format_args!(
                 "`{}` is not a session id (expected session_ followed by 16 letters or digits)",
                 sanitize(id)

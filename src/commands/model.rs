@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use comfy_table::Cell;
 
-use super::{fail, load_config, out, print_json, sanitize, table};
+use super::{codes, fail, load_config, out, print_json, sanitize, table};
 use crate::format::bytes;
 use crate::models::{self, HfFile, InstalledModel, ModelError, Progress, PullOptions};
 
@@ -55,7 +55,15 @@ pub enum ModelCommand {
 }
 
 fn fail_model(e: &ModelError) -> ExitCode {
-    fail(e.exit_code(), e)
+    let code = match e {
+        ModelError::Network { .. } => codes::NETWORK,
+        ModelError::Http { .. } | ModelError::Protocol { .. } | ModelError::Checksum { .. } => {
+            codes::PROTOCOL
+        }
+        ModelError::Io { .. } => codes::IO,
+        _ => codes::INVALID_ARGUMENT,
+    };
+    fail(e.exit_code(), code, e)
 }
 
 pub async fn run(args: ModelArgs, global: crate::config::GlobalArgs) -> ExitCode {

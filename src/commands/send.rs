@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use chrono::Utc;
 
 use super::{
-    check_session_id, connect, fail, fail_api, open_store, out, print_json, record, sanitize,
+    check_session_id, codes, connect, fail, fail_api, open_store, out, print_json, record, sanitize,
 };
 use crate::api::{
     ApiError, Role, SendMessage, new_idempotency_key, new_session_id, send_streaming,
@@ -64,23 +64,33 @@ fn read_content(args: &SendArgs) -> Result<String, ExitCode> {
             if stdin.is_terminal() {
                 return Err(fail(
                     exit::USAGE_ERROR,
+                    codes::INVALID_ARGUMENT,
                     "no message: give it as an argument or on stdin (convo send \"hi\")",
                 ));
             }
             let mut buf = String::new();
-            stdin
-                .read_to_string(&mut buf)
-                .map_err(|e| fail(exit::USAGE_ERROR, format_args!("cannot read stdin: {e}")))?;
+            stdin.read_to_string(&mut buf).map_err(|e| {
+                fail(
+                    exit::USAGE_ERROR,
+                    codes::IO,
+                    format_args!("cannot read stdin: {e}"),
+                )
+            })?;
             buf.trim_end_matches(['\n', '\r']).to_string()
         }
     };
     if content.trim().is_empty() {
-        return Err(fail(exit::USAGE_ERROR, "the message is empty"));
+        return Err(fail(
+            exit::USAGE_ERROR,
+            codes::INVALID_ARGUMENT,
+            "the message is empty",
+        ));
     }
     let chars = content.chars().count();
     if chars > MAX_CONTENT_CHARS {
         return Err(fail(
             exit::USAGE_ERROR,
+            codes::INVALID_ARGUMENT,
             format_args!("the message has {chars} characters; the service accepts at most 10,000"),
         ));
     }
@@ -93,10 +103,12 @@ fn parse_metadata(raw: Option<&str>) -> Result<Option<serde_json::Value>, ExitCo
         Ok(v @ serde_json::Value::Object(_)) => Ok(Some(v)),
         Ok(_) => Err(fail(
             exit::USAGE_ERROR,
+            codes::INVALID_ARGUMENT,
             "--metadata must be a JSON object, e.g. '{\"tag\":\"x\"}'",
         )),
         Err(e) => Err(fail(
             exit::USAGE_ERROR,
+            codes::INVALID_ARGUMENT,
             format_args!("--metadata is not valid JSON: {e}"),
         )),
     }
@@ -161,7 +173,8 @@ pub async fn run(args: SendArgs, global: crate::config::GlobalArgs) -> ExitCode 
 
     match result {
         Ok(reply) => {
-            if new_session {
+            // With --json the reply's sessionId says it, and stderr stays JSON.
+            if new_session && !args.json {
                 eprintln!("new session: {session_id}");
             }
             let stored_reply = StoredMessage::from_reply(&reply);

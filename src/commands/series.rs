@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use comfy_table::Cell;
 use serde_json::{Value, json};
 
-use super::{fail, out, print_json, sanitize, table};
+use super::{codes, fail, fail_buckets, out, print_json, sanitize, table};
 use crate::api::{ApiError, Client, Granularity, Wallet};
 use crate::exit;
 use crate::format::{RiskBand, amount, gauge_bar, group_digits, usd};
@@ -28,7 +28,7 @@ pub async fn run_series(
     let range = TimeRange { start, end };
     let rows = match fetch_series(client, range, g).await {
         Ok(rows) => rows,
-        Err(e) => return fail(exit::USAGE_ERROR, e),
+        Err(e) => return fail(exit::USAGE_ERROR, codes::INVALID_ARGUMENT, e),
     };
     let printed = if json {
         print_json(&series_json(&rows, g))
@@ -37,10 +37,7 @@ pub async fn run_series(
         ExitCode::SUCCESS
     };
     match first_failure(&rows) {
-        Some((n, e)) => fail(
-            e.exit_code(),
-            format_args!("{n} of {} buckets failed; the first: {e}", rows.len()),
-        ),
+        Some((n, e)) => fail_buckets(n, rows.len(), e),
         None => printed,
     }
 }

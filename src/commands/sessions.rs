@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use comfy_table::Cell;
 use serde::Serialize;
 
-use super::{fail, load_config, open_store, out, print_json, sanitize, table};
+use super::{codes, fail, load_config, open_store, out, print_json, sanitize, table};
 use crate::exit;
 use crate::format::group_digits;
 use crate::store::SessionRecord;
@@ -39,8 +39,8 @@ pub async fn run(args: SessionsArgs, global: crate::config::GlobalArgs) -> ExitC
     };
     let sessions = match tokio::task::spawn_blocking(move || store.list_sessions()).await {
         Ok(Ok(s)) => s,
-        Ok(Err(e)) => return fail(exit::USAGE_ERROR, e),
-        Err(e) => return fail(exit::USAGE_ERROR, e),
+        Ok(Err(e)) => return fail(exit::USAGE_ERROR, codes::STORE, e),
+        Err(e) => return fail(exit::USAGE_ERROR, codes::STORE, e),
     };
     if args.json {
         let out: Vec<SessionJson<'_>> = sessions

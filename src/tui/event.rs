@@ -196,6 +196,7 @@ pub fn describe_failure(failure: &ApiError, now: DateTime<Utc>) -> String {
         }
         ApiError::InvalidRequest { message } => format!("rejected: {message}"),
         ApiError::Network(message) => format!("network error: {message}"),
+        ApiError::StreamLost(message) => format!("reply lost: {message}"),
         ApiError::Service { code, message, .. } => format!("{code}: {message}"),
         ApiError::Protocol(message) => format!("protocol: {message}"),
         ApiError::Config(message) => format!("config: {message}"),

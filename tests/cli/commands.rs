@@ -358,3 +358,236 @@ async fn a_key_is_not_sent_over_plain_http_to_another_host() {
         "convo: refusing to send the API key over plain http:// to 192.0.2.1; use https://, a loopback address, or --allow-insecure\n"
     );
 }
+
+/// The one JSON object a failed `--json` run leaves on stderr (and nothing on stdout).
+fn error_json(run: &super::support::Run) -> serde_json::Value {
+    assert!(run.stdout.is_empty(), "stdout: {}", run.stdout);
+    assert_eq!(run.stderr.lines().count(), 1, "one line: {}", run.stderr);
+    let v: serde_json::Value = serde_json::from_str(&run.stderr)
+        .unwrap_or_else(|e| panic!("stderr is not JSON ({e}): {}", run.stderr));
+    assert_eq!(v.as_object().unwrap().len(), 1, "only `error`: {v}");
+    assert!(v["error"]["code"].is_string(), "{v}");
+    assert!(v["error"]["message"].is_string(), "{v}");
+    v["error"].clone()
+}
+
+#[tokio::test]
+async fn with_json_errors_are_one_json_object_on_stderr() {
+    let base = fake::start().await;
+    let e = env(&base);
+    let s = Sandbox::new();
+
+    // From the service: its code and message, and the figures it sent.
+    let gone = run(&s, &["delete", "--json", "session_abcdefgh12345678"], &e)
+        .await
+        .expect(1);
+    assert_eq!(
+        error_json(&gone),
+        serde_json::json!({"code": "session_not_found", "message": "no such session"})
+    );
+    let bad_key = [
+        ("CONVO_BASE_URL", base.clone()),
+        ("CONVO_API_KEY", "service_live_wrong".to_string()),
+    ];
+    let refused = run(&s, &["usage", "--json"], &bad_key).await.expect(1);
+    assert_eq!(
+        error_json(&refused),
+        serde_json::json!({"code": "unauthorized",
+            "message": "unknown API key (check CONVO_API_KEY / --api-key)"})
+    );
+    let overflow = run(&s, &["send", "--json", "overflow"], &e).await.expect(1);
+    let err = error_json(&overflow);
+    assert_eq!(err["code"], "context_overflow");
+    assert_eq!(
+        (err["currentTokens"].as_u64(), err["maxTokens"].as_u64()),
+        (Some(9001), Some(8192))
+    );
+    let quota = run(&s, &["send", "--json", "--stream", "quota"], &e)
+        .await
+        .expect(1);
+    let err = error_json(&quota);
+    assert_eq!(err["code"], "quota_exceeded");
+    assert_eq!(err["limit"], "requests");
+    assert_eq!(err["resetAt"], "2026-12-01T00:00:00Z");
+    assert_eq!(err["retryAfter"], 864000);
+    let unknown = run(
+        &s,
+        &["wallet", "--json", "wal_nope", "--token", WALLET_TOKEN],
+        &e,
+    )
+    .await
+    .expect(1);
+    assert_eq!(
+        error_json(&unknown),
+        serde_json::json!({"code": "wallet_not_found", "message": "no such wallet", "status": 404})
+    );
+
+    // On this side: stable codes, the exit codes of old.
+    let dead = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        drop(listener);
+        vec![("CONVO_BASE_URL", base), ("CONVO_API_KEY", KEY.to_string())]
+    };
+    for args in [
+        &["usage", "--json"][..],
+        &["send", "--json", "hi"],
+        &["send", "--json", "--stream", "hi"],
+        &["delete", "--json", "session_abcdefgh12345678"],
+        &["metrics", "--json", "--series", "--granularity", "day"],
+    ] {
+        let failed = run(&s, args, &dead).await;
+        assert_eq!(failed.code, 3, "{args:?}: {}", failed.stderr);
+        let err = if args.contains(&"--series") {
+            // The series prints what it has (every bucket failed) on stdout first.
+            let line = failed.stderr.trim_end();
+            assert_eq!(failed.stderr.lines().count(), 1, "{}", failed.stderr);
+            serde_json::from_str::<serde_json::Value>(line).unwrap()["error"].clone()
+        } else {
+            error_json(&failed)
+        };
+        assert_eq!(err["code"], "network", "{args:?}: {err}");
+        assert!(
+            err["message"]
+                .as_str()
+                .unwrap()
+                .contains("cannot connect to http://127.0.0.1:"),
+            "{args:?}: {err}"
+        );
+    }
+    /// Arguments, environment, the code, part of the message.
+    type Case<'a> = (
+        &'a [&'a str],
+        &'a [(&'static str, String)],
+        &'a str,
+        &'a str,
+    );
+    let cases: &[Case] = &[
+        (
+            &["send", "--json", "--session", "bad", "x"],
+            &e,
+            "invalid_argument",
+            "is not a session id",
+        ),
+        (
+            &["send", "--json", "   "],
+            &e,
+            "invalid_argument",
+            "the message is empty",
+        ),
+        (
+            &[
+                "metrics",
+                "--json",
+                "--start",
+                "2026-12-01",
+                "--end",
+                "2026-11-01",
+            ],
+            &e,
+            "invalid_argument",
+            "is after --end",
+        ),
+        // Clap's own usage errors too, once --json is among the arguments.
+        (
+            &["metrics", "--json", "--start", "yesterday"],
+            &e,
+            "invalid_argument",
+            "is not a date",
+        ),
+        (
+            &["usage", "--json", "--bogus"],
+            &e,
+            "invalid_argument",
+            "unexpected argument '--bogus'",
+        ),
+        (
+            &["usage", "--json"],
+            &[],
+            "config",
+            "no base URL configured",
+        ),
+    ];
+    for (args, env, code, message) in cases {
+        let failed = run(&s, args, env).await.expect(2);
+        let err = error_json(&failed);
+        assert_eq!(err["code"], *code, "{args:?}: {err}");
+        assert!(
+            err["message"].as_str().unwrap().contains(message),
+            "{args:?}: {err}"
+        );
+    }
+    // Without --json, clap's message is as clap prints it.
+    let plain = run(&s, &["usage", "--bogus"], &e).await.expect(2);
+    assert!(
+        plain
+            .stderr
+            .starts_with("error: unexpected argument '--bogus'"),
+        "{}",
+        plain.stderr
+    );
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn with_json_warnings_are_json_too() {
+    use std::os::unix::fs::PermissionsExt;
+    let base = fake::start().await;
+    let s = Sandbox::new();
+    // A config file holding a key, readable by others: a warning.
+    let file = s.home().join("convo.toml");
+    std::fs::write(
+        &file,
+        format!("[connection]\nbase_url = \"{base}\"\napi_key = \"{KEY}\"\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let config = file.to_str().unwrap();
+
+    // A success: the warning as a JSON line of its own; no `new session:` line.
+    let ok = s
+        .run(&["--config", config, "send", "--json", "hi"])
+        .await
+        .expect(0);
+    assert_eq!(ok.json()["role"], "assistant");
+    let lines: Vec<serde_json::Value> = ok
+        .stderr
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert_eq!(lines.len(), 1, "{}", ok.stderr);
+    assert!(
+        lines[0]["warning"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("chmod 600"),
+        "{}",
+        ok.stderr
+    );
+
+    // A failure: one object, the warning inside it.
+    let failed = s
+        .run(&[
+            "--config",
+            config,
+            "delete",
+            "--json",
+            "session_abcdefgh12345678",
+        ])
+        .await
+        .expect(1);
+    let err = error_json(&failed);
+    assert_eq!(err["code"], "session_not_found");
+    assert!(
+        err["warnings"][0].as_str().unwrap().contains("chmod 600"),
+        "{err}"
+    );
+
+    // Without --json, as before: text lines.
+    let plain = s.run(&["--config", config, "usage"]).await.expect(0);
+    assert!(
+        plain.stderr.starts_with("convo: warning: "),
+        "{}",
+        plain.stderr
+    );
+}

@@ -54,6 +54,18 @@ async fn send(
         )
             .into_response();
     }
+    if content == "quota" {
+        // A limit that resets next month: the client does not wait that long.
+        return (
+            StatusCode::TOO_MANY_REQUESTS,
+            [("retry-after", "864000")],
+            axum::Json(
+                json!({"error": {"code": "quota_exceeded", "message": "monthly requests used up",
+                "limit": "requests", "resetAt": "2026-12-01T00:00:00Z"}}),
+            ),
+        )
+            .into_response();
+    }
     let mut f = s.lock().unwrap();
     if f.deleted.contains(&id) {
         return error(
