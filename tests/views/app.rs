@@ -73,6 +73,7 @@ fn pastes_go_to_the_view_inputs_not_the_composer() {
     for _ in 0..4 {
         app.update(key(KeyCode::Right));
     }
+    app.update(key(KeyCode::Enter));
     assert!(app.metrics.custom.editing);
     app.metrics.custom.text.clear();
     app.update(AppEvent::Paste("2026-11-01..2026-11-08".into()));

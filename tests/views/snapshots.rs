@@ -182,6 +182,7 @@ fn metrics_custom_range_typed_80x24() {
     for _ in 0..4 {
         app.update(key(KeyCode::Right));
     }
+    app.update(key(KeyCode::Enter));
     for _ in 0..30 {
         app.update(key(KeyCode::Backspace));
     }
@@ -362,5 +363,59 @@ fn tiny_terminals_do_not_panic() {
         nt.update(AppEvent::Wallet(WalletEvent::Token(TokenStatus::Missing)));
         nt.update(key(KeyCode::F(3)));
         render(&nt);
+    }
+}
+
+/// A free plan with 1,000 requests of which 27 are used.
+fn free_usage(used: u64) -> convo::api::Usage {
+    serde_json::from_value(serde_json::json!({
+        "billingPeriod": {"start": "2026-11-01T00:00:00Z", "end": "2026-12-01T00:00:00Z"},
+        "requests": {"used": used, "limit": 1000, "percentage": used as f64 / 10.0},
+        "tokens": {"used": 100, "limit": 100000, "percentage": 0.1},
+        "sessions": {"active": 1, "limit": 10, "percentage": 10.0},
+        "tier": "free"
+    }))
+    .unwrap()
+}
+
+fn loads(out: &[Command]) -> usize {
+    out.iter()
+        .filter(|c| matches!(c, Command::Metrics(MetricsRequest::Load(_))))
+        .count()
+}
+
+#[test]
+fn a_costly_load_asks_first() {
+    for (w, h) in [(80, 24), (120, 40)] {
+        let mut app = app(w, h);
+        app.update(AppEvent::UsageFetched(free_usage(27)));
+        // 24 hours by hour: 25 requests, under 5 % of the 973 left: it loads.
+        open_metrics(&mut app);
+        // 7 days by hour: 158 requests = 16 % of what is left: it asks.
+        let out = app.update(key(KeyCode::Char('2')));
+        assert_eq!(loads(&out), 0);
+        let screen = render(&app);
+        assert!(
+            screen.contains("158 requests = 16 % of the 973 left"),
+            "{screen}"
+        );
+        assert!(
+            !screen.contains("cancelled"),
+            "the chart shown goes on loading"
+        );
+        insta::assert_snapshot!(format!("metrics_asks_the_cost_{w}x{h}"), screen);
+        // Esc keeps the chart as it was, with nothing spent.
+        let out = app.update(key(KeyCode::Esc));
+        assert_eq!(loads(&out), 0);
+        assert!(app.metrics.asking.is_none());
+        assert_eq!(app.view, View::Metrics);
+        assert!(
+            render(&app).contains("last 24 hours by hour"),
+            "the choice shown is back"
+        );
+        // Asked again, Enter loads.
+        app.update(key(KeyCode::Char('2')));
+        let out = app.update(key(KeyCode::Enter));
+        assert_eq!(loads(&out), 1);
     }
 }

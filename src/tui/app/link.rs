@@ -42,6 +42,9 @@ impl App {
         }) = outcome
             && matches!(limit.as_str(), "requests" | "tokens" | "sessions")
         {
+            if limit == "requests" {
+                self.metrics.requests_left = Some(0);
+            }
             self.usage.reached = Some(LimitReached {
                 limit: limit.clone(),
                 reset_at: reset_at.as_deref().and_then(|t| {
@@ -67,6 +70,19 @@ impl App {
                 self.usage.reached = None;
             }
         }
+        // What a metrics load may cost is weighed against this (F2 asks before a big one).
+        self.metrics.requests_left = Some(
+            if self
+                .usage
+                .reached
+                .as_ref()
+                .is_some_and(|r| r.limit == "requests")
+            {
+                0
+            } else {
+                usage.requests.limit.saturating_sub(usage.requests.used)
+            },
+        );
         self.usage.usage = Some(usage);
         self.usage.fetched_at = Some(self.now);
         self.usage.error = None;

@@ -208,6 +208,11 @@ pub struct MetricsState {
     pub problem: Option<String>,
     /// A remark about the last change (a granularity changed to fit the cap).
     pub note: Option<String>,
+    /// Requests left in the plan, from the usage poll (none until it answers): a load that
+    /// would take more than [`ASK_SHARE_PERCENT`] of them asks first.
+    pub requests_left: Option<u64>,
+    /// A load that waits for the user to accept its cost (Enter loads, Esc drops it).
+    pub asking: Option<CostQuestion>,
     /// What the view shows: a load in flight or one from the cache.
     pub current: Option<Load>,
     pub cache: HashMap<MetricsKey, Load>,
@@ -219,6 +224,37 @@ pub struct MetricsState {
 /// Position of "custom" in the range selector.
 pub const CUSTOM_SLOT: usize = RangePreset::ALL.len();
 
+/// A load costing more than this share of the requests left asks before it starts.
+pub const ASK_SHARE_PERCENT: u64 = 5;
+
+/// The cost of a load that waits for a yes: each bucket is one request, the totals one more.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CostQuestion {
+    pub key: MetricsKey,
+    /// The choice of the chart shown while asking, back if the answer is no.
+    pub previous: Option<MetricsKey>,
+    pub requests: u64,
+    pub left: u64,
+}
+
+impl CostQuestion {
+    /// `146 requests = 15 % of the 973 left`.
+    pub fn describe(&self) -> String {
+        if self.left == 0 {
+            return format!(
+                "{} requests, and the request limit is reached",
+                self.requests
+            );
+        }
+        let pct = (self.requests as f64 * 100.0 / self.left as f64).round() as u64;
+        format!(
+            "{} requests = {pct} % of the {} left",
+            self.requests,
+            crate::format::count(self.left)
+        )
+    }
+}
+
 impl Default for MetricsState {
     fn default() -> Self {
         MetricsState {
@@ -229,6 +265,8 @@ impl Default for MetricsState {
             custom: CustomInput::default(),
             problem: None,
             note: None,
+            requests_left: None,
+            asking: None,
             current: None,
             cache: HashMap::new(),
             cursor: 0,

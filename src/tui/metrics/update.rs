@@ -4,8 +4,8 @@ use chrono::{DateTime, Utc};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::{
-    CUSTOM_SLOT, Load, LoadPlan, MetricsEvent, MetricsRequest, MetricsState, Query, RangeChoice,
-    Section, Slot,
+    ASK_SHARE_PERCENT, CUSTOM_SLOT, CostQuestion, Load, LoadPlan, MetricsEvent, MetricsRequest,
+    MetricsState, Query, RangeChoice, Section, Slot,
 };
 use crate::api::Granularity;
 use crate::keys::KeyBindings;
@@ -73,7 +73,19 @@ impl MetricsState {
     /// Shows the current selection: from the cache, or by starting a load. `force` reloads
     /// with a fresh clock even when cached.
     pub fn select(&mut self, now: DateTime<Utc>, out: &mut Vec<MetricsRequest>, force: bool) {
+        self.start(now, out, force, false);
+    }
+
+    /// [`Self::select`]; `accepted`: the user said yes to its cost.
+    fn start(
+        &mut self,
+        now: DateTime<Utc>,
+        out: &mut Vec<MetricsRequest>,
+        force: bool,
+        accepted: bool,
+    ) {
         let key = self.key();
+        self.asking = None;
         if !force {
             if self.current.as_ref().is_some_and(|l| l.key == key) {
                 return;
@@ -86,16 +98,35 @@ impl MetricsState {
                 return;
             }
         }
-        self.cancel(out);
-        self.cache.remove(&key);
         let range = self.range.resolve(now);
         match buckets::buckets(range, self.granularity) {
             Err(e) => {
+                self.cancel(out);
+                self.cache.remove(&key);
                 self.problem = Some(e.to_string());
                 self.current = None;
             }
             Ok(list) => {
                 self.problem = None;
+                // Each bucket is a request, the totals one more: a load that would take a
+                // good share of what is left asks first, and the chart keeps what it shows.
+                let requests = list.len() as u64 + 1;
+                if let Some(left) = self.requests_left
+                    && !accepted
+                    && requests * 100 > left * ASK_SHARE_PERCENT
+                {
+                    // What is shown stays until the answer; a no brings its choice back.
+                    let previous = self.current.as_ref().map(|l| l.key);
+                    self.asking = Some(CostQuestion {
+                        key,
+                        previous,
+                        requests,
+                        left,
+                    });
+                    return;
+                }
+                self.cancel(out);
+                self.cache.remove(&key);
                 let load_id = self.take_id();
                 self.cursor = list.len().saturating_sub(1);
                 self.current = Some(Load {
@@ -186,6 +217,30 @@ impl MetricsState {
         if self.custom.editing {
             return self.edit_key(keys, key, now, out);
         }
+        if self.asking.is_some() {
+            // Enter (or the confirm key) accepts the cost; anything else drops the question.
+            if key.code == KeyCode::Enter || keys.confirm.matches(key) {
+                self.start(now, out, true, true);
+            } else {
+                // No: the range and granularity of the chart shown come back.
+                if let Some(previous) = self.asking.take().and_then(|q| q.previous) {
+                    self.range = previous.range;
+                    self.granularity = previous.granularity;
+                    self.range_cursor = match previous.range {
+                        RangeChoice::Preset(p) => {
+                            RangePreset::ALL.iter().position(|q| *q == p).unwrap_or(0)
+                        }
+                        RangeChoice::Custom(_) => CUSTOM_SLOT,
+                    };
+                    self.note = None;
+                }
+                if keys.stop_or_quit.matches(key) || keys.back.matches(key) {
+                    return KeyResult::Consumed;
+                }
+                return self.handle_key(keys, key, now, out);
+            }
+            return KeyResult::Consumed;
+        }
         if keys.stop_or_quit.matches(key) {
             return if self.cancel(out) {
                 KeyResult::Consumed
@@ -235,29 +290,24 @@ impl MetricsState {
         now: DateTime<Utc>,
         out: &mut Vec<MetricsRequest>,
     ) -> bool {
-        let target = if is_left(key) {
-            self.range_cursor.saturating_sub(1)
-        } else if is_right(key) {
-            (self.range_cursor + 1).min(CUSTOM_SLOT)
-        } else if key.code == KeyCode::Enter {
-            if self.range_cursor == CUSTOM_SLOT {
-                self.start_editing();
-            }
+        // The arrows only move the cursor: nothing loads (and nothing is spent) until Enter
+        // confirms the range under it.
+        if is_left(key) {
+            self.range_cursor = self.range_cursor.saturating_sub(1);
             return true;
-        } else {
+        }
+        if is_right(key) {
+            self.range_cursor = (self.range_cursor + 1).min(CUSTOM_SLOT);
+            return true;
+        }
+        if key.code != KeyCode::Enter {
             return false;
-        };
+        }
+        let target = self.range_cursor;
         if target == CUSTOM_SLOT {
-            self.range_cursor = CUSTOM_SLOT;
-            match buckets::parse_range(&self.custom.text) {
-                // A custom range typed before: choose it again.
-                Ok(r) if !self.custom.text.is_empty() => {
-                    self.set_range(RangeChoice::Custom(r), now, out)
-                }
-                _ => self.start_editing(),
-            }
-        } else if target != self.range_cursor
-            || self.range != RangeChoice::Preset(RangePreset::ALL[target])
+            self.start_editing();
+        } else if self.range != RangeChoice::Preset(RangePreset::ALL[target])
+            || self.current.is_none()
         {
             self.set_range(RangeChoice::Preset(RangePreset::ALL[target]), now, out);
         }
@@ -724,8 +774,15 @@ mod tests {
         let mut s = MetricsState::default();
         let mut reqs = Vec::new();
         s.open(now(), &mut reqs);
+        reqs.clear();
+        // The arrows move the cursor only: nothing loads until Enter.
         s.handle_key(&keys, &key(KeyCode::Right), now(), &mut reqs);
+        assert_eq!(s.range, RangeChoice::Preset(RangePreset::Last24Hours));
+        assert_eq!(s.range_cursor, 1);
+        assert!(reqs.is_empty(), "{reqs:?}");
+        s.handle_key(&keys, &key(KeyCode::Enter), now(), &mut reqs);
         assert_eq!(s.range, RangeChoice::Preset(RangePreset::Last7Days));
+        assert!(!reqs.is_empty());
         assert_eq!(
             s.handle_key(&keys, &key(KeyCode::Tab), now(), &mut reqs),
             KeyResult::Consumed
@@ -793,6 +850,8 @@ mod tests {
             s.handle_key(&keys, &key(KeyCode::Right), now(), &mut reqs);
         }
         s.handle_key(&keys, &key(KeyCode::Right), now(), &mut reqs);
+        assert!(!s.custom.editing);
+        s.handle_key(&keys, &key(KeyCode::Enter), now(), &mut reqs);
         assert!(s.custom.editing);
         assert_eq!(s.range_cursor, CUSTOM_SLOT);
         s.custom.text.clear();
@@ -817,9 +876,10 @@ mod tests {
             p.range.start,
             Utc.with_ymd_and_hms(2026, 11, 1, 0, 0, 0).unwrap()
         );
-        // The granularity stays what the 30-day preset made it.
-        assert_eq!(p.granularity, Granularity::Day);
-        assert_eq!(p.buckets.len(), 7);
+        // Passing over the longer presets loaded none of them: the granularity is still the
+        // 24-hour preset's.
+        assert_eq!(p.granularity, Granularity::Hour);
+        assert_eq!(p.buckets.len(), 7 * 24);
         // A range the service refuses cannot be applied.
         s.handle_key(&keys, &key(KeyCode::Enter), now(), &mut reqs);
         assert!(s.custom.editing);

@@ -69,7 +69,7 @@ impl FullView for MetricsState {
                 ("1 2 3 4".into(), "last 24h / 7d / 30d / 90d".into()),
                 ("← →".into(), "range, granularity, bucket".into()),
                 (keys.focus_next.first_label(), "next section".into()),
-                ("Enter".into(), "type a custom range".into()),
+                ("Enter".into(), "load the range (custom: type it)".into()),
                 (keys.refresh.first_label(), "reload (fresh clock)".into()),
                 (keys.stop_or_quit.first_label(), "cancel loading".into()),
                 (keys.back.first_label(), "back to the chat".into()),
@@ -89,6 +89,12 @@ fn hints(s: &MetricsState, k: &KeyBindings) -> Vec<(String, &'static str)> {
             ("Enter".into(), "apply"),
             ("Esc".into(), "cancel"),
             (k.focus_next.first_label(), "next"),
+        ];
+    }
+    if s.asking.is_some() {
+        return vec![
+            ("Enter".into(), "load"),
+            (k.back.first_label(), "keep the chart"),
         ];
     }
     let mut out = vec![(k.back.first_label(), "back")];
@@ -177,7 +183,12 @@ fn render_title(s: &MetricsState, area: Rect, buf: &mut Buffer) {
         Some(l) => buckets::describe_span(l.range.start, l.range.end),
         None => s.range.describe(),
     };
-    let what = format!(" Metrics · {} by {} ", s.range.describe(), s.granularity);
+    // While a costly load waits for a yes, the title names the chart still shown.
+    let (choice, granularity) = match (&s.asking, &s.current) {
+        (Some(_), Some(l)) => (l.key.range, l.key.granularity),
+        _ => (s.range, s.granularity),
+    };
+    let what = format!(" Metrics · {} by {} ", choice.describe(), granularity);
     let mut spans = vec![Span::styled(
         what.clone(),
         theme::bold().add_modifier(Modifier::REVERSED),
@@ -275,6 +286,11 @@ fn render_info(s: &MetricsState, area: Rect, buf: &mut Buffer) {
             )),
         }
         Line::from(spans)
+    } else if let Some(q) = &s.asking {
+        Line::from(vec![
+            Span::styled(format!(" {}: ", q.describe()), theme::warn()),
+            Span::styled("Enter loads, Esc keeps this chart", theme::hint()),
+        ])
     } else if let Some(p) = &s.problem {
         Line::from(Span::styled(
             format!(" ✗ {}", truncate(p, width.saturating_sub(3))),
@@ -284,6 +300,17 @@ fn render_info(s: &MetricsState, area: Rect, buf: &mut Buffer) {
         Line::from(Span::styled(
             format!(" {}", truncate(n, width.saturating_sub(1))),
             theme::warn(),
+        ))
+    } else if s.section == Section::Range
+        && s.range_cursor < CUSTOM_SLOT
+        && s.range != RangeChoice::Preset(RangePreset::ALL[s.range_cursor])
+    {
+        Line::from(Span::styled(
+            format!(
+                " Enter loads {} (nothing is asked of the service before)",
+                RangePreset::ALL[s.range_cursor].describe()
+            ),
+            theme::hint(),
         ))
     } else if s.range_cursor == CUSTOM_SLOT && s.section == Section::Range {
         Line::from(Span::styled(
