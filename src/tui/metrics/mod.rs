@@ -213,6 +213,9 @@ pub struct MetricsState {
     pub requests_left: Option<u64>,
     /// A load that waits for the user to accept its cost (Enter loads, Esc drops it).
     pub asking: Option<CostQuestion>,
+    /// Answers for complete buckets (ended before their load began): they never change, so no
+    /// load of this run asks for one twice, whatever range or preset it belongs to.
+    pub known: HashMap<(Bucket, Granularity), Box<Metrics>>,
     /// What the view shows: a load in flight or one from the cache.
     pub current: Option<Load>,
     pub cache: HashMap<MetricsKey, Load>,
@@ -267,6 +270,7 @@ impl Default for MetricsState {
             note: None,
             requests_left: None,
             asking: None,
+            known: HashMap::new(),
             current: None,
             cache: HashMap::new(),
             cursor: 0,
@@ -310,6 +314,8 @@ pub struct LoadPlan {
     pub range: TimeRange,
     pub granularity: Granularity,
     pub buckets: Vec<Bucket>,
+    /// Buckets whose answers the app already has (complete ones): not queried.
+    pub known: Vec<Bucket>,
     /// For a preset: the worker resolves it again against the wall clock when the load
     /// starts (the app's clock ticks only every few seconds) and reports the new plan.
     pub preset: Option<RangePreset>,

@@ -9,7 +9,7 @@ use super::{
 };
 use crate::api::Granularity;
 use crate::keys::KeyBindings;
-use crate::series::buckets::{self, MAX_BUCKETS, RangeError, RangePreset};
+use crate::series::buckets::{self, Bucket, MAX_BUCKETS, RangeError, RangePreset};
 use crate::tui::key_result::KeyResult;
 
 const GRANULARITIES: [Granularity; 4] = [
@@ -18,6 +18,9 @@ const GRANULARITIES: [Granularity; 4] = [
     Granularity::Week,
     Granularity::Month,
 ];
+
+/// How long after its end a bucket's numbers are taken as final.
+const COMPLETE_AFTER: chrono::Duration = chrono::Duration::minutes(5);
 
 /// Rows a page key moves in the table.
 const PAGE: usize = 10;
@@ -110,7 +113,14 @@ impl MetricsState {
                 self.problem = None;
                 // Each bucket is a request, the totals one more: a load that would take a
                 // good share of what is left asks first, and the chart keeps what it shows.
-                let requests = list.len() as u64 + 1;
+                let g = self.granularity;
+                // `r` (force) asks everything again, as it always did.
+                let known: Vec<Bucket> = list
+                    .iter()
+                    .filter(|b| !force && self.known.contains_key(&(**b, g)))
+                    .copied()
+                    .collect();
+                let requests = (list.len() - known.len()) as u64 + 1;
                 if let Some(left) = self.requests_left
                     && !accepted
                     && requests * 100 > left * ASK_SHARE_PERCENT
@@ -134,7 +144,13 @@ impl MetricsState {
                     key,
                     range,
                     totals: Slot::Pending,
-                    buckets: list.iter().map(|b| (*b, Slot::Pending)).collect(),
+                    buckets: list
+                        .iter()
+                        .map(|b| match known.contains(b) {
+                            true => (*b, self.slot_for(*b)),
+                            false => (*b, Slot::Pending),
+                        })
+                        .collect(),
                     started_at: now,
                 });
                 out.push(MetricsRequest::Load(LoadPlan {
@@ -142,12 +158,21 @@ impl MetricsState {
                     range,
                     granularity: self.granularity,
                     buckets: list,
+                    known,
                     preset: match self.range {
                         RangeChoice::Preset(p) => Some(p),
                         RangeChoice::Custom(_) => None,
                     },
                 }));
             }
+        }
+    }
+
+    /// A bucket's slot as a load starts: its answer when it is known, else pending.
+    fn slot_for(&self, bucket: Bucket) -> Slot {
+        match self.known.get(&(bucket, self.granularity)) {
+            Some(m) => Slot::Loaded(m.clone()),
+            None => Slot::Pending,
         }
     }
 
@@ -494,9 +519,11 @@ impl MetricsState {
                 range,
                 buckets,
             } => {
+                let slots: Vec<(Bucket, Slot)> =
+                    buckets.into_iter().map(|b| (b, self.slot_for(b))).collect();
                 if let Some(load) = self.current.as_mut().filter(|l| l.id == load_id) {
                     load.range = range;
-                    load.buckets = buckets.into_iter().map(|b| (b, Slot::Pending)).collect();
+                    load.buckets = slots;
                     self.cursor = load.buckets.len().saturating_sub(1);
                 }
                 return;
@@ -521,6 +548,16 @@ impl MetricsState {
                 Ok(m) => Slot::Loaded(m),
                 Err(e) => Slot::Failed(e),
             };
+        }
+        // A whole bucket that ended well before its load began (a margin for clocks that
+        // differ and writes in flight) is complete: kept for every later load.
+        if let Query::Bucket(i) = query
+            && let Some((bucket, Slot::Loaded(m))) = load.buckets.get(i)
+            && !bucket.is_partial(load.key.granularity)
+            && bucket.end + COMPLETE_AFTER <= load.started_at
+        {
+            self.known
+                .insert((*bucket, load.key.granularity), m.clone());
         }
         if !load.is_loading()
             && !load.was_cancelled()
@@ -891,5 +928,46 @@ mod tests {
         assert!(s.custom.editing && reqs.is_empty());
         s.handle_key(&keys, &key(KeyCode::Esc), now(), &mut reqs);
         assert!(!s.custom.editing);
+    }
+
+    #[test]
+    fn a_complete_bucket_is_never_asked_for_twice() {
+        let keys = KeyBindings::default();
+        let mut s = MetricsState::default();
+        let mut reqs = Vec::new();
+        s.open(now(), &mut reqs);
+        let first = plan(&reqs).clone();
+        assert!(first.known.is_empty());
+        answer_all(&mut s, &first);
+        // 23 whole hours are complete; the current hour (12:00–12:34) is not.
+        assert_eq!(s.known.len(), 23);
+        // 7 days by hour: the 23 hours it shares with the last 24 are not asked again.
+        reqs.clear();
+        s.handle_key(&keys, &key(KeyCode::Char('2')), now(), &mut reqs);
+        let week = plan(&reqs).clone();
+        assert_eq!(week.known.len(), 23);
+        let load = s.current.as_ref().unwrap();
+        let filled = load
+            .buckets
+            .iter()
+            .filter(|(_, slot)| matches!(slot, Slot::Loaded(_)))
+            .count();
+        assert_eq!(filled, 23);
+        assert!(
+            load.buckets.last().unwrap().1.is_pending(),
+            "the current hour is asked"
+        );
+        // With a budget to weigh against, the cost counts only what is asked.
+        // (The whole 24-hour load is cached too; without it, only the new is asked.)
+        s.requests_left = Some(10_000);
+        s.cache.clear();
+        reqs.clear();
+        s.handle_key(&keys, &key(KeyCode::Char('1')), now(), &mut reqs);
+        assert!(s.asking.is_none());
+        assert_eq!(
+            plan(&reqs).known.len(),
+            23,
+            "two queries: the totals and the current hour"
+        );
     }
 }

@@ -42,7 +42,9 @@ impl MetricsWorker {
                         result: Err("not connected to the service yet".to_string()),
                     };
                     sink(failed(Query::Totals));
-                    (0..plan.buckets.len()).for_each(|i| sink(failed(Query::Bucket(i))));
+                    (0..plan.buckets.len())
+                        .filter(|&i| !plan.known.contains(&plan.buckets[i]))
+                        .for_each(|i| sink(failed(Query::Bucket(i))));
                     return None;
                 };
                 let id = plan.load_id;
@@ -90,6 +92,7 @@ where
         mut range,
         granularity,
         mut buckets,
+        known,
         preset,
     } = plan;
     // The app's clock may be seconds old: a preset ends at the real now.
@@ -107,8 +110,12 @@ where
             });
         }
     }
-    let queries = std::iter::once((Query::Totals, range))
-        .chain((buckets.into_iter().enumerate()).map(|(i, b)| (Query::Bucket(i), b.range())));
+    // Buckets the app already knows (complete ones answered before) are not asked again.
+    let queries = std::iter::once((Query::Totals, range)).chain(
+        (buckets.into_iter().enumerate())
+            .filter(|(_, b)| !known.contains(b))
+            .map(|(i, b)| (Query::Bucket(i), b.range())),
+    );
     let answers = crate::series::query_all(&client, granularity, queries);
     futures_util::pin_mut!(answers);
     while let Some((query, result)) = answers.next().await {
