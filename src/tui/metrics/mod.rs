@@ -233,7 +233,6 @@ pub const ASK_SHARE_PERCENT: u64 = 5;
 /// The cost of a load that waits for a yes: each bucket is one request, the totals one more.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CostQuestion {
-    pub key: MetricsKey,
     /// The choice of the chart shown while asking, back if the answer is no.
     pub previous: Option<MetricsKey>,
     pub requests: u64,

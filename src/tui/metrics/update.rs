@@ -128,7 +128,6 @@ impl MetricsState {
                     // What is shown stays until the answer; a no brings its choice back.
                     let previous = self.current.as_ref().map(|l| l.key);
                     self.asking = Some(CostQuestion {
-                        key,
                         previous,
                         requests,
                         left,
