@@ -26,6 +26,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::api::{Message, Role};
 
+mod metric_buckets;
+
 /// Longest title kept, in characters.
 pub const TITLE_CHARS: usize = 60;
 
@@ -61,6 +63,15 @@ const MIGRATIONS: &[&str] = &[
          key   TEXT PRIMARY KEY,
          value TEXT NOT NULL
      );",
+    // 2: complete metrics buckets per account (`store/metric_buckets.rs`).
+    "CREATE TABLE metric_buckets (
+         account     TEXT NOT NULL,
+         granularity TEXT NOT NULL,
+         start       TEXT NOT NULL,
+         end_at      TEXT NOT NULL,
+         metrics     TEXT NOT NULL,
+         PRIMARY KEY (account, granularity, start)
+     ) WITHOUT ROWID;",
 ];
 
 #[derive(Debug, thiserror::Error)]

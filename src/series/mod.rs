@@ -12,6 +12,15 @@ use buckets::{Bucket, RangeError, TimeRange};
 /// Metrics queries in flight at once for one series.
 pub const CONCURRENCY: usize = 4;
 
+/// A complete bucket's answer (it ended before it was asked for, so it never changes), as the
+/// local store keeps it and the metrics view reuses it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KnownBucket {
+    pub granularity: Granularity,
+    pub bucket: Bucket,
+    pub metrics: Box<Metrics>,
+}
+
 /// One bucket of a series and its query's answer.
 #[derive(Debug, Clone)]
 pub struct SeriesRow {

@@ -36,6 +36,9 @@ pub enum Command {
     RefreshUsage,
     /// Write to the local store.
     Persist(StoreOp),
+    /// Read the complete metrics buckets the store keeps for the connected account (the
+    /// store answers with `MetricsEvent::Known`).
+    LoadKnownBuckets,
     /// Put text on the terminal's clipboard (OSC 52).
     CopyToClipboard(String),
     /// Work for the metrics view's worker (`tui::metrics::worker::MetricsWorker`).
@@ -67,6 +70,11 @@ pub enum StoreOp {
     },
     SetLastOpen(String),
     DeleteSession(String),
+    /// Complete metrics buckets of `account`, kept so that no later run asks for them.
+    KeepBuckets {
+        account: String,
+        buckets: Vec<crate::series::KnownBucket>,
+    },
     /// A message stored as sent that the service turned out not to keep: marked failed.
     MarkUnsent {
         session_id: String,

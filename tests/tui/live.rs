@@ -37,13 +37,26 @@ async fn start(config: ServiceConfig) -> Harness {
     options.max_retries = 0;
     let client = Client::new(options.clone()).unwrap();
     let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(options, &dir);
+    let mut h = Harness {
+        rt,
+        service: Some(service),
+        client,
+        _dir: dir,
+    };
+    h.ready().await;
+    h
+}
+
+/// The TUI's app and workers, on the store in `dir`.
+fn runtime(options: ClientOptions, dir: &tempfile::TempDir) -> Runtime {
     let app = App::new(
         KeyBindings::default(),
         Settings::default(),
         Rect::new(0, 0, 100, 30),
         Utc::now(),
     );
-    let rt = Runtime::start(
+    Runtime::start(
         app,
         WorkerConfig {
             target: Target::Remote(options),
@@ -51,26 +64,32 @@ async fn start(config: ServiceConfig) -> Harness {
             // Polls come from the kicks after each send and from `r`; the timer stays out of the way.
             usage_refresh: Duration::from_secs(3600),
         },
-    );
-    let mut h = Harness {
-        rt,
-        service: Some(service),
-        client,
-        _dir: dir,
-    };
-    h.until("connected, store loaded, stream open", |app| {
-        matches!(app.connection, Connection::Connected(_))
-            && app.store_ready
-            && app
-                .open
-                .as_ref()
-                .is_some_and(|o| o.loaded && o.stream == StreamState::Open)
-    })
-    .await;
-    h
+    )
 }
 
 impl Harness {
+    /// Waits until the app is connected, has read the store and opened its session's stream.
+    async fn ready(&mut self) {
+        self.until("connected, store loaded, stream open", |app| {
+            matches!(app.connection, Connection::Connected(_))
+                && app.store_ready
+                && app
+                    .open
+                    .as_ref()
+                    .is_some_and(|o| o.loaded && o.stream == StreamState::Open)
+        })
+        .await;
+    }
+
+    /// Quits the TUI and starts it again on the same store and service.
+    async fn restart(&mut self) {
+        let mut options = self.client.options().clone();
+        options.max_retries = 0;
+        let next = runtime(options, &self._dir);
+        std::mem::replace(&mut self.rt, next).shutdown().await;
+        self.ready().await;
+    }
+
     async fn until(&mut self, what: &str, done: impl Fn(&App) -> bool) {
         self.rt.run_until(what, GUARD, done).await.unwrap();
     }
@@ -388,4 +407,42 @@ async fn a_wrong_key_says_to_check_it_and_keeps_the_text() {
     .await
     .unwrap();
     service.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn complete_metrics_buckets_are_kept_across_a_restart() {
+    let mut h = start(ServiceConfig::ephemeral(1)).await;
+    h.press(KeyCode::F(2));
+    h.until("the 24-hour chart", |app| {
+        app.metrics
+            .current
+            .as_ref()
+            .is_some_and(|l| !l.is_loading())
+    })
+    .await;
+    // Whole hours that ended over 5 minutes ago: 23, or 22 just after the hour.
+    let kept = h.rt.app.metrics.known.len();
+    assert!((22..=23).contains(&kept), "{kept}");
+    h.restart().await;
+    h.until("the kept buckets", |app| app.metrics.known.len() == kept)
+        .await;
+    h.press(KeyCode::F(2));
+    let load = h.rt.app.metrics.current.as_ref().unwrap();
+    let asked = load.buckets.iter().filter(|(_, s)| s.is_pending()).count();
+    assert_eq!(
+        asked,
+        load.buckets.len() - kept,
+        "only the hours not complete are asked"
+    );
+    h.until("the chart", |app| {
+        app.metrics
+            .current
+            .as_ref()
+            .is_some_and(|l| !l.is_loading())
+    })
+    .await;
+    assert_eq!(
+        h.rt.app.metrics.current.as_ref().unwrap().failed_buckets(),
+        0
+    );
 }

@@ -272,6 +272,8 @@ impl App {
                     });
                 }
                 out.push(Command::RefreshUsage);
+                // The complete metrics buckets earlier runs kept for this account.
+                out.push(Command::LoadKnownBuckets);
             }
             AppEvent::ConnectFailed(e) => {
                 self.notify(Level::Error, format!("cannot connect: {e}"));
@@ -358,7 +360,20 @@ impl App {
             AppEvent::UsageFetched(usage) => self.on_usage(usage),
             AppEvent::UsageFailed(e) => self.on_usage_failed(e),
             AppEvent::WorkerError(e) => self.notify(Level::Error, e),
-            AppEvent::Metrics(ev) => self.metrics.on_event(ev),
+            AppEvent::Metrics(ev) => {
+                let complete = self.metrics.on_event(ev);
+                if let Some(account) = self
+                    .metrics
+                    .account
+                    .clone()
+                    .filter(|_| !complete.is_empty())
+                {
+                    out.push(Command::Persist(StoreOp::KeepBuckets {
+                        account,
+                        buckets: complete,
+                    }));
+                }
+            }
             AppEvent::Wallet(ev) => {
                 let mut reqs = Vec::new();
                 self.wallet.on_event(ev, &mut reqs);
@@ -372,7 +387,26 @@ impl App {
         {
             self.send_error = None;
         }
+        self.fetch_metrics_on_screen(&mut out);
         out
+    }
+
+    /// The screen a full view gets: above the status bar.
+    fn full_view_area(&self) -> Rect {
+        let status = self.layout().status;
+        Rect::new(0, 0, self.size.width, status.y)
+    }
+
+    /// With the metrics view shown, asks for the buckets on screen that were never asked for
+    /// (whatever moved them there: a key, a resize, an answer).
+    fn fetch_metrics_on_screen(&mut self, out: &mut Vec<Command>) {
+        if self.view != View::Metrics {
+            return;
+        }
+        self.metrics.viewport = self.full_view_area();
+        let mut reqs = Vec::new();
+        self.metrics.fetch_on_screen(&mut reqs);
+        out.extend(reqs.into_iter().map(Command::Metrics));
     }
 
     /// The composer's text, until token counting was asked to get ready.
@@ -464,6 +498,8 @@ impl App {
     /// F2 or `/metrics`: shows the metrics view.
     fn open_metrics(&mut self, out: &mut Vec<Command>) {
         self.view = View::Metrics;
+        // A load asks only for the buckets this screen shows.
+        self.metrics.viewport = self.full_view_area();
         let mut reqs = Vec::new();
         self.metrics.open(self.now, &mut reqs);
         out.extend(reqs.into_iter().map(Command::Metrics));

@@ -9,11 +9,14 @@ pub mod update;
 pub mod worker;
 
 use std::collections::HashMap;
+use std::ops::Range;
 
 use chrono::{DateTime, Utc};
+use ratatui::layout::{Constraint, Layout, Rect};
 
 use crate::api::{Granularity, Metrics};
 
+pub use crate::series::KnownBucket;
 pub use crate::series::buckets::{Bucket, RangeError, RangePreset, TimeRange};
 
 /// The chosen range: a preset (resolved at each load) or fixed dates.
@@ -82,6 +85,8 @@ impl Section {
 /// One query's state: the totals, or one bucket.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Slot {
+    /// Not asked: the bucket has not been on screen yet. Scrolling to it asks for it.
+    NotAsked,
     /// Asked for, not answered yet.
     Pending,
     Loaded(Box<Metrics>),
@@ -146,9 +151,18 @@ pub struct Load {
 }
 
 impl Load {
-    /// Queries in all: the totals and one per bucket.
+    /// Queries asked so far: the totals and one per bucket that has been on screen.
     pub fn total_queries(&self) -> usize {
-        self.buckets.len() + 1
+        1 + (self.buckets.iter())
+            .filter(|(_, s)| !matches!(s, Slot::NotAsked))
+            .count()
+    }
+
+    /// Whether some buckets have not been asked for (never on screen).
+    pub fn is_partial(&self) -> bool {
+        self.buckets
+            .iter()
+            .any(|(_, s)| matches!(s, Slot::NotAsked))
     }
 
     /// Queries answered (loaded or failed).
@@ -214,8 +228,15 @@ pub struct MetricsState {
     /// A load that waits for the user to accept its cost (Enter loads, Esc drops it).
     pub asking: Option<CostQuestion>,
     /// Answers for complete buckets (ended before their load began): they never change, so no
-    /// load of this run asks for one twice, whatever range or preset it belongs to.
+    /// load asks for one twice, whatever range or preset it belongs to. They are kept in the
+    /// local store under [`Self::account`] and read back when the client connects.
     pub known: HashMap<(Bucket, Granularity), Box<Metrics>>,
+    /// Whose numbers these are (the service and key, see `api::Client::account`), once the
+    /// store has answered: complete buckets are written under it.
+    pub account: Option<String>,
+    /// The screen area the view is drawn in, as last laid out (empty until then): a load asks
+    /// only for the buckets it shows.
+    pub viewport: Rect,
     /// What the view shows: a load in flight or one from the cache.
     pub current: Option<Load>,
     pub cache: HashMap<MetricsKey, Load>,
@@ -270,6 +291,8 @@ impl Default for MetricsState {
             requests_left: None,
             asking: None,
             known: HashMap::new(),
+            account: None,
+            viewport: Rect::ZERO,
             current: None,
             cache: HashMap::new(),
             cursor: 0,
@@ -303,6 +326,12 @@ pub enum MetricsRequest {
     /// Run these queries (the totals first, then each bucket), a few at a time, and report
     /// each answer; a new load replaces any load in flight.
     Load(LoadPlan),
+    /// Ask for more buckets of the load shown (they came on screen): `(index, bucket)`.
+    Fetch {
+        load_id: u64,
+        granularity: Granularity,
+        ask: Vec<(usize, Bucket)>,
+    },
     /// Stop the load with this id; its unanswered queries are dropped.
     Cancel { load_id: u64 },
 }
@@ -313,7 +342,10 @@ pub struct LoadPlan {
     pub range: TimeRange,
     pub granularity: Granularity,
     pub buckets: Vec<Bucket>,
-    /// Buckets whose answers the app already has (complete ones): not queried.
+    /// The buckets to ask for, by index: those on screen whose answers the app lacks.
+    pub ask: Vec<usize>,
+    /// Buckets whose answers the app already has (complete ones): not queried, also when a
+    /// preset's buckets are planned again.
     pub known: Vec<Bucket>,
     /// For a preset: the worker resolves it again against the wall clock when the load
     /// starts (the app's clock ticks only every few seconds) and reports the new plan.
@@ -343,4 +375,77 @@ pub enum MetricsEvent {
         /// The metrics, or the failure as one line for the user.
         result: Result<Box<Metrics>, String>,
     },
+    /// The complete buckets the local store keeps for `account` (read when the client
+    /// connects).
+    Known {
+        account: String,
+        buckets: Vec<KnownBucket>,
+    },
+}
+
+/// The view's parts, top to bottom: title, controls, info, totals, tabs, body (charts or
+/// table) and the selected bucket's detail. The view draws into these and the state asks for
+/// what the body shows, so both read this one function.
+pub fn areas(area: Rect) -> [Rect; 7] {
+    Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(1),
+        Constraint::Length(1),
+        Constraint::Length(3),
+        Constraint::Length(1),
+        Constraint::Min(0),
+        Constraint::Length(1),
+    ])
+    .areas(area)
+}
+
+/// `r` less a column each side.
+pub fn pad(r: Rect) -> Rect {
+    Rect::new(
+        r.x.saturating_add(1),
+        r.y,
+        r.width.saturating_sub(2),
+        r.height,
+    )
+}
+
+/// Bar width, gap and how many bars fit in `width` columns for `n` buckets.
+pub fn fit(n: usize, width: u16) -> (u16, u16, usize) {
+    let w = width as usize;
+    if n == 0 || w == 0 {
+        return (1, 0, 0);
+    }
+    if n * 2 <= w + 1 {
+        // Room for a gap: widen the bars to use the width, up to 9 columns.
+        let bar = ((w + 1) / n).saturating_sub(1).clamp(1, 9);
+        (bar as u16, 1, n)
+    } else {
+        (1, 0, n.min(w))
+    }
+}
+
+/// The first bucket shown when `visible` fit: the selected one stays in view, at the right
+/// edge (the bottom of the table) when it has to scroll.
+pub fn first_visible(cursor: usize, visible: usize, n: usize) -> usize {
+    if visible == 0 || n <= visible {
+        0
+    } else {
+        (cursor + 1).saturating_sub(visible).min(n - visible)
+    }
+}
+
+/// The indices of the `n` buckets on screen in `viewport`, with `cursor` selected: the bars
+/// that fit the charts, or the rows of the table (all of them before any layout).
+pub fn on_screen(viewport: Rect, section: Section, cursor: usize, n: usize) -> Range<usize> {
+    if viewport.is_empty() {
+        return 0..n;
+    }
+    let body = areas(viewport)[5];
+    let visible = match section {
+        // The table's header takes a row.
+        Section::Table => body.height.saturating_sub(1) as usize,
+        _ => fit(n, pad(body).width).2,
+    };
+    let first = first_visible(cursor, visible, n);
+    first..(first + visible).min(n)
 }

@@ -4,8 +4,8 @@ use chrono::{DateTime, Utc};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::{
-    ASK_SHARE_PERCENT, CUSTOM_SLOT, CostQuestion, Load, LoadPlan, MetricsEvent, MetricsRequest,
-    MetricsState, Query, RangeChoice, Section, Slot,
+    ASK_SHARE_PERCENT, CUSTOM_SLOT, CostQuestion, KnownBucket, Load, LoadPlan, MetricsEvent,
+    MetricsRequest, MetricsState, Query, RangeChoice, Section, Slot,
 };
 use crate::api::Granularity;
 use crate::keys::KeyBindings;
@@ -111,16 +111,23 @@ impl MetricsState {
             }
             Ok(list) => {
                 self.problem = None;
-                // Each bucket is a request, the totals one more: a load that would take a
-                // good share of what is left asks first, and the chart keeps what it shows.
+                // Only the buckets on screen are asked for (the rest as they scroll into
+                // view), and not those known already; `r` (force) asks them all again.
                 let g = self.granularity;
-                // `r` (force) asks everything again, as it always did.
+                let cursor = list.len().saturating_sub(1);
+                let window = super::on_screen(self.viewport, self.section, cursor, list.len());
                 let known: Vec<Bucket> = list
                     .iter()
                     .filter(|b| !force && self.known.contains_key(&(**b, g)))
                     .copied()
                     .collect();
-                let requests = (list.len() - known.len()) as u64 + 1;
+                let ask: Vec<usize> = window
+                    .clone()
+                    .filter(|&i| !known.contains(&list[i]))
+                    .collect();
+                // Each bucket asked is a request, the totals one more: a load that would take
+                // a good share of what is left asks first, and the chart keeps what it shows.
+                let requests = ask.len() as u64 + 1;
                 if let Some(left) = self.requests_left
                     && !accepted
                     && requests * 100 > left * ASK_SHARE_PERCENT
@@ -137,19 +144,25 @@ impl MetricsState {
                 self.cancel(out);
                 self.cache.remove(&key);
                 let load_id = self.take_id();
-                self.cursor = list.len().saturating_sub(1);
+                self.cursor = cursor;
+                let slots = list
+                    .iter()
+                    .enumerate()
+                    .map(|(i, b)| {
+                        let slot = match (known.contains(b), ask.contains(&i)) {
+                            (true, _) => self.slot_for(*b),
+                            (false, true) => Slot::Pending,
+                            (false, false) => Slot::NotAsked,
+                        };
+                        (*b, slot)
+                    })
+                    .collect();
                 self.current = Some(Load {
                     id: load_id,
                     key,
                     range,
                     totals: Slot::Pending,
-                    buckets: list
-                        .iter()
-                        .map(|b| match known.contains(b) {
-                            true => (*b, self.slot_for(*b)),
-                            false => (*b, Slot::Pending),
-                        })
-                        .collect(),
+                    buckets: slots,
                     started_at: now,
                 });
                 out.push(MetricsRequest::Load(LoadPlan {
@@ -157,6 +170,7 @@ impl MetricsState {
                     range,
                     granularity: self.granularity,
                     buckets: list,
+                    ask,
                     known,
                     preset: match self.range {
                         RangeChoice::Preset(p) => Some(p),
@@ -164,6 +178,42 @@ impl MetricsState {
                     },
                 }));
             }
+        }
+    }
+
+    /// Asks for the buckets that came on screen (the cursor moved, the charts and the table
+    /// swapped, the terminal grew) and were never asked for. The app calls it after every
+    /// change while the view is shown.
+    pub fn fetch_on_screen(&mut self, out: &mut Vec<MetricsRequest>) {
+        let g = self.granularity;
+        let Some(load) = self.current.as_ref() else {
+            return;
+        };
+        let window = super::on_screen(self.viewport, self.section, self.cursor, load.buckets.len());
+        let missing: Vec<(usize, Bucket)> = window
+            .filter(|&i| matches!(load.buckets[i].1, Slot::NotAsked))
+            .map(|i| (i, load.buckets[i].0))
+            .collect();
+        if missing.is_empty() {
+            return;
+        }
+        let mut ask = Vec::new();
+        for (i, bucket) in missing {
+            let slot = self.slot_for(bucket);
+            let asked = slot.is_pending();
+            if let Some(load) = self.current.as_mut() {
+                load.buckets[i].1 = slot;
+            }
+            if asked {
+                ask.push((i, bucket));
+            }
+        }
+        if let Some(load) = self.current.as_ref().filter(|_| !ask.is_empty()) {
+            out.push(MetricsRequest::Fetch {
+                load_id: load.id,
+                granularity: g,
+                ask,
+            });
         }
     }
 
@@ -511,21 +561,52 @@ impl MetricsState {
     }
 
     /// An answer from the worker. Answers for a load that is no longer shown are dropped.
-    pub fn on_event(&mut self, ev: MetricsEvent) {
+    /// Returns the bucket this answer made complete, if any, for the local store.
+    pub fn on_event(&mut self, ev: MetricsEvent) -> Vec<KnownBucket> {
         let (load_id, query, result) = match ev {
             MetricsEvent::Replanned {
                 load_id,
                 range,
                 buckets,
             } => {
-                let slots: Vec<(Bucket, Slot)> =
-                    buckets.into_iter().map(|b| (b, self.slot_for(b))).collect();
-                if let Some(load) = self.current.as_mut().filter(|l| l.id == load_id) {
+                let Some(load) = self.current.as_ref().filter(|l| l.id == load_id) else {
+                    return Vec::new();
+                };
+                // The worker asks the same positions again, less the known buckets.
+                let slots: Vec<(Bucket, Slot)> = (buckets.into_iter().enumerate())
+                    .map(|(i, b)| {
+                        let asked = load.buckets.get(i).is_some_and(|(_, s)| s.is_pending());
+                        match self.slot_for(b) {
+                            Slot::Pending if !asked => (b, Slot::NotAsked),
+                            slot => (b, slot),
+                        }
+                    })
+                    .collect();
+                if let Some(load) = self.current.as_mut() {
                     load.range = range;
                     load.buckets = slots;
                     self.cursor = load.buckets.len().saturating_sub(1);
                 }
-                return;
+                return Vec::new();
+            }
+            MetricsEvent::Known { account, buckets } => {
+                self.account = Some(account);
+                for k in buckets {
+                    self.known.insert((k.bucket, k.granularity), k.metrics);
+                }
+                // A load shown fills what it has not asked for yet.
+                let known = &self.known;
+                if let Some(load) = self.current.as_mut() {
+                    let g = load.key.granularity;
+                    for (b, slot) in load.buckets.iter_mut() {
+                        if let (Slot::NotAsked | Slot::Cancelled, Some(m)) =
+                            (&slot, known.get(&(*b, g)))
+                        {
+                            *slot = Slot::Loaded(m.clone());
+                        }
+                    }
+                }
+                return Vec::new();
             }
             MetricsEvent::Answered {
                 load_id,
@@ -534,13 +615,15 @@ impl MetricsState {
             } => (load_id, query, result),
         };
         let Some(load) = self.current.as_mut().filter(|l| l.id == load_id) else {
-            return;
+            return Vec::new();
         };
         let slot = match query {
             Query::Totals => Some(&mut load.totals),
             Query::Bucket(i) => load.buckets.get_mut(i).map(|(_, s)| s),
         };
-        let Some(slot) = slot else { return };
+        let Some(slot) = slot else {
+            return Vec::new();
+        };
         // An answer that beat the cancel is still a true answer.
         if matches!(slot, Slot::Pending | Slot::Cancelled) {
             *slot = match result {
@@ -550,13 +633,20 @@ impl MetricsState {
         }
         // A whole bucket that ended well before its load began (a margin for clocks that
         // differ and writes in flight) is complete: kept for every later load.
+        let mut complete = Vec::new();
         if let Query::Bucket(i) = query
             && let Some((bucket, Slot::Loaded(m))) = load.buckets.get(i)
             && !bucket.is_partial(load.key.granularity)
             && bucket.end + COMPLETE_AFTER <= load.started_at
+            && !self.known.contains_key(&(*bucket, load.key.granularity))
         {
             self.known
                 .insert((*bucket, load.key.granularity), m.clone());
+            complete.push(KnownBucket {
+                granularity: load.key.granularity,
+                bucket: *bucket,
+                metrics: m.clone(),
+            });
         }
         if !load.is_loading()
             && !load.was_cancelled()
@@ -565,6 +655,7 @@ impl MetricsState {
         {
             self.cache.insert(load.key, load.clone());
         }
+        complete
     }
 }
 
@@ -968,5 +1059,95 @@ mod tests {
             23,
             "two queries: the totals and the current hour"
         );
+    }
+
+    #[test]
+    fn a_load_asks_only_for_the_bars_on_screen_and_the_rest_as_they_scroll_in() {
+        let keys = KeyBindings::default();
+        // An 80×24 screen less the status bar: 78 bars fit the charts.
+        let mut s = MetricsState {
+            viewport: ratatui::layout::Rect::new(0, 0, 80, 23),
+            ..Default::default()
+        };
+        let mut reqs = Vec::new();
+        s.handle_key(&keys, &key(KeyCode::Char('2')), now(), &mut reqs);
+        let p = plan(&reqs).clone();
+        assert_eq!(p.buckets.len(), 157);
+        assert_eq!(p.ask, (79..157).collect::<Vec<_>>(), "the last 78 buckets");
+        let load = s.current.as_ref().unwrap();
+        assert_eq!(load.total_queries(), 79);
+        assert!(matches!(load.buckets[78].1, Slot::NotAsked));
+        // Answered, the chart is complete for what it shows; nothing else is asked.
+        answer_all(&mut s, &p);
+        reqs.clear();
+        s.fetch_on_screen(&mut reqs);
+        assert!(reqs.is_empty());
+        assert!(!s.is_loading());
+        // The selected bar stays at the right edge: one step left scrolls bucket 78 on
+        // screen, and it alone is asked for.
+        s.section = Section::Charts;
+        s.handle_key(&keys, &key(KeyCode::Left), now(), &mut reqs);
+        s.fetch_on_screen(&mut reqs);
+        assert_eq!(
+            reqs,
+            vec![MetricsRequest::Fetch {
+                load_id: p.load_id,
+                granularity: Granularity::Hour,
+                ask: vec![(78, p.buckets[78])],
+            }]
+        );
+        assert!(s.current.as_ref().unwrap().buckets[78].1.is_pending());
+        // Asked once: the same screen asks nothing more.
+        reqs.clear();
+        s.fetch_on_screen(&mut reqs);
+        assert!(reqs.is_empty());
+        // The table shows fewer rows (23 - 8 rows of controls, less its header): moving
+        // within the asked part asks nothing.
+        s.section = Section::Table;
+        s.fetch_on_screen(&mut reqs);
+        assert!(reqs.is_empty());
+    }
+
+    #[test]
+    fn known_buckets_from_the_store_are_not_asked_and_new_complete_ones_are_returned() {
+        let mut s = MetricsState::default();
+        let mut reqs = Vec::new();
+        s.open(now(), &mut reqs);
+        let first = plan(&reqs).clone();
+        // The answers of one run, as the app hands them to the store.
+        let mut kept = Vec::new();
+        let _ = s.on_event(MetricsEvent::Answered {
+            load_id: first.load_id,
+            query: Query::Totals,
+            result: Ok(metrics(1)),
+        });
+        for i in 0..first.buckets.len() {
+            kept.extend(s.on_event(MetricsEvent::Answered {
+                load_id: first.load_id,
+                query: Query::Bucket(i),
+                result: Ok(metrics(i as u64)),
+            }));
+        }
+        assert_eq!(kept.len(), 23, "every whole hour, not the current one");
+        // A new run: the store's answer comes in, then the view opens.
+        let mut next = MetricsState::default();
+        let _ = next.on_event(MetricsEvent::Known {
+            account: "embedded".into(),
+            buckets: kept,
+        });
+        assert_eq!(next.account.as_deref(), Some("embedded"));
+        reqs.clear();
+        next.open(now(), &mut reqs);
+        let p = plan(&reqs);
+        assert_eq!(p.ask, vec![23], "only the current hour");
+        let load = next.current.as_ref().unwrap();
+        assert_eq!(load.buckets[5].1, Slot::Loaded(metrics(5)));
+        // Answers already known are not returned again.
+        let again = next.on_event(MetricsEvent::Answered {
+            load_id: p.load_id,
+            query: Query::Bucket(23),
+            result: Ok(metrics(0)),
+        });
+        assert!(again.is_empty());
     }
 }

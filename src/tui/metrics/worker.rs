@@ -1,6 +1,7 @@
-//! Runs the metrics view's queries: the totals of the range and one query per bucket, at
-//! most [`crate::series::CONCURRENCY`] at a time, each answer reported as soon as it arrives. A new load
-//! replaces the one in flight; cancelling aborts the task, which drops its requests.
+//! Runs the metrics view's queries: the totals of the range and one query per bucket on
+//! screen, at most [`crate::series::CONCURRENCY`] at a time, each answer reported as soon as it
+//! arrives; buckets that scroll into view later are fetched by the same load. A new load
+//! replaces the one in flight; cancelling aborts its tasks, which drops their requests.
 
 use futures_util::StreamExt;
 use tokio::task::AbortHandle;
@@ -12,7 +13,8 @@ use crate::render::sanitize::sanitize_owned;
 /// The loop's handle on the metrics load in flight.
 #[derive(Debug, Default)]
 pub struct MetricsWorker {
-    running: Option<(u64, AbortHandle)>,
+    /// The load in flight and its tasks (the load, then one per fetch).
+    running: Option<(u64, Vec<AbortHandle>)>,
 }
 
 impl MetricsWorker {
@@ -42,14 +44,51 @@ impl MetricsWorker {
                         result: Err("not connected to the service yet".to_string()),
                     };
                     sink(failed(Query::Totals));
-                    (0..plan.buckets.len())
-                        .filter(|&i| !plan.known.contains(&plan.buckets[i]))
-                        .for_each(|i| sink(failed(Query::Bucket(i))));
+                    (plan.ask.iter()).for_each(|&i| sink(failed(Query::Bucket(i))));
                     return None;
                 };
                 let id = plan.load_id;
                 let task = tokio::spawn(run_load(client.clone(), plan, sink)).abort_handle();
-                self.running = Some((id, task.clone()));
+                self.running = Some((id, vec![task.clone()]));
+                Some(task)
+            }
+            MetricsRequest::Fetch {
+                load_id,
+                granularity,
+                ask,
+            } => {
+                let Some(client) = client else {
+                    for (i, _) in ask {
+                        sink(MetricsEvent::Answered {
+                            load_id,
+                            query: Query::Bucket(i),
+                            result: Err("not connected to the service yet".to_string()),
+                        });
+                    }
+                    return None;
+                };
+                let queries = ask
+                    .into_iter()
+                    .map(|(i, b)| (Query::Bucket(i), b.range()))
+                    .collect::<Vec<_>>();
+                let task = tokio::spawn(run_queries(
+                    client.clone(),
+                    load_id,
+                    granularity,
+                    queries,
+                    sink,
+                ))
+                .abort_handle();
+                match &mut self.running {
+                    Some((id, tasks)) if *id == load_id => {
+                        tasks.retain(|t| !t.is_finished());
+                        tasks.push(task.clone());
+                    }
+                    _ => {
+                        self.abort();
+                        self.running = Some((load_id, vec![task.clone()]));
+                    }
+                }
                 Some(task)
             }
             MetricsRequest::Cancel { load_id } => {
@@ -65,13 +104,13 @@ impl MetricsWorker {
     pub fn running(&self) -> Option<u64> {
         self.running
             .as_ref()
-            .filter(|(_, h)| !h.is_finished())
+            .filter(|(_, tasks)| tasks.iter().any(|t| !t.is_finished()))
             .map(|(id, _)| *id)
     }
 
     fn abort(&mut self) {
-        if let Some((_, handle)) = self.running.take() {
-            handle.abort();
+        if let Some((_, tasks)) = self.running.take() {
+            tasks.iter().for_each(AbortHandle::abort);
         }
     }
 }
@@ -92,6 +131,7 @@ where
         mut range,
         granularity,
         mut buckets,
+        ask,
         known,
         preset,
     } = plan;
@@ -110,12 +150,29 @@ where
             });
         }
     }
-    // Buckets the app already knows (complete ones answered before) are not asked again.
-    let queries = std::iter::once((Query::Totals, range)).chain(
-        (buckets.into_iter().enumerate())
-            .filter(|(_, b)| !known.contains(b))
-            .map(|(i, b)| (Query::Bucket(i), b.range())),
-    );
+    // The buckets on screen, less those the app already knows (complete ones answered before,
+    // maybe at other positions if the preset moved on).
+    let queries = std::iter::once((Query::Totals, range))
+        .chain(
+            (ask.into_iter())
+                .filter_map(|i| buckets.get(i).map(|b| (i, *b)))
+                .filter(|(_, b)| !known.contains(b))
+                .map(|(i, b)| (Query::Bucket(i), b.range())),
+        )
+        .collect();
+    run_queries(client, load_id, granularity, queries, sink).await;
+}
+
+/// Runs `queries`, [`crate::series::CONCURRENCY`] at a time, and reports each answer.
+async fn run_queries<F>(
+    client: Client,
+    load_id: u64,
+    granularity: crate::api::Granularity,
+    queries: Vec<(Query, crate::series::buckets::TimeRange)>,
+    sink: F,
+) where
+    F: Fn(MetricsEvent) + Send + Sync + 'static,
+{
     let answers = crate::series::query_all(&client, granularity, queries);
     futures_util::pin_mut!(answers);
     while let Some((query, result)) = answers.next().await {

@@ -19,7 +19,10 @@ use crate::keys::KeyBindings;
 use crate::series::buckets::{self, RangePreset, bucket_label};
 use crate::tui::command::Command;
 use crate::tui::full_view::{FullView, HelpSection, KeyResult};
-use crate::tui::metrics::{CUSTOM_SLOT, Load, MetricsState, RangeChoice, Section, Series, Slot};
+use crate::tui::metrics::{
+    CUSTOM_SLOT, Load, MetricsState, RangeChoice, Section, Series, Slot, areas, first_visible, fit,
+    pad,
+};
 
 /// Bars of the charts; the selected bucket is drawn in the focus colour.
 fn bar_style() -> Style {
@@ -114,16 +117,7 @@ fn hints(s: &MetricsState, k: &KeyBindings) -> Vec<(String, &'static str)> {
 }
 
 fn render(s: &MetricsState, keys: &KeyBindings, area: Rect, buf: &mut Buffer) {
-    let [title, controls, info, totals, tabs, body, detail] = Layout::vertical([
-        Constraint::Length(1),
-        Constraint::Length(1),
-        Constraint::Length(1),
-        Constraint::Length(3),
-        Constraint::Length(1),
-        Constraint::Min(0),
-        Constraint::Length(1),
-    ])
-    .areas(area);
+    let [title, controls, info, totals, tabs, body, detail] = areas(area);
     render_title(s, title, buf);
     render_controls(s, controls, buf);
     render_info(s, info, buf);
@@ -167,15 +161,6 @@ fn render(s: &MetricsState, keys: &KeyBindings, area: Rect, buf: &mut Buffer) {
                 .render(pad(body), buf);
         }
     }
-}
-
-fn pad(r: Rect) -> Rect {
-    Rect::new(
-        r.x.saturating_add(1),
-        r.y,
-        r.width.saturating_sub(2),
-        r.height,
-    )
 }
 
 fn render_title(s: &MetricsState, area: Rect, buf: &mut Buffer) {
@@ -336,7 +321,7 @@ fn render_totals(load: &Load, area: Rect, buf: &mut Buffer) {
             .into_iter()
             .map(|(n, v)| Line::from(vec![name(n), Span::raw(v)]))
             .collect(),
-        Slot::Pending => ["Sessions", "Messages", "Tokens"]
+        Slot::Pending | Slot::NotAsked => ["Sessions", "Messages", "Tokens"]
             .into_iter()
             .map(|n| Line::from(vec![name(n), Span::styled("…", theme::dim())]))
             .collect(),
@@ -463,31 +448,6 @@ fn render_tabs(s: &MetricsState, keys: &KeyBindings, load: &Load, area: Rect, bu
     Line::from(spans).render(area, buf);
 }
 
-/// Bar width, gap and how many bars fit in `width` columns for `n` buckets.
-pub fn fit(n: usize, width: u16) -> (u16, u16, usize) {
-    let w = width as usize;
-    if n == 0 || w == 0 {
-        return (1, 0, 0);
-    }
-    if n * 2 <= w + 1 {
-        // Room for a gap: widen the bars to use the width, up to 9 columns.
-        let bar = ((w + 1) / n).saturating_sub(1).clamp(1, 9);
-        (bar as u16, 1, n)
-    } else {
-        (1, 0, n.min(w))
-    }
-}
-
-/// The first bucket shown when `visible` fit: the selected one stays in view, at the right
-/// edge when the chart has to scroll.
-pub fn first_visible(cursor: usize, visible: usize, n: usize) -> usize {
-    if visible == 0 || n <= visible {
-        0
-    } else {
-        (cursor + 1).saturating_sub(visible).min(n - visible)
-    }
-}
-
 fn render_charts(s: &MetricsState, load: &Load, area: Rect, buf: &mut Buffer) {
     if area.height < 3 {
         return;
@@ -525,8 +485,8 @@ fn render_charts(s: &MetricsState, load: &Load, area: Rect, buf: &mut Buffer) {
         ))
         .render(axis, buf);
     }
-    let areas = Layout::vertical([Constraint::Fill(1); 3]).split(inner);
-    for (series, chart_area) in Series::ALL.iter().zip(areas.iter()) {
+    let chart_areas = Layout::vertical([Constraint::Fill(1); 3]).split(inner);
+    for (series, chart_area) in Series::ALL.iter().zip(chart_areas.iter()) {
         let [head, bars_area] =
             Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(*chart_area);
         let sum: u64 = load
@@ -535,13 +495,28 @@ fn render_charts(s: &MetricsState, load: &Load, area: Rect, buf: &mut Buffer) {
             .filter_map(|(_, slot)| slot.metrics().map(|m| series.value(m)))
             .sum();
         let max = load.max(*series);
+        // Buckets never on screen were not asked for: the sum says what it covers.
+        let covers = match load.is_partial() {
+            true => format!(
+                " ({} loaded)",
+                load.buckets
+                    .iter()
+                    .filter(|(_, s)| s.metrics().is_some())
+                    .count()
+            ),
+            false => String::new(),
+        };
         let mut head_spans = vec![
             Span::styled(
                 format!("{} per {}", series.title(), s.granularity),
                 theme::bold(),
             ),
             Span::styled(
-                format!(" · peak {} · sum {}", group_digits(max), group_digits(sum)),
+                format!(
+                    " · peak {} · sum {}{covers}",
+                    group_digits(max),
+                    group_digits(sum)
+                ),
                 theme::dim(),
             ),
         ];
@@ -567,6 +542,7 @@ fn render_charts(s: &MetricsState, load: &Load, area: Rect, buf: &mut Buffer) {
                         theme::hint(),
                     ),
                     Slot::Pending => (0, "·", theme::dim()),
+                    Slot::NotAsked => (0, " ", theme::dim()),
                     Slot::Failed(_) => (0, "✗", theme::error()),
                     Slot::Cancelled => (0, "-", theme::dim()),
                 };
@@ -625,6 +601,7 @@ fn slot_cells(slot: &Slot) -> Vec<Cell<'static>> {
         .map(|v| Cell::from(Line::from(group_digits(v)).right_aligned()))
         .collect(),
         Slot::Pending => vec![Cell::from(Span::styled("loading…", theme::dim()))],
+        Slot::NotAsked => vec![Cell::from(Span::styled("not asked yet", theme::dim()))],
         Slot::Failed(e) => vec![Cell::from(Span::styled(format!("✗ {e}"), theme::error()))],
         Slot::Cancelled => vec![Cell::from(Span::styled("cancelled", theme::dim()))],
     }
@@ -707,6 +684,7 @@ fn render_detail(s: &MetricsState, load: &Load, area: Rect, buf: &mut Buffer) {
             group_digits(m.sessions.active)
         ))),
         Slot::Pending => spans.push(Span::styled(" · loading…", theme::dim())),
+        Slot::NotAsked => spans.push(Span::styled(" · not asked yet", theme::dim())),
         Slot::Failed(e) => spans.push(Span::styled(format!(" · ✗ failed: {e}"), theme::error())),
         Slot::Cancelled => spans.push(Span::styled(" · cancelled", theme::dim())),
     }

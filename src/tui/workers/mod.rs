@@ -43,6 +43,29 @@ pub enum Target {
     Remote(ClientOptions),
 }
 
+impl Target {
+    /// Whose metrics this target shows, as the local store files them: `embedded` for the
+    /// service in the data directory, else a hash of the base URL and the API key, so that
+    /// two keys (or two deployments) never share cached numbers and no key is written down.
+    pub fn account(&self) -> String {
+        use sha2::{Digest, Sha256};
+        match self {
+            Target::Embedded { .. } => "embedded".to_string(),
+            Target::Remote(options) => {
+                let mut h = Sha256::new();
+                h.update(options.base_url.as_str().trim_end_matches('/'));
+                h.update([0]);
+                h.update(options.api_key.as_deref().unwrap_or(""));
+                let hex: String = h.finalize()[..16]
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect();
+                format!("remote:{hex}")
+            }
+        }
+    }
+}
+
 /// What the workers need to know.
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
@@ -55,6 +78,8 @@ pub struct WorkerConfig {
 #[derive(Default)]
 struct Shared {
     client: OnceLock<Client>,
+    /// Whose metrics the client sees ([`account_of`]), set with the client.
+    account: OnceLock<String>,
     service: Mutex<Option<RunningService>>,
 }
 
@@ -149,6 +174,11 @@ impl Workers {
                 warm_token_counter_once();
             }
             Command::RefreshUsage => self.usage_kick.notify_one(),
+            Command::LoadKnownBuckets => {
+                if let Some(account) = self.shared.account.get() {
+                    self.store_job(StoreJob::KnownBuckets(account.clone()));
+                }
+            }
             Command::CopyToClipboard(text) => self.clipboard.push(text),
             // The metrics and wallet views' work goes to their own workers.
             Command::Metrics(request) => {

@@ -177,6 +177,7 @@ pub fn at_arrival(e: ApiError) -> ApiError {
 }
 
 pub(super) async fn connect(target: Target, shared: Arc<Shared>, events: EventSender) {
+    let account = target.account();
     let result = match target {
         Target::Remote(options) => {
             let endpoint = Endpoint::Remote {
@@ -206,6 +207,7 @@ pub(super) async fn connect(target: Target, shared: Arc<Shared>, events: EventSe
                 crate::tui::wallet::worker::token_status(&client),
             )));
             let _ = shared.client.set(client);
+            let _ = shared.account.set(account);
             events.send(AppEvent::Connected(endpoint));
         }
         Err(e) => {

@@ -14,6 +14,8 @@ pub(super) enum StoreJob {
     Op(StoreOp),
     /// A session's transcript and draft, laid out for a pane of this width and height.
     Load(String, u16, u16),
+    /// The complete metrics buckets kept for this account.
+    KnownBuckets(String),
     /// Writes the drafts still waiting, then closes the database, so that SQLite folds its WAL
     /// into the file and removes it; answers after that. Jobs sent later are not run.
     Close(oneshot::Sender<()>),
@@ -148,6 +150,13 @@ pub(super) fn spawn_store(path: PathBuf, events: EventSender) -> std::sync::mpsc
                             }
                         }
                     }
+                    StoreJob::KnownBuckets(account) => {
+                        store.known_buckets(&account).map(|buckets| {
+                            events.send(AppEvent::Metrics(
+                                crate::tui::metrics::MetricsEvent::Known { account, buckets },
+                            ));
+                        })
+                    }
                     StoreJob::Op(op) => {
                         // A save now or a delete supersedes the session's edit still waiting.
                         if let StoreOp::SaveDraft { session_id, .. }
@@ -237,5 +246,6 @@ fn apply(store: &Store, op: StoreOp) -> Result<(), store::StoreError> {
             session_id,
             message,
         } => store.mark_failed(&session_id, &message),
+        StoreOp::KeepBuckets { account, buckets } => store.keep_buckets(&account, &buckets),
     }
 }
