@@ -172,6 +172,19 @@ pub struct Usage {
     pub tokens: Quota,
     pub sessions: SessionQuota,
     pub tier: String,
+    /// Not in the interface: the context window of a session (`convo serve` adds it; other
+    /// servers may not, and clients fall back to what they knew before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<ContextWindow>,
+}
+
+/// A session's context window, as `convo serve` reports it in `usage`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextWindow {
+    /// The most tokens a session's context may hold: a message that would take it past this
+    /// is refused with `context_overflow`.
+    pub max_tokens: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

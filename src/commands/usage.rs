@@ -54,8 +54,15 @@ pub fn render(u: &Usage) -> String {
             Cell::new(format!("{pct:.1} %")),
         ]);
     }
+    let context = match u.context {
+        Some(c) => format!(
+            "context window: {} tokens per session\n",
+            group_digits(c.max_tokens)
+        ),
+        None => String::new(),
+    };
     format!(
-        "tier: {}\nbilling period: {} – {}\n{t}\n",
+        "tier: {}\nbilling period: {} – {}\n{context}{t}\n",
         sanitize(&u.tier),
         sanitize(&u.billing_period.start),
         sanitize(&u.billing_period.end)

@@ -302,6 +302,8 @@ async fn context_overflow_reports_tokens_and_stores_nothing() {
     let mut config = ServiceConfig::ephemeral(0);
     config.max_context_tokens = 300;
     let svc = start_with(config).await;
+    // The window is said before any send is refused (an extension to `usage`).
+    assert_eq!(svc.usage().await["context"]["maxTokens"], 300);
     let sid = session();
     svc.send_text(&sid, "first").await;
     let before = svc.usage().await["tokens"]["used"].as_u64().unwrap();

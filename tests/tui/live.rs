@@ -334,6 +334,24 @@ async fn context_overflow_offers_a_new_session_with_the_draft() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_context_gauge_shows_the_services_window_before_any_overflow() {
+    let mut config = ServiceConfig::ephemeral(1);
+    config.max_context_tokens = 300;
+    let mut h = start(config).await;
+    h.until("the window from the first usage poll", |app| {
+        app.open.as_ref().is_some_and(|o| o.context_max == 300)
+    })
+    .await;
+    h.send_and_wait("hello").await;
+    let screen = h.screen();
+    assert!(screen.contains("/300"), "{screen}");
+    assert!(!screen.contains("8.2k"), "{screen}");
+    // A session opened later starts with it too.
+    h.key(KeyCode::Char('n'), KeyModifiers::CONTROL);
+    assert_eq!(h.rt.app.open.as_ref().unwrap().context_max, 300);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn polling_failure_marks_the_gauges_stale() {
     let mut h = start(ServiceConfig::ephemeral(1)).await;
     h.until("a first usage poll", |app| app.usage.usage.is_some())

@@ -8,8 +8,8 @@ use axum::http::HeaderMap;
 use chrono::{DateTime, Utc};
 
 use crate::api::{
-    BillingPeriod, Granularity, MessageMetrics, Metrics, MetricsPeriod, Quota, SessionMetrics,
-    SessionQuota, TokenMetrics, Usage,
+    BillingPeriod, ContextWindow, Granularity, MessageMetrics, Metrics, MetricsPeriod, Quota,
+    SessionMetrics, SessionQuota, TokenMetrics, Usage,
 };
 use crate::service::error::HttpError;
 use crate::service::paths::{METRICS, USAGE};
@@ -70,6 +70,10 @@ pub(crate) async fn usage(
             percentage: percentage(counts.sessions, limits.sessions),
         },
         tier: account.tier.as_str().to_string(),
+        // An extension: clients show the window before a send is refused.
+        context: Some(ContextWindow {
+            max_tokens: state.context_limit(),
+        }),
     }))
 }
 

@@ -83,6 +83,14 @@ impl App {
                 usage.requests.limit.saturating_sub(usage.requests.used)
             },
         );
+        // The service's context window, when it says it (`convo serve` does): the gauge of
+        // every session uses it from now on, before any send is refused.
+        if let Some(window) = usage.context.filter(|c| c.max_tokens > 0) {
+            self.settings.max_context_tokens = window.max_tokens;
+            if let Some(open) = self.open.as_mut() {
+                open.context_max = window.max_tokens;
+            }
+        }
         self.usage.usage = Some(usage);
         self.usage.fetched_at = Some(self.now);
         self.usage.error = None;

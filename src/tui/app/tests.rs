@@ -2027,3 +2027,34 @@ fn a_session_left_mid_reply_is_settled_from_the_history_when_it_opens() {
             .any(|c| matches!(c, Command::FetchHistory { .. }))
     );
 }
+
+#[test]
+fn the_context_window_comes_from_usage_when_the_service_says_it() {
+    let mut app = app();
+    let usage = |context: serde_json::Value| -> crate::api::Usage {
+        let mut v = serde_json::json!({
+            "billingPeriod": {"start": "2026-11-01T00:00:00Z", "end": "2026-12-01T00:00:00Z"},
+            "requests": {"used": 10, "limit": 50000, "percentage": 0.02},
+            "tokens": {"used": 100, "limit": 10000000, "percentage": 0.001},
+            "sessions": {"active": 3, "limit": 500, "percentage": 0.6},
+            "tier": "pro"
+        });
+        if !context.is_null() {
+            v["context"] = context;
+        }
+        serde_json::from_value(v).unwrap()
+    };
+    // A server that does not say it: the fallback stays.
+    app.update(AppEvent::UsageFetched(usage(serde_json::Value::Null)));
+    assert_eq!(open(&app).context_max, 8192);
+    app.update(AppEvent::UsageFetched(usage(
+        serde_json::json!({"maxTokens": 300}),
+    )));
+    assert_eq!(open(&app).context_max, 300);
+    assert_eq!(app.settings.max_context_tokens, 300);
+    // A zero is no window: ignored.
+    app.update(AppEvent::UsageFetched(usage(
+        serde_json::json!({"maxTokens": 0}),
+    )));
+    assert_eq!(open(&app).context_max, 300);
+}
