@@ -345,6 +345,8 @@ bindings! {
     confirm => "confirm dialog",
     cancel => "cancel dialog",
     refresh => "refresh usage",
+    recall_previous => "last sent message (empty composer)",
+    recall_next => "next sent message (recalled)",
 }
 
 impl KeyBindings {
@@ -407,6 +409,8 @@ impl KeyBindings {
                 with_global(&[
                     ("send", &self.send),
                     ("newline", &self.newline),
+                    ("recall_previous", &self.recall_previous),
+                    ("recall_next", &self.recall_next),
                     ("scroll_top", &self.scroll_top),
                     ("scroll_bottom", &self.scroll_bottom),
                 ]),

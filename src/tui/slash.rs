@@ -19,6 +19,8 @@ pub enum SlashCommand {
     Help,
     /// `/quit` or `/q`.
     Quit,
+    /// `/retry`: send the last user message again.
+    Retry,
 }
 
 impl SlashCommand {
@@ -32,6 +34,7 @@ impl SlashCommand {
         ("/wallet [ID]", "wallet view (F3)"),
         ("/help", "this help"),
         ("/quit", "quit"),
+        ("/retry", "send the last message again"),
     ];
 
     /// The command in `text` (already trimmed): `None` when it is a message (no leading `/`,
@@ -49,6 +52,7 @@ impl SlashCommand {
             "wallet" => SlashCommand::Wallet((!arg.is_empty()).then_some(arg)),
             "help" => SlashCommand::Help,
             "quit" | "q" => SlashCommand::Quit,
+            "retry" => SlashCommand::Retry,
             other => return Some(Err(other.to_string())),
         }))
     }
@@ -92,7 +96,7 @@ mod tests {
     fn the_unknown_notice_lists_every_command() {
         assert_eq!(
             SlashCommand::unknown("x"),
-            "unknown command /x: try /new, /delete, /system, /meta, /metrics, /wallet, /help, /quit (// sends a literal /)"
+            "unknown command /x: try /new, /delete, /system, /meta, /metrics, /wallet, /help, /quit, /retry (// sends a literal /)"
         );
     }
 }

@@ -141,6 +141,8 @@ impl App {
             return;
         }
         self.leave_open_session(out);
+        // Another session, another history.
+        self.recall = None;
         self.open = Some(OpenSession::new(
             id.clone(),
             self.settings.max_context_tokens,

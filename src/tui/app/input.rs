@@ -134,6 +134,8 @@ impl App {
             // (the textarea would undo); Ctrl-Z undoes.
             self.composer.delete_line_by_head();
             self.send_error = None;
+        } else if self.recall_key(&key) {
+            // A sent message came back (or went) in the composer.
         } else if key.modifiers == KeyModifiers::CONTROL && key.code == KeyCode::Char('z') {
             self.composer.undo();
             self.send_error = None;

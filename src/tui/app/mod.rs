@@ -27,6 +27,7 @@ mod actions;
 mod input;
 mod link;
 mod open_session;
+mod recall;
 mod reply;
 mod settle;
 mod slash;
@@ -69,6 +70,8 @@ pub struct App {
     pub composer: TextArea<'static>,
     pub role: Role,
     pub metadata: Option<Value>,
+    /// The sent message the composer shows (`Up` in an empty composer), if any.
+    pub recall: Option<recall::Recall>,
     /// Why the last send failed, shown on the composer until the next send.
     pub send_error: Option<String>,
     pub usage: UsagePanel,
@@ -113,6 +116,7 @@ impl App {
             composer,
             role: Role::User,
             metadata: None,
+            recall: None,
             send_error: None,
             usage: UsagePanel::default(),
             notice: None,

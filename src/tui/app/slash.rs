@@ -80,6 +80,7 @@ impl App {
                 self.composer = new_composer(&self.keys);
                 self.quit(out);
             }
+            SlashCommand::Retry => self.retry(out),
         }
     }
 }

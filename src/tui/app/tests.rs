@@ -2058,3 +2058,83 @@ fn the_context_window_comes_from_usage_when_the_service_says_it() {
     )));
     assert_eq!(open(&app).context_max, 300);
 }
+
+/// A with a history: a user message, a system one, a user one starting with `/`, and replies.
+fn app_with_history() -> App {
+    let mut app = app();
+    app.open = None;
+    let mut out = Vec::new();
+    app.open_session(B.into(), &mut out);
+    let m = |role, text: &str| crate::store::StoredMessage::user(role, text);
+    app.update(AppEvent::TranscriptLoaded {
+        session_id: B.into(),
+        messages: vec![
+            m(Role::User, "first question"),
+            m(Role::Assistant, "an answer"),
+            m(Role::System, "be brief"),
+            m(Role::User, "/etc is a directory"),
+            m(Role::Assistant, "yes"),
+        ],
+        draft: None,
+        rendered: None,
+    });
+    app
+}
+
+#[test]
+fn up_in_an_empty_composer_recalls_sent_messages_like_a_shell() {
+    let mut app = app_with_history();
+    app.update(key(KeyCode::Up));
+    // Escaped so that Enter sends it as the message it was, not as a command.
+    assert_eq!(app.composer_text(), "//etc is a directory");
+    app.update(key(KeyCode::Up));
+    assert_eq!(app.composer_text(), "/system be brief");
+    app.update(key(KeyCode::Up));
+    assert_eq!(app.composer_text(), "first question");
+    app.update(key(KeyCode::Up));
+    assert_eq!(app.composer_text(), "first question", "the oldest stays");
+    assert!(app.notice.as_ref().unwrap().text.contains("first message"));
+    app.update(key(KeyCode::Down));
+    app.update(key(KeyCode::Down));
+    assert_eq!(app.composer_text(), "//etc is a directory");
+    app.update(key(KeyCode::Down));
+    assert_eq!(app.composer_text(), "", "past the newest: empty again");
+    // Edited, the arrows belong to the text again: nothing is replaced.
+    app.update(key(KeyCode::Up));
+    type_text(&mut app, " too");
+    app.update(key(KeyCode::Up));
+    assert_eq!(app.composer_text(), "//etc is a directory too");
+    // A draft is never replaced by a recall.
+    let mut app = app_with_history();
+    type_text(&mut app, "my draft");
+    app.update(key(KeyCode::Up));
+    assert_eq!(app.composer_text(), "my draft");
+    // Sent, the recalled text is a new message (the `//` escape undone).
+    let mut app = app_with_history();
+    app.update(key(KeyCode::Up));
+    let cmds = app.update(key(KeyCode::Enter));
+    let (_, _, body) = sent(&cmds).unwrap();
+    assert_eq!(body.content, "/etc is a directory");
+    assert_eq!(body.role, None);
+}
+
+#[test]
+fn retry_sends_the_last_user_message_again() {
+    let mut app = app_with_history();
+    type_text(&mut app, "/retry");
+    let cmds = app.update(key(KeyCode::Enter));
+    let (session, _, body) = sent(&cmds).unwrap();
+    assert_eq!(session, B);
+    assert_eq!(body.content, "/etc is a directory");
+    assert_eq!(app.composer_text(), "");
+    assert_eq!(open(&app).items.len(), 7, "a new turn");
+    // A session with nothing sent says so.
+    let mut fresh = self::app();
+    type_text(&mut fresh, "/retry");
+    let cmds = fresh.update(key(KeyCode::Enter));
+    assert!(sent(&cmds).is_none());
+    assert_eq!(
+        fresh.notice.as_ref().unwrap().text,
+        super::recall::NOTHING_TO_RETRY
+    );
+}
