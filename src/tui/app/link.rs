@@ -18,6 +18,15 @@ pub enum Link {
     Refused(String),
 }
 
+/// How the connection label reads: good (connected and answering), pending (connecting,
+/// reconnecting, a model loading) or bad (refused, failed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tone {
+    Good,
+    Pending,
+    Bad,
+}
+
 /// A plan limit the service said is reached, with when it resets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LimitReached {
@@ -27,6 +36,47 @@ pub struct LimitReached {
 }
 
 impl App {
+    /// The status bar's connection label, as the connection stands: connecting, connected
+    /// (with what answers), unreachable since, refused, or failed to start. Ends in a space.
+    pub fn connection_label(&self) -> (Tone, String) {
+        let name = |endpoint: &Endpoint| match endpoint {
+            Endpoint::Embedded { .. } => "the local service".to_string(),
+            Endpoint::Remote { base_url } => base_url.clone(),
+        };
+        match (&self.connection, &self.link) {
+            (Connection::Connected(e), Link::Down(_)) => {
+                (Tone::Pending, format!("◌ reconnecting to {} ", name(e)))
+            }
+            (Connection::Connected(e), Link::Refused(_)) => {
+                (Tone::Bad, format!("✗ key refused by {} ", name(e)))
+            }
+            (Connection::Connecting, _) => (Tone::Pending, "◌ connecting… ".to_string()),
+            (Connection::Connected(Endpoint::Embedded { addr }), _) => match &self.engine {
+                None => (Tone::Good, format!("● local service {addr} ")),
+                Some(engine) => engine_label(engine),
+            },
+            (Connection::Connected(Endpoint::Remote { base_url }), _) => {
+                (Tone::Good, format!("● {base_url} "))
+            }
+            (Connection::Failed(_), _) => (Tone::Bad, "✗ not connected ".to_string()),
+        }
+    }
+
+    /// Rows the status bar takes at `width`: one, or as many as its message needs
+    /// word-wrapped after the connection label, at most `max`.
+    pub fn status_rows(&self, width: u16, max: u16) -> u16 {
+        match self.status_message() {
+            None => 1,
+            Some((_, text)) => {
+                let label =
+                    unicode_width::UnicodeWidthStr::width(self.connection_label().1.as_str());
+                let first = (width as usize).saturating_sub(label);
+                let n = crate::render::wrap::count_wrapped(&text, first, width as usize);
+                (n as u16).clamp(1, max.max(1))
+            }
+        }
+    }
+
     /// Follows the link state from the outcome of a request or of the stream.
     pub(super) fn note_answer(&mut self, outcome: Result<(), &ApiError>) {
         self.link = match outcome {
@@ -105,5 +155,23 @@ impl App {
         } else {
             self.usage.error = Some(describe_failure(&failure, self.now));
         }
+    }
+}
+
+/// What answers in the embedded service: the model loading (with its progress), ready, or
+/// failed to load.
+fn engine_label(engine: &EngineStatus) -> (Tone, String) {
+    use crate::service::engine::LoadState;
+    match &engine.state {
+        LoadState::Loading { fraction } => (
+            Tone::Pending,
+            format!(
+                "◌ loading {} {:.0}% ",
+                engine.label,
+                (fraction * 100.0).clamp(0.0, 100.0)
+            ),
+        ),
+        LoadState::Ready => (Tone::Good, format!("● {} ", engine.label)),
+        LoadState::Failed(_) => (Tone::Bad, format!("✗ {} ", engine.label)),
     }
 }

@@ -36,7 +36,7 @@ mod state;
 mod tests;
 
 pub use crate::tui::slash::SlashCommand;
-pub use link::{LimitReached, Link};
+pub use link::{LimitReached, Link, Tone};
 pub use open_session::{OpenSession, render_stored};
 use open_session::{header_for, reply_slot, stored_state};
 pub use state::*;
@@ -133,11 +133,7 @@ impl App {
 
     /// The layout for the current size and composer.
     pub fn layout(&self) -> AppLayout {
-        let status_rows = crate::tui::view::status::rows(
-            self,
-            self.size.width,
-            layout::max_status_rows(self.size),
-        );
+        let status_rows = self.status_rows(self.size.width, layout::max_status_rows(self.size));
         layout::compute(
             self.size,
             self.composer_rows(),

@@ -6,9 +6,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
 use super::{theme, truncate};
-use crate::service::engine::LoadState;
-use crate::tui::app::{App, Connection, Focus, Level, Link};
-use crate::tui::event::{Endpoint, EngineStatus};
+use crate::tui::app::{App, Focus, Level, Tone};
 
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let conn = connection(app);
@@ -92,19 +90,6 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     Line::from(spans).render(Rect::new(area.x, area.y, area.width, 1), buf);
 }
 
-/// Rows the status bar takes at `width`: one, or as many as its message needs word-wrapped
-/// after the connection, at most `max`.
-pub fn rows(app: &App, width: u16, max: u16) -> u16 {
-    match app.status_message() {
-        None => 1,
-        Some((_, text)) => {
-            let first = (width as usize).saturating_sub(connection(app).width());
-            let n = crate::render::wrap::count_wrapped(&text, first, width as usize);
-            (n as u16).clamp(1, max.max(1))
-        }
-    }
-}
-
 /// `text` word-wrapped into a first row of `first` columns and further rows of `rest`.
 fn wrapped(text: &str, first: usize, rest: usize) -> Vec<String> {
     use crate::render::wrap::{WrapEvent, wrap_words};
@@ -116,59 +101,15 @@ fn wrapped(text: &str, first: usize, rest: usize) -> Vec<String> {
     rows
 }
 
-/// The connection as it stands: connecting, connected (with what answers), unreachable since,
-/// refused, or failed to start.
+/// The connection label in its colour.
 fn connection(app: &App) -> Span<'static> {
-    match (&app.connection, &app.link) {
-        (Connection::Connected(endpoint), Link::Down(_)) => Span::styled(
-            format!("◌ reconnecting to {} ", endpoint_name(endpoint)),
-            theme::warn(),
-        ),
-        (Connection::Connected(endpoint), Link::Refused(_)) => Span::styled(
-            format!("✗ key refused by {} ", endpoint_name(endpoint)),
-            theme::error(),
-        ),
-        _ => connection_span(app),
-    }
-}
-
-/// The connection as started: connecting, connected (with what answers), or failed.
-fn connection_span(app: &App) -> Span<'static> {
-    match &app.connection {
-        Connection::Connecting => Span::styled("◌ connecting… ", theme::warn()),
-        Connection::Connected(Endpoint::Embedded { addr }) => match &app.engine {
-            None => Span::styled(format!("● local service {addr} "), theme::success()),
-            Some(engine) => engine_span(engine),
-        },
-        Connection::Connected(Endpoint::Remote { base_url }) => {
-            Span::styled(format!("● {base_url} "), theme::success())
-        }
-        Connection::Failed(_) => Span::styled("✗ not connected ", theme::error()),
-    }
-}
-
-fn endpoint_name(endpoint: &Endpoint) -> String {
-    match endpoint {
-        Endpoint::Embedded { .. } => "the local service".to_string(),
-        Endpoint::Remote { base_url } => base_url.clone(),
-    }
-}
-
-/// What answers in the embedded service: the model loading (with its progress), ready, or
-/// failed to load.
-fn engine_span(engine: &EngineStatus) -> Span<'static> {
-    match &engine.state {
-        LoadState::Loading { fraction } => Span::styled(
-            format!(
-                "◌ loading {} {:.0}% ",
-                engine.label,
-                (fraction * 100.0).clamp(0.0, 100.0)
-            ),
-            theme::warn(),
-        ),
-        LoadState::Ready => Span::styled(format!("● {} ", engine.label), theme::success()),
-        LoadState::Failed(_) => Span::styled(format!("✗ {} ", engine.label), theme::error()),
-    }
+    let (tone, text) = app.connection_label();
+    let style = match tone {
+        Tone::Good => theme::success(),
+        Tone::Pending => theme::warn(),
+        Tone::Bad => theme::error(),
+    };
+    Span::styled(text, style)
 }
 
 /// The first key of a binding that works while typing (not a plain character).
