@@ -392,11 +392,26 @@ impl App {
                     if open.pending.as_ref().is_some_and(|p| p.reply_item == idx) {
                         open.pending = None;
                     }
-                    let text = format!(
+                    let mut text = format!(
                         "the reply failed: {}: {}",
                         error.code,
                         sanitize_owned(&error.message)
                     );
+                    // A failed turn is rolled back (docs/service.md): the message before
+                    // the reply was not kept either. (A deleted session keeps nothing.)
+                    let message = (idx.checked_sub(1))
+                        .filter(|&i| open.items[i].role != Role::Assistant)
+                        .filter(|&i| open.items[i].state == EntryState::Complete);
+                    if let Some(i) = message.filter(|_| error.code != "session_not_found") {
+                        let back = self.mark_unsent(&session_id, i, out);
+                        text.push_str(match back {
+                            true => {
+                                "; your message was not kept: it is back in the composer, \
+                                     marked not sent — send it again"
+                            }
+                            false => "; your message was not kept: it is marked not sent",
+                        });
+                    }
                     self.notify(Level::Error, text);
                 }
             },

@@ -111,7 +111,9 @@ impl App {
                     }
                     // Else the reply is still being made, or the message had none: as is.
                 }
-                None => self.mark_unsent(session_id, idx, out),
+                None => {
+                    self.mark_unsent(session_id, idx, out);
+                }
             }
         }
         if gained > 0
@@ -124,13 +126,18 @@ impl App {
 
     /// Item `idx`, a message shown as sent, is not kept by the service: it is marked not sent
     /// (here and in the local store), and its text goes back to an empty composer to send
-    /// again.
-    pub(super) fn mark_unsent(&mut self, session_id: &str, idx: usize, out: &mut Vec<Command>) {
+    /// again. Returns whether it went back (the composer held nothing).
+    pub(super) fn mark_unsent(
+        &mut self,
+        session_id: &str,
+        idx: usize,
+        out: &mut Vec<Command>,
+    ) -> bool {
         let Some(open) = self.open.as_mut().filter(|o| o.id == session_id) else {
-            return;
+            return false;
         };
         let Some(item) = open.items.get(idx) else {
-            return;
+            return false;
         };
         let role = item.role;
         let stored = open.stored(idx);
@@ -153,8 +160,10 @@ impl App {
             self.composer = new_composer(&self.keys);
             self.composer.insert_str(&draft);
             self.notify(Level::Warn, NOT_KEPT_BACK);
+            true
         } else {
             self.notify(Level::Warn, NOT_KEPT);
+            false
         }
     }
 }

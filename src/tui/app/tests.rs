@@ -1021,7 +1021,40 @@ fn stream_errors_and_snapshots() {
         EntryState::Failed("internal".into())
     );
     assert!(open(&app).pending.is_none());
-    assert!(app.notice.as_ref().unwrap().text.contains("engine failed"));
+    let notice = &app.notice.as_ref().unwrap().text;
+    assert!(notice.contains("engine failed"), "{notice}");
+    // The service rolled the turn back: the message is marked not sent, counts for nothing,
+    // and its text is back in the composer.
+    assert!(notice.contains("back in the composer"), "{notice}");
+    assert_eq!(
+        open(&app).items[0].state,
+        EntryState::Failed("not sent".into())
+    );
+    assert_eq!(open(&app).items[0].tokens, 0);
+    assert_eq!(app.composer_text(), "hello");
+}
+
+#[test]
+fn a_reply_failed_for_a_deleted_session_leaves_the_message_alone() {
+    let mut app = app();
+    type_text(&mut app, "hello");
+    let (_, send_id, _) = sent(&app.update(key(KeyCode::Enter))).unwrap();
+    app.update(AppEvent::SendAccepted {
+        session_id: A.into(),
+        send_id,
+        reply: reply("r", "", 0),
+        prompt_tokens: 1,
+    });
+    app.update(AppEvent::Stream {
+        session_id: A.into(),
+        update: StreamUpdate::Event(StreamEvent::Error {
+            session_id: A.into(),
+            message_id: "r".into(),
+            error: ErrorBody::new("session_not_found", "deleted"),
+        }),
+    });
+    assert_eq!(open(&app).items[0].state, EntryState::Complete);
+    assert_eq!(app.composer_text(), "");
 }
 
 #[test]
