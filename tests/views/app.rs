@@ -69,6 +69,7 @@ fn pastes_go_to_the_view_inputs_not_the_composer() {
     app.update(AppEvent::Paste("collector\nsecond line".into()));
     assert_eq!(app.wallet.input, "collector");
     assert!(app.composer_text().is_empty());
+    app.metrics.requests_left = Some(1_000_000);
     app.update(key(KeyCode::F(2)));
     for _ in 0..4 {
         app.update(key(KeyCode::Right));

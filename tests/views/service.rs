@@ -105,6 +105,8 @@ async fn per_bucket_numbers_match_the_messages_sent() {
     let end = buckets::next_boundary(after, Granularity::Hour) + chrono::Duration::hours(1);
     let range = TimeRange { start, end };
     let mut state = MetricsState::default();
+    // A plan with room: no load asks its cost first.
+    state.requests_left = Some(1_000_000);
     let mut reqs = Vec::new();
     state.set_range(RangeChoice::Custom(range), Utc::now(), &mut reqs);
     assert_eq!(state.granularity, Granularity::Hour);
@@ -197,6 +199,8 @@ async fn totals_match_convo_metrics_json() {
     send(&client, &s, "one", false).await;
     send(&client, &s, "two", false).await;
     let mut state = MetricsState::default();
+    // A plan with room: no load asks its cost first.
+    state.requests_left = Some(1_000_000);
     let mut reqs = Vec::new();
     // The last 24 hours by hour, as F2 opens.
     // The app's clock is a minute late: the worker plans with the real one.
@@ -244,6 +248,8 @@ async fn a_cancelled_load_stops_its_requests() {
     let client = client(&svc, None);
     let mut worker = MetricsWorker::new();
     let mut state = MetricsState::default();
+    // A plan with room: no load asks its cost first.
+    state.requests_left = Some(1_000_000);
     let mut reqs = Vec::new();
     state.set_range(
         RangeChoice::Preset(convo::tui::metrics::RangePreset::Last90Days),

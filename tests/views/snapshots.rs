@@ -53,6 +53,8 @@ fn metrics(messages: u64, tokens: u64, active: u64) -> Box<Metrics> {
 
 /// Opens the metrics view and returns the load it asked for.
 fn open_metrics(app: &mut App) -> LoadPlan {
+    // No usage poll has answered here: a plan with room, unless a test gave one.
+    app.metrics.requests_left.get_or_insert(1_000_000);
     let out = app.update(key(KeyCode::F(2)));
     assert_eq!(app.view, View::Metrics);
     out.into_iter()

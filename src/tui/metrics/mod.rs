@@ -251,29 +251,43 @@ pub const CUSTOM_SLOT: usize = RangePreset::ALL.len();
 /// A load costing more than this share of the requests left asks before it starts.
 pub const ASK_SHARE_PERCENT: u64 = 5;
 
+/// Before the first usage poll has answered, a load of more requests than this asks first
+/// (what is left of the plan is not known to weigh it against).
+pub const ASK_UNKNOWN_ABOVE: u64 = 50;
+
 /// The cost of a load that waits for a yes: each bucket is one request, the totals one more.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CostQuestion {
     /// The choice of the chart shown while asking, back if the answer is no.
     pub previous: Option<MetricsKey>,
     pub requests: u64,
-    pub left: u64,
+    /// Requests left in the plan; none before the first usage poll.
+    pub left: Option<u64>,
 }
 
 impl CostQuestion {
     /// `146 requests = 15 % of the 973 left`.
     pub fn describe(&self) -> String {
-        if self.left == 0 {
-            return format!(
-                "{} requests, and the request limit is reached",
-                self.requests
-            );
-        }
-        let pct = (self.requests as f64 * 100.0 / self.left as f64).round() as u64;
+        let left = match self.left {
+            None => {
+                return format!(
+                    "{} requests (what is left of the plan is not known yet)",
+                    self.requests
+                );
+            }
+            Some(0) => {
+                return format!(
+                    "{} requests, and the request limit is reached",
+                    self.requests
+                );
+            }
+            Some(left) => left,
+        };
+        let pct = (self.requests as f64 * 100.0 / left as f64).round() as u64;
         format!(
             "{} requests = {pct} % of the {} left",
             self.requests,
-            crate::format::count(self.left)
+            crate::format::count(left)
         )
     }
 }

@@ -4,8 +4,8 @@ use chrono::{DateTime, Utc};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::{
-    ASK_SHARE_PERCENT, CUSTOM_SLOT, CostQuestion, KnownBucket, Load, LoadPlan, MetricsEvent,
-    MetricsRequest, MetricsState, Query, RangeChoice, Section, Slot,
+    ASK_SHARE_PERCENT, ASK_UNKNOWN_ABOVE, CUSTOM_SLOT, CostQuestion, KnownBucket, Load, LoadPlan,
+    MetricsEvent, MetricsRequest, MetricsState, Query, RangeChoice, Section, Slot,
 };
 use crate::api::Granularity;
 use crate::keys::KeyBindings;
@@ -128,10 +128,12 @@ impl MetricsState {
                 // Each bucket asked is a request, the totals one more: a load that would take
                 // a good share of what is left asks first, and the chart keeps what it shows.
                 let requests = ask.len() as u64 + 1;
-                if let Some(left) = self.requests_left
-                    && !accepted
-                    && requests * 100 > left * ASK_SHARE_PERCENT
-                {
+                let costly = match self.requests_left {
+                    Some(left) => requests * 100 > left * ASK_SHARE_PERCENT,
+                    None => requests > ASK_UNKNOWN_ABOVE,
+                };
+                if costly && !accepted {
+                    let left = self.requests_left;
                     // What is shown stays until the answer; a no brings its choice back.
                     let previous = self.current.as_ref().map(|l| l.key);
                     self.asking = Some(CostQuestion {
@@ -669,6 +671,14 @@ mod tests {
         Utc.with_ymd_and_hms(2026, 11, 22, 12, 34, 0).unwrap()
     }
 
+    /// A view whose plan has room: no load asks its cost first.
+    fn roomy() -> MetricsState {
+        MetricsState {
+            requests_left: Some(1_000_000),
+            ..Default::default()
+        }
+    }
+
     fn key(code: KeyCode) -> KeyEvent {
         KeyEvent::new(code, KeyModifiers::NONE)
     }
@@ -709,7 +719,7 @@ mod tests {
 
     #[test]
     fn opening_loads_the_last_24_hours_by_hour() {
-        let mut s = MetricsState::default();
+        let mut s = roomy();
         let mut reqs = Vec::new();
         s.open(now(), &mut reqs);
         let p = plan(&reqs).clone();
@@ -726,7 +736,7 @@ mod tests {
 
     #[test]
     fn answers_fill_slots_and_a_complete_load_is_cached() {
-        let mut s = MetricsState::default();
+        let mut s = roomy();
         let mut reqs = Vec::new();
         s.open(now(), &mut reqs);
         let p = plan(&reqs).clone();
@@ -758,7 +768,7 @@ mod tests {
 
     #[test]
     fn reopening_reloads_a_range_that_runs_up_to_now_once_it_is_stale() {
-        let mut s = MetricsState::default();
+        let mut s = roomy();
         let mut reqs = Vec::new();
         s.open(now(), &mut reqs);
         let p = plan(&reqs).clone();
@@ -786,7 +796,7 @@ mod tests {
 
     #[test]
     fn a_failed_bucket_stays_failed_and_is_not_cached() {
-        let mut s = MetricsState::default();
+        let mut s = roomy();
         let mut reqs = Vec::new();
         s.open(now(), &mut reqs);
         let p = plan(&reqs).clone();
@@ -813,7 +823,7 @@ mod tests {
     #[test]
     fn ctrl_c_cancels_a_load_and_quits_when_idle() {
         let keys = KeyBindings::default();
-        let mut s = MetricsState::default();
+        let mut s = roomy();
         let mut reqs = Vec::new();
         s.open(now(), &mut reqs);
         let id = plan(&reqs).load_id;
@@ -848,7 +858,7 @@ mod tests {
 
     #[test]
     fn a_replanned_load_takes_the_worker_range() {
-        let mut s = MetricsState::default();
+        let mut s = roomy();
         let mut reqs = Vec::new();
         s.open(now(), &mut reqs);
         let p = plan(&reqs).clone();
@@ -877,7 +887,7 @@ mod tests {
 
     #[test]
     fn answers_of_a_replaced_load_are_ignored() {
-        let mut s = MetricsState::default();
+        let mut s = roomy();
         let mut reqs = Vec::new();
         s.open(now(), &mut reqs);
         let old = plan(&reqs).load_id;
@@ -898,7 +908,7 @@ mod tests {
     #[test]
     fn tab_moves_between_sections_and_arrows_change_the_selection() {
         let keys = KeyBindings::default();
-        let mut s = MetricsState::default();
+        let mut s = roomy();
         let mut reqs = Vec::new();
         s.open(now(), &mut reqs);
         reqs.clear();
@@ -943,7 +953,7 @@ mod tests {
 
     #[test]
     fn a_long_preset_switches_to_a_granularity_that_fits() {
-        let mut s = MetricsState::default();
+        let mut s = roomy();
         let mut reqs = Vec::new();
         s.set_range(
             RangeChoice::Preset(RangePreset::Last90Days),
@@ -970,7 +980,7 @@ mod tests {
     #[test]
     fn a_custom_range_is_validated_as_typed() {
         let keys = KeyBindings::default();
-        let mut s = MetricsState::default();
+        let mut s = roomy();
         let mut reqs = Vec::new();
         s.open(now(), &mut reqs);
         for _ in 0..4 {
@@ -1023,7 +1033,7 @@ mod tests {
     #[test]
     fn a_complete_bucket_is_never_asked_for_twice() {
         let keys = KeyBindings::default();
-        let mut s = MetricsState::default();
+        let mut s = roomy();
         let mut reqs = Vec::new();
         s.open(now(), &mut reqs);
         let first = plan(&reqs).clone();
@@ -1067,7 +1077,7 @@ mod tests {
         // An 80×24 screen less the status bar: 78 bars fit the charts.
         let mut s = MetricsState {
             viewport: ratatui::layout::Rect::new(0, 0, 80, 23),
-            ..Default::default()
+            ..roomy()
         };
         let mut reqs = Vec::new();
         s.handle_key(&keys, &key(KeyCode::Char('2')), now(), &mut reqs);
@@ -1110,7 +1120,7 @@ mod tests {
 
     #[test]
     fn known_buckets_from_the_store_are_not_asked_and_new_complete_ones_are_returned() {
-        let mut s = MetricsState::default();
+        let mut s = roomy();
         let mut reqs = Vec::new();
         s.open(now(), &mut reqs);
         let first = plan(&reqs).clone();
@@ -1130,7 +1140,7 @@ mod tests {
         }
         assert_eq!(kept.len(), 23, "every whole hour, not the current one");
         // A new run: the store's answer comes in, then the view opens.
-        let mut next = MetricsState::default();
+        let mut next = roomy();
         let _ = next.on_event(MetricsEvent::Known {
             account: "embedded".into(),
             buckets: kept,
@@ -1149,5 +1159,27 @@ mod tests {
             result: Ok(metrics(0)),
         });
         assert!(again.is_empty());
+    }
+
+    #[test]
+    fn before_the_first_usage_poll_a_big_load_asks_too() {
+        let keys = KeyBindings::default();
+        let mut s = MetricsState::default();
+        let mut reqs = Vec::new();
+        // 24 hours by hour: 25 requests, asked at once.
+        s.open(now(), &mut reqs);
+        assert!(s.asking.is_none());
+        // 7 days by hour: 158, and nothing known to weigh them against.
+        reqs.clear();
+        s.handle_key(&keys, &key(KeyCode::Char('2')), now(), &mut reqs);
+        assert!(reqs.iter().all(|r| !matches!(r, MetricsRequest::Load(_))));
+        let q = s.asking.clone().unwrap();
+        assert_eq!(q.left, None);
+        assert_eq!(
+            q.describe(),
+            "158 requests (what is left of the plan is not known yet)"
+        );
+        s.handle_key(&keys, &key(KeyCode::Enter), now(), &mut reqs);
+        assert_eq!(plan(&reqs).buckets.len(), 157);
     }
 }
