@@ -305,7 +305,7 @@ fn render_info(s: &MetricsState, area: Rect, buf: &mut Buffer) {
     } else {
         Line::from(Span::styled(
             truncate(
-                " Totals of the range, then one query per bucket · weeks start Monday · UTC",
+                " Totals of the range, then one query per bucket shown · weeks start Monday · UTC",
                 width,
             ),
             theme::dim(),
