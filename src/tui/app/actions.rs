@@ -315,6 +315,7 @@ impl App {
             accepted: false,
             streamed: stream,
             reply_done: false,
+            started: std::time::Instant::now(),
         });
         let body = SendMessage {
             content: text,
