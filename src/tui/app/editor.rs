@@ -15,7 +15,7 @@ impl App {
     }
 
     /// The editor closed: what it saved replaces the draft (not sent; the cursor at its end,
-    /// saved in the store at once, Ctrl-Z brings the old text back). A failure says why and
+    /// saved in the store at once, Ctrl-Z twice brings the old text back). A failure says why and
     /// leaves the draft as it was; so does text saved unchanged.
     pub(super) fn on_editor_closed(&mut self, outcome: EditorOutcome, out: &mut Vec<Command>) {
         match outcome {
