@@ -263,11 +263,12 @@ impl TerminalGuard {
     /// cell.
     fn resume(&mut self) -> std::io::Result<()> {
         set_up_terminal(self.mouse)?;
-        // The screen is clear; an empty frame makes ratatui's last frame empty too, so the
-        // next one is drawn whole. (Not `terminal.clear()`: it asks the terminal for the
-        // cursor position, a round trip that a terminal may never answer.)
-        self.terminal.draw(|_| {})?;
-        Ok(())
+        // Forgets the last frame (at the size the terminal has now), so the next one is
+        // drawn whole. Not `terminal.clear()`: it asks the terminal for the cursor position,
+        // a round trip that a terminal may never answer.
+        let size = self.terminal.size()?;
+        self.terminal
+            .resize(Rect::new(0, 0, size.width, size.height))
     }
 }
 
