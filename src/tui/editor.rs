@@ -267,12 +267,12 @@ mod tests {
     async fn an_editor_with_arguments_runs_and_failures_say_why() {
         let dir = tempfile::tempdir().unwrap();
         let file = DraftFile::create(dir.path(), "draft").unwrap();
-        // A command with an argument, as `code --wait` is.
-        let editor = "sed -i s/draft/edited/";
+        // A command with arguments and quotes, as `code --wait` is.
+        let editor = "printf '%s\\n' 'edited text' >";
         let status = run(editor, file.path()).await;
         assert_eq!(
             outcome(editor, status, &file),
-            EditorOutcome::Saved("edited".into())
+            EditorOutcome::Saved("edited text".into())
         );
         let status = run("exit 3;", file.path()).await;
         assert_eq!(

@@ -23,8 +23,9 @@ fn ctrl_g_edits_the_draft_in_the_editor_and_keeps_it_unsent() {
         home.path(),
         "editor.sh",
         &format!(
-            "echo \"$1 $(stat -c %a \"$1\")\" > '{log}'\n\
-             sed -i 's/typed/edited/' \"$1\"\n\
+            "echo \"$1 $(ls -l \"$1\" | cut -c1-10)\" > '{log}'\n\
+             edited=$(sed 's/typed/edited/' \"$1\")\n\
+             printf '%s\\n' \"$edited\" > \"$1\"\n\
              printf 'editor waiting: '\n\
              IFS= read -r line\n\
              printf '%s\\n' \"$line\" >> \"$1\"\n",
@@ -51,7 +52,7 @@ fn ctrl_g_edits_the_draft_in_the_editor_and_keeps_it_unsent() {
     // The draft file was private and is gone.
     let noted = std::fs::read_to_string(&log).unwrap();
     let (path, mode) = noted.trim().rsplit_once(' ').unwrap();
-    assert_eq!(mode, "600", "{noted}");
+    assert_eq!(mode, "-rw-------", "{noted}");
     assert!(path.ends_with(".md"), "{noted}");
     assert!(
         Path::new(path).starts_with(home.path().join("data")),
