@@ -67,11 +67,12 @@ impl App {
     /// What the status bar says while a code block is being chosen.
     pub(super) fn code_choice_prompt(&self) -> Option<String> {
         let c = self.code_choice()?;
+        let cancel = self.keys.back.first_label();
         Some(if c.typed.is_empty() {
-            format!("copy code block: 1–{}, Esc cancels", c.count)
+            format!("copy code block: 1–{}, {cancel} cancels", c.count)
         } else {
             format!(
-                "copy code block {}…: 1–{}, {} copies {}, Esc cancels",
+                "copy code block {}…: 1–{}, {} copies {}, {cancel} cancels",
                 c.typed,
                 c.count,
                 self.keys.confirm.first_label(),
