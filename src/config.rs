@@ -91,6 +91,8 @@ pub struct Config {
     /// The merged `[keys]` section, passed through raw: the TUI parses and validates it.
     pub keys: toml::Table,
     pub paths: Paths,
+    /// How the TUI announces a finished reply.
+    pub notify: Notify,
     /// Things the user should know that are not errors (e.g. a key in a world-readable file).
     /// Callers print them on stderr or show them in the status bar.
     pub warnings: Vec<String>,
@@ -178,6 +180,36 @@ pub struct Ui {
     pub mouse: bool,
 }
 
+/// The `[notify]` section: how the TUI announces a reply that finished while you were not
+/// looking (the terminal lost focus, or the reply took long).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Notify {
+    pub mode: NotifyMode,
+    /// A reply that took at least this many seconds notifies even while the terminal has
+    /// focus; 0: only an unfocused terminal does.
+    pub after_seconds: u64,
+}
+
+/// `[notify] mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotifyMode {
+    Off,
+    /// The terminal bell (BEL).
+    Bell,
+    /// A desktop notification (OSC 9) and the bell.
+    Osc9,
+}
+
+impl NotifyMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NotifyMode::Off => "off",
+            NotifyMode::Bell => "bell",
+            NotifyMode::Osc9 => "osc9",
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Paths {
     /// The config file that was (or would be) read.
@@ -238,6 +270,14 @@ struct FileLayer {
     ui: Option<UiLayer>,
     engine: Option<EngineLayer>,
     keys: Option<toml::Table>,
+    notify: Option<NotifyLayer>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NotifyLayer {
+    mode: Option<Spanned<String>>,
+    after_seconds: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -544,6 +584,10 @@ impl Config {
                 config_file_present: false,
                 data_dir: PathBuf::new(),
             },
+            notify: Notify {
+                mode: NotifyMode::Bell,
+                after_seconds: 30,
+            },
             warnings: Vec::new(),
         };
         config.apply(layer, source)?;
@@ -656,6 +700,26 @@ impl Config {
                 self.keys.insert(k, v);
             }
         }
+        if let Some(n) = layer.notify {
+            if let Some(mode) = n.mode {
+                let span = mode.span();
+                self.notify.mode = match mode.into_inner().trim() {
+                    "off" => NotifyMode::Off,
+                    "bell" => NotifyMode::Bell,
+                    "osc9" => NotifyMode::Osc9,
+                    other => {
+                        return Err(source.invalid(
+                            span,
+                            Some("notify.mode"),
+                            format!("unknown mode `{other}` (expected off, bell or osc9)"),
+                        ));
+                    }
+                };
+            }
+            if let Some(secs) = n.after_seconds {
+                self.notify.after_seconds = secs;
+            }
+        }
         Ok(())
     }
 
@@ -736,6 +800,13 @@ impl Config {
         root.insert("connection".into(), conn.into());
         root.insert("ui".into(), ui.into());
         root.insert("engine".into(), engine.into());
+        let mut notify = toml::Table::new();
+        notify.insert("mode".into(), self.notify.mode.as_str().into());
+        notify.insert(
+            "after_seconds".into(),
+            toml::Value::Integer(i64::try_from(self.notify.after_seconds).unwrap_or(i64::MAX)),
+        );
+        root.insert("notify".into(), notify.into());
         root.insert("keys".into(), self.keys.clone().into());
         toml::to_string(&root).unwrap_or_default()
     }
@@ -831,6 +902,40 @@ mod tests {
             e,
             "test.toml:3: ui.usage_refresh_secs: must be greater than 0"
         );
+    }
+
+    #[test]
+    fn the_notify_section_is_read_and_checked() {
+        let c = Config::defaults();
+        assert_eq!(
+            c.notify,
+            Notify {
+                mode: NotifyMode::Bell,
+                after_seconds: 30
+            }
+        );
+        let c = parse("[notify]\nmode = \"osc9\"\nafter_seconds = 0\n").unwrap();
+        assert_eq!(c.notify.mode, NotifyMode::Osc9);
+        assert_eq!(c.notify.after_seconds, 0);
+        let c = parse("[notify]\nmode = \"off\"\n").unwrap();
+        assert_eq!(c.notify.mode, NotifyMode::Off);
+        assert_eq!(
+            c.notify.after_seconds, 30,
+            "what the file does not name stays"
+        );
+        let e = parse("[notify]\nmode = \"loud\"\n")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "test.toml:2: notify.mode: unknown mode `loud` (expected off, bell or osc9)"
+        );
+        let e = parse("[notify]\nafter_seconds = -1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("test.toml:2: notify.after_seconds: "), "{e}");
+        let e = parse("[notify]\nsound = true\n").unwrap_err().to_string();
+        assert!(e.starts_with("test.toml:2: notify.sound: "), "{e}");
     }
 
     #[test]

@@ -347,6 +347,10 @@ bindings! {
     refresh => "refresh usage",
     recall_previous => "last sent message (empty composer)",
     recall_next => "next sent message (recalled)",
+    /// Open `$VISUAL`/`$EDITOR` on the composer's draft (`src/tui/editor.rs`).
+    edit_in_editor => "edit draft in $EDITOR",
+    /// Copy one code block of the selected reply; with several, choose by number.
+    copy_code => "copy a code block",
 }
 
 impl KeyBindings {
@@ -398,6 +402,7 @@ impl KeyBindings {
             ("metrics_view", &self.metrics_view),
             ("wallet_view", &self.wallet_view),
             ("back", &self.back),
+            ("edit_in_editor", &self.edit_in_editor),
         ];
         let with_global =
             |own: &[(&'static str, &'a Binding)]| -> Vec<(&'static str, &'a Binding)> {
@@ -436,6 +441,7 @@ impl KeyBindings {
                     ("move_down", &self.move_down),
                     ("copy_reply", &self.copy_reply),
                     ("quit", &self.quit),
+                    ("copy_code", &self.copy_code),
                     ("refresh", &self.refresh),
                     ("scroll_top", &self.scroll_top),
                     ("scroll_bottom", &self.scroll_bottom),
@@ -641,6 +647,17 @@ mod tests {
         let e = refused("cancel = [\"n\", \"y\"]");
         assert!(
             e.contains("confirm") && e.contains("cancel") && e.contains("dialog"),
+            "{e}"
+        );
+        // The keys added for issue 17 are checked like the others.
+        let e = refused("copy_code = \"y\"");
+        assert!(
+            e.contains("copy_reply") && e.contains("copy_code") && e.contains("transcript"),
+            "{e}"
+        );
+        let e = refused("edit_in_editor = \"<Ctrl-r>\"");
+        assert!(
+            e.contains("toggle_role") && e.contains("edit_in_editor"),
             "{e}"
         );
         // Keys of different places may be shared, as Enter is by send and open_session.

@@ -10,6 +10,7 @@
 //! touch the call stack; only the first [`MAX_VISUAL_DEPTH`] containers indent, and a prefix never
 //! takes more than half the width.
 use std::cell::OnceCell;
+use std::ops::Range;
 use std::sync::Arc;
 
 use pulldown_cmark::{Alignment, CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
@@ -37,6 +38,25 @@ const BULLETS: [&str; 3] = ["• ", "◦ ", "▪ "];
 /// ```
 pub fn render_markdown(markdown: &str, width: u16) -> Vec<Line<'static>> {
     Document::parse(markdown).lines(width)
+}
+
+/// The text of each code block of `markdown`, numbered as [`Document::parse`] numbers them
+/// ([`Document::code_blocks`]), with tabs as written: for the clipboard. Should the two parses
+/// ever count different blocks, the blocks are as drawn (tabs as spaces).
+///
+/// ```
+/// let md = "Run:\n\n```make\nall:\n\tcc main.c\n```\n\n~~~\nls\n~~~\n";
+/// assert_eq!(convo::render::markdown::code_block_texts(md), ["all:\n\tcc main.c", "ls"]);
+/// ```
+pub fn code_block_texts(markdown: &str) -> Vec<String> {
+    let drawn = Document::parse(markdown).code_blocks();
+    let written =
+        Document::parse_clean(&super::sanitize::sanitize_keeping_tabs(markdown)).code_blocks();
+    if written.len() == drawn.len() {
+        written
+    } else {
+        drawn
+    }
 }
 
 /// The spans drawn left of a block's lines. `first` carries a list marker, `rest` the same
@@ -519,6 +539,35 @@ impl Document {
 
     pub fn is_empty(&self) -> bool {
         self.blocks.is_empty()
+    }
+
+    /// The text of each code block, in order: fenced (``` or ~~~, however long the fence)
+    /// and indented ones alike, since both are drawn as code, in any container (a list item,
+    /// a quote). The lines are as drawn, without the fences and without a last newline.
+    pub fn code_blocks(&self) -> Vec<String> {
+        self.blocks
+            .iter()
+            .filter_map(|b| match b {
+                Block::Code { lines, .. } => Some(lines.join("\n")),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The lines each code block takes at `width`, counted from the document's first line,
+    /// in the order of [`Document::code_blocks`].
+    pub fn code_block_lines(&self, width: u16) -> Vec<Range<usize>> {
+        let width = usize::from(width.max(1));
+        let mut line = 0;
+        let mut out = Vec::new();
+        for block in &self.blocks {
+            let height = block.height(width);
+            if matches!(block, Block::Code { .. }) {
+                out.push(line..line + height);
+            }
+            line += height;
+        }
+        out
     }
 
     /// Number of lines at `width`.
@@ -1157,5 +1206,61 @@ mod tests {
         ] {
             assert!(Document::parse(text).into_shape().is_err(), "{text:?}");
         }
+    }
+
+    #[test]
+    fn code_blocks_are_every_block_drawn_as_code_in_order() {
+        let md = "Intro with `inline` code, not a block.\n\n\
+                  ````markdown\n```rust\nfn nested() {}\n```\n````\n\n\
+                  ~~~sh\nls -l\n~~~\n\n\
+                  - item\n\n  ```\n  in a list\n  ```\n\n\
+                  > ```py\n> quoted = True\n> ```\n\n\
+                  Then an indented block:\n\n    indented();\n    more();\n\n\
+                  ```\n```\n";
+        let doc = Document::parse(md);
+        assert_eq!(
+            doc.code_blocks(),
+            [
+                // a longer fence holds a shorter one: one block, the inner fence is text
+                "```rust\nfn nested() {}\n```",
+                "ls -l",
+                "in a list",
+                "quoted = True",
+                "indented();\nmore();",
+                // an empty block is a block
+                "",
+            ]
+        );
+        // Where they are drawn: each range holds exactly the block's lines.
+        for width in [20u16, 40, 80] {
+            let lines: Vec<String> = doc.lines(width).iter().map(|l| l.to_string()).collect();
+            let ranges = doc.code_block_lines(width);
+            assert_eq!(ranges.len(), 6);
+            assert!(lines[ranges[0].start].contains("```rust"), "{lines:?}");
+            assert!(lines[ranges[1].start].contains("ls -l"), "{lines:?}");
+            assert!(lines[ranges[2].start].contains("in a list"), "{lines:?}");
+            assert!(
+                lines[ranges[3].start].contains("quoted = True"),
+                "{lines:?}"
+            );
+            assert!(lines[ranges[4].start].contains("indented();"), "{lines:?}");
+            assert_eq!(ranges[4].len(), 2);
+            assert!(ranges.windows(2).all(|w| w[0].end <= w[1].start));
+        }
+    }
+
+    #[test]
+    fn copied_code_keeps_its_tabs_but_loses_escape_sequences() {
+        let md = "```make\nall:\n\tcc -o x\x1b[31m main.c\n```\n\n\tindented\tcode\n";
+        assert_eq!(
+            code_block_texts(md),
+            ["all:\n\tcc -o x main.c", "indented\tcode"]
+        );
+        // As drawn, the tabs are spaces: same blocks, same order.
+        assert_eq!(
+            Document::parse(md).code_blocks(),
+            ["all:\n    cc -o x main.c", "indented    code"]
+        );
+        assert!(code_block_texts("no code here").is_empty());
     }
 }

@@ -34,6 +34,22 @@ const TAB_STOP: usize = 4;
 /// assert_eq!(sanitize("a\u{202e}b"), "ab");
 /// ```
 pub fn sanitize(text: &str) -> Cow<'_, str> {
+    sanitize_with(text, false)
+}
+
+/// [`sanitize`], except that tabs stay tabs: the text of a code block as written, for the
+/// clipboard (a Makefile needs its tabs). Markdown parses it into the same blocks, since
+/// CommonMark's tab stop is the one [`sanitize`] expands to.
+///
+/// ```
+/// use convo::render::sanitize::sanitize_keeping_tabs;
+/// assert_eq!(sanitize_keeping_tabs("\tx\x1b[31m"), "\tx");
+/// ```
+pub fn sanitize_keeping_tabs(text: &str) -> Cow<'_, str> {
+    sanitize_with(text, true)
+}
+
+fn sanitize_with(text: &str, keep_tabs: bool) -> Cow<'_, str> {
     let Some(first_bad) = text.char_indices().find(|&(_, c)| needs_attention(c)) else {
         return Cow::Borrowed(text);
     };
@@ -47,6 +63,7 @@ pub fn sanitize(text: &str) -> Cow<'_, str> {
     let mut sanitizer = Sanitizer {
         state: State::Ground,
         column,
+        keep_tabs,
     };
     sanitizer.feed(rest, &mut out);
     Cow::Owned(out)
@@ -111,6 +128,8 @@ pub struct Sanitizer {
     state: State,
     /// Characters since the last `\n` in the output (for tab stops).
     column: usize,
+    /// Tabs are kept rather than expanded ([`sanitize_keeping_tabs`]).
+    keep_tabs: bool,
 }
 
 impl Default for Sanitizer {
@@ -124,6 +143,7 @@ impl Sanitizer {
         Self {
             state: State::Ground,
             column: 0,
+            keep_tabs: false,
         }
     }
 
@@ -186,6 +206,10 @@ impl Sanitizer {
             '\n' | '\u{2028}' | '\u{2029}' => {
                 out.push('\n');
                 self.column = 0;
+            }
+            '\t' if self.keep_tabs => {
+                out.push('\t');
+                self.column += TAB_STOP - self.column % TAB_STOP;
             }
             '\t' => {
                 let spaces = TAB_STOP - self.column % TAB_STOP;

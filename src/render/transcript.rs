@@ -329,6 +329,29 @@ impl Transcript {
         })
     }
 
+    /// The code blocks of entry `id`, numbered as drawn: the text of each, tabs as written
+    /// ([`super::markdown::code_block_texts`]). Empty for an unknown id.
+    pub fn code_blocks(&self, id: EntryId) -> Vec<String> {
+        self.get(id).map_or_else(Vec::new, |e| {
+            super::markdown::code_block_texts(&shown(e.role, &e.content))
+        })
+    }
+
+    /// The transcript lines each code block of entry `id` takes at `width`, in the order of
+    /// [`Transcript::code_blocks`]: from the same parse as the lines drawn.
+    pub fn code_block_lines(&self, width: u16, id: EntryId) -> Vec<Range<usize>> {
+        let Some(entry) = self.get(id) else {
+            return Vec::new();
+        };
+        // The body starts under the header line.
+        let body = self.line_range_of(width, id).start + 1;
+        Document::parse(&shown(entry.role, &entry.content))
+            .code_block_lines(width)
+            .into_iter()
+            .map(|r| body + r.start..body + r.end)
+            .collect()
+    }
+
     /// The `top` that shows the last `rows` lines at `width` (following the tail).
     pub fn tail_top(&self, width: u16, rows: u16) -> usize {
         self.height(width).saturating_sub(usize::from(rows))
@@ -1329,5 +1352,30 @@ mod tests {
         assert_eq!(t.height(20), 0);
         assert!(t.is_empty());
         assert_eq!(text(&t.lines_uncached(20)), Vec::<String>::new());
+    }
+
+    #[test]
+    fn code_blocks_are_found_where_they_are_drawn_complete_or_streaming() {
+        let mut t = Transcript::new();
+        t.push(Entry::new(
+            Role::User,
+            "show me\ntwo blocks",
+            "user · 12:00",
+        ));
+        let reply = "First:\n\n```rust\nfn a() {}\n```\n\nSecond, a longer text that wraps:\n\n~~~\nls\n~~~";
+        let done = t.push(Entry::new(Role::Assistant, reply, "assistant · 12:01"));
+        let coming = t.push(Entry::streaming(Role::Assistant, "assistant · 12:02"));
+        t.append_delta(coming, "```sh\necho one\n```\n\ntext\n\n```\nhalf");
+        assert_eq!(t.code_blocks(done), ["fn a() {}", "ls"]);
+        assert_eq!(t.code_blocks(coming), ["echo one", "half"]);
+        assert!(t.code_blocks(EntryId(99)).is_empty());
+        for width in [24u16, 60] {
+            let rows = drawn(&t, width, 0, t.height(width) as u16);
+            let at = |id, i: usize| rows[t.code_block_lines(width, id)[i].start].clone();
+            assert!(at(done, 0).contains("fn a() {}"), "{rows:?}");
+            assert!(at(done, 1).contains("ls"), "{rows:?}");
+            assert!(at(coming, 0).contains("echo one"), "{rows:?}");
+            assert!(at(coming, 1).contains("half"), "{rows:?}");
+        }
     }
 }

@@ -47,6 +47,12 @@ pub enum Command {
     Wallet(WalletRequest),
     /// Leave: restore the terminal and exit.
     Quit,
+    /// Hand the terminal to `$VISUAL`/`$EDITOR` on this draft (`tui::editor`); the loop that
+    /// owns the terminal runs it and answers with `AppEvent::EditorClosed`.
+    EditInEditor { draft: String },
+    /// Ring the bell or show a desktop notification (`[notify]`), written by the loop that
+    /// owns the terminal.
+    Notify(super::notify::Notification),
 }
 
 /// A write to the local store.

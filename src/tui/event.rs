@@ -19,6 +19,10 @@ pub enum AppEvent {
     Paste(String),
     /// The terminal now has this many columns and rows.
     Resize(u16, u16),
+    /// The terminal gained (true) or lost (false) focus (focus reporting).
+    Focus(bool),
+    /// The editor opened on the draft (`Command::EditInEditor`) has closed.
+    EditorClosed(crate::tui::editor::EditorOutcome),
     /// The wall clock, for relative times ("3m ago", time left in the billing period).
     Clock(DateTime<Utc>),
     /// The service is reachable at this endpoint; sending is possible from now on.

@@ -3,6 +3,7 @@
 
 pub mod app;
 pub mod command;
+pub mod editor;
 pub mod embedded;
 pub mod event;
 pub mod frame;
@@ -12,6 +13,7 @@ pub mod instance;
 pub mod key_result;
 pub mod layout;
 pub mod metrics;
+pub mod notify;
 pub mod runtime;
 pub mod slash;
 pub mod view;
@@ -24,7 +26,8 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use crossterm::event::{
-    DisableBracketedPaste, DisableMouseCapture, EnableBracketedPaste, EnableMouseCapture,
+    DisableBracketedPaste, DisableFocusChange, DisableMouseCapture, EnableBracketedPaste,
+    EnableFocusChange, EnableMouseCapture,
 };
 use crossterm::terminal::{
     EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
@@ -92,6 +95,7 @@ pub async fn run(global: GlobalArgs) -> ExitCode {
         max_context_tokens: config.ui.max_context_tokens,
         mouse: config.ui.mouse,
         show_sessions: config.ui.show_sessions,
+        notify: config.notify,
     };
     let mut terminal = match TerminalGuard::enter(settings.mouse) {
         Ok(t) => t,
@@ -111,7 +115,7 @@ pub async fn run(global: GlobalArgs) -> ExitCode {
     }
     let mut rt = Runtime::start(app, worker_config);
     rt.workers.spawn_terminal_input();
-    let result = event_loop(&mut rt, &mut terminal).await;
+    let result = event_loop(&mut rt, &mut terminal, &config.paths.data_dir).await;
     rt.shutdown().await;
     drop(terminal);
     match result {
@@ -128,7 +132,11 @@ pub async fn run(global: GlobalArgs) -> ExitCode {
 const SLOW_FRAME: std::time::Duration = std::time::Duration::from_millis(8);
 
 /// Draws on demand and feeds events to the app until it quits.
-async fn event_loop(rt: &mut Runtime, terminal: &mut TerminalGuard) -> std::io::Result<()> {
+async fn event_loop(
+    rt: &mut Runtime,
+    terminal: &mut TerminalGuard,
+    data_dir: &std::path::Path,
+) -> std::io::Result<()> {
     let mut frames = FrameScheduler::default();
     loop {
         let now = Instant::now();
@@ -156,10 +164,56 @@ async fn event_loop(rt: &mut Runtime, terminal: &mut TerminalGuard) -> std::io::
         for text in rt.workers.clipboard.drain(..) {
             terminal.copy(&text)?;
         }
+        for notification in rt.workers.notifications.drain(..) {
+            terminal.write_raw(&notification.sequence())?;
+        }
+        if let Some(draft) = rt.workers.editor.take() {
+            edit_in_editor(rt, terminal, data_dir, &draft).await?;
+            frames.request();
+        }
         if rt.app.quit {
             return Ok(());
         }
     }
+}
+
+/// Hands the terminal to `$VISUAL`/`$EDITOR` on `draft` and gives the app what it saved (or
+/// why not). Nothing reads the terminal meanwhile; events from the workers wait in the
+/// channel. The draft file lives in the data dir and is removed afterwards.
+async fn edit_in_editor(
+    rt: &mut Runtime,
+    terminal: &mut TerminalGuard,
+    data_dir: &std::path::Path,
+    draft: &str,
+) -> std::io::Result<()> {
+    let editor = editor::from_env();
+    let file = match editor::DraftFile::create(data_dir, draft) {
+        Ok(file) => file,
+        Err(e) => {
+            rt.handle(event::AppEvent::EditorClosed(
+                editor::EditorOutcome::Failed(format!(
+                    "cannot write the draft for the editor: {e}: draft unchanged"
+                )),
+            ));
+            return Ok(());
+        }
+    };
+    tracing::debug!(editor = %editor, path = %file.path().display(), "editing the draft");
+    rt.workers.stop_terminal_input().await;
+    terminal.suspend();
+    let status = editor::run(&editor, file.path()).await;
+    let resumed = terminal.resume();
+    rt.workers.spawn_terminal_input();
+    // The draft reaches the app (and the store) even if the terminal could not be taken back.
+    rt.handle(event::AppEvent::EditorClosed(editor::outcome(
+        &editor, status, &file,
+    )));
+    drop(file);
+    // The terminal may have been resized while the editor had it.
+    if let Ok(size) = terminal.terminal.size() {
+        rt.handle(event::AppEvent::Resize(size.width, size.height));
+    }
+    resumed
 }
 
 async fn sleep_until(deadline: Option<Instant>) {
@@ -179,20 +233,10 @@ struct TerminalGuard {
 impl TerminalGuard {
     fn enter(mouse: bool) -> std::io::Result<TerminalGuard> {
         install_panic_hook(mouse);
-        enable_raw_mode()?;
-        let mut out = std::io::stdout();
-        crossterm::execute!(
-            out,
-            EnterAlternateScreen,
-            EnableBracketedPaste,
-            crossterm::terminal::Clear(crossterm::terminal::ClearType::All)
-        )?;
-        if mouse {
-            crossterm::execute!(out, EnableMouseCapture)?;
-        }
+        set_up_terminal(mouse)?;
         // No `terminal.clear()`: it asks the terminal for the cursor position, which costs a
         // round trip; the screen was cleared above and the first frame draws every cell.
-        let terminal = Terminal::new(CrosstermBackend::new(out))?;
+        let terminal = Terminal::new(CrosstermBackend::new(std::io::stdout()))?;
         Ok(TerminalGuard { terminal, mouse })
     }
 
@@ -200,10 +244,50 @@ impl TerminalGuard {
     fn copy(&mut self, text: &str) -> std::io::Result<()> {
         use base64::Engine;
         let b64 = base64::engine::general_purpose::STANDARD.encode(text);
+        self.write_raw(&format!("\x1b]52;c;{b64}\x07"))
+    }
+
+    /// Writes `bytes` to the terminal as they are (a bell, an OSC sequence).
+    fn write_raw(&mut self, bytes: &str) -> std::io::Result<()> {
         let out = self.terminal.backend_mut();
-        write!(out, "\x1b]52;c;{b64}\x07")?;
+        out.write_all(bytes.as_bytes())?;
         out.flush()
     }
+
+    /// Hands the terminal to another program: as it was before `convo` started.
+    fn suspend(&mut self) {
+        restore_terminal(self.mouse);
+    }
+
+    /// Takes the terminal back after [`TerminalGuard::suspend`]; the next frame draws every
+    /// cell.
+    fn resume(&mut self) -> std::io::Result<()> {
+        set_up_terminal(self.mouse)?;
+        // Forgets the last frame (at the size the terminal has now), so the next one is
+        // drawn whole. Not `terminal.clear()`: it asks the terminal for the cursor position,
+        // a round trip that a terminal may never answer.
+        let size = self.terminal.size()?;
+        self.terminal
+            .resize(Rect::new(0, 0, size.width, size.height))
+    }
+}
+
+/// Raw mode, the alternate screen (cleared), bracketed paste, focus reports and, if asked,
+/// the mouse.
+fn set_up_terminal(mouse: bool) -> std::io::Result<()> {
+    enable_raw_mode()?;
+    let mut out = std::io::stdout();
+    crossterm::execute!(
+        out,
+        EnterAlternateScreen,
+        EnableBracketedPaste,
+        EnableFocusChange,
+        crossterm::terminal::Clear(crossterm::terminal::ClearType::All)
+    )?;
+    if mouse {
+        crossterm::execute!(out, EnableMouseCapture)?;
+    }
+    Ok(())
 }
 
 impl Drop for TerminalGuard {
@@ -220,6 +304,7 @@ fn restore_terminal(mouse: bool) {
     }
     let _ = crossterm::execute!(
         out,
+        DisableFocusChange,
         DisableBracketedPaste,
         LeaveAlternateScreen,
         crossterm::cursor::Show

@@ -22,6 +22,16 @@ pub struct Convo {
 impl Convo {
     /// Starts `convo` with HOME, the data dir and the XDG dirs under `home`.
     pub fn start(home: &Path, cols: u16, rows: u16) -> Convo {
+        Convo::start_with_env(home, cols, rows, &[])
+    }
+
+    /// [`Convo::start`] with more environment variables (`EDITOR`).
+    pub fn start_with_env(
+        home: &Path,
+        cols: u16,
+        rows: u16,
+        env: &[(&str, &std::ffi::OsStr)],
+    ) -> Convo {
         let pty = native_pty_system();
         let pair = pty
             .openpty(PtySize {
@@ -41,6 +51,9 @@ impl Convo {
         cmd.env("PATH", std::env::var("PATH").unwrap_or_default());
         if let Ok(level) = std::env::var("CONVO_LOG") {
             cmd.env("CONVO_LOG", level);
+        }
+        for (name, value) in env {
+            cmd.env(name, value);
         }
         cmd.cwd(home);
         let child = pair.slave.spawn_command(cmd).expect("spawn convo");
@@ -224,4 +237,5 @@ pub mod keys {
     pub const CTRL_N: &[u8] = b"\x0e";
     pub const DOWN: &[u8] = b"\x1b[B";
     pub const DELETE: &[u8] = b"\x1b[3~";
+    pub const CTRL_G: &[u8] = b"\x07";
 }

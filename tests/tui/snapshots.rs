@@ -730,3 +730,97 @@ fn no_model_installed_says_how_to_get_one() {
         app
     });
 }
+
+/// The chat with a reply holding two code blocks, the transcript focused.
+fn chat_with_code(w: u16, h: u16) -> App {
+    let mut app = chat(w, h);
+    type_text(&mut app, "How do I run it?");
+    let id = send_id(&app.update(key(KeyCode::Enter)));
+    let content = "Build it, then run it:\n\n```sh\ncargo build --release\n```\n\nand:\n\n```rust\nfn main() {\n    println!(\"hello\");\n}\n```";
+    let reply = Message {
+        message_id: "msg_code".into(),
+        session_id: A.into(),
+        role: Role::Assistant,
+        content: content.into(),
+        tokens: 30,
+        created_at: "2026-11-22T12:00:00Z".into(),
+    };
+    app.update(AppEvent::SendAccepted {
+        session_id: A.into(),
+        send_id: id,
+        reply: Message {
+            content: String::new(),
+            ..reply.clone()
+        },
+        prompt_tokens: 6,
+    });
+    app.update(AppEvent::Stream {
+        session_id: A.into(),
+        update: StreamUpdate::Event(StreamEvent::Done { message: reply }),
+    });
+    app.update(key(KeyCode::BackTab));
+    app
+}
+
+#[test]
+fn copy_code_numbers_the_blocks_of_the_reply() {
+    snap("code_blocks_numbered", |w, h| {
+        let mut app = chat_with_code(w, h);
+        app.update(key(KeyCode::Char('c')));
+        let screen = render(&app);
+        assert!(screen.contains("[1]") && screen.contains("[2]"), "{screen}");
+        assert!(
+            screen.contains("copy code block: 1–2, Esc cancels"),
+            "{screen}"
+        );
+        app
+    });
+}
+
+#[test]
+fn copy_code_says_what_it_copied() {
+    snap("code_block_copied", |w, h| {
+        let mut app = chat_with_code(w, h);
+        app.update(key(KeyCode::Char('c')));
+        let cmds = app.update(key(KeyCode::Char('2')));
+        assert!(cmds.contains(&Command::CopyToClipboard(
+            "fn main() {\n    println!(\"hello\");\n}".into()
+        )));
+        app
+    });
+}
+
+#[test]
+fn the_text_saved_in_the_editor_is_in_the_composer() {
+    snap("editor_saved", |w, h| {
+        let mut app = chat(w, h);
+        type_text(&mut app, "draft");
+        let cmds = app.update(AppEvent::Key(KeyEvent::new(
+            KeyCode::Char('g'),
+            KeyModifiers::CONTROL,
+        )));
+        assert!(cmds.contains(&Command::EditInEditor {
+            draft: "draft".into()
+        }));
+        app.update(AppEvent::EditorClosed(
+            convo::tui::editor::EditorOutcome::Saved(
+                "A longer question, written in vi:\n\n- first point\n- second point".into(),
+            ),
+        ));
+        app
+    });
+}
+
+#[test]
+fn a_failing_editor_says_why_and_keeps_the_draft() {
+    snap("editor_failed", |w, h| {
+        let mut app = chat(w, h);
+        type_text(&mut app, "draft");
+        app.update(AppEvent::EditorClosed(
+            convo::tui::editor::EditorOutcome::Failed(
+                "editor vi exited with status 1: draft unchanged".into(),
+            ),
+        ));
+        app
+    });
+}

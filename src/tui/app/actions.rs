@@ -317,6 +317,7 @@ impl App {
             accepted: false,
             streamed: stream,
             reply_done: false,
+            started: std::time::Instant::now(),
         });
         let body = SendMessage {
             content: text,

@@ -13,6 +13,9 @@ impl App {
         if self.view_key(&key, out) {
             return;
         }
+        if self.code_choice_key(&key, out) {
+            return;
+        }
         if self.global_key(&key, out) == EventState::Consumed {
             return;
         }
@@ -79,6 +82,8 @@ impl App {
             self.open_metrics(out);
         } else if k.wallet_view.matches(key) {
             self.open_wallet(None, out);
+        } else if k.edit_in_editor.matches(key) {
+            self.open_editor(out);
         } else if k.back.matches(key) && !self.filtering {
             // Esc: stop following a stream, else clear the notice or a send error.
             let (w, h) = self.transcript_viewport();
@@ -252,14 +257,16 @@ impl App {
                 None => None,
             };
             self.reveal_selected();
+        } else if k.copy_code.matches(&key) {
+            self.copy_code(out);
         } else if k.copy_reply.matches(&key) {
-            let idx = open
-                .selected
-                .filter(|&i| i < open.items.len())
-                .or_else(|| open.items.iter().rposition(|i| i.role == Role::Assistant));
-            match idx {
+            match self.copy_target() {
                 Some(idx) => {
-                    let content = open.content(idx).to_string();
+                    let content = self
+                        .open
+                        .as_ref()
+                        .map_or("", |o| o.content(idx))
+                        .to_string();
                     let n = content.chars().count();
                     out.push(Command::CopyToClipboard(content));
                     self.notify(

@@ -24,6 +24,8 @@ use crate::render::sanitize::sanitize_owned;
 use crate::render::transcript::{Entry, EntryId, EntryState, Transcript};
 
 mod actions;
+mod code_copy;
+mod editor;
 mod input;
 mod link;
 mod open_session;
@@ -34,6 +36,8 @@ mod slash;
 mod state;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_editor_notify_code;
 
 pub use crate::tui::slash::SlashCommand;
 pub use link::{LimitReached, Link, Tone};
@@ -91,6 +95,10 @@ pub struct App {
     /// `Command::WarmTokenCounter` was given (once, at the first edit of the composer).
     token_counter_asked: bool,
     pub quit: bool,
+    /// Whether the terminal has focus, as its focus reports say (assumed until one comes).
+    pub terminal_focused: bool,
+    /// A code block of a reply being chosen by number (`copy_code`).
+    code_choice: Option<CodeChoice>,
 }
 
 impl App {
@@ -128,6 +136,8 @@ impl App {
             draft_in_store: String::new(),
             token_counter_asked: false,
             quit: false,
+            terminal_focused: true,
+            code_choice: None,
         }
     }
 
@@ -147,6 +157,12 @@ impl App {
     /// composer's border, so that no advice is cut off.
     pub fn status_message(&self) -> Option<(Level, String)> {
         let notice = self.notice.as_ref().filter(|_| !self.filtering);
+        if let Some(prompt) = self.code_choice_prompt() {
+            return Some(match notice {
+                Some(n) => (n.level, format!("{} · {prompt}", n.text)),
+                None => (Level::Info, prompt),
+            });
+        }
         let send_error = self
             .send_error
             .as_deref()
@@ -263,6 +279,12 @@ impl App {
                 }
             }
             AppEvent::Resize(w, h) => self.size = Rect::new(0, 0, w, h),
+            AppEvent::Focus(focused) => self.terminal_focused = focused,
+            AppEvent::EditorClosed(outcome) => {
+                let before = self.text_before_first_edit();
+                self.on_editor_closed(outcome, &mut out);
+                self.warm_on_first_edit(before, &mut out);
+            }
             AppEvent::Clock(now) => self.now = now,
             AppEvent::Connected(endpoint) => {
                 self.connection = Connection::Connected(endpoint);

@@ -193,6 +193,31 @@ impl App {
         if open.items[idx].state != EntryState::Streaming && !stopped {
             return;
         }
+        // A reply the user stopped is not announced when the service finishes it.
+        let took = open
+            .pending
+            .as_ref()
+            .filter(|p| p.reply_item == idx)
+            .map(|p| p.started.elapsed());
+        let announce = !stopped
+            && super::super::notify::should_notify(
+                &self.settings.notify,
+                self.terminal_focused,
+                took,
+            );
+        if announce {
+            let title = self
+                .sessions
+                .iter()
+                .find(|s| s.id == session_id)
+                .map_or(NEW_SESSION_TITLE, |s| s.title.as_str());
+            out.push(Command::Notify(
+                super::super::notify::Notification::reply_finished(
+                    self.settings.notify.mode,
+                    title,
+                ),
+            ));
+        }
         let item = &mut open.items[idx];
         item.tokens = reply.tokens;
         item.state = EntryState::Complete;

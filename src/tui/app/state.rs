@@ -86,6 +86,8 @@ pub struct Settings {
     pub max_context_tokens: u64,
     pub mouse: bool,
     pub show_sessions: bool,
+    /// `[notify]`: how a finished reply is announced.
+    pub notify: crate::config::Notify,
 }
 
 impl Default for Settings {
@@ -95,6 +97,10 @@ impl Default for Settings {
             max_context_tokens: 8192,
             mouse: true,
             show_sessions: true,
+            notify: crate::config::Notify {
+                mode: crate::config::NotifyMode::Bell,
+                after_seconds: 30,
+            },
         }
     }
 }
@@ -108,6 +114,18 @@ pub struct UsagePanel {
     pub error: Option<String>,
     /// A limit a `quota_exceeded` said is reached, until a poll says it is not.
     pub reached: Option<super::LimitReached>,
+}
+
+/// A code block of a message being chosen by number (`copy_code` on a message with several).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CodeChoice {
+    pub session_id: String,
+    /// The message whose blocks are numbered.
+    pub entry: EntryId,
+    /// How many code blocks it has.
+    pub count: usize,
+    /// The digits typed so far (a number above 9 takes two).
+    pub typed: String,
 }
 
 /// One message of the open transcript, beside its render entry.
@@ -137,4 +155,7 @@ pub struct PendingSend {
     pub streamed: bool,
     /// The reply completed on the stream before the POST answered.
     pub reply_done: bool,
+    /// When the message was sent: how long its reply took decides whether a focused
+    /// terminal is notified (`[notify] after_seconds`).
+    pub started: std::time::Instant,
 }

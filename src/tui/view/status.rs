@@ -42,6 +42,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             (k.copy_reply.first_label(), "copy"),
             (k.scroll_up.first_label(), "scroll"),
             (k.quit.first_label(), "quit"),
+            (k.copy_code.first_label(), "copy code"),
         ],
     };
     let width = area.width as usize;

@@ -24,6 +24,15 @@ pub fn bold() -> Style {
 pub fn selected() -> Style {
     Style::default().add_modifier(Modifier::REVERSED)
 }
+/// The number of a code block while one is being chosen (`copy_code`): stands out from code
+/// and from a selected message alike.
+pub fn code_label() -> Style {
+    Style::default()
+        .fg(Color::Black)
+        .bg(Color::Yellow)
+        .add_modifier(Modifier::BOLD)
+        .remove_modifier(Modifier::REVERSED)
+}
 /// Border of the focused pane.
 pub fn focused_border() -> Style {
     Style::default().fg(Color::Cyan)

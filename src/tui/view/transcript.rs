@@ -7,7 +7,8 @@ use ratatui::widgets::{Block, Borders, Paragraph, Widget, Wrap};
 
 use super::{theme, truncate};
 use crate::format;
-use crate::tui::app::{App, Connection, Focus, StreamState};
+use crate::render::transcript::EntryId;
+use crate::tui::app::{App, Connection, Focus, OpenSession, StreamState};
 
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let focused = app.focus == Focus::Transcript;
@@ -107,4 +108,32 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let selected = o.selected.and_then(|i| o.items.get(i)).map(|i| i.entry);
     // the pane's block styles only its border: its inner cells are as the frame reset them
     o.transcript.render_on_reset(inner, buf, top_line, selected);
+    if let Some(choice) = app.code_choice() {
+        number_code_blocks(o, choice.entry, inner, top_line, buf);
+    }
+}
+
+/// While a code block is being chosen: `[1]`, `[2]`, … at the right end of each block's first
+/// line in view, over the code.
+fn number_code_blocks(o: &OpenSession, entry: EntryId, inner: Rect, top: usize, buf: &mut Buffer) {
+    let shown = top..top + usize::from(inner.height);
+    for (i, lines) in o
+        .transcript
+        .code_block_lines(inner.width, entry)
+        .into_iter()
+        .enumerate()
+    {
+        let first = lines.start.max(shown.start);
+        if first >= lines.end.min(shown.end) {
+            continue;
+        }
+        let label = format!("[{}]", i + 1);
+        let width = label.chars().count() as u16;
+        if width > inner.width {
+            continue;
+        }
+        let x = inner.right() - width;
+        let y = inner.y + (first - top) as u16;
+        buf.set_string(x, y, label, theme::code_label());
+    }
 }

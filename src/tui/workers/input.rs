@@ -21,6 +21,8 @@ pub(super) async fn terminal_input(events: EventSender) {
             Ok(Event::Mouse(m)) => AppEvent::Mouse(m),
             Ok(Event::Paste(p)) => AppEvent::Paste(p),
             Ok(Event::Resize(w, h)) => AppEvent::Resize(w, h),
+            Ok(Event::FocusGained) => AppEvent::Focus(true),
+            Ok(Event::FocusLost) => AppEvent::Focus(false),
             Ok(_) => continue,
             Err(e) => {
                 errors += 1;

@@ -93,6 +93,12 @@ pub struct Workers {
     tasks: Vec<JoinHandle<()>>,
     /// Text for the terminal's clipboard (OSC 52), written by the loop that owns the terminal.
     pub clipboard: Vec<String>,
+    /// A draft to edit in `$EDITOR`, run by the loop that owns the terminal.
+    pub editor: Option<String>,
+    /// The terminal input task, stopped while an editor has the terminal.
+    input: Option<JoinHandle<()>>,
+    /// Bells and desktop notifications, written by the loop that owns the terminal.
+    pub notifications: Vec<super::notify::Notification>,
     /// The metrics view's load in flight and the wallet view's fetches.
     metrics: crate::tui::metrics::worker::MetricsWorker,
     wallet: crate::tui::wallet::worker::WalletWorker,
@@ -137,6 +143,9 @@ impl Workers {
             usage_kick,
             tasks,
             clipboard: Vec::new(),
+            notifications: Vec::new(),
+            editor: None,
+            input: None,
             metrics: Default::default(),
             wallet,
         }
@@ -144,8 +153,29 @@ impl Workers {
 
     /// Forwards terminal input to the app until it quits.
     pub fn spawn_terminal_input(&mut self) {
-        self.tasks
-            .push(tokio::spawn(terminal_input(self.events.clone())));
+        if let Some(old) = self
+            .input
+            .replace(tokio::spawn(terminal_input(self.events.clone())))
+        {
+            old.abort();
+        }
+    }
+
+    /// Stops forwarding terminal input and waits until nothing reads the terminal any more,
+    /// so that a program given the terminal (`$EDITOR`) gets every key.
+    pub async fn stop_terminal_input(&mut self) {
+        let Some(task) = self.input.take() else {
+            return;
+        };
+        task.abort();
+        // Once the task is gone its event stream is dropped, which tells crossterm's reader
+        // thread to stop polling the terminal.
+        let _ = task.await;
+        // That thread holds crossterm's event reader while it polls: taking the reader here
+        // waits until the thread has let go of the terminal. (A key typed in this instant is
+        // kept by crossterm and arrives when input starts again.)
+        let _ =
+            tokio::task::spawn_blocking(|| crossterm::event::poll(std::time::Duration::ZERO)).await;
     }
 
     /// The client of the connected service, once connected.
@@ -180,6 +210,8 @@ impl Workers {
                 }
             }
             Command::CopyToClipboard(text) => self.clipboard.push(text),
+            Command::Notify(notification) => self.notifications.push(notification),
+            Command::EditInEditor { draft } => self.editor = Some(draft),
             // The metrics and wallet views' work goes to their own workers.
             Command::Metrics(request) => {
                 let tx = self.events.clone();
@@ -216,7 +248,7 @@ impl Workers {
             let _ = tokio::time::timeout(Duration::from_secs(10), rx).await;
         }
         self.stream = None;
-        for t in &self.tasks {
+        for t in self.tasks.iter().chain(&self.input) {
             t.abort();
         }
         let service = self.shared.service.lock().ok().and_then(|mut s| s.take());
@@ -228,7 +260,7 @@ impl Workers {
 
 impl Drop for Workers {
     fn drop(&mut self) {
-        for t in &self.tasks {
+        for t in self.tasks.iter().chain(&self.input) {
             t.abort();
         }
     }
