@@ -19,6 +19,10 @@ pub enum SlashCommand {
     Help,
     /// `/quit` or `/q`.
     Quit,
+    /// `/title [TEXT]`: the open session's title (empty: back to the first message's).
+    Title(String),
+    /// `/export [PATH]`: the open session as Markdown, into PATH or the current directory.
+    Export(Option<String>),
 }
 
 impl SlashCommand {
@@ -32,6 +36,8 @@ impl SlashCommand {
         ("/wallet [ID]", "wallet view (F3)"),
         ("/help", "this help"),
         ("/quit", "quit"),
+        ("/title [TEXT]", "rename session (none: clear)"),
+        ("/export [PATH]", "session to a Markdown file"),
     ];
 
     /// The command in `text` (already trimmed): `None` when it is a message (no leading `/`,
@@ -49,6 +55,8 @@ impl SlashCommand {
             "wallet" => SlashCommand::Wallet((!arg.is_empty()).then_some(arg)),
             "help" => SlashCommand::Help,
             "quit" | "q" => SlashCommand::Quit,
+            "title" => SlashCommand::Title(arg),
+            "export" => SlashCommand::Export((!arg.is_empty()).then_some(arg)),
             other => return Some(Err(other.to_string())),
         }))
     }
@@ -85,6 +93,16 @@ mod tests {
             Some(Ok(SlashCommand::Wallet(Some("w1".into()))))
         );
         assert_eq!(p("/q"), Some(Ok(SlashCommand::Quit)));
+        assert_eq!(
+            p("/title  My  plan "),
+            Some(Ok(SlashCommand::Title("My  plan".into())))
+        );
+        assert_eq!(p("/title"), Some(Ok(SlashCommand::Title(String::new()))));
+        assert_eq!(p("/export"), Some(Ok(SlashCommand::Export(None))));
+        assert_eq!(
+            p("/export ~/notes/a b.md"),
+            Some(Ok(SlashCommand::Export(Some("~/notes/a b.md".into()))))
+        );
         assert_eq!(p("/nope x"), Some(Err("nope".into())));
     }
 
@@ -92,7 +110,7 @@ mod tests {
     fn the_unknown_notice_lists_every_command() {
         assert_eq!(
             SlashCommand::unknown("x"),
-            "unknown command /x: try /new, /delete, /system, /meta, /metrics, /wallet, /help, /quit (// sends a literal /)"
+            "unknown command /x: try /new, /delete, /system, /meta, /metrics, /wallet, /help, /quit, /title, /export (// sends a literal /)"
         );
     }
 }
