@@ -76,6 +76,16 @@ pub async fn run(args: ExportArgs, global: crate::config::GlobalArgs) -> ExitCod
         out(text);
         return ExitCode::SUCCESS;
     };
+    if path.is_dir() {
+        return fail(
+            exit::USAGE_ERROR,
+            codes::INVALID_ARGUMENT,
+            format_args!(
+                "{} is a directory: -o takes the name of the file to write",
+                path.display()
+            ),
+        );
+    }
     let (to, force) = (path.clone(), args.force);
     let written = tokio::task::spawn_blocking(move || {
         crate::private_file::write_private_atomic(&to, text.as_bytes(), force)

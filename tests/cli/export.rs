@@ -147,6 +147,12 @@ async fn export_to_a_file_is_private_and_never_replaces_one_without_force() {
         .await
         .expect(2);
     assert_eq!(error_json(&refused)["code"], "file_exists");
+    // -o names a file, not a directory.
+    let home = s.home().to_str().unwrap().to_string();
+    let out = run(&s, &["export", A, "-o", &home, "--force"])
+        .await
+        .expect(2);
+    assert!(out.stderr.contains("is a directory"), "{}", out.stderr);
 
     run(
         &s,
