@@ -4,7 +4,7 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::exit;
 
@@ -45,6 +45,14 @@ pub enum CliCommand {
     Config(crate::commands::config_cmd::ConfigArgs),
     /// Manage the local GGUF models: list, import, rm, pull.
     Model(crate::commands::model::ModelArgs),
+    /// Write a session's transcript as Markdown or JSON, from the local store.
+    Export(crate::commands::export::ExportArgs),
+    /// Give a session a title of your own, or clear it (back to the first message's).
+    Title(crate::commands::title::TitleArgs),
+    /// Print the completion script for a shell.
+    Completions(crate::commands::completions::CompletionsArgs),
+    /// Print the manual page (roff), or write one per command into a directory.
+    Man(crate::commands::man::ManArgs),
 }
 
 impl CliCommand {
@@ -60,7 +68,13 @@ impl CliCommand {
             CliCommand::Wallet(a) => a.json,
             CliCommand::Sessions(a) => a.json,
             CliCommand::Model(a) => matches!(a.command, ModelCommand::List { json: true }),
-            CliCommand::Serve(_) | CliCommand::Token(_) | CliCommand::Config(_) => false,
+            CliCommand::Export(a) => a.format() == crate::commands::export::Format::Json,
+            CliCommand::Title(a) => a.json,
+            CliCommand::Serve(_)
+            | CliCommand::Token(_)
+            | CliCommand::Config(_)
+            | CliCommand::Completions(_)
+            | CliCommand::Man(_) => false,
         }
     }
 }
@@ -141,6 +155,12 @@ pub fn main() -> ExitCode {
             Some(CliCommand::Sessions(args)) => crate::commands::sessions::run(args, global).await,
             Some(CliCommand::Config(args)) => crate::commands::config_cmd::run(args, global).await,
             Some(CliCommand::Model(args)) => crate::commands::model::run(args, global).await,
+            Some(CliCommand::Export(args)) => crate::commands::export::run(args, global).await,
+            Some(CliCommand::Title(args)) => crate::commands::title::run(args, global).await,
+            Some(CliCommand::Completions(args)) => {
+                crate::commands::completions::run(args, Cli::command())
+            }
+            Some(CliCommand::Man(args)) => crate::commands::man::run(args, Cli::command()),
         }
     });
     crate::commands::flush_warnings();

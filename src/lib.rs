@@ -7,6 +7,7 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod exit;
+pub mod export;
 pub mod format;
 pub mod keys;
 pub mod models;

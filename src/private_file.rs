@@ -1,5 +1,6 @@
 //! Files only their owner may read (mode 0600 on Unix): the embedded service's API key, the
-//! TUI's log, the recent wallet ids. A leaf module, so the client and the service can both use it.
+//! TUI's log, the recent wallet ids, exported transcripts. A leaf module, so the client and the
+//! service can both use it.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -21,6 +22,31 @@ pub fn options() -> OpenOptions {
 pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let mut file = options().write(true).truncate(true).open(path)?;
     file.write_all(bytes)
+}
+
+/// Writes `bytes` to `path` as a file readable by its owner only, atomically: a temporary file
+/// beside it is written in full and synced, then renamed to `path`, so that no reader sees
+/// half a file and a crash leaves none. A file already at `path` is replaced only when
+/// `replace` is true; otherwise it is kept and the error is `AlreadyExists` (checked by the
+/// rename itself, so a file that appears meanwhile is not overwritten either).
+pub fn write_private_atomic(path: &Path, bytes: &[u8], replace: bool) -> std::io::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    // tempfile creates the file with mode 0600.
+    let mut temp = tempfile::Builder::new()
+        .prefix(".convo-")
+        .suffix(".tmp")
+        .tempfile_in(dir)?;
+    temp.write_all(bytes)?;
+    temp.as_file().sync_all()?;
+    let persisted = if replace {
+        temp.persist(path)
+    } else {
+        temp.persist_noclobber(path)
+    };
+    persisted.map(|_| ()).map_err(|e| e.error)
 }
 
 /// Opens `path` for appending, creating it readable by its owner only.
@@ -49,5 +75,28 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn atomic_writes_are_private_and_replace_only_when_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.md");
+        std::fs::write(&path, b"theirs").unwrap();
+        let e = write_private_atomic(&path, b"ours", false).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists);
+        assert_eq!(std::fs::read(&path).unwrap(), b"theirs");
+        write_private_atomic(&path, b"ours", true).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"ours");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let fresh = dir.path().join("fresh.md");
+        write_private_atomic(&fresh, b"new", false).unwrap();
+        assert_eq!(std::fs::read(&fresh).unwrap(), b"new");
+        // No temporary file is left behind.
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names.len(), 2, "{names:?}");
     }
 }

@@ -72,6 +72,8 @@ const MIGRATIONS: &[&str] = &[
          metrics     TEXT NOT NULL,
          PRIMARY KEY (account, granularity, start)
      ) WITHOUT ROWID;",
+    // 3: a title the user gave (`/title`, `convo title`): later messages never replace it.
+    "ALTER TABLE sessions ADD COLUMN title_set INTEGER NOT NULL DEFAULT 0;",
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -136,8 +138,11 @@ impl MessageStatus {
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionRecord {
     pub id: String,
-    /// First line of the first user message, at most [`TITLE_CHARS`] characters.
+    /// The title the user gave, else the first line of the first user message (of the first
+    /// system message while there is none), at most [`TITLE_CHARS`] characters.
     pub title: Option<String>,
+    /// The title is the user's (`/title`, `convo title`), not taken from a message.
+    pub title_set: bool,
     pub created_at: DateTime<Utc>,
     pub last_activity: DateTime<Utc>,
     /// Sum of the tokens of the session's stored messages.
@@ -258,12 +263,38 @@ pub fn plain_title(content: &str, max_chars: usize) -> Option<String> {
     Some(clean)
 }
 
+/// A title the user typed: sanitised, whitespace collapsed, cut to [`TITLE_CHARS`] characters
+/// (the last one `…` when cut); markdown is kept as typed. `None` for blank text.
+pub fn user_title(text: &str) -> Option<String> {
+    let mut clean = collapse(text);
+    if clean.is_empty() {
+        return None;
+    }
+    if clean.chars().count() > TITLE_CHARS {
+        clean = clean.chars().take(TITLE_CHARS - 1).collect();
+        clean.push('…');
+    }
+    Some(clean)
+}
+
 /// Sanitised, with runs of whitespace as one space and none at the ends.
 fn collapse(text: &str) -> String {
     crate::render::sanitize(text)
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// What a session id (or the start of one, or a title) names in the store
+/// ([`Store::find_session`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum SessionLookup {
+    Found(SessionRecord),
+    /// The store knows the session as deleted: its messages are gone.
+    Deleted(String),
+    /// Several sessions match: their ids, most recent first.
+    Ambiguous(Vec<String>),
+    NotFound,
 }
 
 /// Handle to the local store. Cheap to clone; `Send + Sync`.
@@ -389,36 +420,71 @@ impl Store {
         let conn = self.lock();
         let mut stmt = conn
             .prepare(
-                "SELECT id, title, created_at, last_activity, tokens, deleted FROM sessions
-                 WHERE deleted = 0 ORDER BY last_activity DESC, id",
+                "SELECT id, title, created_at, last_activity, tokens, deleted, title_set
+                 FROM sessions WHERE deleted = 0 ORDER BY last_activity DESC, id",
             )
             .map_err(|e| self.err(e))?;
         let rows = stmt
-            .query_map([], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, Option<String>>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, String>(3)?,
-                    r.get::<_, i64>(4)?,
-                    r.get::<_, bool>(5)?,
-                ))
-            })
+            .query_map([], SessionRow::read)
             .map_err(|e| self.err(e))?;
         let mut out = Vec::new();
         for row in rows {
-            let (id, title, created, last, tokens, deleted) = row.map_err(|e| self.err(e))?;
-            out.push(SessionRecord {
-                id,
-                // Titles stored before they were made plain text are cleaned on the way out.
-                title: title.and_then(|t| title_of(&t)),
-                created_at: self.time("created_at", &created)?,
-                last_activity: self.time("last_activity", &last)?,
-                tokens: tokens.max(0) as u64,
-                deleted,
-            });
+            out.push(self.record(row.map_err(|e| self.err(e))?)?);
         }
         Ok(out)
+    }
+
+    fn record(&self, row: SessionRow) -> Result<SessionRecord, StoreError> {
+        Ok(SessionRecord {
+            id: row.id,
+            // A user's title was cleaned when it was set; titles taken from messages and
+            // stored before they were made plain text are cleaned on the way out.
+            title: if row.title_set {
+                row.title
+            } else {
+                row.title.and_then(|t| title_of(&t))
+            },
+            title_set: row.title_set,
+            created_at: self.time("created_at", &row.created)?,
+            last_activity: self.time("last_activity", &row.last)?,
+            tokens: row.tokens.max(0) as u64,
+            deleted: row.deleted,
+        })
+    }
+
+    /// Give the session the user's title (`Some`), kept whatever messages come later, or
+    /// take it away (`None`): the title is then the first message's again. Returns the
+    /// session as it is now; `None` when the store does not know the session or it was
+    /// deleted.
+    pub fn set_title(
+        &self,
+        session_id: &str,
+        title: Option<&str>,
+    ) -> Result<Option<SessionRecord>, StoreError> {
+        let title = title.and_then(user_title);
+        {
+            let conn = self.lock();
+            let changed = match &title {
+                Some(t) => conn.execute(
+                    "UPDATE sessions SET title = ?2, title_set = 1 WHERE id = ?1 AND deleted = 0",
+                    params![session_id, t],
+                ),
+                None => conn.execute(
+                    "UPDATE sessions SET title_set = 0, title = coalesce(
+                         (SELECT content FROM messages WHERE session_id = ?1 AND role = 'user'
+                          ORDER BY id LIMIT 1),
+                         (SELECT content FROM messages WHERE session_id = ?1 AND role = 'system'
+                          ORDER BY id LIMIT 1))
+                     WHERE id = ?1 AND deleted = 0",
+                    params![session_id],
+                ),
+            }
+            .map_err(|e| self.err(e))?;
+            if changed == 0 {
+                return Ok(None);
+            }
+        }
+        self.session(session_id)
     }
 
     /// One session, deleted or not.
@@ -426,33 +492,49 @@ impl Store {
         let conn = self.lock();
         let row = conn
             .query_row(
-                "SELECT id, title, created_at, last_activity, tokens, deleted FROM sessions
-                 WHERE id = ?1",
+                "SELECT id, title, created_at, last_activity, tokens, deleted, title_set
+                 FROM sessions WHERE id = ?1",
                 params![session_id],
-                |r| {
-                    Ok((
-                        r.get::<_, String>(0)?,
-                        r.get::<_, Option<String>>(1)?,
-                        r.get::<_, String>(2)?,
-                        r.get::<_, String>(3)?,
-                        r.get::<_, i64>(4)?,
-                        r.get::<_, bool>(5)?,
-                    ))
-                },
+                SessionRow::read,
             )
             .optional()
             .map_err(|e| self.err(e))?;
-        row.map(|(id, title, created, last, tokens, deleted)| {
-            Ok(SessionRecord {
-                id,
-                title: title.and_then(|t| title_of(&t)),
-                created_at: self.time("created_at", &created)?,
-                last_activity: self.time("last_activity", &last)?,
-                tokens: tokens.max(0) as u64,
-                deleted,
-            })
+        drop(conn);
+        row.map(|row| self.record(row)).transpose()
+    }
+
+    /// The session `query` names: the one with that id; else the one whose id starts with it
+    /// (with or without `session_`); else the one with that title, ignoring case. Deleted
+    /// sessions are found only by their whole id.
+    pub fn find_session(&self, query: &str) -> Result<SessionLookup, StoreError> {
+        if let Some(session) = self.session(query)? {
+            return Ok(if session.deleted {
+                SessionLookup::Deleted(session.id)
+            } else {
+                SessionLookup::Found(session)
+            });
+        }
+        let query = query.trim();
+        if query.is_empty() {
+            return Ok(SessionLookup::NotFound);
+        }
+        let sessions = self.list_sessions()?;
+        let starts = |s: &&SessionRecord| {
+            s.id.starts_with(query)
+                || (s.id.strip_prefix("session_")).is_some_and(|rest| rest.starts_with(query))
+        };
+        let mut matches: Vec<&SessionRecord> = sessions.iter().filter(starts).collect();
+        if matches.is_empty() {
+            let wanted = query.to_lowercase();
+            matches = (sessions.iter())
+                .filter(|s| s.title.as_deref().map(str::to_lowercase).as_ref() == Some(&wanted))
+                .collect();
+        }
+        Ok(match matches.as_slice() {
+            [] => SessionLookup::NotFound,
+            [one] => SessionLookup::Found((*one).clone()),
+            many => SessionLookup::Ambiguous(many.iter().map(|s| s.id.clone()).collect()),
         })
-        .transpose()
     }
 
     /// Mark the session deleted and remove its transcript and draft, as the service
@@ -463,7 +545,7 @@ impl Store {
         let now = fmt_time(&Utc::now());
         tx.execute(
             "INSERT INTO sessions (id, created_at, last_activity, deleted) VALUES (?1, ?2, ?2, 1)
-             ON CONFLICT (id) DO UPDATE SET deleted = 1, title = NULL, tokens = 0",
+             ON CONFLICT (id) DO UPDATE SET deleted = 1, title = NULL, title_set = 0, tokens = 0",
             params![session_id, now],
         )
         .map_err(|e| self.err(e))?;
@@ -537,17 +619,18 @@ impl Store {
         .map_err(|e| self.err(e))?;
         let row = tx.last_insert_rowid();
         // The first user message titles the session; until there is one, the first system
-        // message does.
+        // message does. A title the user gave stays.
         if message.role == Role::User {
             tx.execute(
-                "UPDATE sessions SET title = ?2 WHERE id = ?1 AND (title IS NULL OR NOT EXISTS
-                     (SELECT 1 FROM messages WHERE session_id = ?1 AND role = 'user' AND id <> ?3))",
+                "UPDATE sessions SET title = ?2 WHERE id = ?1 AND title_set = 0 AND (title IS NULL
+                     OR NOT EXISTS (SELECT 1 FROM messages
+                                    WHERE session_id = ?1 AND role = 'user' AND id <> ?3))",
                 params![session_id, title_of(&message.content), row],
             )
             .map_err(|e| self.err(e))?;
         } else if message.role == Role::System {
             tx.execute(
-                "UPDATE sessions SET title = ?2 WHERE id = ?1 AND title IS NULL",
+                "UPDATE sessions SET title = ?2 WHERE id = ?1 AND title IS NULL AND title_set = 0",
                 params![session_id, title_of(&message.content)],
             )
             .map_err(|e| self.err(e))?;
@@ -712,6 +795,32 @@ impl Store {
             column,
             value: value.chars().take(40).collect(),
         }
+    }
+}
+
+/// A row of `sessions`, as read.
+struct SessionRow {
+    id: String,
+    title: Option<String>,
+    created: String,
+    last: String,
+    tokens: i64,
+    deleted: bool,
+    title_set: bool,
+}
+
+impl SessionRow {
+    /// Reads `id, title, created_at, last_activity, tokens, deleted, title_set`.
+    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
+        Ok(SessionRow {
+            id: r.get(0)?,
+            title: r.get(1)?,
+            created: r.get(2)?,
+            last: r.get(3)?,
+            tokens: r.get(4)?,
+            deleted: r.get(5)?,
+            title_set: r.get(6)?,
+        })
     }
 }
 
@@ -1077,6 +1186,133 @@ mod tests {
         assert_eq!(
             s.session("session_a").unwrap().unwrap().title.as_deref(),
             Some("Raw title")
+        );
+    }
+
+    #[test]
+    fn sessions_are_found_by_id_prefix_or_title() {
+        let s = Store::in_memory().unwrap();
+        s.append_message("session_AAAAAAAAAAAAAAAA", &msg(Role::User, "first", 1, 0))
+            .unwrap();
+        s.append_message(
+            "session_AABBBBBBBBBBBBBB",
+            &msg(Role::User, "Second one", 1, 1),
+        )
+        .unwrap();
+        s.append_message("session_CCCCCCCCCCCCCCCC", &msg(Role::User, "gone", 1, 2))
+            .unwrap();
+        s.mark_deleted("session_CCCCCCCCCCCCCCCC").unwrap();
+        let found = |q: &str| match s.find_session(q).unwrap() {
+            SessionLookup::Found(r) => r.id,
+            other => format!("{other:?}"),
+        };
+        assert_eq!(
+            found("session_AAAAAAAAAAAAAAAA"),
+            "session_AAAAAAAAAAAAAAAA"
+        );
+        assert_eq!(found("AAB"), "session_AABBBBBBBBBBBBBB");
+        assert_eq!(found("session_AAB"), "session_AABBBBBBBBBBBBBB");
+        assert_eq!(found("second ONE"), "session_AABBBBBBBBBBBBBB");
+        assert_eq!(
+            s.find_session("AA").unwrap(),
+            SessionLookup::Ambiguous(vec![
+                "session_AABBBBBBBBBBBBBB".into(),
+                "session_AAAAAAAAAAAAAAAA".into()
+            ])
+        );
+        assert_eq!(
+            s.find_session("session_CCCCCCCCCCCCCCCC").unwrap(),
+            SessionLookup::Deleted("session_CCCCCCCCCCCCCCCC".into())
+        );
+        assert_eq!(s.find_session("CCC").unwrap(), SessionLookup::NotFound);
+        assert_eq!(s.find_session(" ").unwrap(), SessionLookup::NotFound);
+        assert_eq!(s.find_session("nothing").unwrap(), SessionLookup::NotFound);
+    }
+
+    #[test]
+    fn a_title_the_user_gave_stays_until_cleared() {
+        let s = Store::in_memory().unwrap();
+        assert_eq!(s.set_title("session_a", Some("nope")).unwrap(), None);
+        s.append_message("session_a", &msg(Role::System, "be brief", 1, 0))
+            .unwrap();
+        let set = s
+            .set_title("session_a", Some("  My   **plan**\nfor v2 "))
+            .unwrap()
+            .unwrap();
+        assert_eq!(set.title.as_deref(), Some("My **plan** for v2"));
+        assert!(set.title_set);
+        // Later messages, the first user message among them, leave it alone.
+        s.append_message("session_a", &msg(Role::User, "first question", 1, 1))
+            .unwrap();
+        s.append_message("session_a", &msg(Role::Assistant, "answer", 1, 2))
+            .unwrap();
+        let listed = &s.list_sessions().unwrap()[0];
+        assert_eq!(listed.title.as_deref(), Some("My **plan** for v2"));
+        assert!(listed.title_set);
+        // Cleared: the first user message titles it again.
+        let cleared = s.set_title("session_a", None).unwrap().unwrap();
+        assert_eq!(cleared.title.as_deref(), Some("first question"));
+        assert!(!cleared.title_set);
+        // Blank text clears too; a long title is cut.
+        s.set_title("session_a", Some(&"é".repeat(80))).unwrap();
+        let long = s.session("session_a").unwrap().unwrap().title.unwrap();
+        assert_eq!(long.chars().count(), TITLE_CHARS);
+        assert!(long.ends_with('…'));
+        let blank = s.set_title("session_a", Some("   ")).unwrap().unwrap();
+        assert_eq!(blank.title.as_deref(), Some("first question"));
+    }
+
+    #[test]
+    fn a_cleared_title_falls_back_to_the_system_message_then_to_none() {
+        let s = Store::in_memory().unwrap();
+        s.upsert_session("session_a", at(0)).unwrap();
+        s.set_title("session_a", Some("named")).unwrap();
+        assert_eq!(s.set_title("session_a", None).unwrap().unwrap().title, None);
+        s.append_message("session_a", &msg(Role::System, "You are a pirate.", 1, 1))
+            .unwrap();
+        s.set_title("session_a", Some("named")).unwrap();
+        let cleared = s.set_title("session_a", None).unwrap().unwrap();
+        assert_eq!(cleared.title.as_deref(), Some("You are a pirate."));
+    }
+
+    #[test]
+    fn a_user_title_survives_reopening_and_goes_with_a_deletion() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("convo.db");
+        let s = Store::open(&path).unwrap();
+        s.append_message("session_a", &msg(Role::User, "hello", 1, 0))
+            .unwrap();
+        s.set_title("session_a", Some("Kept")).unwrap();
+        drop(s);
+        let s = Store::open(&path).unwrap();
+        let r = s.session("session_a").unwrap().unwrap();
+        assert_eq!((r.title.as_deref(), r.title_set), (Some("Kept"), true));
+        s.mark_deleted("session_a").unwrap();
+        let r = s.session("session_a").unwrap().unwrap();
+        assert_eq!((r.title, r.title_set), (None, false));
+        assert_eq!(s.set_title("session_a", Some("again")).unwrap(), None);
+    }
+
+    #[test]
+    fn a_store_of_the_first_schema_gains_the_title_column() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("convo.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(MIGRATIONS[0]).unwrap();
+            conn.pragma_update(None, "user_version", 1).unwrap();
+            conn.execute(
+                "INSERT INTO sessions (id, title, created_at, last_activity)
+                 VALUES ('session_a', 'old title', ?1, ?1)",
+                params![fmt_time(&at(0))],
+            )
+            .unwrap();
+        }
+        let s = Store::open(&path).unwrap();
+        let r = s.session("session_a").unwrap().unwrap();
+        assert_eq!(
+            (r.title.as_deref(), r.title_set),
+            (Some("old title"), false)
         );
     }
 

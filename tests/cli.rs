@@ -4,6 +4,7 @@
 mod cli {
     mod commands;
     mod config;
+    mod export;
     mod fake;
     mod local_service;
     mod models;

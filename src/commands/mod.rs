@@ -5,14 +5,18 @@
 //! 3 network error. Data goes to stdout, errors to stderr as `convo: <code>: <message>`;
 //! with `--json`, as one JSON object, `{"error": {"code", "message", …}}` (see [`fail`]).
 
+pub mod completions;
 pub mod config_cmd;
 pub mod delete;
+pub mod export;
+pub mod man;
 pub mod metrics;
 pub mod model;
 pub mod send;
 /// The metrics series and wallet sections, built like the TUI's views.
 pub mod series;
 pub mod sessions;
+pub mod title;
 pub mod usage;
 pub mod wallet;
 
@@ -48,6 +52,11 @@ pub(crate) mod codes {
     pub const NETWORK: &str = "network";
     /// Something answered that is not what was asked for.
     pub const PROTOCOL: &str = "protocol";
+    /// The local store has no such session (`export`, `title`): the service's code for the
+    /// same thing.
+    pub const SESSION_NOT_FOUND: &str = "session_not_found";
+    /// `export -o FILE`: FILE exists and `--force` was not given.
+    pub const FILE_EXISTS: &str = "file_exists";
 }
 
 /// Errors and warnings on stderr as JSON (`--json`), instead of `convo: …` lines.
@@ -239,6 +248,49 @@ pub(crate) fn open_store(config: &Config) -> Result<Store, ExitCode> {
     Store::open(&config.paths.store_file()).map_err(|e| fail(exit::USAGE_ERROR, codes::STORE, e))
 }
 
+/// The session a command line names (its id, the start of its id, or its title) in the
+/// local store, or the error printed: `session_not_found` (exit 1) when the store has none or
+/// it was deleted, `invalid_argument` (exit 2) when several match.
+pub(crate) async fn find_session(
+    store: &Store,
+    query: &str,
+) -> Result<crate::store::SessionRecord, ExitCode> {
+    use crate::store::SessionLookup;
+    let (s, q) = (store.clone(), query.to_string());
+    let lookup = tokio::task::spawn_blocking(move || s.find_session(&q)).await;
+    let query = sanitize(query);
+    match lookup {
+        Ok(Ok(SessionLookup::Found(r))) => Ok(r),
+        Ok(Ok(SessionLookup::Deleted(id))) => Err(fail(
+            exit::SERVICE_ERROR,
+            codes::SESSION_NOT_FOUND,
+            format_args!("session {id} was deleted: nothing of it is left in the local store"),
+        )),
+        Ok(Ok(SessionLookup::Ambiguous(ids))) => {
+            let shown: Vec<&str> = ids.iter().take(5).map(String::as_str).collect();
+            let more = if ids.len() > 5 { ", …" } else { "" };
+            Err(fail(
+                exit::USAGE_ERROR,
+                codes::INVALID_ARGUMENT,
+                format_args!(
+                    "`{query}` matches {} sessions ({}{more}): give more of the id",
+                    ids.len(),
+                    shown.join(", ")
+                ),
+            ))
+        }
+        Ok(Ok(SessionLookup::NotFound)) => Err(fail(
+            exit::SERVICE_ERROR,
+            codes::SESSION_NOT_FOUND,
+            format_args!(
+                "no session `{query}` in the local store (by id, start of id or title; `convo sessions` lists them)"
+            ),
+        )),
+        Ok(Err(e)) => Err(fail(exit::USAGE_ERROR, codes::STORE, e)),
+        Err(e) => Err(fail(exit::USAGE_ERROR, codes::STORE, e)),
+    }
+}
+
 /// Run a blocking store operation off the async runtime; a failure is a warning only,
 /// since the service already did what was asked.
 pub(crate) async fn record<F>(store: Store, what: &'static str, f: F)
@@ -379,6 +431,7 @@ mod tests {
             crate::store::SessionRecord {
                 id: "session_k1zbxTbfvBIJHLxy".into(),
                 title: Some("hi".into()),
+                title_set: false,
                 created_at: at,
                 last_activity: at,
                 tokens: 1385,
@@ -387,6 +440,7 @@ mod tests {
             crate::store::SessionRecord {
                 id: "session_AAAAAAAAAAAAAAAA".into(),
                 title: None,
+                title_set: false,
                 created_at: at,
                 last_activity: at - chrono::Duration::days(2),
                 tokens: 0,

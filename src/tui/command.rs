@@ -41,6 +41,12 @@ pub enum Command {
     LoadKnownBuckets,
     /// Put text on the terminal's clipboard (OSC 52).
     CopyToClipboard(String),
+    /// Write the session's transcript from the local store as Markdown (`/export [PATH]`):
+    /// into PATH, or the current directory under a name from its title; never over a file.
+    Export {
+        session_id: String,
+        path: Option<String>,
+    },
     /// Work for the metrics view's worker (`tui::metrics::worker::MetricsWorker`).
     Metrics(MetricsRequest),
     /// Work for the wallet view's worker (`tui::wallet::worker::WalletWorker`).
@@ -85,5 +91,11 @@ pub enum StoreOp {
     MarkUnsent {
         session_id: String,
         message: StoredMessage,
+    },
+    /// The user's title for the session (`/title TEXT`), or none (`/title`): the first
+    /// message's again. The store answers with `AppEvent::TitleChanged`.
+    SetTitle {
+        session_id: String,
+        title: Option<String>,
     },
 }

@@ -86,11 +86,31 @@ pub enum AppEvent {
     UsageFailed(ApiError),
     /// A worker could not do its job and the user should know (e.g. the store is unwritable).
     WorkerError(String),
+    /// The store changed a session's title (`StoreOp::SetTitle`): the user's, or, cleared, the
+    /// first message's (`None` while there is no message).
+    TitleChanged {
+        session_id: String,
+        title: Option<String>,
+        title_set: bool,
+    },
+    /// `/export` wrote the file (`Command::Export`), or why it did not.
+    Exported {
+        session_id: String,
+        result: Result<Exported, String>,
+    },
     /// An answer for the metrics view (F2): one query of a load (`tui::metrics`).
     Metrics(crate::tui::metrics::MetricsEvent),
     /// A report for the wallet view (F3): a fetched wallet, recent ids, token status
     /// (`tui::wallet`).
     Wallet(crate::tui::wallet::WalletEvent),
+}
+
+/// A transcript written by `/export`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exported {
+    /// Where, as the user reads it (`./my-title.md`).
+    pub path: String,
+    pub messages: usize,
 }
 
 /// What fetching a session's stored history gave.
@@ -137,6 +157,8 @@ impl Endpoint {
 pub struct SessionSummary {
     pub id: String,
     pub title: String,
+    /// The title is the user's (`/title`): messages sent later do not change it.
+    pub title_set: bool,
     pub last_activity: DateTime<Utc>,
     pub tokens: u64,
 }

@@ -21,6 +21,10 @@ pub enum SlashCommand {
     Quit,
     /// `/retry`: send the last user message again.
     Retry,
+    /// `/title [TEXT]`: the open session's title (empty: back to the first message's).
+    Title(String),
+    /// `/export [PATH]`: the open session as Markdown, into PATH or the current directory.
+    Export(Option<String>),
 }
 
 impl SlashCommand {
@@ -35,6 +39,8 @@ impl SlashCommand {
         ("/help", "this help"),
         ("/quit", "quit"),
         ("/retry", "send the last message again"),
+        ("/title [TEXT]", "rename session (none: clear)"),
+        ("/export [PATH]", "session to a Markdown file"),
     ];
 
     /// The command in `text` (already trimmed): `None` when it is a message (no leading `/`,
@@ -53,6 +59,8 @@ impl SlashCommand {
             "help" => SlashCommand::Help,
             "quit" | "q" => SlashCommand::Quit,
             "retry" => SlashCommand::Retry,
+            "title" => SlashCommand::Title(arg),
+            "export" => SlashCommand::Export((!arg.is_empty()).then_some(arg)),
             other => return Some(Err(other.to_string())),
         }))
     }
@@ -89,6 +97,16 @@ mod tests {
             Some(Ok(SlashCommand::Wallet(Some("w1".into()))))
         );
         assert_eq!(p("/q"), Some(Ok(SlashCommand::Quit)));
+        assert_eq!(
+            p("/title  My  plan "),
+            Some(Ok(SlashCommand::Title("My  plan".into())))
+        );
+        assert_eq!(p("/title"), Some(Ok(SlashCommand::Title(String::new()))));
+        assert_eq!(p("/export"), Some(Ok(SlashCommand::Export(None))));
+        assert_eq!(
+            p("/export ~/notes/a b.md"),
+            Some(Ok(SlashCommand::Export(Some("~/notes/a b.md".into()))))
+        );
         assert_eq!(p("/nope x"), Some(Err("nope".into())));
     }
 
@@ -96,7 +114,7 @@ mod tests {
     fn the_unknown_notice_lists_every_command() {
         assert_eq!(
             SlashCommand::unknown("x"),
-            "unknown command /x: try /new, /delete, /system, /meta, /metrics, /wallet, /help, /quit, /retry (// sends a literal /)"
+            "unknown command /x: try /new, /delete, /system, /meta, /metrics, /wallet, /help, /quit, /retry, /title, /export (// sends a literal /)"
         );
     }
 }

@@ -275,3 +275,49 @@ fn with_a_model_installed_the_local_model_answers() {
     convo.send(keys::CTRL_C);
     assert!(convo.wait_exit(), "convo exits 0");
 }
+
+#[test]
+fn title_and_export_a_session_from_the_composer() {
+    let home = tempfile::tempdir().unwrap();
+    let mut convo = Convo::start(home.path(), 100, 30);
+    convo.wait_text("● builtin (no model)");
+    convo.type_text("a question worth keeping");
+    convo.send(keys::ENTER);
+    convo.wait_for("a complete reply", |s| {
+        s.lines()
+            .any(|l| l.contains("assistant ·") && l.contains("tokens"))
+    });
+    convo.type_text("/title Pty export test");
+    convo.send(keys::ENTER);
+    let screen = convo.wait_text("title set: “Pty export test”");
+    assert!(
+        screen.lines().any(|l| l.contains("● Pty export test")),
+        "the list shows the new title:\n{screen}"
+    );
+    // The TUI runs in `home`: the file goes there, named after the title.
+    convo.type_text("/export");
+    convo.send(keys::ENTER);
+    convo.wait_text("exported 2 messages to ./pty-export-test.md");
+    let md = std::fs::read_to_string(home.path().join("pty-export-test.md")).unwrap();
+    assert!(md.starts_with("# Pty export test\n"), "{md}");
+    assert!(
+        md.contains("## user · ") && md.contains("a question worth keeping"),
+        "{md}"
+    );
+    assert!(md.contains("## assistant · "), "{md}");
+    // A second export never replaces the first.
+    convo.type_text("/export");
+    convo.send(keys::ENTER);
+    convo.wait_text("exported 2 messages to ./pty-export-test-2.md");
+    assert!(home.path().join("pty-export-test-2.md").exists());
+    // A path of one's own, relative to the current directory.
+    convo.type_text("/export kept.md");
+    convo.send(keys::ENTER);
+    convo.wait_text("exported 2 messages to ./kept.md");
+    assert_eq!(
+        std::fs::read_to_string(home.path().join("kept.md")).unwrap(),
+        md
+    );
+    convo.send(keys::CTRL_C);
+    assert!(convo.wait_exit(), "convo exits 0");
+}

@@ -7,7 +7,9 @@ use convo::api::{Message, Role, StreamEvent, Usage};
 use convo::keys::KeyBindings;
 use convo::service::engine::LoadState;
 use convo::tui::app::{App, Command, Settings};
-use convo::tui::event::{AppEvent, Endpoint, EngineStatus, SessionSummary, StoredMessage};
+use convo::tui::event::{
+    AppEvent, Endpoint, EngineStatus, Exported, SessionSummary, StoredMessage,
+};
 use convo::tui::view;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
@@ -40,6 +42,7 @@ fn summary(id: &str, title: &str, mins_ago: i64, tokens: u64) -> SessionSummary 
     SessionSummary {
         id: id.into(),
         title: title.into(),
+        title_set: false,
         last_activity: t0() - chrono::Duration::minutes(mins_ago),
         tokens,
     }
@@ -609,6 +612,64 @@ fn session_titles_from_markdown_messages_are_plain() {
                 created_at: "2026-11-22T12:00:00Z".into(),
             },
             prompt_tokens: 9,
+        });
+        app
+    });
+}
+
+/// `/title` on the open session: the store's answer renames it in the list and on the
+/// transcript's border, and the status bar says so.
+#[test]
+fn a_title_the_user_gave_shows_in_the_list() {
+    snap("user_title", |w, h| {
+        let mut app = chat(w, h);
+        type_text(&mut app, "/title Lifetimes, explained");
+        let cmds = app.update(key(KeyCode::Enter));
+        assert!(
+            cmds.iter().any(|c| matches!(
+                c,
+                Command::Persist(convo::tui::app::StoreOp::SetTitle { .. })
+            )),
+            "{cmds:?}"
+        );
+        app.update(AppEvent::TitleChanged {
+            session_id: A.into(),
+            title: Some("Lifetimes, explained".into()),
+            title_set: true,
+        });
+        app
+    });
+}
+
+/// `/export`: the status bar says where the file went, or why it did not.
+#[test]
+fn export_says_where_it_wrote() {
+    snap("exported", |w, h| {
+        let mut app = chat(w, h);
+        type_text(&mut app, "/export");
+        let cmds = app.update(key(KeyCode::Enter));
+        assert!(cmds.contains(&Command::Export {
+            session_id: A.into(),
+            path: None
+        }));
+        app.update(AppEvent::Exported {
+            session_id: A.into(),
+            result: Ok(Exported {
+                path: "./rust-lifetimes.md".into(),
+                messages: 2,
+            }),
+        });
+        app
+    });
+    snap("export_failed", |w, h| {
+        let mut app = chat(w, h);
+        type_text(&mut app, "/export notes.md");
+        app.update(key(KeyCode::Enter));
+        app.update(AppEvent::Exported {
+            session_id: A.into(),
+            result: Err(
+                "./notes.md already exists and was left as it is: give another name".into(),
+            ),
         });
         app
     });

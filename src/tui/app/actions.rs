@@ -222,6 +222,7 @@ impl App {
         let summary = SessionSummary {
             id: id.clone(),
             title: NEW_SESSION_TITLE.to_string(),
+            title_set: false,
             last_activity: self.now,
             tokens: 0,
         };

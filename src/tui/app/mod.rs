@@ -382,6 +382,22 @@ impl App {
             AppEvent::UsageFetched(usage) => self.on_usage(usage),
             AppEvent::UsageFailed(e) => self.on_usage_failed(e),
             AppEvent::WorkerError(e) => self.notify(Level::Error, e),
+            AppEvent::TitleChanged {
+                session_id,
+                title,
+                title_set,
+            } => self.on_title_changed(session_id, title, title_set),
+            AppEvent::Exported { result, .. } => match result {
+                Ok(done) => self.notify(
+                    Level::Info,
+                    format!(
+                        "exported {} to {}",
+                        crate::export::messages(done.messages),
+                        done.path
+                    ),
+                ),
+                Err(e) => self.notify(Level::Error, format!("export failed: {e}")),
+            },
             AppEvent::Metrics(ev) => {
                 let complete = self.metrics.on_event(ev);
                 if let Some(account) = self
@@ -463,6 +479,22 @@ impl App {
             }));
             self.draft_in_store = text;
         }
+    }
+
+    /// The store kept a new title for a session (`/title`): the list and the transcript's
+    /// border show it.
+    fn on_title_changed(&mut self, session_id: String, title: Option<String>, title_set: bool) {
+        let Some(s) = self.sessions.iter_mut().find(|s| s.id == session_id) else {
+            return;
+        };
+        s.title = title.unwrap_or_else(|| NEW_SESSION_TITLE.to_string());
+        s.title_set = title_set;
+        let text = if title_set {
+            format!("title set: “{}”", s.title)
+        } else {
+            format!("title cleared: “{}” again", s.title)
+        };
+        self.notify(Level::Info, text);
     }
 
     fn title_of(&self, id: &str) -> String {

@@ -149,10 +149,12 @@ impl App {
         }
         // The session list: title from the first message, most recent first.
         if let Some(s) = self.sessions.iter_mut().find(|s| s.id == session_id) {
-            // A system message titles a session until its first user message does.
+            // A system message titles a session until its first user message does; the
+            // user's title (`/title`) stays.
             let untitled = s.title == NEW_SESSION_TITLE;
-            if (first_user && (untitled || system_titled))
-                || (untitled && sent_role == Role::System)
+            if !s.title_set
+                && ((first_user && (untitled || system_titled))
+                    || (untitled && sent_role == Role::System))
             {
                 s.title = title_from(&sent_text);
             }

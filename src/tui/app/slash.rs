@@ -81,6 +81,23 @@ impl App {
                 self.quit(out);
             }
             SlashCommand::Retry => self.retry(out),
+            SlashCommand::Title(text) => {
+                let Some(session_id) = self.open_id().map(str::to_string) else {
+                    return self.notify(Level::Warn, "/title: no session is open");
+                };
+                self.composer = new_composer(&self.keys);
+                // The store cleans the text and answers with the title as kept
+                // (`AppEvent::TitleChanged`).
+                let title = crate::store::user_title(&text);
+                out.push(Command::Persist(StoreOp::SetTitle { session_id, title }));
+            }
+            SlashCommand::Export(path) => {
+                let Some(session_id) = self.open_id().map(str::to_string) else {
+                    return self.notify(Level::Warn, "/export: no session is open");
+                };
+                self.composer = new_composer(&self.keys);
+                out.push(Command::Export { session_id, path });
+            }
         }
     }
 }

@@ -18,6 +18,7 @@ fn session(id: &str, title: &str, mins_ago: i64, tokens: u64) -> SessionSummary 
     SessionSummary {
         id: id.to_string(),
         title: title.to_string(),
+        title_set: false,
         last_activity: t0() - chrono::Duration::minutes(mins_ago),
         tokens,
     }
@@ -515,6 +516,108 @@ fn slash_meta_attaches_metadata_to_the_next_message_only() {
     app.update(key(KeyCode::Enter));
     assert!(app.notice.as_ref().unwrap().text.contains("JSON object"));
     assert_eq!(app.composer_text(), "/meta [1]");
+}
+
+#[test]
+fn slash_title_renames_the_session_and_later_messages_leave_it() {
+    let mut app = app();
+    app.update(ctrl('n'));
+    let id = app.open_id().unwrap().to_string();
+    app.update(AppEvent::Stream {
+        session_id: id.clone(),
+        update: StreamUpdate::Unsupported,
+    });
+    type_text(&mut app, "/title   Trip   planning ");
+    let cmds = app.update(key(KeyCode::Enter));
+    assert!(
+        cmds.contains(&Command::Persist(StoreOp::SetTitle {
+            session_id: id.clone(),
+            title: Some("Trip planning".into()),
+        })),
+        "{cmds:?}"
+    );
+    assert_eq!(app.composer_text(), "");
+    // The store answers with the title as kept.
+    app.update(AppEvent::TitleChanged {
+        session_id: id.clone(),
+        title: Some("Trip planning".into()),
+        title_set: true,
+    });
+    assert_eq!(app.sessions[0].title, "Trip planning");
+    assert!(app.sessions[0].title_set);
+    assert!(app.notice.as_ref().unwrap().text.contains("title set"));
+    // The first message no longer titles the session.
+    type_text(&mut app, "What is Rust?");
+    let (_, send_id, _) = sent(&app.update(key(KeyCode::Enter))).unwrap();
+    app.update(AppEvent::SendAccepted {
+        session_id: id.clone(),
+        send_id,
+        reply: Message {
+            session_id: id.clone(),
+            ..reply("m", "A language.", 3)
+        },
+        prompt_tokens: 4,
+    });
+    assert_eq!(app.sessions[0].title, "Trip planning");
+    // `/title` alone clears it; the store says what the title is again.
+    type_text(&mut app, "/title");
+    let cmds = app.update(key(KeyCode::Enter));
+    assert!(cmds.contains(&Command::Persist(StoreOp::SetTitle {
+        session_id: id.clone(),
+        title: None,
+    })));
+    app.update(AppEvent::TitleChanged {
+        session_id: id.clone(),
+        title: Some("What is Rust?".into()),
+        title_set: false,
+    });
+    assert_eq!(app.sessions[0].title, "What is Rust?");
+    assert!(!app.sessions[0].title_set);
+    assert!(app.notice.as_ref().unwrap().text.contains("title cleared"));
+}
+
+#[test]
+fn slash_export_asks_the_store_worker_and_says_where_it_wrote() {
+    let mut app = app();
+    type_text(&mut app, "/export");
+    let cmds = app.update(key(KeyCode::Enter));
+    assert!(
+        cmds.contains(&Command::Export {
+            session_id: A.into(),
+            path: None,
+        }),
+        "{cmds:?}"
+    );
+    assert_eq!(app.composer_text(), "");
+    type_text(&mut app, "/export ~/notes/rust.md");
+    let cmds = app.update(key(KeyCode::Enter));
+    assert!(cmds.contains(&Command::Export {
+        session_id: A.into(),
+        path: Some("~/notes/rust.md".into()),
+    }));
+    app.update(AppEvent::Exported {
+        session_id: A.into(),
+        result: Ok(Exported {
+            path: "./first.md".into(),
+            messages: 12,
+        }),
+    });
+    let notice = app.notice.clone().unwrap();
+    assert_eq!(
+        (notice.level, notice.text.as_str()),
+        (Level::Info, "exported 12 messages to ./first.md")
+    );
+    app.update(AppEvent::Exported {
+        session_id: A.into(),
+        result: Err("./first.md already exists and was left as it is: give another name".into()),
+    });
+    let notice = app.notice.clone().unwrap();
+    assert_eq!(notice.level, Level::Error);
+    assert!(
+        notice
+            .text
+            .starts_with("export failed: ./first.md already exists")
+    );
 }
 
 #[test]

@@ -47,6 +47,7 @@ fn app_with(settings: Settings, messages: Vec<StoredMessage>) -> App {
             title: "Rust lifetimes".into(),
             last_activity: t0(),
             tokens: 0,
+            title_set: false,
         }],
         last_open: Some(A.into()),
     });

@@ -191,6 +191,9 @@ impl Workers {
                 rows,
             } => self.store_job(StoreJob::Load(session_id, width, rows)),
             Command::Persist(op) => self.store_job(StoreJob::Op(op)),
+            Command::Export { session_id, path } => {
+                self.store_job(StoreJob::Export { session_id, path })
+            }
             Command::OpenStream { session_id } => self.open_stream(session_id),
             Command::Send {
                 session_id,

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 use super::super::command::StoreOp;
-use super::super::event::{AppEvent, EventSender, SessionSummary};
+use super::super::event::{AppEvent, EventSender, Exported, SessionSummary};
 use crate::store::{self, Store};
 
 pub(super) enum StoreJob {
@@ -16,6 +16,11 @@ pub(super) enum StoreJob {
     Load(String, u16, u16),
     /// The complete metrics buckets kept for this account.
     KnownBuckets(String),
+    /// `/export [PATH]`: the session as Markdown into a file (`Command::Export`).
+    Export {
+        session_id: String,
+        path: Option<String>,
+    },
     /// Writes the drafts still waiting, then closes the database, so that SQLite folds its WAL
     /// into the file and removes it; answers after that. Jobs sent later are not run.
     Close(oneshot::Sender<()>),
@@ -59,6 +64,7 @@ pub(super) fn spawn_store(path: PathBuf, events: EventSender) -> std::sync::mpsc
                             title: r
                                 .title
                                 .unwrap_or_else(|| crate::tui::app::NEW_SESSION_TITLE.to_string()),
+                            title_set: r.title_set,
                             last_activity: r.last_activity,
                             tokens: r.tokens,
                         })
@@ -106,6 +112,14 @@ pub(super) fn spawn_store(path: PathBuf, events: EventSender) -> std::sync::mpsc
                     }
                     StoreJob::Op(StoreOp::DraftEdited { session_id, text }) => {
                         drafts.edited(session_id, text);
+                        Ok(())
+                    }
+                    StoreJob::Op(StoreOp::SetTitle { session_id, title }) => {
+                        set_title(&store, session_id, title, &events)
+                    }
+                    StoreJob::Export { session_id, path } => {
+                        let result = export(&store, &session_id, path.as_deref());
+                        events.send(AppEvent::Exported { session_id, result });
                         Ok(())
                     }
                     StoreJob::Load(session_id, width, rows) => {
@@ -230,6 +244,72 @@ fn report(result: Result<(), store::StoreError>, events: &EventSender) {
     }
 }
 
+/// Sets or clears a session's title and tells the app what the title is now.
+fn set_title(
+    store: &Store,
+    session_id: String,
+    title: Option<String>,
+    events: &EventSender,
+) -> Result<(), store::StoreError> {
+    match store.set_title(&session_id, title.as_deref())? {
+        Some(record) => {
+            events.send(AppEvent::TitleChanged {
+                session_id,
+                title: record.title,
+                title_set: record.title_set,
+            });
+        }
+        None => {
+            events.send(AppEvent::WorkerError(
+                "no title: this session is not in the local store".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Writes the session's transcript as Markdown where `/export` asks ([`crate::export::target`])
+/// and says where, as the user reads it; or why not.
+fn export(store: &Store, session_id: &str, path: Option<&str>) -> Result<Exported, String> {
+    use crate::export;
+    let session = match store.session(session_id) {
+        Ok(Some(s)) if !s.deleted => s,
+        Ok(_) => return Err("nothing to export: this session is not in the local store".into()),
+        Err(e) => return Err(format!("local store: {e}")),
+    };
+    let transcript = export::load(store, session).map_err(|e| format!("local store: {e}"))?;
+    if transcript.messages.is_empty() {
+        return Err("nothing to export yet: this session has no messages".into());
+    }
+    let cwd = std::env::current_dir().map_err(|e| format!("no current directory: {e}"))?;
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    let target = export::target(path, &cwd, home.as_deref());
+    let name = export::file_name(transcript.session.title.as_deref(), session_id);
+    let markdown = export::markdown(&transcript);
+    match export::write_new(&target, &name, markdown.as_bytes()) {
+        Ok(written) => Ok(Exported {
+            path: export::shown(&written, &cwd),
+            messages: transcript.messages.len(),
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let shown = match &target {
+                export::Target::File(p) => export::shown(p, &cwd),
+                export::Target::Dir(d) => export::shown(d, &cwd),
+            };
+            Err(format!(
+                "{shown} already exists and was left as it is: give another name"
+            ))
+        }
+        Err(e) => {
+            let shown = match &target {
+                export::Target::File(p) => export::shown(p, &cwd),
+                export::Target::Dir(d) => export::shown(&d.join(&name), &cwd),
+            };
+            Err(format!("cannot write {shown}: {e}"))
+        }
+    }
+}
+
 fn apply(store: &Store, op: StoreOp) -> Result<(), store::StoreError> {
     match op {
         StoreOp::UpsertSession(s) => store.upsert_session(&s.id, s.last_activity),
@@ -247,5 +327,41 @@ fn apply(store: &Store, op: StoreOp) -> Result<(), store::StoreError> {
             message,
         } => store.mark_failed(&session_id, &message),
         StoreOp::KeepBuckets { account, buckets } => store.keep_buckets(&account, &buckets),
+        StoreOp::SetTitle { session_id, title } => {
+            store.set_title(&session_id, title.as_deref()).map(|_| ())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::Role;
+    use crate::store::StoredMessage;
+
+    #[test]
+    fn export_writes_markdown_and_never_over_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::in_memory().unwrap();
+        let id = "session_AAAAAAAAAAAAAAAA";
+        store.upsert_session(id, chrono::Utc::now()).unwrap();
+        let dir_arg = format!("{}/", dir.path().display());
+        let e = export(&store, id, Some(&dir_arg)).unwrap_err();
+        assert!(e.contains("no messages"), "{e}");
+        store
+            .append_message(id, &StoredMessage::user(Role::User, "Plan a trip"))
+            .unwrap();
+        let first = export(&store, id, Some(&dir_arg)).unwrap();
+        let second = export(&store, id, Some(&dir_arg)).unwrap();
+        assert_eq!(first.messages, 1);
+        assert!(first.path.ends_with("/plan-a-trip.md"), "{first:?}");
+        assert!(second.path.ends_with("/plan-a-trip-2.md"), "{second:?}");
+        let text = std::fs::read_to_string(dir.path().join("plan-a-trip.md")).unwrap();
+        assert!(text.starts_with("# Plan a trip\n"), "{text}");
+        let named = dir.path().join("plan-a-trip.md").display().to_string();
+        let e = export(&store, id, Some(&named)).unwrap_err();
+        assert!(e.contains("already exists"), "{e}");
+        let e = export(&store, "session_BBBBBBBBBBBBBBBB", None).unwrap_err();
+        assert!(e.contains("not in the local store"), "{e}");
     }
 }

@@ -1,0 +1,120 @@
+//! `convo export`: a session's transcript as Markdown or JSON, from the local store alone (the
+//! server may be down or gone).
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use super::{codes, fail, find_session, load_config, open_store, out};
+use crate::exit;
+use crate::export;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Markdown: a heading per message (role, time, tokens), the text as written
+    Md,
+    /// JSON: the session's fields and its messages with theirs
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ExportArgs {
+    /// The session: its id, the start of its id, or its title
+    #[arg(value_name = "SESSION_ID")]
+    pub session: String,
+    /// What to write
+    #[arg(long, value_enum, default_value_t = Format::Md)]
+    pub format: Format,
+    /// The same as --format json (errors are JSON on stderr with either)
+    #[arg(long, conflicts_with = "format")]
+    pub json: bool,
+    /// Write to FILE (readable by you only) instead of stdout; an existing FILE is kept
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// With -o: replace FILE if it exists
+    #[arg(long, requires = "output")]
+    pub force: bool,
+}
+
+impl ExportArgs {
+    pub fn format(&self) -> Format {
+        if self.json { Format::Json } else { self.format }
+    }
+}
+
+pub async fn run(args: ExportArgs, global: crate::config::GlobalArgs) -> ExitCode {
+    let config = match load_config(&global) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let store = match open_store(&config) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let session = match find_session(&store, &args.session).await {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let loaded = tokio::task::spawn_blocking(move || export::load(&store, session)).await;
+    let transcript = match loaded {
+        Ok(Ok(t)) => t,
+        Ok(Err(e)) => return fail(exit::USAGE_ERROR, codes::STORE, e),
+        Err(e) => return fail(exit::USAGE_ERROR, codes::STORE, e),
+    };
+    let text = match args.format() {
+        Format::Md => export::markdown(&transcript),
+        Format::Json => match serde_json::to_string_pretty(&export::json(&transcript)) {
+            Ok(s) => format!("{s}\n"),
+            Err(e) => {
+                return fail(
+                    exit::SERVICE_ERROR,
+                    codes::IO,
+                    format_args!("cannot encode JSON: {e}"),
+                );
+            }
+        },
+    };
+    let Some(path) = args.output else {
+        out(text);
+        return ExitCode::SUCCESS;
+    };
+    if path.is_dir() {
+        return fail(
+            exit::USAGE_ERROR,
+            codes::INVALID_ARGUMENT,
+            format_args!(
+                "{} is a directory: -o takes the name of the file to write",
+                path.display()
+            ),
+        );
+    }
+    let (to, force) = (path.clone(), args.force);
+    let written = tokio::task::spawn_blocking(move || {
+        crate::private_file::write_private_atomic(&to, text.as_bytes(), force)
+    })
+    .await
+    .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+    match written {
+        Ok(()) => {
+            if !super::json_stderr() {
+                eprintln!(
+                    "exported {} to {}",
+                    export::messages(transcript.messages.len()),
+                    path.display()
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => fail(
+            exit::USAGE_ERROR,
+            codes::FILE_EXISTS,
+            format_args!(
+                "{} already exists and was left as it is: choose another file, or add --force to replace it",
+                path.display()
+            ),
+        ),
+        Err(e) => fail(
+            exit::USAGE_ERROR,
+            codes::IO,
+            format_args!("cannot write {}: {e}", path.display()),
+        ),
+    }
+}
