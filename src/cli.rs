@@ -45,6 +45,8 @@ pub enum CliCommand {
     Config(crate::commands::config_cmd::ConfigArgs),
     /// Manage the local GGUF models: list, import, rm, pull.
     Model(crate::commands::model::ModelArgs),
+    /// Search the messages of every session in the local store.
+    Search(crate::commands::search::SearchArgs),
 }
 
 impl CliCommand {
@@ -59,6 +61,7 @@ impl CliCommand {
             CliCommand::Metrics(a) => a.json,
             CliCommand::Wallet(a) => a.json,
             CliCommand::Sessions(a) => a.json,
+            CliCommand::Search(a) => a.json,
             CliCommand::Model(a) => matches!(a.command, ModelCommand::List { json: true }),
             CliCommand::Serve(_) | CliCommand::Token(_) | CliCommand::Config(_) => false,
         }
@@ -141,6 +144,7 @@ pub fn main() -> ExitCode {
             Some(CliCommand::Sessions(args)) => crate::commands::sessions::run(args, global).await,
             Some(CliCommand::Config(args)) => crate::commands::config_cmd::run(args, global).await,
             Some(CliCommand::Model(args)) => crate::commands::model::run(args, global).await,
+            Some(CliCommand::Search(args)) => crate::commands::search::run(args, global).await,
         }
     });
     crate::commands::flush_warnings();

@@ -9,6 +9,7 @@ pub mod config_cmd;
 pub mod delete;
 pub mod metrics;
 pub mod model;
+pub mod search;
 pub mod send;
 /// The metrics series and wallet sections, built like the TUI's views.
 pub mod series;
