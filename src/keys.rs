@@ -345,6 +345,10 @@ bindings! {
     confirm => "confirm dialog",
     cancel => "cancel dialog",
     refresh => "refresh usage",
+    search => "search the transcript",
+    search_next => "next match",
+    search_prev => "previous match",
+    search_sessions => "search all sessions",
 }
 
 impl KeyBindings {
@@ -383,7 +387,7 @@ impl KeyBindings {
     /// global ones act in every pane, so they are part of each pane's set; a dialog reads
     /// only its own keys. The same key may serve two commands of different places
     /// (`Enter` sends in the composer and opens in the sessions pane).
-    fn contexts<'a>(&'a self) -> [(&'static str, Vec<(&'static str, &'a Binding)>); 4] {
+    fn contexts<'a>(&'a self) -> [(&'static str, Vec<(&'static str, &'a Binding)>); 6] {
         let global = [
             ("stop_or_quit", &self.stop_or_quit),
             ("new_session", &self.new_session),
@@ -396,6 +400,7 @@ impl KeyBindings {
             ("metrics_view", &self.metrics_view),
             ("wallet_view", &self.wallet_view),
             ("back", &self.back),
+            ("search", &self.search),
         ];
         let with_global =
             |own: &[(&'static str, &'a Binding)]| -> Vec<(&'static str, &'a Binding)> {
@@ -419,6 +424,7 @@ impl KeyBindings {
                     ("open_session", &self.open_session),
                     ("delete_session", &self.delete_session),
                     ("filter_sessions", &self.filter_sessions),
+                    ("search_sessions", &self.search_sessions),
                     ("quit", &self.quit),
                     ("refresh", &self.refresh),
                     ("scroll_top", &self.scroll_top),
@@ -444,6 +450,31 @@ impl KeyBindings {
                     ("cancel", &self.cancel),
                     ("stop_or_quit", &self.stop_or_quit),
                     ("new_session", &self.new_session),
+                ],
+            ),
+            (
+                "in the search bar",
+                vec![
+                    ("search_next", &self.search_next),
+                    ("search_prev", &self.search_prev),
+                    ("search", &self.search),
+                    ("back", &self.back),
+                    ("stop_or_quit", &self.stop_or_quit),
+                    ("scroll_up", &self.scroll_up),
+                    ("scroll_down", &self.scroll_down),
+                    ("scroll_top", &self.scroll_top),
+                    ("scroll_bottom", &self.scroll_bottom),
+                    ("help", &self.help),
+                ],
+            ),
+            (
+                "in the search hits",
+                vec![
+                    ("move_up", &self.move_up),
+                    ("move_down", &self.move_down),
+                    ("open_session", &self.open_session),
+                    ("back", &self.back),
+                    ("stop_or_quit", &self.stop_or_quit),
                 ],
             ),
         ]
@@ -637,6 +668,17 @@ mod tests {
         let e = refused("cancel = [\"n\", \"y\"]");
         assert!(
             e.contains("confirm") && e.contains("cancel") && e.contains("dialog"),
+            "{e}"
+        );
+        // The search bar's keys are checked among themselves.
+        let e = refused("search_prev = \"n\"");
+        assert!(
+            e.contains("search_next") && e.contains("search_prev") && e.contains("search bar"),
+            "{e}"
+        );
+        let e = refused("search_sessions = \"d\"");
+        assert!(
+            e.contains("delete_session") && e.contains("search_sessions"),
             "{e}"
         );
         // Keys of different places may be shared, as Enter is by send and open_session.

@@ -13,6 +13,7 @@ pub mod key_result;
 pub mod layout;
 pub mod metrics;
 pub mod runtime;
+pub mod search;
 pub mod slash;
 pub mod view;
 pub mod wallet;

@@ -19,6 +19,8 @@ pub enum SlashCommand {
     Help,
     /// `/quit` or `/q`.
     Quit,
+    /// `/search TEXT`: the messages of every session holding TEXT.
+    Search(String),
 }
 
 impl SlashCommand {
@@ -32,6 +34,7 @@ impl SlashCommand {
         ("/wallet [ID]", "wallet view (F3)"),
         ("/help", "this help"),
         ("/quit", "quit"),
+        ("/search TEXT", "search all sessions"),
     ];
 
     /// The command in `text` (already trimmed): `None` when it is a message (no leading `/`,
@@ -49,6 +52,7 @@ impl SlashCommand {
             "wallet" => SlashCommand::Wallet((!arg.is_empty()).then_some(arg)),
             "help" => SlashCommand::Help,
             "quit" | "q" => SlashCommand::Quit,
+            "search" => SlashCommand::Search(arg),
             other => return Some(Err(other.to_string())),
         }))
     }
@@ -86,13 +90,17 @@ mod tests {
         );
         assert_eq!(p("/q"), Some(Ok(SlashCommand::Quit)));
         assert_eq!(p("/nope x"), Some(Err("nope".into())));
+        assert_eq!(
+            p("/search  rust lifetimes "),
+            Some(Ok(SlashCommand::Search("rust lifetimes".into())))
+        );
     }
 
     #[test]
     fn the_unknown_notice_lists_every_command() {
         assert_eq!(
             SlashCommand::unknown("x"),
-            "unknown command /x: try /new, /delete, /system, /meta, /metrics, /wallet, /help, /quit (// sends a literal /)"
+            "unknown command /x: try /new, /delete, /system, /meta, /metrics, /wallet, /help, /quit, /search (// sends a literal /)"
         );
     }
 }

@@ -136,6 +136,9 @@ impl Workers {
                 rows,
             } => self.store_job(StoreJob::Load(session_id, width, rows)),
             Command::Persist(op) => self.store_job(StoreJob::Op(op)),
+            Command::SearchSessions { seq, text, limit } => {
+                self.store_job(StoreJob::Search { seq, text, limit })
+            }
             Command::OpenStream { session_id } => self.open_stream(session_id),
             Command::Send {
                 session_id,
