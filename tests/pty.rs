@@ -2,5 +2,7 @@
 
 #[path = "pty/harness.rs"]
 mod harness;
+#[path = "pty/search.rs"]
+mod search;
 #[path = "pty/session.rs"]
 mod session;

@@ -43,12 +43,32 @@ pub struct TranscriptSearch {
     cache: HashMap<EntryId, EntryText>,
 }
 
-/// A message's lines at one width, lowercased.
+/// A message's lines at one width, lowercased, one after the other (each ends with `\n`).
 #[derive(Debug)]
 struct EntryText {
     revision: u64,
     width: u16,
-    lines: Vec<String>,
+    text: String,
+    /// Where each line starts in `text`.
+    starts: Vec<usize>,
+}
+
+impl EntryText {
+    fn new(revision: u64, width: u16, lines: &[String]) -> Self {
+        let mut text = String::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
+        let mut starts = Vec::with_capacity(lines.len());
+        for line in lines {
+            starts.push(text.len());
+            text.push_str(&fold(line));
+            text.push('\n');
+        }
+        EntryText {
+            revision,
+            width,
+            text,
+            starts,
+        }
+    }
 }
 
 /// `text` with each character lowercased on its own (a character whose lowercase is
@@ -119,19 +139,9 @@ impl TranscriptSearch {
                 .get(&id)
                 .is_some_and(|t| t.revision == revision && t.width == width);
             if !fresh && !needle.is_empty() {
-                let lines = transcript
-                    .body_text_lines(id, width)
-                    .iter()
-                    .map(|l| fold(l))
-                    .collect();
-                self.cache.insert(
-                    id,
-                    EntryText {
-                        revision,
-                        width,
-                        lines,
-                    },
-                );
+                let lines = transcript.body_text_lines(id, width);
+                self.cache
+                    .insert(id, EntryText::new(revision, width, &lines));
                 changed = true;
             }
         }
@@ -148,7 +158,7 @@ impl TranscriptSearch {
         if !needle.is_empty() {
             for id in &live {
                 if let Some(text) = self.cache.get(id) {
-                    find_in(&text.lines, &needle, *id, &mut self.matches);
+                    find_in(text, &needle, *id, &mut self.matches);
                 }
             }
         }
@@ -213,23 +223,29 @@ fn order(m: &Match) -> (EntryId, usize, u16) {
     (m.entry, m.line, m.start)
 }
 
-/// Every (non-overlapping) occurrence of `needle` in `lines`.
-fn find_in(lines: &[String], needle: &str, entry: EntryId, out: &mut Vec<Match>) {
-    for (line, text) in lines.iter().enumerate() {
-        let mut from = 0;
-        while let Some(at) = text[from..].find(needle) {
-            let start = from + at;
-            let end = start + needle.len();
-            let start_col = str_width(&text[..start]);
-            let end_col = start_col + str_width(&text[start..end]);
-            out.push(Match {
-                entry,
-                line,
-                start: start_col.min(u16::MAX as usize) as u16,
-                end: end_col.min(u16::MAX as usize) as u16,
-            });
-            from = end;
+/// Every (non-overlapping) occurrence of `needle` on one line of `entry`'s text: the text
+/// is scanned whole, and an occurrence across a line end is not a match.
+fn find_in(entry_text: &EntryText, needle: &str, entry: EntryId, out: &mut Vec<Match>) {
+    let text = entry_text.text.as_str();
+    let mut from = 0;
+    while let Some(at) = text[from..].find(needle) {
+        let start = from + at;
+        let end = start + needle.len();
+        from = end;
+        if text[start..end].contains('\n') {
+            from = start + text[start..].find('\n').map_or(needle.len(), |n| n + 1);
+            continue;
         }
+        let line = entry_text.starts.partition_point(|&s| s <= start) - 1;
+        let line_start = entry_text.starts[line];
+        let start_col = str_width(&text[line_start..start]);
+        let end_col = start_col + str_width(&text[start..end]);
+        out.push(Match {
+            entry,
+            line,
+            start: start_col.min(u16::MAX as usize) as u16,
+            end: end_col.min(u16::MAX as usize) as u16,
+        });
     }
 }
 
