@@ -889,3 +889,45 @@ fn search_hits_with_no_match() {
         app
     });
 }
+
+#[test]
+fn search_hits_just_opened_from_the_sessions_pane() {
+    snap("search_hits_empty", |w, h| {
+        let mut app = chat(w, h);
+        app.update(key(KeyCode::Tab));
+        type_text(&mut app, "s");
+        app
+    });
+}
+
+#[test]
+fn search_hits_searching_then_failed() {
+    snap("search_hits_searching", |w, h| {
+        let mut app = chat(w, h);
+        type_text(&mut app, "/search lisbon");
+        app.update(key(KeyCode::Enter));
+        app
+    });
+    snap("search_hits_failed", |w, h| {
+        let mut app = chat(w, h);
+        type_text(&mut app, "/search lisbon");
+        let cmds = app.update(key(KeyCode::Enter));
+        let seq = cmds
+            .iter()
+            .find_map(|c| match c {
+                Command::SearchSessions { seq, .. } => Some(*seq),
+                _ => None,
+            })
+            .expect("a search of the store");
+        app.update(AppEvent::SessionHits {
+            seq,
+            result: Err("local store convo.db: database is locked".into()),
+        });
+        app
+    });
+}
+
+#[test]
+fn search_bar_just_opened() {
+    snap("search_open", |w, h| searching("", w, h));
+}
