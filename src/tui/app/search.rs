@@ -17,6 +17,10 @@ pub struct PendingJump {
     pub queries: Vec<String>,
 }
 
+/// How many places from a hit's position its words are looked for when they are not in the
+/// message at that place.
+const NEARBY_ITEMS: usize = 3;
+
 /// Whether a key is a character to type (not a Ctrl or Alt chord).
 fn is_text(key: &KeyEvent) -> bool {
     matches!(key.code, KeyCode::Char(_))
@@ -290,20 +294,35 @@ impl App {
         let Some(open) = self.open.as_mut() else {
             return;
         };
-        let Some(entry) = open.items.get(jump.position).map(|i| i.entry) else {
+        if jump.position >= open.items.len() {
             self.notify(Level::Warn, "that message is no longer in the session");
             return;
-        };
-        for query in &jump.queries {
-            let mut search = TranscriptSearch::new(open.id.clone(), 0);
-            search.query = query.clone();
-            search.editing = false;
-            search.refresh(&open.transcript, width);
-            if let Some(i) = search.matches.iter().position(|m| m.entry == entry) {
-                search.current = Some(i);
-                self.search = Some(search);
-                self.reveal_match();
-                return;
+        }
+        // The message at the hit's place first; then a message a few places off, since a
+        // send that failed in this run is stored but no longer shown, which shifts what
+        // comes after it.
+        for slack in [0, NEARBY_ITEMS] {
+            for query in &jump.queries {
+                let mut search = TranscriptSearch::new(open.id.clone(), 0);
+                search.query = query.clone();
+                search.editing = false;
+                search.refresh(&open.transcript, width);
+                let distance = |m: &Match| {
+                    open.items
+                        .iter()
+                        .position(|i| i.entry == m.entry)
+                        .map_or(usize::MAX, |idx| idx.abs_diff(jump.position))
+                };
+                let best = (search.matches.iter().enumerate())
+                    .map(|(i, m)| (distance(m), i))
+                    .filter(|(d, _)| *d <= slack)
+                    .min();
+                if let Some((_, i)) = best {
+                    search.current = Some(i);
+                    self.search = Some(search);
+                    self.reveal_match();
+                    return;
+                }
             }
         }
         open.selected = Some(jump.position);

@@ -2300,3 +2300,24 @@ fn a_failed_store_search_says_why_and_esc_closes() {
             .contains("usage: /search TEXT")
     );
 }
+
+#[test]
+fn a_hit_a_place_off_finds_its_words_in_the_message_next_to_it() {
+    // A send that failed in this run is stored but not shown: the stored place of a later
+    // message is one more than its place on screen.
+    let mut app = app_with_transcript(&["hello", "the otters", "nothing", "more otters"]);
+    type_text(&mut app, "/search otters");
+    let cmds = app.update(key(KeyCode::Enter));
+    let (seq, _) = asked(&cmds).unwrap();
+    app.update(AppEvent::SessionHits {
+        seq,
+        result: Ok(vec![hit(A, 2, "otters")]),
+    });
+    app.update(key(KeyCode::Enter));
+    let search = app.search.as_ref().expect("the bar shows a match");
+    let open = app.open.as_ref().unwrap();
+    let at = search.current_match().unwrap().entry;
+    let idx = open.items.iter().position(|i| i.entry == at).unwrap();
+    assert!(idx == 1 || idx == 3, "a neighbour of place 2: {idx}");
+    assert_eq!(status(&app).as_deref().map(|s| &s[..7]), Some("match 1"));
+}
