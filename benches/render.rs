@@ -8,6 +8,11 @@
 //!   a list and a code block) to a streaming message after 10,000 others, and draw the frame.
 //! - `resize/10000`: the first frame after the width changes (every height recounted, the
 //!   visible entries re-wrapped).
+//! - `search/first/10000`: the first character typed in the transcript's search bar over
+//!   10,000 messages: every message's lines at the pane's width built as text, lowercased
+//!   and kept, and scanned.
+//! - `search/typed/10000`: a later character (the lines are kept): the scan alone, for a
+//!   word found about 10,000 times (`latency`) and for one found nowhere (`zebra`).
 //!
 //! The clock is the wall clock. With `RENDER_BENCH_CLOCK=cpu` it is this thread's time on a
 //! CPU (`CLOCK_THREAD_CPUTIME_ID`, Linux), which leaves out the time spent waiting
@@ -18,6 +23,7 @@ use std::time::{Duration, Instant};
 use convo::api::types::Role;
 use convo::render::highlight;
 use convo::render::transcript::{Entry, EntryState, Transcript};
+use convo::tui::search::TranscriptSearch;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -375,5 +381,55 @@ fn resize(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, visible, naive_paragraph, stream_delta, resize);
+fn search(c: &mut Criterion) {
+    if breakdown_only() {
+        return;
+    }
+    let mut group = c.benchmark_group("search");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(5));
+    let t = history(10_000);
+    let width = WIDTH - 2;
+    let searched = |query: &str| {
+        let mut s = TranscriptSearch::new("session_bench".into(), 0);
+        s.query = query.into();
+        s.refresh(&t, width);
+        s
+    };
+    let warm = searched("latency");
+    eprintln!("`latency`: {} matches", warm.matches.len());
+    group.bench_function(BenchmarkId::new("first", 10_000), |b| {
+        b.iter_custom(|iters| timed(iters, || drop(black_box(searched("handler")))))
+    });
+    for query in ["latency", "zebra"] {
+        let mut s = searched("l");
+        let mut flip = false;
+        group.bench_function(BenchmarkId::new(format!("typed_{query}"), 10_000), |b| {
+            b.iter_custom(|iters| {
+                timed(iters, || {
+                    // Alternates so that every pass scans again.
+                    flip = !flip;
+                    s.query = if flip {
+                        query.into()
+                    } else {
+                        format!("{query} ")
+                    };
+                    black_box(s.refresh(&t, width));
+                })
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    visible,
+    naive_paragraph,
+    stream_delta,
+    resize,
+    search
+);
 criterion_main!(benches);

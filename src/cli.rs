@@ -53,6 +53,8 @@ pub enum CliCommand {
     Completions(crate::commands::completions::CompletionsArgs),
     /// Print the manual page (roff), or write one per command into a directory.
     Man(crate::commands::man::ManArgs),
+    /// Search the messages of every session in the local store.
+    Search(crate::commands::search::SearchArgs),
 }
 
 impl CliCommand {
@@ -67,6 +69,7 @@ impl CliCommand {
             CliCommand::Metrics(a) => a.json,
             CliCommand::Wallet(a) => a.json,
             CliCommand::Sessions(a) => a.json,
+            CliCommand::Search(a) => a.json,
             CliCommand::Model(a) => matches!(a.command, ModelCommand::List { json: true }),
             CliCommand::Export(a) => a.format() == crate::commands::export::Format::Json,
             CliCommand::Title(a) => a.json,
@@ -161,6 +164,7 @@ pub fn main() -> ExitCode {
                 crate::commands::completions::run(args, Cli::command())
             }
             Some(CliCommand::Man(args)) => crate::commands::man::run(args, Cli::command()),
+            Some(CliCommand::Search(args)) => crate::commands::search::run(args, global).await,
         }
     });
     crate::commands::flush_warnings();

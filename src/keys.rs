@@ -351,6 +351,10 @@ bindings! {
     edit_in_editor => "edit draft in $EDITOR",
     /// Copy one code block of the selected reply; with several, choose by number.
     copy_code => "copy a code block",
+    search => "search the transcript",
+    search_next => "next match",
+    search_prev => "previous match",
+    search_sessions => "search all sessions",
 }
 
 impl KeyBindings {
@@ -389,7 +393,7 @@ impl KeyBindings {
     /// global ones act in every pane, so they are part of each pane's set; a dialog reads
     /// only its own keys. The same key may serve two commands of different places
     /// (`Enter` sends in the composer and opens in the sessions pane).
-    fn contexts<'a>(&'a self) -> [(&'static str, Vec<(&'static str, &'a Binding)>); 4] {
+    fn contexts<'a>(&'a self) -> [(&'static str, Vec<(&'static str, &'a Binding)>); 6] {
         let global = [
             ("stop_or_quit", &self.stop_or_quit),
             ("new_session", &self.new_session),
@@ -403,6 +407,7 @@ impl KeyBindings {
             ("wallet_view", &self.wallet_view),
             ("back", &self.back),
             ("edit_in_editor", &self.edit_in_editor),
+            ("search", &self.search),
         ];
         let with_global =
             |own: &[(&'static str, &'a Binding)]| -> Vec<(&'static str, &'a Binding)> {
@@ -428,6 +433,7 @@ impl KeyBindings {
                     ("open_session", &self.open_session),
                     ("delete_session", &self.delete_session),
                     ("filter_sessions", &self.filter_sessions),
+                    ("search_sessions", &self.search_sessions),
                     ("quit", &self.quit),
                     ("refresh", &self.refresh),
                     ("scroll_top", &self.scroll_top),
@@ -454,6 +460,31 @@ impl KeyBindings {
                     ("cancel", &self.cancel),
                     ("stop_or_quit", &self.stop_or_quit),
                     ("new_session", &self.new_session),
+                ],
+            ),
+            (
+                "in the search bar",
+                vec![
+                    ("search_next", &self.search_next),
+                    ("search_prev", &self.search_prev),
+                    ("search", &self.search),
+                    ("back", &self.back),
+                    ("stop_or_quit", &self.stop_or_quit),
+                    ("scroll_up", &self.scroll_up),
+                    ("scroll_down", &self.scroll_down),
+                    ("scroll_top", &self.scroll_top),
+                    ("scroll_bottom", &self.scroll_bottom),
+                    ("help", &self.help),
+                ],
+            ),
+            (
+                "in the search hits",
+                vec![
+                    ("move_up", &self.move_up),
+                    ("move_down", &self.move_down),
+                    ("open_session", &self.open_session),
+                    ("back", &self.back),
+                    ("stop_or_quit", &self.stop_or_quit),
                 ],
             ),
         ]
@@ -658,6 +689,17 @@ mod tests {
         let e = refused("edit_in_editor = \"<Ctrl-r>\"");
         assert!(
             e.contains("toggle_role") && e.contains("edit_in_editor"),
+            "{e}"
+        );
+        // The search bar's keys are checked among themselves.
+        let e = refused("search_prev = \"n\"");
+        assert!(
+            e.contains("search_next") && e.contains("search_prev") && e.contains("search bar"),
+            "{e}"
+        );
+        let e = refused("search_sessions = \"d\"");
+        assert!(
+            e.contains("delete_session") && e.contains("search_sessions"),
             "{e}"
         );
         // Keys of different places may be shared, as Enter is by send and open_session.

@@ -27,6 +27,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 use crate::api::{Message, Role};
 
 mod metric_buckets;
+mod search;
+pub use search::{SearchHit, SnippetPart, fts_query};
 
 /// Longest title kept, in characters.
 pub const TITLE_CHARS: usize = 60;
@@ -74,6 +76,29 @@ const MIGRATIONS: &[&str] = &[
      ) WITHOUT ROWID;",
     // 3: a title the user gave (`/title`, `convo title`): later messages never replace it.
     "ALTER TABLE sessions ADD COLUMN title_set INTEGER NOT NULL DEFAULT 0;",
+    // 4: full-text search over the messages (`search.rs`): an FTS5 index whose text is read
+    // from `messages` (external content), kept by triggers, filled from what is stored.
+    // `secure-delete` removes a deleted message's words from the index itself.
+    "CREATE VIRTUAL TABLE messages_fts USING fts5 (
+         content,
+         content = 'messages',
+         content_rowid = 'id',
+         tokenize = 'unicode61 remove_diacritics 2'
+     );
+     INSERT INTO messages_fts (messages_fts, rank) VALUES ('secure-delete', 1);
+     CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+         INSERT INTO messages_fts (rowid, content) VALUES (new.id, new.content);
+     END;
+     CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+         INSERT INTO messages_fts (messages_fts, rowid, content)
+             VALUES ('delete', old.id, old.content);
+     END;
+     CREATE TRIGGER messages_fts_update AFTER UPDATE OF content ON messages BEGIN
+         INSERT INTO messages_fts (messages_fts, rowid, content)
+             VALUES ('delete', old.id, old.content);
+         INSERT INTO messages_fts (rowid, content) VALUES (new.id, new.content);
+     END;
+     INSERT INTO messages_fts (messages_fts) VALUES ('rebuild');",
 ];
 
 #[derive(Debug, thiserror::Error)]

@@ -8,6 +8,7 @@ mod cli {
     mod fake;
     mod local_service;
     mod models;
+    mod search;
     mod stream_lost;
     mod support;
 }

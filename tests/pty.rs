@@ -4,5 +4,7 @@
 mod editor;
 #[path = "pty/harness.rs"]
 mod harness;
+#[path = "pty/search.rs"]
+mod search;
 #[path = "pty/session.rs"]
 mod session;

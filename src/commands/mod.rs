@@ -12,6 +12,7 @@ pub mod export;
 pub mod man;
 pub mod metrics;
 pub mod model;
+pub mod search;
 pub mod send;
 /// The metrics series and wallet sections, built like the TUI's views.
 pub mod series;

@@ -605,6 +605,36 @@ impl Document {
         }
     }
 
+    /// The text of each line at `width`, as [`Document::lines`] draws it (prefixes, bullets,
+    /// borders and break markers included), without building the colours: code is not
+    /// highlighted. What in-transcript search matches against.
+    pub fn text_lines(&self, width: u16) -> Vec<String> {
+        let width = usize::from(width.max(1));
+        let mut lines = Vec::new();
+        for block in &self.blocks {
+            match block {
+                Block::Code {
+                    prefix,
+                    lines: code,
+                    ..
+                } => {
+                    let plain = Block::Code {
+                        prefix: Arc::clone(prefix),
+                        lang: None,
+                        lines: Vec::new(),
+                        highlighted: OnceCell::from(highlight::plain(code)),
+                    };
+                    plain.lines_into(width, &mut lines, None);
+                }
+                other => other.lines_into(width, &mut lines, None),
+            }
+        }
+        lines
+            .iter()
+            .map(|line| line.spans.iter().map(|s| s.content.as_ref()).collect())
+            .collect()
+    }
+
     /// The lines of a document that is still streaming in: as [`Document::lines`], except that
     /// the last line of a code block still being written is drawn plain (see `Growing`).
     /// `clean` is the sanitised text the document was parsed from.
@@ -1192,6 +1222,24 @@ mod tests {
                     doc.height(width),
                     "{text:?} at {width}"
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn text_lines_are_the_drawn_lines_without_colours() {
+        let samples = [
+            "plain **bold** and `code` words that wrap around at narrow widths",
+            "# Title\n\n> quoted *text*\n> - item\n\n---\n\n1. one\n2. two",
+            "```rust\nfn main() { println!(\"a long line of code that must break\"); }\n```",
+            "| a | bé |\n|---|---|\n| ccc | dddddddddddddddddddddd |",
+            "日本語のテキスト and [a link](https://example.com)",
+        ];
+        for text in samples {
+            let doc = Document::parse(text);
+            for width in [1, 8, 20, 33, 80] {
+                let drawn: Vec<String> = doc.lines(width).iter().map(|l| l.to_string()).collect();
+                assert_eq!(doc.text_lines(width), drawn, "{text:?} at {width}");
             }
         }
     }

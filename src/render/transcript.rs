@@ -114,6 +114,8 @@ pub struct Transcript {
 
 struct Slot {
     id: EntryId,
+    /// Changes whenever the content does ([`Transcript::revision`]).
+    revision: u64,
     entry: Entry,
     /// Built from `entry` whenever its header or state changes.
     header: Line<'static>,
@@ -190,6 +192,7 @@ impl Transcript {
         };
         let slot = Slot {
             id,
+            revision: next_revision(),
             header: header_line(&entry),
             body: RefCell::new(body),
             entry,
@@ -206,6 +209,7 @@ impl Transcript {
     pub fn append_delta(&mut self, id: EntryId, text: &str) {
         let Some(i) = self.index(id) else { return };
         let slot = &mut self.slots[i];
+        slot.revision = next_revision();
         slot.entry.content.push_str(text);
         let body = slot.body.get_mut();
         match body {
@@ -228,6 +232,7 @@ impl Transcript {
     pub fn set_content(&mut self, id: EntryId, content: impl Into<String>) {
         let Some(i) = self.index(id) else { return };
         let slot = &mut self.slots[i];
+        slot.revision = next_revision();
         slot.entry.content = content.into();
         *slot.body.get_mut() = if slot.entry.state == EntryState::Streaming {
             Body::Streaming(Box::new(StreamBody::new(&slot.entry.content)))
@@ -295,6 +300,24 @@ impl Transcript {
 
     pub fn get(&self, id: EntryId) -> Option<&Entry> {
         self.index(id).map(|i| &self.slots[i].entry)
+    }
+
+    /// A number that changes whenever the entry's content does, never the same for two
+    /// contents of any entry of any transcript in this process: what caches of an entry's
+    /// text are keyed by. `None` for an unknown id.
+    pub fn revision(&self, id: EntryId) -> Option<u64> {
+        self.index(id).map(|i| self.slots[i].revision)
+    }
+
+    /// The text of each body line of entry `id` at `width` (the lines drawn under its
+    /// header), as drawn, without building colours: what in-transcript search matches.
+    /// Empty for an unknown id.
+    pub fn body_text_lines(&self, id: EntryId, width: u16) -> Vec<String> {
+        let Some(i) = self.index(id) else {
+            return Vec::new();
+        };
+        let entry = &self.slots[i].entry;
+        Document::parse(&shown(entry.role, &entry.content)).text_lines(width)
     }
 
     /// Entries in order, with their ids.
@@ -475,6 +498,12 @@ impl Transcript {
         let mut cell = self.heights.borrow_mut();
         f(self.heights_at(&mut cell, width))
     }
+}
+
+/// The next entry revision ([`Transcript::revision`]).
+fn next_revision() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// The transcript as a ratatui widget:

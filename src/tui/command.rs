@@ -51,6 +51,13 @@ pub enum Command {
     Metrics(MetricsRequest),
     /// Work for the wallet view's worker (`tui::wallet::worker::WalletWorker`).
     Wallet(WalletRequest),
+    /// Search the messages of every session in the local store (off the UI task); the
+    /// answer comes back as `AppEvent::SessionHits` with the same `seq`.
+    SearchSessions {
+        seq: u64,
+        text: String,
+        limit: usize,
+    },
     /// Leave: restore the terminal and exit.
     Quit,
     /// Hand the terminal to `$VISUAL`/`$EDITOR` on this draft (`tui::editor`); the loop that

@@ -47,6 +47,11 @@ pub enum AppEvent {
         draft: Option<String>,
         rendered: Option<Rendered>,
     },
+    /// The local store's answer to `Command::SearchSessions` number `seq`.
+    SessionHits {
+        seq: u64,
+        result: Result<Vec<crate::store::SearchHit>, String>,
+    },
     /// The server accepted a message. With streaming, `reply.content` is empty and the text
     /// follows on the stream; otherwise it is the whole reply. `prompt_tokens` is the local
     /// count of the sent message's tokens.

@@ -21,6 +21,8 @@ pub struct AppLayout {
     pub transcript_inner: Rect,
     pub composer: Rect,
     pub status: Rect,
+    /// The search bar's row (the last of the transcript's text area), while it is open.
+    pub search_bar: Option<Rect>,
 }
 
 /// Composer rows (text lines) shown at most; more scroll inside it.
@@ -73,7 +75,23 @@ pub fn compute(
         transcript_inner: inner(transcript),
         composer,
         status,
+        search_bar: None,
     }
+}
+
+/// Takes the last row of the transcript's text area for the search bar (when the area has
+/// a row to spare).
+pub fn take_search_bar(transcript_inner: &mut Rect) -> Option<Rect> {
+    if transcript_inner.height < 2 {
+        return None;
+    }
+    transcript_inner.height -= 1;
+    Some(Rect::new(
+        transcript_inner.x,
+        transcript_inner.bottom(),
+        transcript_inner.width,
+        1,
+    ))
 }
 
 fn inner(r: Rect) -> Rect {

@@ -15,6 +15,7 @@ pub mod layout;
 pub mod metrics;
 pub mod notify;
 pub mod runtime;
+pub mod search;
 pub mod slash;
 pub mod view;
 pub mod wallet;

@@ -25,6 +25,8 @@ pub enum SlashCommand {
     Title(String),
     /// `/export [PATH]`: the open session as Markdown, into PATH or the current directory.
     Export(Option<String>),
+    /// `/search TEXT`: the messages of every session holding TEXT.
+    Search(String),
 }
 
 impl SlashCommand {
@@ -41,6 +43,7 @@ impl SlashCommand {
         ("/retry", "send the last message again"),
         ("/title [TEXT]", "rename session (none: clear)"),
         ("/export [PATH]", "session to a Markdown file"),
+        ("/search TEXT", "search all sessions"),
     ];
 
     /// The command in `text` (already trimmed): `None` when it is a message (no leading `/`,
@@ -61,6 +64,7 @@ impl SlashCommand {
             "retry" => SlashCommand::Retry,
             "title" => SlashCommand::Title(arg),
             "export" => SlashCommand::Export((!arg.is_empty()).then_some(arg)),
+            "search" => SlashCommand::Search(arg),
             other => return Some(Err(other.to_string())),
         }))
     }
@@ -108,13 +112,17 @@ mod tests {
             Some(Ok(SlashCommand::Export(Some("~/notes/a b.md".into()))))
         );
         assert_eq!(p("/nope x"), Some(Err("nope".into())));
+        assert_eq!(
+            p("/search  rust lifetimes "),
+            Some(Ok(SlashCommand::Search("rust lifetimes".into())))
+        );
     }
 
     #[test]
     fn the_unknown_notice_lists_every_command() {
         assert_eq!(
             SlashCommand::unknown("x"),
-            "unknown command /x: try /new, /delete, /system, /meta, /metrics, /wallet, /help, /quit, /retry, /title, /export (// sends a literal /)"
+            "unknown command /x: try /new, /delete, /system, /meta, /metrics, /wallet, /help, /quit, /retry, /title, /export, /search (// sends a literal /)"
         );
     }
 }

@@ -885,3 +885,204 @@ fn a_failing_editor_says_why_and_keeps_the_draft() {
         app
     });
 }
+
+fn ctrl(c: char) -> AppEvent {
+    AppEvent::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL))
+}
+
+/// The chat with the search bar open and `query` typed in it.
+fn searching(query: &str, w: u16, h: u16) -> App {
+    let mut app = chat(w, h);
+    type_text(&mut app, "a draft");
+    app.update(ctrl('f'));
+    type_text(&mut app, query);
+    app
+}
+
+#[test]
+fn search_bar_with_matches() {
+    snap("search_matches", |w, h| searching("static", w, h));
+}
+
+#[test]
+fn search_bar_moved_to_the_next_match() {
+    snap("search_next", |w, h| {
+        let mut app = searching("static", w, h);
+        app.update(key(KeyCode::Enter));
+        app
+    });
+}
+
+#[test]
+fn search_bar_with_no_match() {
+    snap("search_no_match", |w, h| searching("zebra", w, h));
+}
+
+#[test]
+fn search_highlights_the_matches_and_the_current_one_apart() {
+    let app = searching("static", 80, 24);
+    let backend = TestBackend::new(80, 24);
+    let mut terminal = Terminal::new(backend).unwrap();
+    terminal.draw(|f| view::draw(f, &app)).unwrap();
+    let buf = terminal.backend().buffer().clone();
+    let mut current = 0;
+    let mut other = 0;
+    for y in 0..24 {
+        for x in 0..80 {
+            match buf[(x, y)].bg {
+                Color::LightRed => current += 1,
+                Color::Yellow => other += 1,
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(current, "static".len(), "one current match");
+    assert_eq!(other, 2 * "static".len(), "the other two");
+}
+
+fn hit(
+    session: &str,
+    title: &str,
+    role: Role,
+    minutes: i64,
+    snippet: &[(&str, bool)],
+) -> convo::store::SearchHit {
+    convo::store::SearchHit {
+        session_id: session.into(),
+        session_title: Some(title.into()),
+        position: 1,
+        message_id: None,
+        role,
+        created_at: t0() - chrono::Duration::minutes(minutes),
+        snippet: snippet
+            .iter()
+            .map(|(text, matched)| convo::store::SnippetPart {
+                text: (*text).into(),
+                matched: *matched,
+            })
+            .collect(),
+    }
+}
+
+#[test]
+fn search_hits_across_sessions() {
+    snap("search_hits", |w, h| {
+        let mut app = chat(w, h);
+        type_text(&mut app, "/search static");
+        let cmds = app.update(key(KeyCode::Enter));
+        let seq = cmds
+            .iter()
+            .find_map(|c| match c {
+                Command::SearchSessions { seq, .. } => Some(*seq),
+                _ => None,
+            })
+            .expect("a search of the store");
+        app.update(AppEvent::SessionHits {
+            seq,
+            result: Ok(vec![
+                hit(
+                    A,
+                    "Rust lifetimes",
+                    Role::Assistant,
+                    2,
+                    &[
+                        ("For example String is ", false),
+                        ("'static", true),
+                        (" but &'a str is not unless 'a is ", false),
+                        ("'static", true),
+                        (".", false),
+                    ],
+                ),
+                hit(
+                    A,
+                    "Rust lifetimes",
+                    Role::User,
+                    3,
+                    &[
+                        ("What does '", false),
+                        ("static", true),
+                        (" mean for a type parameter?", false),
+                    ],
+                ),
+                hit(
+                    C,
+                    "Trip to Lisbon",
+                    Role::Assistant,
+                    3 * 24 * 60,
+                    &[
+                        ("…the tram is ", false),
+                        ("static", true),
+                        (" on Sundays…", false),
+                    ],
+                ),
+            ]),
+        });
+        app.update(key(KeyCode::Down));
+        app
+    });
+}
+
+#[test]
+fn search_hits_with_no_match() {
+    snap("search_hits_none", |w, h| {
+        let mut app = chat(w, h);
+        app.update(key(KeyCode::Tab));
+        type_text(&mut app, "s");
+        let cmds = type_text(&mut app, "zebra");
+        let seq = cmds
+            .iter()
+            .rev()
+            .find_map(|c| match c {
+                Command::SearchSessions { seq, .. } => Some(*seq),
+                _ => None,
+            })
+            .expect("a search of the store");
+        app.update(AppEvent::SessionHits {
+            seq,
+            result: Ok(vec![]),
+        });
+        app
+    });
+}
+
+#[test]
+fn search_hits_just_opened_from_the_sessions_pane() {
+    snap("search_hits_empty", |w, h| {
+        let mut app = chat(w, h);
+        app.update(key(KeyCode::Tab));
+        type_text(&mut app, "s");
+        app
+    });
+}
+
+#[test]
+fn search_hits_searching_then_failed() {
+    snap("search_hits_searching", |w, h| {
+        let mut app = chat(w, h);
+        type_text(&mut app, "/search lisbon");
+        app.update(key(KeyCode::Enter));
+        app
+    });
+    snap("search_hits_failed", |w, h| {
+        let mut app = chat(w, h);
+        type_text(&mut app, "/search lisbon");
+        let cmds = app.update(key(KeyCode::Enter));
+        let seq = cmds
+            .iter()
+            .find_map(|c| match c {
+                Command::SearchSessions { seq, .. } => Some(*seq),
+                _ => None,
+            })
+            .expect("a search of the store");
+        app.update(AppEvent::SessionHits {
+            seq,
+            result: Err("local store convo.db: database is locked".into()),
+        });
+        app
+    });
+}
+
+#[test]
+fn search_bar_just_opened() {
+    snap("search_open", |w, h| searching("", w, h));
+}

@@ -13,6 +13,14 @@ impl App {
         if self.view_key(&key, out) {
             return;
         }
+        if self.session_search.is_some() {
+            self.hits_key(key, out);
+            return;
+        }
+        if self.search.is_some() {
+            self.search_key(key, out);
+            return;
+        }
         if self.code_choice_key(&key, out) {
             return;
         }
@@ -78,6 +86,8 @@ impl App {
             self.scroll_by(self.page() as isize);
         } else if k.help.matches(key) {
             self.overlay = Some(Overlay::Help { scroll: 0 });
+        } else if k.search.matches(key) {
+            self.open_search();
         } else if k.metrics_view.matches(key) {
             self.open_metrics(out);
         } else if k.wallet_view.matches(key) {
@@ -232,6 +242,8 @@ impl App {
             }
         } else if k.filter_sessions.matches(&key) {
             self.filtering = true;
+        } else if k.search_sessions.matches(&key) {
+            self.open_session_search(String::new(), out);
         } else {
             return EventState::NotConsumed;
         }

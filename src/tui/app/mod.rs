@@ -31,6 +31,7 @@ mod link;
 mod open_session;
 mod recall;
 mod reply;
+mod search;
 mod settle;
 mod slash;
 mod state;
@@ -43,6 +44,7 @@ pub use crate::tui::slash::SlashCommand;
 pub use link::{LimitReached, Link, Tone};
 pub use open_session::{OpenSession, render_stored};
 use open_session::{header_for, reply_slot, stored_state};
+pub use search::{PendingJump, match_line};
 pub use state::*;
 
 /// Maximum length of a message's content, in characters (docs/design.md, "Limits").
@@ -86,6 +88,12 @@ pub struct App {
     pub metrics: super::metrics::MetricsState,
     /// The wallet view's state (F3).
     pub wallet: super::wallet::WalletState,
+    /// The search bar over the open transcript (Ctrl-f), while open.
+    pub search: Option<super::search::TranscriptSearch>,
+    /// The hits list of a search across sessions (`/search`), while open.
+    pub session_search: Option<super::search::SessionSearch>,
+    /// A hit chosen in the hits list, shown once its session has loaded.
+    pub pending_jump: Option<PendingJump>,
     next_send_id: u64,
     /// Quit was asked for before the store loaded, with text to keep.
     quit_when_loaded: bool,
@@ -131,6 +139,9 @@ impl App {
             deleting: Vec::new(),
             metrics: Default::default(),
             wallet: Default::default(),
+            search: None,
+            session_search: None,
+            pending_jump: None,
             next_send_id: 1,
             quit_when_loaded: false,
             draft_in_store: String::new(),
@@ -144,12 +155,16 @@ impl App {
     /// The layout for the current size and composer.
     pub fn layout(&self) -> AppLayout {
         let status_rows = self.status_rows(self.size.width, layout::max_status_rows(self.size));
-        layout::compute(
+        let mut l = layout::compute(
             self.size,
             self.composer_rows(),
             self.settings.show_sessions,
             status_rows,
-        )
+        );
+        if self.search.is_some() && self.view == View::Chat {
+            l.search_bar = layout::take_search_bar(&mut l.transcript_inner);
+        }
+        l
     }
 
     /// What the status bar says in place of its key hints, word-wrapped over as many rows as
@@ -270,6 +285,10 @@ impl App {
                 if self.overlay.is_some() {
                 } else if let Some(view) = self.active_view_mut() {
                     view.paste(&text);
+                } else if self.session_search.is_some() {
+                    self.hits_paste(&text, &mut out);
+                } else if self.search.is_some() {
+                    self.search_paste(&text);
                 } else {
                     let before = self.text_before_first_edit();
                     self.focus = Focus::Composer;
@@ -382,6 +401,7 @@ impl App {
             AppEvent::UsageFetched(usage) => self.on_usage(usage),
             AppEvent::UsageFailed(e) => self.on_usage_failed(e),
             AppEvent::WorkerError(e) => self.notify(Level::Error, e),
+            AppEvent::SessionHits { seq, result } => self.on_session_hits(seq, result),
             AppEvent::TitleChanged {
                 session_id,
                 title,
@@ -418,6 +438,8 @@ impl App {
                 out.extend(reqs.into_iter().map(Command::Wallet));
             }
         }
+        self.apply_pending_jump();
+        self.refresh_search();
         self.note_draft_edit(&mut out);
         // "A reply is still coming" is over when no reply is.
         if self.send_error.as_deref() == Some(STILL_COMING)

@@ -98,6 +98,13 @@ impl App {
                 self.composer = new_composer(&self.keys);
                 out.push(Command::Export { session_id, path });
             }
+            SlashCommand::Search(text) if text.is_empty() => {
+                self.notify(Level::Warn, "usage: /search TEXT")
+            }
+            SlashCommand::Search(text) => {
+                self.composer = new_composer(&self.keys);
+                self.open_session_search(text, out);
+            }
         }
     }
 }

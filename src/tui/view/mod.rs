@@ -4,6 +4,7 @@ pub mod composer;
 pub mod dialog;
 pub mod help;
 pub mod metrics;
+pub mod search;
 pub mod sessions;
 pub mod status;
 pub mod theme;
@@ -12,6 +13,7 @@ pub mod usage;
 pub mod wallet;
 
 use ratatui::Frame;
+use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 
 use super::app::{App, Overlay, View};
@@ -28,6 +30,9 @@ pub fn draw(frame: &mut Frame, app: &App) {
             }
             transcript::render(app, layout.transcript, buf);
             composer::render(app, layout.composer, buf);
+            if let Some(hits) = &app.session_search {
+                search::hits(app, hits, frame_area(buf), buf);
+            }
         }
         // A full-screen view takes the screen above the status bar.
         View::Metrics | View::Wallet => {
@@ -59,6 +64,10 @@ pub fn draw(frame: &mut Frame, app: &App) {
 }
 
 pub use crate::tui::layout::centered;
+
+fn frame_area(buf: &Buffer) -> Rect {
+    buf.area
+}
 
 /// Cuts `s` to `width` columns, with an ellipsis when cut.
 pub fn truncate(s: &str, width: usize) -> String {

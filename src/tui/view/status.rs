@@ -14,6 +14,15 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     // Most important first; the bar keeps as many as fit.
     let hints: Vec<(String, &str)> = match (app.active_view(), app.focus) {
         (Some(view), _) => view.hints(k),
+        _ if app.session_search.is_some() => vec![
+            (k.open_session.first_label(), "open"),
+            (k.back.first_label(), "close"),
+            (
+                format!("{}/{}", k.move_up.first_label(), k.move_down.first_label()),
+                "select",
+            ),
+        ],
+        _ if app.search.is_some() => search_hints(app),
         (_, Focus::Composer) => vec![
             (typing_label(&k.help), "help"),
             (k.send.first_label(), "send"),
@@ -76,7 +85,11 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let room = width.saturating_sub(used);
     let mut text = String::new();
     for (key, what) in hints {
-        let item = format!("{key} {what}");
+        let item = if what.is_empty() {
+            key
+        } else {
+            format!("{key} {what}")
+        };
         let sep = if text.is_empty() { "" } else { " · " };
         if text.chars().count() + sep.len() + item.chars().count() > room {
             break;
@@ -89,6 +102,26 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     spans.push(Span::raw(" ".repeat(pad)));
     spans.push(Span::styled(hints, theme::dim()));
     Line::from(spans).render(Rect::new(area.x, area.y, area.width, 1), buf);
+}
+
+/// The search bar's count and keys.
+fn search_hints(app: &App) -> Vec<(String, &'static str)> {
+    let k = &app.keys;
+    let Some(search) = &app.search else {
+        return Vec::new();
+    };
+    let mut hints = vec![(
+        search.status().unwrap_or_else(|| "type to search".into()),
+        "",
+    )];
+    if search.editing {
+        hints.push((typing_label(&k.search_next), "next"));
+    } else {
+        hints.push((k.search_next.label(), "next"));
+        hints.push((k.search_prev.first_label(), "previous"));
+    }
+    hints.push((k.back.first_label(), "close"));
+    hints
 }
 
 /// `text` word-wrapped into a first row of `first` columns and further rows of `rest`.

@@ -41,6 +41,18 @@ pub fn border() -> Style {
     Style::default().fg(Color::DarkGray)
 }
 
+/// A match of the transcript search.
+pub fn search_match() -> Style {
+    Style::default().fg(Color::Black).bg(Color::Yellow)
+}
+/// The current match of the transcript search.
+pub fn search_current() -> Style {
+    Style::default()
+        .fg(Color::Black)
+        .bg(Color::LightRed)
+        .add_modifier(Modifier::BOLD)
+}
+
 /// Gauge colour by share used: green, yellow from 70 %, red from 90 %.
 pub fn gauge(percent: f64) -> Style {
     if percent >= 90.0 {

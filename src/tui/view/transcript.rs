@@ -67,8 +67,13 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         }
         block = block.title_bottom(Line::from(bottom));
     }
-    let inner = block.inner(area);
+    let mut inner = block.inner(area);
     block.render(area, buf);
+    if let Some(search) = &app.search
+        && let Some(bar) = crate::tui::layout::take_search_bar(&mut inner)
+    {
+        super::search::bar(app, search, bar, buf);
+    }
     let Some(o) = open else {
         Paragraph::new(Span::styled("connecting…", theme::dim())).render(inner, buf);
         return;
@@ -108,6 +113,9 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let selected = o.selected.and_then(|i| o.items.get(i)).map(|i| i.entry);
     // the pane's block styles only its border: its inner cells are as the frame reset them
     o.transcript.render_on_reset(inner, buf, top_line, selected);
+    if let Some(search) = &app.search {
+        super::search::highlight(o, search, inner, top_line, buf);
+    }
     if let Some(choice) = app.code_choice() {
         number_code_blocks(o, choice.entry, inner, top_line, buf);
     }

@@ -194,6 +194,9 @@ impl Workers {
             Command::Export { session_id, path } => {
                 self.store_job(StoreJob::Export { session_id, path })
             }
+            Command::SearchSessions { seq, text, limit } => {
+                self.store_job(StoreJob::Search { seq, text, limit })
+            }
             Command::OpenStream { session_id } => self.open_stream(session_id),
             Command::Send {
                 session_id,

@@ -21,6 +21,12 @@ pub(super) enum StoreJob {
         session_id: String,
         path: Option<String>,
     },
+    /// Search the messages of every session; answered with `AppEvent::SessionHits`.
+    Search {
+        seq: u64,
+        text: String,
+        limit: usize,
+    },
     /// Writes the drafts still waiting, then closes the database, so that SQLite folds its WAL
     /// into the file and removes it; answers after that. Jobs sent later are not run.
     Close(oneshot::Sender<()>),
@@ -45,8 +51,23 @@ pub(super) fn spawn_store(path: PathBuf, events: EventSender) -> std::sync::mpsc
                     });
                     // Keep answering so that quitting does not wait.
                     for job in rx {
-                        if let StoreJob::Close(done) = job {
-                            let _ = done.send(());
+                        match job {
+                            StoreJob::Close(done) => {
+                                let _ = done.send(());
+                            }
+                            StoreJob::Search { seq, .. } => {
+                                events.send(AppEvent::SessionHits {
+                                    seq,
+                                    result: Err(format!("local store unavailable: {e}")),
+                                });
+                            }
+                            StoreJob::Export { session_id, .. } => {
+                                events.send(AppEvent::Exported {
+                                    session_id,
+                                    result: Err(format!("local store unavailable: {e}")),
+                                });
+                            }
+                            StoreJob::Op(_) | StoreJob::Load(..) | StoreJob::KnownBuckets(_) => {}
                         }
                     }
                     return;
@@ -109,6 +130,11 @@ pub(super) fn spawn_store(path: PathBuf, events: EventSender) -> std::sync::mpsc
                         drop(store);
                         let _ = done.send(());
                         return;
+                    }
+                    StoreJob::Search { seq, text, limit } => {
+                        let result = store.search(&text, limit).map_err(|e| e.to_string());
+                        events.send(AppEvent::SessionHits { seq, result });
+                        Ok(())
                     }
                     StoreJob::Op(StoreOp::DraftEdited { session_id, text }) => {
                         drafts.edited(session_id, text);
