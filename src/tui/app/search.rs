@@ -321,6 +321,9 @@ impl App {
                     search.current = Some(i);
                     self.search = Some(search);
                     self.reveal_match();
+                    // The bar takes the keys; once it closes, typing goes to the composer,
+                    // as after any search (plain keys in the transcript would act).
+                    self.focus = Focus::Composer;
                     return;
                 }
             }

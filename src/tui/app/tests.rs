@@ -2487,6 +2487,12 @@ fn slash_search_lists_hits_and_enter_opens_the_message() {
     let item = app.open.as_ref().unwrap().items[2].entry;
     assert_eq!(search.current_match().unwrap().entry, item);
     assert_eq!(status(&app).as_deref(), Some("match 1/1"));
+    // Closed, typing goes to the composer (in the transcript `q` would quit).
+    app.update(key(KeyCode::Esc));
+    assert!(app.search.is_none());
+    assert_eq!(app.focus, Focus::Composer);
+    type_text(&mut app, "q");
+    assert_eq!(app.composer_text(), "q");
 }
 
 #[test]
