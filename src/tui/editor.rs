@@ -145,17 +145,9 @@ pub fn command(editor: &str, file: &Path) -> tokio::process::Command {
 }
 
 /// Runs the editor on `file` with the terminal (which the caller handed over) and waits for
-/// it. An interrupt (Ctrl-C in an editor that leaves it to the terminal) goes to the editor,
-/// not to `convo`: while it runs, this process takes SIGINT and SIGQUIT itself.
+/// it. An interrupt (Ctrl-C in an editor that leaves it to the terminal) reaches `convo` too;
+/// the TUI takes those signals itself (`tui::signals`) and drops the ones typed meanwhile.
 pub async fn run(editor: &str, file: &Path) -> std::io::Result<ExitStatus> {
-    #[cfg(unix)]
-    let _hold = {
-        use tokio::signal::unix::{SignalKind, signal};
-        (
-            signal(SignalKind::interrupt()).ok(),
-            signal(SignalKind::quit()).ok(),
-        )
-    };
     command(editor, file).status().await
 }
 

@@ -21,6 +21,8 @@ pub enum AppEvent {
     Resize(u16, u16),
     /// The terminal gained (true) or lost (false) focus (focus reporting).
     Focus(bool),
+    /// A signal from outside (SIGTERM, SIGHUP, SIGINT, SIGQUIT): quit as `Ctrl-C` would.
+    Signal(&'static str),
     /// The editor opened on the draft (`Command::EditInEditor`) has closed.
     EditorClosed(crate::tui::editor::EditorOutcome),
     /// The wall clock, for relative times ("3m ago", time left in the billing period).

@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod notify;
 pub mod runtime;
 pub mod search;
+pub mod signals;
 pub mod slash;
 pub mod view;
 pub mod wallet;
@@ -116,7 +117,8 @@ pub async fn run(global: GlobalArgs) -> ExitCode {
     }
     let mut rt = Runtime::start(app, worker_config);
     rt.workers.spawn_terminal_input();
-    let result = event_loop(&mut rt, &mut terminal, &config.paths.data_dir).await;
+    let mut signals = signals::Signals::take();
+    let result = event_loop(&mut rt, &mut terminal, &mut signals, &config.paths.data_dir).await;
     rt.shutdown().await;
     drop(terminal);
     match result {
@@ -136,6 +138,7 @@ const SLOW_FRAME: std::time::Duration = std::time::Duration::from_millis(8);
 async fn event_loop(
     rt: &mut Runtime,
     terminal: &mut TerminalGuard,
+    signals: &mut signals::Signals,
     data_dir: &std::path::Path,
 ) -> std::io::Result<()> {
     let mut frames = FrameScheduler::default();
@@ -150,6 +153,11 @@ async fn event_loop(
                 while let Some(ev) = rt.try_next() {
                     rt.handle(ev);
                 }
+                frames.request();
+            }
+            name = signals.recv() => {
+                tracing::info!(signal = name, "quitting on a signal");
+                rt.handle(event::AppEvent::Signal(name));
                 frames.request();
             }
             _ = sleep_until(deadline), if deadline.is_some() => {
@@ -170,6 +178,8 @@ async fn event_loop(
         }
         if let Some(draft) = rt.workers.editor.take() {
             edit_in_editor(rt, terminal, data_dir, &draft).await?;
+            // An interrupt typed in the editor was the editor's.
+            signals.forget_typed();
             frames.request();
         }
         if rt.app.quit {

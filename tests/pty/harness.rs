@@ -160,6 +160,16 @@ impl Convo {
         format!("log ({}):\n{tail}", self.log.display())
     }
 
+    /// Sends the process a signal (`TERM`, `HUP`, `INT`, …) with `kill`.
+    pub fn signal(&mut self, name: &str) {
+        let pid = self.child.process_id().expect("the child's pid");
+        let status = std::process::Command::new("kill")
+            .args([&format!("-{name}"), &pid.to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{name} {pid}");
+    }
+
     /// Kills the process with SIGKILL: no chance to save anything on the way out.
     pub fn kill_9(&mut self) {
         let pid = self.child.process_id().expect("the child's pid");

@@ -22,8 +22,10 @@ fn ctrl_f_finds_moves_and_closes_leaving_the_draft() {
     convo.wait_text("type to search");
     convo.type_text("pineapple");
     // The bold word is matched as drawn, without its asterisks, whatever its case.
-    let screen = convo.wait_for("the first match", |s| s.contains("match 1/"));
-    assert!(screen.contains("/ pineapple"), "{screen}");
+    // (The bar counts matches as each key arrives: wait for the whole word.)
+    let screen = convo.wait_for("the first match", |s| {
+        s.contains("match 1/") && s.contains("/ pineapple")
+    });
     assert!(!screen.contains("**pineapple**"), "{screen}");
     convo.send(keys::ENTER);
     convo.wait_text("match 2/");

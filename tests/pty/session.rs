@@ -177,6 +177,31 @@ fn quitting_restores_the_terminal_and_keeps_the_draft() {
 }
 
 #[test]
+fn a_signal_from_outside_quits_as_ctrl_c_does() {
+    for signal in ["TERM", "HUP", "INT"] {
+        let home = tempfile::tempdir().unwrap();
+        let draft = format!("typed before SIG{signal}");
+        {
+            let mut convo = Convo::start(home.path(), 80, 24);
+            convo.wait_text("/ 10000");
+            convo.type_text(&draft);
+            convo.wait_text(&draft);
+            // At once, before the typing pauses long enough for the draft to be saved.
+            convo.signal(signal);
+            assert!(convo.wait_exit(), "SIG{signal}: a clean exit");
+            let restored = convo.restored();
+            assert!(!restored.alternate_screen, "SIG{signal}: {restored:?}");
+            assert!(!restored.mouse_captured, "SIG{signal}: {restored:?}");
+            assert!(restored.left_alternate_screen, "SIG{signal}: {restored:?}");
+        }
+        let mut convo = Convo::start(home.path(), 80, 24);
+        convo.wait_text(&draft);
+        convo.send(keys::CTRL_C);
+        assert!(convo.wait_exit());
+    }
+}
+
+#[test]
 fn the_layout_follows_a_resize() {
     let home = tempfile::tempdir().unwrap();
     let mut convo = Convo::start(home.path(), 80, 24);

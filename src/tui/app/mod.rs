@@ -299,6 +299,7 @@ impl App {
             }
             AppEvent::Resize(w, h) => self.size = Rect::new(0, 0, w, h),
             AppEvent::Focus(focused) => self.terminal_focused = focused,
+            AppEvent::Signal(_) => self.quit(&mut out),
             AppEvent::EditorClosed(outcome) => {
                 let before = self.text_before_first_edit();
                 self.on_editor_closed(outcome, &mut out);
