@@ -63,11 +63,45 @@ pub fn fts_query(text: &str) -> Option<String> {
     (!terms.is_empty()).then(|| terms.join(" "))
 }
 
-/// Splits SQLite's snippet at the marks, sanitised, its runs of whitespace made one space
-/// (a space between a match and its context belongs to the context).
+/// A snippet's markdown as the text it shows: `**bold**` is `bold`, a list item or a heading
+/// its words, a link its text, code its code. The snippet is a cut from the middle of a
+/// message, so markup cut in two (a lone `**`) stays as written.
+fn plain_text(markdown: &str) -> String {
+    use pulldown_cmark::{Event, Options, Parser, TagEnd};
+    let mut out = String::new();
+    for event in Parser::new_ext(
+        markdown,
+        Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TABLES,
+    ) {
+        match event {
+            Event::Text(t) | Event::Code(t) | Event::Html(t) | Event::InlineHtml(t) => {
+                out.push_str(&t)
+            }
+            Event::SoftBreak | Event::HardBreak => out.push(' '),
+            // Between blocks a space, so that words of two of them do not run together.
+            Event::End(
+                TagEnd::Paragraph
+                | TagEnd::Heading(_)
+                | TagEnd::Item
+                | TagEnd::CodeBlock
+                | TagEnd::BlockQuote(_)
+                | TagEnd::TableCell
+                | TagEnd::TableRow
+                | TagEnd::TableHead,
+            ) => out.push(' '),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Splits SQLite's snippet at the marks, its markdown shown as text ([`plain_text`]),
+/// sanitised, its runs of whitespace made one space (a space between a match and its context
+/// belongs to the context).
 fn snippet_parts(raw: &str) -> Vec<SnippetPart> {
+    let plain = plain_text(raw);
     let mut pieces = Vec::new();
-    let mut rest = raw;
+    let mut rest = plain.as_str();
     while let Some(start) = rest.find(MARK_START) {
         pieces.push((&rest[..start], false));
         let after = &rest[start + MARK_START.len_utf8()..];
@@ -217,7 +251,7 @@ mod tests {
             .unwrap();
         s.append_message(
             "session_a",
-            &msg(Role::Assistant, "A **lifetime** names a scope. Café!", 1),
+            &msg(Role::Assistant, "A lifetime names a scope. Café!", 1),
         )
         .unwrap();
         s.append_message("session_b", &msg(Role::User, "Trip to Lisbon", 2))
@@ -243,7 +277,7 @@ mod tests {
             "{:?}",
             hit.snippet
         );
-        assert_eq!(hit.snippet_text(), "A **lifetime** names a scope. Café!");
+        assert_eq!(hit.snippet_text(), "A lifetime names a scope. Café!");
     }
 
     #[test]
@@ -399,6 +433,22 @@ mod tests {
         }
         assert_eq!(s.search("word", 7).unwrap().len(), 7);
         assert_eq!(found(&s, "17"), [("session_a".into(), 17)]);
+    }
+
+    #[test]
+    fn snippets_show_the_text_not_the_markdown() {
+        let raw = "…You said: *\"and a \u{E000}static\u{E001} one\"* (7 words).\n\n- **3 messages**\n- `code` and [a link](https://x.org)\n\n## Head";
+        let text: String = snippet_parts(raw).iter().map(|p| p.text.as_str()).collect();
+        assert_eq!(
+            text,
+            "…You said: \"and a static one\" (7 words). 3 messages code and a link Head"
+        );
+        let matched: Vec<_> = snippet_parts(raw)
+            .into_iter()
+            .filter(|p| p.matched)
+            .collect();
+        assert_eq!(matched.len(), 1);
+        assert_eq!(matched[0].text, "static");
     }
 
     #[test]
