@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use super::{codes, fail, find_session, load_config, open_store, out};
+use super::{codes, fail, find_session, in_store, local_store, out};
 use crate::exit;
 use crate::export;
 
@@ -41,11 +41,7 @@ impl ExportArgs {
 }
 
 pub async fn run(args: ExportArgs, global: crate::config::GlobalArgs) -> ExitCode {
-    let config = match load_config(&global) {
-        Ok(c) => c,
-        Err(code) => return code,
-    };
-    let store = match open_store(&config) {
+    let store = match local_store(&global) {
         Ok(s) => s,
         Err(code) => return code,
     };
@@ -53,11 +49,9 @@ pub async fn run(args: ExportArgs, global: crate::config::GlobalArgs) -> ExitCod
         Ok(s) => s,
         Err(code) => return code,
     };
-    let loaded = tokio::task::spawn_blocking(move || export::load(&store, session)).await;
-    let transcript = match loaded {
-        Ok(Ok(t)) => t,
-        Ok(Err(e)) => return fail(exit::USAGE_ERROR, codes::STORE, e),
-        Err(e) => return fail(exit::USAGE_ERROR, codes::STORE, e),
+    let transcript = match in_store(store, move |s| export::load(s, session)).await {
+        Ok(t) => t,
+        Err(code) => return code,
     };
     let text = match args.format() {
         Format::Md => export::markdown(&transcript),

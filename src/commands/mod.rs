@@ -249,6 +249,25 @@ pub(crate) fn open_store(config: &Config) -> Result<Store, ExitCode> {
     Store::open(&config.paths.store_file()).map_err(|e| fail(exit::USAGE_ERROR, codes::STORE, e))
 }
 
+/// The local store of the configured data dir, for the commands that read only it (they
+/// need no server): `sessions`, `search`, `export`, `title`.
+pub(crate) fn local_store(global: &GlobalArgs) -> Result<Store, ExitCode> {
+    open_store(&load_config(global)?)
+}
+
+/// `f` on the store off the async runtime; a failure is printed (`store`, exit 2).
+pub(crate) async fn in_store<T, F>(store: Store, f: F) -> Result<T, ExitCode>
+where
+    F: FnOnce(&Store) -> Result<T, crate::store::StoreError> + Send + 'static,
+    T: Send + 'static,
+{
+    match tokio::task::spawn_blocking(move || f(&store)).await {
+        Ok(Ok(t)) => Ok(t),
+        Ok(Err(e)) => Err(fail(exit::USAGE_ERROR, codes::STORE, e)),
+        Err(e) => Err(fail(exit::USAGE_ERROR, codes::STORE, e)),
+    }
+}
+
 /// The session a command line names (its id, the start of its id, or its title) in the
 /// local store, or the error printed: `session_not_found` (exit 1) when the store has none or
 /// it was deleted, `invalid_argument` (exit 2) when several match.

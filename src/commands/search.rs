@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 
-use super::{codes, fail, load_config, open_store, out, print_json};
+use super::{codes, fail, in_store, local_store, out, print_json};
 use crate::exit;
 use crate::store::SearchHit;
 
@@ -47,19 +47,14 @@ pub async fn run(args: SearchArgs, global: crate::config::GlobalArgs) -> ExitCod
             format_args!("nothing to search for in {text:?}: give at least one word"),
         );
     }
-    let config = match load_config(&global) {
-        Ok(c) => c,
-        Err(code) => return code,
-    };
-    let store = match open_store(&config) {
+    let store = match local_store(&global) {
         Ok(s) => s,
         Err(code) => return code,
     };
     let limit = args.limit as usize;
-    let hits = match tokio::task::spawn_blocking(move || store.search(&text, limit)).await {
-        Ok(Ok(h)) => h,
-        Ok(Err(e)) => return fail(exit::USAGE_ERROR, codes::STORE, e),
-        Err(e) => return fail(exit::USAGE_ERROR, codes::STORE, e),
+    let hits = match in_store(store, move |s| s.search(&text, limit)).await {
+        Ok(h) => h,
+        Err(code) => return code,
     };
     if args.json {
         let out: Vec<HitJson<'_>> = hits

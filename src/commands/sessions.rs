@@ -5,8 +5,7 @@ use std::process::ExitCode;
 use comfy_table::Cell;
 use serde::Serialize;
 
-use super::{codes, fail, load_config, open_store, out, print_json, sanitize, table};
-use crate::exit;
+use super::{in_store, local_store, out, print_json, sanitize, table};
 use crate::format::group_digits;
 use crate::store::SessionRecord;
 
@@ -29,18 +28,13 @@ struct SessionJson<'a> {
 }
 
 pub async fn run(args: SessionsArgs, global: crate::config::GlobalArgs) -> ExitCode {
-    let config = match load_config(&global) {
-        Ok(c) => c,
-        Err(code) => return code,
-    };
-    let store = match open_store(&config) {
+    let store = match local_store(&global) {
         Ok(s) => s,
         Err(code) => return code,
     };
-    let sessions = match tokio::task::spawn_blocking(move || store.list_sessions()).await {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => return fail(exit::USAGE_ERROR, codes::STORE, e),
-        Err(e) => return fail(exit::USAGE_ERROR, codes::STORE, e),
+    let sessions = match in_store(store, |s| s.list_sessions()).await {
+        Ok(s) => s,
+        Err(code) => return code,
     };
     if args.json {
         let out: Vec<SessionJson<'_>> = sessions

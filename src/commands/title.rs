@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 
-use super::{codes, fail, find_session, load_config, open_store, out, print_json, sanitize};
+use super::{codes, fail, find_session, in_store, local_store, out, print_json, sanitize};
 use crate::exit;
 
 #[derive(Debug, clap::Args)]
@@ -30,11 +30,7 @@ struct TitleJson<'a> {
 }
 
 pub async fn run(args: TitleArgs, global: crate::config::GlobalArgs) -> ExitCode {
-    let config = match load_config(&global) {
-        Ok(c) => c,
-        Err(code) => return code,
-    };
-    let store = match open_store(&config) {
+    let store = match local_store(&global) {
         Ok(s) => s,
         Err(code) => return code,
     };
@@ -44,22 +40,21 @@ pub async fn run(args: TitleArgs, global: crate::config::GlobalArgs) -> ExitCode
     };
     let text = args.text.join(" ");
     let id = session.id.clone();
-    let set = tokio::task::spawn_blocking(move || {
-        store.set_title(&id, Some(text.as_str()).filter(|t| !t.trim().is_empty()))
+    let set = in_store(store, move |s| {
+        s.set_title(&id, Some(text.as_str()).filter(|t| !t.trim().is_empty()))
     })
     .await;
     let record = match set {
-        Ok(Ok(Some(r))) => r,
+        Ok(Some(r)) => r,
         // Deleted between the look-up and now.
-        Ok(Ok(None)) => {
+        Ok(None) => {
             return fail(
                 exit::SERVICE_ERROR,
                 codes::SESSION_NOT_FOUND,
                 format_args!("session {} is not in the local store", session.id),
             );
         }
-        Ok(Err(e)) => return fail(exit::USAGE_ERROR, codes::STORE, e),
-        Err(e) => return fail(exit::USAGE_ERROR, codes::STORE, e),
+        Err(code) => return code,
     };
     if args.json {
         return print_json(&TitleJson {
