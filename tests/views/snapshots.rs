@@ -3,7 +3,7 @@
 use convo::api::{Metrics, Wallet};
 use convo::tui::app::{App, Command, View};
 use convo::tui::event::AppEvent;
-use convo::tui::metrics::{LoadPlan, MetricsEvent, MetricsRequest, Query};
+use convo::tui::metrics::{KnownBucket, LoadPlan, MetricsEvent, MetricsRequest, Query};
 use convo::tui::view;
 use convo::tui::wallet::{TokenStatus, WalletEvent, WalletFailure, WalletRequest};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -110,6 +110,56 @@ fn metrics_loaded_80x24() {
 #[test]
 fn metrics_loaded_120x40() {
     insta::assert_snapshot!(render(&metrics_loaded(120, 40)));
+}
+
+/// The next run: the complete hours of [`metrics_loaded`] come from the local store, then
+/// 7 days by hour loads only the bars on screen that are not among them.
+fn metrics_kept_and_partial(w: u16, h: u16) -> App {
+    let earlier = metrics_loaded(w, h);
+    let buckets: Vec<KnownBucket> = (earlier.metrics.known.iter())
+        .map(|((bucket, granularity), m)| KnownBucket {
+            granularity: *granularity,
+            bucket: *bucket,
+            metrics: m.clone(),
+        })
+        .collect();
+    let mut app = app(w, h);
+    app.update(AppEvent::Metrics(MetricsEvent::Known {
+        account: "embedded".into(),
+        buckets,
+    }));
+    open_metrics(&mut app);
+    let out = app.update(key(KeyCode::Char('2')));
+    let plan = out
+        .into_iter()
+        .find_map(|c| match c {
+            Command::Metrics(MetricsRequest::Load(p)) => Some(p),
+            _ => None,
+        })
+        .expect("a load");
+    assert!(
+        plan.ask.len() < plan.buckets.len(),
+        "only what is on screen"
+    );
+    for &i in &plan.ask {
+        let (m, t, a) = hourly(i);
+        answer(&mut app, &plan, Query::Bucket(i), Ok(metrics(m, t, a)));
+    }
+    answer(&mut app, &plan, Query::Totals, Ok(metrics(300, 41100, 9)));
+    app
+}
+
+#[test]
+fn metrics_kept_and_partial_80x24() {
+    let screen = render(&metrics_kept_and_partial(80, 24));
+    assert!(screen.contains("23 kept"), "{screen}");
+    assert!(screen.contains("loaded)"), "{screen}");
+    insta::assert_snapshot!(screen);
+}
+
+#[test]
+fn metrics_kept_and_partial_120x40() {
+    insta::assert_snapshot!(render(&metrics_kept_and_partial(120, 40)));
 }
 
 #[test]

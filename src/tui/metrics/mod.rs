@@ -90,6 +90,9 @@ pub enum Slot {
     /// Asked for, not answered yet.
     Pending,
     Loaded(Box<Metrics>),
+    /// A complete bucket answered before (this run or an earlier one, from the local store):
+    /// shown without being asked again.
+    Kept(Box<Metrics>),
     /// The query failed; the reason is shown, never a zero.
     Failed(String),
     /// The load was cancelled before this query answered.
@@ -99,7 +102,7 @@ pub enum Slot {
 impl Slot {
     pub fn metrics(&self) -> Option<&Metrics> {
         match self {
-            Slot::Loaded(m) => Some(m),
+            Slot::Loaded(m) | Slot::Kept(m) => Some(m),
             _ => None,
         }
     }
@@ -151,10 +154,18 @@ pub struct Load {
 }
 
 impl Load {
-    /// Queries asked so far: the totals and one per bucket that has been on screen.
+    /// Queries asked so far: the totals and one per bucket that has been on screen, less
+    /// those kept from earlier answers.
     pub fn total_queries(&self) -> usize {
         1 + (self.buckets.iter())
-            .filter(|(_, s)| !matches!(s, Slot::NotAsked))
+            .filter(|(_, s)| !matches!(s, Slot::NotAsked | Slot::Kept(_)))
+            .count()
+    }
+
+    /// Buckets shown from earlier answers, not asked again.
+    pub fn kept(&self) -> usize {
+        (self.buckets.iter())
+            .filter(|(_, s)| matches!(s, Slot::Kept(_)))
             .count()
     }
 

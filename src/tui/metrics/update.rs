@@ -222,7 +222,7 @@ impl MetricsState {
     /// A bucket's slot as a load starts: its answer when it is known, else pending.
     fn slot_for(&self, bucket: Bucket) -> Slot {
         match self.known.get(&(bucket, self.granularity)) {
-            Some(m) => Slot::Loaded(m.clone()),
+            Some(m) => Slot::Kept(m.clone()),
             None => Slot::Pending,
         }
     }
@@ -604,7 +604,7 @@ impl MetricsState {
                         if let (Slot::NotAsked | Slot::Cancelled, Some(m)) =
                             (&slot, known.get(&(*b, g)))
                         {
-                            *slot = Slot::Loaded(m.clone());
+                            *slot = Slot::Kept(m.clone());
                         }
                     }
                 }
@@ -1050,7 +1050,7 @@ mod tests {
         let filled = load
             .buckets
             .iter()
-            .filter(|(_, slot)| matches!(slot, Slot::Loaded(_)))
+            .filter(|(_, slot)| matches!(slot, Slot::Kept(_)))
             .count();
         assert_eq!(filled, 23);
         assert!(
@@ -1151,7 +1151,9 @@ mod tests {
         let p = plan(&reqs);
         assert_eq!(p.ask, vec![23], "only the current hour");
         let load = next.current.as_ref().unwrap();
-        assert_eq!(load.buckets[5].1, Slot::Loaded(metrics(5)));
+        assert_eq!(load.buckets[5].1, Slot::Kept(metrics(5)));
+        assert_eq!(load.total_queries(), 2, "the totals and the current hour");
+        assert_eq!(load.kept(), 23);
         // Answers already known are not returned again.
         let again = next.on_event(MetricsEvent::Answered {
             load_id: p.load_id,

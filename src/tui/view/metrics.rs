@@ -317,7 +317,7 @@ fn render_info(s: &MetricsState, area: Rect, buf: &mut Buffer) {
 fn render_totals(load: &Load, area: Rect, buf: &mut Buffer) {
     let name = |n: &'static str| Span::styled(format!(" {n:<9}"), theme::bold());
     let lines: Vec<Line> = match &load.totals {
-        Slot::Loaded(m) => totals_lines(m)
+        Slot::Loaded(m) | Slot::Kept(m) => totals_lines(m)
             .into_iter()
             .map(|(n, v)| Line::from(vec![name(n), Span::raw(v)]))
             .collect(),
@@ -432,9 +432,14 @@ fn render_tabs(s: &MetricsState, keys: &KeyBindings, load: &Load, area: Rect, bu
             theme::error(),
         )]
     } else {
+        let kept = match load.kept() {
+            0 => String::new(),
+            n => format!(" · {n} kept"),
+        };
         vec![Span::styled(
             format!(
-                "{total} queries · as of {}",
+                "{total} quer{}{kept} · as of {}",
+                if total == 1 { "y" } else { "ies" },
                 load.range.end.format("%H:%M UTC")
             ),
             theme::dim(),
@@ -536,7 +541,7 @@ fn render_charts(s: &MetricsState, load: &Load, area: Rect, buf: &mut Buffer) {
             .map(|(i, (_, slot))| {
                 let selected = first + i == s.cursor;
                 let (value, mark, mark_style) = match slot {
-                    Slot::Loaded(m) => (
+                    Slot::Loaded(m) | Slot::Kept(m) => (
                         series.value(m),
                         if selected { "▲" } else { " " },
                         theme::hint(),
@@ -588,7 +593,7 @@ fn render_charts(s: &MetricsState, load: &Load, area: Rect, buf: &mut Buffer) {
 
 fn slot_cells(slot: &Slot) -> Vec<Cell<'static>> {
     match slot {
-        Slot::Loaded(m) => [
+        Slot::Loaded(m) | Slot::Kept(m) => [
             m.messages.total,
             m.messages.user_messages,
             m.messages.assistant_messages,
@@ -677,7 +682,7 @@ fn render_detail(s: &MetricsState, load: &Load, area: Rect, buf: &mut Buffer) {
         Span::styled(buckets::describe_bucket(*b, s.granularity), theme::bold()),
     ];
     match slot {
-        Slot::Loaded(m) => spans.push(Span::raw(format!(
+        Slot::Loaded(m) | Slot::Kept(m) => spans.push(Span::raw(format!(
             " · {} messages · {} tokens · {} active",
             group_digits(m.messages.total),
             group_digits(m.tokens.total),
