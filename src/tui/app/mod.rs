@@ -603,9 +603,11 @@ fn sort_sessions(sessions: &mut [SessionSummary]) {
 pub const STILL_COMING: &str = "a reply is still coming; wait or stop it (Ctrl-C)";
 
 /// A session's title as the sessions pane shows it: the first message's first block as
-/// plain text (markdown syntax removed), shortened ([`crate::store::plain_title`]).
+/// plain text (markdown syntax removed), shortened as the store keeps it
+/// ([`crate::store::title_of`]), so the title is the same after a restart.
 pub fn title_from(text: &str) -> String {
-    crate::store::plain_title(text, 40).unwrap_or_else(|| NEW_SESSION_TITLE.to_string())
+    crate::store::plain_title(text, crate::store::TITLE_CHARS)
+        .unwrap_or_else(|| NEW_SESSION_TITLE.to_string())
 }
 
 impl App {
