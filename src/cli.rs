@@ -41,20 +41,20 @@ pub enum CliCommand {
     Wallet(crate::commands::wallet::WalletArgs),
     /// List the sessions this client knows.
     Sessions(crate::commands::sessions::SessionsArgs),
-    /// Print the effective configuration (key redacted) and the config file's path.
-    Config(crate::commands::config_cmd::ConfigArgs),
-    /// Manage the local GGUF models: list, import, rm, pull.
-    Model(crate::commands::model::ModelArgs),
+    /// Search the messages of every session in the local store.
+    Search(crate::commands::search::SearchArgs),
     /// Write a session's transcript as Markdown or JSON, from the local store.
     Export(crate::commands::export::ExportArgs),
     /// Give a session a title of your own, or clear it (back to the first message's).
     Title(crate::commands::title::TitleArgs),
+    /// Print the effective configuration (key redacted) and the config file's path.
+    Config(crate::commands::config_cmd::ConfigArgs),
+    /// Manage the local GGUF models: list, import, rm, pull.
+    Model(crate::commands::model::ModelArgs),
     /// Print the completion script for a shell.
     Completions(crate::commands::completions::CompletionsArgs),
     /// Print the manual page (roff), or write one per command into a directory.
     Man(crate::commands::man::ManArgs),
-    /// Search the messages of every session in the local store.
-    Search(crate::commands::search::SearchArgs),
 }
 
 impl CliCommand {
