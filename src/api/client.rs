@@ -73,6 +73,24 @@ pub struct ClientOptions {
     pub allow_insecure: bool,
 }
 
+impl ClientOptions {
+    /// Whose numbers this client sees, as the local store files what it keeps of them
+    /// (complete metrics buckets): a hash of the base URL and the API key, so that two keys
+    /// or two deployments never share them and the key itself is not written down.
+    pub fn account(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        h.update(self.base_url.as_str().trim_end_matches('/'));
+        h.update([0]);
+        h.update(self.api_key.as_deref().unwrap_or(""));
+        let hex: String = h.finalize()[..16]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        format!("remote:{hex}")
+    }
+}
+
 impl std::fmt::Debug for ClientOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ClientOptions")

@@ -25,9 +25,13 @@ pub struct MetricsArgs {
     /// Bucket size: hour, day, week or month (the service's default: day)
     #[arg(long, value_parser = parse_granularity)]
     pub granularity: Option<Granularity>,
-    /// One row per bucket of the granularity (one query each), as the metrics view charts it
+    /// One row per bucket of the granularity (one query each), as the metrics view charts it;
+    /// complete buckets answered before come from the local store, not asked again
     #[arg(long)]
     pub series: bool,
+    /// With --series: ask for every bucket, also the complete ones kept from earlier runs
+    #[arg(long, requires = "series")]
+    pub fresh: bool,
     /// Print the Metrics object (with --series, the array of them) as JSON
     #[arg(long)]
     pub json: bool,
@@ -81,13 +85,25 @@ pub async fn run(args: MetricsArgs, global: crate::config::GlobalArgs) -> ExitCo
             format_args!("--start ({start}) is after --end ({end})"),
         );
     }
-    let (_config, client) = match connect(&global) {
+    let (config, client) = match connect(&global) {
         Ok(c) => c,
         Err(code) => return code,
     };
     if args.series {
         let g = args.granularity.unwrap_or_default();
-        return super::series::run_series(&client, start, end, g, args.json).await;
+        // Without the store the series is only asked for in full: a warning, not a failure.
+        let store = match crate::store::Store::open(&config.paths.store_file()) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                super::warn(format_args!("complete buckets are not kept: {e}"));
+                None
+            }
+        };
+        let kept = super::series::Kept {
+            store,
+            fresh: args.fresh,
+        };
+        return super::series::run_series(&client, start, end, g, args.json, kept).await;
     }
     match client.metrics(start, end, args.granularity).await {
         Ok(m) if args.json => print_json(&m),

@@ -8,28 +8,68 @@ use chrono::{DateTime, Utc};
 use comfy_table::Cell;
 use serde_json::{Value, json};
 
-use super::{codes, fail, fail_buckets, out, print_json, sanitize, table};
+use super::{codes, fail, fail_buckets, out, print_json, record, sanitize, table, warn};
 use crate::api::{ApiError, Client, Granularity, Wallet};
 use crate::exit;
 use crate::format::{RiskBand, amount, gauge_bar, group_digits, usd};
 use crate::series::buckets::{self, TimeRange};
-use crate::series::{SeriesRow, fetch_series};
+use crate::series::{KnownBucket, SeriesRow, fetch_series_kept};
+use crate::store::Store;
+
+/// The complete buckets of earlier runs, in the local store under the client's account.
+pub struct Kept {
+    /// None when the store could not be opened: every bucket is asked for.
+    pub store: Option<Store>,
+    /// `--fresh`: ask for every bucket (the answers are still kept).
+    pub fresh: bool,
+}
+
+impl Kept {
+    async fn read(&self, account: &str) -> Vec<KnownBucket> {
+        let Some(store) = self.store.clone().filter(|_| !self.fresh) else {
+            return Vec::new();
+        };
+        let account = account.to_string();
+        match tokio::task::spawn_blocking(move || store.known_buckets(&account)).await {
+            Ok(Ok(kept)) => kept,
+            Ok(Err(e)) => {
+                warn(format_args!("the kept buckets could not be read: {e}"));
+                Vec::new()
+            }
+            Err(e) => {
+                warn(format_args!("the kept buckets could not be read: {e}"));
+                Vec::new()
+            }
+        }
+    }
+}
 
 /// `convo metrics --series`: prints the per-bucket table (or with `json` the array) of
-/// `[start, end)` at `g`. Exit status 2 for a range the view would refuse, and when a bucket
-/// failed, the status of its error (1 service, 3 network) after printing what came.
+/// `[start, end)` at `g`, complete buckets of earlier runs (the TUI's F2 among them) taken
+/// from the local store and the new ones kept there. Exit status 2 for a range the view
+/// would refuse, and when a bucket failed, the status of its error (1 service, 3 network)
+/// after printing what came.
 pub async fn run_series(
     client: &Client,
     start: DateTime<Utc>,
     end: DateTime<Utc>,
     g: Granularity,
     json: bool,
+    kept: Kept,
 ) -> ExitCode {
     let range = TimeRange { start, end };
-    let rows = match fetch_series(client, range, g).await {
-        Ok(rows) => rows,
+    let account = client.options().account();
+    let known = kept.read(&account).await;
+    let (rows, complete) = match fetch_series_kept(client, range, g, &known).await {
+        Ok(r) => r,
         Err(e) => return fail(exit::USAGE_ERROR, codes::INVALID_ARGUMENT, e),
     };
+    if let Some(store) = kept.store.filter(|_| !complete.is_empty()) {
+        record(store, "the complete buckets", move |s| {
+            s.keep_buckets(&account, &complete)
+        })
+        .await;
+    }
     let printed = if json {
         print_json(&series_json(&rows, g))
     } else {

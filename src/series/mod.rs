@@ -12,6 +12,21 @@ use buckets::{Bucket, RangeError, TimeRange};
 /// Metrics queries in flight at once for one series.
 pub const CONCURRENCY: usize = 4;
 
+/// How long after its end a bucket's numbers are taken as final: a margin for clocks that
+/// differ, writes in flight and turns rolled back (a failed reply's ledger row goes within
+/// seconds; a stopped replica's within 20).
+pub const COMPLETE_AFTER: chrono::Duration = chrono::Duration::minutes(5);
+
+/// Whether `bucket`, asked for at `asked_at`, is complete: a whole unit of `g` that ended
+/// [`COMPLETE_AFTER`] before. Its numbers never change, so they are kept, not asked again.
+pub fn is_complete(
+    bucket: Bucket,
+    g: Granularity,
+    asked_at: chrono::DateTime<chrono::Utc>,
+) -> bool {
+    !bucket.is_partial(g) && bucket.end + COMPLETE_AFTER <= asked_at
+}
+
 /// A complete bucket's answer (it ended before it was asked for, so it never changes), as the
 /// local store keeps it and the metrics view reuses it.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,15 +65,49 @@ pub async fn fetch_series(
     range: TimeRange,
     g: Granularity,
 ) -> Result<Vec<SeriesRow>, RangeError> {
+    Ok(fetch_series_kept(client, range, g, &[]).await?.0)
+}
+
+/// [`fetch_series`], taking the buckets of `kept` (complete ones answered before) from it
+/// instead of asking again. Also returns the buckets this fetch found complete, to keep.
+pub async fn fetch_series_kept(
+    client: &Client,
+    range: TimeRange,
+    g: Granularity,
+    kept: &[KnownBucket],
+) -> Result<(Vec<SeriesRow>, Vec<KnownBucket>), RangeError> {
     let list = buckets::buckets(range, g)?;
-    let queries = list.iter().enumerate().map(|(i, b)| (i, b.range()));
-    let mut answers: Vec<(usize, Result<Metrics, ApiError>)> =
+    let asked_at = chrono::Utc::now();
+    let known = |b: &Bucket| {
+        kept.iter()
+            .find(|k| k.granularity == g && k.bucket == *b)
+            .map(|k| k.metrics.clone())
+    };
+    let queries = (list.iter().enumerate())
+        .filter(|(_, b)| known(b).is_none())
+        .map(|(i, b)| (i, b.range()));
+    let mut answers: std::collections::HashMap<usize, Result<Metrics, ApiError>> =
         query_all(client, g, queries).collect().await;
-    answers.sort_by_key(|(i, _)| *i);
-    let rows = list
-        .into_iter()
-        .zip(answers)
-        .map(|(bucket, (_, result))| SeriesRow { bucket, result })
+    let mut complete = Vec::new();
+    let rows = (list.into_iter().enumerate())
+        .map(|(i, bucket)| {
+            let result = match (known(&bucket), answers.remove(&i)) {
+                (Some(m), _) => Ok(*m),
+                (None, Some(result)) => result,
+                (None, None) => Err(ApiError::Network("no answer".into())),
+            };
+            if let Ok(m) = &result
+                && known(&bucket).is_none()
+                && is_complete(bucket, g, asked_at)
+            {
+                complete.push(KnownBucket {
+                    granularity: g,
+                    bucket,
+                    metrics: Box::new(m.clone()),
+                });
+            }
+            SeriesRow { bucket, result }
+        })
         .collect();
-    Ok(rows)
+    Ok((rows, complete))
 }

@@ -134,6 +134,45 @@ async fn metrics_series_prints_the_buckets_of_the_view() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_series_asks_for_a_complete_bucket_once() {
+    let svc = service().await;
+    let home = tempfile::tempdir().unwrap();
+    let mut o = ClientOptions::new(svc.base_url().parse().unwrap());
+    o.api_key = Some(svc.api_key.clone());
+    let client = Client::new(o).unwrap();
+    let used = || async { client.usage().await.unwrap().requests.used };
+    // Three whole hours that ended over an hour ago: complete.
+    let end = buckets::floor(Utc::now(), Granularity::Hour) - chrono::Duration::hours(1);
+    let start = end - chrono::Duration::hours(3);
+    let (s_arg, e_arg) = (iso(start), iso(end));
+    let args = [
+        "metrics",
+        "--series",
+        "--json",
+        "--start",
+        &s_arg,
+        "--end",
+        &e_arg,
+        "--granularity",
+        "hour",
+    ];
+    let u0 = used().await;
+    let first = stdout(&convo(home.path(), &svc, &args).await);
+    let u1 = used().await;
+    let second = stdout(&convo(home.path(), &svc, &args).await);
+    let u2 = used().await;
+    assert_eq!(first, second, "the kept answers are the same");
+    // Each span holds one usage poll; the first run asked 3 buckets, the second none.
+    assert_eq!((u1 - u0) - (u2 - u1), 3, "{u0} {u1} {u2}");
+    // --fresh asks them all again.
+    let fresh: Vec<&str> = args.iter().copied().chain(["--fresh"]).collect();
+    assert_eq!(stdout(&convo(home.path(), &svc, &fresh).await), first);
+    let u3 = used().await;
+    assert_eq!(u3 - u2, u1 - u0, "{u2} {u3}");
+    svc.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wallet_prints_the_sections_of_the_view() {
     let svc = service().await;
     let home = tempfile::tempdir().unwrap();

@@ -19,9 +19,6 @@ const GRANULARITIES: [Granularity; 4] = [
     Granularity::Month,
 ];
 
-/// How long after its end a bucket's numbers are taken as final.
-const COMPLETE_AFTER: chrono::Duration = chrono::Duration::minutes(5);
-
 /// Rows a page key moves in the table.
 const PAGE: usize = 10;
 
@@ -638,8 +635,7 @@ impl MetricsState {
         let mut complete = Vec::new();
         if let Query::Bucket(i) = query
             && let Some((bucket, Slot::Loaded(m))) = load.buckets.get(i)
-            && !bucket.is_partial(load.key.granularity)
-            && bucket.end + COMPLETE_AFTER <= load.started_at
+            && crate::series::is_complete(*bucket, load.key.granularity, load.started_at)
             && !self.known.contains_key(&(*bucket, load.key.granularity))
         {
             self.known

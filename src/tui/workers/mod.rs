@@ -48,20 +48,9 @@ impl Target {
     /// service in the data directory, else a hash of the base URL and the API key, so that
     /// two keys (or two deployments) never share cached numbers and no key is written down.
     pub fn account(&self) -> String {
-        use sha2::{Digest, Sha256};
         match self {
             Target::Embedded { .. } => "embedded".to_string(),
-            Target::Remote(options) => {
-                let mut h = Sha256::new();
-                h.update(options.base_url.as_str().trim_end_matches('/'));
-                h.update([0]);
-                h.update(options.api_key.as_deref().unwrap_or(""));
-                let hex: String = h.finalize()[..16]
-                    .iter()
-                    .map(|b| format!("{b:02x}"))
-                    .collect();
-                format!("remote:{hex}")
-            }
+            Target::Remote(options) => options.account(),
         }
     }
 }
