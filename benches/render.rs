@@ -11,8 +11,8 @@
 //! - `search/first/10000`: the first character typed in the transcript's search bar over
 //!   10,000 messages: every message's lines at the pane's width built as text, lowercased
 //!   and kept, and scanned.
-//! - `search/typed/10000`: a later character (the lines are kept): the scan alone, for a
-//!   word found about 10,000 times (`latency`) and for one found nowhere (`zebra`).
+//! - `search/typed_latency/10000`, `search/typed_zebra/10000`: a later character (the lines
+//!   are kept): the scan alone, for a word found about 10,000 times and for one found nowhere.
 //!
 //! The clock is the wall clock. With `RENDER_BENCH_CLOCK=cpu` it is this thread's time on a
 //! CPU (`CLOCK_THREAD_CPUTIME_ID`, Linux), which leaves out the time spent waiting

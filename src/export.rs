@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 
+use crate::render::sanitize::strip_controls;
 use crate::store::{MessageStatus, SessionRecord, Store, StoreError, StoredMessage};
 
 /// The heading of a session that has no title (no message yet, none given).
@@ -38,7 +39,7 @@ pub fn load(store: &Store, session: SessionRecord) -> Result<Transcript, StoreEr
 /// breaks kept): the file is meant to be read, in a terminal too.
 pub fn markdown(t: &Transcript) -> String {
     let mut out = String::new();
-    let title = t.session.title.as_deref().map(clean);
+    let title = t.session.title.as_deref().map(strip_controls);
     let title = title.as_deref().unwrap_or(UNTITLED);
     let _ = writeln!(out, "# {}\n", title.replace(['\n', '\r'], " "));
     let _ = writeln!(
@@ -63,7 +64,8 @@ pub fn markdown(t: &Transcript) -> String {
             MessageStatus::Failed => out.push_str(" · failed"),
         }
         out.push_str("\n\n");
-        let body = clean(&m.content);
+        // Safe to `cat`: no control characters but line breaks and tabs, no bidi overrides.
+        let body = strip_controls(&m.content);
         let body = body.trim_end_matches(['\n', ' ']);
         if body.trim().is_empty() {
             out.push_str("_(no text)_\n\n");
@@ -95,20 +97,6 @@ fn plural(n: u64, what: &str) -> String {
 
 fn time(t: DateTime<Utc>) -> String {
     t.format("%Y-%m-%d %H:%M UTC").to_string()
-}
-
-/// Text safe to read on a terminal: no control characters but line breaks and tabs, no escape
-/// sequences' introducer, no bidi overrides.
-fn clean(text: &str) -> Cow<'_, str> {
-    let bad = |c: char| {
-        (c.is_control() && c != '\n' && c != '\t')
-            || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}')
-    };
-    if text.chars().any(bad) {
-        Cow::Owned(text.chars().filter(|&c| !bad(c)).collect())
-    } else {
-        Cow::Borrowed(text)
-    }
 }
 
 /// `body` such that a heading after it (past a blank line) is still a heading: as it is when

@@ -373,15 +373,7 @@ pub(crate) fn table(header: &[&str], right: &[usize]) -> Table {
 /// Text from the server made safe for a terminal: no escape sequences, no control
 /// characters (newlines and tabs kept), no bidi overrides.
 pub fn sanitize(text: &str) -> Cow<'_, str> {
-    let bad = |c: char| {
-        (c.is_control() && c != '\n' && c != '\t')
-            || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}')
-    };
-    if text.chars().any(bad) {
-        Cow::Owned(text.chars().filter(|&c| !bad(c)).collect())
-    } else {
-        Cow::Borrowed(text)
-    }
+    crate::render::sanitize::strip_controls(text)
 }
 
 /// Check a session id given on the command line.

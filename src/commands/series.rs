@@ -13,7 +13,7 @@ use crate::api::{ApiError, Client, Granularity, Wallet};
 use crate::exit;
 use crate::format::{RiskBand, amount, gauge_bar, group_digits, usd};
 use crate::series::buckets::{self, TimeRange};
-use crate::series::{KnownBucket, SeriesRow, fetch_series_kept};
+use crate::series::{KnownBucket, SeriesRow, fetch_series};
 use crate::store::Store;
 
 /// The complete buckets of earlier runs, in the local store under the client's account.
@@ -60,7 +60,7 @@ pub async fn run_series(
     let range = TimeRange { start, end };
     let account = client.options().account();
     let known = kept.read(&account).await;
-    let (rows, complete) = match fetch_series_kept(client, range, g, &known).await {
+    let (rows, complete) = match fetch_series(client, range, g, &known).await {
         Ok(r) => r,
         Err(e) => return fail(exit::USAGE_ERROR, codes::INVALID_ARGUMENT, e),
     };

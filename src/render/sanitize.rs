@@ -69,6 +69,28 @@ fn sanitize_with(text: &str, keep_tabs: bool) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// Text for a plain terminal or a file, character by character: control characters other
+/// than line breaks and tabs, and the bidi controls, are dropped; everything else stays as
+/// written (tabs unexpanded, `\r` gone, nothing else rewritten). What the one-shot commands
+/// print and what `convo export` writes. Borrows when nothing needs to change.
+///
+/// ```
+/// use convo::render::sanitize::strip_controls;
+/// assert_eq!(strip_controls("a\tb\n"), "a\tb\n");
+/// assert_eq!(strip_controls("a\u{1b}b\u{202e}c"), "abc");
+/// ```
+pub fn strip_controls(text: &str) -> Cow<'_, str> {
+    let bad = |c: char| {
+        (c.is_control() && c != '\n' && c != '\t')
+            || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}')
+    };
+    if text.chars().any(bad) {
+        Cow::Owned(text.chars().filter(|&c| !bad(c)).collect())
+    } else {
+        Cow::Borrowed(text)
+    }
+}
+
 /// [`sanitize`] into an owned `String`: for text from the server that a state keeps.
 pub fn sanitize_owned(text: &str) -> String {
     sanitize(text).into_owned()

@@ -58,19 +58,11 @@ pub fn query_all<K>(
         .buffer_unordered(CONCURRENCY)
 }
 
-/// Queries every bucket of `range` at `g` and returns the answers in bucket order. Refuses
-/// ranges the metrics view refuses (empty, over 366 days, over 200 buckets).
+/// Queries every bucket of `range` at `g` but those in `kept` (complete ones answered before,
+/// taken from it), and returns the answers in bucket order, with the buckets this fetch found
+/// complete, to keep. Refuses ranges the metrics view refuses (empty, over 366 days, over 200
+/// buckets).
 pub async fn fetch_series(
-    client: &Client,
-    range: TimeRange,
-    g: Granularity,
-) -> Result<Vec<SeriesRow>, RangeError> {
-    Ok(fetch_series_kept(client, range, g, &[]).await?.0)
-}
-
-/// [`fetch_series`], taking the buckets of `kept` (complete ones answered before) from it
-/// instead of asking again. Also returns the buckets this fetch found complete, to keep.
-pub async fn fetch_series_kept(
     client: &Client,
     range: TimeRange,
     g: Granularity,

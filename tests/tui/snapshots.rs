@@ -964,19 +964,23 @@ fn hit(
     }
 }
 
+/// Types `/search …` and Enter: the sequence number of the store search it asks for.
+fn search_sessions(app: &mut App, command: &str) -> u64 {
+    type_text(app, command);
+    let cmds = app.update(key(KeyCode::Enter));
+    cmds.iter()
+        .find_map(|c| match c {
+            Command::SearchSessions { seq, .. } => Some(*seq),
+            _ => None,
+        })
+        .expect("a search of the store")
+}
+
 #[test]
 fn search_hits_across_sessions() {
     snap("search_hits", |w, h| {
         let mut app = chat(w, h);
-        type_text(&mut app, "/search static");
-        let cmds = app.update(key(KeyCode::Enter));
-        let seq = cmds
-            .iter()
-            .find_map(|c| match c {
-                Command::SearchSessions { seq, .. } => Some(*seq),
-                _ => None,
-            })
-            .expect("a search of the store");
+        let seq = search_sessions(&mut app, "/search static");
         app.update(AppEvent::SessionHits {
             seq,
             result: Ok(vec![
@@ -1065,15 +1069,7 @@ fn search_hits_searching_then_failed() {
     });
     snap("search_hits_failed", |w, h| {
         let mut app = chat(w, h);
-        type_text(&mut app, "/search lisbon");
-        let cmds = app.update(key(KeyCode::Enter));
-        let seq = cmds
-            .iter()
-            .find_map(|c| match c {
-                Command::SearchSessions { seq, .. } => Some(*seq),
-                _ => None,
-            })
-            .expect("a search of the store");
+        let seq = search_sessions(&mut app, "/search lisbon");
         app.update(AppEvent::SessionHits {
             seq,
             result: Err("local store convo.db: database is locked".into()),

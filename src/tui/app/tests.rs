@@ -10,7 +10,7 @@ use crate::keys::KeyBindings;
 use crate::render::transcript::EntryState;
 use crate::tui::event::*;
 
-fn t0() -> DateTime<Utc> {
+pub(super) fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 22, 12, 0, 0).unwrap()
 }
 
@@ -72,17 +72,17 @@ fn app_loaded(messages: Vec<StoredMessage>) -> App {
     app
 }
 
-fn key(code: KeyCode) -> AppEvent {
+pub(super) fn key(code: KeyCode) -> AppEvent {
     AppEvent::Key(KeyEvent::new(code, KeyModifiers::NONE))
 }
-fn ctrl(c: char) -> AppEvent {
+pub(super) fn ctrl(c: char) -> AppEvent {
     AppEvent::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL))
 }
 fn alt(code: KeyCode) -> AppEvent {
     AppEvent::Key(KeyEvent::new(code, KeyModifiers::ALT))
 }
 
-fn type_text(app: &mut App, text: &str) -> Vec<Command> {
+pub(super) fn type_text(app: &mut App, text: &str) -> Vec<Command> {
     let mut out = Vec::new();
     for c in text.chars() {
         out.extend(app.update(key(KeyCode::Char(c))));
@@ -679,14 +679,7 @@ fn slash_new_help_delete_quit_and_unknown() {
 #[test]
 fn ctrl_c_stops_a_stream_and_otherwise_quits() {
     let mut app = app();
-    type_text(&mut app, "hello");
-    let (_, send_id, _) = sent(&app.update(key(KeyCode::Enter))).unwrap();
-    app.update(AppEvent::SendAccepted {
-        session_id: A.into(),
-        send_id,
-        reply: reply("msg_1", "", 0),
-        prompt_tokens: 1,
-    });
+    send_accepted(&mut app, "hello", "msg_1", 1);
     app.update(delta("msg_1", 0, "partial"));
     let cmds = app.update(ctrl('c'));
     assert!(!app.quit);
@@ -1095,14 +1088,7 @@ fn a_loaded_transcript_brings_its_draft() {
 #[test]
 fn stream_errors_and_snapshots() {
     let mut app = app();
-    type_text(&mut app, "hello");
-    let (_, send_id, _) = sent(&app.update(key(KeyCode::Enter))).unwrap();
-    app.update(AppEvent::SendAccepted {
-        session_id: A.into(),
-        send_id,
-        reply: reply("r", "", 0),
-        prompt_tokens: 1,
-    });
+    send_accepted(&mut app, "hello", "r", 1);
     app.update(delta("r", 0, "ab"));
     app.update(AppEvent::Stream {
         session_id: A.into(),
@@ -1116,14 +1102,7 @@ fn stream_errors_and_snapshots() {
     app.update(delta("r", 2, "X")); // already in the snapshot
     app.update(delta("r", 3, "g"));
     assert_eq!(open(&app).content(1), "abcdefg");
-    app.update(AppEvent::Stream {
-        session_id: A.into(),
-        update: StreamUpdate::Event(StreamEvent::Error {
-            session_id: A.into(),
-            message_id: "r".into(),
-            error: ErrorBody::new("internal", "engine failed"),
-        }),
-    });
+    app.update(error_event("r", "internal", "engine failed"));
     assert_eq!(
         open(&app).items[1].state,
         EntryState::Failed("internal".into())
@@ -1145,22 +1124,8 @@ fn stream_errors_and_snapshots() {
 #[test]
 fn a_reply_failed_for_a_deleted_session_leaves_the_message_alone() {
     let mut app = app();
-    type_text(&mut app, "hello");
-    let (_, send_id, _) = sent(&app.update(key(KeyCode::Enter))).unwrap();
-    app.update(AppEvent::SendAccepted {
-        session_id: A.into(),
-        send_id,
-        reply: reply("r", "", 0),
-        prompt_tokens: 1,
-    });
-    app.update(AppEvent::Stream {
-        session_id: A.into(),
-        update: StreamUpdate::Event(StreamEvent::Error {
-            session_id: A.into(),
-            message_id: "r".into(),
-            error: ErrorBody::new("session_not_found", "deleted"),
-        }),
-    });
+    send_accepted(&mut app, "hello", "r", 1);
+    app.update(error_event("r", "session_not_found", "deleted"));
     assert_eq!(open(&app).items[0].state, EntryState::Complete);
     assert_eq!(app.composer_text(), "");
 }
@@ -1216,27 +1181,13 @@ fn f2_and_f3_open_the_views_and_esc_comes_back() {
 #[test]
 fn server_text_is_sanitised_before_it_reaches_the_screen() {
     let mut app = app();
-    type_text(&mut app, "hi");
-    let (_, send_id, _) = sent(&app.update(key(KeyCode::Enter))).unwrap();
-    app.update(AppEvent::SendAccepted {
-        session_id: A.into(),
-        send_id,
-        reply: reply("r", "", 0),
-        prompt_tokens: 1,
-    });
+    send_accepted(&mut app, "hi", "r", 1);
     app.update(delta(
         "r",
         0,
         "a\u{1b}[31mred\u{1b}[0m \u{202e}evil\u{7} \u{1b}]52;c;AAAA\u{7}done",
     ));
-    app.update(AppEvent::Stream {
-        session_id: A.into(),
-        update: StreamUpdate::Event(StreamEvent::Error {
-            session_id: A.into(),
-            message_id: "r".into(),
-            error: ErrorBody::new("internal", "bad\u{1b}[2Jthing"),
-        }),
-    });
+    app.update(error_event("r", "internal", "bad\u{1b}[2Jthing"));
     let mut terminal = ratatui::Terminal::new(ratatui::backend::TestBackend::new(80, 24)).unwrap();
     terminal.draw(|f| crate::tui::view::draw(f, &app)).unwrap();
     let buf = terminal.backend().buffer();
@@ -1583,6 +1534,29 @@ fn stopping_a_reply_clears_the_error_that_said_one_was_coming() {
     assert!(!app.quit);
 }
 
+/// Types `text`, sends it, and has the service accept it in A with reply `reply_id` (empty so
+/// far): the send's id.
+fn send_accepted(app: &mut App, text: &str, reply_id: &str, prompt_tokens: u64) -> u64 {
+    type_text(app, text);
+    let (_, send_id, _) = sent(&app.update(key(KeyCode::Enter))).unwrap();
+    app.update(AppEvent::SendAccepted {
+        session_id: A.into(),
+        send_id,
+        reply: reply(reply_id, "", 0),
+        prompt_tokens,
+    });
+    send_id
+}
+
+/// The stream's `error` event for reply `message_id` of A.
+fn error_event(message_id: &str, code: &str, message: &str) -> AppEvent {
+    stream(StreamUpdate::Event(StreamEvent::Error {
+        session_id: A.into(),
+        message_id: message_id.into(),
+        error: ErrorBody::new(code, message),
+    }))
+}
+
 fn stream(update: StreamUpdate) -> AppEvent {
     AppEvent::Stream {
         session_id: A.into(),
@@ -1604,14 +1578,7 @@ fn stored_reply(cmds: &[Command]) -> Option<StoredMessage> {
 /// A message sent, accepted, and its reply streaming "Partial " when the stream drops.
 fn cut_mid_reply() -> App {
     let mut app = app();
-    type_text(&mut app, "tell me");
-    let (_, send_id, _) = sent(&app.update(key(KeyCode::Enter))).unwrap();
-    app.update(AppEvent::SendAccepted {
-        session_id: A.into(),
-        send_id,
-        reply: reply("r", "", 0),
-        prompt_tokens: 2,
-    });
+    send_accepted(&mut app, "tell me", "r", 2);
     app.update(delta("r", 0, "Partial "));
     let cmds = app.update(stream(StreamUpdate::Disconnected {
         error: ApiError::Network("reset".into()),
@@ -1758,14 +1725,7 @@ fn a_gap_in_the_deltas_does_not_resume_a_cut_off_reply_but_its_done_does() {
 #[test]
 fn a_stopped_reply_takes_no_more_deltas_but_is_shown_whole_once_stored() {
     let mut app = app();
-    type_text(&mut app, "tell me");
-    let (_, send_id, _) = sent(&app.update(key(KeyCode::Enter))).unwrap();
-    app.update(AppEvent::SendAccepted {
-        session_id: A.into(),
-        send_id,
-        reply: reply("r", "", 0),
-        prompt_tokens: 2,
-    });
+    send_accepted(&mut app, "tell me", "r", 2);
     app.update(delta("r", 0, "Partial "));
     app.update(ctrl('c'));
     assert_eq!(open(&app).items[1].state, EntryState::Interrupted);
@@ -1775,11 +1735,7 @@ fn a_stopped_reply_takes_no_more_deltas_but_is_shown_whole_once_stored() {
     app.update(stream(StreamUpdate::Event(StreamEvent::Done {
         message: reply("r", "Partial more", 2),
     })));
-    app.update(stream(StreamUpdate::Event(StreamEvent::Error {
-        session_id: A.into(),
-        message_id: "r".into(),
-        error: ErrorBody::new("internal", "late"),
-    })));
+    app.update(error_event("r", "internal", "late"));
     assert_eq!(open(&app).items[1].state, EntryState::Complete);
     assert_eq!(open(&app).content(1), "Partial more");
 }
@@ -1959,14 +1915,7 @@ fn a_cut_off_reply_stays_itself_when_the_transcript_loads_late() {
         last_open: Some(A.into()),
     });
     app.update(stream(StreamUpdate::Connected));
-    type_text(&mut app, "late");
-    let (_, send_id, _) = sent(&app.update(key(KeyCode::Enter))).unwrap();
-    app.update(AppEvent::SendAccepted {
-        session_id: A.into(),
-        send_id,
-        reply: reply("r", "", 0),
-        prompt_tokens: 1,
-    });
+    send_accepted(&mut app, "late", "r", 1);
     app.update(delta("r", 0, "Part"));
     app.update(stream(StreamUpdate::Disconnected {
         error: ApiError::Network("reset".into()),
@@ -2044,14 +1993,7 @@ fn user_msg(id: &str, content: &str) -> Message {
 #[test]
 fn a_stopped_reply_is_shown_whole_once_the_service_has_stored_it() {
     let mut app = app();
-    type_text(&mut app, "tell me");
-    let (_, send_id, _) = sent(&app.update(key(KeyCode::Enter))).unwrap();
-    app.update(AppEvent::SendAccepted {
-        session_id: A.into(),
-        send_id,
-        reply: reply("r", "", 0),
-        prompt_tokens: 2,
-    });
+    send_accepted(&mut app, "tell me", "r", 2);
     app.update(delta("r", 0, "Part"));
     app.update(ctrl('c'));
     assert_eq!(open(&app).items[1].state, EntryState::Interrupted);

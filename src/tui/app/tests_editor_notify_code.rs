@@ -1,10 +1,10 @@
 //! `App::update` tests of composing in `$EDITOR`, reply notifications and copying a code
 //! block (issue 17, items 3, 6 and 7).
 
-use chrono::{DateTime, TimeZone, Utc};
-use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use crossterm::event::KeyCode;
 use ratatui::layout::Rect;
 
+use super::tests::{ctrl, key, t0, type_text};
 use super::*;
 use crate::api::{Message, Role, StreamEvent};
 use crate::config::{Notify, NotifyMode};
@@ -14,10 +14,6 @@ use crate::tui::event::*;
 use crate::tui::notify::Notification;
 
 const A: &str = "session_AAAAAAAAAAAAAAAA";
-
-fn t0() -> DateTime<Utc> {
-    Utc.with_ymd_and_hms(2026, 11, 22, 12, 0, 0).unwrap()
-}
 
 fn stored(role: Role, content: &str) -> StoredMessage {
     StoredMessage {
@@ -66,20 +62,6 @@ fn app_with(settings: Settings, messages: Vec<StoredMessage>) -> App {
 
 fn app() -> App {
     app_with(Settings::default(), vec![])
-}
-
-fn key(code: KeyCode) -> AppEvent {
-    AppEvent::Key(KeyEvent::new(code, KeyModifiers::NONE))
-}
-
-fn ctrl(c: char) -> AppEvent {
-    AppEvent::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL))
-}
-
-fn type_text(app: &mut App, text: &str) {
-    for c in text.chars() {
-        app.update(key(KeyCode::Char(c)));
-    }
 }
 
 fn notice(app: &App) -> Option<(Level, String)> {

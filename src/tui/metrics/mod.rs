@@ -170,7 +170,7 @@ impl Load {
     }
 
     /// Whether some buckets have not been asked for (never on screen).
-    pub fn is_partial(&self) -> bool {
+    pub fn has_unasked(&self) -> bool {
         self.buckets
             .iter()
             .any(|(_, s)| matches!(s, Slot::NotAsked))

@@ -501,7 +501,7 @@ fn render_charts(s: &MetricsState, load: &Load, area: Rect, buf: &mut Buffer) {
             .sum();
         let max = load.max(*series);
         // Buckets never on screen were not asked for: the sum says what it covers.
-        let covers = match load.is_partial() {
+        let covers = match load.has_unasked() {
             true => format!(
                 " ({} loaded)",
                 load.buckets
