@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use clap::Parser;
-use convo::service::{DbLocation, ServiceConfig, Tier};
+use convo_service::{DbLocation, ServiceConfig, Tier};
 
 #[path = "../tests/reliability/loadgen.rs"]
 mod loadgen;
@@ -57,7 +57,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             if !args.memory {
                 config.db = DbLocation::File(dir.path().join("service.db"));
             }
-            let svc = convo::service::start(config, "127.0.0.1:0".parse()?).await?;
+            let svc = convo_service::start(config, "127.0.0.1:0".parse()?).await?;
             (svc.base_url(), svc.api_key.clone(), Some(svc))
         }
     };

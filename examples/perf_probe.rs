@@ -211,8 +211,8 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 // Seeding the local store
 
 fn seed(data_dir: &Path, count: usize) -> Result<()> {
-    use convo::api::Role;
-    use convo::store::{MessageStatus, Store, StoredMessage};
+    use convo_client::api::Role;
+    use convo_client::local_store::{MessageStatus, Store, StoredMessage};
 
     std::fs::create_dir_all(data_dir).map_err(|e| format!("{}: {e}", data_dir.display()))?;
     let store = Store::open(&data_dir.join("convo.db")).map_err(|e| e.to_string())?;
@@ -786,8 +786,8 @@ fn rss(
 }
 
 fn transcript_memory(count: usize, width: u16) -> Result<()> {
-    use convo::api::Role;
-    use convo::render::transcript::{Entry, Transcript};
+    use convo_client::api::Role;
+    use convo_tui::render::transcript::{Entry, Transcript};
     let me = std::process::id();
     let mb = |kb: u64| kb as f64 / 1024.0;
     let (base, _, _) = memory(me)?;
@@ -830,7 +830,7 @@ fn transcript_memory(count: usize, width: u16) -> Result<()> {
 }
 
 fn token_speed() -> Result<()> {
-    use convo::tokens;
+    use convo_tokens as tokens;
     let tiktoken = tiktoken_rs::o200k_base_singleton();
     tokens::warm();
     // Words made up per run, so that neither the pieces nor tiktoken's caches repeat.
@@ -884,9 +884,9 @@ fn bpe_memory() -> Result<()> {
     let (base, _, _) = memory(me)?;
     // ASCII text touches only the compact tables (part of the binary); other text also
     // compiles the o200k pattern.
-    let ascii = convo::tokens::count(&"Hello, world: how do lifetimes work? ".repeat(400));
+    let ascii = convo_tokens::count(&"Hello, world: how do lifetimes work? ".repeat(400));
     let (one, _, _) = memory(me)?;
-    let other = convo::tokens::count(&"Grüße aus Köln, ça va ? Привет! 你好 ".repeat(400));
+    let other = convo_tokens::count(&"Grüße aus Köln, ça va ? Привет! 你好 ".repeat(400));
     let (two, _, _) = memory(me)?;
     // tiktoken-rs's own tables, which the counting used before (docs/performance.md).
     let tiktoken = tiktoken_rs::o200k_base_singleton();

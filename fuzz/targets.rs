@@ -2,9 +2,9 @@
 //! and by the stable test that runs the committed corpus (`tests/reliability/corpus.rs`).
 //! Each function takes arbitrary bytes and panics only when an invariant is broken.
 
-use convo::api::{ApiError, ErrorEnvelope, Message, Metrics, StreamEvent, Usage, Wallet};
-use convo::render::markdown::{Document, render_markdown};
-use convo::render::sanitize::{Sanitizer, sanitize, sanitize_bytes};
+use convo_client::api::{ApiError, ErrorEnvelope, Message, Metrics, StreamEvent, Usage, Wallet};
+use convo_client::sanitize::{Sanitizer, sanitize, sanitize_bytes};
+use convo_tui::render::markdown::{Document, render_markdown};
 use unicode_width::UnicodeWidthStr;
 
 /// Characters that must never reach a terminal from server text.

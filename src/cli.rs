@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
-use crate::exit;
+use convo_wire::exit;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -18,7 +18,7 @@ use crate::exit;
 )]
 pub struct Cli {
     #[command(flatten)]
-    pub global: crate::config::GlobalArgs,
+    pub global: convo_client::config::GlobalArgs,
     #[command(subcommand)]
     pub command: Option<CliCommand>,
 }
@@ -26,9 +26,9 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum CliCommand {
     /// Run the local Conversational Session Service.
-    Serve(crate::service::cli::ServeArgs),
+    Serve(convo_service::cli::ServeArgs),
     /// Mint an HS256 JWT for the wallet endpoint of a local service.
-    Token(crate::service::cli::TokenArgs),
+    Token(convo_service::cli::TokenArgs),
     /// Send one message and print the reply.
     Send(crate::commands::send::SendArgs),
     /// Delete a session and its whole history.
@@ -145,11 +145,11 @@ pub fn main() -> ExitCode {
     let global = cli.global;
     let code = runtime.block_on(async move {
         match cli.command {
-            None => crate::tui::run(global).await,
+            None => convo_tui::run(global).await,
             Some(CliCommand::Serve(args)) => {
-                crate::service::cli::serve(args, global.data_dir.clone()).await
+                convo_service::cli::serve(args, global.data_dir()).await
             }
-            Some(CliCommand::Token(args)) => crate::service::cli::token(args),
+            Some(CliCommand::Token(args)) => convo_service::cli::token(args),
             Some(CliCommand::Send(args)) => crate::commands::send::run(args, global).await,
             Some(CliCommand::Delete(args)) => crate::commands::delete::run(args, global).await,
             Some(CliCommand::Usage(args)) => crate::commands::usage::run(args, global).await,
@@ -169,4 +169,48 @@ pub fn main() -> ExitCode {
     });
     crate::commands::flush_warnings();
     code
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn global_flags_do_not_clash_with_any_subcommand() {
+        use clap::CommandFactory;
+        // Panics on a flag defined twice in a subcommand, e.g. `serve --api-key`.
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn the_global_api_key_reaches_every_subcommand() {
+        use clap::Parser;
+        for args in [
+            &[
+                "convo",
+                "serve",
+                "--api-key",
+                "service_live_abcdefghijklmnop1234",
+            ][..],
+            &[
+                "convo",
+                "--api-key",
+                "service_live_abcdefghijklmnop1234",
+                "serve",
+            ],
+            &[
+                "convo",
+                "usage",
+                "--api-key",
+                "service_live_abcdefghijklmnop1234",
+            ],
+        ] {
+            let cli = Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            assert_eq!(
+                cli.global.api_key.as_deref(),
+                Some("service_live_abcdefghijklmnop1234"),
+                "{args:?}"
+            );
+        }
+    }
 }

@@ -1,4 +1,4 @@
-//! Integration tests of the client library (`convo::api`, `convo::store`): against test
+//! Integration tests of the client library (`convo_client::api`, `convo_client::local_store`): against test
 //! servers that made other choices than the local service (§4.3), and against the local
 //! service in-process.
 

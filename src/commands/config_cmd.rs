@@ -10,7 +10,7 @@ pub struct ConfigArgs {
     pub path: bool,
 }
 
-pub async fn run(args: ConfigArgs, global: crate::config::GlobalArgs) -> ExitCode {
+pub async fn run(args: ConfigArgs, global: convo_client::config::GlobalArgs) -> ExitCode {
     let config = match load_config(&global) {
         Ok(c) => c,
         Err(code) => return code,

@@ -2,7 +2,7 @@
 use std::process::ExitCode;
 
 use super::{check_session_id, connect, fail_api, open_store, out, print_json, record};
-use crate::api::ApiError;
+use convo_client::api::ApiError;
 
 #[derive(Debug, clap::Args)]
 pub struct DeleteArgs {
@@ -14,7 +14,7 @@ pub struct DeleteArgs {
     pub json: bool,
 }
 
-pub async fn run(args: DeleteArgs, global: crate::config::GlobalArgs) -> ExitCode {
+pub async fn run(args: DeleteArgs, global: convo_client::config::GlobalArgs) -> ExitCode {
     if let Err(code) = check_session_id(&args.session_id) {
         return code;
     }

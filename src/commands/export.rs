@@ -4,8 +4,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use super::{codes, fail, find_session, in_store, local_store, out};
-use crate::exit;
-use crate::export;
+use convo_client::export;
+use convo_wire::exit;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -40,7 +40,7 @@ impl ExportArgs {
     }
 }
 
-pub async fn run(args: ExportArgs, global: crate::config::GlobalArgs) -> ExitCode {
+pub async fn run(args: ExportArgs, global: convo_client::config::GlobalArgs) -> ExitCode {
     let store = match local_store(&global) {
         Ok(s) => s,
         Err(code) => return code,
@@ -82,7 +82,7 @@ pub async fn run(args: ExportArgs, global: crate::config::GlobalArgs) -> ExitCod
     }
     let (to, force) = (path.clone(), args.force);
     let written = tokio::task::spawn_blocking(move || {
-        crate::private_file::write_private_atomic(&to, text.as_bytes(), force)
+        convo_client::private_file::write_private_atomic(&to, text.as_bytes(), force)
     })
     .await
     .unwrap_or_else(|e| Err(std::io::Error::other(e)));

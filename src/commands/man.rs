@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use super::{codes, fail, out};
-use crate::exit;
+use convo_wire::exit;
 
 #[derive(Debug, clap::Args)]
 pub struct ManArgs {

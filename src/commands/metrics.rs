@@ -5,9 +5,9 @@ use chrono::{DateTime, Duration, NaiveDate, NaiveDateTime, Timelike, Utc};
 use comfy_table::Cell;
 
 use super::{codes, connect, fail, fail_api, out, print_json, sanitize, table};
-use crate::api::{Granularity, Metrics};
-use crate::exit;
-use crate::format::group_digits;
+use convo_client::api::{Granularity, Metrics};
+use convo_client::format::group_digits;
+use convo_wire::exit;
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -75,7 +75,7 @@ fn now_rounded_up() -> DateTime<Utc> {
     }
 }
 
-pub async fn run(args: MetricsArgs, global: crate::config::GlobalArgs) -> ExitCode {
+pub async fn run(args: MetricsArgs, global: convo_client::config::GlobalArgs) -> ExitCode {
     let end = args.end.unwrap_or_else(now_rounded_up);
     let start = args.start.unwrap_or(end - Duration::days(7));
     if start > end {
@@ -92,7 +92,7 @@ pub async fn run(args: MetricsArgs, global: crate::config::GlobalArgs) -> ExitCo
     if args.series {
         let g = args.granularity.unwrap_or_default();
         // Without the store the series is only asked for in full: a warning, not a failure.
-        let store = match crate::store::Store::open(&config.paths.store_file()) {
+        let store = match convo_client::local_store::Store::open(&config.paths.store_file()) {
             Ok(s) => Some(s),
             Err(e) => {
                 super::warn(format_args!("complete buckets are not kept: {e}"));

@@ -1,7 +1,7 @@
 //! The one-shot client subcommands, one file each, and what they share: loading the
 //! configuration, building the client, opening the store, printing errors and tables.
 //!
-//! Exit codes (`crate::exit`): 0 ok, 1 service error, 2 usage or configuration error,
+//! Exit codes (`convo_wire::exit`): 0 ok, 1 service error, 2 usage or configuration error,
 //! 3 network error. Data goes to stdout, errors to stderr as `convo: <code>: <message>`;
 //! with `--json`, as one JSON object, `{"error": {"code", "message", …}}` (see [`fail`]).
 
@@ -29,10 +29,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use comfy_table::{CellAlignment, ContentArrangement, Table, presets};
 use serde_json::Map;
 
-use crate::api::{ApiError, Client, ClientOptions};
-use crate::config::{Config, GlobalArgs};
-use crate::exit;
-use crate::store::Store;
+use convo_client::api::{ApiError, Client, ClientOptions};
+use convo_client::config::{Config, GlobalArgs};
+use convo_client::local_store::Store;
+use convo_wire::exit;
 
 /// What to say when a one-shot command has no server to talk to.
 pub const NO_BASE_URL: &str = "no base URL configured: start `convo serve` and set CONVO_BASE_URL, or use the TUI which embeds the service";
@@ -258,7 +258,7 @@ pub(crate) fn local_store(global: &GlobalArgs) -> Result<Store, ExitCode> {
 /// `f` on the store off the async runtime; a failure is printed (`store`, exit 2).
 pub(crate) async fn in_store<T, F>(store: Store, f: F) -> Result<T, ExitCode>
 where
-    F: FnOnce(&Store) -> Result<T, crate::store::StoreError> + Send + 'static,
+    F: FnOnce(&Store) -> Result<T, convo_client::local_store::StoreError> + Send + 'static,
     T: Send + 'static,
 {
     match tokio::task::spawn_blocking(move || f(&store)).await {
@@ -274,8 +274,8 @@ where
 pub(crate) async fn find_session(
     store: &Store,
     query: &str,
-) -> Result<crate::store::SessionRecord, ExitCode> {
-    use crate::store::SessionLookup;
+) -> Result<convo_client::local_store::SessionRecord, ExitCode> {
+    use convo_client::local_store::SessionLookup;
     let (s, q) = (store.clone(), query.to_string());
     let lookup = tokio::task::spawn_blocking(move || s.find_session(&q)).await;
     let query = sanitize(query);
@@ -315,7 +315,7 @@ pub(crate) async fn find_session(
 /// since the service already did what was asked.
 pub(crate) async fn record<F>(store: Store, what: &'static str, f: F)
 where
-    F: FnOnce(&Store) -> Result<(), crate::store::StoreError> + Send + 'static,
+    F: FnOnce(&Store) -> Result<(), convo_client::local_store::StoreError> + Send + 'static,
 {
     let outcome = tokio::task::spawn_blocking(move || f(&store)).await;
     match outcome {
@@ -373,12 +373,12 @@ pub(crate) fn table(header: &[&str], right: &[usize]) -> Table {
 /// Text from the server made safe for a terminal: no escape sequences, no control
 /// characters (newlines and tabs kept), no bidi overrides.
 pub fn sanitize(text: &str) -> Cow<'_, str> {
-    crate::render::sanitize::strip_controls(text)
+    convo_client::sanitize::strip_controls(text)
 }
 
 /// Check a session id given on the command line.
 pub(crate) fn check_session_id(id: &str) -> Result<(), ExitCode> {
-    if crate::api::is_valid_session_id(id) {
+    if convo_client::api::is_valid_session_id(id) {
         Ok(())
     } else {
         Err(fail(
@@ -404,7 +404,7 @@ mod tests {
 
     #[test]
     fn reports_render_as_tables() {
-        use crate::api::{Metrics, Usage, Wallet};
+        use convo_client::api::{Metrics, Usage, Wallet};
         let usage: Usage = serde_json::from_value(serde_json::json!({
             "billingPeriod": {"start": "2026-11-01T00:00:00Z", "end": "2026-12-01T00:00:00Z"},
             "requests": {"used": 41234, "limit": 50000, "percentage": 82.468},
@@ -440,7 +440,7 @@ mod tests {
             .with_ymd_and_hms(2026, 11, 22, 0, 40, 0)
             .unwrap();
         let sessions = vec![
-            crate::store::SessionRecord {
+            convo_client::local_store::SessionRecord {
                 id: "session_k1zbxTbfvBIJHLxy".into(),
                 title: Some("hi".into()),
                 title_set: false,
@@ -449,7 +449,7 @@ mod tests {
                 tokens: 1385,
                 deleted: false,
             },
-            crate::store::SessionRecord {
+            convo_client::local_store::SessionRecord {
                 id: "session_AAAAAAAAAAAAAAAA".into(),
                 title: None,
                 title_set: false,

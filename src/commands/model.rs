@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use comfy_table::Cell;
 
 use super::{codes, fail, load_config, out, print_json, sanitize, table};
-use crate::format::bytes;
-use crate::models::{self, HfFile, InstalledModel, ModelError, Progress, PullOptions};
+use convo_client::format::bytes;
+use convo_service::models::{self, HfFile, InstalledModel, ModelError, Progress, PullOptions};
 
 #[derive(Debug, clap::Args)]
 pub struct ModelArgs {
@@ -66,7 +66,7 @@ fn fail_model(e: &ModelError) -> ExitCode {
     fail(e.exit_code(), code, e)
 }
 
-pub async fn run(args: ModelArgs, global: crate::config::GlobalArgs) -> ExitCode {
+pub async fn run(args: ModelArgs, global: convo_client::config::GlobalArgs) -> ExitCode {
     let config = match load_config(&global) {
         Ok(c) => c,
         Err(code) => return code,

@@ -5,8 +5,8 @@ use std::process::ExitCode;
 use serde::Serialize;
 
 use super::{codes, fail, in_store, local_store, out, print_json};
-use crate::exit;
-use crate::store::SearchHit;
+use convo_client::local_store::SearchHit;
+use convo_wire::exit;
 
 /// Hits listed when `--limit` is not given.
 pub const DEFAULT_LIMIT: u32 = 20;
@@ -38,9 +38,9 @@ struct HitJson<'a> {
     snippet: String,
 }
 
-pub async fn run(args: SearchArgs, global: crate::config::GlobalArgs) -> ExitCode {
+pub async fn run(args: SearchArgs, global: convo_client::config::GlobalArgs) -> ExitCode {
     let text = args.text.join(" ");
-    if crate::store::fts_query(&text).is_none() {
+    if convo_client::local_store::fts_query(&text).is_none() {
         return fail(
             exit::USAGE_ERROR,
             codes::INVALID_ARGUMENT,
@@ -86,7 +86,7 @@ pub fn render(hits: &[SearchHit]) -> String {
         let title = h.session_title.as_deref().unwrap_or("(untitled)");
         text.push_str(&format!(
             "{} · {} · {} · {}\n    {}\n",
-            super::sanitize(title),
+            convo_client::sanitize::sanitize(title),
             h.created_at.format("%Y-%m-%d %H:%M UTC"),
             h.role.as_str(),
             h.session_id,

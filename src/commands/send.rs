@@ -7,14 +7,13 @@ use chrono::Utc;
 use super::{
     check_session_id, codes, connect, fail, fail_api, open_store, out, print_json, record, sanitize,
 };
-use crate::api::{
+use convo_client::api::{
     ApiError, Role, SendMessage, new_idempotency_key, new_session_id, send_streaming,
 };
-use crate::exit;
-use crate::store::{MessageStatus, StoredMessage};
+use convo_client::local_store::{MessageStatus, StoredMessage};
+use convo_wire::exit;
 
-/// Longest message the service accepts, in characters.
-pub const MAX_CONTENT_CHARS: usize = 10_000;
+use convo_wire::limits::MAX_CONTENT_CHARS;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum InputRole {
@@ -114,7 +113,7 @@ fn parse_metadata(raw: Option<&str>) -> Result<Option<serde_json::Value>, ExitCo
     }
 }
 
-pub async fn run(args: SendArgs, global: crate::config::GlobalArgs) -> ExitCode {
+pub async fn run(args: SendArgs, global: convo_client::config::GlobalArgs) -> ExitCode {
     let content = match read_content(&args) {
         Ok(c) => c,
         Err(code) => return code,
@@ -204,7 +203,7 @@ pub async fn run(args: SendArgs, global: crate::config::GlobalArgs) -> ExitCode 
 /// Keep an undelivered message in the transcript of a session the store already knows
 /// (a failed first message does not create a session that the service never saw).
 async fn record_failure(
-    store: crate::store::Store,
+    store: convo_client::local_store::Store,
     session_id: &str,
     sent: StoredMessage,
     e: &ApiError,

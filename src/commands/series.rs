@@ -9,12 +9,12 @@ use comfy_table::Cell;
 use serde_json::{Value, json};
 
 use super::{codes, fail, fail_buckets, out, print_json, record, sanitize, table, warn};
-use crate::api::{ApiError, Client, Granularity, Wallet};
-use crate::exit;
-use crate::format::{RiskBand, amount, gauge_bar, group_digits, usd};
-use crate::series::buckets::{self, TimeRange};
-use crate::series::{KnownBucket, SeriesRow, fetch_series};
-use crate::store::Store;
+use convo_client::api::{ApiError, Client, Granularity, Wallet};
+use convo_client::format::{RiskBand, amount, gauge_bar, group_digits, usd};
+use convo_client::local_store::Store;
+use convo_client::series::buckets::{self, TimeRange};
+use convo_client::series::{KnownBucket, SeriesRow, fetch_series};
+use convo_wire::exit;
 
 /// The complete buckets of earlier runs, in the local store under the client's account.
 pub struct Kept {
@@ -263,9 +263,9 @@ pub fn wallet_report(w: &Wallet) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::Metrics;
-    use crate::series::buckets::Bucket;
     use chrono::{TimeZone, Utc};
+    use convo_client::api::Metrics;
+    use convo_client::series::buckets::Bucket;
 
     fn metrics(n: u64) -> Metrics {
         serde_json::from_value(json!({

@@ -6,8 +6,8 @@ use comfy_table::Cell;
 use serde::Serialize;
 
 use super::{in_store, local_store, out, print_json, sanitize, table};
-use crate::format::group_digits;
-use crate::store::SessionRecord;
+use convo_client::format::group_digits;
+use convo_client::local_store::SessionRecord;
 
 #[derive(Debug, clap::Args)]
 pub struct SessionsArgs {
@@ -27,7 +27,7 @@ struct SessionJson<'a> {
     tokens: u64,
 }
 
-pub async fn run(args: SessionsArgs, global: crate::config::GlobalArgs) -> ExitCode {
+pub async fn run(args: SessionsArgs, global: convo_client::config::GlobalArgs) -> ExitCode {
     let store = match local_store(&global) {
         Ok(s) => s,
         Err(code) => return code,

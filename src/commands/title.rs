@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use serde::Serialize;
 
 use super::{codes, fail, find_session, in_store, local_store, out, print_json, sanitize};
-use crate::exit;
+use convo_wire::exit;
 
 #[derive(Debug, clap::Args)]
 pub struct TitleArgs {
@@ -29,7 +29,7 @@ struct TitleJson<'a> {
     title_set: bool,
 }
 
-pub async fn run(args: TitleArgs, global: crate::config::GlobalArgs) -> ExitCode {
+pub async fn run(args: TitleArgs, global: convo_client::config::GlobalArgs) -> ExitCode {
     let store = match local_store(&global) {
         Ok(s) => s,
         Err(code) => return code,
@@ -63,7 +63,13 @@ pub async fn run(args: TitleArgs, global: crate::config::GlobalArgs) -> ExitCode
             title_set: record.title_set,
         });
     }
-    let title = sanitize(record.title.as_deref().unwrap_or(crate::export::UNTITLED)).into_owned();
+    let title = sanitize(
+        record
+            .title
+            .as_deref()
+            .unwrap_or(convo_client::export::UNTITLED),
+    )
+    .into_owned();
     if record.title_set {
         out(format!("{}: “{title}”\n", record.id));
     } else {

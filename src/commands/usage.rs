@@ -4,8 +4,8 @@ use std::process::ExitCode;
 use comfy_table::Cell;
 
 use super::{connect, fail_api, out, print_json, sanitize, table};
-use crate::api::Usage;
-use crate::format::group_digits;
+use convo_client::api::Usage;
+use convo_client::format::group_digits;
 
 #[derive(Debug, clap::Args)]
 pub struct UsageArgs {
@@ -14,7 +14,7 @@ pub struct UsageArgs {
     pub json: bool,
 }
 
-pub async fn run(args: UsageArgs, global: crate::config::GlobalArgs) -> ExitCode {
+pub async fn run(args: UsageArgs, global: convo_client::config::GlobalArgs) -> ExitCode {
     let (_config, client) = match connect(&global) {
         Ok(c) => c,
         Err(code) => return code,

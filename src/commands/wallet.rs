@@ -2,7 +2,7 @@
 use std::process::ExitCode;
 
 use super::{Credential, connect, fail_with_credential, out, print_json};
-use crate::api::{Client, Wallet};
+use convo_client::api::{Client, Wallet};
 
 #[derive(clap::Args)]
 #[command(after_help = "Example (local service):\n  \
@@ -26,14 +26,14 @@ impl std::fmt::Debug for WalletArgs {
             .field("wallet_id", &self.wallet_id)
             .field(
                 "token",
-                &self.token.as_deref().map(crate::config::redact_key),
+                &self.token.as_deref().map(convo_client::config::redact_key),
             )
             .field("json", &self.json)
             .finish()
     }
 }
 
-pub async fn run(args: WalletArgs, mut global: crate::config::GlobalArgs) -> ExitCode {
+pub async fn run(args: WalletArgs, mut global: convo_client::config::GlobalArgs) -> ExitCode {
     if let Some(t) = args.token.clone() {
         global.wallet_token = Some(t);
     }

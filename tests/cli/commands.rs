@@ -32,7 +32,7 @@ async fn send_sessions_and_delete_twice() {
         .strip_prefix("new session: ")
         .unwrap_or_else(|| panic!("{}", sent.stderr))
         .to_string();
-    assert!(convo::api::is_valid_session_id(&id), "{id}");
+    assert!(convo_client::api::is_valid_session_id(&id), "{id}");
 
     // A second message to the same session, as a system message with metadata, as JSON.
     let again = run(

@@ -1,8 +1,8 @@
 //! `convo export`, `convo title`, `convo completions` and `convo man` end to end: the local
 //! store filled through the library, the binary run with no server at all.
 
-use convo::api::Role;
-use convo::store::{MessageStatus, Store, StoredMessage};
+use convo_client::api::Role;
+use convo_client::local_store::{MessageStatus, Store, StoredMessage};
 
 use super::support::{Run, Sandbox};
 

@@ -2,12 +2,12 @@
 //! started in-process: send, send --stream, usage, metrics, wallet, delete twice, sessions,
 //! and a killed server.
 
-use convo::service::{self, RunningService, ServiceConfig};
+use convo_service::{RunningService, ServiceConfig};
 
 use super::support::{Run, Sandbox};
 
 async fn start() -> RunningService {
-    service::start(ServiceConfig::ephemeral(1), "127.0.0.1:0".parse().unwrap())
+    convo_service::start(ServiceConfig::ephemeral(1), "127.0.0.1:0".parse().unwrap())
         .await
         .expect("service starts")
 }
@@ -188,8 +188,8 @@ async fn a_new_user_session_from_the_shell() {
 #[tokio::test]
 async fn the_session_limit_says_a_deletion_frees_a_place_now() {
     let mut config = ServiceConfig::ephemeral(0);
-    config.api_keys[0].1 = convo::service::Tier::Free;
-    let svc = service::start(config, "127.0.0.1:0".parse().unwrap())
+    config.api_keys[0].1 = convo_service::Tier::Free;
+    let svc = convo_service::start(config, "127.0.0.1:0".parse().unwrap())
         .await
         .expect("service starts");
     let s = Sandbox::new();
@@ -197,7 +197,7 @@ async fn the_session_limit_says_a_deletion_frees_a_place_now() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let http = reqwest::Client::new();
     for _ in 0..10 {
-        let id = convo::api::new_session_id();
+        let id = convo_client::api::new_session_id();
         let status = http
             .post(format!("{}/v1/sessions/{id}/messages", svc.base_url()))
             .bearer_auth(&svc.api_key)

@@ -1,8 +1,8 @@
 //! `convo search`: the local store's full-text index, with no server running.
 
 use super::support::Sandbox;
-use convo::api::Role;
-use convo::store::{Store, StoredMessage};
+use convo_client::api::Role;
+use convo_client::local_store::{Store, StoredMessage};
 
 /// A sandbox whose local store holds two sessions, one of them deleted.
 fn seeded() -> (Sandbox, String) {

@@ -5,11 +5,11 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use chrono::{Duration as Days, Utc};
-use convo::api::{
+use convo_client::api::{
     ApiError, Client, ClientOptions, Granularity, Role, SendMessage, SessionStream, StreamEvent,
     StreamUpdate, new_idempotency_key, new_session_id, send_streaming,
 };
-use convo::service::{self, RunningService, ServiceConfig, Tier};
+use convo_service::{RunningService, ServiceConfig, Tier};
 
 fn localhost() -> SocketAddr {
     "127.0.0.1:0".parse().unwrap()
@@ -17,7 +17,7 @@ fn localhost() -> SocketAddr {
 
 async fn start(config: ServiceConfig) -> (RunningService, Client) {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let svc = service::start(config, localhost())
+    let svc = convo_service::start(config, localhost())
         .await
         .expect("service starts");
     let client = client_for(&svc, Some(svc.api_key.clone()));
@@ -27,7 +27,7 @@ async fn start(config: ServiceConfig) -> (RunningService, Client) {
 fn client_for(svc: &RunningService, api_key: Option<String>) -> Client {
     let mut o = ClientOptions::new(svc.base_url().parse().unwrap());
     o.api_key = api_key;
-    o.wallet_token = Some(service::jwt::mint(&svc.jwt_secret, "tester", 600));
+    o.wallet_token = Some(convo_service::jwt::mint(&svc.jwt_secret, "tester", 600));
     o.max_retries = 1;
     Client::new(o).unwrap()
 }

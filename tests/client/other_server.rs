@@ -10,7 +10,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use chrono::{TimeZone, Utc};
-use convo::api::{ApiError, SendMessage, send_streaming};
+use convo_client::api::{ApiError, SendMessage, send_streaming};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -328,7 +328,7 @@ async fn a_500_then_a_success_succeeds_for_get_delete_and_post() {
     let start = Utc.with_ymd_and_hms(2026, 11, 1, 0, 0, 0).unwrap();
     let end = Utc.with_ymd_and_hms(2026, 11, 2, 0, 0, 0).unwrap();
     let m = client
-        .metrics(start, end, Some(convo::api::Granularity::Hour))
+        .metrics(start, end, Some(convo_client::api::Granularity::Hour))
         .await
         .unwrap();
     assert_eq!(m.tokens.total, 10);
@@ -424,7 +424,7 @@ async fn oversized_bodies_are_refused() {
     let base = serve(router).await;
     let mut o = options(&base);
     o.max_body_bytes = 1024;
-    let e = convo::api::Client::new(o)
+    let e = convo_client::api::Client::new(o)
         .unwrap()
         .usage()
         .await
@@ -475,7 +475,7 @@ async fn credentials_go_where_they_belong() {
     );
     let mut o = options(&base);
     o.wallet_token = None;
-    let e = convo::api::Client::new(o)
+    let e = convo_client::api::Client::new(o)
         .unwrap()
         .wallet("w1")
         .await
@@ -495,7 +495,7 @@ async fn an_unreachable_server_is_a_network_error() {
     let base = url::Url::parse(&format!("http://{addr}")).unwrap();
     let mut o = options(&base);
     o.max_retries = 0;
-    let e = convo::api::Client::new(o)
+    let e = convo_client::api::Client::new(o)
         .unwrap()
         .usage()
         .await

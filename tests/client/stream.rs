@@ -10,7 +10,7 @@ use axum::extract::ws::{Message as WsMessage, WebSocketUpgrade};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
-use convo::api::{
+use convo_client::api::{
     ApiError, SendMessage, SessionStream, StreamEvent, StreamTiming, StreamUpdate, send_streaming,
 };
 use serde_json::{Value, json};

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::Router;
-use convo::api::{Client, ClientOptions, Timeouts};
+use convo_client::api::{Client, ClientOptions, Timeouts};
 use url::Url;
 
 /// Serve `router` on 127.0.0.1:0; the server lives as long as the runtime.

@@ -239,7 +239,8 @@ fn a_draft_survives_kill_9_once_the_edits_pause() {
         convo.wait_text("typed, then the power went");
         // Wait for the debounced save to reach the store (read from outside, as the
         // restarted app will), then kill without any chance to save on the way out.
-        let store = convo::store::Store::open(&home.path().join("data/convo.db")).unwrap();
+        let store =
+            convo_client::local_store::Store::open(&home.path().join("data/convo.db")).unwrap();
         let start = std::time::Instant::now();
         loop {
             let saved = store
@@ -271,7 +272,7 @@ fn with_a_model_installed_the_local_model_answers() {
     let model = std::env::var_os("CONVO_TEST_MODEL")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| {
-            convo::config::default_data_dir()
+            convo_client::config::default_data_dir()
                 .expect("a data dir")
                 .join("models/SmolLM2-135M-Instruct.gguf")
         });

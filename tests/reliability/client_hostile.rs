@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::routing::{get, post};
-use convo::render::transcript::EntryState;
-use convo::service::ServiceConfig;
-use convo::tui::app::{App, StreamState};
+use convo_service::ServiceConfig;
+use convo_tui::app::{App, StreamState};
+use convo_tui::render::transcript::EntryState;
 use crossterm::event::KeyCode;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -63,7 +63,7 @@ async fn hostile_replies_from_the_engine_upstream_reach_the_screen_harmlessly() 
     let upstream = Upstream::fixed(200, pieces.concat() + &finish()).await;
     let mut config = ServiceConfig::ephemeral(0);
     config.engine = upstream.engine_config();
-    let svc = convo::service::start(config, "127.0.0.1:0".parse().unwrap())
+    let svc = convo_service::start(config, "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
     let dir = tempfile::tempdir().unwrap();

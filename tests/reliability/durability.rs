@@ -7,10 +7,10 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use chrono::Utc;
-use convo::api::{Role, new_session_id};
-use convo::service::{RunningService, ServiceConfig};
-use convo::store::{MessageStatus, Store, StoredMessage};
-use convo::tui::app::StreamState;
+use convo_client::api::{Role, new_session_id};
+use convo_client::local_store::{MessageStatus, Store, StoredMessage};
+use convo_service::{RunningService, ServiceConfig};
+use convo_tui::app::StreamState;
 use crossterm::event::{KeyCode, KeyModifiers};
 use rand::Rng;
 
@@ -218,7 +218,7 @@ fn the_store_survives_kill_9_during_heavy_writes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_draft_is_on_disk_after_quit_and_comes_back_on_the_next_start() {
     let svc: RunningService =
-        convo::service::start(ServiceConfig::ephemeral(0), "127.0.0.1:0".parse().unwrap())
+        convo_service::start(ServiceConfig::ephemeral(0), "127.0.0.1:0".parse().unwrap())
             .await
             .unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -256,7 +256,7 @@ async fn a_draft_is_on_disk_after_quit_and_comes_back_on_the_next_start() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_draft_is_written_to_the_store_while_typing() {
     let svc: RunningService =
-        convo::service::start(ServiceConfig::ephemeral(0), "127.0.0.1:0".parse().unwrap())
+        convo_service::start(ServiceConfig::ephemeral(0), "127.0.0.1:0".parse().unwrap())
             .await
             .unwrap();
     let dir = tempfile::tempdir().unwrap();

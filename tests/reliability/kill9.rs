@@ -70,20 +70,20 @@ fn kill_9_mid_reply_loses_no_completed_exchange() {
     let data = home.path().join("data");
     assert_eq!(integrity(&data.join("convo.db")), "ok");
     assert_eq!(integrity(&data.join("service.db")), "ok");
-    let store = convo::store::Store::open(&data.join("convo.db")).unwrap();
+    let store = convo_client::local_store::Store::open(&data.join("convo.db")).unwrap();
     let sessions = store.list_sessions().unwrap();
     assert_eq!(sessions.len(), 1);
     let transcript = store.transcript(&sessions[0].id).unwrap();
     let complete: Vec<_> = transcript
         .iter()
-        .filter(|m| m.status == convo::store::MessageStatus::Complete)
+        .filter(|m| m.status == convo_client::local_store::MessageStatus::Complete)
         .map(|m| (m.role, m.content.lines().next().unwrap_or("").to_string()))
         .collect();
     assert!(complete.len() >= 4, "{complete:#?}");
     assert_eq!(complete[0].1, "exchange number 1");
     assert_eq!(complete[2].1, "exchange number 2");
-    assert_eq!(complete[1].0, convo::api::Role::Assistant);
-    assert_eq!(complete[3].0, convo::api::Role::Assistant);
+    assert_eq!(complete[1].0, convo_client::api::Role::Assistant);
+    assert_eq!(complete[3].0, convo_client::api::Role::Assistant);
     drop(store);
 
     let mut convo = Convo::start(home.path(), 100, 40);

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use convo::service::{DbLocation, ServiceConfig, Tier};
+use convo_service::{DbLocation, ServiceConfig, Tier};
 
 use super::loadgen::{LoadConfig, run};
 
@@ -14,7 +14,7 @@ async fn a_short_load_run_serves_everything_and_loses_nothing() {
     service.db = DbLocation::File(dir.path().join("service.db"));
     service.api_keys[0].1 = Tier::Enterprise;
     service.max_context_tokens = 1_000_000_000;
-    let svc = convo::service::start(service, "127.0.0.1:0".parse().unwrap())
+    let svc = convo_service::start(service, "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
     let config = LoadConfig {

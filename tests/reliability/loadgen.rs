@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use convo::api::{StreamEvent, new_session_id};
+use convo_client::api::{StreamEvent, new_session_id};
 use futures_util::StreamExt;
 use tokio::sync::Semaphore;
 use tokio_tungstenite::tungstenite::Message as WsMessage;

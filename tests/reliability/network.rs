@@ -4,13 +4,13 @@
 
 use std::time::Duration;
 
-use convo::api::client::Client;
-use convo::api::stream::{SessionStream, StreamTiming, StreamUpdate};
-use convo::api::{SendMessage, new_idempotency_key, new_session_id, send_streaming};
-use convo::render::transcript::EntryState;
-use convo::service::{RunningService, ServiceConfig};
-use convo::store::{MessageStatus, Store, StoredMessage};
-use convo::tui::app::{App, StreamState};
+use convo_client::api::client::Client;
+use convo_client::api::stream::{SessionStream, StreamTiming, StreamUpdate};
+use convo_client::api::{SendMessage, new_idempotency_key, new_session_id, send_streaming};
+use convo_client::local_store::{MessageStatus, Store, StoredMessage};
+use convo_service::{RunningService, ServiceConfig};
+use convo_tui::app::{App, StreamState};
+use convo_tui::render::transcript::EntryState;
 use crossterm::event::{KeyCode, KeyModifiers};
 use tokio::sync::mpsc;
 
@@ -19,7 +19,7 @@ use super::tui::{GUARD, Tui, options};
 use crate::upstream::{Upstream, chunk, finish};
 
 async fn service(config: ServiceConfig) -> RunningService {
-    convo::service::start(config, "127.0.0.1:0".parse().unwrap())
+    convo_service::start(config, "127.0.0.1:0".parse().unwrap())
         .await
         .expect("service starts")
 }
@@ -341,7 +341,7 @@ async fn a_server_killed_mid_reply_and_restarted_is_reconnected_to_by_itself() {
     );
 
     // The same service comes back on the same address and database.
-    let second = convo::service::start(ServiceConfig::persistent(dir.path(), 0).unwrap(), addr)
+    let second = convo_service::start(ServiceConfig::persistent(dir.path(), 0).unwrap(), addr)
         .await
         .expect("the service restarts on its address");
     tui.until("the stream open again", stream_open).await;
@@ -516,7 +516,7 @@ fn follow(
     session: &str,
     text: &str,
 ) -> (
-    tokio::task::JoinHandle<Result<convo::api::Message, convo::api::ApiError>>,
+    tokio::task::JoinHandle<Result<convo_client::api::Message, convo_client::api::ApiError>>,
     mpsc::UnboundedReceiver<String>,
 ) {
     let client = Client::new(options(proxy.url(), api_key)).unwrap();
@@ -604,7 +604,7 @@ async fn send_stream_says_clearly_when_the_server_dropped_the_reply() {
     assert!(!first_piece.is_empty());
     // The server stops mid-reply (the turn is rolled back) and comes back.
     first.shutdown().await;
-    let _second = convo::service::start(ServiceConfig::persistent(dir.path(), 0).unwrap(), addr)
+    let _second = convo_service::start(ServiceConfig::persistent(dir.path(), 0).unwrap(), addr)
         .await
         .expect("the service restarts on its address");
     let e = tokio::time::timeout(GUARD, task)

@@ -9,8 +9,8 @@ use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use convo::api::StreamEvent;
-use convo::service::{ServiceConfig, Tier, generate_api_key, jwt};
+use convo_client::api::StreamEvent;
+use convo_service::{ServiceConfig, Tier, generate_api_key, jwt};
 use futures_util::{SinkExt, StreamExt};
 use reqwest::StatusCode;
 use serde_json::{Value, json};

@@ -1,7 +1,7 @@
 //! Keys never in the TUI's log (issue 6, item 4): the real binary in a pty, pointed by its
 //! config file at a service that refuses its key, and its log file read afterwards.
 
-use convo::service::{ServiceConfig, generate_api_key};
+use convo_service::{ServiceConfig, generate_api_key};
 
 use crate::harness::{Convo, keys};
 
@@ -10,7 +10,7 @@ fn a_refused_key_is_not_written_to_the_tui_log() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let svc = rt
-        .block_on(convo::service::start(
+        .block_on(convo_service::start(
             ServiceConfig::ephemeral(0),
             "127.0.0.1:0".parse().unwrap(),
         ))

@@ -1,5 +1,5 @@
 //! Markdown rendering: widths, bounded cost on hostile input, sanitising.
-use convo::render::markdown::{Document, render_markdown};
+use convo_tui::render::markdown::{Document, render_markdown};
 use proptest::prelude::*;
 use ratatui::text::Line;
 

@@ -1,7 +1,7 @@
 //! Properties of the sanitiser.
 use std::borrow::Cow;
 
-use convo::render::sanitize::{Sanitizer, sanitize, sanitize_bytes};
+use convo_client::sanitize::{Sanitizer, sanitize, sanitize_bytes};
 use proptest::prelude::*;
 
 fn forbidden(c: char) -> bool {

@@ -1,6 +1,6 @@
 //! Snapshots of rendered samples drawn through a `TestBackend`.
-use convo::api::types::Role;
-use convo::render::transcript::{Entry, EntryState, Transcript, TranscriptView};
+use convo_tui::render::transcript::{Entry, EntryState, Transcript, TranscriptView};
+use convo_wire::types::Role;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;

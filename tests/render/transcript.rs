@@ -1,8 +1,8 @@
 //! The cached transcript draws exactly what an uncached render of the same entries draws.
-use convo::api::types::Role;
-use convo::render::markdown::Document;
-use convo::render::style;
-use convo::render::transcript::{Entry, EntryId, EntryState, Transcript, shown};
+use convo_tui::render::markdown::Document;
+use convo_tui::render::style;
+use convo_tui::render::transcript::{Entry, EntryId, EntryState, Transcript, shown};
+use convo_wire::types::Role;
 use proptest::prelude::*;
 use proptest::sample::Index;
 use ratatui::buffer::Buffer;

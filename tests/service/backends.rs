@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 
-use convo::service::{DbLocation, ServiceConfig};
+use convo_service::{DbLocation, ServiceConfig};
 
 /// The server the PostgreSQL tests use.
 pub fn pg_server() -> String {
@@ -23,7 +23,7 @@ impl TestDb {
     pub async fn create() -> TestDb {
         let name = format!(
             "convo_test_{}",
-            convo::service::ids::random_alnum(16).to_ascii_lowercase()
+            convo_service::ids::random_alnum(16).to_ascii_lowercase()
         );
         let client = admin().await;
         client

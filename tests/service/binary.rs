@@ -188,7 +188,7 @@ fn token_prints_a_verifiable_jwt() {
         .unwrap();
     assert!(out.status.success());
     let token = String::from_utf8(out.stdout).unwrap();
-    let claims = convo::service::jwt::verify("s3cret", token.trim()).unwrap();
+    let claims = convo_service::jwt::verify("s3cret", token.trim()).unwrap();
     assert_eq!(claims.sub, "alice");
     assert_eq!(claims.exp - claims.iat, 120);
     let out = Command::new(BIN)

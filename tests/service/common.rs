@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use convo::api::{StreamEvent, new_session_id};
-use convo::service::{RunningService, ServiceConfig, start};
+use convo_client::api::{StreamEvent, new_session_id};
+use convo_service::{RunningService, ServiceConfig, start};
 use futures_util::{SinkExt, StreamExt};
 use reqwest::StatusCode;
 use serde_json::Value;

@@ -1,6 +1,6 @@
 //! Every row of the docs/design.md "HTTP" table, and the handling of bad input.
 
-use convo::service::{ServiceConfig, Tier, generate_api_key, jwt};
+use convo_service::{ServiceConfig, Tier, generate_api_key, jwt};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -122,7 +122,7 @@ async fn analytics_usage_and_wallet_return_their_resources() {
         "the send and this usage request: {usage}"
     );
     assert_eq!(usage["requests"]["limit"], 50_000);
-    let prompt = convo::tokens::count("count me");
+    let prompt = convo_tokens::count("count me");
     let total = prompt + reply["tokens"].as_u64().unwrap();
     assert_eq!(usage["tokens"]["used"], total);
     assert_eq!(usage["tokens"]["limit"], 10_000_000);
@@ -313,7 +313,7 @@ async fn context_overflow_reports_tokens_and_stores_nothing() {
     assert_envelope(&body, "context_overflow", "context window");
     assert_eq!(body["error"]["maxTokens"], 300);
     let current = body["error"]["currentTokens"].as_u64().unwrap();
-    assert_eq!(current, before + convo::tokens::count(&long));
+    assert_eq!(current, before + convo_tokens::count(&long));
     assert_eq!(
         svc.usage().await["tokens"]["used"],
         before,
@@ -515,7 +515,7 @@ async fn the_session_limit_is_429_with_limit_reset_and_retry_after() {
 async fn a_storage_failure_is_500_internal_without_detail() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = ServiceConfig::ephemeral(0);
-    config.db = convo::service::DbLocation::File(dir.path().join("service.db"));
+    config.db = convo_service::DbLocation::File(dir.path().join("service.db"));
     let svc = start_with(config).await;
     assert_eq!(svc.usage().await["tier"], "pro");
     // Break the database under the running service.
@@ -532,7 +532,7 @@ async fn a_storage_failure_is_500_internal_without_detail() {
 
 #[tokio::test]
 async fn the_session_list_and_history_extensions_show_stored_data() {
-    use convo::service::routes::sessions::{MessageList, SessionList};
+    use convo_service::routes::sessions::{MessageList, SessionList};
     let svc = start_default().await;
     let (older, newer) = (session(), session());
     svc.send_text(&older, "first session").await;
@@ -560,7 +560,7 @@ async fn the_session_list_and_history_extensions_show_stored_data() {
     assert_eq!(list.sessions[0].message_count, 2);
     assert_eq!(
         list.sessions[0].tokens,
-        convo::tokens::count("second session") + reply["tokens"].as_u64().unwrap()
+        convo_tokens::count("second session") + reply["tokens"].as_u64().unwrap()
     );
 
     let (status, body) = svc.get(&format!("/v1/sessions/{newer}/messages")).await;
@@ -568,7 +568,10 @@ async fn the_session_list_and_history_extensions_show_stored_data() {
     let history: MessageList = serde_json::from_value(body).unwrap();
     assert_eq!(history.session_id, newer);
     assert_eq!(history.messages.len(), 2);
-    assert_eq!(history.messages[0].message.role, convo::api::Role::System);
+    assert_eq!(
+        history.messages[0].message.role,
+        convo_client::api::Role::System
+    );
     assert_eq!(history.messages[0].message.content, "second session");
     assert_eq!(history.messages[0].metadata, Some(json!({"k": [1, 2]})));
     assert_eq!(

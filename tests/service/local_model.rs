@@ -5,11 +5,11 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use convo::api::{Role, StreamEvent};
-use convo::service::engine::local::{LocalEngine, LocalOptions};
-use convo::service::engine::{ReplyEngine, ReplyRequest};
-use convo::service::store::messages::HistoryEntry;
-use convo::service::{EngineConfig, ServiceConfig};
+use convo_client::api::{Role, StreamEvent};
+use convo_service::engine::local::{LocalEngine, LocalOptions};
+use convo_service::engine::{ReplyEngine, ReplyRequest};
+use convo_service::store::messages::HistoryEntry;
+use convo_service::{EngineConfig, ServiceConfig};
 use reqwest::StatusCode;
 use serde_json::json;
 use tokio::sync::mpsc;
@@ -23,7 +23,7 @@ pub fn test_model() -> PathBuf {
     }
     let data = std::env::var_os("CONVO_DATA_DIR")
         .map(PathBuf::from)
-        .or_else(convo::config::default_data_dir)
+        .or_else(convo_client::config::default_data_dir)
         .expect("a data dir");
     let path = data.join("models").join("SmolLM2-135M-Instruct.gguf");
     assert!(
@@ -49,7 +49,7 @@ async fn start_local(options: LocalOptions) -> Svc {
     let mut load = svc.service.engine_load();
     tokio::time::timeout(
         GUARD,
-        load.wait_for(|s| *s == convo::service::engine::LoadState::Ready),
+        load.wait_for(|s| *s == convo_service::engine::LoadState::Ready),
     )
     .await
     .expect("the model loads in time")
@@ -255,7 +255,7 @@ async fn the_models_window_lowers_the_context_limit() {
     let svc = start_with(config).await;
     svc.service
         .engine_load()
-        .wait_for(|s| *s == convo::service::engine::LoadState::Ready)
+        .wait_for(|s| *s == convo_service::engine::LoadState::Ready)
         .await
         .unwrap();
     assert_eq!(svc.service.context_limit(), 512);

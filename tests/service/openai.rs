@@ -1,6 +1,6 @@
 //! The `openai` engine against a fake upstream: history sent, SSE read, failures not stored.
 
-use convo::service::ServiceConfig;
+use convo_service::ServiceConfig;
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -24,7 +24,7 @@ async fn replies_come_from_the_upstream_with_the_history_as_the_conversation() {
         .await;
     assert_eq!(status, StatusCode::OK, "{first}");
     assert_eq!(first["content"], "Hello, world.");
-    assert_eq!(first["tokens"], convo::tokens::count("Hello, world."));
+    assert_eq!(first["tokens"], convo_tokens::count("Hello, world."));
     svc.send_text(&sid, "Say hi").await;
 
     let requests = upstream.requests();
@@ -90,7 +90,7 @@ async fn an_unreachable_upstream_is_an_engine_error() {
     let url = format!("http://{}", listener.local_addr().unwrap());
     drop(listener);
     let mut config = ServiceConfig::ephemeral(0);
-    config.engine = convo::service::EngineConfig::OpenAi {
+    config.engine = convo_service::EngineConfig::OpenAi {
         url,
         model: "m".into(),
         api_key: None,

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use convo::service::router::ROUTES;
+use convo_service::router::ROUTES;
 
 use super::common::start_default;
 

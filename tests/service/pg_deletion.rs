@@ -96,7 +96,7 @@ async fn what_a_deletion_leaves_on_postgresql() {
     let svc = start_with(backend.config()).await;
     let marker = format!(
         "Marker{}",
-        convo::service::ids::random_alnum(20).to_ascii_lowercase()
+        convo_service::ids::random_alnum(20).to_ascii_lowercase()
     );
     let sid = session();
     let resp = svc
@@ -169,7 +169,7 @@ async fn a_plain_vacuum_frees_but_does_not_overwrite() {
     let client = db.client().await;
     let marker = format!(
         "Marker{}",
-        convo::service::ids::random_alnum(20).to_ascii_lowercase()
+        convo_service::ids::random_alnum(20).to_ascii_lowercase()
     );
     client
         .batch_execute(&format!(

@@ -8,7 +8,7 @@
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use convo::api::StreamEvent;
+use convo_client::api::StreamEvent;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -218,10 +218,10 @@ async fn the_request_quota_is_exact_over_two_processes() {
     let db = TestDb::create().await;
     let a = Replica::start(&db, 0);
     let b = Replica::start(&db, 0);
-    let period_start = convo::service::time::billing_period(chrono::Utc::now())
+    let period_start = convo_service::time::billing_period(chrono::Utc::now())
         .0
         .timestamp_millis();
-    let limit = convo::service::Tier::Pro.limits().requests as i64;
+    let limit = convo_service::Tier::Pro.limits().requests as i64;
     db.client()
         .await
         .execute(

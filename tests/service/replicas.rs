@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use convo::api::StreamEvent;
-use convo::service::{EngineConfig, ServiceConfig, Tier};
+use convo_client::api::StreamEvent;
+use convo_service::{EngineConfig, ServiceConfig, Tier};
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -82,7 +82,7 @@ async fn replicas_started_together_migrate_once_and_share_everything() {
 #[tokio::test]
 async fn the_request_quota_is_exact_across_replicas() {
     let (backend, a, b) = two_replicas(Tier::Pro).await;
-    let period_start = convo::service::time::billing_period(chrono::Utc::now())
+    let period_start = convo_service::time::billing_period(chrono::Utc::now())
         .0
         .timestamp_millis();
     let limit = Tier::Pro.limits().requests as i64;

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use convo::service::{DbLocation, ServiceConfig, Tier};
+use convo_service::{DbLocation, ServiceConfig, Tier};
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -204,7 +204,7 @@ async fn seeded(backend: &Backend, tier: Tier, seed: (&str, &[i64])) -> Svc {
 }
 
 async fn the_request_limit_is_429_before_any_work_and_refusals_are_not_counted(backend: Backend) {
-    let period_start = convo::service::time::billing_period(chrono::Utc::now())
+    let period_start = convo_service::time::billing_period(chrono::Utc::now())
         .0
         .timestamp_millis();
     let svc = seeded(

@@ -1,7 +1,7 @@
 //! The WebSocket stream of docs/design.md, "Streaming".
 
-use convo::api::StreamEvent;
-use convo::service::{ServiceConfig, generate_api_key};
+use convo_client::api::StreamEvent;
+use convo_service::{ServiceConfig, generate_api_key};
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -58,7 +58,7 @@ async fn a_streamed_reply_arrives_as_gap_free_deltas_then_done() {
         StreamEvent::Done { message } => {
             assert_eq!(message.session_id, sid);
             assert_eq!(message.created_at, accepted["createdAt"].as_str().unwrap());
-            assert_eq!(message.tokens, convo::tokens::count(&done));
+            assert_eq!(message.tokens, convo_tokens::count(&done));
         }
         _ => unreachable!(),
     }
@@ -231,7 +231,7 @@ async fn shutdown_mid_reply_closes_streams_and_rolls_the_turn_back() {
     let mut config = ServiceConfig::ephemeral(0);
     config.engine = upstream.engine_config();
     drop(upstream);
-    config.db = convo::service::DbLocation::File(dir.path().join("service.db"));
+    config.db = convo_service::DbLocation::File(dir.path().join("service.db"));
     let svc = start_with(config).await;
     let sid = session();
     let mut ws = svc.ws(&sid).await;

@@ -3,12 +3,12 @@
 //! turns, and across billing periods.
 
 use chrono::{TimeZone, Utc};
-use convo::api::Role;
-use convo::service::auth::RequestCount;
-use convo::service::store::accounts::Account;
-use convo::service::store::messages::{Reply, TurnRefusal, TurnStart, TurnStarted, UserMessage};
-use convo::service::store::{Db, Storage};
-use convo::service::{Tier, generate_api_key, time};
+use convo_client::api::Role;
+use convo_service::auth::RequestCount;
+use convo_service::store::accounts::Account;
+use convo_service::store::messages::{Reply, TurnRefusal, TurnStart, TurnStarted, UserMessage};
+use convo_service::store::{Db, Storage};
+use convo_service::{Tier, generate_api_key, time};
 use reqwest::StatusCode;
 use serde_json::json;
 

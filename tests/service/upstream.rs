@@ -103,8 +103,8 @@ impl Upstream {
         self.state.requests.lock().unwrap().clone()
     }
 
-    pub fn engine_config(&self) -> convo::service::EngineConfig {
-        convo::service::EngineConfig::OpenAi {
+    pub fn engine_config(&self) -> convo_service::EngineConfig {
+        convo_service::EngineConfig::OpenAi {
             url: self.url.clone(),
             model: "fake-model".into(),
             api_key: Some("upstream-secret".into()),

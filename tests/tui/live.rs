@@ -3,15 +3,15 @@
 use std::time::Duration;
 
 use chrono::Utc;
-use convo::api::client::{Client, ClientOptions};
-use convo::keys::KeyBindings;
-use convo::render::transcript::EntryState;
-use convo::service::{RunningService, ServiceConfig};
-use convo::tui::app::{App, Connection, Overlay, Settings, StreamState};
-use convo::tui::event::AppEvent;
-use convo::tui::runtime::Runtime;
-use convo::tui::view;
-use convo::tui::workers::{Target, WorkerConfig};
+use convo_client::api::client::{Client, ClientOptions};
+use convo_service::{RunningService, ServiceConfig};
+use convo_tui::app::{App, Connection, Overlay, Settings, StreamState};
+use convo_tui::event::AppEvent;
+use convo_tui::keys::KeyBindings;
+use convo_tui::render::transcript::EntryState;
+use convo_tui::runtime::Runtime;
+use convo_tui::view;
+use convo_tui::workers::{Target, WorkerConfig};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -29,7 +29,7 @@ struct Harness {
 
 async fn start(config: ServiceConfig) -> Harness {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let service = convo::service::start(config, "127.0.0.1:0".parse().unwrap())
+    let service = convo_service::start(config, "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
     let mut options = ClientOptions::new(service.base_url().parse().unwrap());
@@ -248,7 +248,7 @@ async fn delete_asks_then_deletes_on_the_server() {
     assert!(
         matches!(
             again,
-            Err(convo::api::error::ApiError::SessionNotFound { .. })
+            Err(convo_client::api::error::ApiError::SessionNotFound { .. })
         ),
         "{again:?}"
     );
@@ -369,10 +369,9 @@ async fn polling_failure_marks_the_gauges_stale() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_key_says_to_check_it_and_keeps_the_text() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let service =
-        convo::service::start(ServiceConfig::ephemeral(1), "127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
+    let service = convo_service::start(ServiceConfig::ephemeral(1), "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
     let mut options = ClientOptions::new(service.base_url().parse().unwrap());
     options.api_key = Some("service_live_WrongWrongWrongWrong".into());
     options.max_retries = 0;

@@ -1,16 +1,14 @@
 //! Snapshots at 80×24 and 120×40 of every pane, dialog and error state.
 
 use chrono::{DateTime, TimeZone, Utc};
-use convo::api::ApiError;
-use convo::api::stream::StreamUpdate;
-use convo::api::{Message, Role, StreamEvent, Usage};
-use convo::keys::KeyBindings;
-use convo::service::engine::LoadState;
-use convo::tui::app::{App, Command, Settings};
-use convo::tui::event::{
-    AppEvent, Endpoint, EngineStatus, Exported, SessionSummary, StoredMessage,
-};
-use convo::tui::view;
+use convo_client::api::ApiError;
+use convo_client::api::stream::StreamUpdate;
+use convo_client::api::{Message, Role, StreamEvent, Usage};
+use convo_service::engine::LoadState;
+use convo_tui::app::{App, Command, Settings};
+use convo_tui::event::{AppEvent, Endpoint, EngineStatus, Exported, SessionSummary, StoredMessage};
+use convo_tui::keys::KeyBindings;
+use convo_tui::view;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -55,7 +53,7 @@ fn msg(role: Role, content: &str, tokens: u64) -> StoredMessage {
         tokens,
         message_id: None,
         created_at: t0(),
-        status: convo::store::MessageStatus::Complete,
+        status: convo_client::local_store::MessageStatus::Complete,
     }
 }
 
@@ -514,7 +512,7 @@ fn stopped_and_failed_replies_with_the_stream_down() {
                     update: StreamUpdate::Event(StreamEvent::Error {
                         session_id: A.into(),
                         message_id: msg_id.into(),
-                        error: convo::api::ErrorBody::new("internal", "the engine failed"),
+                        error: convo_client::api::ErrorBody::new("internal", "the engine failed"),
                     }),
                 });
             }
@@ -628,7 +626,7 @@ fn a_title_the_user_gave_shows_in_the_list() {
         assert!(
             cmds.iter().any(|c| matches!(
                 c,
-                Command::Persist(convo::tui::app::StoreOp::SetTitle { .. })
+                Command::Persist(convo_tui::app::StoreOp::SetTitle { .. })
             )),
             "{cmds:?}"
         );
@@ -782,7 +780,7 @@ fn no_model_installed_says_how_to_get_one() {
         app.update(engine(
             "builtin (no model)",
             LoadState::Ready,
-            Some(convo::tui::embedded::NO_MODEL_HINT),
+            Some(convo_tui::embedded::NO_MODEL_HINT),
         ));
         app.update(AppEvent::Key(KeyEvent::new(
             KeyCode::Char('n'),
@@ -864,7 +862,7 @@ fn the_text_saved_in_the_editor_is_in_the_composer() {
             draft: "draft".into()
         }));
         app.update(AppEvent::EditorClosed(
-            convo::tui::editor::EditorOutcome::Saved(
+            convo_tui::editor::EditorOutcome::Saved(
                 "A longer question, written in vi:\n\n- first point\n- second point".into(),
             ),
         ));
@@ -878,7 +876,7 @@ fn a_failing_editor_says_why_and_keeps_the_draft() {
         let mut app = chat(w, h);
         type_text(&mut app, "draft");
         app.update(AppEvent::EditorClosed(
-            convo::tui::editor::EditorOutcome::Failed(
+            convo_tui::editor::EditorOutcome::Failed(
                 "editor vi exited with status 1: draft unchanged".into(),
             ),
         ));
@@ -946,8 +944,8 @@ fn hit(
     role: Role,
     minutes: i64,
     snippet: &[(&str, bool)],
-) -> convo::store::SearchHit {
-    convo::store::SearchHit {
+) -> convo_client::local_store::SearchHit {
+    convo_client::local_store::SearchHit {
         session_id: session.into(),
         session_title: Some(title.into()),
         position: 1,
@@ -956,7 +954,7 @@ fn hit(
         created_at: t0() - chrono::Duration::minutes(minutes),
         snippet: snippet
             .iter()
-            .map(|(text, matched)| convo::store::SnippetPart {
+            .map(|(text, matched)| convo_client::local_store::SnippetPart {
                 text: (*text).into(),
                 matched: *matched,
             })

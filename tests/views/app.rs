@@ -1,10 +1,10 @@
 //! The views driven through `App::update`: how they are reached, and the keys, pastes and
 //! mouse events they take.
 
-use convo::tui::app::{App, Command, View};
-use convo::tui::event::AppEvent;
-use convo::tui::metrics::{MetricsRequest, RangeChoice, RangePreset};
-use convo::tui::wallet::{WalletRequest, WalletSection};
+use convo_tui::app::{App, Command, View};
+use convo_tui::event::AppEvent;
+use convo_tui::metrics::{MetricsRequest, RangeChoice, RangePreset};
+use convo_tui::wallet::{WalletRequest, WalletSection};
 use crossterm::event::{KeyCode, KeyModifiers, MouseEvent, MouseEventKind};
 
 use crate::fixture::key;

@@ -4,9 +4,9 @@ use std::path::Path;
 use std::process::Output;
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use convo::api::{Client, ClientOptions, Granularity, SendMessage, new_session_id};
-use convo::series::buckets;
-use convo::service::{RunningService, ServiceConfig, jwt, start};
+use convo_client::api::{Client, ClientOptions, Granularity, SendMessage, new_session_id};
+use convo_client::series::buckets;
+use convo_service::{RunningService, ServiceConfig, jwt, start};
 use serde_json::Value;
 
 async fn service() -> RunningService {
@@ -61,7 +61,7 @@ async fn metrics_series_prints_the_buckets_of_the_view() {
             metadata: None,
         };
         client
-            .send_message(&s, &body, &convo::api::new_idempotency_key())
+            .send_message(&s, &body, &convo_client::api::new_idempotency_key())
             .await
             .unwrap();
     }

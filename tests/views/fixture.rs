@@ -2,9 +2,9 @@
 //! store, at a fixed time.
 
 use chrono::{DateTime, TimeZone, Utc};
-use convo::keys::KeyBindings;
-use convo::tui::app::{App, Settings};
-use convo::tui::event::{AppEvent, Endpoint};
+use convo_tui::app::{App, Settings};
+use convo_tui::event::{AppEvent, Endpoint};
+use convo_tui::keys::KeyBindings;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::layout::Rect;
 

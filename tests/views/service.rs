@@ -4,17 +4,17 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use convo::api::{
+use convo_client::api::{
     Client, ClientOptions, Granularity, Message, Metrics, SendMessage, new_session_id,
 };
-use convo::series::buckets::{self, TimeRange};
-use convo::service::{RunningService, ServiceConfig, jwt, start};
-use convo::tui::metrics::worker::{MetricsWorker, run_load};
-use convo::tui::metrics::{
+use convo_client::series::buckets::{self, TimeRange};
+use convo_service::{RunningService, ServiceConfig, jwt, start};
+use convo_tui::metrics::worker::{MetricsWorker, run_load};
+use convo_tui::metrics::{
     LoadPlan, MetricsEvent, MetricsKey, MetricsRequest, MetricsState, RangeChoice, Slot,
 };
-use convo::tui::wallet::worker::WalletWorker;
-use convo::tui::wallet::{WalletEvent, WalletFailure};
+use convo_tui::wallet::worker::WalletWorker;
+use convo_tui::wallet::{WalletEvent, WalletFailure};
 use tokio::sync::mpsc;
 
 /// Failure guard only: no assertion depends on timing.
@@ -38,12 +38,12 @@ fn client(svc: &RunningService, wallet_token: Option<String>) -> Client {
 async fn send(client: &Client, session: &str, text: &str, system: bool) -> Message {
     let body = SendMessage {
         content: text.into(),
-        role: system.then_some(convo::api::Role::System),
+        role: system.then_some(convo_client::api::Role::System),
         stream: None,
         metadata: None,
     };
     client
-        .send_message(session, &body, &convo::api::new_idempotency_key())
+        .send_message(session, &body, &convo_client::api::new_idempotency_key())
         .await
         .expect("send")
 }
@@ -243,7 +243,7 @@ async fn totals_match_convo_metrics_json() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_load_stops_its_requests() {
-    use convo::series::CONCURRENCY;
+    use convo_client::series::CONCURRENCY;
     let svc = service().await;
     let client = client(&svc, None);
     let mut worker = MetricsWorker::new();
@@ -252,7 +252,7 @@ async fn a_cancelled_load_stops_its_requests() {
     state.requests_left = Some(1_000_000);
     let mut reqs = Vec::new();
     state.set_range(
-        RangeChoice::Preset(convo::tui::metrics::RangePreset::Last90Days),
+        RangeChoice::Preset(convo_tui::metrics::RangePreset::Last90Days),
         Utc::now(),
         &mut reqs,
     );
@@ -307,7 +307,7 @@ async fn a_cancelled_load_stops_its_requests() {
 async fn fetch(worker: &WalletWorker, client: &Client, id: &str) -> WalletEvent {
     let (tx, mut rx) = mpsc::unbounded_channel();
     worker.handle(
-        convo::tui::wallet::WalletRequest::Fetch {
+        convo_tui::wallet::WalletRequest::Fetch {
             fetch_id: 1,
             wallet_id: id.into(),
         },

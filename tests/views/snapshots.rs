@@ -1,11 +1,11 @@
 //! Snapshots of the metrics and wallet views: loaded, loading, empty, error and narrow.
 
-use convo::api::{Metrics, Wallet};
-use convo::tui::app::{App, Command, View};
-use convo::tui::event::AppEvent;
-use convo::tui::metrics::{KnownBucket, LoadPlan, MetricsEvent, MetricsRequest, Query};
-use convo::tui::view;
-use convo::tui::wallet::{TokenStatus, WalletEvent, WalletFailure, WalletRequest};
+use convo_client::api::{Metrics, Wallet};
+use convo_tui::app::{App, Command, View};
+use convo_tui::event::AppEvent;
+use convo_tui::metrics::{KnownBucket, LoadPlan, MetricsEvent, MetricsRequest, Query};
+use convo_tui::view;
+use convo_tui::wallet::{TokenStatus, WalletEvent, WalletFailure, WalletRequest};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -419,7 +419,7 @@ fn tiny_terminals_do_not_panic() {
 }
 
 /// A free plan with 1,000 requests of which 27 are used.
-fn free_usage(used: u64) -> convo::api::Usage {
+fn free_usage(used: u64) -> convo_client::api::Usage {
     serde_json::from_value(serde_json::json!({
         "billingPeriod": {"start": "2026-11-01T00:00:00Z", "end": "2026-12-01T00:00:00Z"},
         "requests": {"used": used, "limit": 1000, "percentage": used as f64 / 10.0},

@@ -1,0 +1,655 @@
+//! The HTTP client: one async method per endpoint of the interface.
+//!
+//! Policy (docs/client.md): connect and whole-request timeouts; up to `max_retries` retries
+//! with capped exponential backoff on network errors, 5xx and 429 (honouring `Retry-After` up
+//! to [`MAX_RETRY_AFTER`]); a POST is retried only with the same `Idempotency-Key`, so the
+//! server answers a repeat with the first reply; response bodies capped at `max_body_bytes`.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), convo_client::api::ApiError> {
+//! use convo_client::api::{Client, ClientOptions, SendMessage, new_idempotency_key};
+//! let mut options = ClientOptions::new("http://127.0.0.1:8080".parse().unwrap());
+//! options.api_key = Some("service_live_example".into());
+//! let client = Client::new(options)?;
+//! let body = SendMessage { content: "hi".into(), role: None, stream: None, metadata: None };
+//! let reply = client
+//!     .send_message("session_abcdefgh12345678", &body, &new_idempotency_key())
+//!     .await?;
+//! println!("{}", reply.content);
+//! # Ok(()) }
+//! ```
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use rand::Rng;
+use reqwest::{Method, StatusCode};
+use serde::de::DeserializeOwned;
+use url::Url;
+
+use super::error::ApiError;
+use super::types::{
+    Deleted, ErrorEnvelope, Granularity, Message, Metrics, SendMessage, Usage, Wallet,
+};
+
+/// Longest `Retry-After` the client waits for by itself; beyond it the 429 is returned.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
+/// Default cap on a response body.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+
+const BACKOFF_BASE: Duration = Duration::from_millis(200);
+const BACKOFF_CAP: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// Time to establish a connection.
+    pub connect: Duration,
+    /// Time for a whole request, from sending to the last byte of the response.
+    pub request: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            connect: Duration::from_secs(5),
+            request: Duration::from_secs(30),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct ClientOptions {
+    pub base_url: Url,
+    /// `service_live_…`, for the session, message and analytics endpoints.
+    pub api_key: Option<String>,
+    /// JWT for the wallet endpoint.
+    pub wallet_token: Option<String>,
+    pub timeouts: Timeouts,
+    /// Retries after the first attempt (0: no retry).
+    pub max_retries: u32,
+    pub max_body_bytes: usize,
+    /// Allow a key over plain http:// to a host other than loopback.
+    pub allow_insecure: bool,
+}
+
+impl ClientOptions {
+    /// Whose numbers this client sees, as the local store files what it keeps of them
+    /// (complete metrics buckets): a hash of the base URL and the API key, so that two keys
+    /// or two deployments never share them and the key itself is not written down.
+    pub fn account(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        h.update(self.base_url.as_str().trim_end_matches('/'));
+        h.update([0]);
+        h.update(self.api_key.as_deref().unwrap_or(""));
+        let hex: String = h.finalize()[..16]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        format!("remote:{hex}")
+    }
+}
+
+impl std::fmt::Debug for ClientOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientOptions")
+            .field("base_url", &self.base_url.as_str())
+            .field(
+                "api_key",
+                &self.api_key.as_deref().map(crate::config::redact_key),
+            )
+            .field(
+                "wallet_token",
+                &self.wallet_token.as_deref().map(crate::config::redact_key),
+            )
+            .field("timeouts", &self.timeouts)
+            .field("max_retries", &self.max_retries)
+            .field("max_body_bytes", &self.max_body_bytes)
+            .field("allow_insecure", &self.allow_insecure)
+            .finish()
+    }
+}
+
+impl ClientOptions {
+    /// Options with default timeouts, 3 retries and no credentials.
+    pub fn new(base_url: Url) -> Self {
+        ClientOptions {
+            base_url,
+            api_key: None,
+            wallet_token: None,
+            timeouts: Timeouts::default(),
+            max_retries: 3,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            allow_insecure: false,
+        }
+    }
+
+    /// Options from the effective configuration; errors when no base URL is configured.
+    pub fn from_config(config: &crate::config::Config) -> Result<Self, ApiError> {
+        let c = &config.connection;
+        let base_url = c
+            .base_url
+            .clone()
+            .ok_or_else(|| ApiError::Config("no base URL configured".into()))?;
+        Ok(ClientOptions {
+            base_url,
+            api_key: c.api_key.clone(),
+            wallet_token: c.wallet_token.clone(),
+            timeouts: Timeouts {
+                connect: c.connect_timeout,
+                request: c.request_timeout,
+            },
+            max_retries: c.max_retries,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            allow_insecure: c.allow_insecure,
+        })
+    }
+
+    /// The URL of `segments` under the base URL (each segment percent-encoded).
+    pub fn endpoint(&self, segments: &[&str]) -> Url {
+        let mut url = self.base_url.clone();
+        url.set_query(None);
+        url.set_fragment(None);
+        if let Ok(mut path) = url.path_segments_mut() {
+            path.pop_if_empty().extend(segments);
+        }
+        url
+    }
+}
+
+/// The reply to POST messages, with whether it is complete: a `stream: true` POST answered
+/// 202 carries only the id of the reply to come.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SendReply {
+    pub message: Message,
+    pub complete: bool,
+}
+
+/// Client of the Conversational Session Service. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    options: Arc<ClientOptions>,
+}
+
+#[derive(Clone, Copy)]
+enum Auth {
+    ApiKey,
+    WalletToken,
+}
+
+/// A fresh `Idempotency-Key` for one send (reused by its retries).
+pub fn new_idempotency_key() -> String {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let mut rng = rand::rng();
+    (0..32)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect()
+}
+
+/// An attempt's failure, with whether another attempt may help and how long to wait.
+struct Failure {
+    error: ApiError,
+    retryable: bool,
+    wait: Option<Duration>,
+    /// The HTTP status of an error answer (none when no answer came).
+    status: Option<StatusCode>,
+}
+
+impl Client {
+    /// A client for these options. Refuses a key over plain http to a non-loopback host
+    /// unless `allow_insecure`.
+    pub fn new(options: ClientOptions) -> Result<Client, ApiError> {
+        crate::config::check_transport(
+            &options.base_url,
+            options.api_key.is_some() || options.wallet_token.is_some(),
+            options.allow_insecure,
+        )
+        .map_err(|e| ApiError::Config(e.to_string()))?;
+        let http = reqwest::Client::builder()
+            .connect_timeout(options.timeouts.connect)
+            .timeout(options.timeouts.request)
+            .user_agent(concat!("convo/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| ApiError::Config(format!("cannot build the HTTP client: {e}")))?;
+        Ok(Client {
+            http,
+            options: Arc::new(options),
+        })
+    }
+
+    pub fn options(&self) -> &ClientOptions {
+        &self.options
+    }
+
+    /// POST `/v1/sessions/{sessionId}/messages`: send a message, get the assistant reply.
+    pub async fn send_message(
+        &self,
+        session_id: &str,
+        message: &SendMessage,
+        idempotency_key: &str,
+    ) -> Result<Message, ApiError> {
+        self.post_message(session_id, message, idempotency_key)
+            .await
+            .map(|r| r.message)
+    }
+
+    /// POST `/v1/sessions/{sessionId}/messages`, telling a complete reply (200) from one
+    /// still to come over the stream (202).
+    pub async fn post_message(
+        &self,
+        session_id: &str,
+        message: &SendMessage,
+        idempotency_key: &str,
+    ) -> Result<SendReply, ApiError> {
+        let url = self
+            .options
+            .endpoint(&["v1", "sessions", session_id, "messages"]);
+        let body = serde_json::to_vec(message)
+            .map_err(|e| ApiError::Config(format!("cannot encode the message: {e}")))?;
+        let (status, reply): (StatusCode, Message) = self
+            .request(
+                Method::POST,
+                url,
+                Auth::ApiKey,
+                Some(body),
+                Some(idempotency_key),
+            )
+            .await?;
+        let pending = status == StatusCode::ACCEPTED
+            || (message.stream == Some(true) && reply.content.is_empty() && reply.tokens == 0);
+        Ok(SendReply {
+            message: reply,
+            complete: !pending,
+        })
+    }
+
+    /// DELETE `/v1/sessions/{sessionId}`.
+    pub async fn delete_session(&self, session_id: &str) -> Result<Deleted, ApiError> {
+        let url = self.options.endpoint(&["v1", "sessions", session_id]);
+        self.request(Method::DELETE, url, Auth::ApiKey, None, None)
+            .await
+            .map(|(_, d)| d)
+    }
+
+    /// GET `/v1/analytics/metrics` over `[start, end)`.
+    pub async fn metrics(
+        &self,
+        start: DateTime<Utc>,
+        end: DateTime<Utc>,
+        granularity: Option<Granularity>,
+    ) -> Result<Metrics, ApiError> {
+        let mut url = self.options.endpoint(&["v1", "analytics", "metrics"]);
+        {
+            let mut q = url.query_pairs_mut();
+            // AutoSi keeps sub-second digits only when there are any: truncating `end` to
+            // the second would drop what happened in its last second.
+            q.append_pair(
+                "startDate",
+                &start.to_rfc3339_opts(SecondsFormat::AutoSi, true),
+            );
+            q.append_pair("endDate", &end.to_rfc3339_opts(SecondsFormat::AutoSi, true));
+            if let Some(g) = granularity {
+                q.append_pair("granularity", g.as_str());
+            }
+        }
+        self.request(Method::GET, url, Auth::ApiKey, None, None)
+            .await
+            .map(|(_, m)| m)
+    }
+
+    /// GET `/v1/analytics/usage`: the current billing period.
+    pub async fn usage(&self) -> Result<Usage, ApiError> {
+        let url = self.options.endpoint(&["v1", "analytics", "usage"]);
+        self.request(Method::GET, url, Auth::ApiKey, None, None)
+            .await
+            .map(|(_, u)| u)
+    }
+
+    /// GET `/v1/wallets/{walletId}`, with the wallet token (JWT).
+    pub async fn wallet(&self, wallet_id: &str) -> Result<Wallet, ApiError> {
+        if self.options.wallet_token.is_none() {
+            return Err(ApiError::Config(
+                "no wallet token: pass --token or set CONVO_WALLET_TOKEN (a local service mints one with `convo token`)".into(),
+            ));
+        }
+        let url = self.options.endpoint(&["v1", "wallets", wallet_id]);
+        self.request(Method::GET, url, Auth::WalletToken, None, None)
+            .await
+            .map(|(_, w)| w)
+    }
+
+    /// `GET /v1/sessions/{sessionId}/messages`, an extension of the local service: the
+    /// session's stored messages, oldest first (a reply still being generated is not among
+    /// them). `Ok(None)` when the server has no such endpoint (a 404 other than
+    /// `session_not_found`, or a 405); an empty list for a session the server does not hold.
+    pub async fn session_messages(
+        &self,
+        session_id: &str,
+    ) -> Result<Option<Vec<Message>>, ApiError> {
+        #[derive(serde::Deserialize)]
+        struct MessageList {
+            messages: Vec<Message>,
+        }
+        let url = self
+            .options
+            .endpoint(&["v1", "sessions", session_id, "messages"]);
+        match self
+            .request_with_status::<MessageList>(Method::GET, url, Auth::ApiKey, None, None)
+            .await
+        {
+            Ok((_, list)) => Ok(Some(list.messages)),
+            Err(Failure {
+                error: ApiError::SessionNotFound { .. },
+                ..
+            }) => Ok(Some(Vec::new())),
+            Err(Failure {
+                status: Some(StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED),
+                ..
+            }) => Ok(None),
+            Err(f) => Err(f.error),
+        }
+    }
+
+    /// `GET /healthz`, an extension of the local service (no credentials): `Ok(true)` when
+    /// the server says it is up, `Ok(false)` when it has no such endpoint (any 404), an
+    /// error when it cannot be reached or answers otherwise. Not retried: it is a probe.
+    pub async fn health(&self) -> Result<bool, ApiError> {
+        let mut url = self.options.base_url.clone();
+        url.set_query(None);
+        url.set_fragment(None);
+        if let Ok(mut path) = url.path_segments_mut() {
+            path.pop_if_empty().push("healthz");
+        }
+        let resp = self
+            .http
+            .get(url.clone())
+            .send()
+            .await
+            .map_err(|e| ApiError::Network(describe_reqwest(&e, &url)))?;
+        match resp.status() {
+            s if s.is_success() => Ok(true),
+            StatusCode::NOT_FOUND => Ok(false),
+            s => Err(ApiError::Protocol(format!(
+                "HTTP {} from {}",
+                s.as_u16(),
+                url.path()
+            ))),
+        }
+    }
+
+    async fn request<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        url: Url,
+        auth: Auth,
+        body: Option<Vec<u8>>,
+        idempotency_key: Option<&str>,
+    ) -> Result<(StatusCode, T), ApiError> {
+        self.request_with_status(method, url, auth, body, idempotency_key)
+            .await
+            .map_err(|f| f.error)
+    }
+
+    /// [`Client::request`], keeping the status of an error answer.
+    async fn request_with_status<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        url: Url,
+        auth: Auth,
+        body: Option<Vec<u8>>,
+        idempotency_key: Option<&str>,
+    ) -> Result<(StatusCode, T), Failure> {
+        let mut attempt: u32 = 0;
+        loop {
+            match self
+                .attempt(&method, &url, auth, body.as_deref(), idempotency_key)
+                .await
+            {
+                Ok(ok) => return Ok(ok),
+                Err(f) if f.retryable && attempt < self.options.max_retries => {
+                    let wait = f.wait.unwrap_or_else(|| backoff(attempt));
+                    tracing::debug!(
+                        %method, path = url.path(), attempt, ?wait, error = %f.error,
+                        "retrying request"
+                    );
+                    tokio::time::sleep(wait).await;
+                    attempt += 1;
+                }
+                Err(f) => return Err(f),
+            }
+        }
+    }
+
+    async fn attempt<T: DeserializeOwned>(
+        &self,
+        method: &Method,
+        url: &Url,
+        auth: Auth,
+        body: Option<&[u8]>,
+        idempotency_key: Option<&str>,
+    ) -> Result<(StatusCode, T), Failure> {
+        let mut req = self
+            .http
+            .request(method.clone(), url.clone())
+            .header(reqwest::header::ACCEPT, "application/json");
+        let credential = match auth {
+            Auth::ApiKey => self.options.api_key.as_deref(),
+            Auth::WalletToken => self.options.wallet_token.as_deref(),
+        };
+        if let Some(c) = credential {
+            req = req.bearer_auth(c);
+        }
+        if let Some(k) = idempotency_key {
+            req = req.header("Idempotency-Key", k);
+        }
+        if let Some(b) = body {
+            req = req
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(b.to_vec());
+        }
+        let mut resp = req.send().await.map_err(|e| Failure {
+            error: ApiError::Network(describe_reqwest(&e, url)),
+            retryable: true,
+            wait: None,
+            status: None,
+        })?;
+        let status = resp.status();
+        let retry_after = resp
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(parse_retry_after);
+        let bytes = read_capped(&mut resp, self.options.max_body_bytes, url).await?;
+
+        if status.is_success() {
+            return serde_json::from_slice::<T>(&bytes)
+                .map(|v| (status, v))
+                .map_err(|e| Failure {
+                    error: ApiError::Protocol(format!(
+                        "unexpected response from {} (HTTP {}): {e}",
+                        url.path(),
+                        status.as_u16()
+                    )),
+                    retryable: false,
+                    wait: None,
+                    status: Some(status),
+                });
+        }
+
+        let error = match serde_json::from_slice::<ErrorEnvelope>(&bytes) {
+            Ok(env) => ApiError::from_body(status.as_u16(), env.error, retry_after),
+            Err(_) => ApiError::Protocol(format!(
+                "HTTP {} from {} without an error body{}",
+                status.as_u16(),
+                url.path(),
+                snippet(&bytes)
+            )),
+        };
+        // A server asking for a longer wait than the cap (a quota resetting next month) gets
+        // its answer returned rather than a client hanging on.
+        let retryable = (status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS)
+            && retry_after.is_none_or(|d| d <= MAX_RETRY_AFTER);
+        Err(Failure {
+            error,
+            retryable,
+            wait: retry_after,
+            status: Some(status),
+        })
+    }
+}
+
+/// Read the body, refusing more than `cap` bytes.
+async fn read_capped(
+    resp: &mut reqwest::Response,
+    cap: usize,
+    url: &Url,
+) -> Result<Vec<u8>, Failure> {
+    if resp.content_length().is_some_and(|n| n > cap as u64) {
+        return Err(too_large(cap, url));
+    }
+    let mut bytes = Vec::new();
+    loop {
+        match resp.chunk().await {
+            Ok(Some(chunk)) => {
+                if bytes.len() + chunk.len() > cap {
+                    return Err(too_large(cap, url));
+                }
+                bytes.extend_from_slice(&chunk);
+            }
+            Ok(None) => return Ok(bytes),
+            Err(e) => {
+                return Err(Failure {
+                    error: ApiError::Network(format!(
+                        "the response from {} was cut off: {}",
+                        url.path(),
+                        error_chain(&e)
+                    )),
+                    retryable: true,
+                    wait: None,
+                    status: None,
+                });
+            }
+        }
+    }
+}
+
+fn too_large(cap: usize, url: &Url) -> Failure {
+    Failure {
+        error: ApiError::Protocol(format!(
+            "the response from {} is larger than {cap} bytes",
+            url.path()
+        )),
+        retryable: false,
+        wait: None,
+        status: None,
+    }
+}
+
+/// The first 200 characters of a body, on one line, for error messages.
+fn snippet(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let one_line: String = text
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(200)
+        .collect();
+    if one_line.is_empty() {
+        String::new()
+    } else {
+        format!(": {one_line}")
+    }
+}
+
+fn describe_reqwest(e: &reqwest::Error, url: &Url) -> String {
+    let origin = url.origin().ascii_serialization();
+    if e.is_timeout() {
+        format!("{origin} did not answer in time")
+    } else if e.is_connect() {
+        format!("cannot connect to {origin}: {}", error_chain(e))
+    } else {
+        format!("request to {origin} failed: {}", error_chain(e))
+    }
+}
+
+/// The innermost cause of an error, which is the one that says what happened
+/// ("Connection refused"), on one line.
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut last = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        last = s.to_string();
+        source = s.source();
+    }
+    last.replace('\n', " ")
+}
+
+/// `Retry-After`: delay-seconds or an HTTP date.
+pub fn parse_retry_after(value: &str) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let at = DateTime::parse_from_rfc2822(value).ok()?;
+    let delta = at.with_timezone(&Utc) - Utc::now();
+    Some(delta.to_std().unwrap_or(Duration::ZERO))
+}
+
+/// Capped exponential backoff with jitter for retry number `attempt` (0-based).
+pub fn backoff(attempt: u32) -> Duration {
+    let exp = BACKOFF_BASE.saturating_mul(2u32.saturating_pow(attempt.min(16)));
+    let capped = exp.min(BACKOFF_CAP);
+    // ±25 % jitter so that many clients do not retry in lockstep.
+    let factor = rand::rng().random_range(0.75..1.25);
+    capped.mul_f64(factor)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_keep_the_base_path_and_encode_segments() {
+        let o = ClientOptions::new(Url::parse("https://h.example/api/").unwrap());
+        assert_eq!(
+            o.endpoint(&["v1", "sessions", "a/b", "messages"]).as_str(),
+            "https://h.example/api/v1/sessions/a%2Fb/messages"
+        );
+        let o = ClientOptions::new(Url::parse("http://127.0.0.1:9").unwrap());
+        assert_eq!(
+            o.endpoint(&["v1", "analytics", "usage"]).as_str(),
+            "http://127.0.0.1:9/v1/analytics/usage"
+        );
+    }
+
+    #[test]
+    fn retry_after_parses_seconds_and_dates() {
+        assert_eq!(parse_retry_after("3"), Some(Duration::from_secs(3)));
+        assert_eq!(
+            parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(parse_retry_after("soon"), None);
+    }
+
+    #[test]
+    fn backoff_is_capped() {
+        for n in 0..40 {
+            assert!(backoff(n) <= BACKOFF_CAP.mul_f64(1.25));
+        }
+        assert!(backoff(0) >= BACKOFF_BASE.mul_f64(0.75));
+    }
+
+    #[test]
+    fn debug_output_redacts_credentials() {
+        let mut o = ClientOptions::new(Url::parse("http://127.0.0.1:9").unwrap());
+        o.api_key = Some("service_live_abcdefghijklmnopqrst".into());
+        let s = format!("{o:?}");
+        assert!(!s.contains("abcdefghijkl"), "{s}");
+        assert!(s.contains("service_live_…qrst"), "{s}");
+    }
+}

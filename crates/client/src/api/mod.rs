@@ -1,0 +1,13 @@
+//! The client side of the wire: types, the HTTP client and the stream client. No ratatui here.
+
+pub mod client;
+pub mod error;
+pub mod stream;
+pub use convo_wire::types;
+
+pub use client::{
+    Client, ClientOptions, DEFAULT_MAX_BODY_BYTES, SendReply, Timeouts, new_idempotency_key,
+};
+pub use error::ApiError;
+pub use stream::{SessionStream, StreamTiming, StreamUpdate, send_streaming};
+pub use types::*;

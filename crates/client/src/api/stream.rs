@@ -1,0 +1,753 @@
+//! The stream client: a task holding `GET /v1/sessions/{id}/stream` (docs/design.md, "Streaming") open,
+//! yielding typed events, pinging, reconnecting with capped backoff, dropping duplicate
+//! deltas; and [`send_streaming`], which sends one message and follows its reply, falling
+//! back to a plain POST against servers without the stream endpoint (§4.3).
+//!
+//! ```no_run
+//! # async fn demo(options: convo_client::api::ClientOptions) {
+//! use convo_client::api::stream::{SessionStream, StreamUpdate};
+//! let (_handle, mut updates) = SessionStream::connect(options, "session_abcdefgh12345678");
+//! while let Some(update) = updates.recv().await {
+//!     match update {
+//!         StreamUpdate::Event(event) => println!("{event:?}"),
+//!         StreamUpdate::Unsupported => break, // use plain POSTs
+//!         other => println!("{other:?}"),
+//!     }
+//! }
+//! # }
+//! ```
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::{Instant, sleep, sleep_until, timeout};
+use tokio_tungstenite::tungstenite::{self, Message as WsMessage, client::IntoClientRequest};
+
+use super::client::{Client, ClientOptions};
+use super::error::ApiError;
+use super::types::{ErrorEnvelope, Message, SendMessage, StreamEvent};
+
+/// What the stream task tells its owner.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamUpdate {
+    /// An event of the session (duplicate deltas already dropped).
+    Event(StreamEvent),
+    /// The stream is open (again). After a reconnect, a reply in flight arrives as a snapshot.
+    Connected,
+    /// The stream dropped. `retry_in: Some(d)`: reconnecting after `d`; `None`: given up
+    /// (e.g. the session was deleted, or the key was refused) and the task has ended.
+    Disconnected {
+        error: ApiError,
+        retry_in: Option<Duration>,
+    },
+    /// The server has no stream endpoint; the task has ended. Use plain POSTs.
+    Unsupported,
+}
+
+/// Timings of the stream task. The defaults follow docs/design.md, "Streaming".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamTiming {
+    pub ping_interval: Duration,
+    /// Reconnect when nothing at all (not even a pong) was heard for this long.
+    pub silence_timeout: Duration,
+    pub backoff_base: Duration,
+    pub backoff_cap: Duration,
+}
+
+impl Default for StreamTiming {
+    fn default() -> Self {
+        StreamTiming {
+            ping_interval: Duration::from_secs(20),
+            silence_timeout: Duration::from_secs(60),
+            backoff_base: Duration::from_millis(500),
+            backoff_cap: Duration::from_secs(30),
+        }
+    }
+}
+
+impl StreamTiming {
+    /// The timings of [`send_streaming`]: someone waits at a prompt for one reply, so a
+    /// server that went silent (no pong to pings every second) is noticed within 4 s and
+    /// reconnects are tried quickly. A live server answers pings at once whatever its
+    /// model is doing, so the short silence timeout does not cut a slow reply short.
+    pub fn one_shot() -> Self {
+        StreamTiming {
+            ping_interval: Duration::from_secs(1),
+            silence_timeout: Duration::from_secs(4),
+            backoff_base: Duration::from_millis(250),
+            backoff_cap: Duration::from_secs(2),
+        }
+    }
+}
+
+/// Handle of a session's stream task. Dropping it closes the stream.
+#[derive(Debug)]
+pub struct SessionStream {
+    session_id: String,
+    _close: oneshot::Sender<()>,
+}
+
+impl SessionStream {
+    /// Open the stream of `session_id` in a background task with default timings.
+    /// Must be called within a tokio runtime.
+    pub fn connect(
+        options: ClientOptions,
+        session_id: &str,
+    ) -> (SessionStream, mpsc::Receiver<StreamUpdate>) {
+        Self::connect_with(options, session_id, StreamTiming::default())
+    }
+
+    pub fn connect_with(
+        options: ClientOptions,
+        session_id: &str,
+        timing: StreamTiming,
+    ) -> (SessionStream, mpsc::Receiver<StreamUpdate>) {
+        let (tx, rx) = mpsc::channel(256);
+        let (close_tx, close_rx) = oneshot::channel();
+        let task = StreamTask {
+            options,
+            session_id: session_id.to_string(),
+            timing,
+            tx,
+            next_seq: HashMap::new(),
+            finished: HashSet::new(),
+        };
+        tokio::spawn(task.run(close_rx));
+        (
+            SessionStream {
+                session_id: session_id.to_string(),
+                _close: close_tx,
+            },
+            rx,
+        )
+    }
+
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+}
+
+/// The outcome of one connection attempt or connection.
+enum Ending {
+    /// Owner gone or handle dropped: stop quietly.
+    Closed,
+    /// Try again after a backoff.
+    Retry(ApiError),
+    /// Give up with this error.
+    Fatal(ApiError),
+    Unsupported,
+}
+
+struct StreamTask {
+    options: ClientOptions,
+    session_id: String,
+    timing: StreamTiming,
+    tx: mpsc::Sender<StreamUpdate>,
+    /// Per message: the next delta `seq` expected; lower ones are duplicates.
+    next_seq: HashMap<String, u64>,
+    /// Messages already done: any late delta of theirs is a duplicate.
+    finished: HashSet<String>,
+}
+
+impl StreamTask {
+    async fn run(mut self, mut close: oneshot::Receiver<()>) {
+        let mut failures: u32 = 0;
+        loop {
+            let ending = tokio::select! {
+                _ = &mut close => Ending::Closed,
+                e = self.connect_and_read(&mut failures) => e,
+            };
+            match ending {
+                Ending::Closed => return,
+                Ending::Unsupported => {
+                    let _ = self.tx.send(StreamUpdate::Unsupported).await;
+                    return;
+                }
+                Ending::Fatal(error) => {
+                    let _ = self
+                        .tx
+                        .send(StreamUpdate::Disconnected {
+                            error,
+                            retry_in: None,
+                        })
+                        .await;
+                    return;
+                }
+                Ending::Retry(error) => {
+                    let wait = self.backoff(failures);
+                    failures = failures.saturating_add(1);
+                    tracing::debug!(session = %self.session_id, %error, ?wait, "stream dropped");
+                    if self
+                        .tx
+                        .send(StreamUpdate::Disconnected {
+                            error,
+                            retry_in: Some(wait),
+                        })
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                    tokio::select! {
+                        _ = &mut close => return,
+                        _ = sleep(wait) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    fn backoff(&self, failures: u32) -> Duration {
+        let exp = self
+            .timing
+            .backoff_base
+            .saturating_mul(2u32.saturating_pow(failures.min(16)));
+        exp.min(self.timing.backoff_cap)
+    }
+
+    async fn connect_and_read(&mut self, failures: &mut u32) -> Ending {
+        if let Err(e) = crate::config::check_transport(
+            &self.options.base_url,
+            self.options.api_key.is_some(),
+            self.options.allow_insecure,
+        ) {
+            return Ending::Fatal(ApiError::Config(e.to_string()));
+        }
+        let mut url = self
+            .options
+            .endpoint(&["v1", "sessions", &self.session_id, "stream"]);
+        let scheme = if url.scheme() == "https" { "wss" } else { "ws" };
+        if url.set_scheme(scheme).is_err() {
+            return Ending::Fatal(ApiError::Config(format!(
+                "cannot derive a WebSocket address from {}",
+                self.options.base_url
+            )));
+        }
+        let mut request = match url.as_str().into_client_request() {
+            Ok(r) => r,
+            Err(e) => return Ending::Fatal(ApiError::Config(format!("bad stream address: {e}"))),
+        };
+        if let Some(key) = &self.options.api_key {
+            match format!("Bearer {key}").parse() {
+                Ok(v) => {
+                    request.headers_mut().insert("Authorization", v);
+                }
+                Err(_) => {
+                    return Ending::Fatal(ApiError::Config(
+                        "the API key holds characters not allowed in a header".into(),
+                    ));
+                }
+            }
+        }
+        let config = tungstenite::protocol::WebSocketConfig::default()
+            .max_message_size(Some(self.options.max_body_bytes))
+            .max_frame_size(Some(self.options.max_body_bytes));
+        let connecting = tokio_tungstenite::connect_async_with_config(request, Some(config), true);
+        let ws = match timeout(self.options.timeouts.connect, connecting).await {
+            Err(_) => {
+                return Ending::Retry(ApiError::Network(format!(
+                    "the stream at {} did not open in time",
+                    url.origin().ascii_serialization()
+                )));
+            }
+            Ok(Err(e)) => return classify_connect_error(e),
+            Ok(Ok((ws, _response))) => ws,
+        };
+        if self.tx.send(StreamUpdate::Connected).await.is_err() {
+            return Ending::Closed;
+        }
+        let (mut sink, mut source) = ws.split();
+        let mut ping = tokio::time::interval_at(
+            Instant::now() + self.timing.ping_interval,
+            self.timing.ping_interval,
+        );
+        let mut silent_until = Instant::now() + self.timing.silence_timeout;
+        let owner = self.tx.clone();
+        loop {
+            tokio::select! {
+                frame = source.next() => {
+                    silent_until = Instant::now() + self.timing.silence_timeout;
+                    // The backoff restarts only once the server has actually spoken, so
+                    // that one accepting and at once closing is not hammered.
+                    if matches!(frame, Some(Ok(_))) {
+                        *failures = 0;
+                    }
+                    match frame {
+                        None => return Ending::Retry(ApiError::Network("the stream closed".into())),
+                        Some(Err(e)) => return Ending::Retry(ApiError::Network(format!("the stream failed: {e}"))),
+                        Some(Ok(WsMessage::Text(text))) => {
+                            if !self.forward(text.as_str()).await {
+                                return Ending::Closed;
+                            }
+                        }
+                        Some(Ok(WsMessage::Close(frame))) => {
+                            let why = frame.map(|f| f.reason.to_string()).filter(|r| !r.is_empty());
+                            return Ending::Retry(ApiError::Network(match why {
+                                Some(r) => format!("the server closed the stream: {r}"),
+                                None => "the server closed the stream".into(),
+                            }));
+                        }
+                        // Pings are answered by tungstenite; pongs and binary frames only
+                        // show the peer is alive.
+                        Some(Ok(_)) => {}
+                    }
+                }
+                _ = ping.tick() => {
+                    if let Err(e) = sink.send(WsMessage::Ping(Vec::new().into())).await {
+                        return Ending::Retry(ApiError::Network(format!("the stream failed: {e}")));
+                    }
+                }
+                _ = sleep_until(silent_until) => {
+                    return Ending::Retry(ApiError::Network(format!(
+                        "nothing heard on the stream for {} s",
+                        self.timing.silence_timeout.as_secs()
+                    )));
+                }
+                _ = owner.closed() => {
+                    let _ = sink.send(WsMessage::Close(None)).await;
+                    return Ending::Closed;
+                }
+            }
+        }
+    }
+
+    /// Parse one text frame and pass it on unless it is a duplicate. False when the
+    /// owner is gone.
+    async fn forward(&mut self, text: &str) -> bool {
+        let event: StreamEvent = match serde_json::from_str(text) {
+            Ok(e) => e,
+            Err(e) => {
+                // Unknown event types from other servers are not an error.
+                tracing::debug!(error = %e, "ignoring a stream frame");
+                return true;
+            }
+        };
+        let keep = match &event {
+            StreamEvent::Delta {
+                message_id, seq, ..
+            } => {
+                if self.finished.contains(message_id) {
+                    false
+                } else {
+                    let next = self.next_seq.entry(message_id.clone()).or_insert(0);
+                    if *seq < *next {
+                        false
+                    } else {
+                        *next = *seq + 1;
+                        true
+                    }
+                }
+            }
+            StreamEvent::Snapshot {
+                message_id, seq, ..
+            } => {
+                if self.finished.contains(message_id) {
+                    false
+                } else {
+                    let next = self.next_seq.entry(message_id.clone()).or_insert(0);
+                    // A snapshot folding fewer deltas than were seen is stale.
+                    if *seq < *next {
+                        false
+                    } else {
+                        *next = *seq;
+                        true
+                    }
+                }
+            }
+            StreamEvent::Done { message } => {
+                self.remember_finished(&message.message_id);
+                true
+            }
+            StreamEvent::Error { message_id, .. } => {
+                let id = message_id.clone();
+                self.remember_finished(&id);
+                true
+            }
+        };
+        if !keep {
+            return true;
+        }
+        self.tx.send(StreamUpdate::Event(event)).await.is_ok()
+    }
+
+    fn remember_finished(&mut self, message_id: &str) {
+        self.next_seq.remove(message_id);
+        // Bounded memory for a stream open for days.
+        if self.finished.len() >= 1024 {
+            self.finished.clear();
+        }
+        self.finished.insert(message_id.to_string());
+    }
+}
+
+fn classify_connect_error(e: tungstenite::Error) -> Ending {
+    match e {
+        tungstenite::Error::Http(resp) => {
+            let status = resp.status().as_u16();
+            let envelope = resp
+                .body()
+                .as_deref()
+                .and_then(|b| serde_json::from_slice::<ErrorEnvelope>(b).ok());
+            match (status, envelope) {
+                (_, Some(env))
+                    if matches!(
+                        env.error.code.as_str(),
+                        "session_not_found" | "unauthorized" | "quota_exceeded"
+                    ) =>
+                {
+                    Ending::Fatal(ApiError::from_body(status, env.error, None))
+                }
+                (401 | 403, _) => Ending::Fatal(ApiError::Unauthorized {
+                    message: format!("the stream endpoint refused the key (HTTP {status})"),
+                }),
+                (500.., _) => Ending::Retry(ApiError::Network(format!(
+                    "the stream endpoint answered HTTP {status}"
+                ))),
+                _ => Ending::Unsupported,
+            }
+        }
+        // The connection ended before the handshake's answer was complete: a network
+        // failure (a server going down), not a server without streams.
+        tungstenite::Error::Protocol(tungstenite::error::ProtocolError::HandshakeIncomplete) => {
+            Ending::Retry(ApiError::Network(
+                "the stream's handshake was cut off".into(),
+            ))
+        }
+        // Something that is not a WebSocket server answered.
+        tungstenite::Error::Protocol(_) | tungstenite::Error::HttpFormat(_) => Ending::Unsupported,
+        tungstenite::Error::Url(e) => {
+            Ending::Fatal(ApiError::Config(format!("bad stream address: {e}")))
+        }
+        other => Ending::Retry(ApiError::Network(format!(
+            "cannot open the stream: {other}"
+        ))),
+    }
+}
+
+/// How long [`send_streaming`] waits, after the stream reconnected, for a snapshot of its
+/// reply when the server cannot say (no history endpoint) whether the reply is still coming.
+const RECOVERY_GRACE: Duration = Duration::from_secs(15);
+
+/// Least time [`send_streaming`] waits between two pieces of its reply, or for the stream
+/// to come back to a server that is up, before it settles the reply from the stored history
+/// or gives up (the request timeout is used when longer).
+const STALL_GUARD_MIN: Duration = Duration::from_secs(120);
+
+/// How long [`send_streaming`] keeps trying to reach a server whose stream dropped
+/// mid-reply before it gives up on the reply: a killed server fails the send this soon.
+const DOWN_GRACE: Duration = Duration::from_secs(4);
+
+/// Pause between two attempts to reach the server while the stream is down.
+const PROBE_RETRY: Duration = Duration::from_millis(500);
+
+/// Longest wait for the stored history's answer: a server that accepts connections but
+/// answers nothing (stopped, or a dead link) must not hold the caller for the request timeout.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// What the stored history says of a reply the stream lost.
+enum Settled {
+    /// It is stored: the final reply.
+    Reply(Message),
+    /// Its message is stored and the reply not yet: it is still being generated.
+    StillComing,
+    /// Neither: the service dropped the turn.
+    Dropped,
+    /// The server has no history endpoint.
+    Unsupported,
+    /// The history could not be fetched.
+    Failed(ApiError),
+    /// The server took the request and said nothing for [`PROBE_TIMEOUT`].
+    NoAnswer,
+}
+
+impl Settled {
+    /// A failure to fetch the history, as an error.
+    fn no_answer() -> ApiError {
+        ApiError::Network(format!(
+            "no answer from the server in {} s",
+            PROBE_TIMEOUT.as_secs()
+        ))
+    }
+}
+
+/// Asks the session's stored history (`GET /v1/sessions/{id}/messages`, an extension of the
+/// local service) about the reply `reply_id` to `sent`.
+/// No answer within [`PROBE_TIMEOUT`] is a failure.
+async fn settle(client: &Client, session_id: &str, reply_id: &str, sent: &SendMessage) -> Settled {
+    let asked = timeout(PROBE_TIMEOUT, client.session_messages(session_id)).await;
+    let Ok(answer) = asked else {
+        return Settled::NoAnswer;
+    };
+    match answer {
+        Ok(Some(messages)) => {
+            let sent_role = sent.role.unwrap_or(super::types::Role::User);
+            let last_is_sent = messages
+                .last()
+                .is_some_and(|m| m.role == sent_role && m.content == sent.content);
+            match messages.into_iter().find(|m| m.message_id == reply_id) {
+                Some(reply) => Settled::Reply(reply),
+                None if last_is_sent => Settled::StillComing,
+                None => Settled::Dropped,
+            }
+        }
+        Ok(None) => Settled::Unsupported,
+        Err(e) => Settled::Failed(e),
+    }
+}
+
+/// The error for a reply that the service dropped after the stream lost it.
+fn dropped(received: usize) -> ApiError {
+    ApiError::StreamLost(format!(
+        "the stream dropped mid-reply and the service did not keep the reply (the turn was rolled back; {received} bytes had arrived): send the message again"
+    ))
+}
+
+/// Send one message and follow its reply as it streams, calling `on_text` with each new
+/// piece of text in order; returns the final reply.
+///
+/// Falls back to a plain POST when the server has no stream endpoint, and takes a complete
+/// 200 reply to a `stream: true` POST as done. In both cases `on_text` gets the whole
+/// content once.
+///
+/// The stream uses [`StreamTiming::one_shot`]: a connection that closes is noticed at once,
+/// one that goes silent within seconds. When it drops mid-reply it reconnects (with backoff)
+/// and picks the reply up from the server's snapshot; meanwhile it asks the session's stored
+/// history what became of the reply, which settles a reply that finished (or was dropped)
+/// while the stream was down. A server that cannot be reached for `DOWN_GRACE` ends the
+/// send with [`ApiError::StreamLost`]. Against a server without that history it waits
+/// `RECOVERY_GRACE` for a snapshot, then says that the end of the reply is unknown.
+pub async fn send_streaming<F: FnMut(&str)>(
+    client: &Client,
+    session_id: &str,
+    message: &SendMessage,
+    idempotency_key: &str,
+    mut on_text: F,
+) -> Result<Message, ApiError> {
+    let (handle, mut updates) = SessionStream::connect_with(
+        client.options().clone(),
+        session_id,
+        StreamTiming::one_shot(),
+    );
+    let opened = timeout(
+        client.options().timeouts.connect + Duration::from_secs(1),
+        updates.recv(),
+    )
+    .await;
+    let streaming = matches!(opened, Ok(Some(StreamUpdate::Connected)));
+    if !streaming {
+        tracing::debug!(?opened, "no stream; sending a plain POST");
+        drop(handle);
+        let mut plain = message.clone();
+        plain.stream = None;
+        let reply = client
+            .send_message(session_id, &plain, idempotency_key)
+            .await?;
+        on_text(&reply.content);
+        return Ok(reply);
+    }
+
+    let mut body = message.clone();
+    body.stream = Some(true);
+    let sent = client
+        .post_message(session_id, &body, idempotency_key)
+        .await?;
+    if sent.complete {
+        on_text(&sent.message.content);
+        return Ok(sent.message);
+    }
+    let id = sent.message.message_id;
+    let mut printed = String::new();
+    let emit = |printed: &mut String, full: &str, on_text: &mut F| {
+        // Print what `full` adds to what was printed; a snapshot or the final reply
+        // repeat what came before.
+        let rest = full
+            .strip_prefix(printed.as_str())
+            .unwrap_or_else(|| full.get(printed.len()..).unwrap_or_default());
+        if !rest.is_empty() {
+            on_text(rest);
+        }
+        *printed = full.to_string();
+    };
+    // While the stream is down, the history is asked without retries of its own: this
+    // loop retries, and must see a dead server as soon as it stops answering.
+    let prober = {
+        let mut o = client.options().clone();
+        o.max_retries = 0;
+        Client::new(o).ok()
+    };
+    let prober = prober.as_ref().unwrap_or(client);
+    // Reconnected after a drop, waiting for a snapshot the history could not promise.
+    let mut recovering_since: Option<Instant> = None;
+    // The stream is down (reconnecting) since then, and why it dropped.
+    let mut down: Option<(Instant, ApiError)> = None;
+    // While it is down: when to ask the stored history next.
+    let mut next_probe: Option<Instant> = None;
+    // A server that accepted the message but never streams it must not hang the caller;
+    // generous, since a slow model may think for a while before its first token.
+    let stall_guard = client.options().timeouts.request.max(STALL_GUARD_MIN);
+    loop {
+        let wait = match (recovering_since, &down) {
+            (Some(since), _) => RECOVERY_GRACE.saturating_sub(since.elapsed()),
+            (None, Some((since, _))) => stall_guard.saturating_sub(since.elapsed()),
+            (None, None) => stall_guard,
+        };
+        let wait = match next_probe {
+            Some(at) => wait.min(at.saturating_duration_since(Instant::now())),
+            None => wait,
+        };
+        let next = match timeout(wait, updates.recv()).await {
+            Ok(u) => u,
+            Err(_) => {
+                if let (Some(at), Some((since, why))) = (next_probe, &down)
+                    && Instant::now() >= at
+                {
+                    // The stream is down: is the server there, and what of the reply?
+                    match settle(prober, session_id, &id, message).await {
+                        Settled::Reply(reply) => {
+                            emit(&mut printed, &reply.content, &mut on_text);
+                            return Ok(reply);
+                        }
+                        Settled::Dropped => return Err(dropped(printed.len())),
+                        // Up and still writing it: the stream should come back.
+                        Settled::StillComing => next_probe = Some(Instant::now() + DOWN_GRACE),
+                        Settled::Unsupported if since.elapsed() >= RECOVERY_GRACE => {
+                            return Err(ApiError::StreamLost(format!(
+                                "the stream dropped mid-reply ({}) and stayed down for {} s, and this server cannot list past messages: the end of the reply is unknown (it may be stored on the server)",
+                                why.detail(),
+                                RECOVERY_GRACE.as_secs()
+                            )));
+                        }
+                        Settled::Unsupported => next_probe = Some(Instant::now() + DOWN_GRACE),
+                        // Silent on top of a dropped stream: stopped, or the link is dead.
+                        Settled::NoAnswer => {
+                            return Err(ApiError::StreamLost(format!(
+                                "the stream dropped mid-reply ({}) and the server does not answer ({}): the end of the reply is unknown (it may be stored on the server)",
+                                why.detail(),
+                                Settled::no_answer().detail()
+                            )));
+                        }
+                        Settled::Failed(e) if since.elapsed() >= DOWN_GRACE => {
+                            return Err(ApiError::StreamLost(format!(
+                                "the stream dropped mid-reply ({}) and the server cannot be reached ({e}): the end of the reply is unknown (it may be stored on the server)",
+                                why.detail()
+                            )));
+                        }
+                        Settled::Failed(e) => {
+                            tracing::debug!(error = %e, "the server is not answering yet");
+                            next_probe = Some(Instant::now() + PROBE_RETRY);
+                        }
+                    }
+                    continue;
+                }
+                // Nothing for too long: the stored history is the last word.
+                let why = match (recovering_since, &down) {
+                    (Some(_), _) => "the stream came back but the reply did not resume".to_string(),
+                    (None, Some(_)) => {
+                        format!("the stream has been down for {} s", stall_guard.as_secs())
+                    }
+                    (None, None) => format!(
+                        "no part of the reply arrived for {} s",
+                        stall_guard.as_secs()
+                    ),
+                };
+                return match settle(client, session_id, &id, message).await {
+                    Settled::Reply(reply) => {
+                        emit(&mut printed, &reply.content, &mut on_text);
+                        Ok(reply)
+                    }
+                    Settled::Dropped => Err(dropped(printed.len())),
+                    Settled::StillComing => Err(ApiError::StreamLost(format!(
+                        "{why}; the service is still generating it and will store it"
+                    ))),
+                    Settled::Unsupported => Err(ApiError::StreamLost(format!(
+                        "{why}, and this server cannot list past messages: the end of the reply is unknown (it may be stored on the server)"
+                    ))),
+                    Settled::Failed(e) => Err(ApiError::StreamLost(format!(
+                        "{why}, and its stored history could not be read ({e}): the end of the reply is unknown"
+                    ))),
+                    Settled::NoAnswer => Err(ApiError::StreamLost(format!(
+                        "{why}, and its stored history could not be read ({}): the end of the reply is unknown",
+                        Settled::no_answer()
+                    ))),
+                };
+            }
+        };
+        match next {
+            None => return Err(ApiError::StreamLost("the stream task ended".into())),
+            Some(StreamUpdate::Event(event)) => match event {
+                StreamEvent::Delta {
+                    message_id,
+                    content,
+                    ..
+                } if message_id == id => {
+                    recovering_since = None;
+                    printed.push_str(&content);
+                    on_text(&content);
+                }
+                StreamEvent::Snapshot {
+                    message_id,
+                    content,
+                    ..
+                } if message_id == id => {
+                    recovering_since = None;
+                    emit(&mut printed, &content, &mut on_text);
+                }
+                StreamEvent::Done { message } if message.message_id == id => {
+                    emit(&mut printed, &message.content, &mut on_text);
+                    return Ok(message);
+                }
+                StreamEvent::Error {
+                    message_id, error, ..
+                } if message_id == id => {
+                    return Err(ApiError::from_body(0, error, None));
+                }
+                _ => {}
+            },
+            Some(StreamUpdate::Connected) => {
+                next_probe = None;
+                if down.take().is_none() {
+                    continue;
+                }
+                // Back after a drop: a reply still being generated comes as a snapshot; one
+                // that ended meanwhile is only in the stored history.
+                match settle(client, session_id, &id, message).await {
+                    Settled::Reply(reply) => {
+                        emit(&mut printed, &reply.content, &mut on_text);
+                        return Ok(reply);
+                    }
+                    Settled::Dropped => return Err(dropped(printed.len())),
+                    Settled::StillComing => recovering_since = None,
+                    Settled::Unsupported => {
+                        recovering_since.get_or_insert_with(Instant::now);
+                    }
+                    Settled::Failed(_) | Settled::NoAnswer => {
+                        tracing::debug!("cannot read the history after a reconnect");
+                        recovering_since.get_or_insert_with(Instant::now);
+                    }
+                }
+            }
+            Some(StreamUpdate::Disconnected {
+                error,
+                retry_in: Some(_),
+            }) => {
+                recovering_since = None;
+                if down.is_none() {
+                    // Ask the history at once: a dead server shows in the first answer.
+                    down = Some((Instant::now(), error));
+                    next_probe = Some(Instant::now());
+                }
+            }
+            Some(StreamUpdate::Disconnected {
+                error,
+                retry_in: None,
+            }) => return Err(error),
+            Some(StreamUpdate::Unsupported) => {
+                return Err(ApiError::Protocol(
+                    "the stream endpoint went away while a reply was streaming".into(),
+                ));
+            }
+        }
+    }
+}

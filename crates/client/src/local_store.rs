@@ -1,0 +1,1349 @@
+//! The client's local store: one SQLite file (`convo.db` in the data dir) holding the
+//! sessions this client knows, their transcripts and unsent drafts. It is the client's
+//! history of record: the interface has no list or history endpoints.
+//!
+//! The API is blocking; async callers use `tokio::task::spawn_blocking`. `Store` is cheap to
+//! clone (one shared connection behind a mutex). Every write is one transaction; the schema
+//! is versioned with `PRAGMA user_version`.
+//!
+//! ```no_run
+//! use convo_client::store::{Store, StoredMessage};
+//! use convo_client::api::Role;
+//! let store = Store::open(std::path::Path::new("/tmp/convo.db")).unwrap();
+//! store
+//!     .append_message("session_abcdefgh12345678", &StoredMessage::user(Role::User, "hi"))
+//!     .unwrap();
+//! for s in store.list_sessions().unwrap() {
+//!     println!("{} {}", s.id, s.title.unwrap_or_default());
+//! }
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::api::{Message, Role};
+
+mod metric_buckets;
+mod search;
+pub use search::{SearchHit, SnippetPart, fts_query};
+
+/// Longest title kept, in characters.
+pub const TITLE_CHARS: usize = 60;
+
+/// Schema migrations, applied in order; `user_version` is the number applied.
+const MIGRATIONS: &[&str] = &[
+    // 1: sessions, transcripts, drafts, small key-value state.
+    "CREATE TABLE sessions (
+         id            TEXT PRIMARY KEY,
+         title         TEXT,
+         created_at    TEXT NOT NULL,
+         last_activity TEXT NOT NULL,
+         tokens        INTEGER NOT NULL DEFAULT 0,
+         deleted       INTEGER NOT NULL DEFAULT 0
+     );
+     CREATE INDEX sessions_by_activity ON sessions (deleted, last_activity);
+     CREATE TABLE messages (
+         id          INTEGER PRIMARY KEY AUTOINCREMENT,
+         session_id  TEXT NOT NULL REFERENCES sessions (id),
+         role        TEXT NOT NULL,
+         content     TEXT NOT NULL,
+         tokens      INTEGER NOT NULL,
+         created_at  TEXT NOT NULL,
+         message_id  TEXT,
+         status      TEXT NOT NULL
+     );
+     CREATE INDEX messages_by_session ON messages (session_id, id);
+     CREATE TABLE drafts (
+         session_id TEXT PRIMARY KEY,
+         text       TEXT NOT NULL,
+         updated_at TEXT NOT NULL
+     );
+     CREATE TABLE state (
+         key   TEXT PRIMARY KEY,
+         value TEXT NOT NULL
+     );",
+    // 2: complete metrics buckets per account (`store/metric_buckets.rs`).
+    "CREATE TABLE metric_buckets (
+         account     TEXT NOT NULL,
+         granularity TEXT NOT NULL,
+         start       TEXT NOT NULL,
+         end_at      TEXT NOT NULL,
+         metrics     TEXT NOT NULL,
+         PRIMARY KEY (account, granularity, start)
+     ) WITHOUT ROWID;",
+    // 3: a title the user gave (`/title`, `convo title`): later messages never replace it.
+    "ALTER TABLE sessions ADD COLUMN title_set INTEGER NOT NULL DEFAULT 0;",
+    // 4: full-text search over the messages (`search.rs`): an FTS5 index whose text is read
+    // from `messages` (external content), kept by triggers, filled from what is stored.
+    // `secure-delete` removes a deleted message's words from the index itself.
+    "CREATE VIRTUAL TABLE messages_fts USING fts5 (
+         content,
+         content = 'messages',
+         content_rowid = 'id',
+         tokenize = 'unicode61 remove_diacritics 2'
+     );
+     INSERT INTO messages_fts (messages_fts, rank) VALUES ('secure-delete', 1);
+     CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+         INSERT INTO messages_fts (rowid, content) VALUES (new.id, new.content);
+     END;
+     CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+         INSERT INTO messages_fts (messages_fts, rowid, content)
+             VALUES ('delete', old.id, old.content);
+     END;
+     CREATE TRIGGER messages_fts_update AFTER UPDATE OF content ON messages BEGIN
+         INSERT INTO messages_fts (messages_fts, rowid, content)
+             VALUES ('delete', old.id, old.content);
+         INSERT INTO messages_fts (rowid, content) VALUES (new.id, new.content);
+     END;
+     INSERT INTO messages_fts (messages_fts) VALUES ('rebuild');",
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("local store {}: {source}", path.display())]
+    Sqlite {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
+    #[error("cannot create the data directory {}: {source}", path.display())]
+    CreateDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "local store {} has schema version {found}, newer than this convo knows ({known}); upgrade convo",
+        path.display()
+    )]
+    TooNew {
+        path: PathBuf,
+        found: i64,
+        known: i64,
+    },
+    #[error("local store {}: bad value in column {column}: {value}", path.display())]
+    Corrupt {
+        path: PathBuf,
+        column: &'static str,
+        value: String,
+    },
+}
+
+/// How a stored message ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MessageStatus {
+    Complete,
+    /// A streamed reply cut short (the user stopped it, or the connection dropped).
+    Interrupted,
+    /// A message that was not delivered, or a reply that failed.
+    Failed,
+}
+
+impl MessageStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MessageStatus::Complete => "complete",
+            MessageStatus::Interrupted => "interrupted",
+            MessageStatus::Failed => "failed",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Self> {
+        match s {
+            "complete" => Some(MessageStatus::Complete),
+            "interrupted" => Some(MessageStatus::Interrupted),
+            "failed" => Some(MessageStatus::Failed),
+            _ => None,
+        }
+    }
+}
+
+/// A session this client knows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionRecord {
+    pub id: String,
+    /// The title the user gave, else the first line of the first user message (of the first
+    /// system message while there is none), at most [`TITLE_CHARS`] characters.
+    pub title: Option<String>,
+    /// The title is the user's (`/title`, `convo title`), not taken from a message.
+    pub title_set: bool,
+    pub created_at: DateTime<Utc>,
+    pub last_activity: DateTime<Utc>,
+    /// Sum of the tokens of the session's stored messages.
+    pub tokens: u64,
+    pub deleted: bool,
+}
+
+/// One message of a transcript.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredMessage {
+    pub role: Role,
+    pub content: String,
+    pub tokens: u64,
+    pub created_at: DateTime<Utc>,
+    /// The server's id, for replies.
+    pub message_id: Option<String>,
+    pub status: MessageStatus,
+}
+
+impl StoredMessage {
+    /// A message written by the user (role `user` or `system`), now, complete, with its
+    /// tokens estimated locally (see [`estimate_tokens`]).
+    pub fn user(role: Role, content: &str) -> Self {
+        StoredMessage {
+            role,
+            content: content.to_string(),
+            tokens: estimate_tokens(content),
+            created_at: Utc::now(),
+            message_id: None,
+            status: MessageStatus::Complete,
+        }
+    }
+
+    /// A reply as the server returned it.
+    pub fn from_reply(message: &Message) -> Self {
+        StoredMessage {
+            role: message.role,
+            content: message.content.clone(),
+            tokens: message.tokens,
+            created_at: parse_time(&message.created_at).unwrap_or_else(Utc::now),
+            message_id: Some(message.message_id.clone()),
+            status: MessageStatus::Complete,
+        }
+    }
+
+    pub fn with_status(mut self, status: MessageStatus) -> Self {
+        self.status = status;
+        self
+    }
+}
+
+/// The o200k token count of `text` (what the local service counts); the interface does not
+/// return the tokens of a sent message, so the client counts them itself.
+///
+/// The same count as the service's: special-token text counts as ordinary text.
+pub fn estimate_tokens(text: &str) -> u64 {
+    convo_tokens::count(text)
+}
+
+fn parse_time(s: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(s)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
+}
+
+fn fmt_time(t: &DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// A session's title from its first message, at most [`TITLE_CHARS`] characters
+/// ([`plain_title`]).
+pub fn title_of(content: &str) -> Option<String> {
+    plain_title(content, TITLE_CHARS)
+}
+
+/// The text of the first line of `content`'s first block (a paragraph, heading, list item,
+/// quote or code block) with its markdown syntax removed (`**bold**` → `bold`, `` `code` `` → `code`,
+/// `# `, `- `, `> ` and link targets dropped), whitespace collapsed to single spaces,
+/// sanitised, and cut to `max_chars` characters (the last one `…` when cut). A first block
+/// that is markup only (`***`) is kept as typed. `None` for blank content.
+pub fn plain_title(content: &str, max_chars: usize) -> Option<String> {
+    use pulldown_cmark::{Event, Parser, TagEnd};
+    let mut text = String::new();
+    let options =
+        pulldown_cmark::Options::ENABLE_STRIKETHROUGH | pulldown_cmark::Options::ENABLE_TASKLISTS;
+    for event in Parser::new_ext(content, options) {
+        match event {
+            Event::Text(t) | Event::Code(t) | Event::InlineMath(t) | Event::DisplayMath(t) => {
+                text.push_str(&t);
+                // A code block comes as text with its line breaks.
+                let lead = text.len() - text.trim_start().len();
+                if let Some(end) = text[lead..].find('\n') {
+                    text.truncate(lead + end);
+                    break;
+                }
+            }
+            // The first line only.
+            Event::SoftBreak | Event::HardBreak if !text.trim().is_empty() => break,
+            Event::SoftBreak | Event::HardBreak => text.push(' '),
+            Event::End(
+                TagEnd::Paragraph | TagEnd::Heading(_) | TagEnd::CodeBlock | TagEnd::Item,
+            ) if !text.trim().is_empty() => break,
+            _ => {}
+        }
+    }
+    let mut clean = collapse(&text);
+    if clean.is_empty() {
+        // Markup only: the first non-blank line as typed.
+        clean = collapse(content.lines().find(|l| !l.trim().is_empty())?);
+    }
+    if clean.is_empty() || max_chars == 0 {
+        return None;
+    }
+    if clean.chars().count() > max_chars {
+        clean = clean.chars().take(max_chars - 1).collect();
+        clean.push('…');
+    }
+    Some(clean)
+}
+
+/// A title the user typed: sanitised, whitespace collapsed, cut to [`TITLE_CHARS`] characters
+/// (the last one `…` when cut); markdown is kept as typed. `None` for blank text.
+pub fn user_title(text: &str) -> Option<String> {
+    let mut clean = collapse(text);
+    if clean.is_empty() {
+        return None;
+    }
+    if clean.chars().count() > TITLE_CHARS {
+        clean = clean.chars().take(TITLE_CHARS - 1).collect();
+        clean.push('…');
+    }
+    Some(clean)
+}
+
+/// Sanitised, with runs of whitespace as one space and none at the ends.
+fn collapse(text: &str) -> String {
+    crate::sanitize::sanitize(text)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// What a session id (or the start of one, or a title) names in the store
+/// ([`Store::find_session`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum SessionLookup {
+    Found(SessionRecord),
+    /// The store knows the session as deleted: its messages are gone.
+    Deleted(String),
+    /// Several sessions match: their ids, most recent first.
+    Ambiguous(Vec<String>),
+    NotFound,
+}
+
+/// Handle to the local store. Cheap to clone; `Send + Sync`.
+#[derive(Debug, Clone)]
+pub struct Store {
+    conn: Arc<Mutex<Connection>>,
+    path: Arc<PathBuf>,
+}
+
+impl Store {
+    /// Open (creating if needed) the store at `path` and bring its schema up to date.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        }
+        let existed = path.exists();
+        let conn = Connection::open(path).map_err(|source| StoreError::Sqlite {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        if !existed {
+            // Transcripts are private; SQLite gives the -wal and -shm files the same mode.
+            restrict_to_owner(path);
+        }
+        let store = Store {
+            conn: Arc::new(Mutex::new(conn)),
+            path: Arc::new(path.to_path_buf()),
+        };
+        store.init()?;
+        Ok(store)
+    }
+
+    /// A store in memory, for tests.
+    pub fn in_memory() -> Result<Store, StoreError> {
+        let path = PathBuf::from(":memory:");
+        let conn = Connection::open_in_memory().map_err(|source| StoreError::Sqlite {
+            path: path.clone(),
+            source,
+        })?;
+        let store = Store {
+            conn: Arc::new(Mutex::new(conn)),
+            path: Arc::new(path),
+        };
+        store.init()?;
+        Ok(store)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Connection> {
+        // A panic while holding the lock leaves SQLite consistent (transactions roll back).
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn err(&self, source: rusqlite::Error) -> StoreError {
+        StoreError::Sqlite {
+            path: self.path.to_path_buf(),
+            source,
+        }
+    }
+
+    fn init(&self) -> Result<(), StoreError> {
+        let mut conn = self.lock();
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(|e| self.err(e))?;
+        // WAL for concurrent readers (TUI and one-shot commands); secure_delete so that
+        // deleted transcripts do not linger in the file's bytes.
+        // Switching a new file to WAL takes its write lock, and SQLite answers "busy" at once
+        // (no busy handler) when another connection holds a read lock meanwhile: retry.
+        let started = std::time::Instant::now();
+        loop {
+            match conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(())) {
+                Ok(()) => break,
+                Err(e)
+                    if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                        && started.elapsed() < std::time::Duration::from_secs(5) =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                Err(e) => return Err(self.err(e)),
+            }
+        }
+        conn.execute_batch("PRAGMA foreign_keys = ON; PRAGMA secure_delete = ON;")
+            .map_err(|e| self.err(e))?;
+        // The version is read and the migrations run under one write lock: two processes
+        // opening a new store at once (the TUI and a one-shot command) must not both see
+        // version 0 and both create the tables.
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(|e| self.err(e))?;
+        let version: i64 = tx
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(|e| self.err(e))?;
+        let known = MIGRATIONS.len() as i64;
+        if version > known {
+            return Err(StoreError::TooNew {
+                path: self.path.to_path_buf(),
+                found: version,
+                known,
+            });
+        }
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+            tx.execute_batch(sql).map_err(|e| self.err(e))?;
+            tx.pragma_update(None, "user_version", (i + 1) as i64)
+                .map_err(|e| self.err(e))?;
+        }
+        tx.commit().map_err(|e| self.err(e))
+    }
+
+    /// Record that the session exists, with activity at `at` (creating it if new).
+    pub fn upsert_session(&self, session_id: &str, at: DateTime<Utc>) -> Result<(), StoreError> {
+        let conn = self.lock();
+        upsert(&conn, session_id, &at).map_err(|e| self.err(e))
+    }
+
+    /// Sessions not deleted, most recent activity first.
+    pub fn list_sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
+        let conn = self.lock();
+        let mut stmt = conn
+            .prepare(
+                "SELECT id, title, created_at, last_activity, tokens, deleted, title_set
+                 FROM sessions WHERE deleted = 0 ORDER BY last_activity DESC, id",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([], SessionRow::read)
+            .map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            out.push(self.record(row.map_err(|e| self.err(e))?)?);
+        }
+        Ok(out)
+    }
+
+    fn record(&self, row: SessionRow) -> Result<SessionRecord, StoreError> {
+        Ok(SessionRecord {
+            id: row.id,
+            // A user's title was cleaned when it was set; titles taken from messages and
+            // stored before they were made plain text are cleaned on the way out.
+            title: if row.title_set {
+                row.title
+            } else {
+                row.title.and_then(|t| title_of(&t))
+            },
+            title_set: row.title_set,
+            created_at: self.time("created_at", &row.created)?,
+            last_activity: self.time("last_activity", &row.last)?,
+            tokens: row.tokens.max(0) as u64,
+            deleted: row.deleted,
+        })
+    }
+
+    /// Give the session the user's title (`Some`), kept whatever messages come later, or
+    /// take it away (`None`): the title is then the first message's again. Returns the
+    /// session as it is now; `None` when the store does not know the session or it was
+    /// deleted.
+    pub fn set_title(
+        &self,
+        session_id: &str,
+        title: Option<&str>,
+    ) -> Result<Option<SessionRecord>, StoreError> {
+        let title = title.and_then(user_title);
+        {
+            let conn = self.lock();
+            let changed = match &title {
+                Some(t) => conn.execute(
+                    "UPDATE sessions SET title = ?2, title_set = 1 WHERE id = ?1 AND deleted = 0",
+                    params![session_id, t],
+                ),
+                None => conn.execute(
+                    "UPDATE sessions SET title_set = 0, title = coalesce(
+                         (SELECT content FROM messages WHERE session_id = ?1 AND role = 'user'
+                          ORDER BY id LIMIT 1),
+                         (SELECT content FROM messages WHERE session_id = ?1 AND role = 'system'
+                          ORDER BY id LIMIT 1))
+                     WHERE id = ?1 AND deleted = 0",
+                    params![session_id],
+                ),
+            }
+            .map_err(|e| self.err(e))?;
+            if changed == 0 {
+                return Ok(None);
+            }
+        }
+        self.session(session_id)
+    }
+
+    /// One session, deleted or not.
+    pub fn session(&self, session_id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        let conn = self.lock();
+        let row = conn
+            .query_row(
+                "SELECT id, title, created_at, last_activity, tokens, deleted, title_set
+                 FROM sessions WHERE id = ?1",
+                params![session_id],
+                SessionRow::read,
+            )
+            .optional()
+            .map_err(|e| self.err(e))?;
+        drop(conn);
+        row.map(|row| self.record(row)).transpose()
+    }
+
+    /// The session `query` names: the one with that id; else the one whose id starts with it
+    /// (with or without `session_`); else the one with that title, ignoring case. Deleted
+    /// sessions are found only by their whole id.
+    pub fn find_session(&self, query: &str) -> Result<SessionLookup, StoreError> {
+        if let Some(session) = self.session(query)? {
+            return Ok(if session.deleted {
+                SessionLookup::Deleted(session.id)
+            } else {
+                SessionLookup::Found(session)
+            });
+        }
+        let query = query.trim();
+        if query.is_empty() {
+            return Ok(SessionLookup::NotFound);
+        }
+        let sessions = self.list_sessions()?;
+        let starts = |s: &&SessionRecord| {
+            s.id.starts_with(query)
+                || (s.id.strip_prefix("session_")).is_some_and(|rest| rest.starts_with(query))
+        };
+        let mut matches: Vec<&SessionRecord> = sessions.iter().filter(starts).collect();
+        if matches.is_empty() {
+            let wanted = query.to_lowercase();
+            matches = (sessions.iter())
+                .filter(|s| s.title.as_deref().map(str::to_lowercase).as_ref() == Some(&wanted))
+                .collect();
+        }
+        Ok(match matches.as_slice() {
+            [] => SessionLookup::NotFound,
+            [one] => SessionLookup::Found((*one).clone()),
+            many => SessionLookup::Ambiguous(many.iter().map(|s| s.id.clone()).collect()),
+        })
+    }
+
+    /// Mark the session deleted and remove its transcript and draft, as the service
+    /// removes them: a deleted session leaves no content behind.
+    pub fn mark_deleted(&self, session_id: &str) -> Result<(), StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction().map_err(|e| self.err(e))?;
+        let now = fmt_time(&Utc::now());
+        tx.execute(
+            "INSERT INTO sessions (id, created_at, last_activity, deleted) VALUES (?1, ?2, ?2, 1)
+             ON CONFLICT (id) DO UPDATE SET deleted = 1, title = NULL, title_set = 0, tokens = 0",
+            params![session_id, now],
+        )
+        .map_err(|e| self.err(e))?;
+        tx.execute(
+            "DELETE FROM messages WHERE session_id = ?1",
+            params![session_id],
+        )
+        .map_err(|e| self.err(e))?;
+        tx.execute(
+            "DELETE FROM drafts WHERE session_id = ?1",
+            params![session_id],
+        )
+        .map_err(|e| self.err(e))?;
+        tx.execute(
+            "DELETE FROM state WHERE key = 'last_open_session' AND value = ?1",
+            params![session_id],
+        )
+        .map_err(|e| self.err(e))?;
+        tx.commit().map_err(|e| self.err(e))?;
+        // Older copies of the pages live on in the WAL until a checkpoint; truncate it so
+        // that the deleted text is gone from the files' bytes (secure_delete zeroed it in
+        // the pages themselves). Busy readers only delay this; it is not an error.
+        if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
+            tracing::debug!(error = %e, "checkpoint after delete deferred");
+        }
+        Ok(())
+    }
+
+    /// Append a message to the session's transcript (creating the session if new), update
+    /// its activity, token total and its title (the first user message's; until there is
+    /// one, the first system message's). Returns the
+    /// message's row id (for [`Store::update_message`]). A message whose service id is
+    /// already stored in the session replaces that row in place (a reply cut short, then
+    /// fetched whole from the service).
+    pub fn append_message(
+        &self,
+        session_id: &str,
+        message: &StoredMessage,
+    ) -> Result<i64, StoreError> {
+        if let Some(id) = &message.message_id {
+            let existing: Option<i64> = self
+                .lock()
+                .query_row(
+                    "SELECT id FROM messages WHERE session_id = ?1 AND message_id = ?2",
+                    params![session_id, id],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(|e| self.err(e))?;
+            if let Some(row) = existing {
+                self.update_message(row, message)?;
+                return Ok(row);
+            }
+        }
+        let mut conn = self.lock();
+        let tx = conn.transaction().map_err(|e| self.err(e))?;
+        upsert(&tx, session_id, &message.created_at).map_err(|e| self.err(e))?;
+        tx.execute(
+            "INSERT INTO messages (session_id, role, content, tokens, created_at, message_id, status)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
+                session_id,
+                message.role.as_str(),
+                message.content,
+                message.tokens as i64,
+                fmt_time(&message.created_at),
+                message.message_id,
+                message.status.as_str(),
+            ],
+        )
+        .map_err(|e| self.err(e))?;
+        let row = tx.last_insert_rowid();
+        // The first user message titles the session; until there is one, the first system
+        // message does. A title the user gave stays.
+        if message.role == Role::User {
+            tx.execute(
+                "UPDATE sessions SET title = ?2 WHERE id = ?1 AND title_set = 0 AND (title IS NULL
+                     OR NOT EXISTS (SELECT 1 FROM messages
+                                    WHERE session_id = ?1 AND role = 'user' AND id <> ?3))",
+                params![session_id, title_of(&message.content), row],
+            )
+            .map_err(|e| self.err(e))?;
+        } else if message.role == Role::System {
+            tx.execute(
+                "UPDATE sessions SET title = ?2 WHERE id = ?1 AND title IS NULL AND title_set = 0",
+                params![session_id, title_of(&message.content)],
+            )
+            .map_err(|e| self.err(e))?;
+        }
+        refresh_tokens(&tx, session_id).map_err(|e| self.err(e))?;
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(row)
+    }
+
+    /// Mark the latest stored copy of `message` (same role, text and time) as failed: it
+    /// was stored as sent, and the service turned out not to keep it.
+    pub fn mark_failed(&self, session_id: &str, message: &StoredMessage) -> Result<(), StoreError> {
+        self.lock()
+            .execute(
+                "UPDATE messages SET status = 'failed' WHERE id = (SELECT id FROM messages
+                     WHERE session_id = ?1 AND role = ?2 AND content = ?3 AND created_at = ?4
+                     ORDER BY id DESC LIMIT 1)",
+                params![
+                    session_id,
+                    message.role.as_str(),
+                    message.content,
+                    fmt_time(&message.created_at),
+                ],
+            )
+            .map(|_| ())
+            .map_err(|e| self.err(e))
+    }
+
+    /// Replace a stored message (e.g. a streamed reply when it completes or is cut short).
+    pub fn update_message(&self, row_id: i64, message: &StoredMessage) -> Result<(), StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction().map_err(|e| self.err(e))?;
+        let session: Option<String> = tx
+            .query_row(
+                "SELECT session_id FROM messages WHERE id = ?1",
+                params![row_id],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| self.err(e))?;
+        let Some(session_id) = session else {
+            return Err(self.err(rusqlite::Error::QueryReturnedNoRows));
+        };
+        tx.execute(
+            "UPDATE messages SET role = ?2, content = ?3, tokens = ?4, created_at = ?5,
+                 message_id = ?6, status = ?7 WHERE id = ?1",
+            params![
+                row_id,
+                message.role.as_str(),
+                message.content,
+                message.tokens as i64,
+                fmt_time(&message.created_at),
+                message.message_id,
+                message.status.as_str(),
+            ],
+        )
+        .map_err(|e| self.err(e))?;
+        upsert(&tx, &session_id, &message.created_at).map_err(|e| self.err(e))?;
+        refresh_tokens(&tx, &session_id).map_err(|e| self.err(e))?;
+        tx.commit().map_err(|e| self.err(e))
+    }
+
+    /// The session's messages, oldest first.
+    pub fn transcript(&self, session_id: &str) -> Result<Vec<StoredMessage>, StoreError> {
+        let conn = self.lock();
+        let mut stmt = conn
+            .prepare(
+                "SELECT role, content, tokens, created_at, message_id, status FROM messages
+                 WHERE session_id = ?1 ORDER BY id",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map(params![session_id], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, Option<String>>(4)?,
+                    r.get::<_, String>(5)?,
+                ))
+            })
+            .map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (role, content, tokens, created, message_id, status) =
+                row.map_err(|e| self.err(e))?;
+            out.push(StoredMessage {
+                role: role.parse().map_err(|_| self.corrupt("role", &role))?,
+                content,
+                tokens: tokens.max(0) as u64,
+                created_at: self.time("created_at", &created)?,
+                message_id,
+                status: MessageStatus::parse(&status)
+                    .ok_or_else(|| self.corrupt("status", &status))?,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Save the unsent text of a session's composer; an empty text clears it.
+    pub fn save_draft(&self, session_id: &str, text: &str) -> Result<(), StoreError> {
+        let conn = self.lock();
+        if text.is_empty() {
+            conn.execute(
+                "DELETE FROM drafts WHERE session_id = ?1",
+                params![session_id],
+            )
+        } else {
+            conn.execute(
+                "INSERT INTO drafts (session_id, text, updated_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (session_id) DO UPDATE SET text = ?2, updated_at = ?3",
+                params![session_id, text, fmt_time(&Utc::now())],
+            )
+        }
+        .map(|_| ())
+        .map_err(|e| self.err(e))
+    }
+
+    pub fn draft(&self, session_id: &str) -> Result<Option<String>, StoreError> {
+        let conn = self.lock();
+        conn.query_row(
+            "SELECT text FROM drafts WHERE session_id = ?1",
+            params![session_id],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(|e| self.err(e))
+    }
+
+    /// The session that was open when the TUI last quit, unless it was deleted since.
+    pub fn last_open_session(&self) -> Result<Option<String>, StoreError> {
+        let conn = self.lock();
+        conn.query_row(
+            "SELECT s.value FROM state s JOIN sessions ON sessions.id = s.value
+             WHERE s.key = 'last_open_session' AND sessions.deleted = 0",
+            [],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(|e| self.err(e))
+    }
+
+    pub fn set_last_open_session(&self, session_id: &str) -> Result<(), StoreError> {
+        let conn = self.lock();
+        conn.execute(
+            "INSERT INTO state (key, value) VALUES ('last_open_session', ?1)
+             ON CONFLICT (key) DO UPDATE SET value = ?1",
+            params![session_id],
+        )
+        .map(|_| ())
+        .map_err(|e| self.err(e))
+    }
+
+    fn time(&self, column: &'static str, value: &str) -> Result<DateTime<Utc>, StoreError> {
+        parse_time(value).ok_or_else(|| self.corrupt(column, value))
+    }
+
+    fn corrupt(&self, column: &'static str, value: &str) -> StoreError {
+        StoreError::Corrupt {
+            path: self.path.to_path_buf(),
+            column,
+            value: value.chars().take(40).collect(),
+        }
+    }
+}
+
+/// A row of `sessions`, as read.
+struct SessionRow {
+    id: String,
+    title: Option<String>,
+    created: String,
+    last: String,
+    tokens: i64,
+    deleted: bool,
+    title_set: bool,
+}
+
+impl SessionRow {
+    /// Reads `id, title, created_at, last_activity, tokens, deleted, title_set`.
+    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
+        Ok(SessionRow {
+            id: r.get(0)?,
+            title: r.get(1)?,
+            created: r.get(2)?,
+            last: r.get(3)?,
+            tokens: r.get(4)?,
+            deleted: r.get(5)?,
+            title_set: r.get(6)?,
+        })
+    }
+}
+
+#[cfg(unix)]
+fn restrict_to_owner(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Err(e) = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)) {
+        tracing::warn!(path = %path.display(), error = %e, "cannot make the local store private");
+    }
+}
+
+#[cfg(not(unix))]
+fn restrict_to_owner(_path: &Path) {}
+
+fn upsert(conn: &Connection, session_id: &str, at: &DateTime<Utc>) -> rusqlite::Result<()> {
+    let at = fmt_time(at);
+    // Timestamps are fixed-width UTC RFC 3339, so text order is time order.
+    conn.execute(
+        "INSERT INTO sessions (id, created_at, last_activity) VALUES (?1, ?2, ?2)
+         ON CONFLICT (id) DO UPDATE SET
+             last_activity = max(last_activity, ?2),
+             created_at = min(created_at, ?2)",
+        params![session_id, at],
+    )
+    .map(|_| ())
+}
+
+fn refresh_tokens(conn: &Connection, session_id: &str) -> rusqlite::Result<()> {
+    conn.execute(
+        "UPDATE sessions SET tokens =
+             (SELECT coalesce(sum(tokens), 0) FROM messages
+              WHERE session_id = ?1 AND status != 'failed')
+         WHERE id = ?1",
+        params![session_id],
+    )
+    .map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn a_new_store_opened_by_several_processes_at_once_is_migrated_once() {
+        for _ in 0..20 {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("convo.db");
+            let barrier = std::sync::Barrier::new(6);
+            std::thread::scope(|s| {
+                let opened: Vec<_> = (0..6)
+                    .map(|_| {
+                        s.spawn(|| {
+                            barrier.wait();
+                            Store::open(&path).map(|_| ())
+                        })
+                    })
+                    .collect();
+                for o in opened {
+                    let result = o.join().unwrap();
+                    assert!(result.is_ok(), "{result:?}");
+                }
+            });
+            let store = Store::open(&path).unwrap();
+            store
+                .upsert_session("session_0123456789abcdef", Utc::now())
+                .unwrap();
+            assert_eq!(store.list_sessions().unwrap().len(), 1);
+        }
+    }
+
+    #[test]
+    fn estimates_tokens_as_the_service_counts_them() {
+        for text in [
+            "",
+            "hello world",
+            "How do lifetimes work in Rust?\n\n```rust\nfn f() {}\n```",
+        ] {
+            assert_eq!(estimate_tokens(text), convo_tokens::count(text), "{text:?}");
+        }
+        assert!(estimate_tokens("hello world") > 0);
+    }
+
+    fn at(secs: i64) -> DateTime<Utc> {
+        Utc.timestamp_opt(1_700_000_000 + secs, 0).unwrap()
+    }
+
+    fn msg(role: Role, content: &str, tokens: u64, t: i64) -> StoredMessage {
+        StoredMessage {
+            role,
+            content: content.into(),
+            tokens,
+            created_at: at(t),
+            message_id: None,
+            status: MessageStatus::Complete,
+        }
+    }
+
+    #[test]
+    fn sessions_are_listed_by_recent_activity_with_titles_and_tokens() {
+        let s = Store::in_memory().unwrap();
+        s.append_message("session_a", &msg(Role::System, "be brief", 2, 0))
+            .unwrap();
+        s.append_message(
+            "session_a",
+            &msg(Role::User, "  \n first line \nsecond", 5, 1),
+        )
+        .unwrap();
+        s.append_message("session_a", &msg(Role::Assistant, "reply", 7, 2))
+            .unwrap();
+        s.append_message("session_b", &msg(Role::User, &"x".repeat(100), 1, 10))
+            .unwrap();
+        let list = s.list_sessions().unwrap();
+        assert_eq!(list.len(), 2);
+        assert_eq!(list[0].id, "session_b");
+        assert_eq!(list[0].title.as_ref().unwrap().chars().count(), TITLE_CHARS);
+        assert_eq!(list[1].title.as_deref(), Some("first line"));
+        assert_eq!(list[1].tokens, 14);
+        assert_eq!(list[1].created_at, at(0));
+        assert_eq!(list[1].last_activity, at(2));
+        let t = s.transcript("session_a").unwrap();
+        assert_eq!(t.len(), 3);
+        assert_eq!(t[2], msg(Role::Assistant, "reply", 7, 2));
+    }
+
+    #[test]
+    fn a_session_of_system_messages_is_titled_until_a_user_message_comes() {
+        let s = Store::in_memory().unwrap();
+        s.append_message("session_a", &msg(Role::System, "You are a pirate.", 5, 0))
+            .unwrap();
+        s.append_message("session_a", &msg(Role::System, "Speak briefly.", 3, 1))
+            .unwrap();
+        let title = |s: &Store| s.list_sessions().unwrap()[0].title.clone();
+        assert_eq!(title(&s).as_deref(), Some("You are a pirate."));
+        s.append_message("session_a", &msg(Role::User, "Where is the gold?", 5, 2))
+            .unwrap();
+        assert_eq!(title(&s).as_deref(), Some("Where is the gold?"));
+        s.append_message("session_a", &msg(Role::User, "And the map?", 4, 3))
+            .unwrap();
+        assert_eq!(title(&s).as_deref(), Some("Where is the gold?"));
+    }
+
+    #[test]
+    fn deleting_removes_content_and_hides_the_session() {
+        let s = Store::in_memory().unwrap();
+        s.append_message("session_a", &msg(Role::User, "secret", 1, 0))
+            .unwrap();
+        s.save_draft("session_a", "draft").unwrap();
+        s.set_last_open_session("session_a").unwrap();
+        s.mark_deleted("session_a").unwrap();
+        assert!(s.list_sessions().unwrap().is_empty());
+        assert!(s.transcript("session_a").unwrap().is_empty());
+        assert_eq!(s.draft("session_a").unwrap(), None);
+        assert_eq!(s.last_open_session().unwrap(), None);
+        assert!(s.session("session_a").unwrap().unwrap().deleted);
+    }
+
+    #[test]
+    fn deleted_text_leaves_the_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("convo.db");
+        let s = Store::open(&path).unwrap();
+        let secret = "zebra-crossing-4417-secret";
+        s.append_message("session_a", &msg(Role::User, secret, 1, 0))
+            .unwrap();
+        s.append_message("session_b", &msg(Role::User, "keep me", 1, 0))
+            .unwrap();
+        s.save_draft("session_a", secret).unwrap();
+        s.mark_deleted("session_a").unwrap();
+        for entry in std::fs::read_dir(dir.path()).unwrap() {
+            let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+            assert!(
+                !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                "deleted text found in the store's files"
+            );
+        }
+        assert_eq!(s.transcript("session_b").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn drafts_and_last_open_session_round_trip() {
+        let s = Store::in_memory().unwrap();
+        assert_eq!(s.draft("session_a").unwrap(), None);
+        s.save_draft("session_a", "half a thought").unwrap();
+        s.save_draft("session_a", "a whole thought").unwrap();
+        assert_eq!(
+            s.draft("session_a").unwrap().as_deref(),
+            Some("a whole thought")
+        );
+        s.save_draft("session_a", "").unwrap();
+        assert_eq!(s.draft("session_a").unwrap(), None);
+        s.upsert_session("session_a", at(0)).unwrap();
+        s.set_last_open_session("session_a").unwrap();
+        assert_eq!(s.last_open_session().unwrap().as_deref(), Some("session_a"));
+    }
+
+    #[test]
+    fn updating_a_streamed_reply_refreshes_the_total() {
+        let s = Store::in_memory().unwrap();
+        let row = s
+            .append_message(
+                "session_a",
+                &msg(Role::Assistant, "par", 0, 0).with_status(MessageStatus::Interrupted),
+            )
+            .unwrap();
+        s.update_message(row, &msg(Role::Assistant, "partial reply", 3, 1))
+            .unwrap();
+        let t = s.transcript("session_a").unwrap();
+        assert_eq!(t, vec![msg(Role::Assistant, "partial reply", 3, 1)]);
+        assert_eq!(s.list_sessions().unwrap()[0].tokens, 3);
+    }
+
+    #[test]
+    fn a_message_stored_again_under_its_id_replaces_the_row() {
+        let s = Store::in_memory().unwrap();
+        s.append_message("session_a", &msg(Role::User, "hi", 1, 0))
+            .unwrap();
+        let mut cut = msg(Role::Assistant, "par", 0, 1).with_status(MessageStatus::Interrupted);
+        cut.message_id = Some("msg_1".into());
+        let row = s.append_message("session_a", &cut).unwrap();
+        let mut whole = msg(Role::Assistant, "partial reply, whole", 5, 1);
+        whole.message_id = Some("msg_1".into());
+        assert_eq!(s.append_message("session_a", &whole).unwrap(), row);
+        let t = s.transcript("session_a").unwrap();
+        assert_eq!(t.len(), 2);
+        assert_eq!(t[1], whole);
+        assert_eq!(s.list_sessions().unwrap()[0].tokens, 6);
+        // The same id in another session is another message.
+        s.append_message("session_b", &whole).unwrap();
+        assert_eq!(s.transcript("session_b").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_message_the_service_did_not_keep_is_marked_failed() {
+        let s = Store::in_memory().unwrap();
+        s.append_message("session_a", &msg(Role::User, "hi", 1, 0))
+            .unwrap();
+        s.append_message("session_a", &msg(Role::User, "again", 1, 1))
+            .unwrap();
+        s.mark_failed("session_a", &msg(Role::User, "again", 1, 1))
+            .unwrap();
+        let t = s.transcript("session_a").unwrap();
+        assert_eq!(t[0].status, MessageStatus::Complete);
+        assert_eq!(t[1].status, MessageStatus::Failed);
+    }
+
+    #[test]
+    fn reopening_keeps_data_and_refuses_newer_schemas() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nested").join("convo.db");
+        let s = Store::open(&path).unwrap();
+        s.append_message("session_a", &msg(Role::User, "hello", 1, 0))
+            .unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+            assert_eq!(mode & 0o077, 0, "private: {mode:o}");
+        }
+        drop(s);
+        let s = Store::open(&path).unwrap();
+        assert_eq!(s.list_sessions().unwrap().len(), 1);
+        s.lock().pragma_update(None, "user_version", 99).unwrap();
+        drop(s);
+        let e = Store::open(&path).unwrap_err().to_string();
+        assert!(e.contains("schema version 99"), "{e}");
+    }
+
+    #[test]
+    fn the_store_can_be_shared_across_threads() {
+        fn assert_send_sync<T: Send + Sync + Clone>() {}
+        assert_send_sync::<Store>();
+        let s = Store::in_memory().unwrap();
+        let handles: Vec<_> = (0..4)
+            .map(|i| {
+                let s = s.clone();
+                std::thread::spawn(move || {
+                    for j in 0..10 {
+                        s.append_message("session_a", &msg(Role::User, &format!("{i}-{j}"), 1, j))
+                            .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        assert_eq!(s.transcript("session_a").unwrap().len(), 40);
+        assert_eq!(s.list_sessions().unwrap()[0].tokens, 40);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn titles_are_one_short_line(content in "\\PC{0,200}(\n\\PC{0,50}){0,3}") {
+            if let Some(t) = title_of(&content) {
+                proptest::prop_assert!(t.chars().count() <= TITLE_CHARS);
+                proptest::prop_assert!(!t.contains('\n'));
+                proptest::prop_assert!(!t.is_empty());
+            } else {
+                proptest::prop_assert!(content.trim().is_empty());
+            }
+        }
+    }
+
+    #[test]
+    fn titles_drop_markdown_syntax_and_collapse_whitespace() {
+        let cases = [
+            (
+                "**Bold** question about `Vec<T>`",
+                "Bold question about Vec<T>",
+            ),
+            ("# Heading here", "Heading here"),
+            ("## *Sub*  heading ##", "Sub heading"),
+            ("- first item\n- second", "first item"),
+            ("1. numbered item", "numbered item"),
+            ("> quoted _words_", "quoted words"),
+            (
+                "see [the docs](https://example.com) please",
+                "see the docs please",
+            ),
+            ("~~gone~~ and __strong__", "gone and strong"),
+            ("a   lot\tof    space", "a lot of space"),
+            ("```rust\nfn main() {}\n```\nafter", "fn main() {}"),
+            ("```\n\nlet a = 1;\nlet b = 2;\n```", "let a = 1;"),
+            (
+                "\n\n  hello  *there*\nworld\n\nnext paragraph",
+                "hello there",
+            ),
+            ("- [x] done task", "done task"),
+            ("***", "***"),
+            ("#", "#"),
+        ];
+        for (content, want) in cases {
+            assert_eq!(title_of(content).as_deref(), Some(want), "{content:?}");
+        }
+        // Control characters and escapes never reach a title.
+        let t = title_of("\u{1b}[31mred\u{1b}[0m **x**").unwrap();
+        assert!(
+            !t.contains('\u{1b}') && t.contains("red") && t.ends_with('x'),
+            "{t:?}"
+        );
+    }
+
+    #[test]
+    fn titles_stored_with_markdown_are_listed_plain() {
+        let s = Store::in_memory().unwrap();
+        s.upsert_session("session_a", Utc::now()).unwrap();
+        // As an older convo stored it: the raw first line.
+        s.lock()
+            .execute(
+                "UPDATE sessions SET title = '## **Raw**  `title`' WHERE id = 'session_a'",
+                [],
+            )
+            .unwrap();
+        assert_eq!(
+            s.list_sessions().unwrap()[0].title.as_deref(),
+            Some("Raw title")
+        );
+        assert_eq!(
+            s.session("session_a").unwrap().unwrap().title.as_deref(),
+            Some("Raw title")
+        );
+    }
+
+    #[test]
+    fn sessions_are_found_by_id_prefix_or_title() {
+        let s = Store::in_memory().unwrap();
+        s.append_message("session_AAAAAAAAAAAAAAAA", &msg(Role::User, "first", 1, 0))
+            .unwrap();
+        s.append_message(
+            "session_AABBBBBBBBBBBBBB",
+            &msg(Role::User, "Second one", 1, 1),
+        )
+        .unwrap();
+        s.append_message("session_CCCCCCCCCCCCCCCC", &msg(Role::User, "gone", 1, 2))
+            .unwrap();
+        s.mark_deleted("session_CCCCCCCCCCCCCCCC").unwrap();
+        let found = |q: &str| match s.find_session(q).unwrap() {
+            SessionLookup::Found(r) => r.id,
+            other => format!("{other:?}"),
+        };
+        assert_eq!(
+            found("session_AAAAAAAAAAAAAAAA"),
+            "session_AAAAAAAAAAAAAAAA"
+        );
+        assert_eq!(found("AAB"), "session_AABBBBBBBBBBBBBB");
+        assert_eq!(found("session_AAB"), "session_AABBBBBBBBBBBBBB");
+        assert_eq!(found("second ONE"), "session_AABBBBBBBBBBBBBB");
+        assert_eq!(
+            s.find_session("AA").unwrap(),
+            SessionLookup::Ambiguous(vec![
+                "session_AABBBBBBBBBBBBBB".into(),
+                "session_AAAAAAAAAAAAAAAA".into()
+            ])
+        );
+        assert_eq!(
+            s.find_session("session_CCCCCCCCCCCCCCCC").unwrap(),
+            SessionLookup::Deleted("session_CCCCCCCCCCCCCCCC".into())
+        );
+        assert_eq!(s.find_session("CCC").unwrap(), SessionLookup::NotFound);
+        assert_eq!(s.find_session(" ").unwrap(), SessionLookup::NotFound);
+        assert_eq!(s.find_session("nothing").unwrap(), SessionLookup::NotFound);
+    }
+
+    #[test]
+    fn a_title_the_user_gave_stays_until_cleared() {
+        let s = Store::in_memory().unwrap();
+        assert_eq!(s.set_title("session_a", Some("nope")).unwrap(), None);
+        s.append_message("session_a", &msg(Role::System, "be brief", 1, 0))
+            .unwrap();
+        let set = s
+            .set_title("session_a", Some("  My   **plan**\nfor v2 "))
+            .unwrap()
+            .unwrap();
+        assert_eq!(set.title.as_deref(), Some("My **plan** for v2"));
+        assert!(set.title_set);
+        // Later messages, the first user message among them, leave it alone.
+        s.append_message("session_a", &msg(Role::User, "first question", 1, 1))
+            .unwrap();
+        s.append_message("session_a", &msg(Role::Assistant, "answer", 1, 2))
+            .unwrap();
+        let listed = &s.list_sessions().unwrap()[0];
+        assert_eq!(listed.title.as_deref(), Some("My **plan** for v2"));
+        assert!(listed.title_set);
+        // Cleared: the first user message titles it again.
+        let cleared = s.set_title("session_a", None).unwrap().unwrap();
+        assert_eq!(cleared.title.as_deref(), Some("first question"));
+        assert!(!cleared.title_set);
+        // Blank text clears too; a long title is cut.
+        s.set_title("session_a", Some(&"é".repeat(80))).unwrap();
+        let long = s.session("session_a").unwrap().unwrap().title.unwrap();
+        assert_eq!(long.chars().count(), TITLE_CHARS);
+        assert!(long.ends_with('…'));
+        let blank = s.set_title("session_a", Some("   ")).unwrap().unwrap();
+        assert_eq!(blank.title.as_deref(), Some("first question"));
+    }
+
+    #[test]
+    fn a_cleared_title_falls_back_to_the_system_message_then_to_none() {
+        let s = Store::in_memory().unwrap();
+        s.upsert_session("session_a", at(0)).unwrap();
+        s.set_title("session_a", Some("named")).unwrap();
+        assert_eq!(s.set_title("session_a", None).unwrap().unwrap().title, None);
+        s.append_message("session_a", &msg(Role::System, "You are a pirate.", 1, 1))
+            .unwrap();
+        s.set_title("session_a", Some("named")).unwrap();
+        let cleared = s.set_title("session_a", None).unwrap().unwrap();
+        assert_eq!(cleared.title.as_deref(), Some("You are a pirate."));
+    }
+
+    #[test]
+    fn a_user_title_survives_reopening_and_goes_with_a_deletion() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("convo.db");
+        let s = Store::open(&path).unwrap();
+        s.append_message("session_a", &msg(Role::User, "hello", 1, 0))
+            .unwrap();
+        s.set_title("session_a", Some("Kept")).unwrap();
+        drop(s);
+        let s = Store::open(&path).unwrap();
+        let r = s.session("session_a").unwrap().unwrap();
+        assert_eq!((r.title.as_deref(), r.title_set), (Some("Kept"), true));
+        s.mark_deleted("session_a").unwrap();
+        let r = s.session("session_a").unwrap().unwrap();
+        assert_eq!((r.title, r.title_set), (None, false));
+        assert_eq!(s.set_title("session_a", Some("again")).unwrap(), None);
+    }
+
+    #[test]
+    fn a_store_of_the_first_schema_gains_the_title_column() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("convo.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(MIGRATIONS[0]).unwrap();
+            conn.pragma_update(None, "user_version", 1).unwrap();
+            conn.execute(
+                "INSERT INTO sessions (id, title, created_at, last_activity)
+                 VALUES ('session_a', 'old title', ?1, ?1)",
+                params![fmt_time(&at(0))],
+            )
+            .unwrap();
+        }
+        let s = Store::open(&path).unwrap();
+        let r = s.session("session_a").unwrap().unwrap();
+        assert_eq!(
+            (r.title.as_deref(), r.title_set),
+            (Some("old title"), false)
+        );
+    }
+
+    #[test]
+    fn titles_take_the_first_non_empty_line() {
+        assert_eq!(title_of("\n\n  hello  \nworld").as_deref(), Some("hello"));
+        assert_eq!(title_of("   "), None);
+        let long = "é".repeat(80);
+        let t = title_of(&long).unwrap();
+        assert_eq!(t.chars().count(), TITLE_CHARS);
+        assert!(t.ends_with('…'));
+    }
+}

@@ -1,0 +1,151 @@
+//! Bearer authentication: API keys on the session, message and analytics endpoints (each
+//! request counted against the plan first), HS256 JWTs on the wallet endpoint.
+
+use axum::http::{HeaderMap, header};
+
+use super::AppState;
+use super::config::is_valid_api_key;
+use super::error::HttpError;
+use super::jwt;
+use super::store::Storage;
+use super::store::accounts::{Account, hash_key};
+pub use super::store::usage::RequestCount;
+
+/// The bearer credential of a request.
+fn bearer(headers: &HeaderMap) -> Result<&str, HttpError> {
+    let value = headers
+        .get(header::AUTHORIZATION)
+        .ok_or_else(|| HttpError::unauthorized("missing `Authorization: Bearer …` header"))?;
+    let value = value
+        .to_str()
+        .map_err(|_| HttpError::unauthorized("the Authorization header is not valid text"))?;
+    let (scheme, credential) = value.split_once(' ').ok_or_else(|| {
+        HttpError::unauthorized("the Authorization header must be `Bearer <credential>`")
+    })?;
+    if !scheme.eq_ignore_ascii_case("bearer") || credential.trim().is_empty() {
+        return Err(HttpError::unauthorized(
+            "the Authorization header must be `Bearer <credential>`",
+        ));
+    }
+    Ok(credential.trim())
+}
+
+fn looks_like_jwt(credential: &str) -> bool {
+    credential.split('.').count() == 3 && !credential.starts_with("service_live_")
+}
+
+/// Resolves the API key of the request to its account, without counting it.
+pub(crate) fn account(state: &AppState, headers: &HeaderMap) -> Result<Account, HttpError> {
+    let credential = bearer(headers)?;
+    if looks_like_jwt(credential) {
+        return Err(HttpError::unauthorized(
+            "this endpoint takes an API key (`service_live_…`), not a JWT",
+        ));
+    }
+    if !is_valid_api_key(credential) {
+        return Err(HttpError::unauthorized(
+            "malformed API key: expected `service_live_` followed by at least 16 letters or digits",
+        ));
+    }
+    state
+        .accounts
+        .get(&hash_key(credential))
+        .copied()
+        .ok_or_else(|| HttpError::unauthorized("unknown API key"))
+}
+
+/// Authenticates an API-key request and counts it against the plan's request limit; a request
+/// over the limit is refused with 429 before any work and is not counted.
+pub(crate) async fn admit(
+    state: &AppState,
+    headers: &HeaderMap,
+    method: &'static str,
+    route: &'static str,
+) -> Result<Account, HttpError> {
+    let account = account(state, headers)?;
+    count(state, account, method, route).await?;
+    Ok(account)
+}
+
+/// Counts a request of an authenticated `account` against the plan's request limit: 429 when
+/// the limit is reached (and the request is not counted).
+pub(crate) async fn count(
+    state: &AppState,
+    account: Account,
+    method: &'static str,
+    route: &'static str,
+) -> Result<(), HttpError> {
+    let request = RequestCount::new(account, method, route, chrono::Utc::now());
+    let admitted = state.store.count_request(request).await?;
+    request.answer(admitted)
+}
+
+/// Verifies the JWT of a wallet request.
+pub(crate) fn wallet_token(
+    state: &AppState,
+    headers: &HeaderMap,
+) -> Result<jwt::Claims, HttpError> {
+    let credential = bearer(headers)?;
+    if credential.starts_with("service_live_") {
+        return Err(HttpError::unauthorized(
+            "the wallet endpoint takes a JWT access token, not an API key",
+        ));
+    }
+    jwt::verify(&state.jwt_secret, credential)
+        .map_err(|e| HttpError::unauthorized(format!("invalid token: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{DbLocation, Tier};
+    use crate::ids::generate_api_key;
+    use crate::store::SqliteStore;
+    use crate::store::accounts::ensure_keys;
+    use chrono::Utc;
+
+    use crate::error::StoreError;
+    use crate::store::usage;
+    use crate::time;
+
+    /// The count is kept whatever the closure run after it does, and a request over the limit
+    /// writes nothing and runs nothing.
+    #[test]
+    fn a_request_stays_counted_when_its_work_fails_and_over_the_limit_nothing_runs() {
+        let store = SqliteStore::open(&DbLocation::Memory).unwrap();
+        let now = Utc::now();
+        let period_start = time::billing_period(now).0.timestamp_millis();
+        store
+            .blocking(|c| {
+                let keys = vec![(generate_api_key(), Tier::Free)];
+                let account = *ensure_keys(c, &keys, now.timestamp_millis())?
+                    .values()
+                    .next()
+                    .unwrap();
+                let request = RequestCount::new(account, "POST", "/x", now);
+                c.execute_batch("BEGIN")?;
+                let failed = request.run(c, |_| {
+                    Err::<(), _>(StoreError::Corrupt("the turn failed".into()))
+                });
+                assert!(matches!(failed, Err(StoreError::Corrupt(_))));
+                c.execute_batch("COMMIT")?;
+                assert_eq!(usage::requests_used(c, account.id, period_start)?, 1);
+                let limit = account.tier.limits().requests;
+                for _ in 1..limit {
+                    assert_eq!(request.run(c, |_| Ok(7))?, Some(7));
+                }
+                let ran = std::cell::Cell::new(false);
+                let over = request.run(c, |_| {
+                    ran.set(true);
+                    Ok(())
+                })?;
+                assert_eq!(over, None);
+                assert!(!ran.get());
+                assert_eq!(usage::requests_used(c, account.id, period_start)?, limit);
+                let refused = request.answer(None::<()>).unwrap_err();
+                assert_eq!(refused.status, axum::http::StatusCode::TOO_MANY_REQUESTS);
+                Ok(())
+            })
+            .unwrap();
+    }
+}

@@ -1,0 +1,382 @@
+//! `convo serve` (the local service alone) and `convo token` (mint a wallet JWT).
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::ValueEnum;
+
+use super::config::{
+    DEFAULT_MAX_CONTEXT_TOKENS, DbLocation, EngineConfig, LocalOptions, ServiceConfig, Tier,
+    is_valid_api_key, redact_key,
+};
+use super::engine::LoadState;
+use convo_wire::exit;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EngineKind {
+    /// Offline, deterministic replies built from the conversation.
+    Builtin,
+    /// A GGUF model run in-process by llama.cpp (--model; scripts/fetch-model.sh installs one).
+    Local,
+    /// An OpenAI-compatible /v1/chat/completions server (llama.cpp, Ollama, vLLM).
+    Openai,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long, default_value = "127.0.0.1:8787")]
+    pub addr: String,
+    /// Where everything is stored: a SQLite file, `:memory:`, or a PostgreSQL database
+    /// (`postgres://USER@HOST:PORT/DB`), which any number of replicas can share (docs/deploy.md).
+    /// Default: service.db in the platform data dir.
+    #[arg(
+        long,
+        value_name = "PATH|URL",
+        env = "CONVO_SERVE_DB",
+        hide_env_values = true
+    )]
+    pub db: Option<String>,
+    /// Accepted API key, `service_live_…` with an optional `=free|pro|enterprise` (default pro).
+    /// Repeatable. Without one, a key is generated and printed once to stderr (the client's
+    /// `CONVO_API_KEY` is not read here).
+    // The id `api_keys` is shared with the global client flag `--api-key` (config.rs), so that
+    // clap does not define `--api-key` twice in `serve`.
+    #[arg(
+        long = "api-key",
+        value_name = "KEY[=TIER]",
+        env = "CONVO_SERVE_API_KEYS",
+        hide_env_values = true,
+        value_delimiter = ','
+    )]
+    pub api_keys: Vec<String>,
+    /// HS256 secret of the wallet endpoint's JWTs. Without one, a secret is generated and
+    /// printed once to stderr.
+    #[arg(long, env = "CONVO_JWT_SECRET", hide_env_values = true)]
+    pub jwt_secret: Option<String>,
+    /// Reply engine.
+    #[arg(long, value_enum, default_value = "builtin")]
+    pub engine: EngineKind,
+    /// The local engine's model: a name from `convo model list`, or a path to a GGUF file.
+    /// Default: the default installed model.
+    #[arg(long, value_name = "NAME|PATH")]
+    pub model: Option<String>,
+    /// The most tokens one reply of the local engine may have.
+    #[arg(long, default_value_t = LocalOptions::DEFAULT_MAX_REPLY_TOKENS, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_reply_tokens: u32,
+    /// KV cache of the local engine, in model tokens, shared by all sessions (about 23 KB each
+    /// for SmolLM2-135M). A session's window is the smaller of this and the model's own.
+    #[arg(long, default_value_t = LocalOptions::DEFAULT_KV_TOKENS, value_parser = clap::value_parser!(u32).range(256..))]
+    pub model_kv_tokens: u32,
+    /// Sessions whose state the local engine keeps between turns, and replies it computes at
+    /// once (more wait their turn).
+    #[arg(long, default_value_t = LocalOptions::DEFAULT_SESSIONS, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub model_sessions: u32,
+    /// Sampling temperature of the local engine (0: always the most likely token).
+    #[arg(long, default_value_t = LocalOptions::DEFAULT_TEMPERATURE)]
+    pub temperature: f32,
+    /// CPU threads of the local engine (0: one per core).
+    #[arg(long, default_value_t = 0)]
+    pub model_threads: u32,
+    /// Base URL of the OpenAI-compatible server (with --engine openai).
+    #[arg(long, default_value = "http://127.0.0.1:11434")]
+    pub engine_url: String,
+    /// Model name sent to the OpenAI-compatible server.
+    #[arg(long, default_value = "llama3.2")]
+    pub engine_model: String,
+    /// Bearer key for the OpenAI-compatible server, if it needs one.
+    #[arg(long, env = "CONVO_ENGINE_API_KEY", hide_env_values = true)]
+    pub engine_api_key: Option<String>,
+    /// Milliseconds between words of the builtin engine's streamed replies.
+    #[arg(long, default_value_t = 15)]
+    pub engine_pace_ms: u64,
+    /// Context window of a session, in o200k tokens. With --engine local, a model whose own
+    /// window is smaller lowers it to that.
+    #[arg(long, default_value_t = DEFAULT_MAX_CONTEXT_TOKENS)]
+    pub max_context_tokens: u64,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct TokenArgs {
+    /// The service's JWT secret (`convo serve --jwt-secret`).
+    #[arg(long, env = "CONVO_JWT_SECRET", hide_env_values = true)]
+    pub secret: String,
+    /// Subject of the token (who it is for).
+    #[arg(long)]
+    pub sub: String,
+    /// Lifetime in seconds.
+    #[arg(long, default_value_t = 3600)]
+    pub ttl: u64,
+}
+
+/// Parses `KEY[=TIER]`.
+pub fn parse_key_arg(arg: &str) -> Result<(String, Tier), String> {
+    let (key, tier) = match arg.split_once('=') {
+        Some((key, tier)) => (key, tier.parse::<Tier>()?),
+        None => (arg, Tier::Pro),
+    };
+    if !is_valid_api_key(key) {
+        return Err(format!(
+            "API key {} is not `service_live_` followed by at least 16 of [A-Za-z0-9]",
+            redact_key(key)
+        ));
+    }
+    Ok((key.to_string(), tier))
+}
+
+/// `service.db` in the data dir, which is made when missing.
+fn default_db_path(data_dir: Option<&std::path::Path>) -> Result<PathBuf, String> {
+    let dir = data_dir.ok_or("cannot find the platform data directory; pass --db PATH")?;
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    Ok(dir.join("service.db"))
+}
+
+/// The service configuration of `args`, and the secrets that were generated (to print once).
+fn config_from_args(
+    args: &ServeArgs,
+    data_dir: Option<&std::path::Path>,
+) -> Result<(ServiceConfig, Vec<String>), String> {
+    let mut generated = Vec::new();
+    let mut api_keys = args
+        .api_keys
+        .iter()
+        .map(String::as_str)
+        .filter(|k| !k.is_empty())
+        .map(parse_key_arg)
+        .collect::<Result<Vec<_>, _>>()?;
+    if api_keys.is_empty() {
+        let key = super::generate_api_key();
+        generated.push(format!("API key (pro, shown only now): {key}"));
+        api_keys.push((key, Tier::Pro));
+    }
+    let jwt_secret = match &args.jwt_secret {
+        Some(s) if s.is_empty() => return Err("--jwt-secret must not be empty".into()),
+        Some(s) => s.clone(),
+        None => {
+            let secret = super::ids::random_alnum(48);
+            generated.push(format!(
+                "JWT secret (for `convo token --secret`, shown only now): {secret}"
+            ));
+            secret
+        }
+    };
+    let db = match args.db.as_deref() {
+        Some("") => return Err("--db must not be empty".into()),
+        Some(arg) => DbLocation::parse(arg),
+        None => DbLocation::File(default_db_path(data_dir)?),
+    };
+    let engine = match args.engine {
+        EngineKind::Builtin => EngineConfig::Builtin {
+            pace_ms: args.engine_pace_ms,
+        },
+        EngineKind::Openai => EngineConfig::OpenAi {
+            url: args.engine_url.clone(),
+            model: args.engine_model.clone(),
+            api_key: args.engine_api_key.clone(),
+        },
+        EngineKind::Local => {
+            if !cfg!(feature = "local-model") {
+                return Err(super::engine::WITHOUT_LOCAL_MODELS.into());
+            }
+            if !args.temperature.is_finite() || args.temperature < 0.0 {
+                return Err(format!(
+                    "--temperature must be 0 or more, not {}",
+                    args.temperature
+                ));
+            }
+            let path = resolve_model(args.model.as_deref(), data_dir)?;
+            EngineConfig::Local(LocalOptions {
+                max_reply_tokens: args.max_reply_tokens,
+                kv_tokens: args.model_kv_tokens,
+                sessions: args.model_sessions,
+                temperature: args.temperature,
+                threads: args.model_threads,
+                ..LocalOptions::new(path)
+            })
+        }
+    };
+    Ok((
+        ServiceConfig {
+            db,
+            api_keys,
+            jwt_secret,
+            engine,
+            max_context_tokens: args.max_context_tokens,
+            warm_token_counter: true,
+        },
+        generated,
+    ))
+}
+
+/// The GGUF file `--model` names: a path, or a model installed in the data dir's `models/`
+/// (`convo model list`); without one, the default model. Its header is checked here, so a
+/// missing or foreign file is a usage error before anything starts.
+fn resolve_model(arg: Option<&str>, data_dir: Option<&std::path::Path>) -> Result<PathBuf, String> {
+    let data_dir = data_dir.ok_or("cannot find the data dir for the models; pass --model PATH")?;
+    crate::models::resolve(&crate::models::models_dir(data_dir), arg, None)
+        .map_err(|e| e.to_string())
+}
+
+async fn resolve(addr: &str) -> Result<SocketAddr, String> {
+    tokio::net::lookup_host(addr)
+        .await
+        .map_err(|e| format!("--addr `{addr}`: {e}"))?
+        .next()
+        .ok_or_else(|| format!("--addr `{addr}` resolves to no address"))
+}
+
+/// Logs to stderr from a thread of its own, which writes the lines waiting in one batch: a
+/// request's log line costs the async workers no `write`, and a stderr that blocks (a paused
+/// terminal, a full pipe) cannot stall requests. Past 128,000 lines waiting, lines are
+/// dropped rather than requests held (and counted: `Logging::report_dropped`). The guard
+/// writes what is left when dropped.
+fn init_logging() -> Option<Logging> {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("convo=info,warn"));
+    let (writer, guard) =
+        tracing_appender::non_blocking(std::io::BufWriter::new(std::io::stderr()));
+    let dropped = writer.error_counter();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(writer)
+        .try_init()
+        .ok()
+        .map(|()| Logging {
+            _guard: guard,
+            dropped,
+        })
+}
+
+/// The log's writer thread, for as long as the service runs.
+struct Logging {
+    _guard: tracing_appender::non_blocking::WorkerGuard,
+    dropped: tracing_appender::non_blocking::ErrorCounter,
+}
+
+impl Logging {
+    /// Says, through the log itself, how many lines were dropped because its reader fell
+    /// behind (nothing when none were).
+    fn report_dropped(&self) {
+        let dropped = self.dropped.dropped_lines();
+        if dropped > 0 {
+            tracing::warn!(
+                dropped,
+                "log lines were dropped: stderr was not read fast enough"
+            );
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
+}
+
+pub async fn serve(args: ServeArgs, data_dir: Option<PathBuf>) -> ExitCode {
+    let log = init_logging();
+    let (config, generated) = match config_from_args(&args, data_dir.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("convo serve: {e}");
+            return ExitCode::from(exit::USAGE_ERROR);
+        }
+    };
+    let addr = match resolve(&args.addr).await {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("convo serve: {e}");
+            return ExitCode::from(exit::USAGE_ERROR);
+        }
+    };
+    let service = match super::start(config, addr).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("convo serve: {e}");
+            return ExitCode::from(exit::USAGE_ERROR);
+        }
+    };
+    // A local model loads before the service says it listens: a broken file is an error here,
+    // not at the first message.
+    let mut load = service.engine_load();
+    let loaded = load
+        .wait_for(|s| !matches!(s, LoadState::Loading { .. }))
+        .await
+        .map(|s| s.clone());
+    if let Ok(LoadState::Failed(e)) = loaded {
+        eprintln!("convo serve: {e}");
+        service.shutdown().await;
+        return ExitCode::from(exit::USAGE_ERROR);
+    }
+    for line in generated {
+        eprintln!("convo serve: {line}");
+    }
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "listening on {}", service.base_url());
+    let _ = stdout.flush();
+    drop(stdout);
+    shutdown_signal().await;
+    // Through the log, not `eprintln!`: a stderr nobody reads must not hold the stop.
+    tracing::info!("shutting down");
+    service.shutdown().await;
+    if let Some(log) = &log {
+        log.report_dropped();
+    }
+    ExitCode::from(exit::OK)
+}
+
+pub fn token(args: TokenArgs) -> ExitCode {
+    if args.secret.is_empty() {
+        eprintln!("convo token: --secret must not be empty");
+        return ExitCode::from(exit::USAGE_ERROR);
+    }
+    if args.sub.is_empty() {
+        eprintln!("convo token: --sub must not be empty");
+        return ExitCode::from(exit::USAGE_ERROR);
+    }
+    if args.ttl == 0 {
+        eprintln!("convo token: --ttl must be at least 1 second");
+        return ExitCode::from(exit::USAGE_ERROR);
+    }
+    println!("{}", super::jwt::mint(&args.secret, &args.sub, args.ttl));
+    ExitCode::from(exit::OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_args_parse_with_tiers() {
+        let k = "service_live_abcdefgh12345678";
+        assert_eq!(parse_key_arg(k), Ok((k.to_string(), Tier::Pro)));
+        assert_eq!(
+            parse_key_arg(&format!("{k}=free")),
+            Ok((k.to_string(), Tier::Free))
+        );
+        assert!(parse_key_arg(&format!("{k}=gold")).is_err());
+        let err = parse_key_arg("service_live_short").unwrap_err();
+        assert!(
+            err.contains("service_live_…") && !err.contains("short"),
+            "{err}"
+        );
+    }
+}

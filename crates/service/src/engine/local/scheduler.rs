@@ -1,0 +1,552 @@
+//! The model thread: loads the model, then computes replies, several sessions at once in one
+//! llama.cpp batch.
+//!
+//! Each of `sessions` slots is a llama.cpp sequence in one shared ("unified") KV cache. A
+//! slot remembers which session's tokens it holds, so a session's next turn continues from
+//! the longest prefix already computed: only the new messages are decoded. A new session
+//! takes a free slot, or the one used least recently. Every step decodes one token for each
+//! reply being generated, plus as many prompt tokens of replies still reading their prompt as
+//! fit in about `STEP_MS` (measured as it goes); between steps a reply nobody waits for any
+//! more is dropped, so a stopped reply stops computing within one step.
+
+use std::collections::VecDeque;
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use llama_cpp_2::context::LlamaContext;
+use llama_cpp_2::context::params::{KvCacheType, LlamaContextParams};
+use llama_cpp_2::llama_backend::LlamaBackend;
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::model::params::LlamaModelParams;
+use llama_cpp_2::model::{LlamaChatTemplate, LlamaModel};
+use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::token::LlamaToken;
+use tokio::sync::watch;
+
+use super::utf8::Utf8Pieces;
+use super::{Counters, Job, LocalOptions, Piece, prompt};
+use crate::engine::LoadState;
+
+/// The most prompt tokens decoded in one step, over all replies (the batch's size).
+const STEP_TOKENS: usize = 512;
+
+/// The fewest prompt tokens a step takes when a prompt is waiting.
+const MIN_STEP_TOKENS: usize = 8;
+
+/// How long a step should take: short enough that a stopped reply stops, and the other
+/// replies' next tokens come, within about this; long enough to read a prompt at full speed.
+const STEP_MS: f64 = 80.0;
+
+/// llama.cpp's `LLAMA_FLASH_ATTN_TYPE_ENABLED`.
+const FLASH_ATTENTION_ENABLED: i32 = 1;
+
+/// llama.cpp's backend may be started once per process.
+static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
+
+/// The process's llama.cpp backend, started on first use (its log goes to tracing).
+pub fn backend() -> Result<&'static LlamaBackend, String> {
+    BACKEND
+        .get_or_init(|| {
+            // llama.cpp's own messages go to tracing (the TUI's screen must stay clean).
+            llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default());
+            LlamaBackend::init().map_err(|e| format!("cannot start llama.cpp: {e}"))
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// A sequence of the KV cache and what it holds.
+struct Slot {
+    session: Option<String>,
+    /// The tokens in the KV cache for this sequence, in position order.
+    tokens: Vec<LlamaToken>,
+    used_at: u64,
+    busy: bool,
+}
+
+/// A reply being computed.
+struct Active {
+    job: Job,
+    slot: usize,
+    /// Prompt tokens not decoded yet.
+    prompt: VecDeque<LlamaToken>,
+    /// The token sampled last, to be decoded in the next step.
+    next: Option<LlamaToken>,
+    sampler: LlamaSampler,
+    generated: u32,
+    text: Utf8Pieces,
+    /// Where this reply's logits are in the batch just decoded.
+    logits_at: Option<i32>,
+    started: Instant,
+    first_token: Option<Instant>,
+}
+
+pub(super) fn run(
+    options: LocalOptions,
+    jobs: Receiver<Job>,
+    load: watch::Sender<LoadState>,
+    window: Arc<AtomicU64>,
+    counters: Arc<Counters>,
+) {
+    let load = Arc::new(load);
+    let loaded = load_model(&options, load.clone());
+    let model = match loaded {
+        Ok(model) => model,
+        Err(e) => return fail_everything(&load, jobs, e),
+    };
+    let threads = match options.threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get() as i32),
+        n => n as i32,
+    };
+    let sessions = options.sessions.clamp(1, 64);
+    let params = LlamaContextParams::default()
+        .with_n_ctx(NonZeroU32::new(options.kv_tokens.max(256)))
+        .with_n_batch(STEP_TOKENS as u32 + sessions)
+        .with_n_ubatch(STEP_TOKENS as u32 + sessions)
+        .with_n_seq_max(sessions)
+        .with_kv_unified(true)
+        // The KV cache in 8-bit: half the memory of f16 (quantized V needs flash attention).
+        .with_flash_attention_policy(FLASH_ATTENTION_ENABLED)
+        .with_type_k(KvCacheType::Q8_0)
+        .with_type_v(KvCacheType::Q8_0)
+        .with_n_threads(threads)
+        .with_n_threads_batch(threads);
+    let backend = match backend() {
+        Ok(b) => b,
+        Err(e) => return fail_everything(&load, jobs, e),
+    };
+    let ctx = match model.new_context(backend, params) {
+        Ok(ctx) => ctx,
+        Err(e) => {
+            let e = format!("cannot create the model's context: {e}");
+            return fail_everything(&load, jobs, e);
+        }
+    };
+    let n_ctx = ctx.n_ctx() as usize;
+    let model_window = (model.n_ctx_train() as usize).min(n_ctx);
+    window.store(model_window as u64, Ordering::Relaxed);
+    tracing::info!(
+        model = %options.model.display(),
+        window = model_window,
+        kv_tokens = n_ctx,
+        sessions,
+        threads,
+        "model loaded"
+    );
+    load.send_replace(LoadState::Ready);
+    let template = prompt::template(&model);
+    let mut scheduler = Scheduler {
+        model: &model,
+        ctx,
+        template,
+        options: &options,
+        window: model_window,
+        kv_tokens: n_ctx,
+        slots: (0..sessions)
+            .map(|_| Slot {
+                session: None,
+                tokens: Vec::new(),
+                used_at: 0,
+                busy: false,
+            })
+            .collect(),
+        clock: 0,
+        ms_per_token: 0.5,
+        counters,
+        batch: LlamaBatch::new(STEP_TOKENS + sessions as usize, sessions as i32),
+    };
+    scheduler.serve(jobs);
+}
+
+fn load_model(
+    options: &LocalOptions,
+    load: Arc<watch::Sender<LoadState>>,
+) -> Result<LlamaModel, String> {
+    let backend = backend()?;
+    let path = &options.model;
+    if !path.is_file() {
+        return Err(format!("model file {} does not exist", path.display()));
+    }
+    let started = Instant::now();
+    let params = LlamaModelParams::default().with_progress_callback(move |fraction| {
+        load.send_replace(LoadState::Loading { fraction });
+        true
+    });
+    let model = LlamaModel::load_from_file(backend, path, &params).map_err(|e| {
+        tracing::debug!(error = %e, "llama.cpp refused the model");
+        format!(
+            "llama.cpp cannot load the model {}: the file is damaged, incomplete or of an \
+             architecture it does not know (scripts/fetch-model.sh or `convo model pull` gets \
+             a working one)",
+            path.display()
+        )
+    })?;
+    tracing::debug!(elapsed = ?started.elapsed(), "model file read");
+    Ok(model)
+}
+
+/// The model could not be loaded: say so to whoever waits, and to every job that comes.
+fn fail_everything(load: &watch::Sender<LoadState>, jobs: Receiver<Job>, error: String) {
+    tracing::error!(error = %error, "the local model is not available");
+    load.send_replace(LoadState::Failed(error.clone()));
+    while let Ok(job) = jobs.recv() {
+        let _ = job.out.send(Piece::Failed(error.clone()));
+    }
+}
+
+struct Scheduler<'m> {
+    model: &'m LlamaModel,
+    ctx: LlamaContext<'m>,
+    template: LlamaChatTemplate,
+    options: &'m LocalOptions,
+    /// A session's window: the model's, or the KV cache's when that is smaller.
+    window: usize,
+    kv_tokens: usize,
+    slots: Vec<Slot>,
+    clock: u64,
+    /// Milliseconds per token of a step, measured (a moving average).
+    ms_per_token: f64,
+    counters: Arc<Counters>,
+    batch: LlamaBatch<'static>,
+}
+
+impl Scheduler<'_> {
+    fn serve(&mut self, jobs: Receiver<Job>) {
+        let mut waiting: VecDeque<Job> = VecDeque::new();
+        let mut active: Vec<Active> = Vec::new();
+        let mut open = true;
+        loop {
+            if active.is_empty() && waiting.is_empty() {
+                if !open {
+                    return;
+                }
+                // Idle: block until there is work (no CPU while nobody asks).
+                match jobs.recv() {
+                    Ok(job) => waiting.push_back(job),
+                    Err(_) => return,
+                }
+            }
+            loop {
+                match jobs.try_recv() {
+                    Ok(job) => waiting.push_back(job),
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => {
+                        open = false;
+                        break;
+                    }
+                }
+            }
+            // Replies nobody waits for any more stop here.
+            waiting.retain(|job| !job.out.is_closed());
+            let mut i = 0;
+            while i < active.len() {
+                if active[i].job.out.is_closed() {
+                    let gone = active.swap_remove(i);
+                    tracing::debug!(session = %gone.job.session_id, "reply stopped");
+                    self.release(&gone);
+                } else {
+                    i += 1;
+                }
+            }
+            while !waiting.is_empty() {
+                let Some(slot) = self.free_slot(&waiting[0].session_id) else {
+                    break;
+                };
+                let job = waiting.pop_front().expect("not empty");
+                if let Some(a) = self.admit(job, slot) {
+                    active.push(a);
+                }
+            }
+            if active.is_empty() {
+                continue;
+            }
+            self.step(&mut active);
+        }
+    }
+
+    /// An idle slot for `session`: the one holding its tokens, else an empty one, else the
+    /// one used least recently.
+    fn free_slot(&self, session: &str) -> Option<usize> {
+        let idle = self.slots.iter().enumerate().filter(|(_, s)| !s.busy);
+        if let Some((i, _)) = idle
+            .clone()
+            .find(|(_, s)| s.session.as_deref() == Some(session))
+        {
+            return Some(i);
+        }
+        idle.min_by_key(|(_, s)| (s.session.is_some(), s.used_at))
+            .map(|(i, _)| i)
+    }
+
+    fn forget(&mut self, slot: usize) {
+        let _ = self.ctx.clear_kv_cache_seq(Some(slot as u32), None, None);
+        self.slots[slot].tokens.clear();
+        self.slots[slot].session = None;
+    }
+
+    fn admit(&mut self, job: Job, slot: usize) -> Option<Active> {
+        let reserve = self.options.max_reply_tokens as usize;
+        let tokens = match prompt::tokens(
+            self.model,
+            &self.template,
+            &job.history,
+            self.window,
+            reserve,
+        ) {
+            Ok(t) if !t.is_empty() => t,
+            Ok(_) => {
+                let _ = job.out.send(Piece::Failed("the prompt is empty".into()));
+                return None;
+            }
+            Err(e) => {
+                let _ = job.out.send(Piece::Failed(e));
+                return None;
+            }
+        };
+        if self.slots[slot].session.as_deref() != Some(job.session_id.as_str()) {
+            self.forget(slot);
+            self.slots[slot].session = Some(job.session_id.clone());
+        }
+        // Keep what the cache already holds of this prompt; at least the last token is
+        // decoded again, for its logits.
+        let held = &self.slots[slot].tokens;
+        let mut common = held.iter().zip(&tokens).take_while(|(a, b)| a == b).count();
+        common = common.min(tokens.len() - 1);
+        if common < held.len() {
+            let cut = self
+                .ctx
+                .clear_kv_cache_seq(Some(slot as u32), Some(common as u32), None);
+            if matches!(cut, Ok(true)) {
+                self.slots[slot].tokens.truncate(common);
+            } else {
+                // A model whose cache cannot be cut in the middle: start over.
+                self.forget(slot);
+                self.slots[slot].session = Some(job.session_id.clone());
+                common = 0;
+            }
+        }
+        tracing::debug!(
+            session = %job.session_id,
+            prompt = tokens.len(),
+            reused = common,
+            "reply admitted"
+        );
+        self.counters
+            .reused
+            .fetch_add(common as u64, Ordering::Relaxed);
+        self.clock += 1;
+        let s = &mut self.slots[slot];
+        s.busy = true;
+        s.used_at = self.clock;
+        Some(Active {
+            sampler: self.sampler(),
+            job,
+            slot,
+            prompt: tokens[common..].iter().copied().collect(),
+            next: None,
+            generated: 0,
+            text: Utf8Pieces::default(),
+            logits_at: None,
+            started: Instant::now(),
+            first_token: None,
+        })
+    }
+
+    fn sampler(&self) -> LlamaSampler {
+        let penalties = LlamaSampler::penalties(self.model.n_vocab(), 64, 1.1, 0.0, 0.0);
+        let t = self.options.temperature;
+        if t <= 0.0 {
+            LlamaSampler::chain_simple([penalties, LlamaSampler::greedy()])
+        } else {
+            LlamaSampler::chain_simple([
+                penalties,
+                LlamaSampler::top_k(40),
+                LlamaSampler::top_p(0.95, 1),
+                LlamaSampler::min_p(0.05, 1),
+                LlamaSampler::temp(t),
+                LlamaSampler::dist(self.options.seed),
+            ])
+        }
+    }
+
+    /// The reply is over (finished, failed or stopped): its slot keeps its tokens for the
+    /// session's next turn.
+    fn release(&mut self, reply: &Active) {
+        self.clock += 1;
+        let s = &mut self.slots[reply.slot];
+        s.busy = false;
+        s.used_at = self.clock;
+    }
+
+    /// Prompt tokens the next step takes: about `STEP_MS` of work at the measured speed.
+    fn step_tokens(&self) -> usize {
+        ((STEP_MS / self.ms_per_token.max(1e-3)) as usize).clamp(MIN_STEP_TOKENS, STEP_TOKENS)
+    }
+
+    /// Cells of the KV cache in use.
+    fn used(&self) -> usize {
+        self.slots.iter().map(|s| s.tokens.len()).sum()
+    }
+
+    /// Makes room for `needed` more cells by dropping idle sessions' state, least recently
+    /// used first. False when even that is not enough.
+    fn make_room(&mut self, needed: usize) -> bool {
+        while self.used() + needed > self.kv_tokens {
+            let victim = self
+                .slots
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| !s.busy && !s.tokens.is_empty())
+                .min_by_key(|(_, s)| s.used_at)
+                .map(|(i, _)| i);
+            match victim {
+                Some(i) => self.forget(i),
+                None => return false,
+            }
+        }
+        true
+    }
+
+    /// Decodes one batch: a token for each reply being generated, then prompt tokens; then
+    /// samples each reply whose logits are ready.
+    fn step(&mut self, active: &mut Vec<Active>) {
+        let needed = active
+            .iter()
+            .map(|a| {
+                if a.prompt.is_empty() {
+                    1
+                } else {
+                    a.prompt.len().min(self.step_tokens())
+                }
+            })
+            .sum::<usize>()
+            .min(self.step_tokens() + active.len());
+        if !self.make_room(needed) {
+            // Every cell holds a reply in progress: the longest one ends here.
+            if let Some(i) =
+                (0..active.len()).max_by_key(|&i| self.slots[active[i].slot].tokens.len())
+            {
+                let a = active.swap_remove(i);
+                self.finish(a, None);
+            }
+            return;
+        }
+        self.batch.clear();
+        let mut budget = self.step_tokens();
+        for a in active.iter_mut() {
+            a.logits_at = None;
+            let slot = &mut self.slots[a.slot];
+            if let Some(token) = a.next.take() {
+                let at = self.batch.n_tokens();
+                let pos = slot.tokens.len() as i32;
+                if self.batch.add(token, pos, &[a.slot as i32], true).is_ok() {
+                    slot.tokens.push(token);
+                    a.logits_at = Some(at);
+                }
+            }
+        }
+        let generating = self.batch.n_tokens() as usize;
+        for a in active.iter_mut() {
+            if a.prompt.is_empty() || budget == 0 {
+                continue;
+            }
+            let slot = &mut self.slots[a.slot];
+            let take = a.prompt.len().min(budget);
+            for k in 0..take {
+                let token = a.prompt.pop_front().expect("counted");
+                let last = k + 1 == take && a.prompt.is_empty();
+                let at = self.batch.n_tokens();
+                let pos = slot.tokens.len() as i32;
+                if self.batch.add(token, pos, &[a.slot as i32], last).is_err() {
+                    a.prompt.push_front(token);
+                    break;
+                }
+                slot.tokens.push(token);
+                if last {
+                    a.logits_at = Some(at);
+                }
+            }
+            budget -= take;
+        }
+        let started = Instant::now();
+        let decoded = self.ctx.decode(&mut self.batch);
+        // The speed of reading prompts, from steps that read one (a step of single tokens
+        // costs more per token and would shrink the steps for nothing).
+        let prompt_tokens = self.batch.n_tokens() as usize - generating;
+        if prompt_tokens >= MIN_STEP_TOKENS {
+            let per_token = started.elapsed().as_secs_f64() * 1e3 / self.batch.n_tokens() as f64;
+            self.ms_per_token = 0.7 * self.ms_per_token + 0.3 * per_token;
+        }
+        // Counted once computed: a stopped reply's last step shows when it ends.
+        self.counters
+            .decoded
+            .fetch_add(self.batch.n_tokens() as u64, Ordering::Relaxed);
+        if let Err(e) = decoded {
+            // The batch's tokens are not in the cache: forget those slots, fail the replies.
+            let error = format!("the model failed to compute the reply: {e}");
+            for a in active.drain(..) {
+                self.forget(a.slot);
+                let _ = a.job.out.send(Piece::Failed(error.clone()));
+                self.release(&a);
+            }
+            return;
+        }
+        let mut i = 0;
+        while i < active.len() {
+            let Some(at) = active[i].logits_at else {
+                i += 1;
+                continue;
+            };
+            let token = active[i].sampler.sample(&self.ctx, at);
+            let a = &mut active[i];
+            if a.first_token.is_none() {
+                a.first_token = Some(Instant::now());
+            }
+            let vocab = self.model.vocab();
+            if vocab.is_eog(token) {
+                let a = active.swap_remove(i);
+                self.finish(a, None);
+                continue;
+            }
+            a.generated += 1;
+            let bytes = vocab.token_to_piece(token, false, None);
+            let text = a.text.push(&bytes);
+            if !text.is_empty() {
+                let _ = a.job.out.send(Piece::Text(text));
+            }
+            let full = self.slots[a.slot].tokens.len() + 1 >= self.window;
+            if a.generated >= self.options.max_reply_tokens || full {
+                let a = active.swap_remove(i);
+                self.finish(a, None);
+                continue;
+            }
+            a.next = Some(token);
+            i += 1;
+        }
+    }
+
+    fn finish(&mut self, mut a: Active, error: Option<String>) {
+        let rest = a.text.finish();
+        if !rest.is_empty() {
+            let _ = a.job.out.send(Piece::Text(rest));
+        }
+        let _ = a.job.out.send(match error {
+            Some(e) => Piece::Failed(e),
+            None => Piece::Done,
+        });
+        if let Some(first) = a.first_token {
+            let secs = first.elapsed().as_secs_f64();
+            tracing::debug!(
+                session = %a.job.session_id,
+                first_token_ms = (first - a.started).as_millis() as u64,
+                tokens = a.generated,
+                tokens_per_s = if secs > 0.0 { a.generated as f64 / secs } else { 0.0 },
+                "reply computed"
+            );
+        }
+        self.release(&a);
+    }
+}

@@ -1,0 +1,115 @@
+//! Reply engines behind one trait: `builtin` (offline, deterministic), `local` (a GGUF model
+//! run in-process by llama.cpp; the `local-model` feature) and `openai` (any
+//! OpenAI-compatible `/v1/chat/completions` server).
+
+pub mod builtin;
+#[cfg(feature = "local-model")]
+pub mod local;
+pub mod local_options;
+pub mod openai;
+
+use futures_util::future::BoxFuture;
+use tokio::sync::{mpsc, watch};
+
+use super::store::messages::HistoryEntry;
+pub use local_options::LocalOptions;
+
+/// What an engine is asked to answer.
+#[derive(Debug, Clone)]
+pub struct ReplyRequest {
+    pub session_id: String,
+    /// The whole conversation, oldest first, ending with the message to answer.
+    pub history: Vec<HistoryEntry>,
+    /// Tokens of `history`.
+    pub context_tokens: u64,
+    pub max_context_tokens: u64,
+    /// Someone may watch the reply arrive: the send asked for a stream, or the session had a
+    /// listener when the turn began. An engine that has the whole reply at once may send it
+    /// in one piece when this is false (a listener that connects later still gets a snapshot
+    /// and the following deltas).
+    pub streamed: bool,
+}
+
+/// Why an engine could not produce a reply.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct EngineError(pub String);
+
+/// Which reply engine answers messages.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EngineConfig {
+    /// Offline and deterministic, streamed word by word every `pace_ms` milliseconds.
+    Builtin { pace_ms: u64 },
+    /// A GGUF model run in-process by llama.cpp.
+    Local(LocalOptions),
+    /// Any OpenAI-compatible `/v1/chat/completions` server, streamed over SSE.
+    OpenAi {
+        url: String,
+        model: String,
+        api_key: Option<String>,
+    },
+}
+
+pub use convo_wire::engine::LoadState;
+
+/// Whether this build has the `local` engine (the `local-model` feature).
+pub const LOCAL_MODELS: bool = cfg!(feature = "local-model");
+
+/// Produces a reply as a sequence of text pieces.
+pub trait ReplyEngine: Send + Sync + 'static {
+    /// Short name for logs and docs.
+    fn name(&self) -> &'static str;
+
+    /// What answers, for people: `builtin`, `local · SmolLM2-135M-Instruct`, `openai · llama3.2`.
+    fn label(&self) -> String {
+        self.name().to_string()
+    }
+
+    /// Whether it is ready; engines with nothing to load are ready at once.
+    fn load_state(&self) -> watch::Receiver<LoadState> {
+        watch::channel(LoadState::Ready).1
+    }
+
+    /// The most tokens a conversation can have for this engine (the model's window), when
+    /// the engine knows it. The service's context limit is the smaller of this and
+    /// `--max-context-tokens`.
+    fn context_window(&self) -> Option<u64> {
+        None
+    }
+
+    /// Sends the reply's pieces to `out` in order and resolves when the reply is complete.
+    /// A closed `out` means nobody wants the rest: stop and return Ok.
+    fn reply<'a>(
+        &'a self,
+        request: ReplyRequest,
+        out: mpsc::Sender<String>,
+    ) -> BoxFuture<'a, Result<(), EngineError>>;
+}
+
+/// Builds the configured engine (a local model starts loading in the background; its
+/// `load_state` says when it is ready).
+pub fn build(config: &EngineConfig) -> Result<Box<dyn ReplyEngine>, String> {
+    match config {
+        #[cfg(feature = "local-model")]
+        EngineConfig::Local(options) => Ok(Box::new(
+            local::LocalEngine::start(options.clone()).map_err(|e| e.0)?,
+        )),
+        #[cfg(not(feature = "local-model"))]
+        EngineConfig::Local(_) => Err(WITHOUT_LOCAL_MODELS.into()),
+        EngineConfig::Builtin { pace_ms } => Ok(Box::new(builtin::BuiltinEngine::new(*pace_ms))),
+        EngineConfig::OpenAi {
+            url,
+            model,
+            api_key,
+        } => Ok(Box::new(openai::OpenAiEngine::new(
+            url,
+            model,
+            api_key.clone(),
+        )?)),
+    }
+}
+
+/// Why `--engine local` fails in a build without the `local-model` feature.
+pub const WITHOUT_LOCAL_MODELS: &str = "this convo was built without local models (the \
+     `local-model` feature, which needs cmake and libclang); rebuild with default features, or \
+     use --engine builtin or --engine openai";

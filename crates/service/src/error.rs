@@ -1,0 +1,159 @@
+//! Errors of the service: `HttpError` is what a handler returns, rendered as the error
+//! envelope of docs/design.md, "HTTP"; `ServiceError` is what `start` can fail with.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use convo_wire::{ErrorBody, ErrorEnvelope};
+
+/// Why the service could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    #[error("cannot bind {addr}: {source}")]
+    Bind {
+        addr: std::net::SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("database: {0}")]
+    Database(#[from] rusqlite::Error),
+    #[error("database: {0}")]
+    Store(#[from] StoreError),
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    #[error("internal: {0}")]
+    Internal(String),
+}
+
+/// An error answered to a client: a status, the envelope body and maybe extra headers.
+#[derive(Debug, Clone)]
+pub struct HttpError {
+    pub status: StatusCode,
+    pub body: Box<ErrorBody>,
+    /// Seconds for `Retry-After` (429).
+    pub retry_after: Option<u64>,
+}
+
+impl HttpError {
+    pub fn new(status: StatusCode, code: &str, message: impl Into<String>) -> Self {
+        HttpError {
+            status,
+            body: Box::new(ErrorBody::new(code, message)),
+            retry_after: None,
+        }
+    }
+
+    /// 400 `invalid_request`; `message` names the field.
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "invalid_request", message)
+    }
+
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+    }
+
+    pub fn session_not_found(session_id: &str) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "session_not_found",
+            format!("session {session_id} does not exist or was deleted"),
+        )
+    }
+
+    pub fn context_overflow(current: u64, max: u64) -> Self {
+        let mut e = Self::new(
+            StatusCode::BAD_REQUEST,
+            "context_overflow",
+            format!(
+                "the context window of this session would be exceeded ({current} of {max} tokens); \
+                 enable compression or clear the session history (start a new session)"
+            ),
+        );
+        e.body.current_tokens = Some(current);
+        e.body.max_tokens = Some(max);
+        e
+    }
+
+    /// 429 `quota_exceeded` for `limit` (`requests`, `tokens` or `sessions`).
+    pub fn quota_exceeded(limit: &str, reset_at: chrono::DateTime<chrono::Utc>) -> Self {
+        let mut e = Self::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "quota_exceeded",
+            format!("the plan limit of {limit} for this billing period is reached"),
+        );
+        e.body.limit = Some(limit.to_string());
+        e.body.reset_at = Some(super::time::to_rfc3339(reset_at));
+        let secs = (reset_at - chrono::Utc::now()).num_seconds().max(1);
+        e.retry_after = Some(secs as u64);
+        e
+    }
+
+    pub fn engine(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_GATEWAY, "engine_error", message)
+    }
+
+    pub fn internal() -> Self {
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "internal error; see the service log",
+        )
+    }
+}
+
+impl From<StoreError> for HttpError {
+    fn from(e: StoreError) -> Self {
+        tracing::error!(error = %e, "storage failure");
+        HttpError::internal()
+    }
+}
+
+impl IntoResponse for HttpError {
+    fn into_response(self) -> Response {
+        let mut resp =
+            (self.status, axum::Json(ErrorEnvelope { error: *self.body })).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            resp.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        if let Some(secs) = self.retry_after {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        resp
+    }
+}
+
+/// A failure of the storage layer (never shown to clients beyond `internal`).
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(transparent)]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("postgres: {}", with_sources(.0))]
+    Postgres(#[from] tokio_postgres::Error),
+    #[error("postgres connection pool: {}", with_sources(.0))]
+    Pool(#[from] deadpool_postgres::PoolError),
+    #[error("database configuration: {0}")]
+    Config(String),
+    #[error("database task failed: {0}")]
+    Join(String),
+    #[error("corrupt stored data: {0}")]
+    Corrupt(String),
+    #[error("the transaction was not committed: {0}")]
+    Commit(String),
+}
+
+/// `error: its source: its source…` (tokio-postgres shows the cause, e.g. "Connection refused",
+/// only as a source).
+fn with_sources(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}

@@ -1,0 +1,290 @@
+//! The local Conversational Session Service (`convo serve`, and embedded by the TUI).
+//! No terminal code here: the TUI embeds it through `convo_tui::embedded`.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), convo_service::ServiceError> {
+//! use convo_service::{ServiceConfig, start};
+//! let service = start(ServiceConfig::ephemeral(0), "127.0.0.1:0".parse().unwrap()).await?;
+//! println!("{} with key {}", service.base_url(), service.api_key);
+//! service.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+pub mod auth;
+pub mod cli;
+pub mod config;
+pub mod engine;
+pub mod error;
+pub mod head_errors;
+pub mod ids;
+pub mod jwt;
+pub mod models;
+pub mod paths;
+pub mod plans;
+pub mod router;
+pub mod routes;
+pub mod store;
+pub mod stream;
+pub mod time;
+mod turn;
+pub mod wallets;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{OwnedMutexGuard, watch};
+use tokio::task::JoinSet;
+
+pub use config::{DbLocation, EngineConfig, ServiceConfig, Tier};
+pub use error::ServiceError;
+pub use ids::generate_api_key;
+use store::accounts::Account;
+use store::{Db, Storage};
+
+/// Shared state of a running service.
+pub(crate) struct AppState {
+    pub store: Db,
+    /// Accounts by SHA-256 of their key.
+    pub accounts: HashMap<String, Account>,
+    pub jwt_secret: String,
+    pub engine: Box<dyn engine::ReplyEngine>,
+    pub max_context_tokens: u64,
+    pub hub: Arc<stream::StreamHub>,
+    /// On PostgreSQL: replies relayed to and from the other replicas.
+    pub relay: Mutex<Option<store::postgres::relay::Relay>>,
+    /// On PostgreSQL: this replica's heartbeat and the sweep for stopped replicas' turns.
+    pub leases: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    pub session_locks: SessionLocks,
+    /// Replies being generated; awaited on shutdown.
+    pub turns: Mutex<JoinSet<()>>,
+    /// How to stop the reply being generated for a session (when it is deleted).
+    pub stoppers: turn::Stoppers,
+    /// Becomes true when the service shuts down.
+    pub shutdown: watch::Receiver<bool>,
+}
+
+impl AppState {
+    /// A session's context limit: `--max-context-tokens`, or the engine's window when that is
+    /// smaller (a local model with a small window).
+    pub fn context_limit(&self) -> u64 {
+        match self.engine.context_window() {
+            Some(window) => window.min(self.max_context_tokens),
+            None => self.max_context_tokens,
+        }
+    }
+}
+
+/// One async mutex per session: turns of a session run one after the other, so messages are
+/// stored in order (user, reply, user, reply) and the context check sees every stored token.
+#[derive(Default)]
+pub(crate) struct SessionLocks {
+    map: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl SessionLocks {
+    pub async fn lock(&self, session_id: &str) -> OwnedMutexGuard<()> {
+        let lock = {
+            let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+            if map.len() > 1024 {
+                map.retain(|_, l| Arc::strong_count(l) > 1);
+            }
+            map.entry(session_id.to_string()).or_default().clone()
+        };
+        lock.lock_owned().await
+    }
+}
+
+/// A service running in the background of the current tokio runtime. Call `shutdown` to stop
+/// it cleanly; dropping it also stops it (the server, streams and replies in flight wind down in
+/// the background) but without waiting for the final checkpoint.
+pub struct RunningService {
+    pub addr: SocketAddr,
+    /// The first configured key.
+    pub api_key: String,
+    pub jwt_secret: String,
+    shutdown: watch::Sender<bool>,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+    state: Arc<AppState>,
+}
+
+impl std::fmt::Debug for RunningService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunningService")
+            .field("addr", &self.addr)
+            .field("api_key", &config::redact_key(&self.api_key))
+            .finish_non_exhaustive()
+    }
+}
+
+impl RunningService {
+    /// `http://127.0.0.1:PORT`
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// What answers: `builtin`, `local · SmolLM2-135M-Instruct`, …
+    pub fn engine_label(&self) -> String {
+        self.state.engine.label()
+    }
+
+    /// Whether the engine can answer yet (a local model loads in the background).
+    pub fn engine_load(&self) -> watch::Receiver<engine::LoadState> {
+        self.state.engine.load_state()
+    }
+
+    /// The context limit of a session now (see `AppState::context_limit`).
+    pub fn context_limit(&self) -> u64 {
+        self.state.context_limit()
+    }
+
+    /// Stops accepting requests, closes stream connections, cancels replies in flight (rolled
+    /// back like any failed reply), then checkpoints the database.
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        match self.server.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!(error = %e, "the server stopped with an error"),
+            Err(e) => tracing::error!(error = %e, "the server task failed"),
+        }
+        let mut turns = {
+            let mut guard = self.state.turns.lock().unwrap_or_else(|p| p.into_inner());
+            std::mem::take(&mut *guard)
+        };
+        while turns.join_next().await.is_some() {}
+        let relay = self
+            .state
+            .relay
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(relay) = relay {
+            relay.stop().await;
+        }
+        let leases = self
+            .state
+            .leases
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(leases) = leases {
+            leases.abort();
+        }
+        if let Db::Postgres(pg) = &self.state.store {
+            store::postgres::leases::unregister(pg).await;
+        }
+        if let Err(e) = self.state.store.close().await {
+            tracing::error!(error = %e, "final checkpoint failed");
+        }
+        tracing::info!("service stopped");
+    }
+}
+
+/// Connections the kernel queues before `accept`: with the standard library's 128, a burst of
+/// 200 clients connecting at once overflowed the queue and some waited for a SYN retransmit
+/// (one second).
+const LISTEN_BACKLOG: u32 = 1024;
+
+fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    #[cfg(unix)]
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
+/// Bind `addr` (port 0 allowed), migrate, serve in a background tokio task.
+pub async fn start(
+    config: ServiceConfig,
+    addr: SocketAddr,
+) -> Result<RunningService, ServiceError> {
+    if config.api_keys.is_empty() {
+        return Err(ServiceError::Config(
+            "at least one API key is needed".into(),
+        ));
+    }
+    if let Some((bad, _)) = config
+        .api_keys
+        .iter()
+        .find(|(k, _)| !config::is_valid_api_key(k))
+    {
+        return Err(ServiceError::Config(format!(
+            "API key {} is not `service_live_` followed by at least 16 of [A-Za-z0-9]",
+            config::redact_key(bad)
+        )));
+    }
+    if config.jwt_secret.is_empty() {
+        return Err(ServiceError::Config(
+            "the JWT secret must not be empty".into(),
+        ));
+    }
+    if config.max_context_tokens == 0 {
+        return Err(ServiceError::Config(
+            "--max-context-tokens must be at least 1".into(),
+        ));
+    }
+    let engine = engine::build(&config.engine).map_err(ServiceError::Config)?;
+    let listener = bind(addr).map_err(|source| ServiceError::Bind { addr, source })?;
+    let local = listener
+        .local_addr()
+        .map_err(|source| ServiceError::Bind { addr, source })?;
+
+    let db = config.db.clone();
+    let keys = config.api_keys.clone();
+    let store = Db::open(&db).await?;
+    let accounts = store.ensure_keys(keys, time::now_ms()).await?;
+    let hub = Arc::new(stream::StreamHub::default());
+    let (relay, leases) = match &store {
+        Db::Postgres(pg) => (
+            Some(
+                store::postgres::relay::Relay::start(pg.config(), hub.clone())
+                    .await
+                    .map_err(|e| ServiceError::Store(e.into()))?,
+            ),
+            Some(store::postgres::leases::start(pg.clone(), hub.clone())),
+        ),
+        Db::Sqlite(_) => (None, None),
+    };
+    // Ready token counting in the background; the first count waits for it if needed.
+    if config.warm_token_counter {
+        tokio::task::spawn_blocking(convo_tokens::warm);
+    }
+
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let state = Arc::new(AppState {
+        store,
+        accounts,
+        jwt_secret: config.jwt_secret.clone(),
+        engine,
+        max_context_tokens: config.max_context_tokens,
+        hub,
+        relay: Mutex::new(relay),
+        leases: Mutex::new(leases),
+        session_locks: SessionLocks::default(),
+        turns: Mutex::new(JoinSet::new()),
+        stoppers: turn::Stoppers::default(),
+        shutdown: shutdown_rx.clone(),
+    });
+    let app = router::build(state.clone());
+    let mut signal = shutdown_rx;
+    let server = tokio::spawn(async move {
+        axum::serve(head_errors::EnvelopingListener(listener), app)
+            .with_graceful_shutdown(async move {
+                let _ = signal.wait_for(|stop| *stop).await;
+            })
+            .await
+    });
+    tracing::info!(addr = %local, engine = state.engine.name(), db = state.store.kind(), "service listening");
+    Ok(RunningService {
+        addr: local,
+        api_key: config.api_keys[0].0.clone(),
+        jwt_secret: config.jwt_secret,
+        shutdown: shutdown_tx,
+        server,
+        state,
+    })
+}

@@ -1,0 +1,398 @@
+//! Sessions and their messages: starting a turn (the checks and the user message in one
+//! transaction), completing or rolling it back, deleting a session.
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::accounts::Account;
+use super::idempotency::{self, Recorded};
+use super::usage;
+use crate::error::StoreError;
+use convo_wire::Role;
+
+/// What a session id means to an account.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionStatus {
+    /// Never used: the first message creates it.
+    Unused,
+    /// Exists and belongs to the account.
+    Live,
+    /// Deleted, or owned by another account: treated as not found.
+    Gone,
+}
+
+/// What `session_id` means to `account_id`: one look-up of the session's row.
+pub fn session_status(
+    conn: &Connection,
+    account_id: i64,
+    session_id: &str,
+) -> Result<SessionStatus, StoreError> {
+    let row: Option<(i64, Option<i64>)> = conn
+        .prepare_cached("SELECT account_id, deleted_at FROM sessions WHERE id = ?1")?
+        .query_row([session_id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    Ok(match row {
+        None => SessionStatus::Unused,
+        Some((owner, None)) if owner == account_id => SessionStatus::Live,
+        Some(_) => SessionStatus::Gone,
+    })
+}
+
+/// A stored message as the reply engine sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryEntry {
+    pub role: Role,
+    pub content: String,
+    pub tokens: u64,
+}
+
+/// The messages of a session, in conversation order.
+pub fn history(conn: &Connection, session_id: &str) -> Result<Vec<HistoryEntry>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT role, content, tokens FROM messages WHERE session_id = ?1 ORDER BY pk",
+    )?;
+    let rows = stmt.query_map([session_id], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, i64>(2)?,
+        ))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (role, content, tokens) = row?;
+        let role = role.parse::<Role>().map_err(StoreError::Corrupt)?;
+        out.push(HistoryEntry {
+            role,
+            content,
+            tokens: tokens as u64,
+        });
+    }
+    Ok(out)
+}
+
+/// A message sent by a client, ready to be stored.
+#[derive(Debug, Clone)]
+pub struct UserMessage {
+    pub id: String,
+    pub role: Role,
+    pub content: String,
+    pub tokens: u64,
+    /// Serialized JSON object.
+    pub metadata: Option<String>,
+}
+
+/// Everything needed to start a turn.
+#[derive(Debug, Clone)]
+pub struct TurnStart {
+    pub account: Account,
+    pub session_id: String,
+    pub message: UserMessage,
+    /// The id the reply will have (PostgreSQL records it with the turn in flight).
+    pub reply_id: String,
+    pub idempotency_key: Option<String>,
+    /// For a streamed send: the 202 response to remember under the idempotency key.
+    pub accepted_response: Option<Recorded>,
+    pub max_context_tokens: u64,
+    pub period_start_ms: i64,
+    pub now_ms: i64,
+}
+
+/// Why a turn was refused before anything was stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TurnRefusal {
+    SessionNotFound,
+    /// `tokens` or `sessions`.
+    Quota(&'static str),
+    ContextOverflow {
+        current: u64,
+        max: u64,
+    },
+}
+
+/// A turn that may proceed, or the response remembered under its idempotency key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TurnStarted {
+    Replay(Recorded),
+    /// The user message is stored; `history` includes it.
+    Ready {
+        history: Vec<HistoryEntry>,
+        context_tokens: u64,
+    },
+}
+
+/// In one transaction: session state, idempotency replay, token and session quota, context
+/// window; then creates the session if needed and stores the user message.
+pub fn start_turn(
+    conn: &mut Connection,
+    t: &TurnStart,
+) -> Result<Result<TurnStarted, TurnRefusal>, StoreError> {
+    let tx = conn.savepoint()?;
+    let status = session_status(&tx, t.account.id, &t.session_id)?;
+    if status == SessionStatus::Gone {
+        return Ok(Err(TurnRefusal::SessionNotFound));
+    }
+    if let Some(key) = &t.idempotency_key
+        && let Some(recorded) =
+            idempotency::lookup(&tx, t.account.id, &t.session_id, key, t.now_ms)?
+    {
+        tx.commit()?;
+        return Ok(Ok(TurnStarted::Replay(recorded)));
+    }
+    let limits = t.account.tier.limits();
+    if usage::tokens_used(&tx, t.account.id, t.period_start_ms)? >= limits.tokens {
+        return Ok(Err(TurnRefusal::Quota("tokens")));
+    }
+    if status == SessionStatus::Unused
+        && usage::active_sessions(&tx, t.account.id)? >= limits.sessions
+    {
+        return Ok(Err(TurnRefusal::Quota("sessions")));
+    }
+    let mut history = match status {
+        SessionStatus::Live => history(&tx, &t.session_id)?,
+        _ => Vec::new(),
+    };
+    let current = history.iter().map(|m| m.tokens).sum::<u64>() + t.message.tokens;
+    if current > t.max_context_tokens {
+        return Ok(Err(TurnRefusal::ContextOverflow {
+            current,
+            max: t.max_context_tokens,
+        }));
+    }
+    if status == SessionStatus::Unused {
+        tx.prepare_cached("INSERT INTO sessions (id, account_id, created_at) VALUES (?1, ?2, ?3)")?
+            .execute(params![t.session_id, t.account.id, t.now_ms])?;
+    }
+    let m = &t.message;
+    insert_message(
+        &tx,
+        t.account.id,
+        &t.session_id,
+        &m.id,
+        m.role,
+        &m.content,
+        m.tokens,
+        m.metadata.as_deref(),
+        t.now_ms,
+    )?;
+    if let (Some(key), Some(resp)) = (&t.idempotency_key, &t.accepted_response) {
+        idempotency::record(&tx, t.account.id, &t.session_id, key, resp, t.now_ms)?;
+    }
+    tx.commit()?;
+    history.push(HistoryEntry {
+        role: m.role,
+        content: m.content.clone(),
+        tokens: m.tokens,
+    });
+    Ok(Ok(TurnStarted::Ready {
+        history,
+        context_tokens: current,
+    }))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn insert_message(
+    conn: &Connection,
+    account_id: i64,
+    session_id: &str,
+    id: &str,
+    role: Role,
+    content: &str,
+    tokens: u64,
+    metadata: Option<&str>,
+    created_at: i64,
+) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "INSERT INTO messages (id, session_id, role, content, tokens, metadata, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )?
+    .execute(params![
+        id,
+        session_id,
+        role.as_str(),
+        content,
+        tokens as i64,
+        metadata,
+        created_at
+    ])?;
+    conn.prepare_cached(
+        "INSERT INTO message_log (message_id, account_id, session_id, role, tokens, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?
+    .execute(params![
+        id,
+        account_id,
+        session_id,
+        role.as_str(),
+        tokens as i64,
+        created_at
+    ])?;
+    Ok(())
+}
+
+/// The finished assistant reply.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub id: String,
+    pub content: String,
+    pub tokens: u64,
+    pub created_at_ms: i64,
+}
+
+/// Stores the reply (and the 200 response under the idempotency key). Returns false, storing
+/// nothing, when the session was deleted meanwhile.
+pub fn complete_turn(
+    conn: &mut Connection,
+    account_id: i64,
+    session_id: &str,
+    reply: &Reply,
+    idempotent: Option<(&str, &Recorded)>,
+    now_ms: i64,
+) -> Result<bool, StoreError> {
+    let tx = conn.savepoint()?;
+    if session_status(&tx, account_id, session_id)? != SessionStatus::Live {
+        return Ok(false);
+    }
+    insert_message(
+        &tx,
+        account_id,
+        session_id,
+        &reply.id,
+        Role::Assistant,
+        &reply.content,
+        reply.tokens,
+        None,
+        reply.created_at_ms,
+    )?;
+    if let Some((key, resp)) = idempotent {
+        idempotency::record(&tx, account_id, session_id, key, resp, now_ms)?;
+    }
+    tx.commit()?;
+    Ok(true)
+}
+
+/// Undoes a turn whose reply failed: the user message (stored at `created_at_ms`), its ledger
+/// row and its idempotency record go, so a retry with the same key starts afresh.
+pub fn roll_back_turn(
+    conn: &mut Connection,
+    account_id: i64,
+    session_id: &str,
+    user_message_id: &str,
+    created_at_ms: i64,
+    idempotency_key: Option<&str>,
+) -> Result<(), StoreError> {
+    let tx = conn.savepoint()?;
+    tx.execute(
+        "DELETE FROM messages WHERE session_id = ?1 AND id = ?2",
+        [session_id, user_message_id],
+    )?;
+    tx.execute(
+        "DELETE FROM message_log WHERE account_id = ?1 AND created_at = ?2 AND message_id = ?3",
+        params![account_id, created_at_ms, user_message_id],
+    )?;
+    if let Some(key) = idempotency_key {
+        idempotency::forget(&tx, account_id, session_id, key)?;
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+/// Deletes a live session of the account: its messages and idempotency records go in one
+/// transaction, the id stays as a tombstone, and the WAL is checkpointed so no content of it
+/// remains in the files. Returns false when there was no such live session.
+pub fn delete_session(
+    conn: &mut Connection,
+    account_id: i64,
+    session_id: &str,
+    now_ms: i64,
+) -> Result<bool, StoreError> {
+    let tx = conn.savepoint()?;
+    if session_status(&tx, account_id, session_id)? != SessionStatus::Live {
+        return Ok(false);
+    }
+    tx.execute("DELETE FROM messages WHERE session_id = ?1", [session_id])?;
+    tx.execute(
+        "DELETE FROM idempotency_keys WHERE session_id = ?1",
+        [session_id],
+    )?;
+    tx.execute(
+        "UPDATE sessions SET deleted_at = ?1 WHERE id = ?2",
+        params![now_ms, session_id],
+    )?;
+    tx.commit()?;
+    super::SqliteStore::checkpoint(conn)?;
+    Ok(true)
+}
+
+/// A live session of an account, for the `GET /v1/sessions` extension.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionRow {
+    pub id: String,
+    pub created_at_ms: i64,
+    /// Time of the last stored message, or creation.
+    pub last_activity_ms: i64,
+    pub messages: u64,
+    pub tokens: u64,
+}
+
+/// The account's live sessions, most recently active first.
+pub fn list_sessions(conn: &Connection, account_id: i64) -> Result<Vec<SessionRow>, StoreError> {
+    let mut stmt = conn.prepare(
+        "SELECT s.id, s.created_at, COALESCE(MAX(m.created_at), s.created_at), COUNT(m.pk), COALESCE(SUM(m.tokens), 0)
+         FROM sessions s LEFT JOIN messages m ON m.session_id = s.id
+         WHERE s.account_id = ?1 AND s.deleted_at IS NULL
+         GROUP BY s.id ORDER BY 3 DESC, s.id",
+    )?;
+    let rows = stmt.query_map([account_id], |r| {
+        Ok(SessionRow {
+            id: r.get(0)?,
+            created_at_ms: r.get(1)?,
+            last_activity_ms: r.get(2)?,
+            messages: r.get::<_, i64>(3)? as u64,
+            tokens: r.get::<_, i64>(4)? as u64,
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// A stored message with everything the `GET /v1/sessions/{id}/messages` extension shows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MessageRow {
+    pub id: String,
+    pub role: Role,
+    pub content: String,
+    pub tokens: u64,
+    pub metadata: Option<String>,
+    pub created_at_ms: i64,
+}
+
+pub fn session_messages(
+    conn: &Connection,
+    session_id: &str,
+) -> Result<Vec<MessageRow>, StoreError> {
+    let mut stmt = conn.prepare(
+        "SELECT id, role, content, tokens, metadata, created_at FROM messages WHERE session_id = ?1 ORDER BY pk",
+    )?;
+    let rows = stmt.query_map([session_id], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, String>(2)?,
+            r.get::<_, i64>(3)?,
+            r.get::<_, Option<String>>(4)?,
+            r.get::<_, i64>(5)?,
+        ))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (id, role, content, tokens, metadata, created_at_ms) = row?;
+        out.push(MessageRow {
+            id,
+            role: role.parse::<Role>().map_err(StoreError::Corrupt)?,
+            content,
+            tokens: tokens as u64,
+            metadata,
+            created_at_ms,
+        });
+    }
+    Ok(out)
+}

@@ -1,0 +1,104 @@
+//! The storage interface of the service: everything it asks of its database, each method one
+//! transaction. Implemented by SQLite's `SqliteStore` and PostgreSQL's `PgStore` (`backend.rs`).
+
+use std::collections::HashMap;
+use std::future::Future;
+
+use super::accounts::Account;
+use super::idempotency::Recorded;
+use super::messages::{
+    MessageRow, Reply, SessionRow, SessionStatus, TurnRefusal, TurnStart, TurnStarted,
+};
+use super::usage::{MetricCounts, RequestCount, UsageCounts};
+use crate::error::StoreError;
+use crate::plans::Tier;
+
+/// What `start_turn` answers: `None` when the request limit is reached (nothing written),
+/// else the turn's fate.
+pub type TurnAdmission = Option<Result<TurnStarted, TurnRefusal>>;
+
+/// Everything the service asks of its database. Each method is one transaction.
+pub trait Storage: Send + Sync {
+    /// Makes sure every configured key has an account with its tier; the accounts by key hash.
+    fn ensure_keys(
+        &self,
+        keys: Vec<(String, Tier)>,
+        now_ms: i64,
+    ) -> impl Future<Output = Result<HashMap<String, Account>, StoreError>> + Send;
+
+    /// Counts one request; `None` (nothing counted) when the request limit is reached.
+    fn count_request(
+        &self,
+        request: RequestCount,
+    ) -> impl Future<Output = Result<Option<()>, StoreError>> + Send;
+
+    /// Counts the send as a request and, when admitted, starts its turn (the checks and the
+    /// user message); a refused turn still counts.
+    fn start_turn(
+        &self,
+        request: RequestCount,
+        turn: TurnStart,
+    ) -> impl Future<Output = Result<TurnAdmission, StoreError>> + Send;
+
+    /// Stores the reply; false (nothing stored) when the session was deleted meanwhile.
+    fn complete_turn(
+        &self,
+        account_id: i64,
+        session_id: String,
+        reply: Reply,
+        idempotent: Option<(String, Recorded)>,
+        now_ms: i64,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Undoes a turn whose reply failed (user message, ledger row, idempotency record).
+    fn roll_back_turn(
+        &self,
+        account_id: i64,
+        session_id: String,
+        user_message_id: String,
+        created_at_ms: i64,
+        idempotency_key: Option<String>,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Deletes a live session of the account; false when there is none.
+    fn delete_session(
+        &self,
+        account_id: i64,
+        session_id: String,
+        now_ms: i64,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    fn session_status(
+        &self,
+        account_id: i64,
+        session_id: String,
+    ) -> impl Future<Output = Result<SessionStatus, StoreError>> + Send;
+
+    fn list_sessions(
+        &self,
+        account_id: i64,
+    ) -> impl Future<Output = Result<Vec<SessionRow>, StoreError>> + Send;
+
+    /// The stored messages of a live session of the account; `None` when it is not live.
+    fn session_messages(
+        &self,
+        account_id: i64,
+        session_id: String,
+    ) -> impl Future<Output = Result<Option<Vec<MessageRow>>, StoreError>> + Send;
+
+    fn usage_counts(
+        &self,
+        account_id: i64,
+        period_start_ms: i64,
+    ) -> impl Future<Output = Result<UsageCounts, StoreError>> + Send;
+
+    fn metric_counts(
+        &self,
+        account_id: i64,
+        start_ms: i64,
+        end_ms: i64,
+    ) -> impl Future<Output = Result<MetricCounts, StoreError>> + Send;
+
+    /// Last work before the service stops (SQLite: the final checkpoint).
+    fn close(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
+}

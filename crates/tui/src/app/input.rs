@@ -1,0 +1,414 @@
+//! Input: keys (global, per pane, overlays) and the mouse.
+
+use super::*;
+
+impl App {
+    // ---- keys ------------------------------------------------------------------------------
+
+    pub(super) fn on_key(&mut self, key: KeyEvent, out: &mut Vec<Command>) {
+        if self.overlay.is_some() {
+            self.overlay_key(key, out);
+            return;
+        }
+        if self.view_key(&key, out) {
+            return;
+        }
+        if self.session_search.is_some() {
+            self.hits_key(key, out);
+            return;
+        }
+        if self.search.is_some() {
+            self.search_key(key, out);
+            return;
+        }
+        if self.code_choice_key(&key, out) {
+            return;
+        }
+        if self.global_key(&key, out) == EventState::Consumed {
+            return;
+        }
+        let state = match self.focus {
+            Focus::Composer => self.composer_key(key, out),
+            Focus::Sessions => self.sessions_key(key, out),
+            Focus::Transcript => self.transcript_key(key, out),
+        };
+        if state == EventState::NotConsumed && self.focus != Focus::Composer {
+            self.pane_common_key(&key, out);
+        }
+    }
+
+    /// Keys that work in every pane. Plain characters are left to the composer when it has
+    /// focus, so typing `q` or `?` types them.
+    pub(super) fn global_key(&mut self, key: &KeyEvent, out: &mut Vec<Command>) -> EventState {
+        let k = &self.keys;
+        let typing =
+            self.focus == Focus::Composer || (self.focus == Focus::Sessions && self.filtering);
+        let is_text = matches!(key.code, KeyCode::Char(_))
+            && !key
+                .modifiers
+                .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT);
+        if typing && is_text {
+            return EventState::NotConsumed;
+        }
+        if k.stop_or_quit.matches(key) {
+            if self.open.as_ref().is_some_and(|o| o.is_streaming()) {
+                self.stop_stream(out);
+            } else {
+                self.quit(out);
+            }
+        } else if k.new_session.matches(key) {
+            self.new_session(String::new(), out);
+        } else if k.toggle_role.matches(key) {
+            self.role = if self.role == Role::User {
+                Role::System
+            } else {
+                Role::User
+            };
+        } else if k.focus_next.matches(key) {
+            self.filtering = false;
+            self.focus = match self.focus {
+                Focus::Sessions => Focus::Transcript,
+                Focus::Transcript => Focus::Composer,
+                Focus::Composer if self.settings.show_sessions => Focus::Sessions,
+                Focus::Composer => Focus::Transcript,
+            };
+        } else if k.focus_prev.matches(key) {
+            self.filtering = false;
+            self.focus = match self.focus {
+                Focus::Sessions => Focus::Composer,
+                Focus::Composer => Focus::Transcript,
+                Focus::Transcript if self.settings.show_sessions => Focus::Sessions,
+                Focus::Transcript => Focus::Composer,
+            };
+        } else if k.scroll_up.matches(key) {
+            self.scroll_by(-(self.page() as isize));
+        } else if k.scroll_down.matches(key) {
+            self.scroll_by(self.page() as isize);
+        } else if k.help.matches(key) {
+            self.overlay = Some(Overlay::Help { scroll: 0 });
+        } else if k.search.matches(key) {
+            self.open_search();
+        } else if k.metrics_view.matches(key) {
+            self.open_metrics(out);
+        } else if k.wallet_view.matches(key) {
+            self.open_wallet(None, out);
+        } else if k.edit_in_editor.matches(key) {
+            self.open_editor(out);
+        } else if k.back.matches(key) && !self.filtering {
+            // Esc: stop following a stream, else clear the notice or a send error.
+            let (w, h) = self.transcript_viewport();
+            if let Some(open) = self.open.as_mut().filter(|o| o.follow && o.is_streaming()) {
+                open.top = open.effective_top(w, h);
+                open.follow = false;
+                let hint = format!("stopped following; {} to follow again", self.follow_hint());
+                self.notify(Level::Info, hint);
+            } else if self.notice.is_some() || self.send_error.is_some() {
+                self.notice = None;
+                self.send_error = None;
+            } else if self.focus != Focus::Composer {
+                self.focus = Focus::Composer;
+            } else {
+                return EventState::NotConsumed;
+            }
+        } else {
+            return EventState::NotConsumed;
+        }
+        EventState::Consumed
+    }
+
+    /// Keys shared by the sessions and transcript panes when they did not use them.
+    pub(super) fn pane_common_key(&mut self, key: &KeyEvent, out: &mut Vec<Command>) {
+        if self.keys.quit.matches(key) {
+            self.quit(out);
+        } else if self.keys.refresh.matches(key) {
+            out.push(Command::RefreshUsage);
+        } else if self.keys.scroll_top.matches(key) {
+            if let Some(o) = self.open.as_mut() {
+                o.follow = false;
+                o.top = 0;
+            }
+        } else if self.keys.scroll_bottom.matches(key)
+            && let Some(o) = self.open.as_mut()
+        {
+            o.follow = true;
+        }
+    }
+
+    pub(super) fn composer_key(&mut self, key: KeyEvent, out: &mut Vec<Command>) -> EventState {
+        if self.keys.send.matches(&key) {
+            self.submit(out);
+        } else if self.keys.newline.matches(&key) {
+            self.composer.insert_newline();
+        } else if key.modifiers.contains(KeyModifiers::CONTROL)
+            && matches!(key.code, KeyCode::Char('n' | 'p' | 'r' | 'c'))
+        {
+            // Never let the textarea's emacs bindings shadow ours if they were rebound.
+            return EventState::NotConsumed;
+        } else if key.modifiers == KeyModifiers::CONTROL && key.code == KeyCode::Char('u') {
+            // Ctrl-U clears to the start of the line, as in shells and in the wallet prompt
+            // (the textarea would undo); Ctrl-Z undoes.
+            self.composer.delete_line_by_head();
+            self.send_error = None;
+        } else if self.recall_key(&key) {
+            // A sent message came back (or went) in the composer.
+        } else if key.modifiers == KeyModifiers::CONTROL && key.code == KeyCode::Char('z') {
+            self.composer.undo();
+            self.send_error = None;
+        } else if self.composer_chars() == 0
+            && !matches!(key.code, KeyCode::Char(_))
+            && (self.keys.scroll_top.matches(&key) || self.keys.scroll_bottom.matches(&key))
+        {
+            // An empty draft has no line to move in: Home and End scroll the transcript, so
+            // the hint "End follows" is true from here too.
+            self.pane_common_key(&key, out);
+        } else {
+            self.composer.input(key);
+            self.send_error = None;
+        }
+        EventState::Consumed
+    }
+
+    pub(super) fn sessions_key(&mut self, key: KeyEvent, out: &mut Vec<Command>) -> EventState {
+        let k = &self.keys;
+        if self.filtering {
+            match key.code {
+                KeyCode::Esc => {
+                    self.filtering = false;
+                    self.filter.clear();
+                    self.session_cursor = 0;
+                    return EventState::Consumed;
+                }
+                KeyCode::Enter => {
+                    if self.visible_sessions().is_empty() {
+                        // Nothing to open: stay in the filter, and say why the list is empty.
+                        let filter = self.filter.clone();
+                        self.notify(
+                            Level::Info,
+                            format!("no session matches “{filter}”: Backspace edits, Esc clears"),
+                        );
+                        return EventState::Consumed;
+                    }
+                    self.filtering = false;
+                    self.open_selected(out);
+                    // The filter found it: the whole list is back, the cursor on it.
+                    self.filter.clear();
+                    let open = self.open_id().map(str::to_string);
+                    self.session_cursor = self
+                        .visible_sessions()
+                        .iter()
+                        .position(|s| Some(&s.id) == open.as_ref())
+                        .unwrap_or(0);
+                    return EventState::Consumed;
+                }
+                KeyCode::Backspace => {
+                    self.filter.pop();
+                    self.session_cursor = 0;
+                    return EventState::Consumed;
+                }
+                KeyCode::Char(c)
+                    if !key
+                        .modifiers
+                        .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT) =>
+                {
+                    self.filter.push(c);
+                    self.session_cursor = 0;
+                    return EventState::Consumed;
+                }
+                _ => {}
+            }
+        }
+        if key.code == KeyCode::Esc && !self.filter.is_empty() {
+            // A filter kept after Enter: Esc clears it before it goes back to the composer.
+            self.filter.clear();
+            self.session_cursor = 0;
+            return EventState::Consumed;
+        }
+        let n = self.visible_sessions().len();
+        if k.move_up.matches(&key) {
+            self.session_cursor = self.session_cursor.saturating_sub(1);
+        } else if k.move_down.matches(&key) {
+            if self.session_cursor + 1 < n {
+                self.session_cursor += 1;
+            }
+        } else if k.open_session.matches(&key) {
+            self.open_selected(out);
+        } else if k.delete_session.matches(&key) {
+            if let Some(s) = self.visible_sessions().get(self.session_cursor) {
+                self.overlay = Some(Overlay::ConfirmDelete {
+                    session_id: s.id.clone(),
+                    title: s.title.clone(),
+                    from_composer: false,
+                });
+            }
+        } else if k.filter_sessions.matches(&key) {
+            self.filtering = true;
+        } else if k.search_sessions.matches(&key) {
+            self.open_session_search(String::new(), out);
+        } else {
+            return EventState::NotConsumed;
+        }
+        EventState::Consumed
+    }
+
+    pub(super) fn transcript_key(&mut self, key: KeyEvent, out: &mut Vec<Command>) -> EventState {
+        let k = &self.keys;
+        let Some(open) = self.open.as_mut() else {
+            return EventState::NotConsumed;
+        };
+        let n = open.items.len();
+        if k.move_up.matches(&key) {
+            open.selected = Some(match open.selected {
+                Some(i) => i.saturating_sub(1),
+                None => n.saturating_sub(1),
+            });
+            self.reveal_selected();
+        } else if k.move_down.matches(&key) {
+            open.selected = match open.selected {
+                Some(i) if i + 1 < n => Some(i + 1),
+                Some(i) => Some(i),
+                None => None,
+            };
+            self.reveal_selected();
+        } else if k.copy_code.matches(&key) {
+            self.copy_code(out);
+        } else if k.copy_reply.matches(&key) {
+            match self.copy_target() {
+                Some(idx) => {
+                    let content = self
+                        .open
+                        .as_ref()
+                        .map_or("", |o| o.content(idx))
+                        .to_string();
+                    let n = content.chars().count();
+                    out.push(Command::CopyToClipboard(content));
+                    self.notify(
+                        Level::Info,
+                        format!("copied {n} characters to the clipboard"),
+                    );
+                }
+                None => self.notify(Level::Warn, "nothing to copy yet"),
+            }
+        } else {
+            return EventState::NotConsumed;
+        }
+        EventState::Consumed
+    }
+
+    pub(super) fn overlay_key(&mut self, key: KeyEvent, out: &mut Vec<Command>) {
+        let Some(overlay) = self.overlay.clone() else {
+            return;
+        };
+        let k = &self.keys;
+        match overlay {
+            Overlay::Help { scroll } => {
+                let max = crate::help::max_scroll(&self.keys, self.size);
+                let page = self.size.height.saturating_sub(4).max(1);
+                let step = if k.scroll_down.matches(&key) || k.scroll_up.matches(&key) {
+                    page
+                } else {
+                    1
+                };
+                if k.move_down.matches(&key) || k.scroll_down.matches(&key) {
+                    self.overlay = Some(Overlay::Help {
+                        scroll: scroll.saturating_add(step).min(max),
+                    });
+                } else if k.move_up.matches(&key) || k.scroll_up.matches(&key) {
+                    self.overlay = Some(Overlay::Help {
+                        scroll: scroll.saturating_sub(step),
+                    });
+                } else if k.stop_or_quit.matches(&key) {
+                    self.overlay = None;
+                    self.quit(out);
+                } else {
+                    self.overlay = None;
+                }
+            }
+            Overlay::ConfirmDelete {
+                session_id,
+                title,
+                from_composer,
+            } => {
+                if k.confirm.matches(&key) {
+                    self.overlay = None;
+                    if from_composer {
+                        // The `/delete` command is done with.
+                        self.composer = new_composer(&self.keys);
+                    }
+                    if self.is_unsent(&session_id) {
+                        // Never sent: only this client knows it, so there is nothing to ask
+                        // the server.
+                        self.notify(
+                            Level::Info,
+                            format!("deleted “{title}” (it had no messages)"),
+                        );
+                        self.remove_session(&session_id, out);
+                        return;
+                    }
+                    self.deleting.push(session_id.clone());
+                    self.notify(Level::Info, format!("deleting “{title}”…"));
+                    out.push(Command::Delete { session_id });
+                } else if k.cancel.matches(&key) || k.stop_or_quit.matches(&key) {
+                    self.overlay = None;
+                }
+            }
+            Overlay::ContextOverflow { draft, .. } => {
+                if k.confirm.matches(&key) || k.new_session.matches(&key) {
+                    self.overlay = None;
+                    self.new_session(draft, out);
+                } else if k.cancel.matches(&key) || k.stop_or_quit.matches(&key) {
+                    self.overlay = None;
+                }
+            }
+        }
+    }
+
+    // ---- mouse -----------------------------------------------------------------------------
+
+    pub(super) fn on_mouse(&mut self, m: MouseEvent, out: &mut Vec<Command>) {
+        // The wheel scrolls a full-screen view's tables.
+        if self.overlay.is_none()
+            && let Some(view) = self.active_view_mut()
+        {
+            let delta = match m.kind {
+                MouseEventKind::ScrollUp => -1,
+                MouseEventKind::ScrollDown => 1,
+                _ => 0,
+            };
+            view.scroll(delta);
+        }
+        if self.overlay.is_some() || self.view != View::Chat {
+            return;
+        }
+        let layout = self.layout();
+        let pos = Position::new(m.column, m.row);
+        match m.kind {
+            MouseEventKind::ScrollUp => self.scroll_by(-3),
+            MouseEventKind::ScrollDown => self.scroll_by(3),
+            MouseEventKind::Down(MouseButton::Left) => {
+                if let Some(list) = layout.session_list.filter(|r| r.contains(pos)) {
+                    self.focus = Focus::Sessions;
+                    let row = (pos.y - list.y) as usize / layout::SESSION_ROW_HEIGHT;
+                    let first = layout::first_visible_session(self.session_cursor, list.height);
+                    let idx = first + row;
+                    if idx < self.visible_sessions().len() {
+                        self.session_cursor = idx;
+                        self.open_selected(out);
+                    }
+                } else if layout.transcript_inner.contains(pos) {
+                    self.focus = Focus::Transcript;
+                    let inner = layout.transcript_inner;
+                    if let Some(open) = self.open.as_mut() {
+                        let top = open.effective_top(inner.width, inner.height);
+                        let line = top + (pos.y - inner.y) as usize;
+                        if let Some(entry) = open.transcript.entry_at_line(inner.width, line) {
+                            open.selected = open.items.iter().position(|i| i.entry == entry);
+                        }
+                    }
+                } else if layout.composer.contains(pos) {
+                    self.focus = Focus::Composer;
+                }
+            }
+            _ => {}
+        }
+    }
+}

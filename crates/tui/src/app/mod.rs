@@ -1,0 +1,631 @@
+//! The app's state and its one `update` function. No I/O here: `update` returns the
+//! [`Command`]s that the loop hands to the workers, which report back through `AppEvent`s.
+
+use chrono::{DateTime, Utc};
+use crossterm::event::{
+    KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
+};
+use ratatui::layout::{Position, Rect};
+use ratatui_textarea::{TextArea, WrapMode};
+use serde_json::Value;
+
+use crate::keys::KeyBindings;
+use convo_client::api::{ApiError, Message, Role, SendMessage, StreamEvent, Usage, new_session_id};
+
+pub use super::command::{Command, StoreOp};
+use super::event::{
+    AppEvent, Endpoint, EngineStatus, HistoryFetch, MessageStatus, SessionSummary, StoredMessage,
+    describe_failure,
+};
+use super::full_view::{FullView, KeyResult};
+use super::layout::{self, AppLayout};
+use crate::render::transcript::{Entry, EntryId, EntryState, Transcript};
+use convo_client::api::stream::StreamUpdate;
+use convo_client::sanitize::sanitize_owned;
+
+mod actions;
+mod code_copy;
+mod editor;
+mod input;
+mod link;
+mod open_session;
+mod recall;
+mod reply;
+mod search;
+mod settle;
+mod slash;
+mod state;
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod tests_editor_notify_code;
+
+pub use crate::slash::SlashCommand;
+pub use link::{LimitReached, Link, Tone};
+pub use open_session::{OpenSession, render_stored};
+use open_session::{header_for, reply_slot, stored_state};
+pub use search::{PendingJump, match_line};
+pub use state::*;
+
+use convo_wire::limits::MAX_CONTENT_CHARS;
+/// Title of a session before its first message.
+pub const NEW_SESSION_TITLE: &str = "New session";
+
+/// The whole state of the TUI.
+pub struct App {
+    pub keys: KeyBindings,
+    pub settings: Settings,
+    pub size: Rect,
+    pub now: DateTime<Utc>,
+    pub focus: Focus,
+    pub view: View,
+    pub overlay: Option<Overlay>,
+    pub connection: Connection,
+    /// Whether the service answered the last request or stream (the status bar's dot).
+    pub link: Link,
+    /// What answers in the embedded service (none for a remote one).
+    pub engine: Option<EngineStatus>,
+    pub store_ready: bool,
+    pub sessions: Vec<SessionSummary>,
+    /// Index into `visible_sessions()`.
+    pub session_cursor: usize,
+    pub filter: String,
+    pub filtering: bool,
+    pub open: Option<OpenSession>,
+    pub composer: TextArea<'static>,
+    pub role: Role,
+    pub metadata: Option<Value>,
+    /// The sent message the composer shows (`Up` in an empty composer), if any.
+    pub recall: Option<recall::Recall>,
+    /// Why the last send failed, shown on the composer until the next send.
+    pub send_error: Option<String>,
+    pub usage: UsagePanel,
+    pub notice: Option<Notice>,
+    /// Session ids with a DELETE in flight.
+    pub deleting: Vec<String>,
+    /// The metrics view's state (F2).
+    pub metrics: super::metrics::MetricsState,
+    /// The wallet view's state (F3).
+    pub wallet: super::wallet::WalletState,
+    /// The search bar over the open transcript (Ctrl-f), while open.
+    pub search: Option<super::search::TranscriptSearch>,
+    /// The hits list of a search across sessions (`/search`), while open.
+    pub session_search: Option<super::search::SessionSearch>,
+    /// A hit chosen in the hits list, shown once its session has loaded.
+    pub pending_jump: Option<PendingJump>,
+    next_send_id: u64,
+    /// Quit was asked for before the store loaded, with text to keep.
+    quit_when_loaded: bool,
+    /// The open session's draft as last handed to the store; an edit that changes the
+    /// composer away from it is sent as `StoreOp::DraftEdited`.
+    draft_in_store: String,
+    /// `Command::WarmTokenCounter` was given (once, at the first edit of the composer).
+    token_counter_asked: bool,
+    pub quit: bool,
+    /// Whether the terminal has focus, as its focus reports say (assumed until one comes).
+    pub terminal_focused: bool,
+    /// A code block of a reply being chosen by number (`copy_code`).
+    code_choice: Option<CodeChoice>,
+}
+
+impl App {
+    pub fn new(keys: KeyBindings, settings: Settings, size: Rect, now: DateTime<Utc>) -> Self {
+        let composer = new_composer(&keys);
+        App {
+            keys,
+            settings,
+            size,
+            now,
+            focus: Focus::Composer,
+            view: View::Chat,
+            overlay: None,
+            connection: Connection::Connecting,
+            link: Link::Up,
+            engine: None,
+            store_ready: false,
+            sessions: Vec::new(),
+            session_cursor: 0,
+            filter: String::new(),
+            filtering: false,
+            open: None,
+            composer,
+            role: Role::User,
+            metadata: None,
+            recall: None,
+            send_error: None,
+            usage: UsagePanel::default(),
+            notice: None,
+            deleting: Vec::new(),
+            metrics: Default::default(),
+            wallet: Default::default(),
+            search: None,
+            session_search: None,
+            pending_jump: None,
+            next_send_id: 1,
+            quit_when_loaded: false,
+            draft_in_store: String::new(),
+            token_counter_asked: false,
+            quit: false,
+            terminal_focused: true,
+            code_choice: None,
+        }
+    }
+
+    /// The layout for the current size and composer.
+    pub fn layout(&self) -> AppLayout {
+        let status_rows = self.status_rows(self.size.width, layout::max_status_rows(self.size));
+        let mut l = layout::compute(
+            self.size,
+            self.composer_rows(),
+            self.settings.show_sessions,
+            status_rows,
+        );
+        if self.search.is_some() && self.view == View::Chat {
+            l.search_bar = layout::take_search_bar(&mut l.transcript_inner);
+        }
+        l
+    }
+
+    /// What the status bar says in place of its key hints, word-wrapped over as many rows as
+    /// it needs ([`layout::max_status_rows`]): the notice, and a send error too long for the
+    /// composer's border, so that no advice is cut off.
+    pub fn status_message(&self) -> Option<(Level, String)> {
+        let notice = self.notice.as_ref().filter(|_| !self.filtering);
+        if let Some(prompt) = self.code_choice_prompt() {
+            return Some(match notice {
+                Some(n) => (n.level, format!("{} · {prompt}", n.text)),
+                None => (Level::Info, prompt),
+            });
+        }
+        let send_error = self
+            .send_error
+            .as_deref()
+            .filter(|e| !self.send_error_fits(e));
+        match (notice, send_error) {
+            (None, None) => None,
+            (Some(n), None) => Some((n.level, n.text.clone())),
+            (None, Some(e)) => Some((Level::Error, e.to_string())),
+            (Some(n), Some(e)) => Some((Level::Error, format!("{} · {e}", n.text))),
+        }
+    }
+
+    /// Whether a send error fits the composer's bottom border (else the status bar says it).
+    pub fn send_error_fits(&self, text: &str) -> bool {
+        let width = layout::compute(self.size, 1, self.settings.show_sessions, 1)
+            .composer
+            .width as usize;
+        crate::render::wrap::str_width(text) + 4 <= width
+    }
+
+    /// Rows the composer's text takes once wrapped to the composer's width.
+    pub fn composer_rows(&self) -> usize {
+        let width = layout::compute(self.size, 1, self.settings.show_sessions, 1)
+            .composer
+            .width
+            .saturating_sub(2)
+            .max(1) as usize;
+        self.composer
+            .lines()
+            .iter()
+            .map(|l| {
+                unicode_width::UnicodeWidthStr::width(l.as_str())
+                    .div_ceil(width)
+                    .max(1)
+            })
+            .sum()
+    }
+
+    /// Sessions matching the filter, most recent first.
+    pub fn visible_sessions(&self) -> Vec<&SessionSummary> {
+        let needle = self.filter.to_lowercase();
+        self.sessions
+            .iter()
+            .filter(|s| {
+                needle.is_empty()
+                    || s.title.to_lowercase().contains(&needle)
+                    || s.id.to_lowercase().contains(&needle)
+            })
+            .collect()
+    }
+
+    pub fn open_id(&self) -> Option<&str> {
+        self.open.as_ref().map(|o| o.id.as_str())
+    }
+
+    pub fn composer_text(&self) -> String {
+        self.composer.lines().join("\n")
+    }
+
+    pub fn composer_chars(&self) -> usize {
+        self.composer
+            .lines()
+            .iter()
+            .map(|l| l.chars().count())
+            .sum::<usize>()
+            + self.composer.lines().len().saturating_sub(1)
+    }
+
+    /// The key that takes the transcript back to its end from where the user is: the
+    /// transcript's `End` from a pane or an empty draft, else `PgDn` (the composer's `End`
+    /// moves its cursor; paging down to the end follows too).
+    pub fn follow_hint(&self) -> String {
+        if self.focus == Focus::Composer && self.composer_chars() > 0 {
+            format!("{} (to the end)", self.keys.scroll_down.first_label())
+        } else {
+            self.keys.scroll_bottom.first_label()
+        }
+    }
+
+    fn notify(&mut self, level: Level, text: impl Into<String>) {
+        self.notice = Some(Notice {
+            level,
+            text: text.into(),
+        });
+    }
+
+    /// The only place state changes.
+    pub fn update(&mut self, event: AppEvent) -> Vec<Command> {
+        let mut out = Vec::new();
+        match event {
+            AppEvent::Key(key) => {
+                if key.kind != KeyEventKind::Release {
+                    // An informational notice has been seen: the next action clears it
+                    // (warnings and errors stay until Esc or until their cause is gone).
+                    if self.notice.as_ref().is_some_and(|n| n.level == Level::Info) {
+                        self.notice = None;
+                    }
+                    let before = self.text_before_first_edit();
+                    self.on_key(key, &mut out);
+                    self.warm_on_first_edit(before, &mut out);
+                }
+            }
+            AppEvent::Mouse(m) => self.on_mouse(m, &mut out),
+            AppEvent::Paste(text) => {
+                if self.overlay.is_some() {
+                } else if let Some(view) = self.active_view_mut() {
+                    view.paste(&text);
+                } else if self.session_search.is_some() {
+                    self.hits_paste(&text, &mut out);
+                } else if self.search.is_some() {
+                    self.search_paste(&text);
+                } else {
+                    let before = self.text_before_first_edit();
+                    self.focus = Focus::Composer;
+                    self.composer
+                        .insert_str(text.replace("\r\n", "\n").replace('\r', "\n"));
+                    self.warm_on_first_edit(before, &mut out);
+                }
+            }
+            AppEvent::Resize(w, h) => self.size = Rect::new(0, 0, w, h),
+            AppEvent::Focus(focused) => self.terminal_focused = focused,
+            AppEvent::Signal(_) => self.quit(&mut out),
+            AppEvent::EditorClosed(outcome) => {
+                let before = self.text_before_first_edit();
+                self.on_editor_closed(outcome, &mut out);
+                self.warm_on_first_edit(before, &mut out);
+            }
+            AppEvent::Clock(now) => self.now = now,
+            AppEvent::Connected(endpoint) => {
+                self.connection = Connection::Connected(endpoint);
+                if let Some(open) = &self.open {
+                    out.push(Command::OpenStream {
+                        session_id: open.id.clone(),
+                    });
+                }
+                out.push(Command::RefreshUsage);
+                // The complete metrics buckets earlier runs kept for this account.
+                out.push(Command::LoadKnownBuckets);
+            }
+            AppEvent::ConnectFailed(e) => {
+                self.notify(Level::Error, format!("cannot connect: {e}"));
+                self.connection = Connection::Failed(e);
+            }
+            AppEvent::Engine(status) => {
+                if let convo_wire::engine::LoadState::Failed(e) = &status.state {
+                    self.notify(Level::Error, format!("the model did not load: {e}"));
+                }
+                self.engine = Some(status);
+            }
+            AppEvent::StoreLoaded {
+                sessions,
+                last_open,
+            } => {
+                self.store_ready = true;
+                self.sessions = sessions;
+                sort_sessions(&mut self.sessions);
+                let target = last_open
+                    .filter(|id| self.sessions.iter().any(|s| &s.id == id))
+                    .or_else(|| self.sessions.first().map(|s| s.id.clone()));
+                match target {
+                    Some(id) => self.open_session(id, &mut out),
+                    None => self.new_session(String::new(), &mut out),
+                }
+                if self.quit_when_loaded {
+                    self.quit(&mut out);
+                }
+            }
+            AppEvent::TranscriptLoaded {
+                session_id,
+                messages,
+                draft,
+                rendered,
+            } => self.on_transcript_loaded(
+                session_id,
+                messages,
+                draft,
+                rendered.and_then(|r| r.take()),
+                &mut out,
+            ),
+            AppEvent::SendAccepted {
+                session_id,
+                send_id,
+                reply,
+                prompt_tokens,
+            } => self.on_send_accepted(session_id, send_id, reply, prompt_tokens, &mut out),
+            AppEvent::SendFailed {
+                session_id,
+                send_id,
+                failure,
+            } => self.on_send_failed(session_id, send_id, failure, &mut out),
+            AppEvent::Stream { session_id, update } => self.on_stream(session_id, update, &mut out),
+            AppEvent::History { session_id, fetch } => self.on_history(session_id, fetch, &mut out),
+            AppEvent::Deleted { session_id } => {
+                self.note_answer(Ok(()));
+                out.push(Command::RefreshUsage);
+                self.notify(
+                    Level::Info,
+                    format!("deleted {}", self.title_of(&session_id)),
+                );
+                self.remove_session(&session_id, &mut out);
+            }
+            AppEvent::DeleteFailed {
+                session_id,
+                failure,
+            } => {
+                self.note_answer(Err(&failure));
+                self.deleting.retain(|d| d != &session_id);
+                if matches!(failure, ApiError::SessionNotFound { .. }) {
+                    self.notify(
+                        Level::Warn,
+                        format!(
+                            "{} was not on the server (already deleted); removed from the list",
+                            self.title_of(&session_id)
+                        ),
+                    );
+                    self.remove_session(&session_id, &mut out);
+                } else {
+                    let text = format!("delete failed: {}", describe_failure(&failure, self.now));
+                    self.notify(Level::Error, text);
+                }
+            }
+            AppEvent::UsageFetched(usage) => self.on_usage(usage),
+            AppEvent::UsageFailed(e) => self.on_usage_failed(e),
+            AppEvent::WorkerError(e) => self.notify(Level::Error, e),
+            AppEvent::SessionHits { seq, result } => self.on_session_hits(seq, result),
+            AppEvent::TitleChanged {
+                session_id,
+                title,
+                title_set,
+            } => self.on_title_changed(session_id, title, title_set),
+            AppEvent::Exported { result, .. } => match result {
+                Ok(done) => self.notify(
+                    Level::Info,
+                    format!(
+                        "exported {} to {}",
+                        convo_client::export::messages(done.messages),
+                        done.path
+                    ),
+                ),
+                Err(e) => self.notify(Level::Error, format!("export failed: {e}")),
+            },
+            AppEvent::Metrics(ev) => {
+                let complete = self.metrics.on_event(ev);
+                if let Some(account) = self
+                    .metrics
+                    .account
+                    .clone()
+                    .filter(|_| !complete.is_empty())
+                {
+                    out.push(Command::Persist(StoreOp::KeepBuckets {
+                        account,
+                        buckets: complete,
+                    }));
+                }
+            }
+            AppEvent::Wallet(ev) => {
+                let mut reqs = Vec::new();
+                self.wallet.on_event(ev, &mut reqs);
+                out.extend(reqs.into_iter().map(Command::Wallet));
+            }
+        }
+        self.apply_pending_jump();
+        self.refresh_search();
+        self.note_draft_edit(&mut out);
+        // "A reply is still coming" is over when no reply is.
+        if self.send_error.as_deref() == Some(STILL_COMING)
+            && self.open.as_ref().is_none_or(|o| o.pending.is_none())
+        {
+            self.send_error = None;
+        }
+        self.fetch_metrics_on_screen(&mut out);
+        out
+    }
+
+    /// The screen a full view gets: above the status bar.
+    fn full_view_area(&self) -> Rect {
+        let status = self.layout().status;
+        Rect::new(0, 0, self.size.width, status.y)
+    }
+
+    /// With the metrics view shown, asks for the buckets on screen that were never asked for
+    /// (whatever moved them there: a key, a resize, an answer).
+    fn fetch_metrics_on_screen(&mut self, out: &mut Vec<Command>) {
+        if self.view != View::Metrics {
+            return;
+        }
+        self.metrics.viewport = self.full_view_area();
+        let mut reqs = Vec::new();
+        self.metrics.fetch_on_screen(&mut reqs);
+        out.extend(reqs.into_iter().map(Command::Metrics));
+    }
+
+    /// The composer's text, until token counting was asked to get ready.
+    fn text_before_first_edit(&self) -> Option<String> {
+        (!self.token_counter_asked).then(|| self.composer_text())
+    }
+
+    /// At the first change of the composer's text, asks token counting to get ready: someone
+    /// who types will send, and someone who only reads never pays for it.
+    fn warm_on_first_edit(&mut self, before: Option<String>, out: &mut Vec<Command>) {
+        if before.is_some_and(|b| b != self.composer_text()) {
+            self.token_counter_asked = true;
+            out.push(Command::WarmTokenCounter);
+        }
+    }
+
+    /// Hands the store the composer's text when it changed since the store last had it.
+    /// Only once the open session's stored draft is known: before that, an empty composer
+    /// would overwrite a draft not yet read.
+    fn note_draft_edit(&mut self, out: &mut Vec<Command>) {
+        if self.quit {
+            return;
+        }
+        let Some(open) = self.open.as_ref().filter(|o| o.loaded) else {
+            return;
+        };
+        let text = self.composer_text();
+        if text != self.draft_in_store {
+            out.push(Command::Persist(StoreOp::DraftEdited {
+                session_id: open.id.clone(),
+                text: text.clone(),
+            }));
+            self.draft_in_store = text;
+        }
+    }
+
+    /// The store kept a new title for a session (`/title`): the list and the transcript's
+    /// border show it.
+    fn on_title_changed(&mut self, session_id: String, title: Option<String>, title_set: bool) {
+        let Some(s) = self.sessions.iter_mut().find(|s| s.id == session_id) else {
+            return;
+        };
+        s.title = title.unwrap_or_else(|| NEW_SESSION_TITLE.to_string());
+        s.title_set = title_set;
+        let text = if title_set {
+            format!("title set: “{}”", s.title)
+        } else {
+            format!("title cleared: “{}” again", s.title)
+        };
+        self.notify(Level::Info, text);
+    }
+
+    fn title_of(&self, id: &str) -> String {
+        self.sessions
+            .iter()
+            .find(|s| s.id == id)
+            .map(|s| format!("“{}”", s.title))
+            .unwrap_or_else(|| id.to_string())
+    }
+
+    // ---- full-screen views -----------------------------------------------------------------
+
+    /// The full-screen view shown (F2, F3), if any.
+    pub fn active_view(&self) -> Option<&dyn FullView> {
+        match self.view {
+            View::Chat => None,
+            View::Metrics => Some(&self.metrics),
+            View::Wallet => Some(&self.wallet),
+        }
+    }
+
+    fn active_view_mut(&mut self) -> Option<&mut dyn FullView> {
+        match self.view {
+            View::Chat => None,
+            View::Metrics => Some(&mut self.metrics),
+            View::Wallet => Some(&mut self.wallet),
+        }
+    }
+
+    /// A key while a full-screen view is shown: the view takes it first; what it leaves, the
+    /// app may use (help, the other view's key). False while the chat is shown.
+    fn view_key(&mut self, key: &KeyEvent, out: &mut Vec<Command>) -> bool {
+        let view: &mut dyn FullView = match self.view {
+            View::Chat => return false,
+            View::Metrics => &mut self.metrics,
+            View::Wallet => &mut self.wallet,
+        };
+        match view.key(&self.keys, key, self.now, out) {
+            KeyResult::Consumed => {}
+            KeyResult::Back => self.view = View::Chat,
+            KeyResult::Quit => self.quit(out),
+            KeyResult::NotConsumed => {
+                if self.keys.help.matches(key) {
+                    self.overlay = Some(Overlay::Help { scroll: 0 });
+                } else if self.keys.metrics_view.matches(key) && self.view != View::Metrics {
+                    self.open_metrics(out);
+                } else if self.keys.wallet_view.matches(key) && self.view != View::Wallet {
+                    self.open_wallet(None, out);
+                }
+            }
+        }
+        true
+    }
+
+    /// F2 or `/metrics`: shows the metrics view.
+    fn open_metrics(&mut self, out: &mut Vec<Command>) {
+        self.view = View::Metrics;
+        // A load asks only for the buckets this screen shows.
+        self.metrics.viewport = self.full_view_area();
+        let mut reqs = Vec::new();
+        self.metrics.open(self.now, &mut reqs);
+        out.extend(reqs.into_iter().map(Command::Metrics));
+    }
+
+    /// F3 (no id) or `/wallet ID`: shows the wallet view, fetching `wallet_id` if given.
+    fn open_wallet(&mut self, wallet_id: Option<&str>, out: &mut Vec<Command>) {
+        self.view = View::Wallet;
+        let embedded = matches!(
+            self.connection,
+            Connection::Connected(Endpoint::Embedded { .. })
+        );
+        let mut reqs = Vec::new();
+        self.wallet.open(wallet_id, embedded, &mut reqs);
+        out.extend(reqs.into_iter().map(Command::Wallet));
+    }
+}
+
+fn sort_sessions(sessions: &mut [SessionSummary]) {
+    sessions.sort_by_key(|s| std::cmp::Reverse(s.last_activity));
+}
+
+/// Why a send waits: the previous reply has not finished.
+pub const STILL_COMING: &str = "a reply is still coming; wait or stop it (Ctrl-C)";
+
+/// A session's title as the sessions pane shows it: the first message's first block as
+/// plain text (markdown syntax removed), shortened as the store keeps it
+/// ([`convo_client::local_store::title_of`]), so the title is the same after a restart.
+pub fn title_from(text: &str) -> String {
+    convo_client::local_store::plain_title(text, convo_client::local_store::TITLE_CHARS)
+        .unwrap_or_else(|| NEW_SESSION_TITLE.to_string())
+}
+
+impl App {
+    /// The transcript's text area: its width and height.
+    fn transcript_viewport(&self) -> (u16, u16) {
+        let l = self.layout();
+        (l.transcript_inner.width, l.transcript_inner.height)
+    }
+}
+
+/// An empty composer whose placeholder names the keys as bound.
+fn new_composer(keys: &KeyBindings) -> TextArea<'static> {
+    let mut t = TextArea::default();
+    t.set_wrap_mode(WrapMode::WordOrGlyph);
+    t.set_placeholder_text(format!(
+        "Message · {} sends · {} new line · /help",
+        keys.send.first_label(),
+        keys.newline.first_label()
+    ));
+    t.set_cursor_line_style(ratatui::style::Style::default());
+    t
+}

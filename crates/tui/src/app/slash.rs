@@ -1,0 +1,110 @@
+//! What the composer's slash commands do to the app ([`SlashCommand`] parses them).
+
+use super::*;
+use crate::slash::SlashCommand;
+
+/// `/meta` with JSON that is not an object.
+const META_NEEDS_OBJECT: &str = "/meta needs a JSON object, like /meta {\"topic\":\"rust\"}";
+
+impl App {
+    /// Enter in the composer: a slash command or a message.
+    pub(super) fn submit(&mut self, out: &mut Vec<Command>) {
+        let text = self.composer_text();
+        let trimmed = text.trim();
+        if trimmed.is_empty() {
+            return;
+        }
+        match SlashCommand::parse(trimmed) {
+            Some(Ok(cmd)) => self.run_slash(cmd, out),
+            Some(Err(name)) => self.notify(Level::Error, SlashCommand::unknown(&name)),
+            None => {
+                let text = match trimmed.strip_prefix("//") {
+                    Some(rest) => format!("/{rest}"),
+                    None => trimmed.to_string(),
+                };
+                let role = self.role;
+                self.send(text, role, out);
+            }
+        }
+    }
+
+    fn run_slash(&mut self, cmd: SlashCommand, out: &mut Vec<Command>) {
+        match cmd {
+            SlashCommand::New(draft) => {
+                self.composer = new_composer(&self.keys);
+                self.new_session(draft, out);
+            }
+            SlashCommand::Delete => {
+                // The text stays in the composer until the dialog is confirmed.
+                if let Some(open) = &self.open {
+                    let title = (self.sessions.iter().find(|s| s.id == open.id))
+                        .map_or_else(|| open.id.clone(), |s| s.title.clone());
+                    self.overlay = Some(Overlay::ConfirmDelete {
+                        session_id: open.id.clone(),
+                        title,
+                        from_composer: true,
+                    });
+                }
+            }
+            SlashCommand::System(text) if text.is_empty() => {
+                self.notify(Level::Warn, "usage: /system TEXT")
+            }
+            SlashCommand::System(text) => self.send(text, Role::System, out),
+            SlashCommand::Meta(json) if json.is_empty() => {
+                self.metadata = None;
+                self.composer = new_composer(&self.keys);
+                self.notify(Level::Info, "metadata cleared");
+            }
+            SlashCommand::Meta(json) => match serde_json::from_str::<Value>(&json) {
+                Ok(v @ Value::Object(_)) => {
+                    self.metadata = Some(v);
+                    self.composer = new_composer(&self.keys);
+                    self.notify(Level::Info, "metadata set for the next message");
+                }
+                Ok(_) => self.notify(Level::Error, META_NEEDS_OBJECT),
+                Err(e) => self.notify(Level::Error, format!("/meta: invalid JSON: {e}")),
+            },
+            SlashCommand::Help => {
+                self.composer = new_composer(&self.keys);
+                self.overlay = Some(Overlay::Help { scroll: 0 });
+            }
+            SlashCommand::Metrics => {
+                self.composer = new_composer(&self.keys);
+                self.open_metrics(out);
+            }
+            SlashCommand::Wallet(id) => {
+                self.composer = new_composer(&self.keys);
+                self.open_wallet(id.as_deref(), out);
+            }
+            SlashCommand::Quit => {
+                self.composer = new_composer(&self.keys);
+                self.quit(out);
+            }
+            SlashCommand::Retry => self.retry(out),
+            SlashCommand::Title(text) => {
+                let Some(session_id) = self.open_id().map(str::to_string) else {
+                    return self.notify(Level::Warn, "/title: no session is open");
+                };
+                self.composer = new_composer(&self.keys);
+                // The store cleans the text and answers with the title as kept
+                // (`AppEvent::TitleChanged`).
+                let title = convo_client::local_store::user_title(&text);
+                out.push(Command::Persist(StoreOp::SetTitle { session_id, title }));
+            }
+            SlashCommand::Export(path) => {
+                let Some(session_id) = self.open_id().map(str::to_string) else {
+                    return self.notify(Level::Warn, "/export: no session is open");
+                };
+                self.composer = new_composer(&self.keys);
+                out.push(Command::Export { session_id, path });
+            }
+            SlashCommand::Search(text) if text.is_empty() => {
+                self.notify(Level::Warn, "usage: /search TEXT")
+            }
+            SlashCommand::Search(text) => {
+                self.composer = new_composer(&self.keys);
+                self.open_session_search(text, out);
+            }
+        }
+    }
+}

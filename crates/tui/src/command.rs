@@ -1,0 +1,108 @@
+//! What `App::update` asks of the outside world: each [`Command`] goes to the worker that
+//! owns that kind of I/O (`tui::workers`), which reports back with an `AppEvent`.
+
+use super::event::{SessionSummary, StoredMessage};
+use super::metrics::MetricsRequest;
+use super::wallet::WalletRequest;
+use convo_client::api::SendMessage;
+
+/// Something for a worker to do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    /// Read a session's transcript and draft from the store, and lay it out for a
+    /// transcript pane `width` columns wide (off the UI task).
+    LoadTranscript {
+        session_id: String,
+        width: u16,
+        rows: u16,
+    },
+    /// Keep this session's stream open (and close any other).
+    OpenStream { session_id: String },
+    /// Fetch the session's stored history (to settle a reply the stream lost).
+    FetchHistory { session_id: String },
+    /// Ready o200k token counting off the UI task (the first edit of the composer), so
+    /// that the first send does not wait for it.
+    WarmTokenCounter,
+    /// POST a message.
+    Send {
+        session_id: String,
+        send_id: u64,
+        body: SendMessage,
+        idempotency_key: String,
+    },
+    /// DELETE a session.
+    Delete { session_id: String },
+    /// Poll usage now.
+    RefreshUsage,
+    /// Write to the local store.
+    Persist(StoreOp),
+    /// Read the complete metrics buckets the store keeps for the connected account (the
+    /// store answers with `MetricsEvent::Known`).
+    LoadKnownBuckets,
+    /// Put text on the terminal's clipboard (OSC 52).
+    CopyToClipboard(String),
+    /// Write the session's transcript from the local store as Markdown (`/export [PATH]`):
+    /// into PATH, or the current directory under a name from its title; never over a file.
+    Export {
+        session_id: String,
+        path: Option<String>,
+    },
+    /// Work for the metrics view's worker (`tui::metrics::worker::MetricsWorker`).
+    Metrics(MetricsRequest),
+    /// Work for the wallet view's worker (`tui::wallet::worker::WalletWorker`).
+    Wallet(WalletRequest),
+    /// Search the messages of every session in the local store (off the UI task); the
+    /// answer comes back as `AppEvent::SessionHits` with the same `seq`.
+    SearchSessions {
+        seq: u64,
+        text: String,
+        limit: usize,
+    },
+    /// Leave: restore the terminal and exit.
+    Quit,
+    /// Hand the terminal to `$VISUAL`/`$EDITOR` on this draft (`tui::editor`); the loop that
+    /// owns the terminal runs it and answers with `AppEvent::EditorClosed`.
+    EditInEditor { draft: String },
+    /// Ring the bell or show a desktop notification (`[notify]`), written by the loop that
+    /// owns the terminal.
+    Notify(super::notify::Notification),
+}
+
+/// A write to the local store.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StoreOp {
+    UpsertSession(SessionSummary),
+    AppendMessage {
+        session_id: String,
+        message: StoredMessage,
+    },
+    /// Save now (quit, switch, send): supersedes an edit still waiting.
+    SaveDraft {
+        session_id: String,
+        text: String,
+    },
+    /// The composer changed: the store worker saves it once the edits pause
+    /// (`workers::DRAFT_SAVE_DELAY`), so that a crash loses at most that much typing.
+    DraftEdited {
+        session_id: String,
+        text: String,
+    },
+    SetLastOpen(String),
+    DeleteSession(String),
+    /// Complete metrics buckets of `account`, kept so that no later run asks for them.
+    KeepBuckets {
+        account: String,
+        buckets: Vec<convo_client::series::KnownBucket>,
+    },
+    /// A message stored as sent that the service turned out not to keep: marked failed.
+    MarkUnsent {
+        session_id: String,
+        message: StoredMessage,
+    },
+    /// The user's title for the session (`/title TEXT`), or none (`/title`): the first
+    /// message's again. The store answers with `AppEvent::TitleChanged`.
+    SetTitle {
+        session_id: String,
+        title: Option<String>,
+    },
+}

@@ -1,0 +1,235 @@
+//! The embedded local service: started in-process when no base URL is configured.
+
+use std::path::Path;
+use std::sync::Mutex;
+
+use convo_client::api::client::{Client, ClientOptions};
+use convo_client::config::{Engine, EngineKind};
+pub use convo_service::RunningService;
+use convo_service::config::LocalOptions;
+use convo_service::{DbLocation, EngineConfig, ServiceConfig, Tier};
+use convo_wire::engine::LoadState;
+
+use super::event::{Endpoint, EngineStatus};
+use convo_client::private_file::write_private;
+
+const WALLET_TOKEN_TTL_SECS: u64 = 30 * 24 * 3600;
+
+/// What the TUI shows while there is no language model: how to get one.
+pub const NO_MODEL_HINT: &str = "No language model is installed, so replies are canned \
+     (the builtin engine). Run scripts/fetch-model.sh, or `convo model pull OWNER/REPO/FILE.gguf`, \
+     then restart convo for real replies.";
+
+/// The same for a build without the `local-model` feature.
+pub const NO_LOCAL_MODELS_HINT: &str = "This convo was built without local models, so replies \
+     are canned (the builtin engine). Set [engine] kind = \"openai\" in the config file to use \
+     a model server such as Ollama.";
+
+/// The engine the embedded service runs for the `[engine]` section, and a hint for the user
+/// when it is the builtin engine only because no model is there.
+pub fn engine_config(
+    choice: &Engine,
+    data_dir: &Path,
+    pace_ms: u64,
+) -> Result<(EngineConfig, Option<&'static str>), String> {
+    let models = convo_service::models::models_dir(data_dir);
+    let local = |path| EngineConfig::Local(LocalOptions::new(path));
+    match choice.kind {
+        EngineKind::Builtin => Ok((EngineConfig::Builtin { pace_ms }, None)),
+        EngineKind::Openai => Ok((
+            EngineConfig::OpenAi {
+                url: choice.url.clone(),
+                model: choice.model.clone().unwrap_or_else(|| "llama3.2".into()),
+                api_key: choice.api_key.clone(),
+            },
+            None,
+        )),
+        EngineKind::Local => {
+            if !convo_service::engine::LOCAL_MODELS {
+                return Err(convo_service::engine::WITHOUT_LOCAL_MODELS.into());
+            }
+            let path = convo_service::models::resolve(&models, choice.model.as_deref(), None)
+                .map_err(|e| e.to_string())?;
+            Ok((local(path), None))
+        }
+        EngineKind::Auto => {
+            if !convo_service::engine::LOCAL_MODELS {
+                return Ok((
+                    EngineConfig::Builtin { pace_ms },
+                    Some(NO_LOCAL_MODELS_HINT),
+                ));
+            }
+            match convo_service::models::resolve(&models, choice.model.as_deref(), None) {
+                Ok(path) => Ok((local(path), None)),
+                // A model the user named must be there; without one, builtin says how to get it.
+                Err(e) if choice.model.is_some() => Err(e.to_string()),
+                Err(_) => Ok((EngineConfig::Builtin { pace_ms }, Some(NO_MODEL_HINT))),
+            }
+        }
+    }
+}
+
+/// The embedded service's client, where it listens, and what answers in it (with the
+/// engine's load state to follow).
+pub struct Started {
+    pub client: Client,
+    pub endpoint: Endpoint,
+    pub engine: EngineStatus,
+    pub load: tokio::sync::watch::Receiver<LoadState>,
+}
+
+/// Starts the local service on `127.0.0.1:<ephemeral>` with its database in `data_dir`.
+/// The key is kept in `data_dir` (mode 0600) so that sessions stay reachable across runs.
+pub async fn start(
+    data_dir: &Path,
+    engine: &Engine,
+    pace_ms: u64,
+    slot: &Mutex<Option<RunningService>>,
+) -> Result<Started, String> {
+    let (engine_config, hint) = engine_config(engine, data_dir, pace_ms)?;
+    let key =
+        local_key(data_dir).map_err(|e| format!("cannot prepare {}: {e}", data_dir.display()))?;
+    let jwt_secret = convo_service::ids::random_alnum(48);
+    let config = ServiceConfig {
+        db: DbLocation::File(data_dir.join("service.db")),
+        api_keys: vec![(key.clone(), Tier::Pro)],
+        jwt_secret: jwt_secret.clone(),
+        engine: engine_config,
+        max_context_tokens: convo_service::config::DEFAULT_MAX_CONTEXT_TOKENS,
+        // Warmed by the TUI when the user starts typing (`workers`), not at start.
+        warm_token_counter: false,
+    };
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+    let service = convo_service::start(config, addr)
+        .await
+        .map_err(|e| e.to_string())?;
+    let base = url::Url::parse(&service.base_url()).map_err(|e| e.to_string())?;
+    let mut options = ClientOptions::new(base);
+    options.api_key = Some(key);
+    // A wallet token for the wallet view, valid for this run (the secret is new each start).
+    options.wallet_token = Some(convo_service::jwt::mint(
+        &jwt_secret,
+        "convo-tui",
+        WALLET_TOKEN_TTL_SECS,
+    ));
+    let client = Client::new(options).map_err(|e| e.to_string())?;
+    let endpoint = Endpoint::Embedded {
+        addr: service.addr.to_string(),
+    };
+    let load = service.engine_load();
+    let engine = EngineStatus {
+        label: service.engine_label(),
+        state: load.borrow().clone(),
+        hint: hint.map(str::to_string),
+    };
+    tracing::info!(addr = %service.addr, engine = %engine.label, "embedded service started");
+    if let Ok(mut slot) = slot.lock() {
+        *slot = Some(service);
+    }
+    Ok(Started {
+        client,
+        endpoint,
+        engine,
+        load,
+    })
+}
+
+/// The embedded service's key, created on first use.
+fn local_key(data_dir: &Path) -> std::io::Result<String> {
+    std::fs::create_dir_all(data_dir)?;
+    let path = data_dir.join("local-service.key");
+    if let Ok(existing) = std::fs::read_to_string(&path) {
+        let existing = existing.trim().to_string();
+        if convo_service::config::is_valid_api_key(&existing) {
+            return Ok(existing);
+        }
+    }
+    let key = convo_service::generate_api_key();
+    write_private(&path, key.as_bytes())?;
+    Ok(key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn choice(kind: EngineKind, model: Option<&str>) -> Engine {
+        Engine {
+            kind,
+            model: model.map(str::to_string),
+            url: "http://127.0.0.1:11434".into(),
+            api_key: None,
+        }
+    }
+
+    fn install(data_dir: &Path, name: &str) -> std::path::PathBuf {
+        let dir = convo_service::models::models_dir(data_dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("{name}.gguf"));
+        std::fs::write(&path, b"GGUF\x03\x00\x00\x00rest of a model").unwrap();
+        path
+    }
+
+    #[test]
+    fn auto_runs_the_installed_model_or_builtin_with_a_hint() {
+        let data = tempfile::tempdir().unwrap();
+        let (config, hint) =
+            engine_config(&choice(EngineKind::Auto, None), data.path(), 5).unwrap();
+        assert_eq!(config, EngineConfig::Builtin { pace_ms: 5 });
+        let expected_hint = if convo_service::engine::LOCAL_MODELS {
+            NO_MODEL_HINT
+        } else {
+            NO_LOCAL_MODELS_HINT
+        };
+        assert_eq!(hint, Some(expected_hint));
+        let path = install(data.path(), "SmolLM2-135M-Instruct");
+        let (config, hint) =
+            engine_config(&choice(EngineKind::Auto, None), data.path(), 5).unwrap();
+        if convo_service::engine::LOCAL_MODELS {
+            assert_eq!(config, EngineConfig::Local(LocalOptions::new(path)));
+            assert_eq!(hint, None);
+        }
+    }
+
+    #[test]
+    fn a_named_model_must_be_there() {
+        if !convo_service::engine::LOCAL_MODELS {
+            return; // without local models, every engine choice is refused first
+        }
+        let data = tempfile::tempdir().unwrap();
+        install(data.path(), "SmolLM2-135M-Instruct");
+        for kind in [EngineKind::Auto, EngineKind::Local] {
+            let err = engine_config(&choice(kind, Some("Missing")), data.path(), 5).unwrap_err();
+            assert!(err.contains("Missing"), "{err}");
+        }
+        let err = engine_config(
+            &choice(EngineKind::Local, None),
+            tempfile::tempdir().unwrap().path(),
+            5,
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("fetch-model.sh") || err.contains("built without"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn openai_and_builtin_are_taken_as_configured() {
+        let data = tempfile::tempdir().unwrap();
+        let (config, hint) =
+            engine_config(&choice(EngineKind::Openai, Some("qwen2.5")), data.path(), 5).unwrap();
+        assert_eq!(
+            config,
+            EngineConfig::OpenAi {
+                url: "http://127.0.0.1:11434".into(),
+                model: "qwen2.5".into(),
+                api_key: None
+            }
+        );
+        assert_eq!(hint, None);
+        let (config, _) =
+            engine_config(&choice(EngineKind::Builtin, None), data.path(), 7).unwrap();
+        assert_eq!(config, EngineConfig::Builtin { pace_ms: 7 });
+    }
+}

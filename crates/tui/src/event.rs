@@ -1,0 +1,295 @@
+//! The one event bus of the TUI. Terminal input and every network or storage worker report
+//! here; `App::update` is the only consumer and the only place state changes.
+
+use chrono::{DateTime, Utc};
+use crossterm::event::{KeyEvent, MouseEvent};
+use tokio::sync::mpsc;
+
+use convo_client::api::stream::StreamUpdate;
+use convo_client::api::{ApiError, Message, Usage};
+
+/// Everything that can happen to the app.
+#[derive(Debug, Clone)]
+pub enum AppEvent {
+    /// A key was pressed (releases are filtered out by the terminal worker).
+    Key(KeyEvent),
+    /// A mouse event: wheel scrolls, a left click selects.
+    Mouse(MouseEvent),
+    /// Text pasted in one piece (bracketed paste) goes to the composer as is.
+    Paste(String),
+    /// The terminal now has this many columns and rows.
+    Resize(u16, u16),
+    /// The terminal gained (true) or lost (false) focus (focus reporting).
+    Focus(bool),
+    /// A signal from outside (SIGTERM, SIGHUP, SIGINT, SIGQUIT): quit as `Ctrl-C` would.
+    Signal(&'static str),
+    /// The editor opened on the draft (`Command::EditInEditor`) has closed.
+    EditorClosed(crate::editor::EditorOutcome),
+    /// The wall clock, for relative times ("3m ago", time left in the billing period).
+    Clock(DateTime<Utc>),
+    /// The service is reachable at this endpoint; sending is possible from now on.
+    Connected(Endpoint),
+    /// Starting the embedded service or building the client failed; nothing can be sent.
+    ConnectFailed(String),
+    /// What answers in the embedded service, or its load state changed (a model loading).
+    Engine(EngineStatus),
+    /// The local store opened: the known sessions, most recent first, and the session that
+    /// was open when the app last quit.
+    StoreLoaded {
+        sessions: Vec<SessionSummary>,
+        last_open: Option<String>,
+    },
+    /// The transcript and unsent draft of a session, read from the store. `rendered` holds
+    /// the messages already parsed for display (one entry per message, in order), built on
+    /// the store's thread so that a long history does not stall the UI; without it the app
+    /// builds them itself.
+    TranscriptLoaded {
+        session_id: String,
+        messages: Vec<StoredMessage>,
+        draft: Option<String>,
+        rendered: Option<Rendered>,
+    },
+    /// The local store's answer to `Command::SearchSessions` number `seq`.
+    SessionHits {
+        seq: u64,
+        result: Result<Vec<convo_client::local_store::SearchHit>, String>,
+    },
+    /// The server accepted a message. With streaming, `reply.content` is empty and the text
+    /// follows on the stream; otherwise it is the whole reply. `prompt_tokens` is the local
+    /// count of the sent message's tokens.
+    SendAccepted {
+        session_id: String,
+        send_id: u64,
+        reply: Message,
+        prompt_tokens: u64,
+    },
+    /// A send failed; the text goes back to the composer.
+    SendFailed {
+        session_id: String,
+        send_id: u64,
+        failure: ApiError,
+    },
+    /// Something happened on the open session's stream.
+    Stream {
+        session_id: String,
+        update: StreamUpdate,
+    },
+    /// The session's stored history, fetched after a stream outage to settle a reply that
+    /// was cut off (`Command::FetchHistory`).
+    History {
+        session_id: String,
+        fetch: HistoryFetch,
+    },
+    /// The server deleted the session.
+    Deleted { session_id: String },
+    /// Deleting failed (`session_not_found` is a failure the app treats as success).
+    DeleteFailed {
+        session_id: String,
+        failure: ApiError,
+    },
+    /// A usage poll succeeded.
+    UsageFetched(Usage),
+    /// A usage poll failed; the gauges keep their last values and get a stale mark.
+    UsageFailed(ApiError),
+    /// A worker could not do its job and the user should know (e.g. the store is unwritable).
+    WorkerError(String),
+    /// The store changed a session's title (`StoreOp::SetTitle`): the user's, or, cleared, the
+    /// first message's (`None` while there is no message).
+    TitleChanged {
+        session_id: String,
+        title: Option<String>,
+        title_set: bool,
+    },
+    /// `/export` wrote the file (`Command::Export`), or why it did not.
+    Exported {
+        session_id: String,
+        result: Result<Exported, String>,
+    },
+    /// An answer for the metrics view (F2): one query of a load (`tui::metrics`).
+    Metrics(crate::metrics::MetricsEvent),
+    /// A report for the wallet view (F3): a fetched wallet, recent ids, token status
+    /// (`tui::wallet`).
+    Wallet(crate::wallet::WalletEvent),
+}
+
+/// A transcript written by `/export`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exported {
+    /// Where, as the user reads it (`./my-title.md`).
+    pub path: String,
+    pub messages: usize,
+}
+
+/// What fetching a session's stored history gave.
+#[derive(Debug, Clone)]
+pub enum HistoryFetch {
+    /// The stored messages, oldest first (none for a session the server does not know).
+    Messages(Vec<Message>),
+    /// The server has no history endpoint (it is an extension of the local service).
+    Unsupported,
+    /// The request failed; the next reconnect tries again.
+    Failed(String),
+}
+
+/// What answers in the embedded service, and whether it can yet.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EngineStatus {
+    /// `local · SmolLM2-135M-Instruct`, `builtin`, `openai · llama3.2`.
+    pub label: String,
+    pub state: convo_wire::engine::LoadState,
+    /// Shown in an empty transcript: how to get real replies (the builtin engine answers).
+    pub hint: Option<String>,
+}
+
+/// Where the client is connected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    /// The service embedded in this process, started because no base URL is configured.
+    Embedded { addr: String },
+    /// A remote deployment at this base URL.
+    Remote { base_url: String },
+}
+
+impl Endpoint {
+    pub fn describe(&self) -> String {
+        match self {
+            Endpoint::Embedded { addr } => format!("local service {addr}"),
+            Endpoint::Remote { base_url } => base_url.clone(),
+        }
+    }
+}
+
+/// A session as the sessions pane shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionSummary {
+    pub id: String,
+    pub title: String,
+    /// The title is the user's (`/title`): messages sent later do not change it.
+    pub title_set: bool,
+    pub last_activity: DateTime<Utc>,
+    pub tokens: u64,
+}
+
+/// A message of a transcript as the store keeps it.
+pub use convo_client::local_store::{MessageStatus, StoredMessage};
+
+/// A transcript model built off the UI task, handed over once: the first `take` gets it.
+#[derive(Clone)]
+pub struct Rendered(
+    std::sync::Arc<std::sync::Mutex<Option<crate::render::transcript::Transcript>>>,
+);
+
+impl Rendered {
+    pub fn new(transcript: crate::render::transcript::Transcript) -> Self {
+        Rendered(std::sync::Arc::new(std::sync::Mutex::new(Some(transcript))))
+    }
+
+    /// The transcript, unless it was taken already.
+    pub fn take(&self) -> Option<crate::render::transcript::Transcript> {
+        self.0.lock().ok().and_then(|mut t| t.take())
+    }
+}
+
+impl std::fmt::Debug for Rendered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Rendered(..)")
+    }
+}
+
+/// One line for the user about a failed request. A `quota_exceeded` names when the limit
+/// resets: the server's `resetAt`, which the network worker fills in from `Retry-After` when
+/// only that was sent (`workers::network::at_arrival`).
+pub fn describe_failure(failure: &ApiError, now: DateTime<Utc>) -> String {
+    match failure {
+        ApiError::ContextOverflow { current, max, .. } => format!(
+            "context window full: {current} of {max} tokens — start a new session (Ctrl-N) to go on"
+        ),
+        ApiError::SessionNotFound { .. } => "session not found: it was deleted".to_string(),
+        ApiError::Unauthorized { message } => format!(
+            "unauthorized: check your API key (CONVO_API_KEY or connection.api_key) — {message}"
+        ),
+        ApiError::QuotaExceeded {
+            limit, reset_at, ..
+        } => {
+            let what = limit.as_deref().unwrap_or("plan");
+            // Sessions count those that exist: deleting one frees a place at once.
+            let now_too = if what == "sessions" {
+                " — or delete a session (Tab, d) to start one now"
+            } else {
+                ""
+            };
+            match reset_at.as_deref().and_then(parse_time) {
+                Some(at) => format!(
+                    "quota exceeded ({what}): resets {} ({}){now_too}",
+                    convo_client::format::time_until(now, at),
+                    at.format("%Y-%m-%d %H:%M UTC")
+                ),
+                None => format!("quota exceeded ({what}){now_too}"),
+            }
+        }
+        ApiError::InvalidRequest { message } => format!("rejected: {message}"),
+        ApiError::Network(message) => format!("network error: {message}"),
+        ApiError::StreamLost(message) => format!("reply lost: {message}"),
+        ApiError::Service { code, message, .. } => format!("{code}: {message}"),
+        ApiError::Protocol(message) => format!("protocol: {message}"),
+        ApiError::Config(message) => format!("config: {message}"),
+    }
+}
+
+fn parse_time(text: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(text)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
+}
+
+/// A cloneable sender that logs instead of panicking when the app has gone away.
+#[derive(Debug, Clone)]
+pub struct EventSender(mpsc::UnboundedSender<AppEvent>);
+
+impl EventSender {
+    pub fn new() -> (Self, mpsc::UnboundedReceiver<AppEvent>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (EventSender(tx), rx)
+    }
+
+    /// Sends an event; returns false when the app has quit.
+    pub fn send(&self, ev: AppEvent) -> bool {
+        match self.0.send(ev) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::debug!("event after the app quit: {:?}", e.0);
+                false
+            }
+        }
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.0.is_closed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn quota(limit: &str) -> ApiError {
+        ApiError::QuotaExceeded {
+            limit: Some(limit.into()),
+            reset_at: Some("2026-12-01T00:00:00Z".into()),
+            retry_after: None,
+            message: "Quota exceeded".into(),
+        }
+    }
+
+    #[test]
+    fn the_session_limit_says_that_deleting_one_frees_a_place_now() {
+        let now = Utc.with_ymd_and_hms(2026, 11, 24, 12, 0, 0).unwrap();
+        let sessions = describe_failure(&quota("sessions"), now);
+        assert!(sessions.contains("resets in 6d 12h"), "{sessions}");
+        assert!(sessions.contains("delete a session"), "{sessions}");
+        let requests = describe_failure(&quota("requests"), now);
+        assert!(requests.contains("resets in 6d 12h"), "{requests}");
+        assert!(!requests.contains("delete"), "{requests}");
+    }
+}

@@ -1,0 +1,1410 @@
+//! The transcript pane's model: entries (messages) and the caches that make drawing a frame
+//! cost O(visible lines) rather than O(history).
+//!
+//! - Each entry's markdown is parsed once into a width-independent [`Document`] when its
+//!   content is set. Its lines at a width are built only when the entry is drawn, and kept in a
+//!   bounded cache keyed by (entry, width).
+//! - Heights at the current width sit in a Fenwick tree ([`Heights`]): `top` → entry and
+//!   entry → first line are O(log n). On a width change every height is recounted at once: a
+//!   count is a pass over the parsed text with no allocation (measured in `docs/performance.md`),
+//!   so heights are always exact and scrolling never jumps.
+//! - A streaming entry is re-parsed alone, and only from the start of its last top-level block:
+//!   the blocks before it are final (committed) and their lines are built once per width. Its
+//!   growing code block is re-highlighted from the last changed line only.
+//!
+//! - A body row drawn on reset cells is kept as cells for the next frame, which copies it
+//!   (see [`Transcript::render_on_reset`]).
+//!
+//! Caches live behind `RefCell`s so the view draws from `&Transcript`.
+//!
+//! ```
+//! use convo::api::types::Role;
+//! use convo_tui::render::transcript::{Entry, EntryState, Transcript};
+//! use ratatui::{buffer::Buffer, layout::Rect};
+//!
+//! let mut t = Transcript::new();
+//! let id = t.push(Entry::new(Role::Assistant, "Hello **world**", "assistant · 12:04"));
+//! t.append_delta(id, ", and more.");
+//! assert_eq!(t.height(40), 3); // header, one body line, blank
+//! let area = Rect::new(0, 0, 40, 3);
+//! let mut buf = Buffer::empty(area);
+//! t.render(area, &mut buf, 0, Some(id));
+//! ```
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::ops::Range;
+use std::sync::Arc;
+
+use foldhash::HashMap;
+use ratatui::buffer::{Buffer, Cell, CellDiffOption};
+use ratatui::layout::Rect;
+use ratatui::style::Color;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Widget;
+
+use super::cells::InlineCells;
+use super::heights::Heights;
+use super::highlight::HighlightMemo;
+use super::markdown::{Block, Document, Growing, Shape, TopStart};
+use super::style;
+use convo_client::api::types::Role;
+use convo_client::sanitize::{Sanitizer, sanitize};
+
+/// Identifies an entry of one [`Transcript`]: assigned by [`Transcript::push`], increasing,
+/// never reused. The app keeps its own map from message ids to entry ids.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EntryId(pub u64);
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EntryState {
+    Complete,
+    /// Deltas are still arriving.
+    Streaming,
+    /// The stream stopped before the reply was done (user stop, connection lost).
+    Interrupted,
+    /// The reply failed; the string says why (shown on the header line).
+    Failed(String),
+}
+
+/// One message of the transcript. `content` is the message as sent or received (raw,
+/// unsanitised: the one copy of it the TUI keeps); it is drawn as [`shown`] shapes it.
+/// `header` is the text of the header line, e.g. `"assistant · 12:04 · 42 tokens"`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub role: Role,
+    pub content: String,
+    pub state: EntryState,
+    pub header: String,
+}
+
+impl Entry {
+    /// A complete entry.
+    pub fn new(role: Role, content: impl Into<String>, header: impl Into<String>) -> Self {
+        Self {
+            role,
+            content: content.into(),
+            state: EntryState::Complete,
+            header: header.into(),
+        }
+    }
+
+    /// An entry whose content will arrive by [`Transcript::append_delta`].
+    pub fn streaming(role: Role, header: impl Into<String>) -> Self {
+        Self {
+            state: EntryState::Streaming,
+            ..Self::new(role, String::new(), header)
+        }
+    }
+}
+
+/// Lines of an entry: header, body, one blank line.
+const CHROME_LINES: usize = 2;
+/// Entries whose lines are kept (the rest are rebuilt when drawn again).
+const LINE_CACHE_ENTRIES: usize = 4096;
+
+/// The transcript: entries in order, with their render caches.
+#[derive(Default)]
+pub struct Transcript {
+    slots: Vec<Slot>,
+    next_id: u64,
+    /// Heights at one width (the last asked for).
+    heights: RefCell<Option<(u16, Heights)>>,
+    lines: RefCell<LineCache>,
+}
+
+struct Slot {
+    id: EntryId,
+    /// Changes whenever the content does ([`Transcript::revision`]).
+    revision: u64,
+    entry: Entry,
+    /// Built from `entry` whenever its header or state changes.
+    header: Line<'static>,
+    body: RefCell<Body>,
+}
+
+enum Body {
+    /// A complete entry, held as its [`Shape`]: parsed again from its text when drawn.
+    Shaped(Shape),
+    /// A complete entry whose height needs its text (CJK, emoji): kept parsed.
+    Parsed(Document),
+    Streaming(Box<StreamBody>),
+}
+
+/// The markdown a message is drawn from. Replies are markdown as the server sent them; what
+/// the user typed keeps its line breaks (markdown would join the lines of a paragraph), except
+/// inside fenced code, which keeps them anyway.
+pub fn shown(role: Role, content: &str) -> Cow<'_, str> {
+    if role == Role::Assistant || !content.contains('\n') {
+        return Cow::Borrowed(content);
+    }
+    let mut out = String::with_capacity(content.len() + 16);
+    let mut in_fence = false;
+    let mut lines = content.split('\n').peekable();
+    while let Some(line) = lines.next() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
+            in_fence = !in_fence;
+        }
+        out.push_str(line);
+        if lines.peek().is_some() {
+            if !in_fence && !line.trim().is_empty() {
+                // A markdown hard break.
+                out.push_str("  ");
+            }
+            out.push('\n');
+        }
+    }
+    Cow::Owned(out)
+}
+
+impl Body {
+    /// The body of a complete entry with this content.
+    fn settled(role: Role, content: &str) -> Body {
+        match Document::parse(&shown(role, content)).into_shape() {
+            Ok(shape) => Body::Shaped(shape),
+            Err(doc) => Body::Parsed(doc),
+        }
+    }
+}
+
+impl std::fmt::Debug for Transcript {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transcript")
+            .field("entries", &self.slots.len())
+            .field("next_id", &self.next_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Transcript {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Add an entry at the end.
+    pub fn push(&mut self, entry: Entry) -> EntryId {
+        let id = EntryId(self.next_id);
+        self.next_id += 1;
+        let body = if entry.state == EntryState::Streaming {
+            Body::Streaming(Box::new(StreamBody::new(&entry.content)))
+        } else {
+            Body::settled(entry.role, &entry.content)
+        };
+        let slot = Slot {
+            id,
+            revision: next_revision(),
+            header: header_line(&entry),
+            body: RefCell::new(body),
+            entry,
+        };
+        if let Some((width, heights)) = self.heights.get_mut() {
+            heights.push(slot.height(*width));
+        }
+        self.slots.push(slot);
+        id
+    }
+
+    /// Append streamed text to an entry; only this entry is re-parsed, and only from the start
+    /// of its last top-level block. Unknown ids are ignored.
+    pub fn append_delta(&mut self, id: EntryId, text: &str) {
+        let Some(i) = self.index(id) else { return };
+        let slot = &mut self.slots[i];
+        slot.revision = next_revision();
+        slot.entry.content.push_str(text);
+        let body = slot.body.get_mut();
+        match body {
+            Body::Streaming(stream) => stream.push(text),
+            // What the user typed is drawn reshaped (`shown`), which a stream body does not do:
+            // parsed whole again (only replies stream).
+            Body::Parsed(_) | Body::Shaped(_) if slot.entry.role != Role::Assistant => {
+                *body = Body::settled(slot.entry.role, &slot.entry.content);
+                self.lines.get_mut().map.remove(&id.0);
+            }
+            Body::Parsed(_) | Body::Shaped(_) => {
+                *body = Body::Streaming(Box::new(StreamBody::new(&slot.entry.content)));
+                self.lines.get_mut().map.remove(&id.0);
+            }
+        }
+        self.refresh_height(i);
+    }
+
+    /// Replace an entry's content (re-parsed whole). Unknown ids are ignored.
+    pub fn set_content(&mut self, id: EntryId, content: impl Into<String>) {
+        let Some(i) = self.index(id) else { return };
+        let slot = &mut self.slots[i];
+        slot.revision = next_revision();
+        slot.entry.content = content.into();
+        *slot.body.get_mut() = if slot.entry.state == EntryState::Streaming {
+            Body::Streaming(Box::new(StreamBody::new(&slot.entry.content)))
+        } else {
+            Body::settled(slot.entry.role, &slot.entry.content)
+        };
+        self.lines.get_mut().map.remove(&id.0);
+        self.refresh_height(i);
+    }
+
+    /// Change an entry's state. An entry that stops streaming is parsed whole once (its last
+    /// code line, drawn plain while it was being written, gets its colours). Unknown ids are
+    /// ignored.
+    pub fn set_state(&mut self, id: EntryId, state: EntryState) {
+        let Some(i) = self.index(id) else { return };
+        let slot = &mut self.slots[i];
+        slot.entry.state = state;
+        slot.header = header_line(&slot.entry);
+        match slot.body.get_mut() {
+            Body::Streaming(_) if slot.entry.state != EntryState::Streaming => {
+                *slot.body.get_mut() = Body::settled(slot.entry.role, &slot.entry.content);
+                self.lines.get_mut().map.remove(&id.0);
+                self.refresh_height(i);
+            }
+            // the tail's lines depend on the state (see `StreamBody::lines`)
+            Body::Streaming(stream) => stream.tail_lines = None,
+            Body::Parsed(_) | Body::Shaped(_) => {}
+        }
+    }
+
+    /// Change an entry's header text. Unknown ids are ignored.
+    pub fn set_header(&mut self, id: EntryId, header: impl Into<String>) {
+        if let Some(i) = self.index(id) {
+            let slot = &mut self.slots[i];
+            slot.entry.header = header.into();
+            slot.header = header_line(&slot.entry);
+        }
+    }
+
+    /// Remove an entry; returns it if it existed.
+    pub fn remove(&mut self, id: EntryId) -> Option<Entry> {
+        let i = self.index(id)?;
+        let slot = self.slots.remove(i);
+        if let Some((_, heights)) = self.heights.get_mut() {
+            heights.remove(i);
+        }
+        self.lines.get_mut().map.remove(&id.0);
+        Some(slot.entry)
+    }
+
+    /// Remove every entry (ids keep increasing).
+    pub fn clear(&mut self) {
+        self.slots.clear();
+        *self.heights.get_mut() = None;
+        self.lines.get_mut().map.clear();
+    }
+
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    pub fn get(&self, id: EntryId) -> Option<&Entry> {
+        self.index(id).map(|i| &self.slots[i].entry)
+    }
+
+    /// A number that changes whenever the entry's content does, never the same for two
+    /// contents of any entry of any transcript in this process: what caches of an entry's
+    /// text are keyed by. `None` for an unknown id.
+    pub fn revision(&self, id: EntryId) -> Option<u64> {
+        self.index(id).map(|i| self.slots[i].revision)
+    }
+
+    /// The text of each body line of entry `id` at `width` (the lines drawn under its
+    /// header), as drawn, without building colours: what in-transcript search matches.
+    /// Empty for an unknown id.
+    pub fn body_text_lines(&self, id: EntryId, width: u16) -> Vec<String> {
+        let Some(i) = self.index(id) else {
+            return Vec::new();
+        };
+        let entry = &self.slots[i].entry;
+        Document::parse(&shown(entry.role, &entry.content)).text_lines(width)
+    }
+
+    /// Entries in order, with their ids.
+    pub fn entries(&self) -> impl DoubleEndedIterator<Item = (EntryId, &Entry)> + '_ {
+        self.slots.iter().map(|s| (s.id, &s.entry))
+    }
+
+    pub fn last_id(&self) -> Option<EntryId> {
+        self.slots.last().map(|s| s.id)
+    }
+
+    /// Total lines at `width`.
+    pub fn height(&self, width: u16) -> usize {
+        self.with_heights(width, |h| h.total())
+    }
+
+    /// The entry drawn on `line` (0 = first line of the transcript) at `width`.
+    pub fn entry_at_line(&self, width: u16, line: usize) -> Option<EntryId> {
+        self.with_heights(width, |h| h.find(line))
+            .map(|i| self.slots[i].id)
+    }
+
+    /// The lines entry `id` occupies at `width` (header to trailing blank line); empty for an
+    /// unknown id.
+    pub fn line_range_of(&self, width: u16, id: EntryId) -> Range<usize> {
+        let Some(i) = self.index(id) else {
+            return 0..0;
+        };
+        self.with_heights(width, |h| {
+            let start = h.prefix(i);
+            start..start + h.get(i)
+        })
+    }
+
+    /// The code blocks of entry `id`, numbered as drawn: the text of each, tabs as written
+    /// ([`super::markdown::code_block_texts`]). Empty for an unknown id.
+    pub fn code_blocks(&self, id: EntryId) -> Vec<String> {
+        self.get(id).map_or_else(Vec::new, |e| {
+            super::markdown::code_block_texts(&shown(e.role, &e.content))
+        })
+    }
+
+    /// The transcript lines each code block of entry `id` takes at `width`, in the order of
+    /// [`Transcript::code_blocks`]: from the same parse as the lines drawn.
+    pub fn code_block_lines(&self, width: u16, id: EntryId) -> Vec<Range<usize>> {
+        let Some(entry) = self.get(id) else {
+            return Vec::new();
+        };
+        // The body starts under the header line.
+        let body = self.line_range_of(width, id).start + 1;
+        Document::parse(&shown(entry.role, &entry.content))
+            .code_block_lines(width)
+            .into_iter()
+            .map(|r| body + r.start..body + r.end)
+            .collect()
+    }
+
+    /// The `top` that shows the last `rows` lines at `width` (following the tail).
+    pub fn tail_top(&self, width: u16, rows: u16) -> usize {
+        self.height(width).saturating_sub(usize::from(rows))
+    }
+
+    /// Draw lines `[top, top + area.height)` into `buf`; the rows of `selected` get the
+    /// selection style. Rows past the end are left untouched.
+    pub fn render(&self, area: Rect, buf: &mut Buffer, top: usize, selected: Option<EntryId>) {
+        self.render_rows(area, buf, top, selected, false);
+    }
+
+    /// [`Transcript::render`] into an area whose cells are all as `Buffer::reset` leaves them,
+    /// as in every frame of a terminal (ratatui resets the buffer it draws into, and the
+    /// pane's block styles only its border): rows drawn in the last frame are then copied
+    /// from its cells without checking the cells they land on. Debug builds check the
+    /// promise.
+    pub fn render_on_reset(
+        &self,
+        area: Rect,
+        buf: &mut Buffer,
+        top: usize,
+        selected: Option<EntryId>,
+    ) {
+        self.render_rows(area, buf, top, selected, true);
+    }
+
+    fn render_rows(
+        &self,
+        area: Rect,
+        buf: &mut Buffer,
+        top: usize,
+        selected: Option<EntryId>,
+        on_reset: bool,
+    ) {
+        let area = area.intersection(buf.area);
+        if area.is_empty() {
+            return;
+        }
+        debug_assert!(
+            !on_reset
+                || area
+                    .rows()
+                    .all(|row| row.columns().all(|p| is_reset(&buf[p]))),
+            "render_on_reset into cells that are not reset"
+        );
+        let width = area.width;
+        let mut heights = self.heights.borrow_mut();
+        let heights = self.heights_at(&mut heights, width);
+        let Some(mut i) = heights.find(top) else {
+            return;
+        };
+        let mut skip = top - heights.prefix(i);
+        let mut y = area.y;
+        let mut cache = self.lines.borrow_mut();
+        cache.clock += 1;
+        while y < area.bottom() && i < self.slots.len() {
+            let slot = &self.slots[i];
+            let body = slot.lines(width, &mut cache);
+            let first_row = y;
+            for n in skip..heights.get(i) {
+                if y >= area.bottom() {
+                    break;
+                }
+                if n == 0 {
+                    draw_line(buf, area.x, y, &slot.header, width);
+                } else if let Some((lines, index)) = body.locate(n - 1) {
+                    cache.draw_row(buf, (area.x, y), width, (lines, index), on_reset);
+                }
+                y += 1;
+            }
+            if selected == Some(slot.id) && y > first_row {
+                let rows = Rect::new(area.x, first_row, width, y - first_row);
+                buf.set_style(rows, style::selected());
+            }
+            skip = 0;
+            i += 1;
+        }
+        cache.evict();
+    }
+
+    /// Every line at `width`, rendered from scratch without any cache: the reference the
+    /// cached path is tested against, and the naive baseline of the benchmarks.
+    pub fn lines_uncached(&self, width: u16) -> Vec<Line<'static>> {
+        let mut out = Vec::new();
+        for slot in &self.slots {
+            out.push(header_line(&slot.entry));
+            if slot.entry.state == EntryState::Streaming {
+                let clean = sanitize(&slot.entry.content);
+                out.extend(Document::parse_clean(&clean).lines_streaming(&clean, width));
+            } else {
+                Document::parse(&shown(slot.entry.role, &slot.entry.content))
+                    .lines_into(width, &mut out, None);
+            }
+            out.push(Line::default());
+        }
+        out
+    }
+
+    fn index(&self, id: EntryId) -> Option<usize> {
+        self.slots.binary_search_by_key(&id, |s| s.id).ok()
+    }
+
+    fn refresh_height(&mut self, i: usize) {
+        if let Some((width, heights)) = self.heights.get_mut() {
+            heights.set(i, self.slots[i].height(*width));
+        }
+    }
+
+    fn heights_at<'a>(&self, cell: &'a mut Option<(u16, Heights)>, width: u16) -> &'a Heights {
+        if cell.as_ref().is_none_or(|(w, _)| *w != width) {
+            *cell = None;
+        }
+        let (_, heights) = cell.get_or_insert_with(|| {
+            let values = self.slots.iter().map(|s| s.height(width)).collect();
+            (width, Heights::from_values(values))
+        });
+        heights
+    }
+
+    fn with_heights<T>(&self, width: u16, f: impl FnOnce(&Heights) -> T) -> T {
+        let mut cell = self.heights.borrow_mut();
+        f(self.heights_at(&mut cell, width))
+    }
+}
+
+/// The next entry revision ([`Transcript::revision`]).
+fn next_revision() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The transcript as a ratatui widget:
+/// `frame.render_widget(TranscriptView::new(&transcript).top(top).selected(id), area)`.
+#[derive(Clone, Copy, Debug)]
+pub struct TranscriptView<'a> {
+    transcript: &'a Transcript,
+    top: usize,
+    selected: Option<EntryId>,
+}
+
+impl<'a> TranscriptView<'a> {
+    pub fn new(transcript: &'a Transcript) -> Self {
+        Self {
+            transcript,
+            top: 0,
+            selected: None,
+        }
+    }
+
+    /// First line shown (0 = the top of the transcript).
+    pub fn top(mut self, top: usize) -> Self {
+        self.top = top;
+        self
+    }
+
+    pub fn selected(mut self, selected: Option<EntryId>) -> Self {
+        self.selected = selected;
+        self
+    }
+}
+
+impl Widget for TranscriptView<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        self.transcript.render(area, buf, self.top, self.selected);
+    }
+}
+
+impl Slot {
+    fn height(&self, width: u16) -> usize {
+        CHROME_LINES
+            + match &mut *self.body.borrow_mut() {
+                Body::Shaped(shape) => shape.height(width),
+                Body::Parsed(doc) => doc.height(width),
+                Body::Streaming(stream) => stream.height(width),
+            }
+    }
+
+    fn lines(&self, width: u16, cache: &mut LineCache) -> BodyLines {
+        match &mut *self.body.borrow_mut() {
+            Body::Shaped(_) => BodyLines::One(cache.get_or_build(self.id, width, || {
+                Document::parse(&shown(self.entry.role, &self.entry.content)).lines(width)
+            })),
+            Body::Parsed(doc) => {
+                BodyLines::One(cache.get_or_build(self.id, width, || doc.lines(width)))
+            }
+            Body::Streaming(stream) => {
+                stream.lines(width, self.entry.state == EntryState::Streaming)
+            }
+        }
+    }
+}
+
+/// The body lines of one entry at one width.
+enum BodyLines {
+    One(Arc<Vec<Line<'static>>>),
+    /// A streaming entry: committed lines, a separator if both parts have lines, the lines of
+    /// each block of the tail.
+    Two(Arc<Vec<Line<'static>>>, bool, TailLines),
+}
+
+/// The lines of one block.
+type BlockLines = Arc<Vec<Line<'static>>>;
+
+/// The lines of the blocks of a streaming tail, block by block.
+type TailLines = Arc<[BlockLines]>;
+
+impl BodyLines {
+    /// The vector holding line `n` and its index there; `None` for the blank separator (which
+    /// draws nothing) and past the end.
+    fn locate(&self, n: usize) -> Option<(&Arc<Vec<Line<'static>>>, usize)> {
+        match self {
+            BodyLines::One(lines) => (n < lines.len()).then_some((lines, n)),
+            BodyLines::Two(head, sep, tail) => {
+                if n < head.len() {
+                    return Some((head, n));
+                }
+                let mut n = n - head.len();
+                if *sep {
+                    n = n.checked_sub(1)?;
+                }
+                for part in tail.iter() {
+                    if n < part.len() {
+                        return Some((part, n));
+                    }
+                    n -= part.len();
+                }
+                None
+            }
+        }
+    }
+}
+
+#[derive(Default)]
+struct LineCache {
+    map: HashMap<u64, CachedLines>,
+    clock: u64,
+    /// The cells of the body lines drawn in the last frame, each as drawn on a row of reset
+    /// cells (see [`LineCache::draw_row`]).
+    rows: HashMap<RowKey, CachedRow>,
+}
+
+/// A line by the address of the vector holding it (kept alive by [`CachedRow::_lines`], so
+/// the address cannot be reused for other lines while the row is cached), its index there
+/// and the width it was drawn at.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct RowKey {
+    lines: usize,
+    index: usize,
+    width: u16,
+}
+
+struct CachedRow {
+    _lines: Arc<Vec<Line<'static>>>,
+    /// From the row's first column to the last one the line touched.
+    cells: InlineCells,
+    used: u64,
+}
+
+/// A cell as `Buffer::reset` leaves it.
+#[allow(deprecated)] // `skip` is part of the state drawing starts from
+fn is_reset(cell: &Cell) -> bool {
+    cell.symbol() == " "
+        && cell.fg == Color::Reset
+        && cell.bg == Color::Reset
+        && cell.underline_color == Color::Reset
+        && cell.modifier.is_empty()
+        && cell.diff_option == CellDiffOption::None
+        && !cell.skip
+}
+
+struct CachedLines {
+    width: u16,
+    lines: Arc<Vec<Line<'static>>>,
+    used: u64,
+}
+
+impl LineCache {
+    fn get_or_build(
+        &mut self,
+        id: EntryId,
+        width: u16,
+        build: impl FnOnce() -> Vec<Line<'static>>,
+    ) -> Arc<Vec<Line<'static>>> {
+        let clock = self.clock;
+        let cached = self.map.entry(id.0).or_insert_with(|| CachedLines {
+            width: 0,
+            lines: Arc::default(),
+            used: 0,
+        });
+        if cached.used == 0 || cached.width != width {
+            cached.lines = Arc::new(build());
+            cached.width = width;
+        }
+        cached.used = clock.max(1);
+        Arc::clone(&cached.lines)
+    }
+
+    /// Draw line `index` of `lines` at (`x`, `y`). Drawing a line on reset cells always gives
+    /// the same cells, so a line drawn so in the last frame is copied from its cells when its
+    /// cells are reset again (as every frame of a terminal starts): a copy is a fraction of
+    /// drawing, and a frame following a stream redraws the same rows, shifted.
+    /// `on_reset`: the caller promises the row's cells are reset (no need to look).
+    fn draw_row(
+        &mut self,
+        buf: &mut Buffer,
+        (x, y): (u16, u16),
+        width: u16,
+        (lines, index): (&Arc<Vec<Line<'static>>>, usize),
+        on_reset: bool,
+    ) {
+        let Some(line) = lines.get(index) else { return };
+        let key = RowKey {
+            lines: Arc::as_ptr(lines) as usize,
+            index,
+            width,
+        };
+        let start = buf.index_of(x, y);
+        if let Some(row) = self.rows.get_mut(&key) {
+            let target = &mut buf.content[start..start + row.cells.len()];
+            if on_reset || target.iter().all(is_reset) {
+                row.cells.copy_to(target);
+                row.used = self.clock;
+                return;
+            }
+            draw_line(buf, x, y, line, width);
+            return;
+        }
+        let reset = on_reset
+            || buf.content[start..start + usize::from(width)]
+                .iter()
+                .all(is_reset);
+        let end = draw_line(buf, x, y, line, width);
+        // a row holding a grapheme cluster too long to be stored inline is drawn every time
+        if let Some(cells) = reset
+            .then(|| InlineCells::new(buf.content[start..start + usize::from(end - x)].to_vec()))
+            .flatten()
+        {
+            self.rows.insert(
+                key,
+                CachedRow {
+                    _lines: Arc::clone(lines),
+                    cells,
+                    used: self.clock,
+                },
+            );
+        }
+    }
+
+    /// Keep the most recently drawn half when over budget; keep only the rows drawn in the
+    /// last frame.
+    fn evict(&mut self) {
+        let clock = self.clock;
+        self.rows.retain(|_, row| row.used == clock);
+        if self.map.len() <= LINE_CACHE_ENTRIES {
+            return;
+        }
+        let mut stamps: Vec<u64> = self.map.values().map(|c| c.used).collect();
+        let mid = stamps.len() / 2;
+        let cutoff = *stamps.select_nth_unstable(mid).1;
+        self.map.retain(|_, c| c.used > cutoff);
+    }
+}
+
+/// The body of an entry that is streaming: sanitised incrementally, parsed in two parts.
+struct StreamBody {
+    sanitizer: Sanitizer,
+    clean: String,
+    /// Blocks of the top-level blocks that lie wholly before `committed_len`: final.
+    committed: Document,
+    committed_len: usize,
+    /// The rest, re-parsed on every delta.
+    tail: Document,
+    /// False once the text holds a link reference definition: then it is parsed whole.
+    piecewise: bool,
+    memo: HighlightMemo,
+    committed_lines: Option<(u16, Arc<Vec<Line<'static>>>)>,
+    committed_height: Option<(u16, usize)>,
+    /// The tail's lines as last drawn; `None` after a delta.
+    tail_lines: Option<(u16, TailLines)>,
+    /// The lines of each block of the tail as last built, by fingerprint, at a width.
+    tail_blocks: (u16, Vec<(u64, BlockLines)>),
+}
+
+impl StreamBody {
+    fn new(content: &str) -> Self {
+        let mut body = Self {
+            sanitizer: Sanitizer::new(),
+            clean: String::new(),
+            committed: Document::default(),
+            committed_len: 0,
+            tail: Document::default(),
+            piecewise: true,
+            memo: HighlightMemo::default(),
+            committed_lines: None,
+            committed_height: None,
+            tail_lines: None,
+            tail_blocks: (0, Vec::new()),
+        };
+        body.push(content);
+        body
+    }
+
+    fn push(&mut self, raw: &str) {
+        let before = self.clean.len();
+        self.sanitizer.feed(raw, &mut self.clean);
+        if self.clean.len() == before {
+            return;
+        }
+        self.tail_lines = None;
+        if self.piecewise {
+            let tail = Document::parse_clean(&self.clean[self.committed_len..]);
+            if !tail.has_refdefs {
+                match commit_point(&self.clean[self.committed_len..], &tail.top_starts) {
+                    Some(start) => self.commit(tail, start),
+                    None => self.tail = tail,
+                }
+                return;
+            }
+            self.piecewise = false;
+        }
+        self.committed = Document::default();
+        self.committed_len = 0;
+        self.committed_lines = None;
+        self.committed_height = None;
+        self.tail = Document::parse_clean(&self.clean);
+    }
+
+    /// Move the blocks before `start` from the freshly parsed tail to the committed part.
+    fn commit(&mut self, mut tail: Document, start: TopStart) {
+        let head: Vec<Block> = tail.blocks.drain(..start.block).collect();
+        let separator = !self.committed.is_empty() && !head.is_empty();
+        if let Some((width, lines)) = &mut self.committed_lines {
+            let w = usize::from((*width).max(1));
+            let lines = Arc::make_mut(lines);
+            if separator {
+                lines.push(Line::default());
+            }
+            for block in &head {
+                block.lines_into(w, lines, None);
+            }
+        }
+        if let Some((width, height)) = &mut self.committed_height {
+            let w = usize::from((*width).max(1));
+            *height += usize::from(separator) + head.iter().map(|b| b.height(w)).sum::<usize>();
+        }
+        self.committed.append(head);
+        self.committed_len += start.offset;
+        self.tail = Document::parse_clean(&self.clean[self.committed_len..]);
+    }
+
+    fn separator(&self) -> bool {
+        !self.committed.is_empty() && !self.tail.is_empty()
+    }
+
+    fn height(&mut self, width: u16) -> usize {
+        let committed = match self.committed_height {
+            Some((w, h)) if w == width => h,
+            _ => {
+                let h = self.committed.height(width);
+                self.committed_height = Some((width, h));
+                h
+            }
+        };
+        committed + usize::from(self.separator()) + self.tail.height(width)
+    }
+
+    /// `writing`: the entry is streaming, so a code line still being written is drawn plain.
+    fn lines(&mut self, width: u16, writing: bool) -> BodyLines {
+        let committed = match &self.committed_lines {
+            Some((w, lines)) if *w == width => Arc::clone(lines),
+            _ => {
+                let lines = Arc::new(self.committed.lines(width));
+                self.committed_lines = Some((width, Arc::clone(&lines)));
+                lines
+            }
+        };
+        let tail = match &self.tail_lines {
+            Some((w, lines)) if *w == width => Arc::clone(lines),
+            _ => {
+                let lines = self.build_tail(width, writing);
+                self.tail_lines = Some((width, Arc::clone(&lines)));
+                lines
+            }
+        };
+        BodyLines::Two(committed, self.separator(), tail)
+    }
+
+    /// The tail's lines at `width`, block by block: a block whose fingerprint is unchanged
+    /// since the last build keeps its lines; the growing code block is highlighted through
+    /// the memo (see [`Growing`]).
+    fn build_tail(&mut self, width: u16, writing: bool) -> TailLines {
+        let open_last_line = writing && self.tail.code_line_open(&self.clean);
+        let last_code = self
+            .tail
+            .blocks
+            .iter()
+            .rposition(|b| matches!(b, Block::Code { .. }));
+        let (built_width, built) = &mut self.tail_blocks;
+        if *built_width != width {
+            built.clear();
+            *built_width = width;
+        }
+        let w = usize::from(width.max(1));
+        let mut parts = Vec::with_capacity(self.tail.blocks.len());
+        for (i, block) in self.tail.blocks.iter().enumerate() {
+            let growing = Some(i) == last_code;
+            let fingerprint = block.fingerprint() ^ u64::from(growing && open_last_line);
+            let lines = match built.get(i) {
+                Some((f, lines)) if *f == fingerprint => Arc::clone(lines),
+                _ => {
+                    let mut lines = Vec::new();
+                    let mut g = Growing {
+                        memo: &mut self.memo,
+                        open_last_line,
+                    };
+                    block.lines_into(w, &mut lines, growing.then_some(&mut g));
+                    Arc::new(lines)
+                }
+            };
+            parts.push((fingerprint, lines));
+        }
+        let tail: TailLines = parts.iter().map(|(_, l)| Arc::clone(l)).collect();
+        *built = parts;
+        tail
+    }
+}
+
+/// Where the committed part of a streamed text can end: the start of the last top-level block
+/// if its first line is complete (a later line cannot change what came before it), else the
+/// start of the one before. `None` if that is the very start.
+fn commit_point(src: &str, starts: &[TopStart]) -> Option<TopStart> {
+    let last = starts.last()?;
+    let j = if src[last.offset..].contains('\n') {
+        starts.len() - 1
+    } else {
+        starts.len().checked_sub(2)?
+    };
+    let start = starts[j];
+    (start.offset > 0).then_some(start)
+}
+
+/// `Buffer::set_line`, with a fast path for printable ASCII and the symbols the transcript
+/// draws itself (bars, bullets, gutters, rules): one cell per character, no grapheme
+/// segmentation (segmentation was most of a frame's cost). Between two such characters there
+/// is always a grapheme boundary, so a span is cut there into fast runs (drawn directly) and
+/// the rest (drawn by `set_stringn`); the cells are the same as `set_line`'s, which the
+/// transcript tests check against.
+///
+/// Returns the column after the last one drawn.
+fn draw_line(buf: &mut Buffer, x: u16, y: u16, line: &Line<'_>, max_width: u16) -> u16 {
+    let mut x = x;
+    let mut remaining = max_width.min(buf.area.right().saturating_sub(x));
+    for span in &line.spans {
+        if remaining == 0 {
+            break;
+        }
+        let style = line.style.patch(span.style);
+        draw_span(buf, &mut x, y, &span.content, &mut remaining, style);
+    }
+    x
+}
+
+/// The transcript's own symbols (bars, bullets, gutters, rules, the break marker) past
+/// Latin Extended-B (its `·` is in the Latin-1 Supplement).
+const FAST_SYMBOLS: [char; 10] = ['▌', '▎', '│', '•', '◦', '▪', '…', '─', '┼', '↩'];
+
+/// Printable ASCII, then the Latin-1 Supplement and Latin Extended-A/B (accented letters and
+/// signs), then [`FAST_SYMBOLS`]: the index of a fast character's cell in [`FAST_CELLS`].
+const LATIN_FIRST: u32 = 0xa1;
+const LATIN_LAST: u32 = 0x24f;
+const LATIN_START: usize = 95;
+const SYMBOLS_START: usize = LATIN_START + (LATIN_LAST - LATIN_FIRST + 1) as usize;
+
+/// The index in [`FAST_CELLS`] of a character one column wide that never joins a neighbour
+/// into one grapheme (no combining, prepended, joining, control or regional-indicator
+/// character; the soft hyphen is a control), or `None`. `↩` is an emoji base, so a joiner
+/// before it joins it: the character of a run touching other text goes the slow way (see
+/// `draw_span`). A test checks every pair of these characters.
+fn fast_index(c: char) -> Option<usize> {
+    let n = u32::from(c);
+    match n {
+        0x20..=0x7e => Some((n - 0x20) as usize),
+        0xad => None,
+        LATIN_FIRST..=LATIN_LAST => Some(LATIN_START + (n - LATIN_FIRST) as usize),
+        _ => FAST_SYMBOLS
+            .iter()
+            .position(|&s| s == c)
+            .map(|k| SYMBOLS_START + k),
+    }
+}
+
+fn is_fast(c: char) -> bool {
+    fast_index(c).is_some()
+}
+
+/// A cell holding each character of [`fast_index`] (and an unused one for the soft hyphen).
+/// Copying a cell is a fraction of `Cell::set_char`, which builds its symbol again.
+static FAST_CELLS: std::sync::LazyLock<InlineCells> = std::sync::LazyLock::new(|| {
+    let cells = (' '..='~')
+        .chain((LATIN_FIRST..=LATIN_LAST).filter_map(char::from_u32))
+        .chain(FAST_SYMBOLS)
+        .map(|c| {
+            let mut cell = Cell::EMPTY;
+            cell.set_char(c);
+            cell
+        })
+        .collect();
+    InlineCells::new(cells).expect("one character of up to 3 bytes is always stored inline")
+});
+
+/// `cell.set_char(c)` for the character at `index` of `fast` ([`FAST_CELLS`]); everything
+/// but the symbol is kept.
+#[allow(deprecated)] // `skip` is kept as `set_char` keeps it
+fn set_fast_symbol(cell: &mut Cell, fast: &InlineCells, index: usize) {
+    let (fg, bg, underline, modifier) = (cell.fg, cell.bg, cell.underline_color, cell.modifier);
+    let (diff_option, skip) = (cell.diff_option, cell.skip);
+    fast.copy_one(index, cell);
+    cell.fg = fg;
+    cell.bg = bg;
+    cell.underline_color = underline; // ratatui's default feature `underline-color`
+    cell.modifier = modifier;
+    cell.diff_option = diff_option;
+    cell.skip = skip;
+}
+
+fn draw_span(
+    buf: &mut Buffer,
+    x: &mut u16,
+    y: u16,
+    text: &str,
+    remaining: &mut u16,
+    style: ratatui::style::Style,
+) {
+    let bytes = text.as_bytes();
+    // byte length of the fast character at `i`, or 0
+    let fast_len = |i: usize| match bytes[i] {
+        0x20..=0x7e => 1,
+        0x80.. => text[i..]
+            .chars()
+            .next()
+            .filter(|&c| is_fast(c))
+            .map_or(0, char::len_utf8),
+        _ => 0,
+    };
+    // byte length of the character at `i` (a char boundary)
+    let char_len = |i: usize| match bytes[i] {
+        0..0x80 => 1,
+        0xc0..0xe0 => 2,
+        0xe0..0xf0 => 3,
+        _ => 4,
+    };
+    let mut slow_start = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        if fast_len(i) == 0 {
+            i += char_len(i);
+            continue;
+        }
+        let run_start = i;
+        let mut last_len = 0;
+        while i < bytes.len() {
+            let n = fast_len(i);
+            if n == 0 {
+                break;
+            }
+            last_len = n;
+            i += n;
+        }
+        // the characters touching other text may be part of its graphemes
+        let fast_start = if run_start > 0 {
+            run_start + char_len(run_start)
+        } else {
+            0
+        };
+        let fast_end = if i < bytes.len() { i - last_len } else { i };
+        if fast_start >= fast_end {
+            continue;
+        }
+        if slow_start < fast_start
+            && !draw_slow(buf, x, y, &text[slow_start..fast_start], remaining, style)
+        {
+            return;
+        }
+        if *remaining == 0 {
+            return;
+        }
+        let first = buf.index_of(*x, y);
+        let run = &text[fast_start..fast_end];
+        let fast = &*FAST_CELLS;
+        let fits = if run.is_ascii() {
+            // one byte per cell
+            let n = run.len().min(usize::from(*remaining));
+            for (cell, &b) in buf.content[first..first + n].iter_mut().zip(run.as_bytes()) {
+                // a reset cell already holds a space: only its style changes
+                if b != b' ' || cell.symbol() != " " {
+                    set_fast_symbol(cell, fast, usize::from(b - 0x20));
+                }
+                cell.set_style(style);
+            }
+            draw_advance(x, remaining, n);
+            n == run.len()
+        } else {
+            let mut n = 0;
+            for (cell, c) in buf.content[first..].iter_mut().zip(run.chars()) {
+                if n == usize::from(*remaining) {
+                    break;
+                }
+                if c != ' ' || cell.symbol() != " " {
+                    set_fast_symbol(cell, fast, fast_index(c).unwrap_or_default());
+                }
+                cell.set_style(style);
+                n += 1;
+            }
+            draw_advance(x, remaining, n);
+            // room left means the whole run was drawn; only a full row needs the count
+            *remaining > 0 || run.chars().nth(n).is_none()
+        };
+        if !fits {
+            return;
+        }
+        slow_start = fast_end;
+    }
+    if slow_start < text.len() {
+        draw_slow(buf, x, y, &text[slow_start..], remaining, style);
+    }
+}
+
+/// Move the cursor `n` cells on (`n` ≤ `remaining`).
+fn draw_advance(x: &mut u16, remaining: &mut u16, n: usize) {
+    let n = u16::try_from(n).unwrap_or(u16::MAX).min(*remaining);
+    *x += n;
+    *remaining -= n;
+}
+
+/// Draw with `set_stringn`; false when not everything fitted (the span stops there).
+fn draw_slow(
+    buf: &mut Buffer,
+    x: &mut u16,
+    y: u16,
+    text: &str,
+    remaining: &mut u16,
+    style: ratatui::style::Style,
+) -> bool {
+    if *remaining == 0 {
+        return false;
+    }
+    let (end, _) = buf.set_stringn(*x, y, text, usize::from(*remaining), style);
+    let drawn = end.saturating_sub(*x).min(*remaining);
+    *remaining -= drawn;
+    *x = end;
+    // Stopping early leaves less room than the grapheme that did not fit, and no grapheme is
+    // wider than two columns per byte: plenty of room left means everything was drawn.
+    usize::from(*remaining) >= 2 * text.len() || usize::from(drawn) >= super::wrap::str_width(text)
+}
+
+/// Header line: a bar and the header text in the role's colour, then the state.
+fn header_line(entry: &Entry) -> Line<'static> {
+    let role = style::role(entry.role);
+    let header = one_line(&entry.header);
+    let mut spans = vec![Span::styled("▌ ", role)];
+    let name = entry.role.as_str();
+    if header.is_empty() {
+        spans.push(Span::styled(name, role));
+    } else if let Some(rest) = header.strip_prefix(name) {
+        spans.push(Span::styled(name, role));
+        spans.push(Span::styled(rest.to_owned(), style::header_text()));
+    } else {
+        spans.push(Span::styled(header, style::header_text()));
+    }
+    match &entry.state {
+        EntryState::Complete => {}
+        EntryState::Streaming => {
+            spans.push(Span::styled(" · streaming…", style::streaming_marker()))
+        }
+        EntryState::Interrupted => {
+            spans.push(Span::styled(" · interrupted", style::interrupted_marker()))
+        }
+        EntryState::Failed(reason) => {
+            let reason = one_line(reason);
+            let text = if reason.is_empty() {
+                " · failed".to_owned()
+            } else {
+                format!(" · failed: {reason}")
+            };
+            spans.push(Span::styled(text, style::failed_marker()));
+        }
+    }
+    Line::from(spans)
+}
+
+fn one_line(text: &str) -> String {
+    sanitize(text).replace('\n', " ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(lines: &[Line<'_>]) -> Vec<String> {
+        lines.iter().map(|l| l.to_string()).collect()
+    }
+
+    fn drawn(t: &Transcript, width: u16, top: usize, rows: u16) -> Vec<String> {
+        let area = Rect::new(0, 0, width, rows);
+        let mut buf = Buffer::empty(area);
+        t.render(area, &mut buf, top, None);
+        (0..rows)
+            .map(|y| {
+                (0..width)
+                    .map(|x| buf[(x, y)].symbol())
+                    .collect::<String>()
+                    .trim_end()
+                    .to_owned()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn entries_draw_header_body_blank() {
+        let mut t = Transcript::new();
+        t.push(Entry::new(Role::User, "hi", "user · 12:00"));
+        let id = t.push(Entry::streaming(Role::Assistant, "assistant · 12:01"));
+        t.append_delta(id, "one ");
+        t.append_delta(id, "two");
+        assert_eq!(t.height(40), 6);
+        assert_eq!(
+            drawn(&t, 40, 0, 6),
+            [
+                "▌ user · 12:00",
+                "hi",
+                "",
+                "▌ assistant · 12:01 · streaming…",
+                "one two",
+                ""
+            ]
+        );
+        assert_eq!(t.entry_at_line(40, 4), Some(id));
+        assert_eq!(t.line_range_of(40, id), 3..6);
+        assert_eq!(drawn(&t, 40, 4, 1), ["one two"]);
+    }
+
+    #[test]
+    fn streaming_commits_blocks_and_matches_a_full_parse() {
+        let text_in = "# Title\n\nfirst para\n\n- a\n- b\n\n```rust\nfn x() {}\n```\n\nlast";
+        let mut t = Transcript::new();
+        let id = t.push(Entry::streaming(Role::Assistant, "a"));
+        for (i, c) in text_in.char_indices() {
+            t.append_delta(id, &text_in[i..i + c.len_utf8()]);
+            for width in [20, 33] {
+                let area = Rect::new(0, 0, width, 40);
+                let mut buf = Buffer::empty(area);
+                t.render(area, &mut buf, 0, None);
+                let expected = t.lines_uncached(width);
+                assert_eq!(t.height(width), expected.len());
+                let mut want = Buffer::empty(area);
+                for (y, line) in expected.iter().enumerate() {
+                    want.set_line(0, y as u16, line, width);
+                }
+                assert_eq!(buf, want, "after {:?} at {width}", &text_in[..=i]);
+            }
+        }
+        let Body::Streaming(stream) = &*t.slots[0].body.borrow() else {
+            panic!("not streaming")
+        };
+        assert!(stream.committed_len > 0);
+    }
+
+    #[test]
+    fn a_code_line_being_written_is_plain_until_its_newline_or_the_end() {
+        let mut t = Transcript::new();
+        let id = t.push(Entry::streaming(Role::Assistant, "a"));
+        t.append_delta(id, "```rust\nfn main() {}\nlet x");
+        let spans = |t: &Transcript, row: usize| {
+            let area = Rect::new(0, 0, 40, 6);
+            let mut buf = Buffer::empty(area);
+            t.render(area, &mut buf, 0, None);
+            (0..40u16)
+                .map(|x| buf[(x, row as u16)].fg)
+                .collect::<std::collections::HashSet<_>>()
+                .len()
+        };
+        // rows: header, `fn main() {}`, `let x`
+        assert!(spans(&t, 1) > 3, "a finished line has its colours");
+        // gutter, code colour, and the empty cells after the text
+        assert_eq!(spans(&t, 2), 3, "the line being written is plain");
+        t.append_delta(id, " = 1;\n");
+        assert!(spans(&t, 2) > 3, "coloured once its newline came");
+        t.append_delta(id, "let y");
+        assert_eq!(spans(&t, 3), 3);
+        t.set_state(id, EntryState::Complete);
+        assert!(spans(&t, 3) > 3, "coloured when the reply ends");
+    }
+
+    #[test]
+    fn rows_drawn_again_match_a_fresh_transcript_on_reset_and_on_styled_cells() {
+        use ratatui::style::Style;
+        let content = "Some *styled* text, `code`, café and 日本語 words that wrap around.\n\n\
+                       - a list item\n- another\n\n```rust\nfn main() {}\n```";
+        let build = || {
+            let mut t = Transcript::new();
+            for i in 0..6 {
+                t.push(Entry::new(
+                    Role::Assistant,
+                    content,
+                    format!("assistant · {i}"),
+                ));
+            }
+            t
+        };
+        let cached = build();
+        let area = Rect::new(0, 0, 30, 12);
+        for top in [0, 3, 4, 9, 4, 0, 20] {
+            for styled in [false, true, false] {
+                let prepare = |buf: &mut Buffer| {
+                    if styled {
+                        buf.set_style(area, Style::new().on_blue().italic());
+                    }
+                };
+                let mut got = Buffer::empty(area);
+                prepare(&mut got);
+                if styled {
+                    cached.render(area, &mut got, top, None);
+                } else {
+                    cached.render_on_reset(area, &mut got, top, None);
+                }
+                let mut want = Buffer::empty(area);
+                prepare(&mut want);
+                build().render(area, &mut want, top, None);
+                assert_eq!(got, want, "top {top}, styled {styled}");
+            }
+        }
+    }
+
+    #[test]
+    fn fast_characters_are_one_column_and_never_join_each_other() {
+        use unicode_segmentation::UnicodeSegmentation;
+        let fast: Vec<char> = (' '..='\u{2fff}').filter(|&c| is_fast(c)).collect();
+        assert_eq!(fast.len(), FAST_CELLS.len() - 1, "all but the soft hyphen");
+        for &a in &fast {
+            assert_eq!(unicode_width::UnicodeWidthChar::width(a), Some(1), "{a:?}");
+            assert_eq!(
+                FAST_CELLS.as_slice()[fast_index(a).unwrap()].symbol(),
+                a.to_string()
+            );
+            for &b in &fast {
+                let pair = format!("{a}{b}");
+                assert_eq!(pair.graphemes(true).count(), 2, "{a:?} {b:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn draw_line_matches_set_line() {
+        use ratatui::style::Style;
+        let samples = [
+            "plain ascii only",
+            "e\u{301}tude cafe\u{301}",
+            "a\u{600}1b",
+            "日本語 and more 日本",
+            "x\u{200d}y 👩\u{200d}💻 z",
+            "wide at the edge: 日本語日本語",
+            "ﾃﾞｽﾄ ﾟa",
+            "aaa·bbbb·ccccc·dddddd·e",
+            "▌ assistant · 12:00 · streaming…",
+            "▎ code↩ │ a ─┼─ • ◦ ▪",
+            "x\u{200d}↩ ↩\u{fe0f} ▌\u{301} \u{600}▎ ·\u{200d}·",
+            "🇫🇷•🇫🇷 ▌日本▌",
+            "café naïve Ærø œuvre ŧ ɏ e\u{301}é\u{301} ¡¿ soft\u{ad}hyphen",
+        ];
+        for text in samples {
+            for width in 1..=24u16 {
+                let line = Line::from(vec![
+                    Span::styled(text, Style::new().bold()),
+                    Span::raw("|tail"),
+                    Span::styled("語x", Style::new().red()),
+                ]);
+                // the line reaching the buffer's right edge is the case to get right
+                let area = Rect::new(0, 0, width, 1);
+                let (mut want, mut got) = (Buffer::empty(area), Buffer::empty(area));
+                // a buffer already styled (a pane's background, an underline) keeps its style
+                if width % 2 == 0 {
+                    let under = Style::new().on_blue().underlined().italic();
+                    want.set_style(area, under);
+                    got.set_style(area, under);
+                }
+                want.set_line(0, 0, &line, width);
+                draw_line(&mut got, 0, 0, &line, width);
+                assert_eq!(got, want, "{text:?} at {width}");
+            }
+        }
+    }
+
+    #[test]
+    fn remove_and_clear() {
+        let mut t = Transcript::new();
+        let a = t.push(Entry::new(Role::User, "a", "user"));
+        let b = t.push(Entry::new(Role::User, "b\n\nc", "user"));
+        assert_eq!(t.height(20), 3 + 5);
+        assert_eq!(t.remove(a).map(|e| e.content), Some("a".into()));
+        assert_eq!(t.height(20), 5);
+        assert_eq!(t.line_range_of(20, b), 0..5);
+        assert_eq!(t.line_range_of(20, a), 0..0);
+        t.clear();
+        assert_eq!(t.height(20), 0);
+        assert!(t.is_empty());
+        assert_eq!(text(&t.lines_uncached(20)), Vec::<String>::new());
+    }
+
+    #[test]
+    fn code_blocks_are_found_where_they_are_drawn_complete_or_streaming() {
+        let mut t = Transcript::new();
+        t.push(Entry::new(
+            Role::User,
+            "show me\ntwo blocks",
+            "user · 12:00",
+        ));
+        let reply = "First:\n\n```rust\nfn a() {}\n```\n\nSecond, a longer text that wraps:\n\n~~~\nls\n~~~";
+        let done = t.push(Entry::new(Role::Assistant, reply, "assistant · 12:01"));
+        let coming = t.push(Entry::streaming(Role::Assistant, "assistant · 12:02"));
+        t.append_delta(coming, "```sh\necho one\n```\n\ntext\n\n```\nhalf");
+        assert_eq!(t.code_blocks(done), ["fn a() {}", "ls"]);
+        assert_eq!(t.code_blocks(coming), ["echo one", "half"]);
+        assert!(t.code_blocks(EntryId(99)).is_empty());
+        for width in [24u16, 60] {
+            let rows = drawn(&t, width, 0, t.height(width) as u16);
+            let at = |id, i: usize| rows[t.code_block_lines(width, id)[i].start].clone();
+            assert!(at(done, 0).contains("fn a() {}"), "{rows:?}");
+            assert!(at(done, 1).contains("ls"), "{rows:?}");
+            assert!(at(coming, 0).contains("echo one"), "{rows:?}");
+            assert!(at(coming, 1).contains("half"), "{rows:?}");
+        }
+    }
+}

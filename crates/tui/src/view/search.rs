@@ -1,0 +1,206 @@
+//! Search: the search bar under the transcript with its matches highlighted in the text,
+//! and the hits list of a search across sessions.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Widget};
+
+use super::{centered, theme, truncate};
+use crate::app::{App, OpenSession};
+use crate::render::wrap::str_width;
+use crate::search::{HitsState, SessionSearch, TranscriptSearch};
+
+/// The search bar: the query (with a cursor while typing), `match I/N` and the keys.
+pub fn bar(app: &App, search: &TranscriptSearch, area: Rect, buf: &mut Buffer) {
+    let k = &app.keys;
+    let status = search.status();
+    let status_style = match status.as_deref() {
+        Some("no match") => theme::warn(),
+        _ => theme::hint(),
+    };
+    let keys = if search.editing {
+        format!(
+            " {} next · {} close ",
+            super::status::typing_label(&k.search_next),
+            k.back.first_label()
+        )
+    } else {
+        format!(
+            " {} next · {} previous · {} close ",
+            k.search_next.label(),
+            k.search_prev.first_label(),
+            k.back.first_label()
+        )
+    };
+    let status = status.map(|s| format!(" {s} ")).unwrap_or_default();
+    let width = usize::from(area.width);
+    let fixed = 2 + str_width(&status) + 1;
+    let keys = if fixed + str_width(&keys) + 6 <= width {
+        keys
+    } else {
+        String::new()
+    };
+    let room = width.saturating_sub(fixed + str_width(&keys));
+    // The end of a long query stays in view.
+    let mut query: String = search.query.clone();
+    while str_width(&query) > room && !query.is_empty() {
+        query.remove(0);
+    }
+    let mut spans = vec![
+        Span::styled("/ ", theme::hint()),
+        Span::styled(query.clone(), theme::bold()),
+    ];
+    if search.editing {
+        spans.push(Span::styled("▏", theme::hint()));
+    } else {
+        spans.push(Span::raw(" "));
+    }
+    let used = 2 + str_width(&query) + 1;
+    let pad = width.saturating_sub(used + str_width(&status) + str_width(&keys));
+    spans.push(Span::raw(" ".repeat(pad)));
+    spans.push(Span::styled(status, status_style));
+    spans.push(Span::styled(keys, theme::dim()));
+    Line::from(spans).render(area, buf);
+}
+
+/// Colours the matches on the transcript rows drawn in `area` from line `top`; the current
+/// one stands out.
+pub fn highlight(
+    open: &OpenSession,
+    search: &TranscriptSearch,
+    area: Rect,
+    top: usize,
+    buf: &mut Buffer,
+) {
+    if search.matches.is_empty() {
+        return;
+    }
+    let width = area.width;
+    for row in 0..area.height {
+        let line = top + usize::from(row);
+        let Some(entry) = open.transcript.entry_at_line(width, line) else {
+            break;
+        };
+        let start = open.transcript.line_range_of(width, entry).start;
+        let Some(body_line) = line.checked_sub(start + 1) else {
+            continue;
+        };
+        for (m, current) in search.on_line(entry, body_line) {
+            let from = m.start.min(width);
+            let to = m.end.min(width);
+            if from >= to {
+                continue;
+            }
+            let cells = Rect::new(area.x + from, area.y + row, to - from, 1);
+            buf.set_style(
+                cells,
+                if current {
+                    theme::search_current()
+                } else {
+                    theme::search_match()
+                },
+            );
+        }
+    }
+}
+
+/// The hits list: the text searched, then per hit a line with the session, the time and
+/// the role, and a line with the snippet (the matched words marked).
+pub fn hits(app: &App, hits: &SessionSearch, screen: Rect, buf: &mut Buffer) {
+    let k = &app.keys;
+    let area = centered(
+        screen,
+        screen.width.saturating_sub(4).min(110),
+        screen.height.saturating_sub(2),
+    );
+    Clear.render(area, buf);
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_style(theme::focused_border())
+        .title(Line::from(Span::styled(
+            " Search all sessions ",
+            theme::bold(),
+        )))
+        .title_bottom(Line::from(Span::styled(
+            format!(
+                " {}/{} select · {} open · {} close ",
+                k.move_up.first_label(),
+                k.move_down.first_label(),
+                k.open_session.first_label(),
+                k.back.first_label()
+            ),
+            theme::dim(),
+        )));
+    let inner = block.inner(area);
+    block.render(area, buf);
+    if inner.height < 3 {
+        return;
+    }
+    let width = usize::from(inner.width);
+    let query = truncate(&hits.query, width.saturating_sub(3));
+    Line::from(vec![
+        Span::styled("› ", theme::hint()),
+        Span::styled(query, theme::bold()),
+        Span::styled("▏", theme::hint()),
+    ])
+    .render(Rect::new(inner.x, inner.y, inner.width, 1), buf);
+    let (summary, style) = match &hits.state {
+        HitsState::Empty => ("type words to search for".to_string(), theme::dim()),
+        HitsState::Searching if hits.hits.is_empty() => ("searching…".to_string(), theme::dim()),
+        HitsState::Searching | HitsState::Done => match hits.hits.len() {
+            0 => ("no matches".to_string(), theme::warn()),
+            1 => ("1 message".to_string(), theme::dim()),
+            n => (format!("{n} messages"), theme::dim()),
+        },
+        HitsState::Failed(e) => (format!("search failed: {e}"), theme::error()),
+    };
+    Line::from(Span::styled(truncate(&summary, width), style))
+        .render(Rect::new(inner.x, inner.y + 1, inner.width, 1), buf);
+    let list = Rect::new(inner.x, inner.y + 2, inner.width, inner.height - 2);
+    let per_page = usize::from(list.height / 2).max(1);
+    let first = hits.cursor.saturating_sub(per_page - 1);
+    for (row, (i, hit)) in hits
+        .hits
+        .iter()
+        .enumerate()
+        .skip(first)
+        .take(per_page)
+        .enumerate()
+    {
+        let y = list.y + (row as u16) * 2;
+        if y >= list.bottom() {
+            break;
+        }
+        let title = hit.session_title.as_deref().unwrap_or("(untitled)");
+        let when = hit.created_at.format("%Y-%m-%d %H:%M").to_string();
+        let tail = format!(" · {when} · {}", hit.role.as_str());
+        let title = truncate(title, width.saturating_sub(str_width(&tail) + 1));
+        Line::from(vec![
+            Span::styled(title, theme::bold()),
+            Span::styled(tail, theme::dim()),
+        ])
+        .render(Rect::new(list.x, y, list.width, 1), buf);
+        if y + 1 < list.bottom() {
+            let mut spans = vec![Span::raw("  ")];
+            let mut left = width.saturating_sub(2);
+            for part in &hit.snippet {
+                if left == 0 {
+                    break;
+                }
+                let text = truncate(&part.text, left);
+                left = left.saturating_sub(str_width(&text));
+                spans.push(if part.matched {
+                    Span::styled(text, theme::search_match())
+                } else {
+                    Span::raw(text)
+                });
+            }
+            Line::from(spans).render(Rect::new(list.x, y + 1, list.width, 1), buf);
+        }
+        if i == hits.cursor {
+            let rows = if y + 1 < list.bottom() { 2 } else { 1 };
+            buf.set_style(Rect::new(list.x, y, list.width, rows), theme::selected());
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! The transcript pane: only the visible lines are built, from the per-message cache.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph, Widget, Wrap};
+
+use super::{theme, truncate};
+use crate::app::{App, Connection, Focus, OpenSession, StreamState};
+use crate::render::transcript::EntryId;
+use convo_client::format;
+
+pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
+    let focused = app.focus == Focus::Transcript;
+    let open = app.open.as_ref();
+    let title = open
+        .and_then(|o| app.sessions.iter().find(|s| s.id == o.id))
+        .map(|s| s.title.clone())
+        .unwrap_or_else(|| "convo".to_string());
+    let mut top = vec![Span::styled(
+        format!(
+            " {} ",
+            truncate(&title, area.width.saturating_sub(24) as usize)
+        ),
+        theme::bold(),
+    )];
+    if let Some(o) = open
+        && matches!(app.connection, Connection::Connected(_))
+    {
+        top.push(match &o.stream {
+            StreamState::Open => Span::styled("● live ", theme::success()),
+            StreamState::Connecting => Span::styled("◌ stream… ", theme::dim()),
+            StreamState::Down(_) => Span::styled("○ stream down ", theme::warn()),
+            StreamState::Unsupported => Span::styled("plain replies ", theme::dim()),
+        });
+    }
+    let mut block = Block::default()
+        .borders(Borders::ALL)
+        .border_style(if focused {
+            theme::focused_border()
+        } else {
+            theme::border()
+        })
+        .title(Line::from(top));
+    if let Some(o) = open {
+        let used = o.context_tokens();
+        let max = o.context_max.max(1);
+        let pct = used as f64 * 100.0 / max as f64;
+        let mut bottom = vec![
+            Span::styled(" context ", theme::dim()),
+            Span::styled(super::usage::bar(pct, 10), theme::gauge(pct)),
+            Span::styled(
+                format!(
+                    " {}/{} {:.0}% ",
+                    format::count(used),
+                    format::count(o.context_max),
+                    pct
+                ),
+                theme::gauge(pct),
+            ),
+        ];
+        if !o.follow {
+            bottom.push(Span::styled(
+                format!(" ↓ more below: {} follows ", app.follow_hint()),
+                theme::hint(),
+            ));
+        }
+        block = block.title_bottom(Line::from(bottom));
+    }
+    let mut inner = block.inner(area);
+    block.render(area, buf);
+    if let Some(search) = &app.search
+        && let Some(bar) = crate::layout::take_search_bar(&mut inner)
+    {
+        super::search::bar(app, search, bar, buf);
+    }
+    let Some(o) = open else {
+        Paragraph::new(Span::styled("connecting…", theme::dim())).render(inner, buf);
+        return;
+    };
+    if !o.loaded {
+        Paragraph::new(Span::styled("loading…", theme::dim())).render(inner, buf);
+        return;
+    }
+    if o.items.is_empty() {
+        let k = &app.keys;
+        let mut lines = vec![
+            Line::from(Span::styled("A new session.", theme::bold())),
+            Line::from(""),
+            Line::from(format!(
+                "Type below and press {} to send; {} adds a line.",
+                k.send.first_label(),
+                k.newline.first_label()
+            )),
+            Line::from(format!(
+                "{} new session · {} switch panes · {} help",
+                k.new_session.first_label(),
+                k.focus_next.first_label(),
+                super::status::typing_label(&k.help)
+            )),
+        ];
+        if let Some(hint) = app.engine.as_ref().and_then(|e| e.hint.as_deref()) {
+            lines.push(Line::from(""));
+            lines.push(Line::from(Span::styled(hint.to_string(), theme::warn())));
+        }
+        Paragraph::new(lines)
+            .style(theme::dim())
+            .wrap(Wrap { trim: false })
+            .render(inner, buf);
+        return;
+    }
+    let top_line = o.effective_top(inner.width, inner.height);
+    let selected = o.selected.and_then(|i| o.items.get(i)).map(|i| i.entry);
+    // the pane's block styles only its border: its inner cells are as the frame reset them
+    o.transcript.render_on_reset(inner, buf, top_line, selected);
+    if let Some(search) = &app.search {
+        super::search::highlight(o, search, inner, top_line, buf);
+    }
+    if let Some(choice) = app.code_choice() {
+        number_code_blocks(o, choice.entry, inner, top_line, buf);
+    }
+}
+
+/// While a code block is being chosen: `[1]`, `[2]`, … at the right end of each block's first
+/// line in view, over the code.
+fn number_code_blocks(o: &OpenSession, entry: EntryId, inner: Rect, top: usize, buf: &mut Buffer) {
+    let shown = top..top + usize::from(inner.height);
+    for (i, lines) in o
+        .transcript
+        .code_block_lines(inner.width, entry)
+        .into_iter()
+        .enumerate()
+    {
+        let first = lines.start.max(shown.start);
+        if first >= lines.end.min(shown.end) {
+            continue;
+        }
+        let label = format!("[{}]", i + 1);
+        let width = label.chars().count() as u16;
+        if width > inner.width {
+            continue;
+        }
+        let x = inner.right() - width;
+        let y = inner.y + (first - top) as u16;
+        buf.set_string(x, y, label, theme::code_label());
+    }
+}

@@ -1,0 +1,283 @@
+//! Usage gauges: requests, tokens and sessions against the plan's limits, tier, time left in
+//! the billing period, last refresh, and a stale mark with the last error when polling fails.
+
+use chrono::{DateTime, Utc};
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph, Widget, Wrap};
+
+use super::{theme, truncate};
+use crate::app::App;
+use crate::layout::AppLayout;
+use convo_client::format;
+
+/// One gauge's numbers.
+#[derive(Debug, Clone)]
+pub struct UsageGauge {
+    pub used: u64,
+    pub limit: u64,
+    pub percent: f64,
+    /// The service refused a request on this limit: `Some(when it resets)`, shown in place of
+    /// the numbers (`full · resets in 2h 5m`), the bar full in the error colour.
+    pub reached: Option<String>,
+}
+
+impl UsageGauge {
+    fn numbers(&self) -> String {
+        match &self.reached {
+            Some(reset) => format!(" full{reset}"),
+            None => format!(
+                " {}/{} {:.0}%",
+                format::count(self.used),
+                format::count(self.limit),
+                self.percent
+            ),
+        }
+    }
+
+    fn style(&self, stale: bool) -> Style {
+        if self.reached.is_some() {
+            theme::error()
+        } else if stale {
+            theme::dim()
+        } else {
+            theme::gauge(self.percent)
+        }
+    }
+}
+
+/// `━━━━────` of `width` cells filled to `percent`.
+pub fn bar(percent: f64, width: usize) -> String {
+    let filled = ((percent.clamp(0.0, 100.0) / 100.0) * width as f64).round() as usize;
+    let filled = filled.min(width);
+    format!("{}{}", "━".repeat(filled), "─".repeat(width - filled))
+}
+
+fn gauge_spans(
+    label: &str,
+    g: &UsageGauge,
+    numbers: String,
+    bar_width: usize,
+    stale: bool,
+) -> Vec<Span<'static>> {
+    let style = g.style(stale);
+    vec![
+        Span::raw(format!("{label} ")),
+        Span::styled(bar(g.percent, bar_width), style),
+        Span::styled(numbers, style),
+    ]
+}
+
+fn period_end(app: &App) -> Option<DateTime<Utc>> {
+    let u = app.usage.usage.as_ref()?;
+    DateTime::parse_from_rfc3339(&u.billing_period.end)
+        .ok()
+        .map(|d| d.with_timezone(&Utc))
+}
+
+fn gauges(app: &App) -> Option<[(&'static str, UsageGauge); 3]> {
+    let u = app.usage.usage.as_ref()?;
+    let gauge = |name: &str, used: u64, limit: u64, percent: f64| {
+        let reached = app.usage.reached.as_ref().filter(|r| r.limit == name);
+        match reached {
+            Some(r) => UsageGauge {
+                used: used.max(limit),
+                limit,
+                percent: 100.0,
+                reached: Some(match r.reset_at {
+                    Some(at) => format!(" · resets {}", format::time_until(app.now, at)),
+                    None => String::new(),
+                }),
+            },
+            None => UsageGauge {
+                used,
+                limit,
+                percent,
+                reached: None,
+            },
+        }
+    };
+    Some([
+        (
+            "requests",
+            gauge(
+                "requests",
+                u.requests.used,
+                u.requests.limit,
+                u.requests.percentage,
+            ),
+        ),
+        (
+            "tokens  ",
+            gauge("tokens", u.tokens.used, u.tokens.limit, u.tokens.percentage),
+        ),
+        (
+            "sessions",
+            gauge(
+                "sessions",
+                u.sessions.active,
+                u.sessions.limit,
+                u.sessions.percentage,
+            ),
+        ),
+    ])
+}
+
+fn freshness(app: &App) -> Span<'static> {
+    if let Some(r) = &app.usage.reached {
+        let when = match r.reset_at {
+            Some(at) => format!(
+                ": resets {} ({})",
+                format::time_until(app.now, at),
+                at.format("%Y-%m-%d %H:%M UTC")
+            ),
+            None => String::new(),
+        };
+        return Span::styled(format!("{} limit reached{when}", r.limit), theme::error());
+    }
+    match (&app.usage.error, app.usage.fetched_at) {
+        (Some(e), _) => Span::styled(format!("STALE: {e}"), theme::error()),
+        (None, Some(at)) => Span::styled(
+            format!("updated {}", format::relative(app.now, at)),
+            theme::dim(),
+        ),
+        (None, None) => Span::styled("waiting for usage…", theme::dim()),
+    }
+}
+
+pub fn render(app: &App, layout: &AppLayout, buf: &mut Buffer) {
+    if layout.usage_is_column {
+        column(app, layout.usage, buf);
+    } else {
+        band(app, layout.usage, buf);
+    }
+}
+
+fn column(app: &App, area: Rect, buf: &mut Buffer) {
+    let tier = app
+        .usage
+        .usage
+        .as_ref()
+        .map(|u| convo_client::sanitize::sanitize_owned(&u.tier))
+        .unwrap_or_else(|| "…".into());
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_style(theme::border())
+        .title(Line::from(vec![
+            Span::styled(" Usage ", theme::bold()),
+            Span::styled(format!("{tier} "), theme::hint()),
+        ]));
+    let inner = block.inner(area);
+    block.render(area, buf);
+    let stale = app.usage.error.is_some();
+    let bar_w = (inner.width as usize).saturating_sub(2).max(4);
+    let mut lines: Vec<Line> = Vec::new();
+    if let Some(gs) = gauges(app) {
+        for (label, g) in gs {
+            let text = match &g.reached {
+                Some(_) => format!("{}{}", label.trim(), g.numbers()),
+                None => format!(
+                    "{} {}/{} {:.1}%",
+                    label.trim(),
+                    format::count(g.used),
+                    format::count(g.limit),
+                    g.percent
+                ),
+            };
+            let style = if g.reached.is_some() {
+                theme::error()
+            } else if stale {
+                theme::dim()
+            } else {
+                Style::default()
+            };
+            lines.push(Line::from(Span::styled(text, style)));
+            lines.push(Line::from(Span::styled(
+                bar(g.percent, bar_w),
+                g.style(stale),
+            )));
+        }
+        if let Some(end) = period_end(app) {
+            lines.push(Line::from(Span::styled(
+                format!("period ends {}", format::time_until(app.now, end)),
+                theme::dim(),
+            )));
+        }
+    }
+    lines.push(Line::from(""));
+    lines.push(Line::from(freshness(app)));
+    Paragraph::new(lines)
+        .wrap(Wrap { trim: false })
+        .render(inner, buf);
+}
+
+fn band(app: &App, area: Rect, buf: &mut Buffer) {
+    if area.height == 0 {
+        return;
+    }
+    let stale = app.usage.error.is_some();
+    let width = area.width as usize;
+    let row1 = match gauges(app) {
+        Some(gs) => {
+            // Three gauges share the row: "req ━━── 1/1k 0%".
+            let cell = width / 3;
+            let mut spans = Vec::new();
+            for (label, g) in gs {
+                let short = &label[..3];
+                let mut numbers = g.numbers();
+                if g.reached.is_some() && short.len() + numbers.chars().count() + 4 > cell {
+                    // Too narrow for the reset time: the second row says it.
+                    numbers = " full".to_string();
+                }
+                let bar_w = cell
+                    .saturating_sub(short.len() + 1 + numbers.chars().count() + 1)
+                    .max(2);
+                let mut s = gauge_spans(short, &g, numbers, bar_w, stale);
+                s.push(Span::raw(" "));
+                let used: usize = s.iter().map(|s| s.width()).sum();
+                if used < cell {
+                    s.push(Span::raw(" ".repeat(cell - used)));
+                }
+                spans.extend(s);
+            }
+            Line::from(spans)
+        }
+        None => Line::from(freshness(app)),
+    };
+    row1.render(Rect::new(area.x, area.y, area.width, 1), buf);
+    if area.height < 2 {
+        return;
+    }
+    let mut spans = Vec::new();
+    if app.usage.reached.is_some() {
+        // What is refused and until when comes first, where a narrow row cannot cut it.
+        spans.push(freshness(app));
+        spans.push(Span::raw(" "));
+    }
+    if let Some(u) = &app.usage.usage {
+        spans.push(Span::styled(
+            format!("{} ", convo_client::sanitize::sanitize(&u.tier)),
+            theme::hint(),
+        ));
+        if let Some(end) = period_end(app) {
+            spans.push(Span::styled(
+                format!("· period ends {} ", format::time_until(app.now, end)),
+                theme::dim(),
+            ));
+        }
+        if app.usage.reached.is_none() {
+            spans.push(Span::raw("· "));
+            spans.push(freshness(app));
+        }
+    }
+    let line = Line::from(spans);
+    let text: String = line.spans.iter().map(|s| s.content.as_ref()).collect();
+    if text.chars().count() > width {
+        Line::from(Span::raw(truncate(&text, width)))
+            .render(Rect::new(area.x, area.y + 1, area.width, 1), buf);
+    } else {
+        line.render(Rect::new(area.x, area.y + 1, area.width, 1), buf);
+    }
+}

@@ -1,0 +1,321 @@
+//! The network side: connecting (or starting the embedded service), the usage poller, the
+//! session stream, and the requests the app sends (POST a message, DELETE a session, fetch
+//! a session's history), each reported back as an event.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use tokio::sync::Notify;
+
+use super::{Shared, Target, Workers};
+use crate::embedded;
+use crate::event::{AppEvent, Endpoint, EventSender, HistoryFetch};
+use convo_client::api::SendMessage;
+use convo_client::api::client::Client;
+use convo_client::api::error::ApiError;
+use convo_client::api::stream::SessionStream;
+use convo_client::local_store;
+
+impl Workers {
+    /// POSTs a message; the answer (or why not) comes back as `SendAccepted`/`SendFailed`.
+    pub(super) fn send(
+        &mut self,
+        session_id: String,
+        send_id: u64,
+        body: SendMessage,
+        idempotency_key: String,
+    ) {
+        let offline = AppEvent::SendFailed {
+            session_id: session_id.clone(),
+            send_id,
+            failure: ApiError::Network("not connected".into()),
+        };
+        let failed = {
+            let session_id = session_id.clone();
+            move |why: String| AppEvent::SendFailed {
+                session_id,
+                send_id,
+                failure: internal(why),
+            }
+        };
+        self.spawn_request(Some(offline), failed, move |client| async move {
+            let content = body.content.clone();
+            let prompt_tokens =
+                tokio::task::spawn_blocking(move || local_store::estimate_tokens(&content))
+                    .await
+                    .unwrap_or(0);
+            match client
+                .post_message(&session_id, &body, &idempotency_key)
+                .await
+            {
+                Ok(reply) => AppEvent::SendAccepted {
+                    session_id,
+                    send_id,
+                    reply: reply.message,
+                    prompt_tokens,
+                },
+                Err(e) => AppEvent::SendFailed {
+                    session_id,
+                    send_id,
+                    failure: at_arrival(e),
+                },
+            }
+        });
+    }
+
+    /// Fetches a session's stored history (to settle a reply the stream lost).
+    pub(super) fn fetch_history(&mut self, session_id: String) {
+        let failed = {
+            let session_id = session_id.clone();
+            move |why: String| AppEvent::History {
+                session_id,
+                fetch: HistoryFetch::Failed(why),
+            }
+        };
+        self.spawn_request(None, failed, move |client| async move {
+            let fetch = match client.session_messages(&session_id).await {
+                Ok(Some(messages)) => HistoryFetch::Messages(messages),
+                Ok(None) => HistoryFetch::Unsupported,
+                Err(e) => HistoryFetch::Failed(e.to_string()),
+            };
+            AppEvent::History { session_id, fetch }
+        });
+    }
+
+    /// DELETEs a session; the answer comes back as `Deleted`/`DeleteFailed`.
+    pub(super) fn delete(&mut self, session_id: String) {
+        let offline = AppEvent::DeleteFailed {
+            session_id: session_id.clone(),
+            failure: ApiError::Network("not connected".into()),
+        };
+        let failed = {
+            let session_id = session_id.clone();
+            move |why: String| AppEvent::DeleteFailed {
+                session_id,
+                failure: internal(why),
+            }
+        };
+        self.spawn_request(Some(offline), failed, move |client| async move {
+            match client.delete_session(&session_id).await {
+                Ok(_) => AppEvent::Deleted { session_id },
+                Err(e) => AppEvent::DeleteFailed {
+                    session_id,
+                    failure: at_arrival(e),
+                },
+            }
+        });
+    }
+
+    pub(super) fn open_stream(&mut self, session_id: String) {
+        if let Some((s, _)) = &self.stream
+            && s.session_id() == session_id
+        {
+            return;
+        }
+        // Dropping the handle closes the previous session's stream.
+        if let Some((old, task)) = self.stream.take() {
+            drop(old);
+            task.abort();
+        }
+        let Some(client) = self.client() else { return };
+        let (handle, mut rx) = SessionStream::connect(client.options().clone(), &session_id);
+        let events = self.events.clone();
+        let task = tokio::spawn(async move {
+            while let Some(update) = rx.recv().await {
+                if !events.send(AppEvent::Stream {
+                    session_id: session_id.clone(),
+                    update,
+                }) {
+                    break;
+                }
+            }
+        });
+        self.stream = Some((handle, task));
+    }
+}
+
+/// A request that failed inside convo (a panic, a cancelled task): an `internal` error no
+/// server sent (status 0).
+fn internal(why: String) -> ApiError {
+    ApiError::Service {
+        status: 0,
+        code: "internal".into(),
+        message: why,
+    }
+}
+
+/// A client error as the app gets it: a `quota_exceeded` that gave only `Retry-After` gets the
+/// instant it points at as its `resetAt`, since a relative time means nothing later.
+pub fn at_arrival(e: ApiError) -> ApiError {
+    match e {
+        ApiError::QuotaExceeded {
+            limit,
+            reset_at,
+            retry_after,
+            message,
+        } => {
+            let valid = reset_at
+                .as_deref()
+                .is_some_and(|r| chrono::DateTime::parse_from_rfc3339(r).is_ok());
+            let reset_at = if valid {
+                reset_at
+            } else {
+                retry_after
+                    .and_then(|d| chrono::Duration::from_std(d).ok())
+                    .map(|d| (Utc::now() + d).to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+            };
+            ApiError::QuotaExceeded {
+                limit,
+                reset_at,
+                retry_after,
+                message,
+            }
+        }
+        other => other,
+    }
+}
+
+pub(super) async fn connect(target: Target, shared: Arc<Shared>, events: EventSender) {
+    let account = target.account();
+    let result = match target {
+        Target::Remote(options) => {
+            let endpoint = Endpoint::Remote {
+                base_url: options.base_url.to_string(),
+            };
+            Client::new(options)
+                .map(|c| (c, endpoint))
+                .map_err(|e| e.to_string())
+        }
+        Target::Embedded {
+            data_dir,
+            engine,
+            pace_ms,
+        } => match embedded::start(&data_dir, &engine, pace_ms, &shared.service).await {
+            Ok(started) => {
+                events.send(AppEvent::Engine(started.engine.clone()));
+                tokio::spawn(follow_engine(started.engine, started.load, events.clone()));
+                Ok((started.client, started.endpoint))
+            }
+            Err(e) => Err(e),
+        },
+    };
+    match result {
+        Ok((client, endpoint)) => {
+            // The wallet view says how to get a token when there is none.
+            events.send(AppEvent::Wallet(crate::wallet::WalletEvent::Token(
+                crate::wallet::worker::token_status(&client),
+            )));
+            let _ = shared.client.set(client);
+            let _ = shared.account.set(account);
+            events.send(AppEvent::Connected(endpoint));
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "cannot connect");
+            events.send(AppEvent::ConnectFailed(e));
+        }
+    }
+}
+
+/// Reports the engine's load state as it changes (a model loading: its progress, at most
+/// every 100 ms), until it is ready or failed.
+async fn follow_engine(
+    mut status: crate::event::EngineStatus,
+    mut load: tokio::sync::watch::Receiver<convo_wire::engine::LoadState>,
+    events: EventSender,
+) {
+    use convo_wire::engine::LoadState;
+    while matches!(status.state, LoadState::Loading { .. }) {
+        if load.changed().await.is_err() {
+            return;
+        }
+        status.state = load.borrow_and_update().clone();
+        if !events.send(AppEvent::Engine(status.clone())) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        status.state = load.borrow_and_update().clone();
+    }
+    events.send(AppEvent::Engine(status));
+}
+
+pub(super) async fn poll_usage(
+    shared: Arc<Shared>,
+    kick: Arc<Notify>,
+    every: Duration,
+    events: EventSender,
+) {
+    let every = every.max(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = kick.notified() => {}
+        }
+        let Some(client) = shared.client.get() else {
+            continue;
+        };
+        let ev = match client.usage().await {
+            Ok(u) => AppEvent::UsageFetched(u),
+            Err(e) => AppEvent::UsageFailed(e),
+        };
+        if !events.send(ev) {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::event::describe_failure;
+
+    fn quota(reset_at: Option<&str>, retry_after: Option<Duration>) -> ApiError {
+        ApiError::QuotaExceeded {
+            limit: Some("requests".into()),
+            reset_at: reset_at.map(String::from),
+            retry_after,
+            message: "limit reached".into(),
+        }
+    }
+
+    #[test]
+    fn a_retry_after_alone_becomes_the_instant_it_points_at() {
+        let before = Utc::now();
+        let e = at_arrival(quota(None, Some(Duration::from_secs(3 * 3600 + 30))));
+        let ApiError::QuotaExceeded {
+            reset_at: Some(at), ..
+        } = &e
+        else {
+            panic!("no reset time: {e:?}");
+        };
+        let at = chrono::DateTime::parse_from_rfc3339(at).unwrap();
+        let ahead = at.with_timezone(&Utc) - before;
+        assert!(ahead >= chrono::Duration::seconds(3 * 3600 - 1), "{ahead}");
+        assert!(
+            describe_failure(&e, before).contains("resets in 3h 0m"),
+            "{}",
+            describe_failure(&e, before)
+        );
+    }
+
+    #[test]
+    fn the_servers_reset_time_wins_and_a_bad_one_falls_back_to_retry_after() {
+        let kept = at_arrival(quota(
+            Some("2026-12-01T00:00:00Z"),
+            Some(Duration::from_secs(60)),
+        ));
+        assert_eq!(
+            kept,
+            quota(Some("2026-12-01T00:00:00Z"), Some(Duration::from_secs(60)))
+        );
+        let fixed = at_arrival(quota(Some("soon"), Some(Duration::from_secs(60))));
+        assert!(matches!(fixed, ApiError::QuotaExceeded { reset_at: Some(r), .. } if r != "soon"));
+        let none = at_arrival(quota(None, None));
+        assert_eq!(
+            describe_failure(&none, Utc::now()),
+            "quota exceeded (requests)"
+        );
+    }
+}
