@@ -87,8 +87,12 @@ impl CliCommand {
 /// `invalid_argument`; both exit with 2.
 fn parse() -> Result<Cli, ExitCode> {
     use clap::error::ErrorKind;
+    use clap::{CommandFactory, FromArgMatches};
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    match Cli::try_parse_from(&args) {
+    let parsed = hide_empty_env_values(Cli::command())
+        .try_get_matches_from(&args)
+        .and_then(|m| Cli::from_arg_matches(&m));
+    match parsed {
         Ok(cli) => Ok(cli),
         Err(e) => {
             let asked_for_json = args
@@ -119,6 +123,31 @@ fn parse() -> Result<Cli, ExitCode> {
             ))
         }
     }
+}
+
+/// `cmd` with the values of unset and empty environment variables left out of `--help`: clap
+/// shows `[env: CONVO_BASE_URL=]` for both, as if the variable were set to nothing, where the
+/// configuration takes either as "not set"; a variable with a value still shows it.
+fn hide_empty_env_values(mut cmd: clap::Command) -> clap::Command {
+    let empty: Vec<clap::Id> = cmd
+        .get_arguments()
+        .filter(|a| {
+            a.get_env()
+                .is_some_and(|name| std::env::var_os(name).is_none_or(|v| v.is_empty()))
+        })
+        .map(|a| a.get_id().clone())
+        .collect();
+    for id in empty {
+        cmd = cmd.mut_arg(id, |a| a.hide_env_values(true));
+    }
+    let names: Vec<String> = cmd
+        .get_subcommands()
+        .map(|s| s.get_name().to_string())
+        .collect();
+    for name in names {
+        cmd = cmd.mut_subcommand(name, hide_empty_env_values);
+    }
+    cmd
 }
 
 pub fn main() -> ExitCode {
@@ -212,5 +241,38 @@ mod tests {
                 "{args:?}"
             );
         }
+    }
+
+    #[test]
+    fn help_shows_no_value_for_an_unset_variable() {
+        let cmd = clap::Command::new("x")
+            .arg(
+                clap::Arg::new("url")
+                    .long("url")
+                    .env("CONVO_TEST_NEVER_SET_1F3A"),
+            )
+            .subcommand(
+                clap::Command::new("sub").arg(
+                    clap::Arg::new("db")
+                        .long("db")
+                        .env("CONVO_TEST_NEVER_SET_9B2C"),
+                ),
+            );
+        let mut cmd = hide_empty_env_values(cmd);
+        let help = cmd.render_help().to_string();
+        assert!(help.contains("[env: CONVO_TEST_NEVER_SET_1F3A]"), "{help}");
+        let sub = cmd
+            .find_subcommand_mut("sub")
+            .unwrap()
+            .render_help()
+            .to_string();
+        assert!(sub.contains("[env: CONVO_TEST_NEVER_SET_9B2C]"), "{sub}");
+        // The same command as clap builds it shows an empty value.
+        let mut plain = clap::Command::new("x").arg(
+            clap::Arg::new("url")
+                .long("url")
+                .env("CONVO_TEST_NEVER_SET_1F3A"),
+        );
+        assert!(plain.render_help().to_string().contains("_1F3A=]"));
     }
 }
