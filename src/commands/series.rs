@@ -58,6 +58,29 @@ pub async fn run_series(
     kept: Kept,
 ) -> ExitCode {
     let range = TimeRange { start, end };
+    if let Err(e) = buckets::check(range, g) {
+        return fail(exit::USAGE_ERROR, codes::INVALID_ARGUMENT, e);
+    }
+    // Buckets that have not begun have no metrics yet: they are neither asked for nor shown
+    // (as zeros they would read as quiet hours), and stderr says where the series stops.
+    let (range, not_yet) = happened(range, g, Utc::now());
+    match not_yet {
+        Some(_) if range.start >= range.end => {
+            warn("the range has not begun yet: no bucket to show")
+        }
+        Some(from) => warn(format_args!(
+            "the buckets from {} on have not happened yet and are not shown",
+            buckets::short_label(from, g)
+        )),
+        None => {}
+    }
+    if range.start >= range.end {
+        return if json {
+            print_json(&Value::Array(Vec::new()))
+        } else {
+            ExitCode::SUCCESS
+        };
+    }
     let account = client.options().account();
     let known = kept.read(&account).await;
     let (rows, complete) = match fetch_series(client, range, g, &known).await {
@@ -80,6 +103,28 @@ pub async fn run_series(
         Some((n, e)) => fail_buckets(n, rows.len(), e),
         None => printed,
     }
+}
+
+/// The part of `range` that has begun by `now` (up to the end of the bucket holding `now`), and
+/// where the rest starts when some of it has not.
+fn happened(
+    range: TimeRange,
+    g: Granularity,
+    now: DateTime<Utc>,
+) -> (TimeRange, Option<DateTime<Utc>>) {
+    let current_end = buckets::next_boundary(now, g);
+    if range.end <= current_end {
+        return (range, None);
+    }
+    let from = current_end.max(range.start);
+    let end = from.min(range.end);
+    (
+        TimeRange {
+            start: range.start.min(end),
+            end,
+        },
+        Some(from),
+    )
 }
 
 fn iso(t: chrono::DateTime<chrono::Utc>) -> String {
@@ -364,5 +409,29 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("0/100 low risk"), "{text}");
+    }
+
+    #[test]
+    fn buckets_that_have_not_begun_are_cut_off() {
+        let at = |d, h| Utc.with_ymd_and_hms(2026, 11, d, h, 0, 0).unwrap();
+        let now = at(25, 18) + chrono::Duration::minutes(57);
+        let range = |start, end| TimeRange { start, end };
+        // Over by days: up to the end of today, the rest from tomorrow on.
+        assert_eq!(
+            happened(range(at(20, 0), at(30, 0)), Granularity::Day, now),
+            (range(at(20, 0), at(26, 0)), Some(at(26, 0)))
+        );
+        // By hour: today's 18:00 bucket is shown, 19:00 on is not.
+        assert_eq!(
+            happened(range(at(25, 0), at(26, 0)), Granularity::Hour, now),
+            (range(at(25, 0), at(25, 19)), Some(at(25, 19)))
+        );
+        // All in the past: unchanged.
+        let past = range(at(1, 0), at(20, 0));
+        assert_eq!(happened(past, Granularity::Day, now), (past, None));
+        // All in the future: nothing.
+        let (r, from) = happened(range(at(27, 0), at(29, 0)), Granularity::Day, now);
+        assert!(r.start >= r.end, "{r:?}");
+        assert_eq!(from, Some(at(27, 0)));
     }
 }
