@@ -71,11 +71,14 @@ if [[ "$(id -u)" == 0 ]]; then
   fi
 fi
 
-bin() {
-  BINDIR="${BINDIR:-$(find_bindir)}" ||
+# Sets PG_BINDIR (kept when the caller set it), or fails naming scripts/setup.sh.
+need_bindir() {
+  [[ -n "${PG_BINDIR:-}" ]] && return
+  PG_BINDIR="$(find_bindir)" ||
     die "no PostgreSQL server binaries (initdb, postgres, pg_ctl) found; run scripts/setup.sh, which installs them, or set CONVO_TEST_PG=postgres://… to use a running server"
-  echo "$BINDIR/$1"
 }
+
+bin() { echo "$PG_BINDIR/$1"; }
 
 ctl() {
   local dir="$1"
@@ -99,7 +102,6 @@ pick_port() {
 new_cluster() {
   local owner="$1"
   local started="${EPOCHREALTIME:-$SECONDS}"
-  bin initdb >/dev/null
   local dir
   dir="$(mktemp -d "${TMPDIR:-/tmp}/convo-testpg.XXXXXX")"
   mkdir "$dir/data"
@@ -129,7 +131,7 @@ CONF
     "$0" remove "$2"'
   local setsid=()
   command -v setsid >/dev/null 2>&1 && setsid=(setsid)
-  BINDIR="$(dirname "$(bin initdb)")" nohup "${setsid[@]}" bash -c "$watch" "$0" "$owner" "$dir" \
+  PG_BINDIR="$PG_BINDIR" nohup "${setsid[@]}" bash -c "$watch" "$0" "$owner" "$dir" \
     </dev/null >/dev/null 2>&1 &
   local port
   for _ in 1 2 3 4 5; do
@@ -148,6 +150,10 @@ CONF
 }
 
 case "${1:-}" in
+  new | stop | start | restart | bindir) need_bindir ;;
+esac
+
+case "${1:-}" in
   new)
     new_cluster "${2:-$PPID}"
     ;;
@@ -157,12 +163,10 @@ case "${1:-}" in
       exit 0
     fi
     : "${NEXTEST_ENV:?pg-cluster.sh nextest runs as a nextest setup script}"
+    need_bindir
     # The owner is the nextest process that runs this script: the cluster lives for the run.
     out="$(new_cluster "$PPID")"
-    {
-      echo "CONVO_TEST_PG_RUN=$(sed -n 's/^url=//p' <<<"$out")"
-      echo "CONVO_TEST_PG_RUN_DIR=$(sed -n 's/^dir=//p' <<<"$out")"
-    } >>"$NEXTEST_ENV"
+    echo "CONVO_TEST_PG_RUN=$(sed -n 's/^url=//p' <<<"$out")" >>"$NEXTEST_ENV"
     ;;
   stop)
     ctl "${2:?DIR}" stop -m fast -w >/dev/null
@@ -174,11 +178,14 @@ case "${1:-}" in
     ctl "${2:?DIR}" restart -m fast -w -t 60 >/dev/null
     ;;
   bindir)
-    dirname "$(bin initdb)"
+    echo "$PG_BINDIR"
     ;;
   remove)
     dir="${2:?DIR}"
-    [[ -f "$dir/data/postmaster.pid" ]] && ctl "$dir" stop -m immediate -w >/dev/null 2>&1 || true
+    [[ "$(basename "$dir")" == convo-testpg.* ]] || die "not a cluster of pg-cluster.sh: $dir"
+    if [[ -f "$dir/data/postmaster.pid" ]] && PG_BINDIR="${PG_BINDIR:-$(find_bindir)}"; then
+      ctl "$dir" stop -m immediate -w >/dev/null 2>&1 || true
+    fi
     rm -rf "$dir"
     ;;
   *)
