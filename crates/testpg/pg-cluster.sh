@@ -40,7 +40,7 @@ find_bindir() {
     return
   fi
   for d in $(ls -d /usr/lib/postgresql/*/bin /opt/homebrew/opt/postgresql@*/bin \
-    /usr/local/opt/postgresql@*/bin 2>/dev/null | sort -t/ -k4 -V -r); do
+    /usr/local/opt/postgresql@*/bin 2>/dev/null | sort -V -r); do
     if has_server "$d"; then
       echo "$d"
       return
@@ -83,7 +83,7 @@ bin() { echo "$PG_BINDIR/$1"; }
 ctl() {
   local dir="$1"
   shift
-  "${as_owner[@]}" "$(bin pg_ctl)" -D "$dir/data" -l "$dir/log" "$@"
+  ${as_owner[@]+"${as_owner[@]}"} "$(bin pg_ctl)" -D "$dir/data" -l "$dir/log" "$@"
 }
 
 # A port nothing listens on now (a start that loses a race for it tries another).
@@ -110,7 +110,7 @@ new_cluster() {
     chmod 755 "$dir"
     chown "$owner_user" "$dir/data" "$dir/log"
   fi
-  if ! "${as_owner[@]}" "$(bin initdb)" -D "$dir/data" -U postgres -A trust -E UTF8 \
+  if ! ${as_owner[@]+"${as_owner[@]}"} "$(bin initdb)" -D "$dir/data" -U postgres -A trust -E UTF8 \
     --locale=C -N >"$dir/initdb.log" 2>&1; then
     cat "$dir/initdb.log" >&2
     rm -rf "$dir"
@@ -128,10 +128,10 @@ CONF
   # The watchdog: once the owner has gone (or the directory was removed), the cluster stops and
   # its directory goes. It leaves the caller's output and session, so that nothing waits on it.
   local watch='while kill -0 "$1" 2>/dev/null && [ -d "$2/data" ]; do sleep 1; done
-    "$0" remove "$2"'
+    bash "$0" remove "$2"'
   local setsid=()
   command -v setsid >/dev/null 2>&1 && setsid=(setsid)
-  PG_BINDIR="$PG_BINDIR" nohup "${setsid[@]}" bash -c "$watch" "$0" "$owner" "$dir" \
+  PG_BINDIR="$PG_BINDIR" nohup ${setsid[@]+"${setsid[@]}"} bash -c "$watch" "$0" "$owner" "$dir" \
     </dev/null >/dev/null 2>&1 &
   local port
   for _ in 1 2 3 4 5; do
