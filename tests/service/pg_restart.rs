@@ -67,10 +67,17 @@ async fn the_service_fails_cleanly_while_postgres_is_down_and_recovers_when_it_i
     let (status, history) = svc.get(&format!("/v1/sessions/{sid}/messages")).await;
     assert_eq!(status, StatusCode::OK, "{history}");
     let texts = texts(&history);
-    assert_eq!(texts.len(), 6, "three turns, nothing of the failed ones: {texts:?}");
+    assert_eq!(
+        texts.len(),
+        6,
+        "three turns, nothing of the failed ones: {texts:?}"
+    );
     assert_eq!(
         [&texts[0], &texts[2], &texts[4]],
         ["before the outage", "after the outage", "after a restart"]
     );
-    assert!(!texts.iter().any(|t| t.contains("during the outage")), "{texts:?}");
+    assert!(
+        !texts.iter().any(|t| t.contains("during the outage")),
+        "{texts:?}"
+    );
 }
