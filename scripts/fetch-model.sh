@@ -10,6 +10,8 @@
 #
 #   scripts/fetch-model.sh            install (or verify) the model
 #   scripts/fetch-model.sh --path     print where it is installed, then install
+#   scripts/fetch-model.sh --check    exit 0 if it is installed and intact, 1 if not; installs
+#                                     nothing and writes nothing
 set -euo pipefail
 
 NAME="SmolLM2-135M-Instruct"
@@ -28,7 +30,8 @@ fi
 models="$data_dir/models"
 target="$models/$NAME.gguf"
 
-if [[ "${1:-}" == "--path" ]]; then
+mode="${1:-}"
+if [[ "$mode" == "--path" ]]; then
   echo "$target"
 fi
 
@@ -52,11 +55,24 @@ if [[ -f "$target" ]]; then
     exit 0
   fi
   if [[ "$(sha_of "$target")" == "$SHA256" ]]; then
+    if [[ "$mode" == "--check" ]]; then
+      say "$NAME is installed and intact: $target"
+      exit 0
+    fi
     echo "$now" >"$stamp"
     say "$NAME is installed and verified: $target"
     exit 0
   fi
+  if [[ "$mode" == "--check" ]]; then
+    say "$target does not match its SHA-256"
+    exit 1
+  fi
   say "$target does not match its SHA-256; fetching it again"
+fi
+
+if [[ "$mode" == "--check" ]]; then
+  say "$NAME is not installed ($target)"
+  exit 1
 fi
 
 if ! command -v python3 >/dev/null; then

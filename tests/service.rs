@@ -12,6 +12,7 @@ mod service {
     mod openai;
     mod openapi;
     mod pg_deletion;
+    mod pg_restart;
     mod replica_processes;
     mod replicas;
     mod storage;

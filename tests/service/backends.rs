@@ -1,17 +1,18 @@
 //! The two storage backends the service tests run against: a SQLite file in a temporary
-//! directory, and a PostgreSQL database with a random name on the server at
-//! `CONVO_TEST_PG` (default `postgres://postgres@127.0.0.1:5432`), dropped when the test ends,
-//! also when it fails. SQL given to `ints`/`texts`/`execute` must read the same in both
-//! dialects: `$1`-style parameters (SQLite numbers them in order of appearance) and
+//! directory, and a PostgreSQL database with a random name, dropped when the test ends, also
+//! when it fails. The PostgreSQL server is the tests' own private cluster (`convo-testpg`:
+//! one per `cargo nextest run`, or one per test process under `cargo test`), or the server at
+//! `CONVO_TEST_PG` when that is set. SQL given to `ints`/`texts`/`execute` must read the same
+//! in both dialects: `$1`-style parameters (SQLite numbers them in order of appearance) and
 //! `CAST(… AS BIGINT)` around sums.
 
 use std::path::PathBuf;
 
 use convo_service::{DbLocation, ServiceConfig};
 
-/// The server the PostgreSQL tests use.
+/// The server the PostgreSQL tests use (`postgres://user@host:port`, no database).
 pub fn pg_server() -> String {
-    std::env::var("CONVO_TEST_PG").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into())
+    convo_testpg::server_url().to_string()
 }
 
 /// A database of its own on the test server, dropped (with its connections) on drop.
