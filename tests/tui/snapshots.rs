@@ -63,6 +63,26 @@ fn key(code: KeyCode) -> AppEvent {
 
 /// Connected, three sessions, A open with a short conversation, usage polled.
 fn chat(w: u16, h: u16) -> App {
+    chat_with(
+        w,
+        h,
+        vec![
+            msg(
+                Role::User,
+                "What does 'static mean for a type parameter?",
+                12,
+            ),
+            msg(
+                Role::Assistant,
+                "It means the type holds no borrowed data shorter than the whole program.\n\nFor example `String` is 'static but `&'a str` is not unless 'a is 'static.",
+                40,
+            ),
+        ],
+    )
+}
+
+/// The chat of [`chat`] with `messages` in the open session.
+fn chat_with(w: u16, h: u16, messages: Vec<StoredMessage>) -> App {
     let mut app = App::new(
         KeyBindings::default(),
         Settings::default(),
@@ -82,14 +102,7 @@ fn chat(w: u16, h: u16) -> App {
     });
     app.update(AppEvent::TranscriptLoaded {
         session_id: A.into(),
-        messages: vec![
-            msg(Role::User, "What does 'static mean for a type parameter?", 12),
-            msg(
-                Role::Assistant,
-                "It means the type holds no borrowed data shorter than the whole program.\n\nFor example `String` is 'static but `&'a str` is not unless 'a is 'static.",
-                40,
-            ),
-        ],
+        messages,
         draft: None,
         rendered: None,
     });
@@ -444,6 +457,26 @@ fn transcript_focused_with_selection_scrolled_up() {
         app.update(key(KeyCode::BackTab));
         app.update(key(KeyCode::Up));
         app.update(key(KeyCode::Up));
+        app
+    });
+}
+
+/// Scrolled up from the end, the bottom border says how to follow again; at 80 columns the
+/// context bar gives way so that the hint is whole.
+#[test]
+fn scrolled_up_the_follow_hint_is_whole() {
+    snap("transcript_scrolled_up", |w, h| {
+        let long: String = (1..=60).map(|i| format!("line {i}\n\n")).collect();
+        let mut app = chat_with(
+            w,
+            h,
+            vec![
+                msg(Role::User, "count to sixty", 4),
+                msg(Role::Assistant, &long, 240),
+            ],
+        );
+        app.update(key(KeyCode::BackTab));
+        app.update(key(KeyCode::PageUp));
         app
     });
 }

@@ -47,8 +47,8 @@ pub fn markdown(t: &Transcript) -> String {
         "Session `{}` · started {} · {} · {}\n",
         t.session.id,
         time(t.session.created_at),
-        plural(t.messages.len() as u64, "message"),
-        plural(t.session.tokens, "token"),
+        crate::format::counted(t.messages.len() as u64, "message"),
+        crate::format::counted(t.session.tokens, "token"),
     );
     for m in &t.messages {
         let _ = write!(
@@ -56,7 +56,7 @@ pub fn markdown(t: &Transcript) -> String {
             "## {} · {} · {}",
             m.role.as_str(),
             time(m.created_at),
-            plural(m.tokens, "token")
+            crate::format::counted(m.tokens, "token")
         );
         match m.status {
             MessageStatus::Complete => {}
@@ -83,16 +83,7 @@ pub fn markdown(t: &Transcript) -> String {
 
 /// `1 message`, `12 messages`.
 pub fn messages(n: usize) -> String {
-    plural(n as u64, "message")
-}
-
-/// `12 tokens`, `1 token`.
-fn plural(n: u64, what: &str) -> String {
-    if n == 1 {
-        format!("1 {what}")
-    } else {
-        format!("{} {what}s", crate::format::group_digits(n))
-    }
+    crate::format::counted(n as u64, "message")
 }
 
 fn time(t: DateTime<Utc>) -> String {

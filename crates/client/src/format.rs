@@ -3,6 +3,15 @@
 
 use chrono::{DateTime, Utc};
 
+/// A count and its noun: `1 token`, `12 tokens`, `1,234 messages` (the noun takes an `s`).
+pub fn counted(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{} {noun}s", group_digits(n))
+    }
+}
+
 /// A number with thousands separators: 1234567 → 1,234,567.
 pub fn group_digits(n: u64) -> String {
     let s = n.to_string();

@@ -21,7 +21,7 @@ use crate::metrics::{
     pad,
 };
 use convo_client::api::{Granularity, Metrics};
-use convo_client::format::{group_digits, human_duration};
+use convo_client::format::{counted, group_digits, human_duration};
 use convo_client::series::buckets::{self, RangePreset, bucket_label};
 
 /// Bars of the charts; the selected bucket is drawn in the focus colour.
@@ -425,8 +425,8 @@ fn render_tabs(s: &MetricsState, keys: &KeyBindings, load: &Load, area: Rect, bu
         let n = load.failed_buckets();
         vec![Span::styled(
             format!(
-                "{n} bucket{} failed · {} retries",
-                if n == 1 { "" } else { "s" },
+                "{} failed · {} retries",
+                counted(n as u64, "bucket"),
                 keys.refresh.first_label()
             ),
             theme::error(),
@@ -683,9 +683,9 @@ fn render_detail(s: &MetricsState, load: &Load, area: Rect, buf: &mut Buffer) {
     ];
     match slot {
         Slot::Loaded(m) | Slot::Kept(m) => spans.push(Span::raw(format!(
-            " · {} messages · {} tokens · {} active",
-            group_digits(m.messages.total),
-            group_digits(m.tokens.total),
+            " · {} · {} · {} active",
+            counted(m.messages.total, "message"),
+            counted(m.tokens.total, "token"),
             group_digits(m.sessions.active)
         ))),
         Slot::Pending => spans.push(Span::styled(" · loading…", theme::dim())),

@@ -43,29 +43,14 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         })
         .title(Line::from(top));
     if let Some(o) = open {
-        let used = o.context_tokens();
-        let max = o.context_max.max(1);
-        let pct = used as f64 * 100.0 / max as f64;
-        let mut bottom = vec![
-            Span::styled(" context ", theme::dim()),
-            Span::styled(super::usage::bar(pct, 10), theme::gauge(pct)),
-            Span::styled(
-                format!(
-                    " {}/{} {:.0}% ",
-                    format::count(used),
-                    format::count(o.context_max),
-                    pct
-                ),
-                theme::gauge(pct),
-            ),
-        ];
-        if !o.follow {
-            bottom.push(Span::styled(
-                format!(" ↓ more below: {} follows ", app.follow_hint()),
-                theme::hint(),
-            ));
-        }
-        block = block.title_bottom(Line::from(bottom));
+        let follow = (!o.follow).then(|| app.follow_hint());
+        let bottom = bottom_title(
+            o.context_tokens(),
+            o.context_max,
+            follow.as_deref(),
+            area.width.saturating_sub(2),
+        );
+        block = block.title_bottom(bottom);
     }
     let mut inner = block.inner(area);
     block.render(area, buf);
@@ -143,5 +128,73 @@ fn number_code_blocks(o: &OpenSession, entry: EntryId, inner: Rect, top: usize, 
         let x = inner.right() - width;
         let y = inner.y + (first - top) as u16;
         buf.set_string(x, y, label, theme::code_label());
+    }
+}
+
+/// The bottom border: the context gauge and, when the view does not follow the end, how to
+/// get back there. The first of these that fits `room` columns: the gauge with its bar and
+/// the whole hint; without the bar; the numbers and a short hint; the short hint alone. The
+/// hint matters more than the bar: without it, new text below goes unnoticed.
+fn bottom_title(used: u64, max: u64, follow: Option<&str>, room: u16) -> Line<'static> {
+    let pct = used as f64 * 100.0 / max.max(1) as f64;
+    let numbers = format!(
+        " {}/{} {:.0}% ",
+        format::count(used),
+        format::count(max),
+        pct
+    );
+    let label = Span::styled(" context ", theme::dim());
+    let bar = Span::styled(super::usage::bar(pct, 10), theme::gauge(pct));
+    let numbers = Span::styled(numbers, theme::gauge(pct));
+    let Some(key) = follow else {
+        return Line::from(vec![label, bar, numbers]);
+    };
+    let long = Span::styled(format!(" ↓ more below: {key} follows "), theme::hint());
+    let short = Span::styled(format!(" ↓ {key} "), theme::hint());
+    let candidates = [
+        vec![label.clone(), bar, numbers.clone(), long.clone()],
+        vec![label, numbers.clone(), long],
+        vec![numbers, short.clone()],
+    ];
+    candidates
+        .into_iter()
+        .map(Line::from)
+        .find(|line| line.width() <= usize::from(room))
+        .unwrap_or_else(|| Line::from(short))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(line: &Line<'_>) -> String {
+        line.spans.iter().map(|s| s.content.as_ref()).collect()
+    }
+
+    #[test]
+    fn the_follow_hint_is_never_cut_off() {
+        // Wide: everything.
+        let wide = bottom_title(8_200, 8_192, Some("End"), 100);
+        assert!(text(&wide).contains("━━") && text(&wide).contains("↓ more below: End follows"));
+        // 80 columns with the sessions pane: the bar gives way to the hint.
+        let mid = bottom_title(8_200, 8_192, Some("End"), 54);
+        assert_eq!(
+            text(&mid),
+            " context  8.2k/8.2k 100%  ↓ more below: End follows "
+        );
+        let narrow = bottom_title(8_200, 8_192, Some("End"), 30);
+        assert_eq!(text(&narrow), " 8.2k/8.2k 100%  ↓ End ");
+        assert_eq!(text(&bottom_title(1, 2, Some("End"), 10)), " ↓ End ");
+        for room in 0..120 {
+            let line = bottom_title(8_200, 8_192, Some("End"), room);
+            assert!(text(&line).contains("↓"), "{room}");
+            assert!(
+                line.width() <= usize::from(room).max(7),
+                "{room}: {}",
+                text(&line)
+            );
+        }
+        // Following the end: the gauge alone.
+        assert!(!text(&bottom_title(10, 8_192, None, 40)).contains('↓'));
     }
 }

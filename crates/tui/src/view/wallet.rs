@@ -17,7 +17,7 @@ use crate::full_view::{FullView, HelpSection, KeyResult};
 use crate::keys::KeyBindings;
 use crate::wallet::{TokenStatus, WalletFailure, WalletLoad, WalletSection, WalletState};
 use convo_client::api::Wallet;
-use convo_client::format::{RiskBand, amount, gauge_bar, usd};
+use convo_client::format::{RiskBand, amount, counted, gauge_bar, usd};
 use convo_client::sanitize::sanitize_owned;
 
 /// What to do when no wallet token is configured, one line each.
@@ -359,10 +359,9 @@ fn render_wallet(w: &WalletState, wallet: &Wallet, area: Rect, buf: &mut Buffer)
         ),
         Span::styled(
             format!(
-                " · tokens {} · {} NFT{}",
+                " · tokens {} · {}",
                 usd(tokens_usd),
-                wallet.nfts.len(),
-                if wallet.nfts.len() == 1 { "" } else { "s" }
+                counted(wallet.nfts.len() as u64, "NFT")
             ),
             theme::dim(),
         ),
