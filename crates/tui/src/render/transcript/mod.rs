@@ -139,21 +139,29 @@ enum Body {
 }
 
 /// The markdown a message is drawn from. Replies are markdown as the server sent them; what
-/// the user typed keeps its line breaks (markdown would join the lines of a paragraph), except
-/// inside fenced code, which keeps them anyway.
+/// the user typed keeps its line breaks (markdown would join the lines of a paragraph) and
+/// the spaces that start a line (markdown drops them, or takes four as code), except inside
+/// fenced code, which keeps both anyway.
 pub fn shown(role: Role, content: &str) -> Cow<'_, str> {
-    if role == Role::Assistant || !content.contains('\n') {
+    if role == Role::Assistant || !(content.contains('\n') || content.starts_with(' ')) {
         return Cow::Borrowed(content);
     }
     let mut out = String::with_capacity(content.len() + 16);
     let mut in_fence = false;
     let mut lines = content.split('\n').peekable();
     while let Some(line) = lines.next() {
-        let trimmed = line.trim_start();
-        if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
+        let trimmed = line.trim_start_matches(' ');
+        let fence = trimmed.starts_with("```") || trimmed.starts_with("~~~");
+        if fence {
             in_fence = !in_fence;
         }
-        out.push_str(line);
+        if in_fence || fence || trimmed.is_empty() {
+            out.push_str(line);
+        } else {
+            // No-break spaces: shown as typed, and markdown does not take them as indentation.
+            out.extend(std::iter::repeat_n('\u{a0}', line.len() - trimmed.len()));
+            out.push_str(trimmed);
+        }
         if lines.peek().is_some() {
             if !in_fence && !line.trim().is_empty() {
                 // A markdown hard break.
@@ -699,6 +707,27 @@ mod tests {
         assert_eq!(t.entry_at_line(40, 4), Some(id));
         assert_eq!(t.line_range_of(40, id), 3..6);
         assert_eq!(drawn(&t, 40, 4, 1), ["one two"]);
+    }
+
+    #[test]
+    fn a_user_message_keeps_the_spaces_that_start_its_lines() {
+        let text = "one\n    indented line three\n  two\n```\n  code\n```";
+        let doc = Document::parse(&shown(Role::User, text));
+        let lines: Vec<String> = doc
+            .lines(60)
+            .iter()
+            .map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect())
+            .collect();
+        let plain: Vec<String> = lines.iter().map(|l| l.replace('\u{a0}', " ")).collect();
+        assert!(
+            plain.iter().any(|l| l == "    indented line three"),
+            "{plain:?}"
+        );
+        assert!(plain.iter().any(|l| l == "  two"), "{plain:?}");
+        assert!(plain.iter().any(|l| l.ends_with("  code")), "{plain:?}");
+        // Only a user's text: a reply is markdown, where four spaces start code.
+        assert_eq!(shown(Role::Assistant, text), text);
+        assert_eq!(shown(Role::User, "  lead"), "\u{a0}\u{a0}lead");
     }
 
     #[test]
