@@ -141,7 +141,7 @@ enum Body {
 /// The markdown a message is drawn from. Replies are markdown as the server sent them; what
 /// the user typed keeps its line breaks (markdown would join the lines of a paragraph) and
 /// the spaces that start a line (markdown drops them, or takes four as code), except inside
-/// fenced code, which keeps both anyway.
+/// fenced code, which keeps both anyway, and before a list item, where they nest the list.
 pub fn shown(role: Role, content: &str) -> Cow<'_, str> {
     if role == Role::Assistant || !(content.contains('\n') || content.starts_with(' ')) {
         return Cow::Borrowed(content);
@@ -155,7 +155,7 @@ pub fn shown(role: Role, content: &str) -> Cow<'_, str> {
         if fence {
             in_fence = !in_fence;
         }
-        if in_fence || fence || trimmed.is_empty() {
+        if in_fence || fence || trimmed.is_empty() || starts_list_item(trimmed) {
             out.push_str(line);
         } else {
             // No-break spaces: shown as typed, and markdown does not take them as indentation.
@@ -171,6 +171,19 @@ pub fn shown(role: Role, content: &str) -> Cow<'_, str> {
         }
     }
     Cow::Owned(out)
+}
+
+/// `- `, `* `, `+ `, `1. ` or `1) ` (up to nine digits): a line markdown takes as a list item.
+fn starts_list_item(line: &str) -> bool {
+    let digits = line.bytes().take_while(u8::is_ascii_digit).count();
+    let marker = match digits {
+        0 => line.get(..1).filter(|m| matches!(*m, "-" | "*" | "+")),
+        1..=9 => line
+            .get(digits..digits + 1)
+            .filter(|m| matches!(*m, "." | ")")),
+        _ => None,
+    };
+    marker.is_some() && matches!(line.as_bytes().get(digits + 1), Some(b' ' | b'\t') | None)
 }
 
 impl Body {
@@ -725,6 +738,10 @@ mod tests {
         );
         assert!(plain.iter().any(|l| l == "  two"), "{plain:?}");
         assert!(plain.iter().any(|l| l.ends_with("  code")), "{plain:?}");
+        // Before a list item the spaces nest the list, as markdown has it.
+        assert_eq!(shown(Role::User, "- a\n  - b"), "- a  \n  - b");
+        assert!(starts_list_item("12. x") && starts_list_item("* x") && starts_list_item("-"));
+        assert!(!starts_list_item("-x") && !starts_list_item("1.5 kg") && !starts_list_item("x"));
         // Only a user's text: a reply is markdown, where four spaces start code.
         assert_eq!(shown(Role::Assistant, text), text);
         assert_eq!(shown(Role::User, "  lead"), "\u{a0}\u{a0}lead");
