@@ -44,11 +44,11 @@ use ratatui::widgets::Widget;
 
 mod draw;
 mod line_cache;
-mod stream;
+mod stream_body;
 
 use draw::*;
 use line_cache::*;
-use stream::*;
+use stream_body::*;
 
 use crate::render::cells::InlineCells;
 use crate::render::heights::Heights;
