@@ -180,7 +180,7 @@ pub(crate) async fn send(
     // counts as a request).
     let request_count = auth::RequestCount::new(account, "POST", MESSAGES, now);
     let admitted = state.store.start_turn(request_count, start).await?;
-    let started = request_count.answer(admitted)?;
+    let started = auth::answer(&request_count, admitted)?;
     let (history, context_tokens) = match started {
         Err(TurnRefusal::SessionNotFound) => return Err(HttpError::session_not_found(&session_id)),
         Err(TurnRefusal::Quota(limit)) => return Err(HttpError::quota_exceeded(limit, period_end)),
