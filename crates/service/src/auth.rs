@@ -77,7 +77,21 @@ pub(crate) async fn count(
 ) -> Result<(), HttpError> {
     let request = RequestCount::new(account, method, route, chrono::Utc::now());
     let admitted = state.store.count_request(request).await?;
-    request.answer(admitted)
+    answer(&request, admitted)
+}
+
+/// What counting `request` returned means for it: its result, or 429 `quota_exceeded`
+/// (`requests`) when the limit was reached.
+pub(crate) fn answer<T>(request: &RequestCount, admitted: Option<T>) -> Result<T, HttpError> {
+    let account = request.account().id;
+    let (method, route) = request.method_route();
+    match admitted {
+        Some(result) => {
+            tracing::debug!(account, method, route, "request");
+            Ok(result)
+        }
+        None => Err(HttpError::quota_exceeded("requests", request.period_end())),
+    }
 }
 
 /// Verifies the JWT of a wallet request.
@@ -142,7 +156,7 @@ mod tests {
                 assert_eq!(over, None);
                 assert!(!ran.get());
                 assert_eq!(usage::requests_used(c, account.id, period_start)?, limit);
-                let refused = request.answer(None::<()>).unwrap_err();
+                let refused = answer(&request, None::<()>).unwrap_err();
                 assert_eq!(refused.status, axum::http::StatusCode::TOO_MANY_REQUESTS);
                 Ok(())
             })

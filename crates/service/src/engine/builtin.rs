@@ -244,7 +244,7 @@ pub fn compose(request: &ReplyRequest) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::messages::HistoryEntry;
+    use convo_core::HistoryEntry;
 
     fn request(texts: &[(Role, &str)]) -> ReplyRequest {
         ReplyRequest {

@@ -11,7 +11,7 @@ pub mod openai;
 use futures_util::future::BoxFuture;
 use tokio::sync::{mpsc, watch};
 
-use super::store::messages::HistoryEntry;
+use convo_core::HistoryEntry;
 pub use local_options::LocalOptions;
 
 /// What an engine is asked to answer.

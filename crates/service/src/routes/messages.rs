@@ -50,6 +50,14 @@ pub fn parse_send(body: &[u8]) -> Result<SendRequest, HttpError> {
     if content.trim().is_empty() {
         return Err(HttpError::invalid("`content` must not be empty"));
     }
+    // One answer on both storage backends (docs/design.md, "Content"): PostgreSQL's TEXT
+    // cannot hold U+0000, so it is refused here, before anything is counted as a turn; other
+    // control characters are stored as given.
+    if let Some(at) = content.chars().position(|c| c == '\0') {
+        return Err(HttpError::invalid(format!(
+            "`content` must not contain the NUL character (U+0000; found at character {at})"
+        )));
+    }
     let chars = content.chars().count();
     if chars > MAX_CONTENT_CHARS {
         return Err(HttpError::invalid(format!(
@@ -180,7 +188,7 @@ pub(crate) async fn send(
     // counts as a request).
     let request_count = auth::RequestCount::new(account, "POST", MESSAGES, now);
     let admitted = state.store.start_turn(request_count, start).await?;
-    let started = request_count.answer(admitted)?;
+    let started = auth::answer(&request_count, admitted)?;
     let (history, context_tokens) = match started {
         Err(TurnRefusal::SessionNotFound) => return Err(HttpError::session_not_found(&session_id)),
         Err(TurnRefusal::Quota(limit)) => return Err(HttpError::quota_exceeded(limit, period_end)),
@@ -245,6 +253,9 @@ mod tests {
         assert!(err("{}").contains("`content`"));
         assert!(err(r#"{"content": 5}"#).contains("`content` must be a string"));
         assert!(err(r#"{"content": "  "}"#).contains("must not be empty"));
+        assert!(err(r#"{"content": "a\u0000b"}"#).contains("`content` must not contain the NUL"));
+        let controls = parse_send(br#"{"content": "a\u0001\u001b[31mb\u007f"}"#).unwrap();
+        assert_eq!(controls.content, "a\u{1}\u{1b}[31mb\u{7f}");
         assert!(err(r#"{"content": "hi", "role": "assistant"}"#).contains("`role`"));
         assert!(err(r#"{"content": "hi", "stream": "yes"}"#).contains("`stream`"));
         assert!(err(r#"{"content": "hi", "metadata": [1]}"#).contains("`metadata`"));

@@ -9,12 +9,7 @@ use sha2::{Digest, Sha256};
 use crate::error::StoreError;
 use crate::plans::Tier;
 
-/// The account an authenticated request acts for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Account {
-    pub id: i64,
-    pub tier: Tier,
-}
+pub use convo_core::Account;
 
 /// Hex SHA-256 of an API key.
 pub fn hash_key(key: &str) -> String {

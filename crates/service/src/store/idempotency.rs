@@ -8,12 +8,7 @@ use crate::error::StoreError;
 /// How long a key is remembered.
 pub const TTL_MS: i64 = 24 * 60 * 60 * 1000;
 
-/// A remembered response.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Recorded {
-    pub status: u16,
-    pub body: String,
-}
+pub use convo_core::Recorded;
 
 /// The live record of `key`, forgetting it first if it is older than 24 h.
 pub fn lookup(

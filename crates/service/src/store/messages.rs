@@ -3,22 +3,14 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::accounts::Account;
 use super::idempotency::{self, Recorded};
 use super::usage;
 use crate::error::StoreError;
+use convo_core::admission::{self, Admission, SessionFacts, TurnFacts};
+pub use convo_core::{
+    HistoryEntry, SessionStatus, TurnRefusal, TurnStart, TurnStarted, UserMessage,
+};
 use convo_wire::Role;
-
-/// What a session id means to an account.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SessionStatus {
-    /// Never used: the first message creates it.
-    Unused,
-    /// Exists and belongs to the account.
-    Live,
-    /// Deleted, or owned by another account: treated as not found.
-    Gone,
-}
 
 /// What `session_id` means to `account_id`: one look-up of the session's row.
 pub fn session_status(
@@ -35,14 +27,6 @@ pub fn session_status(
         Some((owner, None)) if owner == account_id => SessionStatus::Live,
         Some(_) => SessionStatus::Gone,
     })
-}
-
-/// A stored message as the reply engine sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HistoryEntry {
-    pub role: Role,
-    pub content: String,
-    pub tokens: u64,
 }
 
 /// The messages of a session, in conversation order.
@@ -70,95 +54,55 @@ pub fn history(conn: &Connection, session_id: &str) -> Result<Vec<HistoryEntry>,
     Ok(out)
 }
 
-/// A message sent by a client, ready to be stored.
-#[derive(Debug, Clone)]
-pub struct UserMessage {
-    pub id: String,
-    pub role: Role,
-    pub content: String,
-    pub tokens: u64,
-    /// Serialized JSON object.
-    pub metadata: Option<String>,
-}
-
-/// Everything needed to start a turn.
-#[derive(Debug, Clone)]
-pub struct TurnStart {
-    pub account: Account,
-    pub session_id: String,
-    pub message: UserMessage,
-    /// The id the reply will have (PostgreSQL records it with the turn in flight).
-    pub reply_id: String,
-    pub idempotency_key: Option<String>,
-    /// For a streamed send: the 202 response to remember under the idempotency key.
-    pub accepted_response: Option<Recorded>,
-    pub max_context_tokens: u64,
-    pub period_start_ms: i64,
-    pub now_ms: i64,
-}
-
-/// Why a turn was refused before anything was stored.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TurnRefusal {
-    SessionNotFound,
-    /// `tokens` or `sessions`.
-    Quota(&'static str),
-    ContextOverflow {
-        current: u64,
-        max: u64,
-    },
-}
-
-/// A turn that may proceed, or the response remembered under its idempotency key.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TurnStarted {
-    Replay(Recorded),
-    /// The user message is stored; `history` includes it.
-    Ready {
-        history: Vec<HistoryEntry>,
-        context_tokens: u64,
-    },
-}
-
-/// In one transaction: session state, idempotency replay, token and session quota, context
-/// window; then creates the session if needed and stores the user message.
+/// In one transaction: gathers the facts of the turn (session state, idempotency record,
+/// tokens and sessions used, stored context), lets `convo_core::admit` decide in the
+/// documented order, then creates the session if needed and stores the user message.
 pub fn start_turn(
     conn: &mut Connection,
     t: &TurnStart,
 ) -> Result<Result<TurnStarted, TurnRefusal>, StoreError> {
     let tx = conn.savepoint()?;
     let status = session_status(&tx, t.account.id, &t.session_id)?;
-    if status == SessionStatus::Gone {
-        return Ok(Err(TurnRefusal::SessionNotFound));
-    }
-    if let Some(key) = &t.idempotency_key
-        && let Some(recorded) =
-            idempotency::lookup(&tx, t.account.id, &t.session_id, key, t.now_ms)?
-    {
-        tx.commit()?;
-        return Ok(Ok(TurnStarted::Replay(recorded)));
-    }
-    let limits = t.account.tier.limits();
-    if usage::tokens_used(&tx, t.account.id, t.period_start_ms)? >= limits.tokens {
-        return Ok(Err(TurnRefusal::Quota("tokens")));
-    }
-    if status == SessionStatus::Unused
-        && usage::active_sessions(&tx, t.account.id)? >= limits.sessions
-    {
-        return Ok(Err(TurnRefusal::Quota("sessions")));
-    }
-    let mut history = match status {
-        SessionStatus::Live => history(&tx, &t.session_id)?,
-        _ => Vec::new(),
+    let mut history = Vec::new();
+    let session = match status {
+        SessionStatus::Gone => SessionFacts::Gone,
+        SessionStatus::Unused => SessionFacts::New {
+            live_sessions: usage::active_sessions(&tx, t.account.id)?,
+        },
+        SessionStatus::Live => {
+            history = self::history(&tx, &t.session_id)?;
+            SessionFacts::Existing {
+                stored_tokens: history.iter().map(|m| m.tokens).sum(),
+            }
+        }
     };
-    let current = history.iter().map(|m| m.tokens).sum::<u64>() + t.message.tokens;
-    if current > t.max_context_tokens {
-        return Ok(Err(TurnRefusal::ContextOverflow {
-            current,
-            max: t.max_context_tokens,
-        }));
-    }
-    if status == SessionStatus::Unused {
+    // Records exist only for live sessions (deleting a session deletes them).
+    let replay = match (&t.idempotency_key, status) {
+        (Some(key), SessionStatus::Live) => {
+            idempotency::lookup(&tx, t.account.id, &t.session_id, key, t.now_ms)?
+        }
+        _ => None,
+    };
+    let facts = TurnFacts {
+        session,
+        replay,
+        tokens_used: usage::tokens_used(&tx, t.account.id, t.period_start_ms)?,
+        limits: t.account.tier.limits(),
+        message_tokens: t.message.tokens,
+        max_context_tokens: t.max_context_tokens,
+    };
+    let (create_session, current) = match admission::admit(facts) {
+        Admission::Refused(refusal) => return Ok(Err(refusal)),
+        Admission::Replay(recorded) => {
+            tx.commit()?;
+            return Ok(Ok(TurnStarted::Replay(recorded)));
+        }
+        Admission::Admitted {
+            create_session,
+            context_tokens,
+        } => (create_session, context_tokens),
+    };
+    if create_session {
         tx.prepare_cached("INSERT INTO sessions (id, account_id, created_at) VALUES (?1, ?2, ?3)")?
             .execute(params![t.session_id, t.account.id, t.now_ms])?;
     }

@@ -5,12 +5,13 @@ use rusqlite::{Connection, OptionalExtension, params};
 use chrono::{DateTime, Utc};
 
 use super::accounts::Account;
-use crate::error::{HttpError, StoreError};
+use crate::error::StoreError;
 use crate::time;
 
 /// One request to count against its account's plan, made where the request is handled: the
 /// count runs on the writer thread (alone in `count`, or ahead of the request's own writes in
-/// the same closure), and `answer` turns its outcome into the request's fate.
+/// the same closure), and `auth::answer` turns its outcome into the request's fate (the
+/// storage never builds HTTP answers).
 #[derive(Debug, Clone, Copy)]
 pub struct RequestCount {
     account: Account,
@@ -57,19 +58,14 @@ impl RequestCount {
         }
     }
 
-    /// What `run` returned means for the request: its result, or 429 when over the limit.
-    pub(crate) fn answer<T>(&self, admitted: Option<T>) -> Result<T, HttpError> {
-        let (account, method, route) = (self.account.id, self.method, self.route);
-        match admitted {
-            Some(result) => {
-                tracing::debug!(account, method, route, "request");
-                Ok(result)
-            }
-            None => Err(HttpError::quota_exceeded(
-                "requests",
-                time::billing_period(self.now).1,
-            )),
-        }
+    /// The route that counts, for the log.
+    pub fn method_route(&self) -> (&'static str, &'static str) {
+        (self.method, self.route)
+    }
+
+    /// End of the billing period the request counts in (when a refused one may try again).
+    pub fn period_end(&self) -> DateTime<Utc> {
+        time::billing_period(self.now).1
     }
 }
 

@@ -28,6 +28,7 @@ use super::usage::{MetricCounts, UsageCounts};
 use crate::error::StoreError;
 use crate::plans::Tier;
 use crate::store::usage::RequestCount;
+use convo_core::admission::{self, Admission, SessionFacts, TurnFacts};
 use convo_wire::Role;
 
 /// Connections per replica.
@@ -369,9 +370,6 @@ async fn start_turn_in(
 ) -> Result<Result<Result<TurnStarted, TurnRefusal>, Again>, StoreError> {
     let account_id = t.account.id;
     let status = lock_session(tx, account_id, &t.session_id).await?;
-    if status == SessionStatus::Gone {
-        return Ok(Ok(Err(TurnRefusal::SessionNotFound)));
-    }
     if status == SessionStatus::Live {
         // Turns of a session are serialized across replicas: the session's row is locked,
         // so no turn can start or end between this look and the commit.
@@ -382,50 +380,64 @@ async fn start_turn_in(
             return Ok(Err(Again::Busy));
         }
     }
-    if let Some(key) = &t.idempotency_key
-        && let Some(recorded) =
+    let mut history = Vec::new();
+    let session = match status {
+        SessionStatus::Gone => SessionFacts::Gone,
+        SessionStatus::Unused => {
+            // The account's row stays locked until the commit, so new sessions of an account
+            // are checked one after the other on every replica: exact (the trigger of
+            // `sessions` counts the new one).
+            let slots = tx
+                .prepare_cached("SELECT live_sessions FROM accounts WHERE id = $1 FOR UPDATE")
+                .await?;
+            let live: i64 = tx
+                .query_opt(&slots, &[&account_id])
+                .await?
+                .map_or(0, |r| r.get(0));
+            SessionFacts::New {
+                live_sessions: live.max(0) as u64,
+            }
+        }
+        SessionStatus::Live => {
+            history = self::history(tx, &t.session_id).await?;
+            SessionFacts::Existing {
+                stored_tokens: history.iter().map(|m| m.tokens).sum(),
+            }
+        }
+    };
+    // Records exist only for live sessions (deleting a session deletes them).
+    let replay = match (&t.idempotency_key, status) {
+        (Some(key), SessionStatus::Live) => {
             idempotent_lookup(tx, account_id, &t.session_id, key, t.now_ms).await?
-    {
-        return Ok(Ok(Ok(TurnStarted::Replay(recorded))));
-    }
-    let limits = t.account.tier.limits();
+        }
+        _ => None,
+    };
     let tokens = tx
         .prepare_cached(
             "SELECT tokens FROM usage_totals WHERE account_id = $1 AND period_start = $2",
         )
         .await?;
-    let used = tx
+    let tokens_used = tx
         .query_opt(&tokens, &[&account_id, &t.period_start_ms])
         .await?
         .map_or(0, |r| r.get::<_, i64>(0));
-    if used >= limit(limits.tokens) {
-        return Ok(Ok(Err(TurnRefusal::Quota("tokens"))));
-    }
-    let mut history = match status {
-        SessionStatus::Live => history(tx, &t.session_id).await?,
-        _ => Vec::new(),
+    let facts = TurnFacts {
+        session,
+        replay,
+        tokens_used: tokens_used.max(0) as u64,
+        limits: t.account.tier.limits(),
+        message_tokens: t.message.tokens,
+        max_context_tokens: t.max_context_tokens,
     };
-    let current = history.iter().map(|m| m.tokens).sum::<u64>() + t.message.tokens;
-    if current > t.max_context_tokens {
-        return Ok(Ok(Err(TurnRefusal::ContextOverflow {
-            current,
-            max: t.max_context_tokens,
-        })));
-    }
-    if status == SessionStatus::Unused {
-        // The account's row stays locked until the commit, so new sessions of an account are
-        // checked one after the other on every replica: exact (the trigger of `sessions`
-        // counts the new one).
-        let slots = tx
-            .prepare_cached("SELECT live_sessions FROM accounts WHERE id = $1 FOR UPDATE")
-            .await?;
-        let live: i64 = tx
-            .query_opt(&slots, &[&account_id])
-            .await?
-            .map_or(0, |r| r.get(0));
-        if live >= limit(limits.sessions) {
-            return Ok(Ok(Err(TurnRefusal::Quota("sessions"))));
-        }
+    let (create_session, current) = match admission::admit(facts) {
+        Admission::Refused(refusal) => return Ok(Ok(Err(refusal))),
+        Admission::Replay(recorded) => return Ok(Ok(Ok(TurnStarted::Replay(recorded)))),
+        Admission::Admitted {
+            create_session,
+            context_tokens,
+        } => (create_session, context_tokens),
+    };
+    if create_session {
         let create = tx
             .prepare_cached(
                 "INSERT INTO sessions (id, account_id, created_at) VALUES ($1, $2, $3)
