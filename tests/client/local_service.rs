@@ -310,7 +310,10 @@ async fn a_reply_streams_over_the_websocket() {
 
 /// A service on a runtime of its own, so that a test can kill it: shutting that runtime down
 /// ends its tasks where they stand, with no rollback, as SIGKILL ends a `convo serve`.
-fn start_killable(config: ServiceConfig, addr: SocketAddr) -> (tokio::runtime::Runtime, RunningService) {
+fn start_killable(
+    config: ServiceConfig,
+    addr: SocketAddr,
+) -> (tokio::runtime::Runtime, RunningService) {
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -366,9 +369,10 @@ async fn send_streaming_settles_a_reply_killed_with_its_server_as_not_kept() {
         .expect("a first piece");
     killed.shutdown_background();
     std::mem::forget(svc);
-    let restarted = convo_service::start(ServiceConfig::persistent(data.path(), 150).unwrap(), addr)
-        .await
-        .expect("the service starts again on the same file and port");
+    let restarted =
+        convo_service::start(ServiceConfig::persistent(data.path(), 150).unwrap(), addr)
+            .await
+            .expect("the service starts again on the same file and port");
     let history = client.session_messages(&session).await.unwrap().unwrap();
     assert_eq!(history.len(), 1, "the message without a reply: {history:?}");
     let ended = tokio::time::timeout(Duration::from_secs(60), sending)

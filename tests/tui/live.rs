@@ -525,10 +525,14 @@ async fn a_server_killed_mid_reply_and_restarted_fails_the_reply_as_not_kept() {
             .is_some_and(|o| matches!(o.stream, StreamState::Down(_)))
     })
     .await;
-    let restarted = convo_service::start(ServiceConfig::persistent(data.path(), 150).unwrap(), addr)
-        .await
-        .unwrap();
-    let history = h.client.session_messages(&h.rt.app.open.as_ref().unwrap().id).await;
+    let restarted =
+        convo_service::start(ServiceConfig::persistent(data.path(), 150).unwrap(), addr)
+            .await
+            .unwrap();
+    let history = h
+        .client
+        .session_messages(&h.rt.app.open.as_ref().unwrap().id)
+        .await;
     let history = history.unwrap().unwrap();
     assert_eq!(
         history.len(),
@@ -538,9 +542,9 @@ async fn a_server_killed_mid_reply_and_restarted_fails_the_reply_as_not_kept() {
     h.until("the reply settled as not kept", |app| {
         let o = app.open.as_ref().unwrap();
         o.stream == StreamState::Open
-            && o.items.get(1).is_some_and(|i| {
-                i.state == EntryState::Failed("not kept".into())
-            })
+            && o.items
+                .get(1)
+                .is_some_and(|i| i.state == EntryState::Failed("not kept".into()))
     })
     .await;
     let o = h.rt.app.open.as_ref().unwrap();
