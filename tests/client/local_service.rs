@@ -369,10 +369,20 @@ async fn send_streaming_settles_a_reply_killed_with_its_server_as_not_kept() {
         .expect("a first piece");
     killed.shutdown_background();
     std::mem::forget(svc);
-    let restarted =
-        convo_service::start(ServiceConfig::persistent(data.path(), 150).unwrap(), addr)
-            .await
-            .expect("the service starts again on the same file and port");
+    // The killed runtime lets go of the port in the background: try for up to 2 s (the
+    // send gives a server it cannot reach 4 s).
+    let mut tries = 0;
+    let restarted = loop {
+        match convo_service::start(ServiceConfig::persistent(data.path(), 150).unwrap(), addr).await
+        {
+            Ok(s) => break s,
+            Err(_) if tries < 40 => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("the service starts again on the same file and port: {e}"),
+        }
+    };
     let history = client.session_messages(&session).await.unwrap().unwrap();
     assert_eq!(history.len(), 1, "the message without a reply: {history:?}");
     let ended = tokio::time::timeout(Duration::from_secs(60), sending)

@@ -82,7 +82,9 @@ async fn scripted(scripts: Vec<Vec<String>>) -> (url::Url, Arc<Mutex<Vec<String>
 
 #[tokio::test]
 async fn events_arrive_typed_and_the_follower_drops_duplicates_across_reconnects() {
-    let done = json!({"type": "done", "message": message_json("Hello world")}).to_string();
+    let mut stored = message_json("Hello world");
+    stored["messageId"] = json!("m1");
+    let done = json!({"type": "done", "message": stored}).to_string();
     let snapshot = json!({"type": "snapshot", "sessionId": SESSION, "messageId": "m1", "seq": 2, "content": "Hello"}).to_string();
     let (base, auths) = scripted(vec![
         vec![

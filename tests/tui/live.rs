@@ -525,10 +525,19 @@ async fn a_server_killed_mid_reply_and_restarted_fails_the_reply_as_not_kept() {
             .is_some_and(|o| matches!(o.stream, StreamState::Down(_)))
     })
     .await;
-    let restarted =
-        convo_service::start(ServiceConfig::persistent(data.path(), 150).unwrap(), addr)
-            .await
-            .unwrap();
+    // The killed runtime lets go of the port in the background.
+    let mut tries = 0;
+    let restarted = loop {
+        match convo_service::start(ServiceConfig::persistent(data.path(), 150).unwrap(), addr).await
+        {
+            Ok(s) => break s,
+            Err(_) if tries < 100 => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("the service starts again on the same file and port: {e}"),
+        }
+    };
     let history = h
         .client
         .session_messages(&h.rt.app.open.as_ref().unwrap().id)
