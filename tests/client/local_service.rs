@@ -307,3 +307,94 @@ async fn a_reply_streams_over_the_websocket() {
     }
     svc.shutdown().await;
 }
+
+/// A service on a runtime of its own, so that a test can kill it: shutting that runtime down
+/// ends its tasks where they stand, with no rollback, as SIGKILL ends a `convo serve`.
+fn start_killable(
+    config: ServiceConfig,
+    addr: SocketAddr,
+) -> (tokio::runtime::Runtime, RunningService) {
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let service = rt.block_on(convo_service::start(config, addr)).unwrap();
+        (rt, service)
+    })
+    .join()
+    .unwrap()
+}
+
+/// Issue 25, item 5, as `send --stream` sees it (the TUI's side is
+/// `tests/tui/live.rs::a_server_killed_mid_reply_and_restarted_fails_the_reply_as_not_kept`):
+/// the server killed mid-reply kept the message without a reply and came back at once; the
+/// reply follower takes the turn as over (no snapshot of it after the reconnect) and the send
+/// fails `stream_lost` saying the reply was not kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_streaming_settles_a_reply_killed_with_its_server_as_not_kept() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let data = tempfile::tempdir().unwrap();
+    let (killed, svc) = start_killable(
+        ServiceConfig::persistent(data.path(), 150).unwrap(),
+        localhost(),
+    );
+    let addr = svc.addr;
+    let mut o = ClientOptions::new(svc.base_url().parse().unwrap());
+    o.api_key = Some(svc.api_key.clone());
+    o.max_retries = 0;
+    let client = Client::new(o).unwrap();
+    let session = new_session_id();
+    let (first_tx, mut first_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let sending = {
+        let client = client.clone();
+        let session = session.clone();
+        tokio::spawn(async move {
+            send_streaming(
+                &client,
+                &session,
+                &text("tell me a long story"),
+                &new_idempotency_key(),
+                |piece| {
+                    let _ = first_tx.send(piece.to_string());
+                },
+            )
+            .await
+        })
+    };
+    tokio::time::timeout(Duration::from_secs(30), first_rx.recv())
+        .await
+        .expect("a first piece")
+        .expect("a first piece");
+    killed.shutdown_background();
+    std::mem::forget(svc);
+    // The killed runtime lets go of the port in the background: try for up to 2 s (the
+    // send gives a server it cannot reach 4 s).
+    let mut tries = 0;
+    let restarted = loop {
+        match convo_service::start(ServiceConfig::persistent(data.path(), 150).unwrap(), addr).await
+        {
+            Ok(s) => break s,
+            Err(_) if tries < 40 => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("the service starts again on the same file and port: {e}"),
+        }
+    };
+    let history = client.session_messages(&session).await.unwrap().unwrap();
+    assert_eq!(history.len(), 1, "the message without a reply: {history:?}");
+    let ended = tokio::time::timeout(Duration::from_secs(60), sending)
+        .await
+        .expect("the send ends")
+        .unwrap();
+    match ended {
+        Err(ApiError::StreamLost(why)) => {
+            assert!(why.contains("did not keep the reply"), "{why}");
+            assert!(why.contains("kept your message"), "{why}");
+        }
+        other => panic!("expected stream_lost, got {other:?}"),
+    }
+    restarted.shutdown().await;
+}

@@ -1,5 +1,5 @@
 //! The stream client against scripted WebSocket servers: typed events, duplicate deltas
-//! dropped, reconnect with a snapshot, refusal and absence of the endpoint, and the
+//! dropped by the reply follower, reconnect with a snapshot, refusal and absence of the endpoint, and the
 //! `send_streaming` flow (POST 202, then deltas).
 
 use std::sync::{Arc, Mutex};
@@ -11,8 +11,10 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use convo_client::api::{
-    ApiError, SendMessage, SessionStream, StreamEvent, StreamTiming, StreamUpdate, send_streaming,
+    ApiError, Role, SendMessage, SessionStream, StreamEvent, StreamTiming, StreamUpdate,
+    send_streaming,
 };
+use convo_client::follow::{ReplyFollower, ReplyStatus};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -79,8 +81,10 @@ async fn scripted(scripts: Vec<Vec<String>>) -> (url::Url, Arc<Mutex<Vec<String>
 }
 
 #[tokio::test]
-async fn events_arrive_typed_duplicates_are_dropped_and_reconnects_resume() {
-    let done = json!({"type": "done", "message": message_json("Hello world")}).to_string();
+async fn events_arrive_typed_and_the_follower_drops_duplicates_across_reconnects() {
+    let mut stored = message_json("Hello world");
+    stored["messageId"] = json!("m1");
+    let done = json!({"type": "done", "message": stored}).to_string();
     let snapshot = json!({"type": "snapshot", "sessionId": SESSION, "messageId": "m1", "seq": 2, "content": "Hello"}).to_string();
     let (base, auths) = scripted(vec![
         vec![
@@ -101,10 +105,14 @@ async fn events_arrive_typed_duplicates_are_dropped_and_reconnects_resume() {
     let (_handle, mut rx) = SessionStream::connect_with(options(&base), SESSION, fast());
     assert_eq!(next(&mut rx).await, StreamUpdate::Connected);
     let mut got = Vec::new();
+    // The one reply follower (the TUI's and `send --stream`'s) drops the duplicates.
+    let mut follower = ReplyFollower::new(Role::User, "hi");
+    follower.reply_id_known("m1");
     loop {
         match next(&mut rx).await {
             StreamUpdate::Event(e) => {
                 let done = matches!(e, StreamEvent::Done { .. });
+                follower.event(&e);
                 got.push(e);
                 if done {
                     break;
@@ -113,6 +121,7 @@ async fn events_arrive_typed_duplicates_are_dropped_and_reconnects_resume() {
             StreamUpdate::Disconnected { retry_in, error } => {
                 assert!(retry_in.is_some(), "{error}");
                 assert!(error.is_network());
+                follower.stream_lost();
                 got.push(StreamEvent::Delta {
                     session_id: "-".into(),
                     message_id: "(disconnected)".into(),
@@ -120,7 +129,9 @@ async fn events_arrive_typed_duplicates_are_dropped_and_reconnects_resume() {
                     content: String::new(),
                 });
             }
-            StreamUpdate::Connected => {}
+            StreamUpdate::Connected => {
+                follower.stream_connected();
+            }
             StreamUpdate::Unsupported => panic!("the endpoint exists"),
         }
     }
@@ -143,12 +154,16 @@ async fn events_arrive_typed_duplicates_are_dropped_and_reconnects_resume() {
         vec![
             "m1:0:Hel",
             "m1:1:lo",
+            "m1:1:lo",
             "(disconnected):0:",
             "snapshot:2:Hello",
+            "m1:1:lo",
             "m1:2: world",
             "done:Hello world",
         ]
     );
+    assert_eq!(follower.text(), "Hello world");
+    assert!(matches!(follower.status(), ReplyStatus::Done(m) if m.content == "Hello world"));
     let auths = auths.lock().unwrap();
     assert_eq!(auths.len(), 2);
     assert!(

@@ -463,3 +463,104 @@ async fn complete_metrics_buckets_are_kept_across_a_restart() {
         0
     );
 }
+
+/// A service on a runtime of its own, so that a test can kill it: shutting that runtime down
+/// ends its tasks where they stand, with no rollback, as SIGKILL ends a `convo serve`.
+fn start_killable(
+    config: ServiceConfig,
+    addr: std::net::SocketAddr,
+) -> (tokio::runtime::Runtime, RunningService) {
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let service = rt.block_on(convo_service::start(config, addr)).unwrap();
+        (rt, service)
+    })
+    .join()
+    .unwrap()
+}
+
+/// Issue 25, item 5: the server killed mid-reply keeps the user message without a reply;
+/// started again on the same database, the TUI (`● live` again) settles the reply through
+/// its reply follower as `convo send --stream` does: `failed: not kept`, the message not
+/// sent and its text back in the composer (docs/tui.md), not `interrupted` for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_killed_mid_reply_and_restarted_fails_the_reply_as_not_kept() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let data = tempfile::tempdir().unwrap();
+    let (killed, service) = start_killable(
+        ServiceConfig::persistent(data.path(), 150).unwrap(),
+        "127.0.0.1:0".parse().unwrap(),
+    );
+    let addr = service.addr;
+    let mut options = ClientOptions::new(service.base_url().parse().unwrap());
+    options.api_key = Some(service.api_key.clone());
+    options.max_retries = 0;
+    let client = Client::new(options.clone()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(options, &dir);
+    let mut h = Harness {
+        rt,
+        service: None,
+        client,
+        _dir: dir,
+    };
+    h.ready().await;
+    h.type_text("tell me a long story");
+    h.press(KeyCode::Enter);
+    h.until("a part of the reply", |app| {
+        let o = app.open.as_ref().unwrap();
+        o.items.len() == 2 && !o.content(1).is_empty()
+    })
+    .await;
+    // Killed mid-reply: no rollback; the database keeps the message without a reply.
+    killed.shutdown_background();
+    std::mem::forget(service);
+    h.until("the stream lost", |app| {
+        app.open
+            .as_ref()
+            .is_some_and(|o| matches!(o.stream, StreamState::Down(_)))
+    })
+    .await;
+    // The killed runtime lets go of the port in the background.
+    let mut tries = 0;
+    let restarted = loop {
+        match convo_service::start(ServiceConfig::persistent(data.path(), 150).unwrap(), addr).await
+        {
+            Ok(s) => break s,
+            Err(_) if tries < 100 => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("the service starts again on the same file and port: {e}"),
+        }
+    };
+    let history = h
+        .client
+        .session_messages(&h.rt.app.open.as_ref().unwrap().id)
+        .await;
+    let history = history.unwrap().unwrap();
+    assert_eq!(
+        history.len(),
+        1,
+        "the killed server kept the message without a reply: {history:?}"
+    );
+    h.until("the reply settled as not kept", |app| {
+        let o = app.open.as_ref().unwrap();
+        o.stream == StreamState::Open
+            && o.items
+                .get(1)
+                .is_some_and(|i| i.state == EntryState::Failed("not kept".into()))
+    })
+    .await;
+    let o = h.rt.app.open.as_ref().unwrap();
+    assert_eq!(o.items[0].state, EntryState::Failed("not sent".into()));
+    assert!(o.pending.is_none() && o.cut_off.is_none());
+    assert_eq!(h.rt.app.composer_text(), "tell me a long story");
+    let screen = h.screen();
+    assert!(screen.contains("not kept"), "{screen}");
+    restarted.shutdown().await;
+}

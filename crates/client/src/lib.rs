@@ -8,6 +8,7 @@
 pub mod api;
 pub mod config;
 pub mod export;
+pub mod follow;
 pub mod format;
 pub mod local_store;
 pub mod private_file;

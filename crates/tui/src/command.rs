@@ -20,6 +20,9 @@ pub enum Command {
     OpenStream { session_id: String },
     /// Fetch the session's stored history (to settle a reply the stream lost).
     FetchHistory { session_id: String },
+    /// Fetch it again in a moment (`follow::CONFIRM_AFTER`): the follower tells a reply still
+    /// coming from a turn that is over.
+    FetchHistoryLater { session_id: String },
     /// Ready o200k token counting off the UI task (the first edit of the composer), so
     /// that the first send does not wait for it.
     WarmTokenCounter,

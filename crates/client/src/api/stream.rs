@@ -1,7 +1,8 @@
 //! The stream client: a task holding `GET /v1/sessions/{id}/stream` (docs/design.md, "Streaming") open,
-//! yielding typed events, pinging, reconnecting with capped backoff, dropping duplicate
-//! deltas; and [`send_streaming`], which sends one message and follows its reply, falling
-//! back to a plain POST against servers without the stream endpoint (§4.3).
+//! yielding typed events, pinging, reconnecting with capped backoff; and [`send_streaming`],
+//! which sends one message and follows its reply through a [`ReplyFollower`] (which drops
+//! duplicate deltas), falling back to a plain POST against servers without the stream
+//! endpoint (§4.3).
 //!
 //! ```no_run
 //! # async fn demo(options: convo_client::api::ClientOptions) {
@@ -17,7 +18,6 @@
 //! # }
 //! ```
 
-use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
@@ -28,11 +28,12 @@ use tokio_tungstenite::tungstenite::{self, Message as WsMessage, client::IntoCli
 use super::client::{Client, ClientOptions};
 use super::error::ApiError;
 use super::types::{ErrorEnvelope, Message, SendMessage, StreamEvent};
+use crate::follow::{CONFIRM_AFTER, Change, Next, ReplyFailure, ReplyFollower, ReplyStatus};
 
 /// What the stream task tells its owner.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StreamUpdate {
-    /// An event of the session (duplicate deltas already dropped).
+    /// An event of the session, as the server sent it (a [`ReplyFollower`] drops duplicates).
     Event(StreamEvent),
     /// The stream is open (again). After a reconnect, a reply in flight arrives as a snapshot.
     Connected,
@@ -111,8 +112,6 @@ impl SessionStream {
             session_id: session_id.to_string(),
             timing,
             tx,
-            next_seq: HashMap::new(),
-            finished: HashSet::new(),
         };
         tokio::spawn(task.run(close_rx));
         (
@@ -145,10 +144,6 @@ struct StreamTask {
     session_id: String,
     timing: StreamTiming,
     tx: mpsc::Sender<StreamUpdate>,
-    /// Per message: the next delta `seq` expected; lower ones are duplicates.
-    next_seq: HashMap<String, u64>,
-    /// Messages already done: any late delta of theirs is a duplicate.
-    finished: HashSet<String>,
 }
 
 impl StreamTask {
@@ -313,8 +308,7 @@ impl StreamTask {
         }
     }
 
-    /// Parse one text frame and pass it on unless it is a duplicate. False when the
-    /// owner is gone.
+    /// Parse one text frame and pass it on. False when the owner is gone.
     async fn forward(&mut self, text: &str) -> bool {
         let event: StreamEvent = match serde_json::from_str(text) {
             Ok(e) => e,
@@ -324,61 +318,7 @@ impl StreamTask {
                 return true;
             }
         };
-        let keep = match &event {
-            StreamEvent::Delta {
-                message_id, seq, ..
-            } => {
-                if self.finished.contains(message_id) {
-                    false
-                } else {
-                    let next = self.next_seq.entry(message_id.clone()).or_insert(0);
-                    if *seq < *next {
-                        false
-                    } else {
-                        *next = *seq + 1;
-                        true
-                    }
-                }
-            }
-            StreamEvent::Snapshot {
-                message_id, seq, ..
-            } => {
-                if self.finished.contains(message_id) {
-                    false
-                } else {
-                    let next = self.next_seq.entry(message_id.clone()).or_insert(0);
-                    // A snapshot folding fewer deltas than were seen is stale.
-                    if *seq < *next {
-                        false
-                    } else {
-                        *next = *seq;
-                        true
-                    }
-                }
-            }
-            StreamEvent::Done { message } => {
-                self.remember_finished(&message.message_id);
-                true
-            }
-            StreamEvent::Error { message_id, .. } => {
-                let id = message_id.clone();
-                self.remember_finished(&id);
-                true
-            }
-        };
-        if !keep {
-            return true;
-        }
         self.tx.send(StreamUpdate::Event(event)).await.is_ok()
-    }
-
-    fn remember_finished(&mut self, message_id: &str) {
-        self.next_seq.remove(message_id);
-        // Bounded memory for a stream open for days.
-        if self.finished.len() >= 1024 {
-            self.finished.clear();
-        }
-        self.finished.insert(message_id.to_string());
     }
 }
 
@@ -446,14 +386,9 @@ const PROBE_RETRY: Duration = Duration::from_millis(500);
 /// answers nothing (stopped, or a dead link) must not hold the caller for the request timeout.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// What the stored history says of a reply the stream lost.
-enum Settled {
-    /// It is stored: the final reply.
-    Reply(Message),
-    /// Its message is stored and the reply not yet: it is still being generated.
-    StillComing,
-    /// Neither: the service dropped the turn.
-    Dropped,
+/// The session's stored history, as fetched to settle a reply the stream lost.
+enum History {
+    Messages(Vec<Message>),
     /// The server has no history endpoint.
     Unsupported,
     /// The history could not be fetched.
@@ -462,50 +397,73 @@ enum Settled {
     NoAnswer,
 }
 
-impl Settled {
-    /// A failure to fetch the history, as an error.
-    fn no_answer() -> ApiError {
-        ApiError::Network(format!(
-            "no answer from the server in {} s",
-            PROBE_TIMEOUT.as_secs()
-        ))
-    }
-}
-
-/// Asks the session's stored history (`GET /v1/sessions/{id}/messages`, an extension of the
-/// local service) about the reply `reply_id` to `sent`.
-/// No answer within [`PROBE_TIMEOUT`] is a failure.
-async fn settle(client: &Client, session_id: &str, reply_id: &str, sent: &SendMessage) -> Settled {
-    let asked = timeout(PROBE_TIMEOUT, client.session_messages(session_id)).await;
-    let Ok(answer) = asked else {
-        return Settled::NoAnswer;
-    };
-    match answer {
-        Ok(Some(messages)) => {
-            let sent_role = sent.role.unwrap_or(super::types::Role::User);
-            let last_is_sent = messages
-                .last()
-                .is_some_and(|m| m.role == sent_role && m.content == sent.content);
-            match messages.into_iter().find(|m| m.message_id == reply_id) {
-                Some(reply) => Settled::Reply(reply),
-                None if last_is_sent => Settled::StillComing,
-                None => Settled::Dropped,
-            }
-        }
-        Ok(None) => Settled::Unsupported,
-        Err(e) => Settled::Failed(e),
-    }
-}
-
-/// The error for a reply that the service dropped after the stream lost it.
-fn dropped(received: usize) -> ApiError {
-    ApiError::StreamLost(format!(
-        "the stream dropped mid-reply and the service did not keep the reply (the turn was rolled back; {received} bytes had arrived): send the message again"
+fn no_answer() -> ApiError {
+    ApiError::Network(format!(
+        "no answer from the server in {} s",
+        PROBE_TIMEOUT.as_secs()
     ))
+}
+
+/// `GET /v1/sessions/{id}/messages` (an extension of the local service); no answer within
+/// [`PROBE_TIMEOUT`] is [`History::NoAnswer`].
+async fn fetch_history(client: &Client, session_id: &str) -> History {
+    match timeout(PROBE_TIMEOUT, client.session_messages(session_id)).await {
+        Err(_) => History::NoAnswer,
+        Ok(Ok(Some(messages))) => History::Messages(messages),
+        Ok(Ok(None)) => History::Unsupported,
+        Ok(Err(e)) => History::Failed(e),
+    }
+}
+
+/// The error for a reply that the service did not keep after the stream lost it.
+fn not_kept(received: usize, message_kept: bool) -> ApiError {
+    let why = if message_kept {
+        "it kept your message without a reply: the server restarted and the reply will not come"
+    } else {
+        "the turn was rolled back"
+    };
+    ApiError::StreamLost(format!(
+        "the stream dropped mid-reply and the service did not keep the reply ({why}; {received} bytes had arrived): send the message again"
+    ))
+}
+
+/// Prints what the follower's text adds to what was printed; a snapshot or the final reply
+/// repeat what came before, and nothing is printed twice.
+fn emit<F: FnMut(&str)>(printed: &mut String, full: &str, on_text: &mut F) {
+    let rest = full
+        .strip_prefix(printed.as_str())
+        .unwrap_or_else(|| full.get(printed.len()..).unwrap_or_default());
+    if !rest.is_empty() {
+        on_text(rest);
+    }
+    *printed = full.to_string();
+}
+
+/// The end of the send if the follower has settled the reply.
+fn outcome<F: FnMut(&str)>(
+    follower: &ReplyFollower,
+    printed: &mut String,
+    on_text: &mut F,
+) -> Option<Result<Message, ApiError>> {
+    emit(printed, follower.text(), on_text);
+    match follower.status() {
+        ReplyStatus::Done(message) => Some(Ok(message.clone())),
+        ReplyStatus::Failed(ReplyFailure::Error(body)) => {
+            Some(Err(ApiError::from_body(0, body.clone(), None)))
+        }
+        ReplyStatus::Failed(ReplyFailure::NotKept { message_kept }) => {
+            Some(Err(not_kept(printed.len(), *message_kept)))
+        }
+        ReplyStatus::Coming | ReplyStatus::Interrupted => None,
+    }
 }
 
 /// Send one message and follow its reply as it streams, calling `on_text` with each new
 /// piece of text in order; returns the final reply.
+///
+/// This is the I/O driver of a [`ReplyFollower`] (which decides what the reply is, drops
+/// duplicate deltas and settles a lost reply against the stored history); the TUI drives
+/// the same follower from its events.
 ///
 /// Falls back to a plain POST when the server has no stream endpoint, and takes a complete
 /// 200 reply to a `stream: true` POST as done. In both cases `on_text` gets the whole
@@ -553,23 +511,16 @@ pub async fn send_streaming<F: FnMut(&str)>(
     let sent = client
         .post_message(session_id, &body, idempotency_key)
         .await?;
-    if sent.complete {
-        on_text(&sent.message.content);
-        return Ok(sent.message);
-    }
-    let id = sent.message.message_id;
+    let mut follower = ReplyFollower::new(
+        message.role.unwrap_or(super::types::Role::User),
+        message.content.clone(),
+    );
     let mut printed = String::new();
-    let emit = |printed: &mut String, full: &str, on_text: &mut F| {
-        // Print what `full` adds to what was printed; a snapshot or the final reply
-        // repeat what came before.
-        let rest = full
-            .strip_prefix(printed.as_str())
-            .unwrap_or_else(|| full.get(printed.len()..).unwrap_or_default());
-        if !rest.is_empty() {
-            on_text(rest);
-        }
-        *printed = full.to_string();
-    };
+    // Events queued while the POST was answered are taken after it: the reply's id is known.
+    follower.accepted(&sent.message, sent.complete);
+    if let Some(end) = outcome(&follower, &mut printed, &mut on_text) {
+        return end;
+    }
     // While the stream is down, the history is asked without retries of its own: this
     // loop retries, and must see a dead server as soon as it stops answering.
     let prober = {
@@ -584,6 +535,8 @@ pub async fn send_streaming<F: FnMut(&str)>(
     let mut down: Option<(Instant, ApiError)> = None;
     // While it is down: when to ask the stored history next.
     let mut next_probe: Option<Instant> = None;
+    // The follower asked to look at the history again then (`Next::FetchHistoryLater`).
+    let mut confirm_at: Option<Instant> = None;
     // A server that accepted the message but never streams it must not hang the caller;
     // generous, since a slow model may think for a while before its first token.
     let stall_guard = client.options().timeouts.request.max(STALL_GUARD_MIN);
@@ -593,48 +546,66 @@ pub async fn send_streaming<F: FnMut(&str)>(
             (None, Some((since, _))) => stall_guard.saturating_sub(since.elapsed()),
             (None, None) => stall_guard,
         };
-        let wait = match next_probe {
-            Some(at) => wait.min(at.saturating_duration_since(Instant::now())),
-            None => wait,
-        };
+        let wait = [next_probe, confirm_at]
+            .into_iter()
+            .flatten()
+            .fold(wait, |w, at| {
+                w.min(at.saturating_duration_since(Instant::now()))
+            });
         let next = match timeout(wait, updates.recv()).await {
             Ok(u) => u,
             Err(_) => {
+                if let Some(at) = confirm_at
+                    && Instant::now() >= at
+                {
+                    // A second look: the message kept without its reply, and no snapshot.
+                    confirm_at = None;
+                    if let History::Messages(messages) = fetch_history(prober, session_id).await
+                        && follower.history(&messages).next == Next::FetchHistoryLater
+                    {
+                        confirm_at = Some(Instant::now() + CONFIRM_AFTER);
+                    }
+                    if let Some(end) = outcome(&follower, &mut printed, &mut on_text) {
+                        return end;
+                    }
+                    continue;
+                }
                 if let (Some(at), Some((since, why))) = (next_probe, &down)
                     && Instant::now() >= at
                 {
                     // The stream is down: is the server there, and what of the reply?
-                    match settle(prober, session_id, &id, message).await {
-                        Settled::Reply(reply) => {
-                            emit(&mut printed, &reply.content, &mut on_text);
-                            return Ok(reply);
+                    match fetch_history(prober, session_id).await {
+                        History::Messages(messages) => {
+                            follower.history(&messages);
+                            if let Some(end) = outcome(&follower, &mut printed, &mut on_text) {
+                                return end;
+                            }
+                            // Up and still writing it: the stream should come back.
+                            next_probe = Some(Instant::now() + DOWN_GRACE);
                         }
-                        Settled::Dropped => return Err(dropped(printed.len())),
-                        // Up and still writing it: the stream should come back.
-                        Settled::StillComing => next_probe = Some(Instant::now() + DOWN_GRACE),
-                        Settled::Unsupported if since.elapsed() >= RECOVERY_GRACE => {
+                        History::Unsupported if since.elapsed() >= RECOVERY_GRACE => {
                             return Err(ApiError::StreamLost(format!(
                                 "the stream dropped mid-reply ({}) and stayed down for {} s, and this server cannot list past messages: the end of the reply is unknown (it may be stored on the server)",
                                 why.detail(),
                                 RECOVERY_GRACE.as_secs()
                             )));
                         }
-                        Settled::Unsupported => next_probe = Some(Instant::now() + DOWN_GRACE),
+                        History::Unsupported => next_probe = Some(Instant::now() + DOWN_GRACE),
                         // Silent on top of a dropped stream: stopped, or the link is dead.
-                        Settled::NoAnswer => {
+                        History::NoAnswer => {
                             return Err(ApiError::StreamLost(format!(
                                 "the stream dropped mid-reply ({}) and the server does not answer ({}): the end of the reply is unknown (it may be stored on the server)",
                                 why.detail(),
-                                Settled::no_answer().detail()
+                                no_answer().detail()
                             )));
                         }
-                        Settled::Failed(e) if since.elapsed() >= DOWN_GRACE => {
+                        History::Failed(e) if since.elapsed() >= DOWN_GRACE => {
                             return Err(ApiError::StreamLost(format!(
                                 "the stream dropped mid-reply ({}) and the server cannot be reached ({e}): the end of the reply is unknown (it may be stored on the server)",
                                 why.detail()
                             )));
                         }
-                        Settled::Failed(e) => {
+                        History::Failed(e) => {
                             tracing::debug!(error = %e, "the server is not answering yet");
                             next_probe = Some(Instant::now() + PROBE_RETRY);
                         }
@@ -652,77 +623,61 @@ pub async fn send_streaming<F: FnMut(&str)>(
                         stall_guard.as_secs()
                     ),
                 };
-                return match settle(client, session_id, &id, message).await {
-                    Settled::Reply(reply) => {
-                        emit(&mut printed, &reply.content, &mut on_text);
-                        Ok(reply)
+                follower.stalled();
+                return match fetch_history(client, session_id).await {
+                    History::Messages(messages) => {
+                        follower.history(&messages);
+                        outcome(&follower, &mut printed, &mut on_text).unwrap_or_else(|| {
+                            Err(ApiError::StreamLost(format!(
+                                "{why}; the service is still generating it and will store it"
+                            )))
+                        })
                     }
-                    Settled::Dropped => Err(dropped(printed.len())),
-                    Settled::StillComing => Err(ApiError::StreamLost(format!(
-                        "{why}; the service is still generating it and will store it"
-                    ))),
-                    Settled::Unsupported => Err(ApiError::StreamLost(format!(
+                    History::Unsupported => Err(ApiError::StreamLost(format!(
                         "{why}, and this server cannot list past messages: the end of the reply is unknown (it may be stored on the server)"
                     ))),
-                    Settled::Failed(e) => Err(ApiError::StreamLost(format!(
+                    History::Failed(e) => Err(ApiError::StreamLost(format!(
                         "{why}, and its stored history could not be read ({e}): the end of the reply is unknown"
                     ))),
-                    Settled::NoAnswer => Err(ApiError::StreamLost(format!(
+                    History::NoAnswer => Err(ApiError::StreamLost(format!(
                         "{why}, and its stored history could not be read ({}): the end of the reply is unknown",
-                        Settled::no_answer()
+                        no_answer()
                     ))),
                 };
             }
         };
         match next {
             None => return Err(ApiError::StreamLost("the stream task ended".into())),
-            Some(StreamUpdate::Event(event)) => match event {
-                StreamEvent::Delta {
-                    message_id,
-                    content,
-                    ..
-                } if message_id == id => {
+            Some(StreamUpdate::Event(event)) => {
+                if follower.event(&event).change != Change::None {
                     recovering_since = None;
-                    printed.push_str(&content);
-                    on_text(&content);
                 }
-                StreamEvent::Snapshot {
-                    message_id,
-                    content,
-                    ..
-                } if message_id == id => {
-                    recovering_since = None;
-                    emit(&mut printed, &content, &mut on_text);
+                if let Some(end) = outcome(&follower, &mut printed, &mut on_text) {
+                    return end;
                 }
-                StreamEvent::Done { message } if message.message_id == id => {
-                    emit(&mut printed, &message.content, &mut on_text);
-                    return Ok(message);
-                }
-                StreamEvent::Error {
-                    message_id, error, ..
-                } if message_id == id => {
-                    return Err(ApiError::from_body(0, error, None));
-                }
-                _ => {}
-            },
+            }
             Some(StreamUpdate::Connected) => {
                 next_probe = None;
-                if down.take().is_none() {
+                let step = follower.stream_connected();
+                if down.take().is_none() || step.next != Next::FetchHistory {
                     continue;
                 }
                 // Back after a drop: a reply still being generated comes as a snapshot; one
                 // that ended meanwhile is only in the stored history.
-                match settle(client, session_id, &id, message).await {
-                    Settled::Reply(reply) => {
-                        emit(&mut printed, &reply.content, &mut on_text);
-                        return Ok(reply);
+                match fetch_history(client, session_id).await {
+                    History::Messages(messages) => {
+                        if follower.history(&messages).next == Next::FetchHistoryLater {
+                            confirm_at = Some(Instant::now() + CONFIRM_AFTER);
+                        }
+                        if let Some(end) = outcome(&follower, &mut printed, &mut on_text) {
+                            return end;
+                        }
+                        recovering_since = None;
                     }
-                    Settled::Dropped => return Err(dropped(printed.len())),
-                    Settled::StillComing => recovering_since = None,
-                    Settled::Unsupported => {
+                    History::Unsupported => {
                         recovering_since.get_or_insert_with(Instant::now);
                     }
-                    Settled::Failed(_) | Settled::NoAnswer => {
+                    History::Failed(_) | History::NoAnswer => {
                         tracing::debug!("cannot read the history after a reconnect");
                         recovering_since.get_or_insert_with(Instant::now);
                     }
@@ -732,7 +687,9 @@ pub async fn send_streaming<F: FnMut(&str)>(
                 error,
                 retry_in: Some(_),
             }) => {
+                follower.stream_lost();
                 recovering_since = None;
+                confirm_at = None;
                 if down.is_none() {
                     // Ask the history at once: a dead server shows in the first answer.
                     down = Some((Instant::now(), error));

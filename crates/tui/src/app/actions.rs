@@ -319,6 +319,7 @@ impl App {
             streamed: stream,
             reply_done: false,
             started: std::time::Instant::now(),
+            follower: ReplyFollower::new(role, text.clone()),
         });
         let body = SendMessage {
             content: text,

@@ -21,6 +21,7 @@ use super::full_view::{FullView, KeyResult};
 use super::layout::{self, AppLayout};
 use crate::render::transcript::{Entry, EntryId, EntryState, Transcript};
 use convo_client::api::stream::StreamUpdate;
+use convo_client::follow::{Change, Next, ReplyFailure, ReplyFollower, ReplyStatus};
 use convo_client::sanitize::sanitize_owned;
 
 mod actions;

@@ -77,7 +77,6 @@ impl OpenSession {
             message_id,
             state,
             created_at,
-            next_seq: 0,
         });
         self.items.len() - 1
     }

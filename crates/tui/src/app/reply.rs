@@ -53,7 +53,6 @@ impl App {
                 message_id: m.message_id,
                 state,
                 created_at: m.created_at,
-                next_seq: 0,
             });
         }
         let shift = open.items.len();
@@ -132,6 +131,10 @@ impl App {
             }
         }
         let reply_done = open.pending.as_ref().is_some_and(|p| p.reply_done);
+        let step = open
+            .pending
+            .as_mut()
+            .map(|p| p.follower.accepted(&reply, !streamed));
         if reply_done {
             open.pending = None;
             self.store_reply(&session_id, reply_item, out);
@@ -139,9 +142,10 @@ impl App {
             open.resume(reply_item);
             self.finish_reply(&session_id, reply, out);
         } else if open.is_cut_off(reply_item) {
-            // The stream dropped before the server answered: the reply is lost to it.
+            // The stream dropped before the server answered: the reply is lost to it, and the
+            // stored history settles it once the stream is back.
             open.cut_off = open.pending.take();
-            if open.stream == StreamState::Open {
+            if step.is_some_and(|s| s.next == Next::FetchHistory) {
                 out.push(Command::FetchHistory {
                     session_id: session_id.clone(),
                 });
@@ -340,65 +344,74 @@ impl App {
                 open.stream = StreamState::Open;
                 // A reply lost with the old connection: the service sends a snapshot of it
                 // if it is still being generated; the stored history says if it finished
-                // meanwhile or was dropped.
-                if let Some(p) = &open.cut_off
-                    && open
-                        .items
-                        .get(p.reply_item)
-                        .is_some_and(|i| i.message_id.is_some())
-                {
+                // meanwhile or was dropped (the follower asks for it).
+                let mut fetch = false;
+                for p in open.pending.iter_mut().chain(open.cut_off.iter_mut()) {
+                    fetch |= p.follower.stream_connected().next == Next::FetchHistory;
+                }
+                if fetch && open.cut_off.is_some() {
                     out.push(Command::FetchHistory { session_id });
                 }
             }
             StreamUpdate::Disconnected { error, .. } => {
                 open.stream = StreamState::Down(error.to_string());
+                for p in open.pending.iter_mut().chain(open.cut_off.iter_mut()) {
+                    p.follower.stream_lost();
+                }
                 open.cut_off_reply();
             }
             StreamUpdate::Unsupported => open.stream = StreamState::Unsupported,
             StreamUpdate::Event(ev) => match ev {
-                StreamEvent::Delta {
-                    message_id,
-                    seq,
-                    content,
-                    ..
-                } => {
-                    let Some(idx) = reply_slot(open, &message_id) else {
+                StreamEvent::Delta { ref message_id, .. }
+                | StreamEvent::Snapshot { ref message_id, .. } => {
+                    let Some(idx) = reply_slot(open, message_id) else {
                         return;
                     };
-                    // A lost reply picks up again only where it left off.
-                    if seq == open.items[idx].next_seq {
-                        open.resume(idx);
-                    }
-                    let item = &mut open.items[idx];
-                    if item.state != EntryState::Streaming || seq < item.next_seq {
+                    // Only the reply in flight (or lost by the stream) is followed; one the
+                    // user stopped (Ctrl-C) stays as it is.
+                    let streaming = open.items[idx].state == EntryState::Streaming;
+                    if !streaming && !open.is_cut_off(idx) {
                         return;
                     }
-                    item.next_seq = seq + 1;
-                    let e = item.entry;
-                    open.transcript.append_delta(e, &content);
-                }
-                StreamEvent::Snapshot {
-                    message_id,
-                    seq,
-                    content,
-                    ..
-                } => {
-                    let Some(idx) = reply_slot(open, &message_id) else {
+                    let Some(p) = open
+                        .pending
+                        .iter_mut()
+                        .chain(open.cut_off.iter_mut())
+                        .find(|p| p.reply_item == idx)
+                    else {
                         return;
                     };
-                    open.resume(idx);
-                    let item = &mut open.items[idx];
-                    if item.state != EntryState::Streaming {
-                        return;
+                    // The follower drops duplicates and picks a lost reply up only where
+                    // it left off.
+                    let step = p.follower.event(&ev);
+                    let text = p.follower.text().to_string();
+                    let e = open.items[idx].entry;
+                    match step.change {
+                        Change::None => {}
+                        Change::Appended(piece) => {
+                            open.resume(idx);
+                            open.transcript.append_delta(e, &piece);
+                        }
+                        Change::Replaced => {
+                            open.resume(idx);
+                            open.transcript.set_content(e, text);
+                        }
                     }
-                    item.next_seq = seq;
-                    let e = item.entry;
-                    open.transcript.set_content(e, content);
                 }
                 StreamEvent::Done { message } => {
                     if let Some(idx) = reply_slot(open, &message.message_id) {
                         open.items[idx].message_id = Some(message.message_id.clone());
                         open.resume(idx);
+                        if let Some(p) = open
+                            .pending
+                            .iter_mut()
+                            .chain(open.cut_off.iter_mut())
+                            .find(|p| p.reply_item == idx)
+                        {
+                            p.follower.event(&StreamEvent::Done {
+                                message: message.clone(),
+                            });
+                        }
                     }
                     self.finish_reply(&session_id, message, out);
                 }
@@ -445,10 +458,11 @@ impl App {
         }
     }
 
-    /// The stored history after a reconnect settles a reply that the stream lost: stored →
-    /// shown whole and kept; its message stored but not the reply → still being generated
-    /// (the stream's snapshot picks it up); neither → the service dropped the turn, and the
-    /// reply stays interrupted for good.
+    /// The stored history after a reconnect settles a reply that the stream lost, as its
+    /// `ReplyFollower` decides (`convo_client::follow`): stored → shown whole and kept; its
+    /// message stored but not the reply → still being generated while the stream's snapshot
+    /// says so, else (a restarted server) not kept; neither → the service dropped the turn.
+    /// A reply not kept is marked `failed: not kept` and its message goes back to the composer.
     pub(super) fn on_history(
         &mut self,
         session_id: String,
@@ -458,11 +472,7 @@ impl App {
         let Some(open) = self.open.as_mut().filter(|o| o.id == session_id) else {
             return;
         };
-        let Some((idx, sent_role, sent_text)) = open
-            .cut_off
-            .as_ref()
-            .map(|p| (p.reply_item, p.role, p.text.clone()))
-        else {
+        let Some(idx) = open.cut_off.as_ref().map(|p| p.reply_item) else {
             // Not a reply the stream lost: the history asked for when the session opened.
             if let HistoryFetch::Messages(messages) = fetch {
                 self.settle_from_history(&session_id, messages, out);
@@ -474,24 +484,26 @@ impl App {
         };
         match fetch {
             HistoryFetch::Messages(messages) => {
-                let last_is_sent = messages
-                    .last()
-                    .is_some_and(|m| m.role == sent_role && m.content == sent_text);
-                if let Some(reply) = messages.into_iter().find(|m| m.message_id == reply_id) {
-                    open.resume(idx);
-                    self.finish_reply(&session_id, reply, out);
-                    self.notify(Level::Info, "the reply finished while the stream was down");
-                } else if last_is_sent {
-                    tracing::debug!(session = %session_id, "the lost reply is still being generated");
-                } else {
-                    // Neither the message nor the reply: the service rolled the turn back.
-                    let user_item = open.cut_off.as_ref().map(|p| p.user_item);
-                    open.set_state(idx, EntryState::Failed("not kept".into()));
-                    out.extend(open.settle_cut_off());
-                    if let Some(u) = user_item {
-                        self.mark_unsent(&session_id, u, out);
-                    } else {
-                        self.notify(Level::Warn, REPLY_NOT_KEPT);
+                let Some(p) = open.cut_off.as_mut() else {
+                    return;
+                };
+                p.follower.reply_id_known(&reply_id);
+                let step = p.follower.history(&messages);
+                match p.follower.status().clone() {
+                    ReplyStatus::Done(reply) => {
+                        open.resume(idx);
+                        self.finish_reply(&session_id, reply, out);
+                        self.notify(Level::Info, "the reply finished while the stream was down");
+                    }
+                    ReplyStatus::Failed(ReplyFailure::NotKept { .. }) => {
+                        self.reply_not_kept(&session_id, idx, out);
+                    }
+                    ReplyStatus::Failed(ReplyFailure::Error(_)) | ReplyStatus::Coming => {}
+                    ReplyStatus::Interrupted => {
+                        tracing::debug!(session = %session_id, "the lost reply may still be coming");
+                        if step.next == Next::FetchHistoryLater {
+                            out.push(Command::FetchHistoryLater { session_id });
+                        }
                     }
                 }
             }
@@ -502,6 +514,23 @@ impl App {
             HistoryFetch::Failed(e) => {
                 tracing::warn!(session = %session_id, error = %e, HISTORY_FAILED);
             }
+        }
+    }
+
+    /// The lost reply is not kept by the service (the turn rolled back, or the server was
+    /// killed and restarted with the message and no reply): the reply is marked `failed: not
+    /// kept`, the message not sent, and its text goes back to the composer.
+    fn reply_not_kept(&mut self, session_id: &str, idx: usize, out: &mut Vec<Command>) {
+        let Some(open) = self.open.as_mut().filter(|o| o.id == session_id) else {
+            return;
+        };
+        let user_item = open.cut_off.as_ref().map(|p| p.user_item);
+        open.set_state(idx, EntryState::Failed("not kept".into()));
+        out.extend(open.settle_cut_off());
+        if let Some(u) = user_item {
+            self.mark_unsent(session_id, u, out);
+        } else {
+            self.notify(Level::Warn, REPLY_NOT_KEPT);
         }
     }
 }

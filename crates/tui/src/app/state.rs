@@ -137,8 +137,6 @@ pub struct TranscriptItem {
     pub message_id: Option<String>,
     pub state: EntryState,
     pub created_at: DateTime<Utc>,
-    /// The next stream `seq` expected for a streaming reply.
-    pub next_seq: u64,
 }
 
 /// A message on its way: the composer text comes back if it fails.
@@ -158,4 +156,7 @@ pub struct PendingSend {
     /// When the message was sent: how long its reply took decides whether a focused
     /// terminal is notified (`[notify] after_seconds`).
     pub started: std::time::Instant,
+    /// The reply, followed: duplicates by `seq`, the loss and the settling against the
+    /// stored history (the same follower `convo send --stream` drives).
+    pub follower: ReplyFollower,
 }

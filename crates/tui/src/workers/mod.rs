@@ -193,7 +193,10 @@ impl Workers {
                 body,
                 idempotency_key,
             } => self.send(session_id, send_id, body, idempotency_key),
-            Command::FetchHistory { session_id } => self.fetch_history(session_id),
+            Command::FetchHistory { session_id } => self.fetch_history(session_id, None),
+            Command::FetchHistoryLater { session_id } => {
+                self.fetch_history(session_id, Some(convo_client::follow::CONFIRM_AFTER))
+            }
             Command::Delete { session_id } => self.delete(session_id),
             Command::WarmTokenCounter => {
                 warm_token_counter_once();

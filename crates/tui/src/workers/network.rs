@@ -65,7 +65,7 @@ impl Workers {
     }
 
     /// Fetches a session's stored history (to settle a reply the stream lost).
-    pub(super) fn fetch_history(&mut self, session_id: String) {
+    pub(super) fn fetch_history(&mut self, session_id: String, after: Option<std::time::Duration>) {
         let failed = {
             let session_id = session_id.clone();
             move |why: String| AppEvent::History {
@@ -74,6 +74,9 @@ impl Workers {
             }
         };
         self.spawn_request(None, failed, move |client| async move {
+            if let Some(after) = after {
+                tokio::time::sleep(after).await;
+            }
             let fetch = match client.session_messages(&session_id).await {
                 Ok(Some(messages)) => HistoryFetch::Messages(messages),
                 Ok(None) => HistoryFetch::Unsupported,
