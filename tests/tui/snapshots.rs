@@ -5,7 +5,7 @@ use convo_client::api::ApiError;
 use convo_client::api::stream::StreamUpdate;
 use convo_client::api::{Message, Role, StreamEvent, Usage};
 use convo_service::engine::LoadState;
-use convo_tui::app::{App, Command, Settings};
+use convo_tui::app::{App, Command, Level, Notice, Settings};
 use convo_tui::event::{AppEvent, Endpoint, EngineStatus, Exported, SessionSummary, StoredMessage};
 use convo_tui::keys::KeyBindings;
 use convo_tui::view;
@@ -757,6 +757,29 @@ fn every_small_size_draws_twice_without_a_panic() {
             }
         }
     }
+}
+
+/// A notice too long for the status bar's rows after a local model's label: the label gives
+/// way to its dot, and the advice at the end is whole.
+#[test]
+fn a_long_notice_is_never_cut_for_the_connection_label() {
+    snap("long_notice_with_a_model", |w, h| {
+        let mut app = chat(w, h);
+        app.update(engine(
+            "local · SmolLM2-135M-Instruct",
+            LoadState::Ready,
+            None,
+        ));
+        app.notice = Some(Notice {
+            level: Level::Warn,
+            text: "the service did not keep your last message (it may have restarted): it is \
+                   back in the composer, marked not sent · the reply was interrupted while it \
+                   streamed (connection reset by the service at 127.0.0.1:40000); your message \
+                   was not kept: it is back in the composer, marked not sent — send it again"
+                .into(),
+        });
+        app
+    });
 }
 
 fn engine(label: &str, state: LoadState, hint: Option<&str>) -> AppEvent {

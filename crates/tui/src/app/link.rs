@@ -68,13 +68,33 @@ impl App {
         match self.status_message() {
             None => 1,
             Some((_, text)) => {
-                let label =
-                    unicode_width::UnicodeWidthStr::width(self.connection_label().1.as_str());
-                let first = (width as usize).saturating_sub(label);
-                let n = crate::render::wrap::count_wrapped(&text, first, width as usize);
-                (n as u16).clamp(1, max.max(1))
+                let (_, rows) = self.status_label(&text, width, max);
+                rows.clamp(1, max.max(1))
             }
         }
+    }
+
+    /// The connection label that starts the status bar while it shows `message`, and the
+    /// rows the message then takes: the whole label, or only its first word (the dot) when the
+    /// whole one would push the message past `max` rows, so that advice is not cut off for a
+    /// label (a local model's name makes it half the width at 80 columns).
+    pub fn status_label(&self, message: &str, width: u16, max: u16) -> ((Tone, String), u16) {
+        let rows = |label: &str| {
+            let first = (width as usize).saturating_sub(crate::render::wrap::str_width(label));
+            crate::render::wrap::count_wrapped(message, first, width as usize) as u16
+        };
+        let (tone, label) = self.connection_label();
+        let whole = rows(&label);
+        if whole <= max {
+            return ((tone, label), whole);
+        }
+        let dot = label
+            .split_whitespace()
+            .next()
+            .map(|d| format!("{d} "))
+            .unwrap_or_default();
+        let short = rows(&dot);
+        ((tone, dot), short)
     }
 
     /// Follows the link state from the outcome of a request or of the stream.

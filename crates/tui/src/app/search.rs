@@ -67,7 +67,10 @@ impl App {
             self.search_edited();
         } else if k.back.matches(&key) {
             // The transcript stays where the search took it; End follows the tail again.
+            // Typing goes to the composer, wherever the bar was opened from: in the
+            // transcript, plain keys act (a `/search …` typed next would vanish).
             self.search = None;
+            self.focus = Focus::Composer;
         } else if k.search_next.matches(&key) {
             search.editing = false;
             search.next();

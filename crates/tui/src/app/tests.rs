@@ -2316,6 +2316,20 @@ fn the_search_bar_finds_moves_and_closes_without_touching_the_draft() {
 }
 
 #[test]
+fn after_the_search_bar_opened_from_the_transcript_typing_goes_to_the_composer() {
+    let mut app = app_with_transcript(&["the knight moves", "another line"]);
+    app.update(key(KeyCode::BackTab));
+    assert_eq!(app.focus, Focus::Transcript);
+    app.update(ctrl('f'));
+    type_text(&mut app, "knight");
+    app.update(key(KeyCode::Esc));
+    assert!(app.search.is_none());
+    type_text(&mut app, "/search knight");
+    assert_eq!(app.composer_text(), "/search knight");
+    assert_eq!(app.focus, Focus::Composer);
+}
+
+#[test]
 fn pasting_into_the_search_bar_fills_the_query_not_the_composer() {
     let mut app = app_with_transcript(&["hello world", "another world"]);
     app.update(ctrl('f'));

@@ -61,6 +61,8 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             Level::Warn => theme::warn(),
             Level::Error => theme::error(),
         };
+        let ((tone, label), _) = app.status_label(&text, area.width, area.height);
+        let conn = Span::styled(label, tone_style(tone));
         let rows = wrapped(&text, width.saturating_sub(conn.width()), width);
         let shown = rows.len().min(area.height as usize);
         for (i, row) in rows.iter().take(shown).enumerate() {
@@ -138,12 +140,15 @@ fn wrapped(text: &str, first: usize, rest: usize) -> Vec<String> {
 /// The connection label in its colour.
 fn connection(app: &App) -> Span<'static> {
     let (tone, text) = app.connection_label();
-    let style = match tone {
+    Span::styled(text, tone_style(tone))
+}
+
+fn tone_style(tone: Tone) -> ratatui::style::Style {
+    match tone {
         Tone::Good => theme::success(),
         Tone::Pending => theme::warn(),
         Tone::Bad => theme::error(),
-    };
-    Span::styled(text, style)
+    }
 }
 
 /// The first key of a binding that works while typing (not a plain character).
