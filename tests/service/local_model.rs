@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use convo_client::api::{Role, StreamEvent};
+use convo_core::HistoryEntry;
 use convo_service::engine::local::{LocalEngine, LocalOptions};
 use convo_service::engine::{ReplyEngine, ReplyRequest};
-use convo_service::store::messages::HistoryEntry;
 use convo_service::{EngineConfig, ServiceConfig};
 use reqwest::StatusCode;
 use serde_json::json;

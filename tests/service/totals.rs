@@ -4,10 +4,10 @@
 
 use chrono::{TimeZone, Utc};
 use convo_client::api::Role;
+use convo_core::{Account, TurnRefusal, TurnStart, TurnStarted, UserMessage};
 use convo_service::auth::RequestCount;
-use convo_service::store::accounts::Account;
-use convo_service::store::messages::{Reply, TurnRefusal, TurnStart, TurnStarted, UserMessage};
-use convo_service::store::{Db, Storage};
+use convo_service::storage::rows::Reply;
+use convo_service::storage::{Db, Storage};
 use convo_service::{Tier, generate_api_key, time};
 use reqwest::StatusCode;
 use serde_json::json;

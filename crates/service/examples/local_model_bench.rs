@@ -343,7 +343,7 @@ async fn stop_latency(
     use convo_service::engine::ReplyEngine;
     let request = convo_service::engine::ReplyRequest {
         session_id: new_session(),
-        history: vec![convo_service::store::messages::HistoryEntry {
+        history: vec![convo_core::HistoryEntry {
             role: convo_wire::Role::User,
             content: text.to_string(),
             tokens: 0,

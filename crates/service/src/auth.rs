@@ -7,9 +7,9 @@ use super::AppState;
 use super::config::is_valid_api_key;
 use super::error::HttpError;
 use super::jwt;
-use super::store::Storage;
-use super::store::accounts::{Account, hash_key};
-pub use super::store::usage::RequestCount;
+use super::storage::Storage;
+pub use super::storage::rows::RequestCount;
+use super::storage::rows::{Account, hash_key};
 
 /// The bearer credential of a request.
 fn bearer(headers: &HeaderMap) -> Result<&str, HttpError> {
@@ -114,12 +114,12 @@ mod tests {
     use super::*;
     use crate::config::{DbLocation, Tier};
     use crate::ids::generate_api_key;
-    use crate::store::SqliteStore;
-    use crate::store::accounts::ensure_keys;
+    use crate::storage::SqliteStore;
+    use crate::storage::sqlite::accounts::ensure_keys;
     use chrono::Utc;
 
     use crate::error::StoreError;
-    use crate::store::usage;
+    use crate::storage::sqlite::usage;
     use crate::time;
 
     /// The count is kept whatever the closure run after it does, and a request over the limit

@@ -4,7 +4,7 @@
 pub use crate::engine::EngineConfig;
 pub use crate::engine::local_options::LocalOptions;
 pub use crate::plans::{PlanLimits, Tier};
-pub use crate::store::DbLocation;
+pub use crate::storage::DbLocation;
 
 /// Everything `start` needs.
 #[derive(Debug, Clone)]

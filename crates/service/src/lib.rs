@@ -23,7 +23,7 @@ pub mod paths;
 pub mod plans;
 pub mod router;
 pub mod routes;
-pub mod store;
+pub mod storage;
 pub mod stream;
 pub mod time;
 mod turn;
@@ -37,10 +37,10 @@ use tokio::sync::{OwnedMutexGuard, watch};
 use tokio::task::JoinSet;
 
 pub use config::{DbLocation, EngineConfig, ServiceConfig, Tier};
+use convo_core::Account;
 pub use error::ServiceError;
 pub use ids::generate_api_key;
-use store::accounts::Account;
-use store::{Db, Storage};
+use storage::{Db, Storage};
 
 /// Shared state of a running service.
 pub(crate) struct AppState {
@@ -52,7 +52,7 @@ pub(crate) struct AppState {
     pub max_context_tokens: u64,
     pub hub: Arc<stream::StreamHub>,
     /// On PostgreSQL: replies relayed to and from the other replicas.
-    pub relay: Mutex<Option<store::postgres::relay::Relay>>,
+    pub relay: Mutex<Option<storage::postgres::relay::Relay>>,
     /// On PostgreSQL: this replica's heartbeat and the sweep for stopped replicas' turns.
     pub leases: Mutex<Option<tokio::task::JoinHandle<()>>>,
     pub session_locks: SessionLocks,
@@ -171,7 +171,7 @@ impl RunningService {
             leases.abort();
         }
         if let Db::Postgres(pg) = &self.state.store {
-            store::postgres::leases::unregister(pg).await;
+            storage::postgres::leases::unregister(pg).await;
         }
         if let Err(e) = self.state.store.close().await {
             tracing::error!(error = %e, "final checkpoint failed");
@@ -241,11 +241,11 @@ pub async fn start(
     let (relay, leases) = match &store {
         Db::Postgres(pg) => (
             Some(
-                store::postgres::relay::Relay::start(pg.config(), hub.clone())
+                storage::postgres::relay::Relay::start(pg.config(), hub.clone())
                     .await
                     .map_err(|e| ServiceError::Store(e.into()))?,
             ),
-            Some(store::postgres::leases::start(pg.clone(), hub.clone())),
+            Some(storage::postgres::leases::start(pg.clone(), hub.clone())),
         ),
         Db::Sqlite(_) => (None, None),
     };

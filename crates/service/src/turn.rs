@@ -9,11 +9,10 @@ use tokio::sync::{OwnedMutexGuard, mpsc, oneshot, watch};
 use super::AppState;
 use super::engine::{EngineError, ReplyRequest};
 use super::error::HttpError;
-use super::store::Storage;
-use super::store::accounts::Account;
-use super::store::idempotency::Recorded;
-use super::store::messages::Reply;
+use super::storage::Storage;
+use super::storage::rows::Reply;
 use super::time;
+use convo_core::{Account, Recorded};
 use convo_tokens as tokens;
 use convo_wire::{ErrorBody, Message, Role, StreamEvent};
 

@@ -9,8 +9,8 @@ use chrono::{DateTime, Utc};
 
 use crate::error::HttpError;
 use crate::paths::{METRICS, USAGE};
-use crate::store::Storage;
-use crate::store::usage::MetricCounts;
+use crate::storage::Storage;
+use crate::storage::rows::MetricCounts;
 use crate::{AppState, auth, time};
 use convo_wire::{
     BillingPeriod, ContextWindow, Granularity, MessageMetrics, Metrics, MetricsPeriod, Quota,

@@ -12,11 +12,11 @@ use serde_json::Value;
 use crate::engine::ReplyRequest;
 use crate::error::HttpError;
 use crate::paths::MESSAGES;
-use crate::store::Storage;
-use crate::store::idempotency::Recorded;
-use crate::store::messages::{TurnRefusal, TurnStart, TurnStarted, UserMessage};
+use crate::storage::Storage;
 use crate::turn::{self, Turn};
 use crate::{AppState, auth, ids, time};
+use convo_core::Recorded;
+use convo_core::{TurnRefusal, TurnStart, TurnStarted, UserMessage};
 use convo_tokens as tokens;
 use convo_wire::{Message, Role};
 

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::HttpError;
 use crate::paths::{MESSAGES, SESSION, SESSIONS};
-use crate::store::Storage;
+use crate::storage::Storage;
 use crate::{AppState, auth, time};
 use convo_wire::{Deleted, Message};
 

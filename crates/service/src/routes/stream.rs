@@ -16,10 +16,10 @@ use tokio::sync::broadcast::error::RecvError;
 
 use crate::error::HttpError;
 use crate::paths::STREAM;
-use crate::store::Storage;
-use crate::store::messages::SessionStatus;
+use crate::storage::Storage;
 use crate::stream::event_message_id;
 use crate::{AppState, auth};
+use convo_core::SessionStatus;
 use convo_wire::StreamEvent;
 
 /// Largest inbound frame and message (clients only send pings and close).

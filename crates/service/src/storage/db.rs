@@ -7,15 +7,15 @@ use std::collections::HashMap;
 
 use super::DbLocation;
 use super::SqliteStore;
-use super::accounts::{self, Account};
-use super::idempotency::Recorded;
-use super::messages::{self, MessageRow, Reply, SessionRow, SessionStatus, TurnStart};
+use super::interface::{Storage, TurnAdmission};
 use super::postgres::PgStore;
-use super::storage::{Storage, TurnAdmission};
-use super::usage::RequestCount;
-use super::usage::{self, MetricCounts, UsageCounts};
+use super::rows::{
+    Account, MessageRow, MetricCounts, Reply, RequestCount, SessionRow, UsageCounts,
+};
+use super::sqlite::{accounts, messages, usage};
 use crate::error::StoreError;
 use crate::plans::Tier;
+use convo_core::{Recorded, SessionStatus, TurnStart};
 
 impl Storage for SqliteStore {
     async fn ensure_keys(

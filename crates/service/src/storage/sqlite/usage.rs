@@ -2,48 +2,11 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use chrono::{DateTime, Utc};
-
-use super::accounts::Account;
 use crate::error::StoreError;
-use crate::time;
+use crate::storage::rows::{Account, MetricCounts, RequestCount, UsageCounts};
 
-/// One request to count against its account's plan, made where the request is handled: the
-/// count runs on the writer thread (alone in `count`, or ahead of the request's own writes in
-/// the same closure), and `auth::answer` turns its outcome into the request's fate (the
-/// storage never builds HTTP answers).
-#[derive(Debug, Clone, Copy)]
-pub struct RequestCount {
-    account: Account,
-    method: &'static str,
-    route: &'static str,
-    now: DateTime<Utc>,
-}
-
+/// Counting a request is SQLite's part here.
 impl RequestCount {
-    pub fn new(
-        account: Account,
-        method: &'static str,
-        route: &'static str,
-        now: DateTime<Utc>,
-    ) -> RequestCount {
-        RequestCount {
-            account,
-            method,
-            route,
-            now,
-        }
-    }
-
-    pub fn account(&self) -> Account {
-        self.account
-    }
-
-    /// Start of the billing period the request counts in.
-    pub fn period_start_ms(&self) -> i64 {
-        time::billing_period(self.now).0.timestamp_millis()
-    }
-
     /// On the writer thread: counts the request (one statement, kept whatever `then` does) and
     /// runs `then`; when the limit is reached, writes nothing and returns `None`.
     pub(crate) fn run<T>(
@@ -51,21 +14,11 @@ impl RequestCount {
         conn: &mut Connection,
         then: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
     ) -> Result<Option<T>, StoreError> {
-        let admission = admit_request(conn, self.account, self.period_start_ms())?;
+        let admission = admit_request(conn, self.account(), self.period_start_ms())?;
         match admission {
             RequestAdmission::Admitted => then(conn).map(Some),
             RequestAdmission::OverLimit => Ok(None),
         }
-    }
-
-    /// The route that counts, for the log.
-    pub fn method_route(&self) -> (&'static str, &'static str) {
-        (self.method, self.route)
-    }
-
-    /// End of the billing period the request counts in (when a refused one may try again).
-    pub fn period_end(&self) -> DateTime<Utc> {
-        time::billing_period(self.now).1
     }
 }
 
@@ -143,14 +96,6 @@ pub fn active_sessions(conn: &Connection, account_id: i64) -> Result<u64, StoreE
     Ok(n.unwrap_or(0).max(0) as u64)
 }
 
-/// Raw numbers of the usage resource.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct UsageCounts {
-    pub requests: u64,
-    pub tokens: u64,
-    pub sessions: u64,
-}
-
 pub fn usage_counts(
     conn: &Connection,
     account_id: i64,
@@ -162,21 +107,6 @@ pub fn usage_counts(
         tokens,
         sessions: active_sessions(conn, account_id)?,
     })
-}
-
-/// Raw numbers of the metrics resource over `[start, end)`.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct MetricCounts {
-    pub sessions_total: u64,
-    pub sessions_active: u64,
-    /// Sum over active sessions of (last − first message in range), milliseconds.
-    pub duration_ms_sum: i64,
-    pub messages_total: u64,
-    pub user_messages: u64,
-    pub system_messages: u64,
-    pub assistant_messages: u64,
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
 }
 
 pub fn metric_counts(

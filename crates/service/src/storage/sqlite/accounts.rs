@@ -3,19 +3,13 @@
 
 use std::collections::HashMap;
 
+pub use crate::storage::rows::hash_key;
 use rusqlite::{Connection, OptionalExtension, params};
-use sha2::{Digest, Sha256};
 
 use crate::error::StoreError;
 use crate::plans::Tier;
 
 pub use convo_core::Account;
-
-/// Hex SHA-256 of an API key.
-pub fn hash_key(key: &str) -> String {
-    let digest = Sha256::digest(key.as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
-}
 
 /// Makes sure every configured key has an account with the configured tier; returns the
 /// accounts by key hash.

@@ -18,17 +18,15 @@ use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMe
 use tokio::sync::Notify;
 use tokio_postgres::NoTls;
 
-use super::accounts::{Account, hash_key};
-use super::idempotency::{Recorded, TTL_MS};
-use super::messages::{
-    HistoryEntry, MessageRow, Reply, SessionRow, SessionStatus, TurnRefusal, TurnStart, TurnStarted,
+use super::interface::{Storage, TurnAdmission};
+use super::rows::{
+    Account, IDEMPOTENCY_TTL_MS as TTL_MS, MessageRow, MetricCounts, Reply, RequestCount,
+    SessionRow, UsageCounts, hash_key,
 };
-use super::storage::{Storage, TurnAdmission};
-use super::usage::{MetricCounts, UsageCounts};
 use crate::error::StoreError;
 use crate::plans::Tier;
-use crate::store::usage::RequestCount;
 use convo_core::admission::{self, Admission, SessionFacts, TurnFacts};
+use convo_core::{HistoryEntry, Recorded, SessionStatus, TurnRefusal, TurnStart, TurnStarted};
 use convo_wire::Role;
 
 /// Connections per replica.

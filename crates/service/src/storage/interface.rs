@@ -4,14 +4,12 @@
 use std::collections::HashMap;
 use std::future::Future;
 
-use super::accounts::Account;
-use super::idempotency::Recorded;
-use super::messages::{
-    MessageRow, Reply, SessionRow, SessionStatus, TurnRefusal, TurnStart, TurnStarted,
+use super::rows::{
+    Account, MessageRow, MetricCounts, Reply, RequestCount, SessionRow, UsageCounts,
 };
-use super::usage::{MetricCounts, RequestCount, UsageCounts};
 use crate::error::StoreError;
 use crate::plans::Tier;
+use convo_core::{Recorded, SessionStatus, TurnRefusal, TurnStart, TurnStarted};
 
 /// What `start_turn` answers: `None` when the request limit is reached (nothing written),
 /// else the turn's fate.

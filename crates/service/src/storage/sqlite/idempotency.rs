@@ -5,8 +5,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::StoreError;
 
-/// How long a key is remembered.
-pub const TTL_MS: i64 = 24 * 60 * 60 * 1000;
+use crate::storage::rows::IDEMPOTENCY_TTL_MS as TTL_MS;
 
 pub use convo_core::Recorded;
 

@@ -7,51 +7,20 @@
 //! many requests instead of one each. Nothing is answered before it is committed.
 
 pub mod accounts;
-pub mod backend;
 pub mod idempotency;
 pub mod messages;
 mod migrations;
-pub mod postgres;
-pub mod storage;
 pub mod usage;
 
-pub use backend::Db;
-pub use storage::{Storage, TurnAdmission};
+use super::DbLocation;
 
 use std::panic::AssertUnwindSafe;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 
 use rusqlite::Connection;
 
-use super::error::StoreError;
-
-/// Where the database lives.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DbLocation {
-    /// A private in-memory SQLite database, gone when the service stops.
-    Memory,
-    /// A SQLite database file (created if missing), with its `-wal` and `-shm` companions
-    /// beside it.
-    File(PathBuf),
-    /// A PostgreSQL database (`postgres://USER@HOST:PORT/DB` or `postgresql://…`), which
-    /// replicas can share.
-    Postgres(String),
-}
-
-impl DbLocation {
-    /// What `--db` (or `CONVO_SERVE_DB`) names: a PostgreSQL URL, `:memory:`, or a SQLite file.
-    pub fn parse(arg: &str) -> DbLocation {
-        if arg.starts_with("postgres://") || arg.starts_with("postgresql://") {
-            DbLocation::Postgres(arg.to_string())
-        } else if arg == ":memory:" {
-            DbLocation::Memory
-        } else {
-            DbLocation::File(PathBuf::from(arg))
-        }
-    }
-}
+use crate::error::StoreError;
 
 /// Most closures committed together.
 const MAX_GROUP: usize = 256;

@@ -6,6 +6,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::idempotency::{self, Recorded};
 use super::usage;
 use crate::error::StoreError;
+use crate::storage::rows::{MessageRow, Reply, SessionRow};
 use convo_core::admission::{self, Admission, SessionFacts, TurnFacts};
 pub use convo_core::{
     HistoryEntry, SessionStatus, TurnRefusal, TurnStart, TurnStarted, UserMessage,
@@ -173,15 +174,6 @@ fn insert_message(
     Ok(())
 }
 
-/// The finished assistant reply.
-#[derive(Debug, Clone)]
-pub struct Reply {
-    pub id: String,
-    pub content: String,
-    pub tokens: u64,
-    pub created_at_ms: i64,
-}
-
 /// Stores the reply (and the 200 response under the idempotency key). Returns false, storing
 /// nothing, when the session was deleted meanwhile.
 pub fn complete_turn(
@@ -267,17 +259,6 @@ pub fn delete_session(
     Ok(true)
 }
 
-/// A live session of an account, for the `GET /v1/sessions` extension.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SessionRow {
-    pub id: String,
-    pub created_at_ms: i64,
-    /// Time of the last stored message, or creation.
-    pub last_activity_ms: i64,
-    pub messages: u64,
-    pub tokens: u64,
-}
-
 /// The account's live sessions, most recently active first.
 pub fn list_sessions(conn: &Connection, account_id: i64) -> Result<Vec<SessionRow>, StoreError> {
     let mut stmt = conn.prepare(
@@ -296,17 +277,6 @@ pub fn list_sessions(conn: &Connection, account_id: i64) -> Result<Vec<SessionRo
         })
     })?;
     Ok(rows.collect::<Result<_, _>>()?)
-}
-
-/// A stored message with everything the `GET /v1/sessions/{id}/messages` extension shows.
-#[derive(Debug, Clone, PartialEq)]
-pub struct MessageRow {
-    pub id: String,
-    pub role: Role,
-    pub content: String,
-    pub tokens: u64,
-    pub metadata: Option<String>,
-    pub created_at_ms: i64,
 }
 
 pub fn session_messages(

@@ -1,0 +1,120 @@
+//! What both storages hand back and forth: rows of the interface's resources, the request to
+//! count, the key hash. The domain types (turns, accounts, plans) are `convo_core`'s.
+
+use chrono::{DateTime, Utc};
+use convo_wire::Role;
+use sha2::{Digest, Sha256};
+
+pub use convo_core::Account;
+
+use crate::time;
+
+/// How long an `Idempotency-Key` is kept: 24 hours.
+pub const IDEMPOTENCY_TTL_MS: i64 = 24 * 60 * 60 * 1000;
+
+/// One request to count against its account's plan, made where the request is handled: the
+/// count runs on the writer thread (alone in `count`, or ahead of the request's own writes in
+/// the same closure), and `auth::answer` turns its outcome into the request's fate (the
+/// storage never builds HTTP answers).
+#[derive(Debug, Clone, Copy)]
+pub struct RequestCount {
+    account: Account,
+    method: &'static str,
+    route: &'static str,
+    now: DateTime<Utc>,
+}
+
+impl RequestCount {
+    pub fn new(
+        account: Account,
+        method: &'static str,
+        route: &'static str,
+        now: DateTime<Utc>,
+    ) -> RequestCount {
+        RequestCount {
+            account,
+            method,
+            route,
+            now,
+        }
+    }
+
+    pub fn account(&self) -> Account {
+        self.account
+    }
+
+    /// Start of the billing period the request counts in.
+    pub fn period_start_ms(&self) -> i64 {
+        time::billing_period(self.now).0.timestamp_millis()
+    }
+
+    /// The route that counts, for the log.
+    pub fn method_route(&self) -> (&'static str, &'static str) {
+        (self.method, self.route)
+    }
+
+    /// End of the billing period the request counts in (when a refused one may try again).
+    pub fn period_end(&self) -> DateTime<Utc> {
+        time::billing_period(self.now).1
+    }
+}
+
+/// The finished assistant reply.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub id: String,
+    pub content: String,
+    pub tokens: u64,
+    pub created_at_ms: i64,
+}
+
+/// A live session of an account, for the `GET /v1/sessions` extension.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionRow {
+    pub id: String,
+    pub created_at_ms: i64,
+    /// Time of the last stored message, or creation.
+    pub last_activity_ms: i64,
+    pub messages: u64,
+    pub tokens: u64,
+}
+
+/// A stored message with everything the `GET /v1/sessions/{id}/messages` extension shows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MessageRow {
+    pub id: String,
+    pub role: Role,
+    pub content: String,
+    pub tokens: u64,
+    pub metadata: Option<String>,
+    pub created_at_ms: i64,
+}
+
+/// Raw numbers of the usage resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UsageCounts {
+    pub requests: u64,
+    pub tokens: u64,
+    pub sessions: u64,
+}
+
+/// Raw numbers of the metrics resource over `[start, end)`.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct MetricCounts {
+    pub sessions_total: u64,
+    pub sessions_active: u64,
+    /// Sum over active sessions of (last − first message in range), milliseconds.
+    pub duration_ms_sum: i64,
+    pub messages_total: u64,
+    pub user_messages: u64,
+    pub system_messages: u64,
+    pub assistant_messages: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+/// Hex SHA-256 of an API key.
+pub fn hash_key(key: &str) -> String {
+    let digest = Sha256::digest(key.as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
