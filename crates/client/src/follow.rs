@@ -131,8 +131,6 @@ pub struct ReplyFollower {
     status: ReplyStatus,
     /// The stream is up (connected, and not lost since).
     connected: bool,
-    /// The stream was lost while this reply was followed.
-    lost: bool,
     /// Since the stream last connected, the server spoke of this reply.
     heard_since_connect: bool,
     /// The history showed the message without its reply once since the reconnect.
@@ -150,7 +148,6 @@ impl ReplyFollower {
             next_seq: 0,
             status: ReplyStatus::Coming,
             connected: true,
-            lost: false,
             heard_since_connect: false,
             looked_once: false,
         }
@@ -168,11 +165,6 @@ impl ReplyFollower {
     /// The service's id of the reply, once known (from the POST's answer or the first event).
     pub fn reply_id(&self) -> Option<&str> {
         self.reply_id.as_deref()
-    }
-
-    /// The message this reply answers.
-    pub fn sent(&self) -> (Role, &str) {
-        (self.sent_role, &self.sent_text)
     }
 
     /// Whether the reply is settled (done or failed).
@@ -312,7 +304,6 @@ impl ReplyFollower {
         self.looked_once = false;
         if self.status == ReplyStatus::Coming {
             self.status = ReplyStatus::Interrupted;
-            self.lost = true;
         }
         Step::NOTHING
     }
@@ -322,7 +313,6 @@ impl ReplyFollower {
     pub fn stalled(&mut self) {
         if self.status == ReplyStatus::Coming {
             self.status = ReplyStatus::Interrupted;
-            self.lost = true;
         }
     }
 
@@ -371,22 +361,6 @@ impl ReplyFollower {
         }
         self.status = ReplyStatus::Failed(ReplyFailure::NotKept { message_kept: true });
         Step::NOTHING
-    }
-
-    /// The history says the message is stored without its reply, and the reply may still
-    /// be coming (see [`ReplyFollower::history`]).
-    pub fn still_coming(&self) -> bool {
-        self.status == ReplyStatus::Interrupted
-    }
-
-    /// Whether the stream lost this reply at some point.
-    pub fn was_lost(&self) -> bool {
-        self.lost
-    }
-
-    /// Whether the stream is up as far as this follower was told.
-    pub fn connected(&self) -> bool {
-        self.connected
     }
 }
 
