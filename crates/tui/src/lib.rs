@@ -20,6 +20,7 @@ pub mod notify;
 pub mod render;
 pub mod runtime;
 pub mod search;
+pub mod sessions_pane;
 pub mod signals;
 pub mod slash;
 pub mod view;

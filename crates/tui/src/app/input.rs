@@ -41,8 +41,8 @@ impl App {
     /// focus, so typing `q` or `?` types them.
     pub(super) fn global_key(&mut self, key: &KeyEvent, out: &mut Vec<Command>) -> EventState {
         let k = &self.keys;
-        let typing =
-            self.focus == Focus::Composer || (self.focus == Focus::Sessions && self.filtering);
+        let typing = self.focus == Focus::Composer
+            || (self.focus == Focus::Sessions && self.sessions_pane.is_filtering());
         let is_text = matches!(key.code, KeyCode::Char(_))
             && !key
                 .modifiers
@@ -65,7 +65,7 @@ impl App {
                 Role::User
             };
         } else if k.focus_next.matches(key) {
-            self.filtering = false;
+            self.sessions_pane.stop_filtering();
             self.focus = match self.focus {
                 Focus::Sessions => Focus::Transcript,
                 Focus::Transcript => Focus::Composer,
@@ -73,7 +73,7 @@ impl App {
                 Focus::Composer => Focus::Transcript,
             };
         } else if k.focus_prev.matches(key) {
-            self.filtering = false;
+            self.sessions_pane.stop_filtering();
             self.focus = match self.focus {
                 Focus::Sessions => Focus::Composer,
                 Focus::Composer => Focus::Transcript,
@@ -94,7 +94,7 @@ impl App {
             self.open_wallet(None, out);
         } else if k.edit_in_editor.matches(key) {
             self.open_editor(out);
-        } else if k.back.matches(key) && !self.filtering {
+        } else if k.back.matches(key) && !self.sessions_pane.is_filtering() {
             // Esc: stop following a stream, else clear the notice or a send error.
             let (w, h) = self.transcript_viewport();
             if let Some(open) = self.open.as_mut().filter(|o| o.follow && o.is_streaming()) {
@@ -169,83 +169,29 @@ impl App {
     }
 
     pub(super) fn sessions_key(&mut self, key: KeyEvent, out: &mut Vec<Command>) -> EventState {
-        let k = &self.keys;
-        if self.filtering {
-            match key.code {
-                KeyCode::Esc => {
-                    self.filtering = false;
-                    self.filter.clear();
-                    self.session_cursor = 0;
-                    return EventState::Consumed;
-                }
-                KeyCode::Enter => {
-                    if self.visible_sessions().is_empty() {
-                        // Nothing to open: stay in the filter, and say why the list is empty.
-                        let filter = self.filter.clone();
-                        self.notify(
-                            Level::Info,
-                            format!("no session matches “{filter}”: Backspace edits, Esc clears"),
-                        );
-                        return EventState::Consumed;
-                    }
-                    self.filtering = false;
-                    self.open_selected(out);
-                    // The filter found it: the whole list is back, the cursor on it.
-                    self.filter.clear();
-                    let open = self.open_id().map(str::to_string);
-                    self.session_cursor = self
-                        .visible_sessions()
-                        .iter()
-                        .position(|s| Some(&s.id) == open.as_ref())
-                        .unwrap_or(0);
-                    return EventState::Consumed;
-                }
-                KeyCode::Backspace => {
-                    self.filter.pop();
-                    self.session_cursor = 0;
-                    return EventState::Consumed;
-                }
-                KeyCode::Char(c)
-                    if !key
-                        .modifiers
-                        .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT) =>
-                {
-                    self.filter.push(c);
-                    self.session_cursor = 0;
-                    return EventState::Consumed;
-                }
-                _ => {}
+        match self.sessions_pane.key(&self.keys, &key) {
+            SessionsKey::Consumed => {}
+            SessionsKey::NotConsumed => return EventState::NotConsumed,
+            SessionsKey::OpenSelected => self.open_selected(out),
+            SessionsKey::OpenSelectedFromFilter => {
+                self.open_selected(out);
+                // The filter found it: the whole list is back, the cursor on it.
+                let open = self.open_id().map(str::to_string).unwrap_or_default();
+                self.sessions_pane.clear_filter();
+                self.sessions_pane.point_at_or_top(&open);
             }
-        }
-        if key.code == KeyCode::Esc && !self.filter.is_empty() {
-            // A filter kept after Enter: Esc clears it before it goes back to the composer.
-            self.filter.clear();
-            self.session_cursor = 0;
-            return EventState::Consumed;
-        }
-        let n = self.visible_sessions().len();
-        if k.move_up.matches(&key) {
-            self.session_cursor = self.session_cursor.saturating_sub(1);
-        } else if k.move_down.matches(&key) {
-            if self.session_cursor + 1 < n {
-                self.session_cursor += 1;
-            }
-        } else if k.open_session.matches(&key) {
-            self.open_selected(out);
-        } else if k.delete_session.matches(&key) {
-            if let Some(s) = self.visible_sessions().get(self.session_cursor) {
+            SessionsKey::NoMatch(filter) => self.notify(
+                Level::Info,
+                format!("no session matches “{filter}”: Backspace edits, Esc clears"),
+            ),
+            SessionsKey::ConfirmDelete { session_id, title } => {
                 self.overlay = Some(Overlay::ConfirmDelete {
-                    session_id: s.id.clone(),
-                    title: s.title.clone(),
+                    session_id,
+                    title,
                     from_composer: false,
                 });
             }
-        } else if k.filter_sessions.matches(&key) {
-            self.filtering = true;
-        } else if k.search_sessions.matches(&key) {
-            self.open_session_search(String::new(), out);
-        } else {
-            return EventState::NotConsumed;
+            SessionsKey::SearchSessions => self.open_session_search(String::new(), out),
         }
         EventState::Consumed
     }
@@ -344,7 +290,7 @@ impl App {
                         self.remove_session(&session_id, out);
                         return;
                     }
-                    self.deleting.push(session_id.clone());
+                    self.sessions_pane.mark_deleting(session_id.clone());
                     self.notify(Level::Info, format!("deleting “{title}”…"));
                     out.push(Command::Delete { session_id });
                 } else if k.cancel.matches(&key) || k.stop_or_quit.matches(&key) {
@@ -388,10 +334,7 @@ impl App {
                 if let Some(list) = layout.session_list.filter(|r| r.contains(pos)) {
                     self.focus = Focus::Sessions;
                     let row = (pos.y - list.y) as usize / layout::SESSION_ROW_HEIGHT;
-                    let first = layout::first_visible_session(self.session_cursor, list.height);
-                    let idx = first + row;
-                    if idx < self.visible_sessions().len() {
-                        self.session_cursor = idx;
+                    if self.sessions_pane.click(row, list.height) {
                         self.open_selected(out);
                     }
                 } else if layout.transcript_inner.contains(pos) {

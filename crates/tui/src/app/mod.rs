@@ -20,6 +20,7 @@ use super::event::{
 use super::full_view::{FullView, KeyResult};
 use super::layout::{self, AppLayout};
 use crate::render::transcript::{Entry, EntryId, EntryState, Transcript};
+use crate::sessions_pane::{SessionsKey, SessionsPane};
 use convo_client::api::stream::StreamUpdate;
 use convo_client::follow::{Change, Next, ReplyFailure, ReplyFollower, ReplyStatus};
 use convo_client::sanitize::sanitize_owned;
@@ -67,11 +68,7 @@ pub struct App {
     /// What answers in the embedded service (none for a remote one).
     pub engine: Option<EngineStatus>,
     pub store_ready: bool,
-    pub sessions: Vec<SessionSummary>,
-    /// Index into `visible_sessions()`.
-    pub session_cursor: usize,
-    pub filter: String,
-    pub filtering: bool,
+    sessions_pane: SessionsPane,
     pub open: Option<OpenSession>,
     pub composer: TextArea<'static>,
     pub role: Role,
@@ -82,8 +79,6 @@ pub struct App {
     pub send_error: Option<String>,
     pub usage: UsagePanel,
     pub notice: Option<Notice>,
-    /// Session ids with a DELETE in flight.
-    pub deleting: Vec<String>,
     /// The metrics view's state (F2).
     pub metrics: super::metrics::MetricsState,
     /// The wallet view's state (F3).
@@ -124,10 +119,7 @@ impl App {
             link: Link::Up,
             engine: None,
             store_ready: false,
-            sessions: Vec::new(),
-            session_cursor: 0,
-            filter: String::new(),
-            filtering: false,
+            sessions_pane: SessionsPane::default(),
             open: None,
             composer,
             role: Role::User,
@@ -136,7 +128,6 @@ impl App {
             send_error: None,
             usage: UsagePanel::default(),
             notice: None,
-            deleting: Vec::new(),
             metrics: Default::default(),
             wallet: Default::default(),
             search: None,
@@ -171,7 +162,10 @@ impl App {
     /// it needs ([`layout::max_status_rows`]): the notice, and a send error too long for the
     /// composer's border, so that no advice is cut off.
     pub fn status_message(&self) -> Option<(Level, String)> {
-        let notice = self.notice.as_ref().filter(|_| !self.filtering);
+        let notice = self
+            .notice
+            .as_ref()
+            .filter(|_| !self.sessions_pane.is_filtering());
         if let Some(prompt) = self.code_choice_prompt() {
             return Some(match notice {
                 Some(n) => (n.level, format!("{} · {prompt}", n.text)),
@@ -216,17 +210,9 @@ impl App {
             .sum()
     }
 
-    /// Sessions matching the filter, most recent first.
-    pub fn visible_sessions(&self) -> Vec<&SessionSummary> {
-        let needle = self.filter.to_lowercase();
-        self.sessions
-            .iter()
-            .filter(|s| {
-                needle.is_empty()
-                    || s.title.to_lowercase().contains(&needle)
-                    || s.id.to_lowercase().contains(&needle)
-            })
-            .collect()
+    /// The sessions pane: the list, its cursor and filter.
+    pub fn sessions_pane(&self) -> &SessionsPane {
+        &self.sessions_pane
     }
 
     pub fn open_id(&self) -> Option<&str> {
@@ -332,11 +318,11 @@ impl App {
                 last_open,
             } => {
                 self.store_ready = true;
-                self.sessions = sessions;
-                sort_sessions(&mut self.sessions);
+                self.sessions_pane.load(sessions);
+                let all = self.sessions_pane.all();
                 let target = last_open
-                    .filter(|id| self.sessions.iter().any(|s| &s.id == id))
-                    .or_else(|| self.sessions.first().map(|s| s.id.clone()));
+                    .filter(|id| all.iter().any(|s| &s.id == id))
+                    .or_else(|| all.first().map(|s| s.id.clone()));
                 match target {
                     Some(id) => self.open_session(id, &mut out),
                     None => self.new_session(String::new(), &mut out),
@@ -384,7 +370,7 @@ impl App {
                 failure,
             } => {
                 self.note_answer(Err(&failure));
-                self.deleting.retain(|d| d != &session_id);
+                self.sessions_pane.delete_failed(&session_id);
                 if matches!(failure, ApiError::SessionNotFound { .. }) {
                     self.notify(
                         Level::Warn,
@@ -507,7 +493,7 @@ impl App {
     /// The store kept a new title for a session (`/title`): the list and the transcript's
     /// border show it.
     fn on_title_changed(&mut self, session_id: String, title: Option<String>, title_set: bool) {
-        let Some(s) = self.sessions.iter_mut().find(|s| s.id == session_id) else {
+        let Some(s) = self.sessions_pane.get_mut(&session_id) else {
             return;
         };
         s.title = title.unwrap_or_else(|| NEW_SESSION_TITLE.to_string());
@@ -521,9 +507,8 @@ impl App {
     }
 
     fn title_of(&self, id: &str) -> String {
-        self.sessions
-            .iter()
-            .find(|s| s.id == id)
+        self.sessions_pane
+            .get(id)
             .map(|s| format!("“{}”", s.title))
             .unwrap_or_else(|| id.to_string())
     }
@@ -593,10 +578,6 @@ impl App {
         self.wallet.open(wallet_id, embedded, &mut reqs);
         out.extend(reqs.into_iter().map(Command::Wallet));
     }
-}
-
-fn sort_sessions(sessions: &mut [SessionSummary]) {
-    sessions.sort_by_key(|s| std::cmp::Reverse(s.last_activity));
 }
 
 /// Why a send waits: the previous reply has not finished.

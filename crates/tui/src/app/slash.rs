@@ -37,7 +37,9 @@ impl App {
             SlashCommand::Delete => {
                 // The text stays in the composer until the dialog is confirmed.
                 if let Some(open) = &self.open {
-                    let title = (self.sessions.iter().find(|s| s.id == open.id))
+                    let title = self
+                        .sessions_pane
+                        .get(&open.id)
                         .map_or_else(|| open.id.clone(), |s| s.title.clone());
                     self.overlay = Some(Overlay::ConfirmDelete {
                         session_id: open.id.clone(),
