@@ -5,6 +5,7 @@
 
 pub mod app;
 pub mod command;
+pub mod composer_pane;
 pub mod editor;
 pub mod embedded;
 pub mod event;

@@ -45,7 +45,7 @@ impl App {
                 session_id: open.id.clone(),
                 text: text.clone(),
             }));
-            self.draft_in_store = text;
+            self.composer.stored(text);
         }
     }
 
@@ -138,7 +138,7 @@ impl App {
         }
         self.leave_open_session(out);
         // Another session, another history.
-        self.recall = None;
+        self.composer.forget_recall();
         self.open = Some(OpenSession::new(
             id.clone(),
             self.settings.max_context_tokens,
@@ -163,8 +163,8 @@ impl App {
         if self.open.take().is_some() {
             // The draft went to the store with its session. Text typed before any session
             // was open (the store still loading) stays for the session about to open.
-            self.composer = new_composer(&self.keys);
-            self.metadata = None;
+            self.composer.clear();
+            self.composer.set_metadata(None);
         }
         self.send_error = None;
     }
@@ -203,8 +203,7 @@ impl App {
             }
             self.sessions_pane.point_at_or_top(&id);
             if !draft.is_empty() {
-                self.composer = new_composer(&self.keys);
-                self.composer.insert_str(&draft);
+                self.composer.set_text(&draft);
             }
             self.focus = Focus::Composer;
             return;
@@ -227,7 +226,7 @@ impl App {
             o.loaded = true;
         }
         // A new session has no stored draft; text carried over is saved as an edit.
-        self.draft_in_store = String::new();
+        self.composer.stored(String::new());
         self.focus = Focus::Composer;
     }
 
@@ -239,8 +238,8 @@ impl App {
         if self.open_id() == Some(id) {
             // Drop the open session without saving its draft, then open the next one.
             self.open = None;
-            self.composer = new_composer(&self.keys);
-            self.metadata = None;
+            self.composer.clear();
+            self.composer.set_metadata(None);
             let all = self.sessions_pane.all();
             let next = all.get(pos).or_else(|| all.get(pos.wrapping_sub(1)));
             match next.map(|s| s.id.clone()) {
@@ -260,10 +259,11 @@ impl App {
             return;
         }
         if !matches!(self.connection, Connection::Connected(_)) {
-            self.send_error = Some(match &self.connection {
+            let why = match &self.connection {
                 Connection::Failed(e) => format!("not connected: {e}"),
                 _ => "still connecting to the service…".to_string(),
-            });
+            };
+            self.send_error = Some(why);
             return;
         }
         let now = self.now;
@@ -306,7 +306,7 @@ impl App {
             content: text,
             role: (role != Role::User).then_some(role),
             stream: Some(stream),
-            metadata: self.metadata.take(),
+            metadata: self.composer.take_metadata(),
         };
         out.push(Command::Send {
             session_id: open.id.clone(),
@@ -314,11 +314,11 @@ impl App {
             body,
             idempotency_key: format!("{}-{send_id}-{}", open.id, now.timestamp_millis()),
         });
-        self.composer = new_composer(&self.keys);
+        self.composer.clear();
         self.send_error = None;
         if role == Role::System {
             // A system message is a one-off: what follows is the user's again.
-            self.role = Role::User;
+            self.composer.reset_role();
             let toggle = self.keys.toggle_role.first_label();
             self.notify(
                 Level::Info,

@@ -25,8 +25,7 @@ impl App {
                     return;
                 }
                 // Replacing a selection of everything keeps the old text in the undo history.
-                self.composer.select_all();
-                self.composer.insert_str(&text);
+                self.composer.replace_undoably(&text);
                 self.send_error = None;
                 self.save_draft(out);
             }

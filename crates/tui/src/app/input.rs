@@ -59,11 +59,7 @@ impl App {
         } else if k.new_session.matches(key) {
             self.new_session(String::new(), out);
         } else if k.toggle_role.matches(key) {
-            self.role = if self.role == Role::User {
-                Role::System
-            } else {
-                Role::User
-            };
+            self.composer.toggle_role();
         } else if k.focus_next.matches(key) {
             self.sessions_pane.stop_filtering();
             self.focus = match self.focus {
@@ -102,7 +98,7 @@ impl App {
                 open.follow = false;
                 let hint = format!("stopped following; {} to follow again", self.follow_hint());
                 self.notify(Level::Info, hint);
-            } else if self.notice.is_some() || self.send_error.is_some() {
+            } else if self.notice.is_some() || self.send_error.as_deref().is_some() {
                 self.notice = None;
                 self.send_error = None;
             } else if self.focus != Focus::Composer {
@@ -135,35 +131,14 @@ impl App {
     }
 
     pub(super) fn composer_key(&mut self, key: KeyEvent, out: &mut Vec<Command>) -> EventState {
-        if self.keys.send.matches(&key) {
-            self.submit(out);
-        } else if self.keys.newline.matches(&key) {
-            self.composer.insert_newline();
-        } else if key.modifiers.contains(KeyModifiers::CONTROL)
-            && matches!(key.code, KeyCode::Char('n' | 'p' | 'r' | 'c'))
-        {
-            // Never let the textarea's emacs bindings shadow ours if they were rebound.
-            return EventState::NotConsumed;
-        } else if key.modifiers == KeyModifiers::CONTROL && key.code == KeyCode::Char('u') {
-            // Ctrl-U clears to the start of the line, as in shells and in the wallet prompt
-            // (the textarea would undo); Ctrl-Z undoes.
-            self.composer.delete_line_by_head();
-            self.send_error = None;
-        } else if self.recall_key(&key) {
-            // A sent message came back (or went) in the composer.
-        } else if key.modifiers == KeyModifiers::CONTROL && key.code == KeyCode::Char('z') {
-            self.composer.undo();
-            self.send_error = None;
-        } else if self.composer_chars() == 0
-            && !matches!(key.code, KeyCode::Char(_))
-            && (self.keys.scroll_top.matches(&key) || self.keys.scroll_bottom.matches(&key))
-        {
-            // An empty draft has no line to move in: Home and End scroll the transcript, so
-            // the hint "End follows" is true from here too.
-            self.pane_common_key(&key, out);
-        } else {
-            self.composer.input(key);
-            self.send_error = None;
+        let open = self.open.as_ref();
+        match self.composer.key(&self.keys, key, || sent_messages(open)) {
+            ComposerKey::Consumed => {}
+            ComposerKey::Edited => self.send_error = None,
+            ComposerKey::NotConsumed => return EventState::NotConsumed,
+            ComposerKey::Submit => self.submit(out),
+            ComposerKey::ScrollTranscript => self.pane_common_key(&key, out),
+            ComposerKey::Notice(text) => self.notify(Level::Info, text),
         }
         EventState::Consumed
     }
@@ -278,7 +253,7 @@ impl App {
                     self.overlay = None;
                     if from_composer {
                         // The `/delete` command is done with.
-                        self.composer = new_composer(&self.keys);
+                        self.composer.clear();
                     }
                     if self.is_unsent(&session_id) {
                         // Never sent: only this client knows it, so there is nothing to ask

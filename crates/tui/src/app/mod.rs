@@ -6,7 +6,6 @@ use crossterm::event::{
     KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
 };
 use ratatui::layout::{Position, Rect};
-use ratatui_textarea::{TextArea, WrapMode};
 use serde_json::Value;
 
 use crate::keys::KeyBindings;
@@ -19,6 +18,7 @@ use super::event::{
 };
 use super::full_view::{FullView, KeyResult};
 use super::layout::{self, AppLayout};
+use crate::composer_pane::{Composer, ComposerKey};
 use crate::render::transcript::{Entry, EntryId, EntryState, Transcript};
 use crate::sessions_pane::{SessionsKey, SessionsPane};
 use convo_client::api::stream::StreamUpdate;
@@ -46,6 +46,7 @@ pub use crate::slash::SlashCommand;
 pub use link::{LimitReached, Link, Tone};
 pub use open_session::{OpenSession, render_stored};
 use open_session::{header_for, reply_slot, stored_state};
+use recall::sent_messages;
 pub use search::{PendingJump, match_line};
 pub use state::*;
 
@@ -70,12 +71,8 @@ pub struct App {
     pub store_ready: bool,
     sessions_pane: SessionsPane,
     pub open: Option<OpenSession>,
-    pub composer: TextArea<'static>,
-    pub role: Role,
-    pub metadata: Option<Value>,
-    /// The sent message the composer shows (`Up` in an empty composer), if any.
-    pub recall: Option<recall::Recall>,
-    /// Why the last send failed, shown on the composer until the next send.
+    composer: Composer,
+    /// Why the last send failed, shown on the composer until the next send or edit.
     pub send_error: Option<String>,
     pub usage: UsagePanel,
     pub notice: Option<Notice>,
@@ -92,11 +89,6 @@ pub struct App {
     next_send_id: u64,
     /// Quit was asked for before the store loaded, with text to keep.
     quit_when_loaded: bool,
-    /// The open session's draft as last handed to the store; an edit that changes the
-    /// composer away from it is sent as `StoreOp::DraftEdited`.
-    draft_in_store: String,
-    /// `Command::WarmTokenCounter` was given (once, at the first edit of the composer).
-    token_counter_asked: bool,
     pub quit: bool,
     /// Whether the terminal has focus, as its focus reports say (assumed until one comes).
     pub terminal_focused: bool,
@@ -106,7 +98,7 @@ pub struct App {
 
 impl App {
     pub fn new(keys: KeyBindings, settings: Settings, size: Rect, now: DateTime<Utc>) -> Self {
-        let composer = new_composer(&keys);
+        let composer = Composer::new(&keys);
         App {
             keys,
             settings,
@@ -122,9 +114,6 @@ impl App {
             sessions_pane: SessionsPane::default(),
             open: None,
             composer,
-            role: Role::User,
-            metadata: None,
-            recall: None,
             send_error: None,
             usage: UsagePanel::default(),
             notice: None,
@@ -135,8 +124,6 @@ impl App {
             pending_jump: None,
             next_send_id: 1,
             quit_when_loaded: false,
-            draft_in_store: String::new(),
-            token_counter_asked: false,
             quit: false,
             terminal_focused: true,
             code_choice: None,
@@ -219,17 +206,17 @@ impl App {
         self.open.as_ref().map(|o| o.id.as_str())
     }
 
+    /// The composer: its text, role, metadata and send error.
+    pub fn composer(&self) -> &Composer {
+        &self.composer
+    }
+
     pub fn composer_text(&self) -> String {
-        self.composer.lines().join("\n")
+        self.composer.text()
     }
 
     pub fn composer_chars(&self) -> usize {
-        self.composer
-            .lines()
-            .iter()
-            .map(|l| l.chars().count())
-            .sum::<usize>()
-            + self.composer.lines().len().saturating_sub(1)
+        self.composer.chars()
     }
 
     /// The key that takes the transcript back to its end from where the user is: the
@@ -279,7 +266,7 @@ impl App {
                     let before = self.text_before_first_edit();
                     self.focus = Focus::Composer;
                     self.composer
-                        .insert_str(text.replace("\r\n", "\n").replace('\r', "\n"));
+                        .insert_str(&text.replace("\r\n", "\n").replace('\r', "\n"));
                     self.warm_on_first_edit(before, &mut out);
                 }
             }
@@ -458,14 +445,13 @@ impl App {
 
     /// The composer's text, until token counting was asked to get ready.
     fn text_before_first_edit(&self) -> Option<String> {
-        (!self.token_counter_asked).then(|| self.composer_text())
+        self.composer.text_before_first_edit()
     }
 
     /// At the first change of the composer's text, asks token counting to get ready: someone
     /// who types will send, and someone who only reads never pays for it.
     fn warm_on_first_edit(&mut self, before: Option<String>, out: &mut Vec<Command>) {
-        if before.is_some_and(|b| b != self.composer_text()) {
-            self.token_counter_asked = true;
+        if self.composer.first_edit(before) {
             out.push(Command::WarmTokenCounter);
         }
     }
@@ -480,13 +466,11 @@ impl App {
         let Some(open) = self.open.as_ref().filter(|o| o.loaded) else {
             return;
         };
-        let text = self.composer_text();
-        if text != self.draft_in_store {
+        if let Some(text) = self.composer.unstored_edit() {
             out.push(Command::Persist(StoreOp::DraftEdited {
                 session_id: open.id.clone(),
-                text: text.clone(),
+                text,
             }));
-            self.draft_in_store = text;
         }
     }
 
@@ -597,17 +581,4 @@ impl App {
         let l = self.layout();
         (l.transcript_inner.width, l.transcript_inner.height)
     }
-}
-
-/// An empty composer whose placeholder names the keys as bound.
-fn new_composer(keys: &KeyBindings) -> TextArea<'static> {
-    let mut t = TextArea::default();
-    t.set_wrap_mode(WrapMode::WordOrGlyph);
-    t.set_placeholder_text(format!(
-        "Message · {} sends · {} new line · /help",
-        keys.send.first_label(),
-        keys.newline.first_label()
-    ));
-    t.set_cursor_line_style(ratatui::style::Style::default());
-    t
 }

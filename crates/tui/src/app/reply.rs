@@ -76,12 +76,11 @@ impl App {
                 session_id: session_id.clone(),
             });
         }
-        self.draft_in_store = draft.clone().unwrap_or_default();
+        self.composer.stored(draft.clone().unwrap_or_default());
         if let Some(d) = draft.filter(|d| !d.is_empty())
             && self.composer.is_empty()
         {
-            self.composer = new_composer(&self.keys);
-            self.composer.insert_str(d);
+            self.composer.set_text(&d);
         }
     }
 
@@ -293,8 +292,7 @@ impl App {
         if p.role == Role::System {
             draft = format!("/system {draft}");
         }
-        self.composer = new_composer(&self.keys);
-        self.composer.insert_str(&draft);
+        self.composer.set_text(&draft);
         self.focus = Focus::Composer;
         self.send_error = Some(describe_failure(&failure, now));
         match failure {

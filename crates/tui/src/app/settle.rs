@@ -157,8 +157,7 @@ impl App {
             } else {
                 text
             };
-            self.composer = new_composer(&self.keys);
-            self.composer.insert_str(&draft);
+            self.composer.set_text(&draft);
             self.notify(Level::Warn, NOT_KEPT_BACK);
             true
         } else {

@@ -181,7 +181,7 @@ fn enter_sends_and_the_streamed_reply_is_assembled() {
     assert_eq!(body.content, "hello");
     assert_eq!(body.stream, Some(true));
     assert_eq!(body.role, None);
-    assert!(app.composer.is_empty());
+    assert!(app.composer().is_empty());
     assert_eq!(open(&app).items.len(), 2);
     assert!(open(&app).is_streaming());
 
@@ -266,12 +266,17 @@ fn the_placeholder_names_the_keys_as_bound() {
     let keys = KeyBindings::from_table(&table).unwrap();
     let mut app = App::new(keys, Settings::default(), Rect::new(0, 0, 80, 24), t0());
     assert_eq!(
-        app.composer.placeholder_text(),
+        app.composer().text_area().placeholder_text(),
         "Message · Ctrl-s sends · Enter new line · /help"
     );
     // Still after a send or a new session.
     app.update(ctrl('n'));
-    assert!(app.composer.placeholder_text().contains("Ctrl-s sends"));
+    assert!(
+        app.composer()
+            .text_area()
+            .placeholder_text()
+            .contains("Ctrl-s sends")
+    );
 }
 
 #[test]
@@ -420,12 +425,12 @@ fn too_long_messages_are_refused_locally() {
 fn ctrl_r_toggles_the_role_and_system_messages_say_so() {
     let mut app = app();
     app.update(ctrl('r'));
-    assert_eq!(app.role, Role::System);
+    assert_eq!(app.composer().role(), Role::System);
     type_text(&mut app, "be brief");
     let (_, send_id, body) = sent(&app.update(key(KeyCode::Enter))).unwrap();
     assert_eq!(body.role, Some(Role::System));
     // One system message, then the role is the user's again, and the status says so.
-    assert_eq!(app.role, Role::User);
+    assert_eq!(app.composer().role(), Role::User);
     assert!(
         app.notice
             .as_ref()
@@ -450,9 +455,9 @@ fn ctrl_r_toggles_the_role_and_system_messages_say_so() {
     assert_eq!(body.role, None, "sent as the user");
     // Toggling without sending still switches both ways.
     app.update(ctrl('r'));
-    assert_eq!(app.role, Role::System);
+    assert_eq!(app.composer().role(), Role::System);
     app.update(ctrl('r'));
-    assert_eq!(app.role, Role::User);
+    assert_eq!(app.composer().role(), Role::User);
 }
 
 #[test]
@@ -516,12 +521,15 @@ fn slash_meta_attaches_metadata_to_the_next_message_only() {
     let mut app = app();
     type_text(&mut app, "/meta {\"topic\":\"rust\"}");
     app.update(key(KeyCode::Enter));
-    assert_eq!(app.metadata, Some(serde_json::json!({"topic": "rust"})));
-    assert!(app.composer.is_empty());
+    assert_eq!(
+        app.composer().metadata().cloned(),
+        Some(serde_json::json!({"topic": "rust"}))
+    );
+    assert!(app.composer().is_empty());
     type_text(&mut app, "hi");
     let (_, send_id, body) = sent(&app.update(key(KeyCode::Enter))).unwrap();
     assert_eq!(body.metadata, Some(serde_json::json!({"topic": "rust"})));
-    assert!(app.metadata.is_none());
+    assert!(app.composer().metadata().is_none());
     app.update(AppEvent::SendAccepted {
         session_id: A.into(),
         send_id,
@@ -662,7 +670,7 @@ fn slash_new_help_delete_quit_and_unknown() {
         "/delete",
         "a cancelled dialog loses nothing"
     );
-    app.composer = Default::default();
+    app.composer.clear();
 
     type_text(&mut app, "/frobnicate");
     app.update(key(KeyCode::Enter));
@@ -674,7 +682,7 @@ fn slash_new_help_delete_quit_and_unknown() {
             .contains("unknown command /frobnicate")
     );
     app.update(key(KeyCode::Esc)); // clears the notice
-    app.composer = Default::default();
+    app.composer.clear();
 
     type_text(&mut app, "//literal");
     let (_, _, body) = sent(&app.update(key(KeyCode::Enter))).unwrap();
@@ -1914,7 +1922,7 @@ fn cancelling_the_delete_dialog_gives_the_composer_back_as_it_was() {
     assert!(cmds.contains(&Command::Delete {
         session_id: A.into()
     }));
-    assert!(app.composer.is_empty());
+    assert!(app.composer().is_empty());
 
     // `d` on a session in the list leaves the open session's draft alone either way.
     let mut app = self::app();
