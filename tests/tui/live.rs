@@ -188,7 +188,7 @@ async fn send_streams_the_reply_into_the_transcript() {
             .is_some_and(|u| u.requests.used > 0)
     })
     .await;
-    assert_eq!(h.rt.app.sessions[0].title, "hello there");
+    assert_eq!(h.rt.app.sessions_pane().all()[0].title, "hello there");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -205,10 +205,13 @@ async fn ctrl_n_opens_a_new_session() {
                 .is_some_and(|o| o.stream == StreamState::Open)
     })
     .await;
-    assert_eq!(h.rt.app.sessions.len(), 2);
+    assert_eq!(h.rt.app.sessions_pane().all().len(), 2);
     assert!(h.rt.app.open.as_ref().unwrap().items.is_empty());
     h.send_and_wait("in the second session").await;
-    assert_eq!(h.rt.app.sessions[0].title, "in the second session");
+    assert_eq!(
+        h.rt.app.sessions_pane().all()[0].title,
+        "in the second session"
+    );
     // Back to the first: its transcript comes from the store.
     h.press(KeyCode::Tab);
     h.press(KeyCode::Down);
@@ -239,10 +242,10 @@ async fn delete_asks_then_deletes_on_the_server() {
     assert!(h.screen().contains("Delete “doomed”"));
     h.press(KeyCode::Char('y'));
     h.until("the session gone", |app| {
-        app.sessions.iter().all(|s| s.id != doomed)
+        app.sessions_pane().all().iter().all(|s| s.id != doomed)
     })
     .await;
-    assert_eq!(h.rt.app.sessions.len(), 1);
+    assert_eq!(h.rt.app.sessions_pane().all().len(), 1);
     // The server agrees: it is gone.
     let again = h.client.delete_session(&doomed).await;
     assert!(
@@ -272,12 +275,16 @@ async fn a_stale_session_is_removed_when_the_server_does_not_know_it() {
     h.press(KeyCode::Char('d'));
     h.press(KeyCode::Enter);
     h.until("the stale entry removed", |app| {
-        app.sessions.iter().all(|s| s.id != id)
+        app.sessions_pane().all().iter().all(|s| s.id != id)
     })
     .await;
     let notice = h.rt.app.notice.as_ref().unwrap().text.clone();
     assert!(notice.contains("already deleted"), "{notice}");
-    assert_eq!(h.rt.app.sessions.len(), 1, "a fresh session replaces it");
+    assert_eq!(
+        h.rt.app.sessions_pane().all().len(),
+        1,
+        "a fresh session replaces it"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -287,19 +294,23 @@ async fn a_session_never_sent_to_is_deleted_here_without_asking_the_server() {
     // Ctrl-N in an empty new session does not add another.
     h.key(KeyCode::Char('n'), KeyModifiers::CONTROL);
     h.key(KeyCode::Char('n'), KeyModifiers::CONTROL);
-    assert_eq!(h.rt.app.sessions.len(), 1);
+    assert_eq!(h.rt.app.sessions_pane().all().len(), 1);
     assert_eq!(h.rt.app.open_id(), Some(id.as_str()));
     h.press(KeyCode::Tab);
     h.press(KeyCode::Char('d'));
     h.press(KeyCode::Enter);
     h.until("the entry removed", |app| {
-        app.sessions.iter().all(|s| s.id != id)
+        app.sessions_pane().all().iter().all(|s| s.id != id)
     })
     .await;
     let notice = h.rt.app.notice.as_ref().unwrap().text.clone();
     assert!(notice.contains("had no messages"), "{notice}");
     assert!(!notice.contains("already deleted"), "{notice}");
-    assert_eq!(h.rt.app.sessions.len(), 1, "a fresh session replaces it");
+    assert_eq!(
+        h.rt.app.sessions_pane().all().len(),
+        1,
+        "a fresh session replaces it"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -324,11 +335,11 @@ async fn context_overflow_offers_a_new_session_with_the_draft() {
         screen.contains(&format!("{current} tokens")) && screen.contains("is 40."),
         "{screen}"
     );
-    let sessions = h.rt.app.sessions.len();
+    let sessions = h.rt.app.sessions_pane().all().len();
     h.press(KeyCode::Enter);
     // The refused message was this session's first, so it is still an empty new session:
     // that one takes the draft (there is at most one empty new session).
-    assert_eq!(h.rt.app.sessions.len(), sessions);
+    assert_eq!(h.rt.app.sessions_pane().all().len(), sessions);
     assert!(h.rt.app.open.as_ref().unwrap().items.is_empty());
     assert_eq!(h.rt.app.composer_text(), long.trim());
 }

@@ -5,6 +5,7 @@
 
 pub mod app;
 pub mod command;
+pub mod composer_pane;
 pub mod editor;
 pub mod embedded;
 pub mod event;
@@ -20,6 +21,7 @@ pub mod notify;
 pub mod render;
 pub mod runtime;
 pub mod search;
+pub mod sessions_pane;
 pub mod signals;
 pub mod slash;
 pub mod view;

@@ -45,7 +45,7 @@ impl App {
                 session_id: open.id.clone(),
                 text: text.clone(),
             }));
-            self.draft_in_store = text;
+            self.composer.stored(text);
         }
     }
 
@@ -120,11 +120,7 @@ impl App {
     }
 
     pub(super) fn open_selected(&mut self, out: &mut Vec<Command>) {
-        if let Some(id) = self
-            .visible_sessions()
-            .get(self.session_cursor)
-            .map(|s| s.id.clone())
-        {
+        if let Some(id) = self.sessions_pane.selected().map(|s| s.id.clone()) {
             // A notice about the session left behind (or its metadata, which stays with it)
             // would mislead here.
             if self.open_id() != Some(id.as_str()) {
@@ -142,14 +138,12 @@ impl App {
         }
         self.leave_open_session(out);
         // Another session, another history.
-        self.recall = None;
+        self.composer.forget_recall();
         self.open = Some(OpenSession::new(
             id.clone(),
             self.settings.max_context_tokens,
         ));
-        if let Some(pos) = self.visible_sessions().iter().position(|s| s.id == id) {
-            self.session_cursor = pos;
-        }
+        self.sessions_pane.point_at(&id);
         let (width, rows) = self.transcript_viewport();
         out.push(Command::LoadTranscript {
             session_id: id.clone(),
@@ -169,8 +163,8 @@ impl App {
         if self.open.take().is_some() {
             // The draft went to the store with its session. Text typed before any session
             // was open (the store still loading) stays for the session about to open.
-            self.composer = new_composer(&self.keys);
-            self.metadata = None;
+            self.composer.clear();
+            self.composer.set_metadata(None);
         }
         self.send_error = None;
     }
@@ -178,7 +172,8 @@ impl App {
     /// A session that nothing was sent to yet: the server does not know it.
     pub(super) fn is_unsent(&self, id: &str) -> bool {
         let listed_empty = self
-            .sessions
+            .sessions_pane
+            .all()
             .iter()
             .any(|s| s.id == id && s.title == NEW_SESSION_TITLE && s.tokens == 0);
         let open_empty = match &self.open {
@@ -192,13 +187,13 @@ impl App {
     /// most one such empty session: if there is one, it is opened instead.
     pub(super) fn new_session(&mut self, draft: String, out: &mut Vec<Command>) {
         let unsent = self
-            .sessions
+            .sessions_pane
+            .all()
             .iter()
             .map(|s| s.id.clone())
             .find(|id| self.is_unsent(id));
         if let Some(id) = unsent {
-            self.filter.clear();
-            self.filtering = false;
+            self.sessions_pane.clear_filter();
             if self.open_id() == Some(id.as_str()) {
                 if draft.is_empty() {
                     self.notify(Level::Info, "this is a new session already");
@@ -206,14 +201,9 @@ impl App {
             } else {
                 self.open_session(id.clone(), out);
             }
-            self.session_cursor = self
-                .visible_sessions()
-                .iter()
-                .position(|s| s.id == id)
-                .unwrap_or(0);
+            self.sessions_pane.point_at_or_top(&id);
             if !draft.is_empty() {
-                self.composer = new_composer(&self.keys);
-                self.composer.insert_str(&draft);
+                self.composer.set_text(&draft);
             }
             self.focus = Focus::Composer;
             return;
@@ -226,12 +216,9 @@ impl App {
             last_activity: self.now,
             tokens: 0,
         };
-        self.sessions.insert(0, summary.clone());
-        self.filter.clear();
-        self.filtering = false;
+        self.sessions_pane.insert_new(summary.clone());
         out.push(Command::Persist(StoreOp::UpsertSession(summary)));
         self.open_session(id, out);
-        self.session_cursor = 0;
         if !draft.is_empty() {
             self.composer.insert_str(&draft);
         }
@@ -239,35 +226,28 @@ impl App {
             o.loaded = true;
         }
         // A new session has no stored draft; text carried over is saved as an edit.
-        self.draft_in_store = String::new();
+        self.composer.stored(String::new());
         self.focus = Focus::Composer;
     }
 
     pub(super) fn remove_session(&mut self, id: &str, out: &mut Vec<Command>) {
-        self.deleting.retain(|d| d != id);
-        let Some(pos) = self.sessions.iter().position(|s| s.id == id) else {
+        let Some(pos) = self.sessions_pane.remove(id) else {
             return;
         };
-        self.sessions.remove(pos);
         out.push(Command::Persist(StoreOp::DeleteSession(id.to_string())));
         if self.open_id() == Some(id) {
             // Drop the open session without saving its draft, then open the next one.
             self.open = None;
-            self.composer = new_composer(&self.keys);
-            self.metadata = None;
-            let next = self
-                .sessions
-                .get(pos)
-                .or_else(|| self.sessions.get(pos.wrapping_sub(1)));
+            self.composer.clear();
+            self.composer.set_metadata(None);
+            let all = self.sessions_pane.all();
+            let next = all.get(pos).or_else(|| all.get(pos.wrapping_sub(1)));
             match next.map(|s| s.id.clone()) {
                 Some(next) => self.open_session(next, out),
                 None => self.new_session(String::new(), out),
             }
         }
-        let n = self.visible_sessions().len();
-        if self.session_cursor >= n {
-            self.session_cursor = n.saturating_sub(1);
-        }
+        self.sessions_pane.clamp_cursor();
     }
 
     pub(super) fn send(&mut self, text: String, role: Role, out: &mut Vec<Command>) {
@@ -279,10 +259,11 @@ impl App {
             return;
         }
         if !matches!(self.connection, Connection::Connected(_)) {
-            self.send_error = Some(match &self.connection {
+            let why = match &self.connection {
                 Connection::Failed(e) => format!("not connected: {e}"),
                 _ => "still connecting to the service…".to_string(),
-            });
+            };
+            self.send_error = Some(why);
             return;
         }
         let now = self.now;
@@ -325,7 +306,7 @@ impl App {
             content: text,
             role: (role != Role::User).then_some(role),
             stream: Some(stream),
-            metadata: self.metadata.take(),
+            metadata: self.composer.take_metadata(),
         };
         out.push(Command::Send {
             session_id: open.id.clone(),
@@ -333,11 +314,11 @@ impl App {
             body,
             idempotency_key: format!("{}-{send_id}-{}", open.id, now.timestamp_millis()),
         });
-        self.composer = new_composer(&self.keys);
+        self.composer.clear();
         self.send_error = None;
         if role == Role::System {
             // A system message is a one-off: what follows is the user's again.
-            self.role = Role::User;
+            self.composer.reset_role();
             let toggle = self.keys.toggle_role.first_label();
             self.notify(
                 Level::Info,

@@ -8,7 +8,7 @@ impl App {
     /// `edit_in_editor`: the loop hands the terminal to the editor on the composer's text.
     pub(super) fn open_editor(&mut self, out: &mut Vec<Command>) {
         self.focus = Focus::Composer;
-        self.filtering = false;
+        self.sessions_pane.stop_filtering();
         out.push(Command::EditInEditor {
             draft: self.composer_text(),
         });
@@ -25,8 +25,7 @@ impl App {
                     return;
                 }
                 // Replacing a selection of everything keeps the old text in the undo history.
-                self.composer.select_all();
-                self.composer.insert_str(&text);
+                self.composer.replace_undoably(&text);
                 self.send_error = None;
                 self.save_draft(out);
             }

@@ -41,8 +41,8 @@ impl App {
     /// focus, so typing `q` or `?` types them.
     pub(super) fn global_key(&mut self, key: &KeyEvent, out: &mut Vec<Command>) -> EventState {
         let k = &self.keys;
-        let typing =
-            self.focus == Focus::Composer || (self.focus == Focus::Sessions && self.filtering);
+        let typing = self.focus == Focus::Composer
+            || (self.focus == Focus::Sessions && self.sessions_pane.is_filtering());
         let is_text = matches!(key.code, KeyCode::Char(_))
             && !key
                 .modifiers
@@ -59,13 +59,9 @@ impl App {
         } else if k.new_session.matches(key) {
             self.new_session(String::new(), out);
         } else if k.toggle_role.matches(key) {
-            self.role = if self.role == Role::User {
-                Role::System
-            } else {
-                Role::User
-            };
+            self.composer.toggle_role();
         } else if k.focus_next.matches(key) {
-            self.filtering = false;
+            self.sessions_pane.stop_filtering();
             self.focus = match self.focus {
                 Focus::Sessions => Focus::Transcript,
                 Focus::Transcript => Focus::Composer,
@@ -73,7 +69,7 @@ impl App {
                 Focus::Composer => Focus::Transcript,
             };
         } else if k.focus_prev.matches(key) {
-            self.filtering = false;
+            self.sessions_pane.stop_filtering();
             self.focus = match self.focus {
                 Focus::Sessions => Focus::Composer,
                 Focus::Composer => Focus::Transcript,
@@ -94,7 +90,7 @@ impl App {
             self.open_wallet(None, out);
         } else if k.edit_in_editor.matches(key) {
             self.open_editor(out);
-        } else if k.back.matches(key) && !self.filtering {
+        } else if k.back.matches(key) && !self.sessions_pane.is_filtering() {
             // Esc: stop following a stream, else clear the notice or a send error.
             let (w, h) = self.transcript_viewport();
             if let Some(open) = self.open.as_mut().filter(|o| o.follow && o.is_streaming()) {
@@ -102,7 +98,7 @@ impl App {
                 open.follow = false;
                 let hint = format!("stopped following; {} to follow again", self.follow_hint());
                 self.notify(Level::Info, hint);
-            } else if self.notice.is_some() || self.send_error.is_some() {
+            } else if self.notice.is_some() || self.send_error.as_deref().is_some() {
                 self.notice = None;
                 self.send_error = None;
             } else if self.focus != Focus::Composer {
@@ -135,117 +131,42 @@ impl App {
     }
 
     pub(super) fn composer_key(&mut self, key: KeyEvent, out: &mut Vec<Command>) -> EventState {
-        if self.keys.send.matches(&key) {
-            self.submit(out);
-        } else if self.keys.newline.matches(&key) {
-            self.composer.insert_newline();
-        } else if key.modifiers.contains(KeyModifiers::CONTROL)
-            && matches!(key.code, KeyCode::Char('n' | 'p' | 'r' | 'c'))
-        {
-            // Never let the textarea's emacs bindings shadow ours if they were rebound.
-            return EventState::NotConsumed;
-        } else if key.modifiers == KeyModifiers::CONTROL && key.code == KeyCode::Char('u') {
-            // Ctrl-U clears to the start of the line, as in shells and in the wallet prompt
-            // (the textarea would undo); Ctrl-Z undoes.
-            self.composer.delete_line_by_head();
-            self.send_error = None;
-        } else if self.recall_key(&key) {
-            // A sent message came back (or went) in the composer.
-        } else if key.modifiers == KeyModifiers::CONTROL && key.code == KeyCode::Char('z') {
-            self.composer.undo();
-            self.send_error = None;
-        } else if self.composer_chars() == 0
-            && !matches!(key.code, KeyCode::Char(_))
-            && (self.keys.scroll_top.matches(&key) || self.keys.scroll_bottom.matches(&key))
-        {
-            // An empty draft has no line to move in: Home and End scroll the transcript, so
-            // the hint "End follows" is true from here too.
-            self.pane_common_key(&key, out);
-        } else {
-            self.composer.input(key);
-            self.send_error = None;
+        let open = self.open.as_ref();
+        match self.composer.key(&self.keys, key, || sent_messages(open)) {
+            ComposerKey::Consumed => {}
+            ComposerKey::Edited => self.send_error = None,
+            ComposerKey::NotConsumed => return EventState::NotConsumed,
+            ComposerKey::Submit => self.submit(out),
+            ComposerKey::ScrollTranscript => self.pane_common_key(&key, out),
+            ComposerKey::Notice(text) => self.notify(Level::Info, text),
         }
         EventState::Consumed
     }
 
     pub(super) fn sessions_key(&mut self, key: KeyEvent, out: &mut Vec<Command>) -> EventState {
-        let k = &self.keys;
-        if self.filtering {
-            match key.code {
-                KeyCode::Esc => {
-                    self.filtering = false;
-                    self.filter.clear();
-                    self.session_cursor = 0;
-                    return EventState::Consumed;
-                }
-                KeyCode::Enter => {
-                    if self.visible_sessions().is_empty() {
-                        // Nothing to open: stay in the filter, and say why the list is empty.
-                        let filter = self.filter.clone();
-                        self.notify(
-                            Level::Info,
-                            format!("no session matches “{filter}”: Backspace edits, Esc clears"),
-                        );
-                        return EventState::Consumed;
-                    }
-                    self.filtering = false;
-                    self.open_selected(out);
-                    // The filter found it: the whole list is back, the cursor on it.
-                    self.filter.clear();
-                    let open = self.open_id().map(str::to_string);
-                    self.session_cursor = self
-                        .visible_sessions()
-                        .iter()
-                        .position(|s| Some(&s.id) == open.as_ref())
-                        .unwrap_or(0);
-                    return EventState::Consumed;
-                }
-                KeyCode::Backspace => {
-                    self.filter.pop();
-                    self.session_cursor = 0;
-                    return EventState::Consumed;
-                }
-                KeyCode::Char(c)
-                    if !key
-                        .modifiers
-                        .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT) =>
-                {
-                    self.filter.push(c);
-                    self.session_cursor = 0;
-                    return EventState::Consumed;
-                }
-                _ => {}
+        match self.sessions_pane.key(&self.keys, &key) {
+            SessionsKey::Consumed => {}
+            SessionsKey::NotConsumed => return EventState::NotConsumed,
+            SessionsKey::OpenSelected => self.open_selected(out),
+            SessionsKey::OpenSelectedFromFilter => {
+                self.open_selected(out);
+                // The filter found it: the whole list is back, the cursor on it.
+                let open = self.open_id().map(str::to_string).unwrap_or_default();
+                self.sessions_pane.clear_filter();
+                self.sessions_pane.point_at_or_top(&open);
             }
-        }
-        if key.code == KeyCode::Esc && !self.filter.is_empty() {
-            // A filter kept after Enter: Esc clears it before it goes back to the composer.
-            self.filter.clear();
-            self.session_cursor = 0;
-            return EventState::Consumed;
-        }
-        let n = self.visible_sessions().len();
-        if k.move_up.matches(&key) {
-            self.session_cursor = self.session_cursor.saturating_sub(1);
-        } else if k.move_down.matches(&key) {
-            if self.session_cursor + 1 < n {
-                self.session_cursor += 1;
-            }
-        } else if k.open_session.matches(&key) {
-            self.open_selected(out);
-        } else if k.delete_session.matches(&key) {
-            if let Some(s) = self.visible_sessions().get(self.session_cursor) {
+            SessionsKey::NoMatch(filter) => self.notify(
+                Level::Info,
+                format!("no session matches “{filter}”: Backspace edits, Esc clears"),
+            ),
+            SessionsKey::ConfirmDelete { session_id, title } => {
                 self.overlay = Some(Overlay::ConfirmDelete {
-                    session_id: s.id.clone(),
-                    title: s.title.clone(),
+                    session_id,
+                    title,
                     from_composer: false,
                 });
             }
-        } else if k.filter_sessions.matches(&key) {
-            self.filtering = true;
-        } else if k.search_sessions.matches(&key) {
-            self.open_session_search(String::new(), out);
-        } else {
-            return EventState::NotConsumed;
+            SessionsKey::SearchSessions => self.open_session_search(String::new(), out),
         }
         EventState::Consumed
     }
@@ -332,7 +253,7 @@ impl App {
                     self.overlay = None;
                     if from_composer {
                         // The `/delete` command is done with.
-                        self.composer = new_composer(&self.keys);
+                        self.composer.clear();
                     }
                     if self.is_unsent(&session_id) {
                         // Never sent: only this client knows it, so there is nothing to ask
@@ -344,7 +265,7 @@ impl App {
                         self.remove_session(&session_id, out);
                         return;
                     }
-                    self.deleting.push(session_id.clone());
+                    self.sessions_pane.mark_deleting(session_id.clone());
                     self.notify(Level::Info, format!("deleting “{title}”…"));
                     out.push(Command::Delete { session_id });
                 } else if k.cancel.matches(&key) || k.stop_or_quit.matches(&key) {
@@ -388,10 +309,7 @@ impl App {
                 if let Some(list) = layout.session_list.filter(|r| r.contains(pos)) {
                     self.focus = Focus::Sessions;
                     let row = (pos.y - list.y) as usize / layout::SESSION_ROW_HEIGHT;
-                    let first = layout::first_visible_session(self.session_cursor, list.height);
-                    let idx = first + row;
-                    if idx < self.visible_sessions().len() {
-                        self.session_cursor = idx;
+                    if self.sessions_pane.click(row, list.height) {
                         self.open_selected(out);
                     }
                 } else if layout.transcript_inner.contains(pos) {

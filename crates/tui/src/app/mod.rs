@@ -6,7 +6,6 @@ use crossterm::event::{
     KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
 };
 use ratatui::layout::{Position, Rect};
-use ratatui_textarea::{TextArea, WrapMode};
 use serde_json::Value;
 
 use crate::keys::KeyBindings;
@@ -19,7 +18,9 @@ use super::event::{
 };
 use super::full_view::{FullView, KeyResult};
 use super::layout::{self, AppLayout};
+use crate::composer_pane::{Composer, ComposerKey};
 use crate::render::transcript::{Entry, EntryId, EntryState, Transcript};
+use crate::sessions_pane::{SessionsKey, SessionsPane};
 use convo_client::api::stream::StreamUpdate;
 use convo_client::follow::{Change, Next, ReplyFailure, ReplyFollower, ReplyStatus};
 use convo_client::sanitize::sanitize_owned;
@@ -45,6 +46,7 @@ pub use crate::slash::SlashCommand;
 pub use link::{LimitReached, Link, Tone};
 pub use open_session::{OpenSession, render_stored};
 use open_session::{header_for, reply_slot, stored_state};
+use recall::sent_messages;
 pub use search::{PendingJump, match_line};
 pub use state::*;
 
@@ -67,23 +69,13 @@ pub struct App {
     /// What answers in the embedded service (none for a remote one).
     pub engine: Option<EngineStatus>,
     pub store_ready: bool,
-    pub sessions: Vec<SessionSummary>,
-    /// Index into `visible_sessions()`.
-    pub session_cursor: usize,
-    pub filter: String,
-    pub filtering: bool,
+    sessions_pane: SessionsPane,
     pub open: Option<OpenSession>,
-    pub composer: TextArea<'static>,
-    pub role: Role,
-    pub metadata: Option<Value>,
-    /// The sent message the composer shows (`Up` in an empty composer), if any.
-    pub recall: Option<recall::Recall>,
-    /// Why the last send failed, shown on the composer until the next send.
+    composer: Composer,
+    /// Why the last send failed, shown on the composer until the next send or edit.
     pub send_error: Option<String>,
     pub usage: UsagePanel,
     pub notice: Option<Notice>,
-    /// Session ids with a DELETE in flight.
-    pub deleting: Vec<String>,
     /// The metrics view's state (F2).
     pub metrics: super::metrics::MetricsState,
     /// The wallet view's state (F3).
@@ -97,11 +89,6 @@ pub struct App {
     next_send_id: u64,
     /// Quit was asked for before the store loaded, with text to keep.
     quit_when_loaded: bool,
-    /// The open session's draft as last handed to the store; an edit that changes the
-    /// composer away from it is sent as `StoreOp::DraftEdited`.
-    draft_in_store: String,
-    /// `Command::WarmTokenCounter` was given (once, at the first edit of the composer).
-    token_counter_asked: bool,
     pub quit: bool,
     /// Whether the terminal has focus, as its focus reports say (assumed until one comes).
     pub terminal_focused: bool,
@@ -111,7 +98,7 @@ pub struct App {
 
 impl App {
     pub fn new(keys: KeyBindings, settings: Settings, size: Rect, now: DateTime<Utc>) -> Self {
-        let composer = new_composer(&keys);
+        let composer = Composer::new(&keys);
         App {
             keys,
             settings,
@@ -124,19 +111,12 @@ impl App {
             link: Link::Up,
             engine: None,
             store_ready: false,
-            sessions: Vec::new(),
-            session_cursor: 0,
-            filter: String::new(),
-            filtering: false,
+            sessions_pane: SessionsPane::default(),
             open: None,
             composer,
-            role: Role::User,
-            metadata: None,
-            recall: None,
             send_error: None,
             usage: UsagePanel::default(),
             notice: None,
-            deleting: Vec::new(),
             metrics: Default::default(),
             wallet: Default::default(),
             search: None,
@@ -144,8 +124,6 @@ impl App {
             pending_jump: None,
             next_send_id: 1,
             quit_when_loaded: false,
-            draft_in_store: String::new(),
-            token_counter_asked: false,
             quit: false,
             terminal_focused: true,
             code_choice: None,
@@ -171,7 +149,10 @@ impl App {
     /// it needs ([`layout::max_status_rows`]): the notice, and a send error too long for the
     /// composer's border, so that no advice is cut off.
     pub fn status_message(&self) -> Option<(Level, String)> {
-        let notice = self.notice.as_ref().filter(|_| !self.filtering);
+        let notice = self
+            .notice
+            .as_ref()
+            .filter(|_| !self.sessions_pane.is_filtering());
         if let Some(prompt) = self.code_choice_prompt() {
             return Some(match notice {
                 Some(n) => (n.level, format!("{} · {prompt}", n.text)),
@@ -216,34 +197,26 @@ impl App {
             .sum()
     }
 
-    /// Sessions matching the filter, most recent first.
-    pub fn visible_sessions(&self) -> Vec<&SessionSummary> {
-        let needle = self.filter.to_lowercase();
-        self.sessions
-            .iter()
-            .filter(|s| {
-                needle.is_empty()
-                    || s.title.to_lowercase().contains(&needle)
-                    || s.id.to_lowercase().contains(&needle)
-            })
-            .collect()
+    /// The sessions pane: the list, its cursor and filter.
+    pub fn sessions_pane(&self) -> &SessionsPane {
+        &self.sessions_pane
     }
 
     pub fn open_id(&self) -> Option<&str> {
         self.open.as_ref().map(|o| o.id.as_str())
     }
 
+    /// The composer: its text, role, metadata and send error.
+    pub fn composer(&self) -> &Composer {
+        &self.composer
+    }
+
     pub fn composer_text(&self) -> String {
-        self.composer.lines().join("\n")
+        self.composer.text()
     }
 
     pub fn composer_chars(&self) -> usize {
-        self.composer
-            .lines()
-            .iter()
-            .map(|l| l.chars().count())
-            .sum::<usize>()
-            + self.composer.lines().len().saturating_sub(1)
+        self.composer.chars()
     }
 
     /// The key that takes the transcript back to its end from where the user is: the
@@ -293,7 +266,7 @@ impl App {
                     let before = self.text_before_first_edit();
                     self.focus = Focus::Composer;
                     self.composer
-                        .insert_str(text.replace("\r\n", "\n").replace('\r', "\n"));
+                        .insert_str(&text.replace("\r\n", "\n").replace('\r', "\n"));
                     self.warm_on_first_edit(before, &mut out);
                 }
             }
@@ -332,11 +305,11 @@ impl App {
                 last_open,
             } => {
                 self.store_ready = true;
-                self.sessions = sessions;
-                sort_sessions(&mut self.sessions);
+                self.sessions_pane.load(sessions);
+                let all = self.sessions_pane.all();
                 let target = last_open
-                    .filter(|id| self.sessions.iter().any(|s| &s.id == id))
-                    .or_else(|| self.sessions.first().map(|s| s.id.clone()));
+                    .filter(|id| all.iter().any(|s| &s.id == id))
+                    .or_else(|| all.first().map(|s| s.id.clone()));
                 match target {
                     Some(id) => self.open_session(id, &mut out),
                     None => self.new_session(String::new(), &mut out),
@@ -384,7 +357,7 @@ impl App {
                 failure,
             } => {
                 self.note_answer(Err(&failure));
-                self.deleting.retain(|d| d != &session_id);
+                self.sessions_pane.delete_failed(&session_id);
                 if matches!(failure, ApiError::SessionNotFound { .. }) {
                     self.notify(
                         Level::Warn,
@@ -472,14 +445,13 @@ impl App {
 
     /// The composer's text, until token counting was asked to get ready.
     fn text_before_first_edit(&self) -> Option<String> {
-        (!self.token_counter_asked).then(|| self.composer_text())
+        self.composer.text_before_first_edit()
     }
 
     /// At the first change of the composer's text, asks token counting to get ready: someone
     /// who types will send, and someone who only reads never pays for it.
     fn warm_on_first_edit(&mut self, before: Option<String>, out: &mut Vec<Command>) {
-        if before.is_some_and(|b| b != self.composer_text()) {
-            self.token_counter_asked = true;
+        if self.composer.first_edit(before) {
             out.push(Command::WarmTokenCounter);
         }
     }
@@ -494,20 +466,18 @@ impl App {
         let Some(open) = self.open.as_ref().filter(|o| o.loaded) else {
             return;
         };
-        let text = self.composer_text();
-        if text != self.draft_in_store {
+        if let Some(text) = self.composer.unstored_edit() {
             out.push(Command::Persist(StoreOp::DraftEdited {
                 session_id: open.id.clone(),
-                text: text.clone(),
+                text,
             }));
-            self.draft_in_store = text;
         }
     }
 
     /// The store kept a new title for a session (`/title`): the list and the transcript's
     /// border show it.
     fn on_title_changed(&mut self, session_id: String, title: Option<String>, title_set: bool) {
-        let Some(s) = self.sessions.iter_mut().find(|s| s.id == session_id) else {
+        let Some(s) = self.sessions_pane.get_mut(&session_id) else {
             return;
         };
         s.title = title.unwrap_or_else(|| NEW_SESSION_TITLE.to_string());
@@ -521,9 +491,8 @@ impl App {
     }
 
     fn title_of(&self, id: &str) -> String {
-        self.sessions
-            .iter()
-            .find(|s| s.id == id)
+        self.sessions_pane
+            .get(id)
             .map(|s| format!("“{}”", s.title))
             .unwrap_or_else(|| id.to_string())
     }
@@ -595,10 +564,6 @@ impl App {
     }
 }
 
-fn sort_sessions(sessions: &mut [SessionSummary]) {
-    sessions.sort_by_key(|s| std::cmp::Reverse(s.last_activity));
-}
-
 /// Why a send waits: the previous reply has not finished.
 pub const STILL_COMING: &str = "a reply is still coming; wait or stop it (Ctrl-C)";
 
@@ -616,17 +581,4 @@ impl App {
         let l = self.layout();
         (l.transcript_inner.width, l.transcript_inner.height)
     }
-}
-
-/// An empty composer whose placeholder names the keys as bound.
-fn new_composer(keys: &KeyBindings) -> TextArea<'static> {
-    let mut t = TextArea::default();
-    t.set_wrap_mode(WrapMode::WordOrGlyph);
-    t.set_placeholder_text(format!(
-        "Message · {} sends · {} new line · /help",
-        keys.send.first_label(),
-        keys.newline.first_label()
-    ));
-    t.set_cursor_line_style(ratatui::style::Style::default());
-    t
 }

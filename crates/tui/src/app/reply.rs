@@ -76,12 +76,11 @@ impl App {
                 session_id: session_id.clone(),
             });
         }
-        self.draft_in_store = draft.clone().unwrap_or_default();
+        self.composer.stored(draft.clone().unwrap_or_default());
         if let Some(d) = draft.filter(|d| !d.is_empty())
             && self.composer.is_empty()
         {
-            self.composer = new_composer(&self.keys);
-            self.composer.insert_str(d);
+            self.composer.set_text(&d);
         }
     }
 
@@ -152,7 +151,7 @@ impl App {
             }
         }
         // The session list: title from the first message, most recent first.
-        if let Some(s) = self.sessions.iter_mut().find(|s| s.id == session_id) {
+        if let Some(s) = self.sessions_pane.get_mut(&session_id) {
             // A system message titles a session until its first user message does; the
             // user's title (`/title`) stays.
             let untitled = s.title == NEW_SESSION_TITLE;
@@ -166,12 +165,7 @@ impl App {
             s.tokens += prompt_tokens;
             out.push(Command::Persist(StoreOp::UpsertSession(s.clone())));
         }
-        sort_sessions(&mut self.sessions);
-        self.session_cursor = self
-            .visible_sessions()
-            .iter()
-            .position(|s| s.id == session_id)
-            .unwrap_or(0);
+        self.sessions_pane.resort(&session_id);
     }
 
     /// The reply is complete: authoritative content, tokens, stored.
@@ -213,9 +207,8 @@ impl App {
             );
         if announce {
             let title = self
-                .sessions
-                .iter()
-                .find(|s| s.id == session_id)
+                .sessions_pane
+                .get(session_id)
                 .map_or(NEW_SESSION_TITLE, |s| s.title.as_str());
             out.push(Command::Notify(
                 super::super::notify::Notification::reply_finished(
@@ -259,7 +252,7 @@ impl App {
             session_id: session_id.to_string(),
             message,
         }));
-        if let Some(s) = self.sessions.iter_mut().find(|s| s.id == session_id) {
+        if let Some(s) = self.sessions_pane.get_mut(session_id) {
             s.tokens += tokens;
             s.last_activity = self.now;
             out.push(Command::Persist(StoreOp::UpsertSession(s.clone())));
@@ -299,8 +292,7 @@ impl App {
         if p.role == Role::System {
             draft = format!("/system {draft}");
         }
-        self.composer = new_composer(&self.keys);
-        self.composer.insert_str(&draft);
+        self.composer.set_text(&draft);
         self.focus = Focus::Composer;
         self.send_error = Some(describe_failure(&failure, now));
         match failure {

@@ -117,7 +117,7 @@ impl App {
             }
         }
         if gained > 0
-            && let Some(s) = self.sessions.iter_mut().find(|s| s.id == session_id)
+            && let Some(s) = self.sessions_pane.get_mut(session_id)
         {
             s.tokens += gained;
             out.push(Command::Persist(StoreOp::UpsertSession(s.clone())));
@@ -157,8 +157,7 @@ impl App {
             } else {
                 text
             };
-            self.composer = new_composer(&self.keys);
-            self.composer.insert_str(&draft);
+            self.composer.set_text(&draft);
             self.notify(Level::Warn, NOT_KEPT_BACK);
             true
         } else {

@@ -22,7 +22,7 @@ impl App {
                     Some(rest) => format!("/{rest}"),
                     None => trimmed.to_string(),
                 };
-                let role = self.role;
+                let role = self.composer.role();
                 self.send(text, role, out);
             }
         }
@@ -31,13 +31,15 @@ impl App {
     fn run_slash(&mut self, cmd: SlashCommand, out: &mut Vec<Command>) {
         match cmd {
             SlashCommand::New(draft) => {
-                self.composer = new_composer(&self.keys);
+                self.composer.clear();
                 self.new_session(draft, out);
             }
             SlashCommand::Delete => {
                 // The text stays in the composer until the dialog is confirmed.
                 if let Some(open) = &self.open {
-                    let title = (self.sessions.iter().find(|s| s.id == open.id))
+                    let title = self
+                        .sessions_pane
+                        .get(&open.id)
                         .map_or_else(|| open.id.clone(), |s| s.title.clone());
                     self.overlay = Some(Overlay::ConfirmDelete {
                         session_id: open.id.clone(),
@@ -51,33 +53,33 @@ impl App {
             }
             SlashCommand::System(text) => self.send(text, Role::System, out),
             SlashCommand::Meta(json) if json.is_empty() => {
-                self.metadata = None;
-                self.composer = new_composer(&self.keys);
+                self.composer.set_metadata(None);
+                self.composer.clear();
                 self.notify(Level::Info, "metadata cleared");
             }
             SlashCommand::Meta(json) => match serde_json::from_str::<Value>(&json) {
                 Ok(v @ Value::Object(_)) => {
-                    self.metadata = Some(v);
-                    self.composer = new_composer(&self.keys);
+                    self.composer.set_metadata(Some(v));
+                    self.composer.clear();
                     self.notify(Level::Info, "metadata set for the next message");
                 }
                 Ok(_) => self.notify(Level::Error, META_NEEDS_OBJECT),
                 Err(e) => self.notify(Level::Error, format!("/meta: invalid JSON: {e}")),
             },
             SlashCommand::Help => {
-                self.composer = new_composer(&self.keys);
+                self.composer.clear();
                 self.overlay = Some(Overlay::Help { scroll: 0 });
             }
             SlashCommand::Metrics => {
-                self.composer = new_composer(&self.keys);
+                self.composer.clear();
                 self.open_metrics(out);
             }
             SlashCommand::Wallet(id) => {
-                self.composer = new_composer(&self.keys);
+                self.composer.clear();
                 self.open_wallet(id.as_deref(), out);
             }
             SlashCommand::Quit => {
-                self.composer = new_composer(&self.keys);
+                self.composer.clear();
                 self.quit(out);
             }
             SlashCommand::Retry => self.retry(out),
@@ -85,7 +87,7 @@ impl App {
                 let Some(session_id) = self.open_id().map(str::to_string) else {
                     return self.notify(Level::Warn, "/title: no session is open");
                 };
-                self.composer = new_composer(&self.keys);
+                self.composer.clear();
                 // The store cleans the text and answers with the title as kept
                 // (`AppEvent::TitleChanged`).
                 let title = convo_client::local_store::user_title(&text);
@@ -95,14 +97,14 @@ impl App {
                 let Some(session_id) = self.open_id().map(str::to_string) else {
                     return self.notify(Level::Warn, "/export: no session is open");
                 };
-                self.composer = new_composer(&self.keys);
+                self.composer.clear();
                 out.push(Command::Export { session_id, path });
             }
             SlashCommand::Search(text) if text.is_empty() => {
                 self.notify(Level::Warn, "usage: /search TEXT")
             }
             SlashCommand::Search(text) => {
-                self.composer = new_composer(&self.keys);
+                self.composer.clear();
                 self.open_session_search(text, out);
             }
         }

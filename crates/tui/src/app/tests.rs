@@ -133,9 +133,14 @@ fn open(app: &App) -> &OpenSession {
 fn start_opens_the_last_open_session_and_sorts_most_recent_first() {
     let app = app();
     assert_eq!(app.open_id(), Some(A));
-    let ids: Vec<_> = app.sessions.iter().map(|s| s.id.as_str()).collect();
+    let ids: Vec<_> = app
+        .sessions_pane()
+        .all()
+        .iter()
+        .map(|s| s.id.as_str())
+        .collect();
     assert_eq!(ids, [A, B, C]);
-    assert_eq!(app.session_cursor, 0);
+    assert_eq!(app.sessions_pane().cursor(), 0);
 }
 
 #[test]
@@ -150,8 +155,8 @@ fn an_empty_store_starts_a_new_session() {
         sessions: vec![],
         last_open: None,
     });
-    assert_eq!(app.sessions.len(), 1);
-    assert_eq!(app.sessions[0].title, NEW_SESSION_TITLE);
+    assert_eq!(app.sessions_pane().all().len(), 1);
+    assert_eq!(app.sessions_pane().all()[0].title, NEW_SESSION_TITLE);
     assert!(
         cmds.iter()
             .any(|c| matches!(c, Command::Persist(StoreOp::UpsertSession(_))))
@@ -176,7 +181,7 @@ fn enter_sends_and_the_streamed_reply_is_assembled() {
     assert_eq!(body.content, "hello");
     assert_eq!(body.stream, Some(true));
     assert_eq!(body.role, None);
-    assert!(app.composer.is_empty());
+    assert!(app.composer().is_empty());
     assert_eq!(open(&app).items.len(), 2);
     assert!(open(&app).is_streaming());
 
@@ -204,7 +209,12 @@ fn enter_sends_and_the_streamed_reply_is_assembled() {
     assert_eq!(open(&app).context_tokens(), 5);
     assert!(cmds.iter().any(|c| matches!(c, Command::Persist(StoreOp::AppendMessage { message, .. }) if message.role == Role::Assistant && message.content == "Hi there")));
     // The title came from the first message, and the token total moved.
-    let s = app.sessions.iter().find(|s| s.id == A).unwrap();
+    let s = app
+        .sessions_pane()
+        .all()
+        .iter()
+        .find(|s| s.id == A)
+        .unwrap();
     assert_eq!(s.title, "first");
     assert_eq!(s.tokens, 25);
 }
@@ -231,7 +241,7 @@ fn a_new_session_takes_its_title_from_the_first_message() {
         },
         prompt_tokens: 4,
     });
-    assert_eq!(app.sessions[0].title, "What is Rust?");
+    assert_eq!(app.sessions_pane().all()[0].title, "What is Rust?");
     assert_eq!(open(&app).content(1), "A language.");
     assert_eq!(open(&app).items[1].state, EntryState::Complete);
 }
@@ -256,12 +266,17 @@ fn the_placeholder_names_the_keys_as_bound() {
     let keys = KeyBindings::from_table(&table).unwrap();
     let mut app = App::new(keys, Settings::default(), Rect::new(0, 0, 80, 24), t0());
     assert_eq!(
-        app.composer.placeholder_text(),
+        app.composer().text_area().placeholder_text(),
         "Message · Ctrl-s sends · Enter new line · /help"
     );
     // Still after a send or a new session.
     app.update(ctrl('n'));
-    assert!(app.composer.placeholder_text().contains("Ctrl-s sends"));
+    assert!(
+        app.composer()
+            .text_area()
+            .placeholder_text()
+            .contains("Ctrl-s sends")
+    );
 }
 
 #[test]
@@ -410,12 +425,12 @@ fn too_long_messages_are_refused_locally() {
 fn ctrl_r_toggles_the_role_and_system_messages_say_so() {
     let mut app = app();
     app.update(ctrl('r'));
-    assert_eq!(app.role, Role::System);
+    assert_eq!(app.composer().role(), Role::System);
     type_text(&mut app, "be brief");
     let (_, send_id, body) = sent(&app.update(key(KeyCode::Enter))).unwrap();
     assert_eq!(body.role, Some(Role::System));
     // One system message, then the role is the user's again, and the status says so.
-    assert_eq!(app.role, Role::User);
+    assert_eq!(app.composer().role(), Role::User);
     assert!(
         app.notice
             .as_ref()
@@ -440,9 +455,9 @@ fn ctrl_r_toggles_the_role_and_system_messages_say_so() {
     assert_eq!(body.role, None, "sent as the user");
     // Toggling without sending still switches both ways.
     app.update(ctrl('r'));
-    assert_eq!(app.role, Role::System);
+    assert_eq!(app.composer().role(), Role::System);
     app.update(ctrl('r'));
-    assert_eq!(app.role, Role::User);
+    assert_eq!(app.composer().role(), Role::User);
 }
 
 #[test]
@@ -467,7 +482,8 @@ fn a_session_begun_with_a_system_message_gets_its_title_from_it() {
         prompt_tokens: 5,
     });
     let title = |app: &App| {
-        app.sessions
+        app.sessions_pane()
+            .all()
             .iter()
             .find(|s| s.id == id)
             .unwrap()
@@ -505,12 +521,15 @@ fn slash_meta_attaches_metadata_to_the_next_message_only() {
     let mut app = app();
     type_text(&mut app, "/meta {\"topic\":\"rust\"}");
     app.update(key(KeyCode::Enter));
-    assert_eq!(app.metadata, Some(serde_json::json!({"topic": "rust"})));
-    assert!(app.composer.is_empty());
+    assert_eq!(
+        app.composer().metadata().cloned(),
+        Some(serde_json::json!({"topic": "rust"}))
+    );
+    assert!(app.composer().is_empty());
     type_text(&mut app, "hi");
     let (_, send_id, body) = sent(&app.update(key(KeyCode::Enter))).unwrap();
     assert_eq!(body.metadata, Some(serde_json::json!({"topic": "rust"})));
-    assert!(app.metadata.is_none());
+    assert!(app.composer().metadata().is_none());
     app.update(AppEvent::SendAccepted {
         session_id: A.into(),
         send_id,
@@ -548,8 +567,8 @@ fn slash_title_renames_the_session_and_later_messages_leave_it() {
         title: Some("Trip planning".into()),
         title_set: true,
     });
-    assert_eq!(app.sessions[0].title, "Trip planning");
-    assert!(app.sessions[0].title_set);
+    assert_eq!(app.sessions_pane().all()[0].title, "Trip planning");
+    assert!(app.sessions_pane().all()[0].title_set);
     assert!(app.notice.as_ref().unwrap().text.contains("title set"));
     // The first message no longer titles the session.
     type_text(&mut app, "What is Rust?");
@@ -563,7 +582,7 @@ fn slash_title_renames_the_session_and_later_messages_leave_it() {
         },
         prompt_tokens: 4,
     });
-    assert_eq!(app.sessions[0].title, "Trip planning");
+    assert_eq!(app.sessions_pane().all()[0].title, "Trip planning");
     // `/title` alone clears it; the store says what the title is again.
     type_text(&mut app, "/title");
     let cmds = app.update(key(KeyCode::Enter));
@@ -576,8 +595,8 @@ fn slash_title_renames_the_session_and_later_messages_leave_it() {
         title: Some("What is Rust?".into()),
         title_set: false,
     });
-    assert_eq!(app.sessions[0].title, "What is Rust?");
-    assert!(!app.sessions[0].title_set);
+    assert_eq!(app.sessions_pane().all()[0].title, "What is Rust?");
+    assert!(!app.sessions_pane().all()[0].title_set);
     assert!(app.notice.as_ref().unwrap().text.contains("title cleared"));
 }
 
@@ -631,7 +650,7 @@ fn slash_new_help_delete_quit_and_unknown() {
     type_text(&mut app, "/new");
     app.update(key(KeyCode::Enter));
     assert_ne!(app.open_id(), Some(A));
-    assert_eq!(app.sessions.len(), 4);
+    assert_eq!(app.sessions_pane().all().len(), 4);
 
     type_text(&mut app, "/help");
     app.update(key(KeyCode::Enter));
@@ -651,7 +670,7 @@ fn slash_new_help_delete_quit_and_unknown() {
         "/delete",
         "a cancelled dialog loses nothing"
     );
-    app.composer = Default::default();
+    app.composer.clear();
 
     type_text(&mut app, "/frobnicate");
     app.update(key(KeyCode::Enter));
@@ -663,7 +682,7 @@ fn slash_new_help_delete_quit_and_unknown() {
             .contains("unknown command /frobnicate")
     );
     app.update(key(KeyCode::Esc)); // clears the notice
-    app.composer = Default::default();
+    app.composer.clear();
 
     type_text(&mut app, "//literal");
     let (_, _, body) = sent(&app.update(key(KeyCode::Enter))).unwrap();
@@ -808,12 +827,12 @@ fn sessions_pane_moves_opens_and_filters() {
     app.update(key(KeyCode::BackTab));
     assert_eq!(app.focus, Focus::Sessions);
     app.update(key(KeyCode::Char('/')));
-    assert!(app.filtering);
+    assert!(app.sessions_pane().is_filtering());
     type_text(&mut app, "thi");
-    assert_eq!(app.visible_sessions().len(), 1);
+    assert_eq!(app.sessions_pane().visible().len(), 1);
     app.update(key(KeyCode::Enter));
     assert_eq!(app.open_id(), Some(C));
-    assert!(!app.filtering);
+    assert!(!app.sessions_pane().is_filtering());
 }
 
 #[test]
@@ -824,10 +843,10 @@ fn a_filter_that_matches_nothing_says_so_and_esc_clears_it() {
     assert_eq!(app.focus, Focus::Sessions);
     app.update(key(KeyCode::Char('/')));
     type_text(&mut app, "zzz");
-    assert!(app.visible_sessions().is_empty());
+    assert!(app.sessions_pane().visible().is_empty());
     app.update(key(KeyCode::Enter));
     // Still filtering, with the reason on the status line; the draft got nothing.
-    assert!(app.filtering);
+    assert!(app.sessions_pane().is_filtering());
     assert!(
         app.notice
             .as_ref()
@@ -837,18 +856,21 @@ fn a_filter_that_matches_nothing_says_so_and_esc_clears_it() {
     );
     assert_eq!(app.composer_text(), "");
     app.update(key(KeyCode::Esc));
-    assert!(!app.filtering);
-    assert_eq!(app.visible_sessions().len(), 3);
+    assert!(!app.sessions_pane().is_filtering());
+    assert_eq!(app.sessions_pane().visible().len(), 3);
     assert_eq!(app.focus, Focus::Sessions);
 
     // Opening a match brings the whole list back, the cursor on the session opened.
     app.update(key(KeyCode::Char('/')));
     type_text(&mut app, "sec");
     app.update(key(KeyCode::Enter));
-    assert!(!app.filtering);
+    assert!(!app.sessions_pane().is_filtering());
     assert_eq!(app.open_id(), Some(B));
-    assert_eq!(app.visible_sessions().len(), 3);
-    assert_eq!(app.visible_sessions()[app.session_cursor].id, B);
+    assert_eq!(app.sessions_pane().visible().len(), 3);
+    assert_eq!(
+        app.sessions_pane().visible()[app.sessions_pane().cursor()].id,
+        B
+    );
 }
 
 #[test]
@@ -884,7 +906,7 @@ fn delete_asks_first_and_moves_to_the_next_session() {
             session_id: A.into()
         }]
     );
-    assert!(app.deleting.contains(&A.to_string()));
+    assert!(app.sessions_pane().is_deleting(A));
     let cmds = app.update(AppEvent::Deleted {
         session_id: A.into(),
     });
@@ -894,7 +916,7 @@ fn delete_asks_first_and_moves_to_the_next_session() {
         "the sessions gauge moves"
     );
     assert_eq!(app.open_id(), Some(B));
-    assert_eq!(app.sessions.len(), 2);
+    assert_eq!(app.sessions_pane().all().len(), 2);
 }
 
 #[test]
@@ -906,7 +928,7 @@ fn a_stale_session_is_removed_with_a_notice() {
             message: "session not found".into(),
         },
     });
-    assert_eq!(app.sessions.len(), 2);
+    assert_eq!(app.sessions_pane().all().len(), 2);
     assert_eq!(app.open_id(), Some(A));
     assert!(
         app.notice
@@ -919,7 +941,11 @@ fn a_stale_session_is_removed_with_a_notice() {
         session_id: B.into(),
         failure: ApiError::Network("refused".into()),
     });
-    assert_eq!(app.sessions.len(), 2, "other failures keep the session");
+    assert_eq!(
+        app.sessions_pane().all().len(),
+        2,
+        "other failures keep the session"
+    );
     assert_eq!(app.notice.as_ref().unwrap().level, Level::Error);
 }
 
@@ -931,9 +957,12 @@ fn deleting_the_last_session_starts_a_new_one() {
             session_id: id.into(),
         });
     }
-    assert_eq!(app.sessions.len(), 1);
-    assert_eq!(app.sessions[0].title, NEW_SESSION_TITLE);
-    assert_eq!(app.open_id(), Some(app.sessions[0].id.as_str()));
+    assert_eq!(app.sessions_pane().all().len(), 1);
+    assert_eq!(app.sessions_pane().all()[0].title, NEW_SESSION_TITLE);
+    assert_eq!(
+        app.open_id(),
+        Some(app.sessions_pane().all()[0].id.as_str())
+    );
 }
 
 #[test]
@@ -1239,7 +1268,15 @@ fn a_reply_done_before_the_post_answers_is_stored_after_the_message_and_once() {
     // A repeated done changes nothing.
     let again = app.update(done);
     assert!(!again.iter().any(|c| matches!(c, Command::Persist(_))));
-    assert_eq!(app.sessions.iter().find(|s| s.id == A).unwrap().tokens, 23);
+    assert_eq!(
+        app.sessions_pane()
+            .all()
+            .iter()
+            .find(|s| s.id == A)
+            .unwrap()
+            .tokens,
+        23
+    );
 }
 
 #[test]
@@ -1838,7 +1875,7 @@ fn a_title_from_a_markdown_message_is_plain_text() {
         },
         prompt_tokens: 4,
     });
-    assert_eq!(app.sessions[0].title, "What is Rust? see");
+    assert_eq!(app.sessions_pane().all()[0].title, "What is Rust? see");
     // Shortened as the store keeps it, so the list reads the same after a restart.
     let long = "`é` ".repeat(40);
     assert_eq!(
@@ -1885,7 +1922,7 @@ fn cancelling_the_delete_dialog_gives_the_composer_back_as_it_was() {
     assert!(cmds.contains(&Command::Delete {
         session_id: A.into()
     }));
-    assert!(app.composer.is_empty());
+    assert!(app.composer().is_empty());
 
     // `d` on a session in the list leaves the open session's draft alone either way.
     let mut app = self::app();
@@ -2048,7 +2085,7 @@ fn a_session_left_mid_reply_is_settled_from_the_history_when_it_opens() {
     assert_eq!(o.content(1), "The reply.");
     assert_eq!(o.items[1].state, EntryState::Complete);
     assert_eq!(stored_reply(&cmds).unwrap().content, "The reply.");
-    assert_eq!(app.sessions[0].tokens, 20 + 5);
+    assert_eq!(app.sessions_pane().all()[0].tokens, 20 + 5);
 
     // Stopped, then quit before the reply was done: the stored reply replaces the cut one.
     let cmds = loaded(

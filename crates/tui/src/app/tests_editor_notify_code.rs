@@ -122,7 +122,11 @@ fn the_saved_text_replaces_the_draft_unsent_and_is_saved() {
         "edited\nin vi".into(),
     )));
     assert_eq!(app.composer_text(), "edited\nin vi");
-    assert_eq!(app.composer.cursor(), (1, 5), "the cursor is at the end");
+    assert_eq!(
+        app.composer().text_area().cursor(),
+        (1, 5),
+        "the cursor is at the end"
+    );
     assert!(
         !cmds.iter().any(|c| matches!(c, Command::Send { .. })),
         "not sent"

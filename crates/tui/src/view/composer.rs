@@ -14,19 +14,20 @@ use crate::app::{App, Focus};
 
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let focused = app.focus == Focus::Composer;
-    let badge = match app.role {
+    let composer = app.composer();
+    let badge = match composer.role() {
         Role::System => Span::styled(" system ", theme::warn().patch(theme::selected())),
         _ => Span::styled(" user ", theme::hint().patch(theme::selected())),
     };
     let mut title = vec![Span::raw(" "), badge, Span::raw(" ")];
-    if let Some(meta) = &app.metadata {
+    if let Some(meta) = composer.metadata() {
         let text = truncate(
             &meta.to_string(),
             (area.width as usize).saturating_sub(30).max(8),
         );
         title.push(Span::styled(format!("meta {text} "), theme::hint()));
     }
-    let n = app.composer_chars();
+    let n = composer.chars();
     let counter_style = if n > MAX_CONTENT_CHARS {
         theme::error()
     } else {
@@ -47,10 +48,10 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             ))
             .alignment(Alignment::Right),
         );
-    if let Some(err) = &app.send_error {
+    if let Some(err) = app.send_error.as_deref() {
         // Too long for the border: its start here, all of it in the status bar below.
         let text = if app.send_error_fits(err) {
-            err.clone()
+            err.to_string()
         } else {
             format!("{} ↓", truncate(err, area.width.saturating_sub(6) as usize))
         };
@@ -61,5 +62,5 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     }
     let inner = block.inner(area);
     block.render(area, buf);
-    (&app.composer).render(inner, buf);
+    composer.text_area().render(inner, buf);
 }

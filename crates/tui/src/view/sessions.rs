@@ -12,11 +12,12 @@ use convo_client::format;
 
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let focused = app.focus == Focus::Sessions;
+    let pane = app.sessions_pane();
     let mut title = vec![Span::styled(" Sessions ", theme::bold())];
-    if app.filtering || !app.filter.is_empty() {
-        let cursor = if app.filtering { "▏" } else { "" };
+    if pane.is_filtering() || !pane.filter().is_empty() {
+        let cursor = if pane.is_filtering() { "▏" } else { "" };
         title.push(Span::styled(
-            format!("/{}{cursor} ", app.filter),
+            format!("/{}{cursor} ", pane.filter()),
             theme::hint(),
         ));
     }
@@ -30,13 +31,13 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         .title(Line::from(title));
     let inner = block.inner(area);
     block.render(area, buf);
-    let sessions = app.visible_sessions();
+    let sessions = pane.visible();
     if !app.store_ready {
         Paragraph::new(Span::styled("loading…", theme::dim())).render(inner, buf);
         return;
     }
     if sessions.is_empty() {
-        let text = if app.filter.is_empty() {
+        let text = if pane.filter().is_empty() {
             "no sessions yet"
         } else {
             "no match"
@@ -44,7 +45,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         Paragraph::new(Span::styled(text, theme::dim())).render(inner, buf);
         return;
     }
-    let first = first_visible_session(app.session_cursor, inner.height);
+    let first = first_visible_session(pane.cursor(), inner.height);
     let width = inner.width as usize;
     for (row, (idx, s)) in sessions.iter().enumerate().skip(first).enumerate() {
         let y = inner.y + (row * SESSION_ROW_HEIGHT) as u16;
@@ -52,7 +53,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             break;
         }
         let is_open = app.open_id() == Some(s.id.as_str());
-        let is_cursor = idx == app.session_cursor;
+        let is_cursor = idx == pane.cursor();
         let marker = if is_open { "● " } else { "  " };
         let mut style = if is_open {
             theme::bold()
@@ -69,7 +70,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         ]);
         line.render(Rect::new(inner.x, y, inner.width, 1), buf);
         if y + 1 < inner.bottom() {
-            let meta = if app.deleting.iter().any(|d| d == &s.id) {
+            let meta = if pane.is_deleting(&s.id) {
                 Span::styled("  deleting…", theme::warn())
             } else {
                 Span::styled(

@@ -30,7 +30,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             (k.stop_or_quit.first_label(), "quit"),
             (k.focus_next.first_label(), "panes"),
         ],
-        (_, Focus::Sessions) if app.filtering => vec![
+        (_, Focus::Sessions) if app.sessions_pane().is_filtering() => vec![
             (k.open_session.first_label(), "open"),
             ("Esc".to_string(), "clear filter"),
             (

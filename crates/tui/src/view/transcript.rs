@@ -14,7 +14,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let focused = app.focus == Focus::Transcript;
     let open = app.open.as_ref();
     let title = open
-        .and_then(|o| app.sessions.iter().find(|s| s.id == o.id))
+        .and_then(|o| app.sessions_pane().get(&o.id))
         .map(|s| s.title.clone())
         .unwrap_or_else(|| "convo".to_string());
     let mut top = vec![Span::styled(

@@ -1,0 +1,252 @@
+//! The sessions pane's state: the list of sessions (most recent first), its cursor, the
+//! filter typed after `/`, and the sessions with a DELETE in flight. `App` holds one, routes
+//! the pane's keys to [`SessionsPane::key`] and acts on what it answers; `view/sessions.rs`
+//! draws it from the read-only methods.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+use crate::event::SessionSummary;
+use crate::keys::KeyBindings;
+
+/// The sessions pane.
+#[derive(Debug, Default)]
+pub struct SessionsPane {
+    sessions: Vec<SessionSummary>,
+    /// Index into [`SessionsPane::visible`].
+    cursor: usize,
+    filter: String,
+    /// Whether keys type into the filter.
+    filtering: bool,
+    /// Session ids with a DELETE in flight.
+    deleting: Vec<String>,
+}
+
+/// What a key in the sessions pane asks of the app.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionsKey {
+    /// The pane used it (cursor, filter).
+    Consumed,
+    /// The pane has no use for it.
+    NotConsumed,
+    /// Open the session under the cursor.
+    OpenSelected,
+    /// Enter in the filter: open the session under the cursor, then show the whole list again
+    /// with the cursor on the open session.
+    OpenSelectedFromFilter,
+    /// Enter in a filter that matches nothing (the filter as typed).
+    NoMatch(String),
+    /// Ask whether to delete this session.
+    ConfirmDelete { session_id: String, title: String },
+    /// Open the search across sessions.
+    SearchSessions,
+}
+
+impl SessionsPane {
+    // ---- read ----------------------------------------------------------------------------
+
+    /// Every session, most recent first.
+    pub fn all(&self) -> &[SessionSummary] {
+        &self.sessions
+    }
+
+    /// Sessions matching the filter, most recent first.
+    pub fn visible(&self) -> Vec<&SessionSummary> {
+        let needle = self.filter.to_lowercase();
+        self.sessions
+            .iter()
+            .filter(|s| {
+                needle.is_empty()
+                    || s.title.to_lowercase().contains(&needle)
+                    || s.id.to_lowercase().contains(&needle)
+            })
+            .collect()
+    }
+
+    /// The cursor: an index into [`SessionsPane::visible`].
+    pub fn cursor(&self) -> usize {
+        self.cursor
+    }
+
+    /// The session under the cursor, if any.
+    pub fn selected(&self) -> Option<&SessionSummary> {
+        self.visible().get(self.cursor).copied()
+    }
+
+    /// A session by id.
+    pub fn get(&self, id: &str) -> Option<&SessionSummary> {
+        self.sessions.iter().find(|s| s.id == id)
+    }
+
+    /// The filter typed after `/` (kept after Enter until Esc).
+    pub fn filter(&self) -> &str {
+        &self.filter
+    }
+
+    /// Whether keys type into the filter.
+    pub fn is_filtering(&self) -> bool {
+        self.filtering
+    }
+
+    /// Whether a DELETE of this session is in flight.
+    pub fn is_deleting(&self, id: &str) -> bool {
+        self.deleting.iter().any(|d| d == id)
+    }
+
+    // ---- change --------------------------------------------------------------------------
+
+    /// The sessions the store loaded.
+    pub fn load(&mut self, sessions: Vec<SessionSummary>) {
+        self.sessions = sessions;
+        self.sort();
+    }
+
+    /// A session by id, to change its title, tokens or activity (then [`Self::resort`]).
+    pub fn get_mut(&mut self, id: &str) -> Option<&mut SessionSummary> {
+        self.sessions.iter_mut().find(|s| s.id == id)
+    }
+
+    /// Sorts again after a session's activity changed, the cursor on `id` (else the top).
+    pub fn resort(&mut self, id: &str) {
+        self.sort();
+        self.point_at_or_top(id);
+    }
+
+    /// A session just created: at the top, the filter gone, the cursor on it.
+    pub fn insert_new(&mut self, summary: SessionSummary) {
+        self.sessions.insert(0, summary);
+        self.clear_filter();
+        self.cursor = 0;
+    }
+
+    /// Removes a session (and its DELETE in flight); returns where it was in the whole list.
+    pub fn remove(&mut self, id: &str) -> Option<usize> {
+        self.deleting.retain(|d| d != id);
+        let pos = self.sessions.iter().position(|s| s.id == id)?;
+        self.sessions.remove(pos);
+        Some(pos)
+    }
+
+    /// Keeps the cursor on the list after it shrank.
+    pub fn clamp_cursor(&mut self) {
+        let n = self.visible().len();
+        if self.cursor >= n {
+            self.cursor = n.saturating_sub(1);
+        }
+    }
+
+    /// A DELETE of this session was sent.
+    pub fn mark_deleting(&mut self, id: String) {
+        self.deleting.push(id);
+    }
+
+    /// The DELETE of this session failed.
+    pub fn delete_failed(&mut self, id: &str) {
+        self.deleting.retain(|d| d != id);
+    }
+
+    /// Puts the cursor on `id` if the filter shows it.
+    pub fn point_at(&mut self, id: &str) {
+        if let Some(pos) = self.visible().iter().position(|s| s.id == id) {
+            self.cursor = pos;
+        }
+    }
+
+    /// Puts the cursor on `id`, or on the top if the filter hides it.
+    pub fn point_at_or_top(&mut self, id: &str) {
+        self.cursor = self.visible().iter().position(|s| s.id == id).unwrap_or(0);
+    }
+
+    /// Keys no longer type into the filter (the filter itself stays).
+    pub fn stop_filtering(&mut self) {
+        self.filtering = false;
+    }
+
+    /// Clears the filter and stops typing into it.
+    pub fn clear_filter(&mut self) {
+        self.filter.clear();
+        self.filtering = false;
+    }
+
+    /// A click on the list's `row`-th visible row in a list `height` rows high: the cursor goes
+    /// there. False if there is no session on that row.
+    pub fn click(&mut self, row: usize, height: u16) -> bool {
+        let idx = crate::layout::first_visible_session(self.cursor, height) + row;
+        if idx < self.visible().len() {
+            self.cursor = idx;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// A key while the pane has focus.
+    pub fn key(&mut self, k: &KeyBindings, key: &KeyEvent) -> SessionsKey {
+        if self.filtering {
+            match key.code {
+                KeyCode::Esc => {
+                    self.clear_filter();
+                    self.cursor = 0;
+                    return SessionsKey::Consumed;
+                }
+                KeyCode::Enter => {
+                    if self.visible().is_empty() {
+                        // Nothing to open: stay in the filter; the app says why it is empty.
+                        return SessionsKey::NoMatch(self.filter.clone());
+                    }
+                    self.filtering = false;
+                    return SessionsKey::OpenSelectedFromFilter;
+                }
+                KeyCode::Backspace => {
+                    self.filter.pop();
+                    self.cursor = 0;
+                    return SessionsKey::Consumed;
+                }
+                KeyCode::Char(c)
+                    if !key
+                        .modifiers
+                        .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT) =>
+                {
+                    self.filter.push(c);
+                    self.cursor = 0;
+                    return SessionsKey::Consumed;
+                }
+                _ => {}
+            }
+        }
+        if key.code == KeyCode::Esc && !self.filter.is_empty() {
+            // A filter kept after Enter: Esc clears it before it goes back to the composer.
+            self.filter.clear();
+            self.cursor = 0;
+            return SessionsKey::Consumed;
+        }
+        let n = self.visible().len();
+        if k.move_up.matches(key) {
+            self.cursor = self.cursor.saturating_sub(1);
+        } else if k.move_down.matches(key) {
+            if self.cursor + 1 < n {
+                self.cursor += 1;
+            }
+        } else if k.open_session.matches(key) {
+            return SessionsKey::OpenSelected;
+        } else if k.delete_session.matches(key) {
+            if let Some(s) = self.selected() {
+                return SessionsKey::ConfirmDelete {
+                    session_id: s.id.clone(),
+                    title: s.title.clone(),
+                };
+            }
+        } else if k.filter_sessions.matches(key) {
+            self.filtering = true;
+        } else if k.search_sessions.matches(key) {
+            return SessionsKey::SearchSessions;
+        } else {
+            return SessionsKey::NotConsumed;
+        }
+        SessionsKey::Consumed
+    }
+
+    fn sort(&mut self) {
+        self.sessions
+            .sort_by_key(|s| std::cmp::Reverse(s.last_activity));
+    }
+}
