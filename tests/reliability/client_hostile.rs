@@ -248,8 +248,10 @@ async fn hostile_error_messages_reach_the_screen_harmlessly() {
     .await;
     tui.type_text("hello");
     tui.press(KeyCode::Enter);
-    tui.until("the send refused", |app| app.send_error.is_some())
-        .await;
+    tui.until("the send refused", |app| {
+        app.composer().send_error().is_some()
+    })
+    .await;
     tui.press(KeyCode::Tab);
     tui.press(KeyCode::Char('r'));
     tui.until("the poll refused", |app| app.usage.error.is_some())
@@ -325,8 +327,9 @@ async fn invalid_utf8_and_oversized_replies_are_refused_with_a_clear_error() {
         .await;
         tui.type_text("hello");
         tui.press(KeyCode::Enter);
-        tui.until(name, |app| app.send_error.is_some()).await;
-        let error = tui.app().send_error.clone().unwrap();
+        tui.until(name, |app| app.composer().send_error().is_some())
+            .await;
+        let error = tui.app().composer().send_error().unwrap().to_string();
         assert!(error.contains(says), "{name}: {error}");
         assert!(error.len() < 300, "{name}: one clear line: {error}");
         assert_eq!(

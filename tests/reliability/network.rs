@@ -114,8 +114,10 @@ async fn a_server_down_at_start_shows_offline_keeps_the_text_and_recovers_by_its
     // A send while the server is down fails and leaves its text in the composer.
     tui.type_text("are you there?");
     tui.press(KeyCode::Enter);
-    tui.until("the send failed", |app| app.send_error.is_some())
-        .await;
+    tui.until("the send failed", |app| {
+        app.composer().send_error().is_some()
+    })
+    .await;
     assert_eq!(tui.app().composer_text(), "are you there?");
     assert!(
         tui.app().open.as_ref().unwrap().items.is_empty(),
@@ -431,14 +433,16 @@ async fn a_stalled_connection_times_out_while_the_ui_keeps_working() {
     // The UI takes keys while the send hangs.
     tui.type_text("still typing");
     assert_eq!(tui.app().composer_text(), "still typing");
-    tui.until("the send timed out", |app| app.send_error.is_some())
-        .await;
+    tui.until("the send timed out", |app| {
+        app.composer().send_error().is_some()
+    })
+    .await;
     let composer = tui.app().composer_text();
     assert!(
         composer.contains("hello?") && composer.contains("still typing"),
         "both texts kept: {composer:?}"
     );
-    let why = tui.app().send_error.clone().unwrap();
+    let why = tui.app().composer().send_error().unwrap().to_string();
     assert!(why.contains("time"), "says it timed out: {why}");
     let Some(StreamState::Down(stream_why)) = stream_state(tui.app()).cloned() else {
         unreachable!()

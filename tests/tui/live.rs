@@ -417,13 +417,15 @@ async fn a_wrong_key_says_to_check_it_and_keeps_the_text() {
         KeyCode::Enter,
         KeyModifiers::NONE,
     )));
-    rt.run_until("the refusal", GUARD, |app| app.send_error.is_some())
-        .await
-        .unwrap();
+    rt.run_until("the refusal", GUARD, |app| {
+        app.composer().send_error().is_some()
+    })
+    .await
+    .unwrap();
     assert!(
         rt.app
-            .send_error
-            .as_deref()
+            .composer()
+            .send_error()
             .unwrap()
             .contains("check your API key")
     );

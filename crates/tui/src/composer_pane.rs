@@ -25,6 +25,8 @@ pub struct Composer {
     draft_in_store: String,
     /// `Command::WarmTokenCounter` was given (once, at the first edit of the composer).
     token_counter_asked: bool,
+    /// Why the last send failed, shown on the composer's border until the next send or edit.
+    send_error: Option<String>,
 }
 
 /// Where the composer is in the session's sent messages.
@@ -69,6 +71,7 @@ impl Composer {
             recall: None,
             draft_in_store: String::new(),
             token_counter_asked: false,
+            send_error: None,
         }
     }
 
@@ -103,6 +106,15 @@ impl Composer {
     }
 
     /// The role the next message goes with.
+    /// Why the last send failed, until the next send or edit.
+    pub fn send_error(&self) -> Option<&str> {
+        self.send_error.as_deref()
+    }
+
+    pub fn set_send_error(&mut self, why: Option<String>) {
+        self.send_error = why;
+    }
+
     pub fn role(&self) -> Role {
         self.role
     }

@@ -112,7 +112,7 @@ impl App {
             }));
         }
         // "a reply is still coming" no longer holds.
-        self.send_error = None;
+        self.composer.set_send_error(None);
         self.notify(
             Level::Info,
             "stopped; the service finishes the reply, and it is shown whole when it is stored",
@@ -166,7 +166,7 @@ impl App {
             self.composer.clear();
             self.composer.set_metadata(None);
         }
-        self.send_error = None;
+        self.composer.set_send_error(None);
     }
 
     /// A session that nothing was sent to yet: the server does not know it.
@@ -253,9 +253,9 @@ impl App {
     pub(super) fn send(&mut self, text: String, role: Role, out: &mut Vec<Command>) {
         let n = text.chars().count();
         if n > MAX_CONTENT_CHARS {
-            self.send_error = Some(format!(
+            self.composer.set_send_error(Some(format!(
                 "too long: {n} characters, the limit is {MAX_CONTENT_CHARS}"
-            ));
+            )));
             return;
         }
         if !matches!(self.connection, Connection::Connected(_)) {
@@ -263,7 +263,7 @@ impl App {
                 Connection::Failed(e) => format!("not connected: {e}"),
                 _ => "still connecting to the service…".to_string(),
             };
-            self.send_error = Some(why);
+            self.composer.set_send_error(Some(why));
             return;
         }
         let now = self.now;
@@ -271,7 +271,7 @@ impl App {
             return;
         };
         if open.pending.is_some() {
-            self.send_error = Some(STILL_COMING.to_string());
+            self.composer.set_send_error(Some(STILL_COMING.to_string()));
             return;
         }
         // A new turn: a reply lost by the stream stays as far as it came.
@@ -315,7 +315,7 @@ impl App {
             idempotency_key: format!("{}-{send_id}-{}", open.id, now.timestamp_millis()),
         });
         self.composer.clear();
-        self.send_error = None;
+        self.composer.set_send_error(None);
         if role == Role::System {
             // A system message is a one-off: what follows is the user's again.
             self.composer.reset_role();

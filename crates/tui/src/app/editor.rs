@@ -26,7 +26,7 @@ impl App {
                 }
                 // Replacing a selection of everything keeps the old text in the undo history.
                 self.composer.replace_undoably(&text);
-                self.send_error = None;
+                self.composer.set_send_error(None);
                 self.save_draft(out);
             }
         }

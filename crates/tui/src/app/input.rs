@@ -98,9 +98,9 @@ impl App {
                 open.follow = false;
                 let hint = format!("stopped following; {} to follow again", self.follow_hint());
                 self.notify(Level::Info, hint);
-            } else if self.notice.is_some() || self.send_error.as_deref().is_some() {
+            } else if self.notice.is_some() || self.composer.send_error().is_some() {
                 self.notice = None;
-                self.send_error = None;
+                self.composer.set_send_error(None);
             } else if self.focus != Focus::Composer {
                 self.focus = Focus::Composer;
             } else {
@@ -134,7 +134,7 @@ impl App {
         let open = self.open.as_ref();
         match self.composer.key(&self.keys, key, || sent_messages(open)) {
             ComposerKey::Consumed => {}
-            ComposerKey::Edited => self.send_error = None,
+            ComposerKey::Edited => self.composer.set_send_error(None),
             ComposerKey::NotConsumed => return EventState::NotConsumed,
             ComposerKey::Submit => self.submit(out),
             ComposerKey::ScrollTranscript => self.pane_common_key(&key, out),

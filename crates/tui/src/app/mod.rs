@@ -72,8 +72,6 @@ pub struct App {
     sessions_pane: SessionsPane,
     pub open: Option<OpenSession>,
     composer: Composer,
-    /// Why the last send failed, shown on the composer until the next send or edit.
-    pub send_error: Option<String>,
     pub usage: UsagePanel,
     pub notice: Option<Notice>,
     /// The metrics view's state (F2).
@@ -114,7 +112,6 @@ impl App {
             sessions_pane: SessionsPane::default(),
             open: None,
             composer,
-            send_error: None,
             usage: UsagePanel::default(),
             notice: None,
             metrics: Default::default(),
@@ -160,8 +157,8 @@ impl App {
             });
         }
         let send_error = self
-            .send_error
-            .as_deref()
+            .composer
+            .send_error()
             .filter(|e| !self.send_error_fits(e));
         match (notice, send_error) {
             (None, None) => None,
@@ -416,10 +413,10 @@ impl App {
         self.refresh_search();
         self.note_draft_edit(&mut out);
         // "A reply is still coming" is over when no reply is.
-        if self.send_error.as_deref() == Some(STILL_COMING)
+        if self.composer.send_error() == Some(STILL_COMING)
             && self.open.as_ref().is_none_or(|o| o.pending.is_none())
         {
-            self.send_error = None;
+            self.composer.set_send_error(None);
         }
         self.fetch_metrics_on_screen(&mut out);
         out

@@ -294,7 +294,8 @@ impl App {
         }
         self.composer.set_text(&draft);
         self.focus = Focus::Composer;
-        self.send_error = Some(describe_failure(&failure, now));
+        self.composer
+            .set_send_error(Some(describe_failure(&failure, now)));
         match failure {
             ApiError::ContextOverflow { current, max, .. } => {
                 open.context_max = max;

@@ -304,8 +304,8 @@ fn a_failed_send_puts_the_text_back_with_the_reason() {
     assert_eq!(app.composer_text(), "hello");
     assert!(open(&app).items.is_empty());
     assert!(
-        app.send_error
-            .as_deref()
+        app.composer()
+            .send_error()
             .unwrap()
             .contains("check your API key")
     );
@@ -327,7 +327,7 @@ fn quota_exceeded_says_when_it_resets() {
         },
     });
     assert!(cmds.contains(&Command::RefreshUsage));
-    let err = app.send_error.clone().unwrap();
+    let err = app.composer().send_error().unwrap().to_string();
     assert!(
         err.contains("requests") && err.contains("2026-11-22 17:00 UTC") && err.contains("in 5h"),
         "{err}"
@@ -409,7 +409,7 @@ fn not_connected_keeps_the_text() {
     let cmds = app.update(key(KeyCode::Enter));
     assert!(sent(&cmds).is_none());
     assert_eq!(app.composer_text(), "hi");
-    assert!(app.send_error.as_deref().unwrap().contains("connecting"));
+    assert!(app.composer().send_error().unwrap().contains("connecting"));
 }
 
 #[test]
@@ -418,7 +418,7 @@ fn too_long_messages_are_refused_locally() {
     app.update(AppEvent::Paste("x".repeat(MAX_CONTENT_CHARS + 1)));
     let cmds = app.update(key(KeyCode::Enter));
     assert!(sent(&cmds).is_none());
-    assert!(app.send_error.as_deref().unwrap().contains("10000"));
+    assert!(app.composer().send_error().unwrap().contains("10000"));
 }
 
 #[test]
@@ -1518,7 +1518,7 @@ fn a_finished_reply_clears_the_error_that_said_one_was_coming() {
     let (_, send_id, _) = sent(&app.update(key(KeyCode::Enter))).unwrap();
     type_text(&mut app, "second");
     app.update(key(KeyCode::Enter));
-    assert_eq!(app.send_error.as_deref(), Some(STILL_COMING));
+    assert_eq!(app.composer().send_error(), Some(STILL_COMING));
     app.update(AppEvent::SendAccepted {
         session_id: A.into(),
         send_id,
@@ -1532,7 +1532,11 @@ fn a_finished_reply_clears_the_error_that_said_one_was_coming() {
         }),
     });
     assert!(!open(&app).is_streaming());
-    assert_eq!(app.send_error, None, "the reply it waited for has come");
+    assert_eq!(
+        app.composer().send_error(),
+        None,
+        "the reply it waited for has come"
+    );
     assert_eq!(app.composer_text(), "second", "the draft is kept");
 }
 
@@ -1561,13 +1565,13 @@ fn stopping_a_reply_clears_the_error_that_said_one_was_coming() {
     type_text(&mut app, "second");
     app.update(key(KeyCode::Enter));
     assert!(
-        app.send_error
-            .as_deref()
+        app.composer()
+            .send_error()
             .is_some_and(|e| e.contains("still coming"))
     );
     app.update(ctrl('c'));
     assert!(!open(&app).is_streaming());
-    assert_eq!(app.send_error, None);
+    assert_eq!(app.composer().send_error(), None);
     assert_eq!(app.composer_text(), "second");
     assert!(!app.quit);
 }

@@ -48,7 +48,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             ))
             .alignment(Alignment::Right),
         );
-    if let Some(err) = app.send_error.as_deref() {
+    if let Some(err) = app.composer().send_error() {
         // Too long for the border: its start here, all of it in the status bar below.
         let text = if app.send_error_fits(err) {
             err.to_string()
