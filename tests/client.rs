@@ -8,3 +8,6 @@ mod client {
     mod stream;
     mod support;
 }
+
+#[path = "support/killable.rs"]
+mod killable;

@@ -1,6 +1,7 @@
 //! The client against the local service started in-process: every method, the stream,
 //! and every typed error.
 
+use crate::killable::{restart, start_killable};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -308,25 +309,6 @@ async fn a_reply_streams_over_the_websocket() {
     svc.shutdown().await;
 }
 
-/// A service on a runtime of its own, so that a test can kill it: shutting that runtime down
-/// ends its tasks where they stand, with no rollback, as SIGKILL ends a `convo serve`.
-fn start_killable(
-    config: ServiceConfig,
-    addr: SocketAddr,
-) -> (tokio::runtime::Runtime, RunningService) {
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let service = rt.block_on(convo_service::start(config, addr)).unwrap();
-        (rt, service)
-    })
-    .join()
-    .unwrap()
-}
-
 /// Issue 25, item 5, as `send --stream` sees it (the TUI's side is
 /// `tests/tui/live.rs::a_server_killed_mid_reply_and_restarted_fails_the_reply_as_not_kept`):
 /// the server killed mid-reply kept the message without a reply and came back at once; the
@@ -371,18 +353,7 @@ async fn send_streaming_settles_a_reply_killed_with_its_server_as_not_kept() {
     std::mem::forget(svc);
     // The killed runtime lets go of the port in the background: try for up to 2 s (the
     // send gives a server it cannot reach 4 s).
-    let mut tries = 0;
-    let restarted = loop {
-        match convo_service::start(ServiceConfig::persistent(data.path(), 150).unwrap(), addr).await
-        {
-            Ok(s) => break s,
-            Err(_) if tries < 40 => {
-                tries += 1;
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            Err(e) => panic!("the service starts again on the same file and port: {e}"),
-        }
-    };
+    let restarted = restart(data.path(), addr, Duration::from_secs(2)).await;
     let history = client.session_messages(&session).await.unwrap().unwrap();
     assert_eq!(history.len(), 1, "the message without a reply: {history:?}");
     let ended = tokio::time::timeout(Duration::from_secs(60), sending)

@@ -1,5 +1,6 @@
 //! The app driven with key events against the local service started in-process.
 
+use crate::killable::{restart, start_killable};
 use std::time::Duration;
 
 use chrono::Utc;
@@ -477,25 +478,6 @@ async fn complete_metrics_buckets_are_kept_across_a_restart() {
     );
 }
 
-/// A service on a runtime of its own, so that a test can kill it: shutting that runtime down
-/// ends its tasks where they stand, with no rollback, as SIGKILL ends a `convo serve`.
-fn start_killable(
-    config: ServiceConfig,
-    addr: std::net::SocketAddr,
-) -> (tokio::runtime::Runtime, RunningService) {
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let service = rt.block_on(convo_service::start(config, addr)).unwrap();
-        (rt, service)
-    })
-    .join()
-    .unwrap()
-}
-
 /// Issue 25, item 5: the server killed mid-reply keeps the user message without a reply;
 /// started again on the same database, the TUI (`● live` again) settles the reply through
 /// its reply follower as `convo send --stream` does: `failed: not kept`, the message not
@@ -539,18 +521,7 @@ async fn a_server_killed_mid_reply_and_restarted_fails_the_reply_as_not_kept() {
     })
     .await;
     // The killed runtime lets go of the port in the background.
-    let mut tries = 0;
-    let restarted = loop {
-        match convo_service::start(ServiceConfig::persistent(data.path(), 150).unwrap(), addr).await
-        {
-            Ok(s) => break s,
-            Err(_) if tries < 100 => {
-                tries += 1;
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            Err(e) => panic!("the service starts again on the same file and port: {e}"),
-        }
-    };
+    let restarted = restart(data.path(), addr, Duration::from_secs(5)).await;
     let history = h
         .client
         .session_messages(&h.rt.app.open.as_ref().unwrap().id)

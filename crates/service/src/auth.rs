@@ -9,7 +9,8 @@ use super::error::HttpError;
 use super::jwt;
 use super::storage::Storage;
 pub use super::storage::rows::RequestCount;
-use super::storage::rows::{Account, hash_key};
+use super::storage::rows::hash_key;
+use convo_core::Account;
 
 /// The bearer credential of a request.
 fn bearer(headers: &HeaderMap) -> Result<&str, HttpError> {

@@ -3,8 +3,8 @@
 
 pub use crate::engine::EngineConfig;
 pub use crate::engine::local_options::LocalOptions;
-pub use crate::plans::{PlanLimits, Tier};
 pub use crate::storage::DbLocation;
+pub use convo_core::{PlanLimits, Tier};
 
 /// Everything `start` needs.
 #[derive(Debug, Clone)]

@@ -20,7 +20,6 @@ pub mod ids;
 pub mod jwt;
 pub mod models;
 pub mod paths;
-pub mod plans;
 pub mod router;
 pub mod routes;
 pub mod storage;

@@ -9,12 +9,11 @@ use super::DbLocation;
 use super::SqliteStore;
 use super::interface::{Storage, TurnAdmission};
 use super::postgres::PgStore;
-use super::rows::{
-    Account, MessageRow, MetricCounts, Reply, RequestCount, SessionRow, UsageCounts,
-};
+use super::rows::{MessageRow, MetricCounts, Reply, RequestCount, SessionRow, UsageCounts};
 use super::sqlite::{accounts, messages, usage};
 use crate::error::StoreError;
-use crate::plans::Tier;
+use convo_core::Account;
+use convo_core::Tier;
 use convo_core::{Recorded, SessionStatus, TurnStart};
 
 impl Storage for SqliteStore {

@@ -4,11 +4,10 @@
 use std::collections::HashMap;
 use std::future::Future;
 
-use super::rows::{
-    Account, MessageRow, MetricCounts, Reply, RequestCount, SessionRow, UsageCounts,
-};
+use super::rows::{MessageRow, MetricCounts, Reply, RequestCount, SessionRow, UsageCounts};
 use crate::error::StoreError;
-use crate::plans::Tier;
+use convo_core::Account;
+use convo_core::Tier;
 use convo_core::{Recorded, SessionStatus, TurnRefusal, TurnStart, TurnStarted};
 
 /// What `start_turn` answers: `None` when the request limit is reached (nothing written),

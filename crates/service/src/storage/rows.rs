@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use convo_wire::Role;
 use sha2::{Digest, Sha256};
 
-pub use convo_core::Account;
+use convo_core::Account;
 
 use crate::time;
 

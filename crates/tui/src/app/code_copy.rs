@@ -154,8 +154,8 @@ impl App {
         self.notify(
             Level::Info,
             format!(
-                "copied code block {n} ({lines} line{})",
-                if lines == 1 { "" } else { "s" }
+                "copied code block {n} ({})",
+                convo_client::format::counted(lines as u64, "line")
             ),
         );
     }

@@ -20,11 +20,12 @@ use tokio_postgres::NoTls;
 
 use super::interface::{Storage, TurnAdmission};
 use super::rows::{
-    Account, IDEMPOTENCY_TTL_MS as TTL_MS, MessageRow, MetricCounts, Reply, RequestCount,
-    SessionRow, UsageCounts, hash_key,
+    IDEMPOTENCY_TTL_MS as TTL_MS, MessageRow, MetricCounts, Reply, RequestCount, SessionRow,
+    UsageCounts, hash_key,
 };
 use crate::error::StoreError;
-use crate::plans::Tier;
+use convo_core::Account;
+use convo_core::Tier;
 use convo_core::admission::{self, Admission, SessionFacts, TurnFacts};
 use convo_core::{HistoryEntry, Recorded, SessionStatus, TurnRefusal, TurnStart, TurnStarted};
 use convo_wire::Role;

@@ -7,9 +7,9 @@ pub use crate::storage::rows::hash_key;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::StoreError;
-use crate::plans::Tier;
+use convo_core::Tier;
 
-pub use convo_core::Account;
+use convo_core::Account;
 
 /// Makes sure every configured key has an account with the configured tier; returns the
 /// accounts by key hash.

@@ -3,7 +3,8 @@
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::StoreError;
-use crate::storage::rows::{Account, MetricCounts, RequestCount, UsageCounts};
+use crate::storage::rows::{MetricCounts, RequestCount, UsageCounts};
+use convo_core::Account;
 
 /// Counting a request is SQLite's part here.
 impl RequestCount {
