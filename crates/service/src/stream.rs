@@ -6,9 +6,10 @@
 //! (`storage::postgres::relay`), in `Relayed` messages: a replica with a listener on a session
 //! says so (`Watch`, and `Unwatch` when its last listener leaves); a replica publishes what
 //! happens to its replies (begin, each delta, done/error) only for sessions that another
-//! replica watches, and answers a `Watch` with a `Snapshot` of each of the session's replies in
-//! flight. Every message a hub publishes is queued under the hub's lock, so the others see a
-//! reply's snapshot and deltas in the order its state changed.
+//! replica watches, and answers a `Watch` by replaying each of the session's replies in flight
+//! (its begin and every delta so far), so the watcher sees it as if it had watched from the
+//! start. Every message a hub publishes is queued under the hub's lock, so the others see a
+//! reply's pieces in the order its state changed.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Mutex, OnceLock};
@@ -39,6 +40,8 @@ struct InFlight {
     owner: Option<String>,
     /// Relayed, and the relay was lost since its last news (the listeners were told).
     stale: bool,
+    /// Generated here: where each delta ends in `content`, to replay them to a new watcher.
+    pieces: Vec<usize>,
 }
 
 impl InFlight {
@@ -136,13 +139,6 @@ pub enum Relayed {
         m: String,
         e: StreamEvent,
     },
-    /// A reply in flight on the sender as it is now: `q` deltas folded into `c`.
-    Snapshot {
-        s: String,
-        m: String,
-        q: u64,
-        c: String,
-    },
     /// The sender has a listener on the session now.
     Watch { s: String },
     /// The sender's last listener on the session left.
@@ -227,6 +223,7 @@ impl StreamHub {
                 content: String::new(),
                 owner: None,
                 stale: false,
+                pieces: Vec::new(),
             });
             if !channel.watchers.is_empty() {
                 self.publish(Relayed::Begin {
@@ -251,6 +248,7 @@ impl StreamHub {
             let seq = flight.seq;
             flight.seq += 1;
             flight.content.push_str(content);
+            flight.pieces.push(flight.content.len());
             channel.send(StreamEvent::Delta {
                 session_id: session_id.to_string(),
                 message_id: message_id.to_string(),
@@ -308,6 +306,7 @@ impl StreamHub {
                         content: String::new(),
                         owner: Some(sender.to_string()),
                         stale: false,
+                        pieces: Vec::new(),
                     });
                 }
             }
@@ -316,7 +315,8 @@ impl StreamHub {
                     return;
                 };
                 let Some(flight) = channel.flight(&m).filter(|f| !f.here() && f.seq == q) else {
-                    // Unknown, or not the next piece: the owner's snapshot brings it.
+                    // Unknown, or not the next piece (one seen already; one after a gap comes
+                    // again when the owner replays the reply).
                     return;
                 };
                 // Back after the relay was lost: the listeners told of it get the state first.
@@ -333,51 +333,25 @@ impl StreamHub {
                     content: c,
                 });
             }
-            Relayed::Snapshot { s, m, q, c } => {
-                let Some(channel) = map.get_mut(&s).filter(|c| c.listened()) else {
-                    return;
-                };
-                if channel.ended(&m) {
-                    return;
-                }
-                let event = match channel.flight(&m) {
-                    Some(f) if f.here() => None,
-                    Some(f) if q > f.seq || (q == f.seq && f.stale) => {
-                        f.seq = q;
-                        f.content = c;
-                        f.stale = false;
-                        f.owner = Some(sender.to_string());
-                        Some(f.snapshot(&s))
-                    }
-                    Some(_) => None,
-                    None => {
-                        let flight = InFlight {
-                            message_id: m,
-                            seq: q,
-                            content: c,
-                            owner: Some(sender.to_string()),
-                            stale: false,
-                        };
-                        let event = flight.snapshot(&s);
-                        channel.in_flight.push(flight);
-                        Some(event)
-                    }
-                };
-                if let Some(event) = event {
-                    channel.send(event);
-                }
-            }
             Relayed::Finish { s, m, e } => end(map, &s, &m, e),
             Relayed::Watch { s } => {
                 let channel = map.entry(s.clone()).or_insert_with(SessionChannel::new);
                 channel.watchers.insert(sender.to_string());
                 for flight in channel.in_flight.iter().filter(|f| f.here()) {
-                    self.publish(Relayed::Snapshot {
+                    self.publish(Relayed::Begin {
                         s: s.clone(),
                         m: flight.message_id.clone(),
-                        q: flight.seq,
-                        c: flight.content.clone(),
                     });
+                    let mut start = 0;
+                    for (q, &end) in flight.pieces.iter().enumerate() {
+                        self.publish(Relayed::Delta {
+                            s: s.clone(),
+                            m: flight.message_id.clone(),
+                            q: q as u64,
+                            c: flight.content[start..end].to_string(),
+                        });
+                        start = end;
+                    }
                 }
             }
             Relayed::Unwatch { s } => {
@@ -810,14 +784,21 @@ mod tests {
         hub.delta("s", "m", "one ");
         assert_eq!(published(&mut rx), vec![], "nobody watches");
         hub.apply("b", Relayed::Watch { s: "s".into() });
+        // A new watcher gets the reply replayed from its start.
         assert_eq!(
             published(&mut rx),
-            vec![Relayed::Snapshot {
-                s: "s".into(),
-                m: "m".into(),
-                q: 1,
-                c: "one ".into()
-            }]
+            vec![
+                Relayed::Begin {
+                    s: "s".into(),
+                    m: "m".into()
+                },
+                Relayed::Delta {
+                    s: "s".into(),
+                    m: "m".into(),
+                    q: 0,
+                    c: "one ".into()
+                }
+            ]
         );
         hub.delta("s", "m", "two");
         assert_eq!(
@@ -890,19 +871,37 @@ mod tests {
                 message_id: "m".into()
             }]
         );
-        // The owner's snapshot revives it; a stale or repeated one changes nothing.
-        let snapshot = |q: u64, c: &str| Relayed::Snapshot {
+        // The owner replays it: pieces already seen change nothing; the first new one
+        // revives it with a snapshot, then goes on.
+        let delta = |q: u64, c: &str| Relayed::Delta {
             s: "s".into(),
             m: "m".into(),
             q,
             c: c.into(),
         };
-        hub.apply("a", snapshot(3, "one two three "));
-        hub.apply("a", snapshot(3, "one two three "));
-        hub.apply("a", snapshot(2, "one two "));
+        hub.apply(
+            "a",
+            Relayed::Begin {
+                s: "s".into(),
+                m: "m".into(),
+            },
+        );
+        for (q, c) in ["one ", "two ", "three "].into_iter().enumerate() {
+            hub.apply("a", delta(q as u64, c));
+        }
+        match sub.events.try_recv() {
+            Ok(StreamEvent::Snapshot {
+                seq: 1, content, ..
+            }) => assert_eq!(content, "one "),
+            other => panic!("unexpected {other:?}"),
+        }
         assert!(matches!(
             sub.events.try_recv(),
-            Ok(StreamEvent::Snapshot { seq: 3, .. })
+            Ok(StreamEvent::Delta { seq: 1, .. })
+        ));
+        assert!(matches!(
+            sub.events.try_recv(),
+            Ok(StreamEvent::Delta { seq: 2, .. })
         ));
         assert!(sub.events.try_recv().is_err());
         // Its end, from the database and from the relay, reaches the listener once.

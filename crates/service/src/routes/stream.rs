@@ -151,9 +151,9 @@ fn stopping_errors(state: &AppState, session_id: &str) -> Vec<StreamEvent> {
             error: ErrorBody::new(
                 REPLICA_STOPPING,
                 if here {
-                    "this replica is stopping: the reply was cancelled and its turn rolled back; send the message again"
+                    "the service is shutting down: the reply was cancelled and its turn rolled back; send the message again"
                 } else {
-                    "this replica is stopping; the reply goes on on another replica: reconnect to follow it"
+                    "this replica is shutting down; the reply goes on on another replica: reconnect to follow it"
                 },
             ),
         })

@@ -14,7 +14,8 @@
 //! (`relay_lost`: listeners of replies generated elsewhere get a `relay_unavailable` error)
 //! and the relay reconnects with backoff (`RETRY_FIRST` doubling to `RETRY_MAX`, each
 //! attempt logged). Back, it says `Hello` and watches its listened sessions again, so the
-//! others send snapshots of their replies in flight, and settles from the database what it
+//! others replay their replies in flight (a listener told of the loss gets a `snapshot`, then
+//! the deltas), and settles from the database what it
 //! missed: a followed reply that ended meanwhile gets its `done` (the stored reply) or
 //! `error` (rolled back), and a reply that began and ended during the outage in a listened
 //! session its `done`. A replica that hears another's `Hello` settles the replies of that
