@@ -604,13 +604,19 @@ impl StreamHub {
         });
     }
 
-    /// Forgets watchers that are not live replicas any more (their lease is gone).
+    /// Forgets watchers that are not live replicas any more (their lease is gone), and idle
+    /// sessions; one announced for a listener that never came is unwatched.
     pub fn keep_watchers(&self, live: &HashSet<String>) {
         self.with_sessions(|map| {
             for channel in map.values_mut() {
                 channel.watchers.retain(|w| live.contains(w));
             }
-            map.retain(|_, c| !c.idle());
+            map.retain(|s, c| {
+                if c.idle() && c.announced {
+                    self.publish(Relayed::Unwatch { s: s.clone() });
+                }
+                !c.idle()
+            });
         });
     }
 
@@ -934,5 +940,34 @@ mod tests {
             sub.events.try_recv(),
             Ok(StreamEvent::Done { .. })
         ));
+    }
+
+    #[tokio::test]
+    async fn a_listener_announced_but_never_subscribed_is_unwatched_by_the_next_sweep() {
+        let hub = std::sync::Arc::new(StreamHub::default());
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        hub.relay_to(tx);
+        let announcing = tokio::spawn({
+            let hub = hub.clone();
+            async move { hub.announce("s").await }
+        });
+        assert!(matches!(
+            rx.recv().await,
+            Some(Outgoing::Publish(Relayed::Watch { .. }))
+        ));
+        match rx.recv().await {
+            Some(Outgoing::Flush(done)) => done.send(()).unwrap(),
+            other => panic!("unexpected {other:?}"),
+        }
+        announcing.await.unwrap();
+        // The handshake failed: no subscribe. The next sweep tells the others.
+        hub.keep_watchers(&HashSet::new());
+        assert_eq!(published(&mut rx), vec![Relayed::Unwatch { s: "s".into() }]);
+        assert_eq!(hub.active_sessions(), 0);
+        // A listener that did subscribe is not unwatched.
+        let kept = hub.subscribe("t");
+        hub.keep_watchers(&HashSet::new());
+        assert_eq!(published(&mut rx), vec![Relayed::Watch { s: "t".into() }]);
+        drop(kept);
     }
 }
