@@ -13,8 +13,11 @@ mod service {
     mod openai;
     mod openapi;
     mod pg_deletion;
+    pub mod pg_proxy;
     mod pg_restart;
+    mod relay_heal;
     mod replica_processes;
+    mod replica_stop;
     mod replicas;
     mod storage;
     mod stream;

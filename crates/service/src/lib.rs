@@ -240,9 +240,13 @@ pub async fn start(
     let (relay, leases) = match &store {
         Db::Postgres(pg) => (
             Some(
-                storage::postgres::relay::Relay::start(pg.config(), hub.clone())
-                    .await
-                    .map_err(|e| ServiceError::Store(e.into()))?,
+                storage::postgres::relay::Relay::start(
+                    pg.config(),
+                    pg.replica().to_string(),
+                    hub.clone(),
+                )
+                .await
+                .map_err(ServiceError::Store)?,
             ),
             Some(storage::postgres::leases::start(pg.clone(), hub.clone())),
         ),

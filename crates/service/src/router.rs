@@ -16,7 +16,7 @@ use futures_util::FutureExt;
 use super::AppState;
 use super::error::HttpError;
 pub use super::paths::{
-    HEALTH, MAX_BODY_BYTES, MESSAGES, METRICS, SESSION, SESSIONS, STREAM, USAGE, WALLET,
+    HEALTH, MAX_BODY_BYTES, MESSAGES, METRICS, READY, SESSION, SESSIONS, STREAM, USAGE, WALLET,
 };
 use super::routes;
 pub use super::routes::analytics::MAX_QUERY_BYTES;
@@ -32,6 +32,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", USAGE),
     ("GET", WALLET),
     ("GET", HEALTH),
+    ("GET", READY),
 ];
 
 pub(crate) fn build(state: Arc<AppState>) -> Router {
@@ -47,6 +48,7 @@ pub(crate) fn build(state: Arc<AppState>) -> Router {
         .route(USAGE, get(routes::analytics::usage))
         .route(WALLET, get(routes::wallets::get))
         .route(HEALTH, get(routes::health::healthz))
+        .route(READY, get(routes::health::readyz))
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))

@@ -922,6 +922,24 @@ impl Storage for PgStore {
         Ok(m)
     }
 
+    async fn ready(&self, within: Duration) -> Result<(), String> {
+        let late = || format!("PostgreSQL did not answer within {within:?}");
+        let client = tokio::time::timeout(within, self.client())
+            .await
+            .map_err(|_| late())?
+            .map_err(|e| e.to_string())?;
+        match tokio::time::timeout(within, client.simple_query("SELECT 1")).await {
+            Ok(answer) => answer
+                .map(drop)
+                .map_err(|e| StoreError::from(e).to_string()),
+            Err(_) => {
+                // Held with its query unanswered: not a connection to hand out again.
+                drop(deadpool_postgres::Object::take(client));
+                Err(late())
+            }
+        }
+    }
+
     async fn close(&self) -> Result<(), StoreError> {
         let task = self
             .vacuum_task
