@@ -13,6 +13,7 @@ mod service {
     mod openai;
     mod openapi;
     mod pg_deletion;
+    mod pg_grants;
     mod pg_restart;
     mod replica_processes;
     mod replicas;
