@@ -398,7 +398,7 @@ async fn connections_over_a_cap_get_a_clear_503_and_others_are_served() {
     assert!(
         serve
             .stderr()
-            .contains("connection refused: too many connections"),
+            .contains("connections refused: too many connections"),
         "the refusals are logged"
     );
 }

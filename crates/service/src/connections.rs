@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
@@ -55,13 +55,16 @@ impl Default for ConnectionLimits {
 /// written, the runtime's own.
 pub const RESERVED_FILES: u64 = 256;
 
-/// Refusals being written at once; past it, a connection over a cap is closed without an answer
-/// (each refusal holds its descriptor for up to `REFUSAL_LINGER`).
-const MAX_REFUSALS_IN_FLIGHT: usize = 64;
+/// Refused connections lingering at once (each holds its descriptor for up to
+/// `REFUSAL_LINGER`); past it, a refused connection is closed right after its answer is written.
+const MAX_REFUSALS_LINGERING: usize = 64;
 
 /// How long a refused connection is read (and discarded) after the answer, so that closing it
 /// does not reset the connection before the client reads the 503.
 const REFUSAL_LINGER: Duration = Duration::from_secs(1);
+
+/// Refusals are logged at most once per this long, with how many there were.
+const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Raises the process's soft open-file limit to its hard limit, and returns the soft limit in
 /// force afterwards (`None` when unlimited or unknown). Every connection is a descriptor: with
@@ -144,7 +147,9 @@ pub struct ConnectionCounter {
     max: usize,
     max_per_address: usize,
     open: Mutex<Counts>,
-    refusals: Arc<AtomicUsize>,
+    lingering: Arc<AtomicUsize>,
+    /// Refusals not logged yet, and when the last log line was written.
+    unlogged: Mutex<(usize, Option<Instant>)>,
 }
 
 #[derive(Debug, Default)]
@@ -161,7 +166,8 @@ impl ConnectionCounter {
             max,
             max_per_address,
             open: Mutex::new(Counts::default()),
-            refusals: Arc::new(AtomicUsize::new(0)),
+            lingering: Arc::new(AtomicUsize::new(0)),
+            unlogged: Mutex::new((0, None)),
         })
     }
 
@@ -188,28 +194,52 @@ impl ConnectionCounter {
         self.open.lock().unwrap_or_else(|p| p.into_inner()).total
     }
 
-    /// Answers `stream` with `refusal` and closes it, in a task of its own; past
-    /// `MAX_REFUSALS_IN_FLIGHT` at once it is closed at once.
+    /// Answers `stream` with `refusal` and closes it. The answer is written at once (a new
+    /// connection's send buffer takes it whole); the connection then lingers in a task of its
+    /// own, up to `MAX_REFUSALS_LINGERING` at a time, or is closed at once.
     pub fn refuse(&self, stream: TcpStream, peer: SocketAddr, refusal: Refusal) {
-        tracing::warn!(%peer, ?refusal, "connection refused: too many connections");
-        if self.refusals.fetch_add(1, Ordering::Relaxed) >= MAX_REFUSALS_IN_FLIGHT {
-            self.refusals.fetch_sub(1, Ordering::Relaxed);
+        self.log_refusal(peer, refusal);
+        let answer = refusal.answer();
+        let written = stream.try_write(&answer).unwrap_or(0);
+        if self.lingering.fetch_add(1, Ordering::Relaxed) >= MAX_REFUSALS_LINGERING {
+            self.lingering.fetch_sub(1, Ordering::Relaxed);
             return;
         }
-        let refusals = self.refusals.clone();
+        let lingering = self.lingering.clone();
         tokio::spawn(async move {
-            write_refusal(stream, refusal).await;
-            refusals.fetch_sub(1, Ordering::Relaxed);
+            linger(stream, &answer[written..]).await;
+            lingering.fetch_sub(1, Ordering::Relaxed);
         });
+    }
+
+    /// One warning per `REFUSAL_LOG_INTERVAL` at most, counting the refusals since the last:
+    /// a flood of connections must not become a flood of log lines.
+    fn log_refusal(&self, peer: SocketAddr, refusal: Refusal) {
+        let mut unlogged = self.unlogged.lock().unwrap_or_else(|p| p.into_inner());
+        unlogged.0 += 1;
+        let now = Instant::now();
+        if unlogged
+            .1
+            .is_some_and(|last| now.duration_since(last) < REFUSAL_LOG_INTERVAL)
+        {
+            return;
+        }
+        tracing::warn!(
+            refused = unlogged.0,
+            last_peer = %peer,
+            last = ?refusal,
+            "connections refused: too many connections"
+        );
+        *unlogged = (0, Some(now));
     }
 }
 
-/// Writes the 503, ends the sending side, and reads what the client sent (for at most
-/// `REFUSAL_LINGER`) so that the close does not reset the connection under its answer.
-async fn write_refusal(mut stream: TcpStream, refusal: Refusal) {
+/// Writes the rest of the 503, ends the sending side, and reads what the client sent (for at
+/// most `REFUSAL_LINGER`) so that the close does not reset the connection under its answer.
+async fn linger(mut stream: TcpStream, rest: &[u8]) {
     use tokio::io::AsyncWriteExt;
     let linger = async {
-        stream.write_all(&refusal.answer()).await?;
+        stream.write_all(rest).await?;
         stream.shutdown().await?;
         let mut sink = [0u8; 4096];
         while stream.read(&mut sink).await? > 0 {}
