@@ -181,7 +181,7 @@ async fn idle_and_slow_connections_are_closed_by_their_timeouts_while_health_ans
     const SLOW_BODY: usize = 500;
     let serve = Serve::start(
         "",
-        &["--header-read-timeout", "2", "--body-read-timeout", "2"],
+        &["--header-read-timeout", "3", "--body-read-timeout", "3"],
     );
     let addr = serve.addr;
     let session = convo_client::api::new_session_id();
