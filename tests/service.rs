@@ -13,6 +13,7 @@ mod service {
     mod openai;
     mod openapi;
     mod pg_deletion;
+    mod pg_grants;
     pub mod pg_proxy;
     mod pg_restart;
     mod relay_heal;

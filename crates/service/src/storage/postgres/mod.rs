@@ -34,8 +34,10 @@ use convo_wire::Role;
 const POOL_SIZE: usize = 16;
 /// Deletions within this long of the first are vacuumed together.
 pub const VACUUM_DELAY: Duration = Duration::from_secs(1);
-/// The tables a deletion leaves dead tuples with content in.
-const VACUUMED_TABLES: &str = "messages, idempotency_keys";
+/// The tables a deletion leaves dead tuples with content in: the messages, the remembered
+/// responses, and the `Idempotency-Key` values of turns (a turn's row names its key, and is
+/// deleted when the turn ends or its session is deleted).
+pub const VACUUMED_TABLES: &str = "messages, idempotency_keys, turns";
 
 /// Handle to the database; cheap to clone.
 #[derive(Clone)]
