@@ -91,6 +91,18 @@ impl HttpError {
         Self::new(StatusCode::BAD_GATEWAY, "engine_error", message)
     }
 
+    /// 413 `payload_too_large`: a request body over `paths::MAX_BODY_BYTES`.
+    pub fn payload_too_large() -> Self {
+        HttpError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!(
+                "the request body is larger than {} bytes",
+                super::paths::MAX_BODY_BYTES
+            ),
+        )
+    }
+
     pub fn internal() -> Self {
         Self::new(
             StatusCode::INTERNAL_SERVER_ERROR,

@@ -108,7 +108,7 @@ async fn read_body(State(state): State<Arc<AppState>>, request: Request, next: N
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|length| length > MAX_BODY_BYTES as u64) {
-        return closing(payload_too_large());
+        return closing(HttpError::payload_too_large());
     }
     if body.is_end_stream() {
         return next.run(Request::from_parts(parts, body)).await;
@@ -119,7 +119,7 @@ async fn read_body(State(state): State<Arc<AppState>>, request: Request, next: N
             let body = Body::from(collected.to_bytes());
             next.run(Request::from_parts(parts, body)).await
         }
-        Ok(Err(e)) if e.is::<LengthLimitError>() => closing(payload_too_large()),
+        Ok(Err(e)) if e.is::<LengthLimitError>() => closing(HttpError::payload_too_large()),
         Ok(Err(e)) => closing(HttpError::invalid(format!(
             "cannot read the request body: {e}"
         ))),
@@ -132,15 +132,6 @@ async fn read_body(State(state): State<Arc<AppState>>, request: Request, next: N
             ),
         )),
     }
-}
-
-/// 413 `payload_too_large` for a body over `MAX_BODY_BYTES`.
-fn payload_too_large() -> HttpError {
-    HttpError::new(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        "payload_too_large",
-        format!("the request body is larger than {MAX_BODY_BYTES} bytes"),
-    )
 }
 
 /// `error`'s answer, closing the connection after it (the rest of the body is not read).

@@ -29,20 +29,15 @@ pub(crate) fn session_id(
     }
 }
 
-/// The request body, or the envelope for a body that is too large or unreadable.
+/// The request body, or the envelope for a body that is too large or unreadable. The body
+/// limit itself is applied before routing (`router.rs`, `read_body`); this only words axum's own
+/// refusal the same way.
 pub(crate) fn body(
     body: Result<axum::body::Bytes, BytesRejection>,
 ) -> Result<axum::body::Bytes, HttpError> {
     body.map_err(|e| {
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            HttpError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "payload_too_large",
-                format!(
-                    "the request body is larger than {} bytes",
-                    super::paths::MAX_BODY_BYTES
-                ),
-            )
+            HttpError::payload_too_large()
         } else {
             HttpError::invalid(format!("cannot read the request body: {e}"))
         }
