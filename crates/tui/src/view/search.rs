@@ -150,8 +150,10 @@ pub fn hits(app: &App, hits: &SessionSearch, screen: Rect, buf: &mut Buffer) {
         HitsState::Searching if hits.hits.is_empty() => ("searching…".to_string(), theme::dim()),
         HitsState::Searching | HitsState::Done => match hits.hits.len() {
             0 => ("no matches".to_string(), theme::warn()),
-            1 => ("1 message".to_string(), theme::dim()),
-            n => (format!("{n} messages"), theme::dim()),
+            n => (
+                convo_client::format::counted(n as u64, "message"),
+                theme::dim(),
+            ),
         },
         HitsState::Failed(e) => (format!("search failed: {e}"), theme::error()),
     };
