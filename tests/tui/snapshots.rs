@@ -1136,3 +1136,40 @@ fn search_hits_searching_then_failed() {
 fn search_bar_just_opened() {
     snap("search_open", |w, h| searching("", w, h));
 }
+
+/// A draft whose words end exactly at the composer's edge (54 columns at 80×24): each wrapped
+/// row starts with a word, not with the space of the break (ratatui-textarea's own word wrap
+/// put it there).
+#[test]
+fn the_composer_wraps_between_words_without_a_leading_space() {
+    let rows = [
+        "The composer wraps a long draft between words: the one",
+        "space at each break stays at the end of its row, never",
+        "at the start of the next one.",
+    ];
+    let mut app = chat(80, 24);
+    type_text(&mut app, &rows.join(" "));
+    let inner = app.layout().composer.width - 2;
+    assert_eq!(
+        usize::from(inner),
+        rows[0].len(),
+        "the first row fills the composer"
+    );
+    let screen = render(&app);
+    insta::assert_snapshot!("composer_wrapped_80x24", screen);
+    let composer: Vec<&str> = screen
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix('│')
+                .and_then(|l| l.split_once('│'))
+                .map(|(_, r)| r)
+        })
+        .filter_map(|r| r.strip_prefix('│'))
+        .collect();
+    for row in rows {
+        assert!(
+            composer.iter().any(|c| c.starts_with(row)),
+            "{row:?} is a row of its own in {composer:#?}"
+        );
+    }
+}

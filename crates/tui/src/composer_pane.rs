@@ -4,12 +4,18 @@
 //! an edit, a scroll, a notice); `view/composer.rs` draws it from the read-only methods. Why
 //! the last send failed stays with `App`, which sends.
 
+use std::cell::Cell;
+
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui_textarea::{TextArea, WrapMode};
 use serde_json::Value;
 
 use crate::keys::KeyBindings;
 use convo_client::api::Role;
+
+mod wrap;
+
+pub use wrap::{Row, Screen, width_at};
 
 /// The composer.
 pub struct Composer {
@@ -27,6 +33,9 @@ pub struct Composer {
     token_counter_asked: bool,
     /// Why the last send failed, shown on the composer's border until the next send or edit.
     send_error: Option<String>,
+    /// The first screen row drawn when the draft is taller than the composer (kept from
+    /// frame to frame: it moves only to keep the cursor in view).
+    scroll_top: Cell<usize>,
 }
 
 /// Where the composer is in the session's sent messages.
@@ -72,6 +81,7 @@ impl Composer {
             draft_in_store: String::new(),
             token_counter_asked: false,
             send_error: None,
+            scroll_top: Cell::new(0),
         }
     }
 
@@ -80,6 +90,33 @@ impl Composer {
     /// The text area, to draw (and for its cursor and placeholder).
     pub fn text_area(&self) -> &TextArea<'static> {
         &self.text
+    }
+
+    /// The draft on screen at `width` columns: its rows, word-wrapped
+    /// ([`wrap`](self::wrap)), and where the cursor is drawn.
+    pub fn screen(&self, width: usize) -> Screen {
+        let cursor = self.text.cursor();
+        wrap::screen(self.lines(), width, cursor.0, cursor.1)
+    }
+
+    /// How many rows the draft takes at `width` columns.
+    pub fn rows(&self, width: usize) -> usize {
+        self.screen(width).rows.len()
+    }
+
+    /// The first row to draw in a composer `height` rows high with the cursor on screen row
+    /// `cursor_row`: the one drawn last time, moved only as far as brings the cursor in view.
+    pub fn scroll_top(&self, cursor_row: usize, height: usize) -> usize {
+        let prev = self.scroll_top.get();
+        let top = if cursor_row < prev {
+            cursor_row
+        } else if prev + height.max(1) <= cursor_row {
+            cursor_row + 1 - height.max(1)
+        } else {
+            prev
+        };
+        self.scroll_top.set(top);
+        top
     }
 
     /// The text, lines joined with `\n`.

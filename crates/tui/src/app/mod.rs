@@ -183,15 +183,7 @@ impl App {
             .width
             .saturating_sub(2)
             .max(1) as usize;
-        self.composer
-            .lines()
-            .iter()
-            .map(|l| {
-                unicode_width::UnicodeWidthStr::width(l.as_str())
-                    .div_ceil(width)
-                    .max(1)
-            })
-            .sum()
+        self.composer.rows(width)
     }
 
     /// The sessions pane: the list, its cursor and filter.
