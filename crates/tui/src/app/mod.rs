@@ -9,7 +9,9 @@ use ratatui::layout::{Position, Rect};
 use serde_json::Value;
 
 use crate::keys::KeyBindings;
-use convo_client::api::{ApiError, Message, Role, SendMessage, StreamEvent, Usage, new_session_id};
+use convo_client::api::{
+    ApiError, ErrorBody, Message, Role, SendMessage, StreamEvent, Usage, new_session_id,
+};
 
 pub use super::command::{Command, StoreOp};
 use super::event::{

@@ -408,47 +408,76 @@ impl App {
                     }
                     self.finish_reply(&session_id, message, out);
                 }
-                StreamEvent::Error {
-                    message_id, error, ..
-                } => {
-                    let Some(idx) = reply_slot(open, &message_id) else {
+                StreamEvent::Error { ref message_id, .. } => {
+                    let Some(idx) = reply_slot(open, message_id) else {
                         return;
                     };
-                    // Only a reply still coming (or lost by the stream) can fail.
-                    if open.items[idx].state != EntryState::Streaming && !open.is_cut_off(idx) {
+                    // The reply's follower decides whether it failed (only a reply still
+                    // followed can) and what becomes of the message it answered.
+                    let Some(p) = open
+                        .pending
+                        .iter_mut()
+                        .chain(open.cut_off.iter_mut())
+                        .find(|p| p.reply_item == idx)
+                    else {
                         return;
+                    };
+                    p.follower.event(&ev);
+                    if let ReplyStatus::Failed(failure) = p.follower.status().clone()
+                        && let ReplyFailure::Error(error) = &failure
+                    {
+                        let resend = failure.resend_message();
+                        self.reply_failed(&session_id, idx, error, resend, out);
                     }
-                    if open.cut_off.as_ref().is_some_and(|p| p.reply_item == idx) {
-                        open.cut_off = None;
-                    }
-                    open.set_state(idx, EntryState::Failed(error.code.clone()));
-                    if open.pending.as_ref().is_some_and(|p| p.reply_item == idx) {
-                        open.pending = None;
-                    }
-                    let mut text = format!(
-                        "the reply failed: {}: {}",
-                        error.code,
-                        sanitize_owned(&error.message)
-                    );
-                    // A failed turn is rolled back (docs/service.md): the message before
-                    // the reply was not kept either. (A deleted session keeps nothing.)
-                    let message = (idx.checked_sub(1))
-                        .filter(|&i| open.items[i].role != Role::Assistant)
-                        .filter(|&i| open.items[i].state == EntryState::Complete);
-                    if let Some(i) = message.filter(|_| error.code != "session_not_found") {
-                        let back = self.mark_unsent(&session_id, i, out);
-                        text.push_str(match back {
-                            true => {
-                                "; your message was not kept: it is back in the composer, \
-                                     marked not sent — send it again"
-                            }
-                            false => "; your message was not kept: it is marked not sent",
-                        });
-                    }
-                    self.notify(Level::Error, text);
                 }
             },
         }
+    }
+
+    /// The reply at `idx` failed with the stream's `error`, as its follower decided: it is
+    /// marked failed and, when the follower says its message is to be sent again (the turn
+    /// rolled back), that message is marked not sent and goes back to the composer.
+    fn reply_failed(
+        &mut self,
+        session_id: &str,
+        idx: usize,
+        error: &ErrorBody,
+        resend: bool,
+        out: &mut Vec<Command>,
+    ) {
+        let Some(open) = self.open.as_mut().filter(|o| o.id == session_id) else {
+            return;
+        };
+        let followed = |p: &mut PendingSend| p.reply_item == idx;
+        let Some(p) = open
+            .pending
+            .take_if(followed)
+            .or_else(|| open.cut_off.take_if(followed))
+        else {
+            return;
+        };
+        let mut text = format!(
+            "the reply failed: {}: {}",
+            error.code,
+            sanitize_owned(&error.message)
+        );
+        open.set_state(idx, EntryState::Failed(error.code.clone()));
+        let message = Some(p.user_item).filter(|&i| {
+            open.items
+                .get(i)
+                .is_some_and(|m| m.state == EntryState::Complete)
+        });
+        if let Some(i) = message.filter(|_| resend) {
+            let back = self.mark_unsent(session_id, i, out);
+            text.push_str(match back {
+                true => {
+                    "; your message was not kept: it is back in the composer, \
+                         marked not sent — send it again"
+                }
+                false => "; your message was not kept: it is marked not sent",
+            });
+        }
+        self.notify(Level::Error, text);
     }
 
     /// The stored history after a reconnect settles a reply that the stream lost, as its
