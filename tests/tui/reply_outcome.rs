@@ -152,7 +152,7 @@ fn tui_outcome(frames: &[String]) -> (Outcome, bool) {
             update: StreamUpdate::Event(event),
         });
     }
-    let open = app.open.as_ref().expect("the session is open");
+    let open = app.session().expect("the session is open");
     let reply = open.items.len() - 1;
     let outcome = match open.items[reply].state.clone() {
         EntryState::Complete => Ok(open.content(reply).to_string()),

@@ -622,7 +622,7 @@ fn session_titles_from_markdown_messages_are_plain() {
             KeyCode::Char('n'),
             KeyModifiers::CONTROL,
         )));
-        let sid = app.open.as_ref().unwrap().id.clone();
+        let sid = app.session().unwrap().id.clone();
         app.update(AppEvent::Stream {
             session_id: sid.clone(),
             update: StreamUpdate::Connected,

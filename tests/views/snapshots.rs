@@ -387,7 +387,7 @@ fn help_lists_the_view_keys() {
     // Any key closes the help and the view is still there.
     app.update(key(KeyCode::Char('x')));
     assert_eq!(app.view, View::Metrics);
-    assert!(app.overlay.is_none());
+    assert!(app.overlay().is_none());
 }
 
 #[test]

@@ -10,12 +10,17 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui_textarea::{TextArea, WrapMode};
 use serde_json::Value;
 
+use crate::component::ChatComponent;
 use crate::keys::KeyBindings;
 use convo_client::api::Role;
 
 mod wrap;
 
 pub use wrap::{Row, Screen, width_at};
+
+/// The open session's sent messages, newest first, as the composer takes them (asked only
+/// when `Up` or `Down` recalls one).
+pub type Sent<'a> = &'a dyn Fn() -> Vec<String>;
 
 /// The composer.
 pub struct Composer {
@@ -241,12 +246,7 @@ impl Composer {
 
     /// A key while the composer has focus. `sent` gives the open session's sent messages,
     /// newest first, as the composer would take them (for `Up` and `Down`).
-    pub fn key(
-        &mut self,
-        keys: &KeyBindings,
-        key: KeyEvent,
-        sent: impl FnOnce() -> Vec<String>,
-    ) -> ComposerKey {
+    fn edit_key(&mut self, keys: &KeyBindings, key: KeyEvent, sent: Sent<'_>) -> ComposerKey {
         if keys.send.matches(&key) {
             return ComposerKey::Submit;
         } else if keys.newline.matches(&key) {
@@ -293,7 +293,7 @@ impl Composer {
         &mut self,
         keys: &KeyBindings,
         key: &KeyEvent,
-        sent: impl FnOnce() -> Vec<String>,
+        sent: Sent<'_>,
     ) -> Option<ComposerKey> {
         let row = self.text.cursor().0;
         let last_row = self.lines().len().saturating_sub(1);
@@ -336,6 +336,32 @@ impl Composer {
     fn put_recalled(&mut self, index: usize, text: String) {
         self.set_text(&text);
         self.recall = Some(Recall { index, text });
+    }
+}
+
+impl ChatComponent for Composer {
+    /// The open session's sent messages, for `Up` and `Down`.
+    type Context<'a> = Sent<'a>;
+    type Outcome = ComposerKey;
+
+    fn key(&mut self, keys: &KeyBindings, key: &KeyEvent, sent: Sent<'_>) -> ComposerKey {
+        self.edit_key(keys, *key, sent)
+    }
+
+    /// Pasted text goes in at the cursor, its line breaks as the composer's.
+    fn paste(&mut self, text: &str, _sent: Sent<'_>) -> ComposerKey {
+        self.insert_str(&text.replace("\r\n", "\n").replace('\r', "\n"));
+        ComposerKey::Consumed
+    }
+
+    fn hints(&self, k: &KeyBindings) -> Vec<(String, &'static str)> {
+        vec![
+            (k.help.typing_label(), "help"),
+            (k.send.first_label(), "send"),
+            (k.new_session.first_label(), "new"),
+            (k.stop_or_quit.first_label(), "quit"),
+            (k.focus_next.first_label(), "panes"),
+        ]
     }
 }
 

@@ -30,7 +30,7 @@ pub fn draw(frame: &mut Frame, app: &App) {
             }
             transcript::render(app, layout.transcript, buf);
             composer::render(app, layout.composer, buf);
-            if let Some(hits) = &app.session_search {
+            if let Some(hits) = app.transcript_pane().hits() {
                 search::hits(app, hits, frame_area(buf), buf);
             }
         }
@@ -49,7 +49,7 @@ pub fn draw(frame: &mut Frame, app: &App) {
         }
     }
     status::render(app, layout.status, buf);
-    match &app.overlay {
+    match app.overlay() {
         Some(Overlay::Help { scroll }) => {
             help::render(&app.keys, *scroll, frame.area(), frame.buffer_mut())
         }

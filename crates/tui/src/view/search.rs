@@ -22,7 +22,7 @@ pub fn bar(app: &App, search: &TranscriptSearch, area: Rect, buf: &mut Buffer) {
     let keys = if search.editing {
         format!(
             " {} next · {} close ",
-            super::status::typing_label(&k.search_next),
+            k.search_next.typing_label(),
             k.back.first_label()
         )
     } else {
