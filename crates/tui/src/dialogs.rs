@@ -279,3 +279,136 @@ impl ChatComponent for Dialogs {
         DialogKey::Consumed
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crossterm::event::KeyEvent;
+
+    fn press(code: KeyCode) -> KeyEvent {
+        KeyEvent::new(code, KeyModifiers::NONE)
+    }
+
+    const SCREEN: Rect = Rect::new(0, 0, 80, 24);
+
+    fn confirm_delete() -> Overlay {
+        Overlay::ConfirmDelete {
+            session_id: "session_a".into(),
+            title: "Rust".into(),
+            from_composer: true,
+        }
+    }
+
+    #[test]
+    fn a_dialog_answers_what_its_keys_ask_and_closes() {
+        let keys = KeyBindings::default();
+        let mut d = Dialogs::default();
+        d.open(confirm_delete());
+        assert_eq!(
+            d.key(&keys, &press(KeyCode::Char('x')), SCREEN),
+            DialogKey::Consumed
+        );
+        assert!(d.is_open(), "any other key leaves the question open");
+        assert_eq!(d.paste("y", SCREEN), DialogKey::Consumed);
+        assert!(d.is_open(), "a paste answers nothing");
+        assert_eq!(
+            d.key(&keys, &press(KeyCode::Enter), SCREEN),
+            DialogKey::Delete {
+                session_id: "session_a".into(),
+                title: "Rust".into(),
+                from_composer: true,
+            }
+        );
+        assert!(d.overlay().is_none());
+        d.open(confirm_delete());
+        assert_eq!(
+            d.key(&keys, &press(KeyCode::Esc), SCREEN),
+            DialogKey::Consumed
+        );
+        assert!(!d.is_open());
+        d.open(Overlay::ContextOverflow {
+            current: 9000,
+            max: 8192,
+            draft: "long".into(),
+        });
+        assert_eq!(
+            d.key(&keys, &press(KeyCode::Char('y')), SCREEN),
+            DialogKey::NewSession {
+                draft: "long".into()
+            }
+        );
+        d.help();
+        let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+        assert_eq!(d.key(&keys, &ctrl_c, SCREEN), DialogKey::Quit);
+        assert!(!d.is_open());
+    }
+
+    #[test]
+    fn a_code_block_is_chosen_by_its_number_in_its_own_session() {
+        let keys = KeyBindings::default();
+        let mut d = Dialogs::default();
+        let choice = CodeChoice {
+            session_id: "session_a".into(),
+            entry: EntryId(3),
+            count: 12,
+            typed: String::new(),
+        };
+        d.choose_code(choice.clone());
+        assert!(d.code_choice(Some("session_b")).is_none());
+        let a = Some("session_a");
+        assert_eq!(
+            d.code_choice_prompt(&keys, a).as_deref(),
+            Some("copy code block: 1–12, Esc cancels")
+        );
+        // 1 may go on to 10–12; 2 after it can only be 12.
+        let digit = |c| press(KeyCode::Char(c));
+        assert_eq!(
+            d.code_choice_key(&keys, &digit('1'), a, true),
+            CodeKey::Consumed
+        );
+        assert_eq!(
+            d.code_choice_key(&keys, &digit('2'), a, true),
+            CodeKey::Copy {
+                entry: EntryId(3),
+                n: 12
+            }
+        );
+        assert!(d.code_choice(a).is_none(), "the choice ended");
+        d.choose_code(choice.clone());
+        assert_eq!(
+            d.code_choice_key(&keys, &digit('0'), a, true),
+            CodeKey::NoSuchBlock("0".into())
+        );
+        assert_eq!(
+            d.code_choice_key(&keys, &digit('1'), a, true),
+            CodeKey::Consumed
+        );
+        assert_eq!(
+            d.code_choice_key(&keys, &press(KeyCode::Enter), a, true),
+            CodeKey::Copy {
+                entry: EntryId(3),
+                n: 1
+            }
+        );
+        d.choose_code(choice.clone());
+        let page = press(KeyCode::PageDown);
+        assert_eq!(
+            d.code_choice_key(&keys, &page, a, true),
+            CodeKey::NotConsumed
+        );
+        assert!(d.code_choice(a).is_some(), "paging keeps the choice");
+        assert_eq!(
+            d.code_choice_key(&keys, &press(KeyCode::Esc), a, true),
+            CodeKey::Cancelled
+        );
+        d.choose_code(choice);
+        assert_eq!(
+            d.code_choice_key(&keys, &digit('1'), a, false),
+            CodeKey::NotConsumed
+        );
+        assert!(
+            d.code_choice(a).is_none(),
+            "the transcript lost focus: the choice ended"
+        );
+    }
+}

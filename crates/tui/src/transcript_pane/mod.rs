@@ -341,3 +341,122 @@ impl ChatComponent for TranscriptPane {
         ]
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::transcript::EntryState;
+    use convo_client::api::Role;
+    use convo_client::local_store::SearchHit;
+    use crossterm::event::{KeyCode, KeyModifiers};
+
+    const AREA: Viewport = (60, 10);
+
+    fn press(code: KeyCode) -> KeyEvent {
+        KeyEvent::new(code, KeyModifiers::NONE)
+    }
+
+    fn pane_with(text: &str) -> TranscriptPane {
+        let mut open = OpenSession::new("session_a".into(), 8192);
+        open.loaded = true;
+        open.push(
+            Role::Assistant,
+            text.into(),
+            EntryState::Complete,
+            0,
+            None,
+            chrono::Utc::now(),
+        );
+        let mut pane = TranscriptPane::default();
+        pane.show(open);
+        pane
+    }
+
+    #[test]
+    fn the_search_bar_takes_the_keys_and_hands_back_what_is_the_apps() {
+        let keys = KeyBindings::default();
+        assert!(
+            !TranscriptPane::default().open_search(AREA),
+            "nothing to search yet"
+        );
+        let mut pane = pane_with("a fox and another fox");
+        assert!(pane.open_search(AREA));
+        assert!(pane.has_bar());
+        assert_eq!(pane.text_area(AREA), (60, 9), "the bar takes the last row");
+        for c in "fox".chars() {
+            let typed = pane.key(&keys, &press(KeyCode::Char(c)), AREA);
+            assert_eq!(typed, TranscriptKey::Consumed);
+        }
+        assert_eq!(
+            pane.search().unwrap().status().as_deref(),
+            Some("match 1/2")
+        );
+        assert_eq!(pane.paste(" and\nanother", AREA), TranscriptKey::Consumed);
+        assert_eq!(pane.search().unwrap().query, "fox and another");
+        assert_eq!(pane.hints(&keys)[0].0, "match 1/1");
+        let page = pane.key(&keys, &press(KeyCode::PageDown), AREA);
+        assert_eq!(page, TranscriptKey::Global);
+        assert_eq!(
+            pane.key(&keys, &press(KeyCode::End), AREA),
+            TranscriptKey::Common
+        );
+        assert_eq!(
+            pane.key(&keys, &press(KeyCode::F(1)), AREA),
+            TranscriptKey::Help
+        );
+        let esc = pane.key(&keys, &press(KeyCode::Esc), AREA);
+        assert_eq!(esc, TranscriptKey::SearchClosed);
+        assert!(!pane.has_bar());
+        assert_eq!(pane.text_area(AREA), AREA);
+        // Closed, the transcript's own keys: Up selects the last message.
+        assert_eq!(
+            pane.key(&keys, &press(KeyCode::Up), AREA),
+            TranscriptKey::Consumed
+        );
+        assert_eq!(pane.session().unwrap().selected, Some(0));
+        assert_eq!(pane.paste("text", AREA), TranscriptKey::NotConsumed);
+    }
+
+    #[test]
+    fn the_hits_list_asks_the_store_and_a_chosen_hit_waits_for_its_session() {
+        let keys = KeyBindings::default();
+        let mut pane = pane_with("hello");
+        let asked = |seq: u64, text: &str| {
+            TranscriptKey::Command(Command::SearchSessions {
+                seq,
+                text: text.into(),
+                limit: crate::search::HITS_LIMIT,
+            })
+        };
+        assert_eq!(pane.open_hits("fox".into()), asked(1, "fox"));
+        let typed = pane.key(&keys, &press(KeyCode::Char('y')), AREA);
+        assert_eq!(typed, asked(2, "foxy"));
+        let hit = SearchHit {
+            session_id: "session_b".into(),
+            session_title: None,
+            position: 4,
+            message_id: None,
+            role: Role::User,
+            created_at: chrono::Utc::now(),
+            snippet: Vec::new(),
+        };
+        pane.hits_answered(1, Ok(Vec::new()));
+        pane.hits_answered(2, Ok(vec![hit]));
+        assert_eq!(
+            pane.hits().unwrap().hits.len(),
+            1,
+            "the earlier answer was dropped"
+        );
+        let chosen = pane.key(&keys, &press(KeyCode::Enter), AREA);
+        assert_eq!(
+            chosen,
+            TranscriptKey::OpenHit {
+                session_id: "session_b".into()
+            }
+        );
+        assert!(!pane.has_bar() && pane.is_jumping());
+        // Another session shown than the hit's: the jump is dropped.
+        assert_eq!(pane.apply_jump(AREA), Jump::Waiting);
+        assert!(!pane.is_jumping());
+    }
+}
