@@ -72,7 +72,7 @@ impl Harness {
     /// Waits until the app is connected, has read the store and opened its session's stream.
     async fn ready(&mut self) {
         self.until("connected, store loaded, stream open", |app| {
-            matches!(app.connection, Connection::Connected(_))
+            matches!(app.connection(), Connection::Connected(_))
                 && app.store_ready
                 && app
                     .session()
@@ -111,8 +111,8 @@ impl Harness {
 
     fn screen(&self) -> String {
         let mut t = Terminal::new(TestBackend::new(
-            self.rt.app.size.width,
-            self.rt.app.size.height,
+            self.rt.app.size().width,
+            self.rt.app.size().height,
         ))
         .unwrap();
         t.draw(|f| view::draw(f, &self.rt.app)).unwrap();
@@ -397,7 +397,7 @@ async fn a_wrong_key_says_to_check_it_and_keeps_the_text() {
         },
     );
     rt.run_until("connected and loaded", GUARD, |app| {
-        matches!(app.connection, Connection::Connected(_))
+        matches!(app.connection(), Connection::Connected(_))
             && app.session().is_some_and(|o| o.loaded)
     })
     .await

@@ -115,7 +115,7 @@ fn chat_with(w: u16, h: u16, messages: Vec<StoredMessage>) -> App {
 }
 
 fn render(app: &App) -> String {
-    let backend = TestBackend::new(app.size.width, app.size.height);
+    let backend = TestBackend::new(app.size().width, app.size().height);
     let mut terminal = Terminal::new(backend).unwrap();
     terminal.draw(|f| view::draw(f, app)).unwrap();
     let buf = terminal.backend().buffer().clone();

@@ -47,13 +47,13 @@ pub const NEW_SESSION_TITLE: &str = "New session";
 
 /// The whole state of the TUI.
 pub struct App {
-    pub keys: KeyBindings,
+    keys: KeyBindings,
     settings: Settings,
-    pub size: Rect,
-    pub now: DateTime<Utc>,
-    pub focus: Focus,
-    pub view: View,
-    pub connection: Connection,
+    size: Rect,
+    now: DateTime<Utc>,
+    focus: Focus,
+    view: View,
+    connection: Connection,
     /// Whether the service answered the last request or stream (the status bar's dot).
     link: Link,
     /// What answers in the embedded service (none for a remote one).
@@ -70,7 +70,7 @@ pub struct App {
     /// The metrics view's state (F2).
     pub metrics: super::metrics::MetricsState,
     /// The wallet view's state (F3).
-    pub wallet: super::wallet::WalletState,
+    wallet: super::wallet::WalletState,
     next_send_id: u64,
     /// Quit was asked for before the store loaded, with text to keep.
     quit_when_loaded: bool,
@@ -106,6 +106,41 @@ impl App {
             quit: false,
             terminal_focused: true,
         }
+    }
+
+    /// The key bindings.
+    pub fn keys(&self) -> &KeyBindings {
+        &self.keys
+    }
+
+    /// The terminal's size.
+    pub fn size(&self) -> Rect {
+        self.size
+    }
+
+    /// The time as the clock last said.
+    pub fn now(&self) -> DateTime<Utc> {
+        self.now
+    }
+
+    /// Which pane has the keys.
+    pub fn focus(&self) -> Focus {
+        self.focus
+    }
+
+    /// The chat or a full-screen view.
+    pub fn view(&self) -> View {
+        self.view
+    }
+
+    /// The connection to the service.
+    pub fn connection(&self) -> &Connection {
+        &self.connection
+    }
+
+    /// The wallet view's state (F3).
+    pub fn wallet(&self) -> &super::wallet::WalletState {
+        &self.wallet
     }
 
     /// The layout for the current size and composer.

@@ -16,7 +16,7 @@ use crate::composer_pane::{Composer, width_at};
 use unicode_segmentation::UnicodeSegmentation;
 
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
-    let focused = app.focus == Focus::Composer;
+    let focused = app.focus() == Focus::Composer;
     let composer = app.composer();
     let badge = match composer.role() {
         Role::System => Span::styled(" system ", theme::warn().patch(theme::selected())),

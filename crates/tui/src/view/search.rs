@@ -13,7 +13,7 @@ use crate::search::{HitsState, SessionSearch, TranscriptSearch};
 
 /// The search bar: the query (with a cursor while typing), `match I/N` and the keys.
 pub fn bar(app: &App, search: &TranscriptSearch, area: Rect, buf: &mut Buffer) {
-    let k = &app.keys;
+    let k = app.keys();
     let status = search.status();
     let status_style = match status.as_deref() {
         Some("no match") => theme::warn(),
@@ -108,7 +108,7 @@ pub fn highlight(
 /// The hits list: the text searched, then per hit a line with the session, the time and
 /// the role, and a line with the snippet (the matched words marked).
 pub fn hits(app: &App, hits: &SessionSearch, screen: Rect, buf: &mut Buffer) {
-    let k = &app.keys;
+    let k = app.keys();
     let area = centered(
         screen,
         screen.width.saturating_sub(4).min(110),

@@ -11,7 +11,7 @@ use crate::layout::{SESSION_ROW_HEIGHT, first_visible_session};
 use convo_client::format;
 
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
-    let focused = app.focus == Focus::Sessions;
+    let focused = app.focus() == Focus::Sessions;
     let pane = app.sessions_pane();
     let mut title = vec![Span::styled(" Sessions ", theme::bold())];
     if pane.is_filtering() || !pane.filter().is_empty() {
@@ -77,7 +77,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
                     truncate(
                         &format!(
                             "  {} · {} tok",
-                            format::relative(app.now, s.last_activity),
+                            format::relative(app.now(), s.last_activity),
                             format::count(s.tokens)
                         ),
                         width,

@@ -10,7 +10,7 @@ use crate::app::{App, Level, Tone};
 
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let conn = connection(app);
-    let k = &app.keys;
+    let k = app.keys();
     // Most important first; the bar keeps as many as fit.
     let hints: Vec<(String, &str)> = match app.active_view() {
         Some(view) => view.hints(k),

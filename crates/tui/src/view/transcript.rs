@@ -11,7 +11,7 @@ use crate::render::transcript::EntryId;
 use convo_client::format;
 
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
-    let focused = app.focus == Focus::Transcript;
+    let focused = app.focus() == Focus::Transcript;
     let open = app.session();
     let title = open
         .and_then(|o| app.sessions_pane().get(&o.id))
@@ -25,7 +25,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         theme::bold(),
     )];
     if let Some(o) = open
-        && matches!(app.connection, Connection::Connected(_))
+        && matches!(app.connection(), Connection::Connected(_))
     {
         top.push(match &o.stream {
             StreamState::Open => Span::styled("● live ", theme::success()),
@@ -68,7 +68,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         return;
     }
     if o.items.is_empty() {
-        let k = &app.keys;
+        let k = app.keys();
         let mut lines = vec![
             Line::from(Span::styled("A new session.", theme::bold())),
             Line::from(""),

@@ -87,7 +87,7 @@ fn gauges(app: &App) -> Option<[(&'static str, UsageGauge); 3]> {
                 limit,
                 percent: 100.0,
                 reached: Some(match r.reset_at {
-                    Some(at) => format!(" · resets {}", format::time_until(app.now, at)),
+                    Some(at) => format!(" · resets {}", format::time_until(app.now(), at)),
                     None => String::new(),
                 }),
             },
@@ -130,7 +130,7 @@ fn freshness(app: &App) -> Span<'static> {
         let when = match r.reset_at {
             Some(at) => format!(
                 ": resets {} ({})",
-                format::time_until(app.now, at),
+                format::time_until(app.now(), at),
                 at.format("%Y-%m-%d %H:%M UTC")
             ),
             None => String::new(),
@@ -140,7 +140,7 @@ fn freshness(app: &App) -> Span<'static> {
     match (&app.usage.error, app.usage.fetched_at) {
         (Some(e), _) => Span::styled(format!("STALE: {e}"), theme::error()),
         (None, Some(at)) => Span::styled(
-            format!("updated {}", format::relative(app.now, at)),
+            format!("updated {}", format::relative(app.now(), at)),
             theme::dim(),
         ),
         (None, None) => Span::styled("waiting for usage…", theme::dim()),
@@ -201,7 +201,7 @@ fn column(app: &App, area: Rect, buf: &mut Buffer) {
         }
         if let Some(end) = period_end(app) {
             lines.push(Line::from(Span::styled(
-                format!("period ends {}", format::time_until(app.now, end)),
+                format!("period ends {}", format::time_until(app.now(), end)),
                 theme::dim(),
             )));
         }
@@ -263,7 +263,7 @@ fn band(app: &App, area: Rect, buf: &mut Buffer) {
         ));
         if let Some(end) = period_end(app) {
             spans.push(Span::styled(
-                format!("· period ends {} ", format::time_until(app.now, end)),
+                format!("· period ends {} ", format::time_until(app.now(), end)),
                 theme::dim(),
             ));
         }
