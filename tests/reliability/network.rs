@@ -105,7 +105,7 @@ async fn a_server_down_at_start_shows_offline_keeps_the_text_and_recovers_by_its
     let dir = tempfile::tempdir().unwrap();
     let mut tui = Tui::start(options(proxy.url(), &svc.api_key), dir.path());
     tui.until("the app open with its stream down", |app| {
-        app.store_ready && stream_down(app)
+        app.store_ready() && stream_down(app)
     })
     .await;
     let screen = tui.screen();
@@ -234,7 +234,7 @@ async fn mid_reply() -> (
     let proxy = FaultProxy::start(Some(svc.addr)).await;
     let dir = tempfile::tempdir().unwrap();
     let mut tui = Tui::start(options(proxy.url(), &svc.api_key), dir.path());
-    tui.until("stream open", |app| app.store_ready && stream_open(app))
+    tui.until("stream open", |app| app.store_ready() && stream_open(app))
         .await;
     tui.type_text("tell me everything");
     tui.press(KeyCode::Enter);
@@ -316,7 +316,7 @@ async fn killable(dir: &std::path::Path) -> (RunningService, FaultProxy, Tui) {
     let first = service(ServiceConfig::persistent(dir, 200).unwrap()).await;
     let proxy = FaultProxy::start(Some(first.addr)).await;
     let mut tui = Tui::start(options(proxy.url(), &first.api_key), dir);
-    tui.until("stream open", |app| app.store_ready && stream_open(app))
+    tui.until("stream open", |app| app.store_ready() && stream_open(app))
         .await;
     tui.type_text("please write a long story about lighthouses");
     tui.press(KeyCode::Enter);
@@ -368,7 +368,7 @@ async fn a_server_killed_mid_reply_and_restarted_is_reconnected_to_by_itself() {
         "please write a long story about lighthouses"
     );
     if *state == EntryState::Failed("not kept".into()) {
-        let notice = tui.app().notice.clone().unwrap().text;
+        let notice = tui.app().notice().cloned().unwrap().text;
         assert!(notice.contains("did not keep"), "{notice}");
         assert!(tui.screen().contains("not sent"), "{}", tui.screen());
         let sid = tui.app().open_id().unwrap().to_string();
@@ -422,7 +422,7 @@ async fn a_stalled_connection_times_out_while_the_ui_keeps_working() {
     opts.timeouts.request = Duration::from_millis(800);
     opts.timeouts.connect = Duration::from_millis(800);
     let mut tui = Tui::start(opts, dir.path());
-    tui.until("stream open", |app| app.store_ready && stream_open(app))
+    tui.until("stream open", |app| app.store_ready() && stream_open(app))
         .await;
     // From now on the network swallows everything and answers nothing.
     proxy.set(Fault::Stall);
@@ -499,7 +499,7 @@ async fn a_slow_link_delivers_the_streamed_reply_whole() {
     proxy.set(Fault::Delay(Duration::from_millis(30)));
     let dir = tempfile::tempdir().unwrap();
     let mut tui = Tui::start(options(proxy.url(), &svc.api_key), dir.path());
-    tui.until("stream open", |app| app.store_ready && stream_open(app))
+    tui.until("stream open", |app| app.store_ready() && stream_open(app))
         .await;
     tui.type_text("show me some code");
     tui.press(KeyCode::Enter);

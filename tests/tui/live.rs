@@ -73,7 +73,7 @@ impl Harness {
     async fn ready(&mut self) {
         self.until("connected, store loaded, stream open", |app| {
             matches!(app.connection(), Connection::Connected(_))
-                && app.store_ready
+                && app.store_ready()
                 && app
                     .session()
                     .is_some_and(|o| o.loaded && o.stream == StreamState::Open)
@@ -182,7 +182,7 @@ async fn send_streams_the_reply_into_the_transcript() {
     );
     // The usage poll after the send counted the request.
     h.until("usage", |app| {
-        app.usage
+        app.usage()
             .usage
             .as_ref()
             .is_some_and(|u| u.requests.used > 0)
@@ -273,7 +273,7 @@ async fn a_stale_session_is_removed_when_the_server_does_not_know_it() {
         app.sessions_pane().all().iter().all(|s| s.id != id)
     })
     .await;
-    let notice = h.rt.app.notice.as_ref().unwrap().text.clone();
+    let notice = h.rt.app.notice().unwrap().text.clone();
     assert!(notice.contains("already deleted"), "{notice}");
     assert_eq!(
         h.rt.app.sessions_pane().all().len(),
@@ -298,7 +298,7 @@ async fn a_session_never_sent_to_is_deleted_here_without_asking_the_server() {
         app.sessions_pane().all().iter().all(|s| s.id != id)
     })
     .await;
-    let notice = h.rt.app.notice.as_ref().unwrap().text.clone();
+    let notice = h.rt.app.notice().unwrap().text.clone();
     assert!(notice.contains("had no messages"), "{notice}");
     assert!(!notice.contains("already deleted"), "{notice}");
     assert_eq!(
@@ -360,14 +360,14 @@ async fn the_context_gauge_shows_the_services_window_before_any_overflow() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn polling_failure_marks_the_gauges_stale() {
     let mut h = start(ServiceConfig::ephemeral(1)).await;
-    h.until("a first usage poll", |app| app.usage.usage.is_some())
+    h.until("a first usage poll", |app| app.usage().usage.is_some())
         .await;
     h.service.take().unwrap().shutdown().await;
     h.press(KeyCode::Tab);
     h.press(KeyCode::Char('r'));
-    h.until("a failed poll", |app| app.usage.error.is_some())
+    h.until("a failed poll", |app| app.usage().error.is_some())
         .await;
-    assert!(h.rt.app.usage.usage.is_some(), "the last values stay");
+    assert!(h.rt.app.usage().usage.is_some(), "the last values stay");
     let screen = h.screen();
     assert!(screen.contains("STALE"), "{screen}");
 }
@@ -427,7 +427,7 @@ async fn a_wrong_key_says_to_check_it_and_keeps_the_text() {
     assert_eq!(rt.app.composer_text(), "secret plans");
     assert!(rt.app.session().unwrap().items.is_empty());
     rt.run_until("the usage poll refused", GUARD, |app| {
-        app.usage.error.is_some()
+        app.usage().error.is_some()
     })
     .await
     .unwrap();

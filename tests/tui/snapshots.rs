@@ -5,7 +5,7 @@ use convo_client::api::ApiError;
 use convo_client::api::stream::StreamUpdate;
 use convo_client::api::{Message, Role, StreamEvent, Usage};
 use convo_service::engine::LoadState;
-use convo_tui::app::{App, Command, Level, Notice, Settings};
+use convo_tui::app::{App, Command, Settings};
 use convo_tui::event::{AppEvent, Endpoint, EngineStatus, Exported, SessionSummary, StoredMessage};
 use convo_tui::keys::KeyBindings;
 use convo_tui::view;
@@ -567,7 +567,7 @@ fn filtering_sessions_shows_the_filter_keys_over_a_notice() {
         let mut app = chat(w, h);
         type_text(&mut app, "/meta {\"a\":1}");
         app.update(key(KeyCode::Enter));
-        assert!(app.notice.is_some());
+        assert!(app.notice().is_some());
         app.update(key(KeyCode::Tab));
         app.update(key(KeyCode::Char('/')));
         type_text(&mut app, "tr");
@@ -770,14 +770,14 @@ fn a_long_notice_is_never_cut_for_the_connection_label() {
             LoadState::Ready,
             None,
         ));
-        app.notice = Some(Notice {
-            level: Level::Warn,
-            text: "the service did not keep your last message (it may have restarted): it is \
+        // A notice as a worker failure gives it (the snapshot is of the text, whatever its level).
+        app.update(AppEvent::WorkerError(
+            "the service did not keep your last message (it may have restarted): it is \
                    back in the composer, marked not sent · the reply was interrupted while it \
                    streamed (connection reset by the service at 127.0.0.1:40000); your message \
                    was not kept: it is back in the composer, marked not sent — send it again"
                 .into(),
-        });
+        ));
         app
     });
 }

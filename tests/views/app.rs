@@ -111,5 +111,5 @@ fn keys_in_the_views_do_not_reach_the_chat() {
     // `q` quits from the view, as from any pane outside the composer.
     let out = app.update(key(KeyCode::Char('q')));
     assert!(out.contains(&Command::Quit));
-    assert!(app.quit);
+    assert!(app.has_quit());
 }

@@ -259,7 +259,10 @@ fn metrics_cancelled_80x24() {
     assert!(out.contains(&Command::Metrics(MetricsRequest::Cancel {
         load_id: plan.load_id
     })));
-    assert!(!app.quit, "Ctrl-C while loading cancels, it does not quit");
+    assert!(
+        !app.has_quit(),
+        "Ctrl-C while loading cancels, it does not quit"
+    );
     insta::assert_snapshot!(render(&app));
 }
 

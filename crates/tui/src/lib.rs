@@ -191,7 +191,7 @@ async fn event_loop(
             signals.forget_typed();
             frames.request();
         }
-        if rt.app.quit {
+        if rt.app.has_quit() {
             return Ok(());
         }
     }

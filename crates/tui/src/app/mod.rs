@@ -58,15 +58,15 @@ pub struct App {
     link: Link,
     /// What answers in the embedded service (none for a remote one).
     engine: Option<EngineStatus>,
-    pub store_ready: bool,
+    store_ready: bool,
     sessions_pane: SessionsPane,
     /// The open session, the search bar over it, the hits list of a search across sessions.
     transcript: TranscriptPane,
     composer: Composer,
     /// The overlay (help, confirmations) and the choice of a code block to copy.
     dialogs: Dialogs,
-    pub usage: UsagePanel,
-    pub notice: Option<Notice>,
+    usage: UsagePanel,
+    notice: Option<Notice>,
     /// The metrics view's state (F2).
     pub metrics: super::metrics::MetricsState,
     /// The wallet view's state (F3).
@@ -74,7 +74,7 @@ pub struct App {
     next_send_id: u64,
     /// Quit was asked for before the store loaded, with text to keep.
     quit_when_loaded: bool,
-    pub quit: bool,
+    quit: bool,
     /// Whether the terminal has focus, as its focus reports say (assumed until one comes).
     terminal_focused: bool,
 }
@@ -136,6 +136,26 @@ impl App {
     /// The connection to the service.
     pub fn connection(&self) -> &Connection {
         &self.connection
+    }
+
+    /// Whether the local store has loaded the sessions.
+    pub fn store_ready(&self) -> bool {
+        self.store_ready
+    }
+
+    /// The usage gauges' data.
+    pub fn usage(&self) -> &UsagePanel {
+        &self.usage
+    }
+
+    /// The notice in the status bar, if any.
+    pub fn notice(&self) -> Option<&Notice> {
+        self.notice.as_ref()
+    }
+
+    /// Whether the app has quit (the loop ends).
+    pub fn has_quit(&self) -> bool {
+        self.quit
     }
 
     /// The wallet view's state (F3).

@@ -32,7 +32,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let inner = block.inner(area);
     block.render(area, buf);
     let sessions = pane.visible();
-    if !app.store_ready {
+    if !app.store_ready() {
         Paragraph::new(Span::styled("loading…", theme::dim())).render(inner, buf);
         return;
     }

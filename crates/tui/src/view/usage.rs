@@ -71,16 +71,16 @@ fn gauge_spans(
 }
 
 fn period_end(app: &App) -> Option<DateTime<Utc>> {
-    let u = app.usage.usage.as_ref()?;
+    let u = app.usage().usage.as_ref()?;
     DateTime::parse_from_rfc3339(&u.billing_period.end)
         .ok()
         .map(|d| d.with_timezone(&Utc))
 }
 
 fn gauges(app: &App) -> Option<[(&'static str, UsageGauge); 3]> {
-    let u = app.usage.usage.as_ref()?;
+    let u = app.usage().usage.as_ref()?;
     let gauge = |name: &str, used: u64, limit: u64, percent: f64| {
-        let reached = app.usage.reached.as_ref().filter(|r| r.limit == name);
+        let reached = app.usage().reached.as_ref().filter(|r| r.limit == name);
         match reached {
             Some(r) => UsageGauge {
                 used: used.max(limit),
@@ -126,7 +126,7 @@ fn gauges(app: &App) -> Option<[(&'static str, UsageGauge); 3]> {
 }
 
 fn freshness(app: &App) -> Span<'static> {
-    if let Some(r) = &app.usage.reached {
+    if let Some(r) = &app.usage().reached {
         let when = match r.reset_at {
             Some(at) => format!(
                 ": resets {} ({})",
@@ -137,7 +137,7 @@ fn freshness(app: &App) -> Span<'static> {
         };
         return Span::styled(format!("{} limit reached{when}", r.limit), theme::error());
     }
-    match (&app.usage.error, app.usage.fetched_at) {
+    match (&app.usage().error, app.usage().fetched_at) {
         (Some(e), _) => Span::styled(format!("STALE: {e}"), theme::error()),
         (None, Some(at)) => Span::styled(
             format!("updated {}", format::relative(app.now(), at)),
@@ -157,7 +157,7 @@ pub fn render(app: &App, layout: &AppLayout, buf: &mut Buffer) {
 
 fn column(app: &App, area: Rect, buf: &mut Buffer) {
     let tier = app
-        .usage
+        .usage()
         .usage
         .as_ref()
         .map(|u| convo_client::sanitize::sanitize_owned(&u.tier))
@@ -171,7 +171,7 @@ fn column(app: &App, area: Rect, buf: &mut Buffer) {
         ]));
     let inner = block.inner(area);
     block.render(area, buf);
-    let stale = app.usage.error.is_some();
+    let stale = app.usage().error.is_some();
     let bar_w = (inner.width as usize).saturating_sub(2).max(4);
     let mut lines: Vec<Line> = Vec::new();
     if let Some(gs) = gauges(app) {
@@ -217,7 +217,7 @@ fn band(app: &App, area: Rect, buf: &mut Buffer) {
     if area.height == 0 {
         return;
     }
-    let stale = app.usage.error.is_some();
+    let stale = app.usage().error.is_some();
     let width = area.width as usize;
     let row1 = match gauges(app) {
         Some(gs) => {
@@ -251,12 +251,12 @@ fn band(app: &App, area: Rect, buf: &mut Buffer) {
         return;
     }
     let mut spans = Vec::new();
-    if app.usage.reached.is_some() {
+    if app.usage().reached.is_some() {
         // What is refused and until when comes first, where a narrow row cannot cut it.
         spans.push(freshness(app));
         spans.push(Span::raw(" "));
     }
-    if let Some(u) = &app.usage.usage {
+    if let Some(u) = &app.usage().usage {
         spans.push(Span::styled(
             format!("{} ", convo_client::sanitize::sanitize(&u.tier)),
             theme::hint(),
@@ -267,7 +267,7 @@ fn band(app: &App, area: Rect, buf: &mut Buffer) {
                 theme::dim(),
             ));
         }
-        if app.usage.reached.is_none() {
+        if app.usage().reached.is_none() {
             spans.push(Span::raw("· "));
             spans.push(freshness(app));
         }
