@@ -98,7 +98,7 @@ impl Composer {
     }
 
     /// The draft on screen at `width` columns: its rows, word-wrapped
-    /// ([`wrap`](self::wrap)), and where the cursor is drawn.
+    /// (`composer_pane/wrap.rs`), and where the cursor is drawn.
     pub fn screen(&self, width: usize) -> Screen {
         let cursor = self.text.cursor();
         wrap::screen(self.lines(), width, cursor.0, cursor.1)

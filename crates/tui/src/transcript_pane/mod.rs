@@ -2,7 +2,7 @@
 //! reply in flight, the scroll and the selected message), the search bar over it (Ctrl-f),
 //! the hits list of a search across sessions (`/search`) and a chosen hit waiting for its
 //! session to load. It owns them privately: `App` routes the pane's keys and pastes to it
-//! ([`ChatComponent`](crate::component::ChatComponent)) and acts on what they answer
+//! ([`ChatComponent`]) and acts on what they answer
 //! ([`TranscriptKey`]); the reply lifecycle in `app/` changes the open session through
 //! [`TranscriptPane::session_mut`]; `view/transcript.rs` and `view/search.rs` draw it from
 //! the read-only methods.
