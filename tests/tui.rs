@@ -1,9 +1,15 @@
 //! TUI tests: snapshots of every pane, dialog and error state through `TestBackend`, and
 //! the app driven with key events against the local service in-process.
 
+/// The scripted servers of the client tests (only some of their helpers are used here).
+#[allow(dead_code)]
+#[path = "client/support.rs"]
+mod client_support;
 #[path = "support/killable.rs"]
 mod killable;
 #[path = "tui/live.rs"]
 mod live;
+#[path = "tui/reply_outcome.rs"]
+mod reply_outcome;
 #[path = "tui/snapshots.rs"]
 mod snapshots;

@@ -41,7 +41,7 @@ fn assert_harmless(cells: &[String]) {
 }
 
 fn reply_complete(app: &App) -> bool {
-    let Some(o) = app.open.as_ref() else {
+    let Some(o) = app.session() else {
         return false;
     };
     let last = o.items.len().wrapping_sub(1);
@@ -72,19 +72,14 @@ async fn hostile_replies_from_the_engine_upstream_reach_the_screen_harmlessly() 
         dir.path(),
     );
     tui.until("stream open", |app| {
-        app.store_ready
-            && app
-                .open
-                .as_ref()
-                .is_some_and(|o| o.stream == StreamState::Open)
+        app.store_ready() && app.session().is_some_and(|o| o.stream == StreamState::Open)
     })
     .await;
     tui.type_text("say something nasty");
     tui.press(KeyCode::Enter);
     // Frames drawn while it streams are harmless too.
     tui.until("part of the reply", |app| {
-        app.open
-            .as_ref()
+        app.session()
             .is_some_and(|o| !o.content(o.items.len().wrapping_sub(1)).is_empty())
     })
     .await;
@@ -151,10 +146,10 @@ async fn a_hostile_tier_from_the_usage_endpoint_reaches_the_screen_harmlessly() 
     let base = raw_service(vec![], "pro\x1b]0;pwned\x07\u{202e}\u{9b}2J").await;
     let dir = tempfile::tempdir().unwrap();
     let mut tui = Tui::start(options(base, "service_live_hostile0000000000"), dir.path());
-    tui.until("store", |app| app.store_ready).await;
+    tui.until("store", |app| app.store_ready()).await;
     tui.press(KeyCode::Tab);
     tui.press(KeyCode::Char('r'));
-    tui.until("usage", |app| app.usage.usage.is_some()).await;
+    tui.until("usage", |app| app.usage().usage.is_some()).await;
     assert_harmless(&tui.cells());
 }
 
@@ -179,10 +174,9 @@ async fn huge_and_deeply_nested_replies_from_a_raw_server_leave_the_ui_working()
     let mut tui = Tui::start(options(base, "service_live_hostile0000000000"), dir.path());
     // No stream endpoint here: plain replies.
     tui.until("ready for plain replies", |app| {
-        app.store_ready
+        app.store_ready()
             && app
-                .open
-                .as_ref()
+                .session()
                 .is_some_and(|o| o.stream == StreamState::Unsupported)
     })
     .await;
@@ -190,7 +184,7 @@ async fn huge_and_deeply_nested_replies_from_a_raw_server_leave_the_ui_working()
         tui.type_text(&format!("message {i}"));
         tui.press(KeyCode::Enter);
         tui.until(&format!("reply {i}"), |app| {
-            reply_complete(app) && app.open.as_ref().unwrap().items.len() == 2 * (i + 1)
+            reply_complete(app) && app.session().unwrap().items.len() == 2 * (i + 1)
         })
         .await;
         assert_harmless(&tui.cells());
@@ -239,10 +233,9 @@ async fn hostile_error_messages_reach_the_screen_harmlessly() {
     let dir = tempfile::tempdir().unwrap();
     let mut tui = Tui::start(options(base, "service_live_hostile0000000000"), dir.path());
     tui.until("ready", |app| {
-        app.store_ready
+        app.store_ready()
             && app
-                .open
-                .as_ref()
+                .session()
                 .is_some_and(|o| o.stream == StreamState::Unsupported)
     })
     .await;
@@ -254,7 +247,7 @@ async fn hostile_error_messages_reach_the_screen_harmlessly() {
     .await;
     tui.press(KeyCode::Tab);
     tui.press(KeyCode::Char('r'));
-    tui.until("the poll refused", |app| app.usage.error.is_some())
+    tui.until("the poll refused", |app| app.usage().error.is_some())
         .await;
     let screen = tui.screen();
     assert!(
@@ -319,8 +312,8 @@ async fn invalid_utf8_and_oversized_replies_are_refused_with_a_clear_error() {
         let dir = tempfile::tempdir().unwrap();
         let mut tui = Tui::start(options(base, "service_live_hostile0000000000"), dir.path());
         tui.until("ready", |app| {
-            app.store_ready
-                && app.open.as_ref().is_some_and(|o| {
+            app.store_ready()
+                && app.session().is_some_and(|o| {
                     !matches!(o.stream, StreamState::Connecting | StreamState::Open)
                 })
         })

@@ -225,17 +225,13 @@ async fn a_draft_is_on_disk_after_quit_and_comes_back_on_the_next_start() {
     let base: url::Url = svc.base_url().parse().unwrap();
     let mut tui = Tui::start(options(base.clone(), &svc.api_key), dir.path());
     tui.until("ready", |app| {
-        app.store_ready
-            && app
-                .open
-                .as_ref()
-                .is_some_and(|o| o.stream == StreamState::Open)
+        app.store_ready() && app.session().is_some_and(|o| o.stream == StreamState::Open)
     })
     .await;
     let sid = tui.app().open_id().unwrap().to_string();
     tui.type_text("half a thought, unsent");
     tui.key(KeyCode::Char('c'), KeyModifiers::CONTROL);
-    assert!(tui.app().quit);
+    assert!(tui.app().has_quit());
     let Tui { rt, store_file } = tui;
     rt.shutdown().await;
     let store = Store::open(&store_file).unwrap();
@@ -264,7 +260,7 @@ async fn a_draft_is_written_to_the_store_while_typing() {
         options(svc.base_url().parse().unwrap(), &svc.api_key),
         dir.path(),
     );
-    tui.until("ready", |app| app.store_ready && app.open.is_some())
+    tui.until("ready", |app| app.store_ready() && app.session().is_some())
         .await;
     let sid = tui.app().open_id().unwrap().to_string();
     tui.type_text("typed, then the power goes");

@@ -25,7 +25,7 @@ async fn service(config: ServiceConfig) -> RunningService {
 }
 
 fn stream_state(app: &App) -> Option<&StreamState> {
-    app.open.as_ref().map(|o| &o.stream)
+    app.session().map(|o| &o.stream)
 }
 
 fn stream_down(app: &App) -> bool {
@@ -37,13 +37,13 @@ fn stream_open(app: &App) -> bool {
 }
 
 fn last_reply(app: &App) -> Option<(&str, &EntryState)> {
-    let o = app.open.as_ref()?;
+    let o = app.session()?;
     let i = o.items.last()?;
     Some((o.content(o.items.len() - 1), &i.state))
 }
 
 fn reply_complete(app: &App) -> bool {
-    app.open.as_ref().is_some_and(|o| o.pending.is_none())
+    app.session().is_some_and(|o| o.pending.is_none())
         && last_reply(app).is_some_and(|(c, s)| *s == EntryState::Complete && !c.is_empty())
 }
 
@@ -105,7 +105,7 @@ async fn a_server_down_at_start_shows_offline_keeps_the_text_and_recovers_by_its
     let dir = tempfile::tempdir().unwrap();
     let mut tui = Tui::start(options(proxy.url(), &svc.api_key), dir.path());
     tui.until("the app open with its stream down", |app| {
-        app.store_ready && stream_down(app)
+        app.store_ready() && stream_down(app)
     })
     .await;
     let screen = tui.screen();
@@ -120,7 +120,7 @@ async fn a_server_down_at_start_shows_offline_keeps_the_text_and_recovers_by_its
     .await;
     assert_eq!(tui.app().composer_text(), "are you there?");
     assert!(
-        tui.app().open.as_ref().unwrap().items.is_empty(),
+        tui.app().session().unwrap().items.is_empty(),
         "the failed message left the transcript"
     );
 
@@ -234,7 +234,7 @@ async fn mid_reply() -> (
     let proxy = FaultProxy::start(Some(svc.addr)).await;
     let dir = tempfile::tempdir().unwrap();
     let mut tui = Tui::start(options(proxy.url(), &svc.api_key), dir.path());
-    tui.until("stream open", |app| app.store_ready && stream_open(app))
+    tui.until("stream open", |app| app.store_ready() && stream_open(app))
         .await;
     tui.type_text("tell me everything");
     tui.press(KeyCode::Enter);
@@ -316,7 +316,7 @@ async fn killable(dir: &std::path::Path) -> (RunningService, FaultProxy, Tui) {
     let first = service(ServiceConfig::persistent(dir, 200).unwrap()).await;
     let proxy = FaultProxy::start(Some(first.addr)).await;
     let mut tui = Tui::start(options(proxy.url(), &first.api_key), dir);
-    tui.until("stream open", |app| app.store_ready && stream_open(app))
+    tui.until("stream open", |app| app.store_ready() && stream_open(app))
         .await;
     tui.type_text("please write a long story about lighthouses");
     tui.press(KeyCode::Enter);
@@ -353,8 +353,7 @@ async fn a_server_killed_mid_reply_and_restarted_is_reconnected_to_by_itself() {
     // locally as far as it came), the message `not sent`, and its text is back in the
     // composer to send again.
     tui.until("the reply settled", |app| {
-        app.open
-            .as_ref()
+        app.session()
             .is_some_and(|o| o.pending.is_none() && o.cut_off.is_none())
     })
     .await;
@@ -369,7 +368,7 @@ async fn a_server_killed_mid_reply_and_restarted_is_reconnected_to_by_itself() {
         "please write a long story about lighthouses"
     );
     if *state == EntryState::Failed("not kept".into()) {
-        let notice = tui.app().notice.clone().unwrap().text;
+        let notice = tui.app().notice().cloned().unwrap().text;
         assert!(notice.contains("did not keep"), "{notice}");
         assert!(tui.screen().contains("not sent"), "{}", tui.screen());
         let sid = tui.app().open_id().unwrap().to_string();
@@ -403,7 +402,7 @@ async fn a_server_killed_mid_reply_ends_the_pending_reply_by_itself() {
     let (first, _proxy, mut tui) = killable(dir.path()).await;
     first.shutdown().await;
     tui.until("the reply no longer pending", |app| {
-        app.open.as_ref().is_some_and(|o| o.pending.is_none())
+        app.session().is_some_and(|o| o.pending.is_none())
     })
     .await;
     let (partial, state) = last_reply(tui.app()).unwrap();
@@ -423,7 +422,7 @@ async fn a_stalled_connection_times_out_while_the_ui_keeps_working() {
     opts.timeouts.request = Duration::from_millis(800);
     opts.timeouts.connect = Duration::from_millis(800);
     let mut tui = Tui::start(opts, dir.path());
-    tui.until("stream open", |app| app.store_ready && stream_open(app))
+    tui.until("stream open", |app| app.store_ready() && stream_open(app))
         .await;
     // From now on the network swallows everything and answers nothing.
     proxy.set(Fault::Stall);
@@ -431,7 +430,7 @@ async fn a_stalled_connection_times_out_while_the_ui_keeps_working() {
     tui.until("the stream down", stream_down).await;
     tui.type_text("hello?");
     tui.press(KeyCode::Enter);
-    assert!(tui.app().open.as_ref().unwrap().pending.is_some());
+    assert!(tui.app().session().unwrap().pending.is_some());
     // The UI takes keys while the send hangs.
     tui.type_text("still typing");
     assert_eq!(tui.app().composer_text(), "still typing");
@@ -500,7 +499,7 @@ async fn a_slow_link_delivers_the_streamed_reply_whole() {
     proxy.set(Fault::Delay(Duration::from_millis(30)));
     let dir = tempfile::tempdir().unwrap();
     let mut tui = Tui::start(options(proxy.url(), &svc.api_key), dir.path());
-    tui.until("stream open", |app| app.store_ready && stream_open(app))
+    tui.until("stream open", |app| app.store_ready() && stream_open(app))
         .await;
     tui.type_text("show me some code");
     tui.press(KeyCode::Enter);

@@ -84,7 +84,7 @@ impl Tui {
     /// The symbol of every cell of a frame drawn now.
     pub fn cells(&self) -> Vec<String> {
         let app = &self.rt.app;
-        let mut t = Terminal::new(TestBackend::new(app.size.width, app.size.height)).unwrap();
+        let mut t = Terminal::new(TestBackend::new(app.size().width, app.size().height)).unwrap();
         t.draw(|f| view::draw(f, app)).unwrap();
         t.backend()
             .buffer()
@@ -96,7 +96,7 @@ impl Tui {
 
     pub fn screen(&self) -> String {
         let app = &self.rt.app;
-        let mut t = Terminal::new(TestBackend::new(app.size.width, app.size.height)).unwrap();
+        let mut t = Terminal::new(TestBackend::new(app.size().width, app.size().height)).unwrap();
         t.draw(|f| view::draw(f, app)).unwrap();
         let buf = t.backend().buffer();
         (0..buf.area.height)

@@ -72,11 +72,10 @@ impl Harness {
     /// Waits until the app is connected, has read the store and opened its session's stream.
     async fn ready(&mut self) {
         self.until("connected, store loaded, stream open", |app| {
-            matches!(app.connection, Connection::Connected(_))
-                && app.store_ready
+            matches!(app.connection(), Connection::Connected(_))
+                && app.store_ready()
                 && app
-                    .open
-                    .as_ref()
+                    .session()
                     .is_some_and(|o| o.loaded && o.stream == StreamState::Open)
         })
         .await;
@@ -112,8 +111,8 @@ impl Harness {
 
     fn screen(&self) -> String {
         let mut t = Terminal::new(TestBackend::new(
-            self.rt.app.size.width,
-            self.rt.app.size.height,
+            self.rt.app.size().width,
+            self.rt.app.size().height,
         ))
         .unwrap();
         t.draw(|f| view::draw(f, &self.rt.app)).unwrap();
@@ -132,7 +131,7 @@ impl Harness {
         self.type_text(text);
         self.press(KeyCode::Enter);
         self.until("the reply", |app| {
-            let o = app.open.as_ref().unwrap();
+            let o = app.session().unwrap();
             let last = o.items.len().wrapping_sub(1);
             o.pending.is_none()
                 && o.items
@@ -150,19 +149,19 @@ async fn send_streams_the_reply_into_the_transcript() {
     h.press(KeyCode::Enter);
     // The reply arrives as deltas first.
     h.until("streamed text", |app| {
-        let o = app.open.as_ref().unwrap();
+        let o = app.session().unwrap();
         !o.content(o.items.len().wrapping_sub(1)).is_empty()
     })
     .await;
     h.until("the reply", |app| {
-        let o = app.open.as_ref().unwrap();
+        let o = app.session().unwrap();
         o.pending.is_none()
             && o.items
                 .last()
                 .is_some_and(|i| i.state == EntryState::Complete)
     })
     .await;
-    let o = h.rt.app.open.as_ref().unwrap();
+    let o = h.rt.app.session().unwrap();
     assert_eq!(o.items.len(), 2);
     let reply = o.content(1).to_string();
     assert!(o.items[1].tokens > 0);
@@ -183,7 +182,7 @@ async fn send_streams_the_reply_into_the_transcript() {
     );
     // The usage poll after the send counted the request.
     h.until("usage", |app| {
-        app.usage
+        app.usage()
             .usage
             .as_ref()
             .is_some_and(|u| u.requests.used > 0)
@@ -200,14 +199,11 @@ async fn ctrl_n_opens_a_new_session() {
     h.key(KeyCode::Char('n'), KeyModifiers::CONTROL);
     h.until("the new session's stream", |app| {
         app.open_id() != Some(first.as_str())
-            && app
-                .open
-                .as_ref()
-                .is_some_and(|o| o.stream == StreamState::Open)
+            && app.session().is_some_and(|o| o.stream == StreamState::Open)
     })
     .await;
     assert_eq!(h.rt.app.sessions_pane().all().len(), 2);
-    assert!(h.rt.app.open.as_ref().unwrap().items.is_empty());
+    assert!(h.rt.app.session().unwrap().items.is_empty());
     h.send_and_wait("in the second session").await;
     assert_eq!(
         h.rt.app.sessions_pane().all()[0].title,
@@ -220,8 +216,7 @@ async fn ctrl_n_opens_a_new_session() {
     h.until("the first transcript", |app| {
         app.open_id() == Some(first.as_str())
             && app
-                .open
-                .as_ref()
+                .session()
                 .is_some_and(|o| o.loaded && o.items.len() == 2)
     })
     .await;
@@ -238,7 +233,7 @@ async fn delete_asks_then_deletes_on_the_server() {
     h.press(KeyCode::Down);
     h.press(KeyCode::Char('d'));
     assert!(
-        matches!(&h.rt.app.overlay, Some(Overlay::ConfirmDelete { session_id, .. }) if *session_id == doomed)
+        matches!(h.rt.app.overlay(), Some(Overlay::ConfirmDelete { session_id, .. }) if *session_id == doomed)
     );
     assert!(h.screen().contains("Delete “doomed”"));
     h.press(KeyCode::Char('y'));
@@ -264,8 +259,7 @@ async fn a_stale_session_is_removed_when_the_server_does_not_know_it() {
     h.type_text("soon gone");
     h.press(KeyCode::Enter);
     h.until("the reply", |app| {
-        app.open
-            .as_ref()
+        app.session()
             .is_some_and(|o| o.items.len() == 2 && !o.is_streaming())
     })
     .await;
@@ -279,7 +273,7 @@ async fn a_stale_session_is_removed_when_the_server_does_not_know_it() {
         app.sessions_pane().all().iter().all(|s| s.id != id)
     })
     .await;
-    let notice = h.rt.app.notice.as_ref().unwrap().text.clone();
+    let notice = h.rt.app.notice().unwrap().text.clone();
     assert!(notice.contains("already deleted"), "{notice}");
     assert_eq!(
         h.rt.app.sessions_pane().all().len(),
@@ -304,7 +298,7 @@ async fn a_session_never_sent_to_is_deleted_here_without_asking_the_server() {
         app.sessions_pane().all().iter().all(|s| s.id != id)
     })
     .await;
-    let notice = h.rt.app.notice.as_ref().unwrap().text.clone();
+    let notice = h.rt.app.notice().unwrap().text.clone();
     assert!(notice.contains("had no messages"), "{notice}");
     assert!(!notice.contains("already deleted"), "{notice}");
     assert_eq!(
@@ -323,10 +317,10 @@ async fn context_overflow_offers_a_new_session_with_the_draft() {
     h.type_text(long.trim());
     h.press(KeyCode::Enter);
     h.until("the overflow dialog", |app| {
-        matches!(app.overlay, Some(Overlay::ContextOverflow { .. }))
+        matches!(app.overlay(), Some(Overlay::ContextOverflow { .. }))
     })
     .await;
-    let Some(Overlay::ContextOverflow { current, max, .. }) = h.rt.app.overlay.clone() else {
+    let Some(Overlay::ContextOverflow { current, max, .. }) = h.rt.app.overlay().cloned() else {
         unreachable!()
     };
     assert_eq!(max, 40);
@@ -341,7 +335,7 @@ async fn context_overflow_offers_a_new_session_with_the_draft() {
     // The refused message was this session's first, so it is still an empty new session:
     // that one takes the draft (there is at most one empty new session).
     assert_eq!(h.rt.app.sessions_pane().all().len(), sessions);
-    assert!(h.rt.app.open.as_ref().unwrap().items.is_empty());
+    assert!(h.rt.app.session().unwrap().items.is_empty());
     assert_eq!(h.rt.app.composer_text(), long.trim());
 }
 
@@ -351,7 +345,7 @@ async fn the_context_gauge_shows_the_services_window_before_any_overflow() {
     config.max_context_tokens = 300;
     let mut h = start(config).await;
     h.until("the window from the first usage poll", |app| {
-        app.open.as_ref().is_some_and(|o| o.context_max == 300)
+        app.session().is_some_and(|o| o.context_max == 300)
     })
     .await;
     h.send_and_wait("hello").await;
@@ -360,20 +354,20 @@ async fn the_context_gauge_shows_the_services_window_before_any_overflow() {
     assert!(!screen.contains("8.2k"), "{screen}");
     // A session opened later starts with it too.
     h.key(KeyCode::Char('n'), KeyModifiers::CONTROL);
-    assert_eq!(h.rt.app.open.as_ref().unwrap().context_max, 300);
+    assert_eq!(h.rt.app.session().unwrap().context_max, 300);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn polling_failure_marks_the_gauges_stale() {
     let mut h = start(ServiceConfig::ephemeral(1)).await;
-    h.until("a first usage poll", |app| app.usage.usage.is_some())
+    h.until("a first usage poll", |app| app.usage().usage.is_some())
         .await;
     h.service.take().unwrap().shutdown().await;
     h.press(KeyCode::Tab);
     h.press(KeyCode::Char('r'));
-    h.until("a failed poll", |app| app.usage.error.is_some())
+    h.until("a failed poll", |app| app.usage().error.is_some())
         .await;
-    assert!(h.rt.app.usage.usage.is_some(), "the last values stay");
+    assert!(h.rt.app.usage().usage.is_some(), "the last values stay");
     let screen = h.screen();
     assert!(screen.contains("STALE"), "{screen}");
 }
@@ -403,8 +397,8 @@ async fn a_wrong_key_says_to_check_it_and_keeps_the_text() {
         },
     );
     rt.run_until("connected and loaded", GUARD, |app| {
-        matches!(app.connection, Connection::Connected(_))
-            && app.open.as_ref().is_some_and(|o| o.loaded)
+        matches!(app.connection(), Connection::Connected(_))
+            && app.session().is_some_and(|o| o.loaded)
     })
     .await
     .unwrap();
@@ -431,9 +425,9 @@ async fn a_wrong_key_says_to_check_it_and_keeps_the_text() {
             .contains("check your API key")
     );
     assert_eq!(rt.app.composer_text(), "secret plans");
-    assert!(rt.app.open.as_ref().unwrap().items.is_empty());
+    assert!(rt.app.session().unwrap().items.is_empty());
     rt.run_until("the usage poll refused", GUARD, |app| {
-        app.usage.error.is_some()
+        app.usage().error.is_some()
     })
     .await
     .unwrap();
@@ -507,7 +501,7 @@ async fn a_server_killed_mid_reply_and_restarted_fails_the_reply_as_not_kept() {
     h.type_text("tell me a long story");
     h.press(KeyCode::Enter);
     h.until("a part of the reply", |app| {
-        let o = app.open.as_ref().unwrap();
+        let o = app.session().unwrap();
         o.items.len() == 2 && !o.content(1).is_empty()
     })
     .await;
@@ -515,8 +509,7 @@ async fn a_server_killed_mid_reply_and_restarted_fails_the_reply_as_not_kept() {
     killed.shutdown_background();
     std::mem::forget(service);
     h.until("the stream lost", |app| {
-        app.open
-            .as_ref()
+        app.session()
             .is_some_and(|o| matches!(o.stream, StreamState::Down(_)))
     })
     .await;
@@ -524,7 +517,7 @@ async fn a_server_killed_mid_reply_and_restarted_fails_the_reply_as_not_kept() {
     let restarted = restart(data.path(), addr, Duration::from_secs(5)).await;
     let history = h
         .client
-        .session_messages(&h.rt.app.open.as_ref().unwrap().id)
+        .session_messages(&h.rt.app.session().unwrap().id)
         .await;
     let history = history.unwrap().unwrap();
     assert_eq!(
@@ -533,14 +526,14 @@ async fn a_server_killed_mid_reply_and_restarted_fails_the_reply_as_not_kept() {
         "the killed server kept the message without a reply: {history:?}"
     );
     h.until("the reply settled as not kept", |app| {
-        let o = app.open.as_ref().unwrap();
+        let o = app.session().unwrap();
         o.stream == StreamState::Open
             && o.items
                 .get(1)
                 .is_some_and(|i| i.state == EntryState::Failed("not kept".into()))
     })
     .await;
-    let o = h.rt.app.open.as_ref().unwrap();
+    let o = h.rt.app.session().unwrap();
     assert_eq!(o.items[0].state, EntryState::Failed("not sent".into()));
     assert!(o.pending.is_none() && o.cut_off.is_none());
     assert_eq!(h.rt.app.composer_text(), "tell me a long story");

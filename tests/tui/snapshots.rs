@@ -5,7 +5,7 @@ use convo_client::api::ApiError;
 use convo_client::api::stream::StreamUpdate;
 use convo_client::api::{Message, Role, StreamEvent, Usage};
 use convo_service::engine::LoadState;
-use convo_tui::app::{App, Command, Level, Notice, Settings};
+use convo_tui::app::{App, Command, Settings};
 use convo_tui::event::{AppEvent, Endpoint, EngineStatus, Exported, SessionSummary, StoredMessage};
 use convo_tui::keys::KeyBindings;
 use convo_tui::view;
@@ -115,7 +115,7 @@ fn chat_with(w: u16, h: u16, messages: Vec<StoredMessage>) -> App {
 }
 
 fn render(app: &App) -> String {
-    let backend = TestBackend::new(app.size.width, app.size.height);
+    let backend = TestBackend::new(app.size().width, app.size().height);
     let mut terminal = Terminal::new(backend).unwrap();
     terminal.draw(|f| view::draw(f, app)).unwrap();
     let buf = terminal.backend().buffer().clone();
@@ -567,7 +567,7 @@ fn filtering_sessions_shows_the_filter_keys_over_a_notice() {
         let mut app = chat(w, h);
         type_text(&mut app, "/meta {\"a\":1}");
         app.update(key(KeyCode::Enter));
-        assert!(app.notice.is_some());
+        assert!(app.notice().is_some());
         app.update(key(KeyCode::Tab));
         app.update(key(KeyCode::Char('/')));
         type_text(&mut app, "tr");
@@ -622,7 +622,7 @@ fn session_titles_from_markdown_messages_are_plain() {
             KeyCode::Char('n'),
             KeyModifiers::CONTROL,
         )));
-        let sid = app.open.as_ref().unwrap().id.clone();
+        let sid = app.session().unwrap().id.clone();
         app.update(AppEvent::Stream {
             session_id: sid.clone(),
             update: StreamUpdate::Connected,
@@ -770,14 +770,14 @@ fn a_long_notice_is_never_cut_for_the_connection_label() {
             LoadState::Ready,
             None,
         ));
-        app.notice = Some(Notice {
-            level: Level::Warn,
-            text: "the service did not keep your last message (it may have restarted): it is \
+        // A notice as a worker failure gives it (the snapshot is of the text, whatever its level).
+        app.update(AppEvent::WorkerError(
+            "the service did not keep your last message (it may have restarted): it is \
                    back in the composer, marked not sent · the reply was interrupted while it \
                    streamed (connection reset by the service at 127.0.0.1:40000); your message \
                    was not kept: it is back in the composer, marked not sent — send it again"
                 .into(),
-        });
+        ));
         app
     });
 }
@@ -1135,4 +1135,41 @@ fn search_hits_searching_then_failed() {
 #[test]
 fn search_bar_just_opened() {
     snap("search_open", |w, h| searching("", w, h));
+}
+
+/// A draft whose words end exactly at the composer's edge (54 columns at 80×24): each wrapped
+/// row starts with a word, not with the space of the break (ratatui-textarea's own word wrap
+/// put it there).
+#[test]
+fn the_composer_wraps_between_words_without_a_leading_space() {
+    let rows = [
+        "The composer wraps a long draft between words: the one",
+        "space at each break stays at the end of its row, never",
+        "at the start of the next one.",
+    ];
+    let mut app = chat(80, 24);
+    type_text(&mut app, &rows.join(" "));
+    let inner = app.layout().composer.width - 2;
+    assert_eq!(
+        usize::from(inner),
+        rows[0].len(),
+        "the first row fills the composer"
+    );
+    let screen = render(&app);
+    insta::assert_snapshot!("composer_wrapped_80x24", screen);
+    let composer: Vec<&str> = screen
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix('│')
+                .and_then(|l| l.split_once('│'))
+                .map(|(_, r)| r)
+        })
+        .filter_map(|r| r.strip_prefix('│'))
+        .collect();
+    for row in rows {
+        assert!(
+            composer.iter().any(|c| c.starts_with(row)),
+            "{row:?} is a row of its own in {composer:#?}"
+        );
+    }
 }

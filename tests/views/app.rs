@@ -24,7 +24,7 @@ fn type_line(app: &mut App, text: &str) -> Vec<Command> {
 fn slash_commands_open_the_views() {
     let mut app = app();
     let out = type_line(&mut app, "/metrics");
-    assert_eq!(app.view, View::Metrics);
+    assert_eq!(app.view(), View::Metrics);
     assert!(
         out.iter()
             .any(|c| matches!(c, Command::Metrics(MetricsRequest::Load(_))))
@@ -34,9 +34,9 @@ fn slash_commands_open_the_views() {
         "the command is not left in the composer"
     );
     app.update(key(KeyCode::Esc));
-    assert_eq!(app.view, View::Chat);
+    assert_eq!(app.view(), View::Chat);
     let out = type_line(&mut app, "/wallet   staker ");
-    assert_eq!(app.view, View::Wallet);
+    assert_eq!(app.view(), View::Wallet);
     assert!(out.contains(&Command::Wallet(WalletRequest::Fetch {
         fetch_id: 1,
         wallet_id: "staker".into()
@@ -44,7 +44,7 @@ fn slash_commands_open_the_views() {
     // `/wallet` alone opens the prompt.
     app.update(key(KeyCode::Esc));
     let out = type_line(&mut app, "/wallet");
-    assert_eq!(app.view, View::Wallet);
+    assert_eq!(app.view(), View::Wallet);
     assert!(!out.iter().any(|c| matches!(c, Command::Wallet(_))));
 }
 
@@ -52,14 +52,14 @@ fn slash_commands_open_the_views() {
 fn f2_and_f3_switch_between_the_views() {
     let mut app = app();
     app.update(key(KeyCode::F(3)));
-    assert_eq!(app.view, View::Wallet);
-    assert_eq!(app.wallet.section, WalletSection::Prompt);
+    assert_eq!(app.view(), View::Wallet);
+    assert_eq!(app.wallet().section, WalletSection::Prompt);
     // The embedded service's wallets are offered.
-    assert!(app.wallet.suggestions().contains(&"treasury"));
+    assert!(app.wallet().suggestions().contains(&"treasury"));
     app.update(key(KeyCode::F(2)));
-    assert_eq!(app.view, View::Metrics);
+    assert_eq!(app.view(), View::Metrics);
     app.update(key(KeyCode::F(3)));
-    assert_eq!(app.view, View::Wallet);
+    assert_eq!(app.view(), View::Wallet);
 }
 
 #[test]
@@ -67,7 +67,7 @@ fn pastes_go_to_the_view_inputs_not_the_composer() {
     let mut app = app();
     app.update(key(KeyCode::F(3)));
     app.update(AppEvent::Paste("collector\nsecond line".into()));
-    assert_eq!(app.wallet.input, "collector");
+    assert_eq!(app.wallet().input, "collector");
     assert!(app.composer_text().is_empty());
     app.metrics.requests_left = Some(1_000_000);
     app.update(key(KeyCode::F(2)));
@@ -111,5 +111,5 @@ fn keys_in_the_views_do_not_reach_the_chat() {
     // `q` quits from the view, as from any pane outside the composer.
     let out = app.update(key(KeyCode::Char('q')));
     assert!(out.contains(&Command::Quit));
-    assert!(app.quit);
+    assert!(app.has_quit());
 }

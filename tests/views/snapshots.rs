@@ -13,7 +13,7 @@ use ratatui::backend::TestBackend;
 use crate::fixture::{app, key};
 
 fn render(app: &App) -> String {
-    let backend = TestBackend::new(app.size.width, app.size.height);
+    let backend = TestBackend::new(app.size().width, app.size().height);
     let mut terminal = Terminal::new(backend).unwrap();
     terminal.draw(|f| view::draw(f, app)).unwrap();
     let buf = terminal.backend().buffer().clone();
@@ -56,7 +56,7 @@ fn open_metrics(app: &mut App) -> LoadPlan {
     // No usage poll has answered here: a plan with room, unless a test gave one.
     app.metrics.requests_left.get_or_insert(1_000_000);
     let out = app.update(key(KeyCode::F(2)));
-    assert_eq!(app.view, View::Metrics);
+    assert_eq!(app.view(), View::Metrics);
     out.into_iter()
         .find_map(|c| match c {
             Command::Metrics(MetricsRequest::Load(p)) => Some(p),
@@ -259,7 +259,10 @@ fn metrics_cancelled_80x24() {
     assert!(out.contains(&Command::Metrics(MetricsRequest::Cancel {
         load_id: plan.load_id
     })));
-    assert!(!app.quit, "Ctrl-C while loading cancels, it does not quit");
+    assert!(
+        !app.has_quit(),
+        "Ctrl-C while loading cancels, it does not quit"
+    );
     insta::assert_snapshot!(render(&app));
 }
 
@@ -281,7 +284,7 @@ fn open_wallet(app: &mut App, id: &str) -> u64 {
         app.update(key(KeyCode::Char(c)));
     }
     let out = app.update(key(KeyCode::Enter));
-    assert_eq!(app.view, View::Wallet);
+    assert_eq!(app.view(), View::Wallet);
     out.into_iter()
         .find_map(|c| match c {
             Command::Wallet(WalletRequest::Fetch { fetch_id, .. }) => Some(fetch_id),
@@ -386,8 +389,8 @@ fn help_lists_the_view_keys() {
     assert!(screen.contains("cancel loading"), "{screen}");
     // Any key closes the help and the view is still there.
     app.update(key(KeyCode::Char('x')));
-    assert_eq!(app.view, View::Metrics);
-    assert!(app.overlay.is_none());
+    assert_eq!(app.view(), View::Metrics);
+    assert!(app.overlay().is_none());
 }
 
 #[test]
@@ -462,7 +465,7 @@ fn a_costly_load_asks_first() {
         let out = app.update(key(KeyCode::Esc));
         assert_eq!(loads(&out), 0);
         assert!(app.metrics.asking.is_none());
-        assert_eq!(app.view, View::Metrics);
+        assert_eq!(app.view(), View::Metrics);
         assert!(
             render(&app).contains("last 24 hours by hour"),
             "the choice shown is back"

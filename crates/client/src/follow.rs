@@ -69,6 +69,21 @@ pub enum ReplyFailure {
     NotKept { message_kept: bool },
 }
 
+impl ReplyFailure {
+    /// Whether the message the reply answered has to be sent again: the turn ended without
+    /// a reply the service keeps. An `error` event rolls the turn back, the message with it
+    /// (docs/service.md), except when the session itself is gone (`session_not_found`: there
+    /// is nothing to send it to); a reply not kept leaves the message unanswered either way.
+    /// `convo send --stream` ends with the error; the TUI marks the message not sent and
+    /// puts it back in the composer.
+    pub fn resend_message(&self) -> bool {
+        match self {
+            ReplyFailure::Error(body) => body.code != "session_not_found",
+            ReplyFailure::NotKept { .. } => true,
+        }
+    }
+}
+
 /// What the driver does next.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Next {
@@ -506,6 +521,24 @@ mod tests {
             f.status(),
             ReplyStatus::Failed(ReplyFailure::Error(e)) if e.code == "engine_error"
         ));
+        let ReplyStatus::Failed(failure) = f.status() else {
+            unreachable!()
+        };
+        assert!(failure.resend_message(), "the turn is rolled back");
+    }
+
+    #[test]
+    fn which_failures_leave_the_message_to_send_again() {
+        let error = |code: &str| ReplyFailure::Error(ErrorBody::new(code, "why"));
+        assert!(error("engine_failed").resend_message());
+        assert!(error("internal").resend_message());
+        assert!(
+            !error("session_not_found").resend_message(),
+            "a deleted session has nothing to send it to"
+        );
+        for message_kept in [true, false] {
+            assert!(ReplyFailure::NotKept { message_kept }.resend_message());
+        }
     }
 
     #[test]

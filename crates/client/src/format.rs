@@ -3,13 +3,14 @@
 
 use chrono::{DateTime, Utc};
 
-/// A count and its noun: `1 token`, `12 tokens`, `1,234 messages` (the noun takes an `s`).
+/// A count and its noun: `1 token`, `12 tokens`, `1,234 messages`, `3 matches` (the noun
+/// takes an `s`, or `es` after s, x, z, ch and sh).
 pub fn counted(n: u64, noun: &str) -> String {
     if n == 1 {
-        format!("1 {noun}")
-    } else {
-        format!("{} {noun}s", group_digits(n))
+        return format!("1 {noun}");
     }
+    let es = noun.ends_with(['s', 'x', 'z']) || noun.ends_with("ch") || noun.ends_with("sh");
+    format!("{} {noun}{}", group_digits(n), if es { "es" } else { "s" })
 }
 
 /// A number with thousands separators: 1234567 → 1,234,567.
@@ -194,6 +195,16 @@ mod tests {
         assert_eq!(bytes(98_362_432), "98.4 MB");
         assert_eq!(bytes(999_999_999), "1.0 GB");
         assert_eq!(bytes(4_100_000_000), "4.1 GB");
+    }
+
+    #[test]
+    fn counts_take_the_plural_of_their_noun() {
+        assert_eq!(counted(1, "token"), "1 token");
+        assert_eq!(counted(0, "token"), "0 tokens");
+        assert_eq!(counted(1234, "message"), "1,234 messages");
+        assert_eq!(counted(1, "match"), "1 match");
+        assert_eq!(counted(3, "match"), "3 matches");
+        assert_eq!(counted(2, "box"), "2 boxes");
     }
 
     #[test]

@@ -4,12 +4,23 @@
 //! an edit, a scroll, a notice); `view/composer.rs` draws it from the read-only methods. Why
 //! the last send failed stays with `App`, which sends.
 
+use std::cell::Cell;
+
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui_textarea::{TextArea, WrapMode};
 use serde_json::Value;
 
+use crate::component::ChatComponent;
 use crate::keys::KeyBindings;
 use convo_client::api::Role;
+
+mod wrap;
+
+pub use wrap::{Row, Screen, width_at};
+
+/// The open session's sent messages, newest first, as the composer takes them (asked only
+/// when `Up` or `Down` recalls one).
+pub type Sent<'a> = &'a dyn Fn() -> Vec<String>;
 
 /// The composer.
 pub struct Composer {
@@ -27,6 +38,9 @@ pub struct Composer {
     token_counter_asked: bool,
     /// Why the last send failed, shown on the composer's border until the next send or edit.
     send_error: Option<String>,
+    /// The first screen row drawn when the draft is taller than the composer (kept from
+    /// frame to frame: it moves only to keep the cursor in view).
+    scroll_top: Cell<usize>,
 }
 
 /// Where the composer is in the session's sent messages.
@@ -72,6 +86,7 @@ impl Composer {
             draft_in_store: String::new(),
             token_counter_asked: false,
             send_error: None,
+            scroll_top: Cell::new(0),
         }
     }
 
@@ -80,6 +95,33 @@ impl Composer {
     /// The text area, to draw (and for its cursor and placeholder).
     pub fn text_area(&self) -> &TextArea<'static> {
         &self.text
+    }
+
+    /// The draft on screen at `width` columns: its rows, word-wrapped
+    /// (`composer_pane/wrap.rs`), and where the cursor is drawn.
+    pub fn screen(&self, width: usize) -> Screen {
+        let cursor = self.text.cursor();
+        wrap::screen(self.lines(), width, cursor.0, cursor.1)
+    }
+
+    /// How many rows the draft takes at `width` columns.
+    pub fn rows(&self, width: usize) -> usize {
+        self.screen(width).rows.len()
+    }
+
+    /// The first row to draw in a composer `height` rows high with the cursor on screen row
+    /// `cursor_row`: the one drawn last time, moved only as far as brings the cursor in view.
+    pub fn scroll_top(&self, cursor_row: usize, height: usize) -> usize {
+        let prev = self.scroll_top.get();
+        let top = if cursor_row < prev {
+            cursor_row
+        } else if prev + height.max(1) <= cursor_row {
+            cursor_row + 1 - height.max(1)
+        } else {
+            prev
+        };
+        self.scroll_top.set(top);
+        top
     }
 
     /// The text, lines joined with `\n`.
@@ -204,12 +246,7 @@ impl Composer {
 
     /// A key while the composer has focus. `sent` gives the open session's sent messages,
     /// newest first, as the composer would take them (for `Up` and `Down`).
-    pub fn key(
-        &mut self,
-        keys: &KeyBindings,
-        key: KeyEvent,
-        sent: impl FnOnce() -> Vec<String>,
-    ) -> ComposerKey {
+    fn edit_key(&mut self, keys: &KeyBindings, key: KeyEvent, sent: Sent<'_>) -> ComposerKey {
         if keys.send.matches(&key) {
             return ComposerKey::Submit;
         } else if keys.newline.matches(&key) {
@@ -256,7 +293,7 @@ impl Composer {
         &mut self,
         keys: &KeyBindings,
         key: &KeyEvent,
-        sent: impl FnOnce() -> Vec<String>,
+        sent: Sent<'_>,
     ) -> Option<ComposerKey> {
         let row = self.text.cursor().0;
         let last_row = self.lines().len().saturating_sub(1);
@@ -299,6 +336,32 @@ impl Composer {
     fn put_recalled(&mut self, index: usize, text: String) {
         self.set_text(&text);
         self.recall = Some(Recall { index, text });
+    }
+}
+
+impl ChatComponent for Composer {
+    /// The open session's sent messages, for `Up` and `Down`.
+    type Context<'a> = Sent<'a>;
+    type Outcome = ComposerKey;
+
+    fn key(&mut self, keys: &KeyBindings, key: &KeyEvent, sent: Sent<'_>) -> ComposerKey {
+        self.edit_key(keys, *key, sent)
+    }
+
+    /// Pasted text goes in at the cursor, its line breaks as the composer's.
+    fn paste(&mut self, text: &str, _sent: Sent<'_>) -> ComposerKey {
+        self.insert_str(&text.replace("\r\n", "\n").replace('\r', "\n"));
+        ComposerKey::Consumed
+    }
+
+    fn hints(&self, k: &KeyBindings) -> Vec<(String, &'static str)> {
+        vec![
+            (k.help.typing_label(), "help"),
+            (k.send.first_label(), "send"),
+            (k.new_session.first_label(), "new"),
+            (k.stop_or_quit.first_label(), "quit"),
+            (k.focus_next.first_label(), "panes"),
+        ]
     }
 }
 

@@ -240,6 +240,15 @@ impl Binding {
         self.0.first().map(|k| k.to_string()).unwrap_or_default()
     }
 
+    /// The first key of the binding that works while typing (not a plain character).
+    pub fn typing_label(&self) -> String {
+        self.0
+            .iter()
+            .find(|k| !matches!(k.code, KeyCode::Char(_)) || !k.modifiers.is_empty())
+            .map(|k| k.to_string())
+            .unwrap_or_else(|| self.first_label())
+    }
+
     fn parse(field: &str, value: &toml::Value) -> Result<Self, KeysError> {
         let err = |message: String| KeysError::Field {
             field: field.to_string(),

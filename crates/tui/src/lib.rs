@@ -5,7 +5,9 @@
 
 pub mod app;
 pub mod command;
+pub mod component;
 pub mod composer_pane;
+pub mod dialogs;
 pub mod editor;
 pub mod embedded;
 pub mod event;
@@ -24,6 +26,7 @@ pub mod search;
 pub mod sessions_pane;
 pub mod signals;
 pub mod slash;
+pub mod transcript_pane;
 pub mod view;
 pub mod wallet;
 pub mod workers;
@@ -188,7 +191,7 @@ async fn event_loop(
             signals.forget_typed();
             frames.request();
         }
-        if rt.app.quit {
+        if rt.app.has_quit() {
             return Ok(());
         }
     }

@@ -5,6 +5,7 @@
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
+use crate::component::ChatComponent;
 use crate::event::SessionSummary;
 use crate::keys::KeyBindings;
 
@@ -180,7 +181,7 @@ impl SessionsPane {
     }
 
     /// A key while the pane has focus.
-    pub fn key(&mut self, k: &KeyBindings, key: &KeyEvent) -> SessionsKey {
+    fn pane_key(&mut self, k: &KeyBindings, key: &KeyEvent) -> SessionsKey {
         if self.filtering {
             match key.code {
                 KeyCode::Esc => {
@@ -248,5 +249,39 @@ impl SessionsPane {
     fn sort(&mut self) {
         self.sessions
             .sort_by_key(|s| std::cmp::Reverse(s.last_activity));
+    }
+}
+
+impl ChatComponent for SessionsPane {
+    type Context<'a> = ();
+    type Outcome = SessionsKey;
+
+    fn key(&mut self, keys: &KeyBindings, key: &KeyEvent, _: ()) -> SessionsKey {
+        self.pane_key(keys, key)
+    }
+
+    /// The pane takes no text: a paste goes to the composer.
+    fn paste(&mut self, _text: &str, _: ()) -> SessionsKey {
+        SessionsKey::NotConsumed
+    }
+
+    fn hints(&self, k: &KeyBindings) -> Vec<(String, &'static str)> {
+        if self.filtering {
+            return vec![
+                (k.open_session.first_label(), "open"),
+                ("Esc".to_string(), "clear filter"),
+                (
+                    format!("{}/{}", k.move_up.first_label(), k.move_down.first_label()),
+                    "select",
+                ),
+            ];
+        }
+        vec![
+            (k.help.first_label(), "help"),
+            (k.open_session.first_label(), "open"),
+            (k.delete_session.first_label(), "delete"),
+            (k.filter_sessions.first_label(), "filter"),
+            (k.quit.first_label(), "quit"),
+        ]
     }
 }

@@ -1,7 +1,16 @@
-//! What keys and commands do: quitting, scrolling, opening, creating and deleting sessions,
-//! and sending a message.
+//! What keys and commands do: quitting, opening, creating and deleting sessions, and
+//! sending a message.
 
-use super::*;
+use convo_client::api::{Role, SendMessage, new_session_id};
+use convo_client::follow::ReplyFollower;
+use convo_wire::limits::MAX_CONTENT_CHARS;
+
+use super::{
+    App, Command, Connection, Focus, Level, NEW_SESSION_TITLE, STILL_COMING, StoreOp, StreamState,
+};
+use crate::event::SessionSummary;
+use crate::render::transcript::EntryState;
+use crate::transcript_pane::{OpenSession, PendingSend};
 
 impl App {
     // ---- actions ---------------------------------------------------------------------------
@@ -23,7 +32,7 @@ impl App {
     /// Stores what arrived of the open session's replies still coming or lost by the stream,
     /// marked interrupted (leaving the session or quitting).
     pub(super) fn keep_cut_replies(&mut self, out: &mut Vec<Command>) {
-        let Some(open) = self.open.as_mut() else {
+        let Some(open) = self.transcript.session_mut() else {
             return;
         };
         if let Some(p) = open.pending.take_if(|p| p.accepted) {
@@ -39,7 +48,7 @@ impl App {
     }
 
     pub(super) fn save_draft(&mut self, out: &mut Vec<Command>) {
-        if let Some(open) = &self.open {
+        if let Some(open) = self.transcript.session() {
             let text = self.composer_text();
             out.push(Command::Persist(StoreOp::SaveDraft {
                 session_id: open.id.clone(),
@@ -54,51 +63,8 @@ impl App {
         (h as usize).saturating_sub(2).max(1)
     }
 
-    pub(super) fn scroll_by(&mut self, delta: isize) {
-        let (w, h) = self.transcript_viewport();
-        let Some(open) = self.open.as_mut() else {
-            return;
-        };
-        let total = open.transcript.height(w);
-        let max_top = total.saturating_sub(h as usize);
-        let top = open.effective_top(w, h) as isize + delta;
-        let top = top.clamp(0, max_top as isize) as usize;
-        open.top = top;
-        open.follow = top >= max_top;
-    }
-
-    pub(super) fn reveal_selected(&mut self) {
-        let (w, h) = self.transcript_viewport();
-        let Some(open) = self.open.as_mut() else {
-            return;
-        };
-        let Some(entry) = open
-            .selected
-            .and_then(|i| open.items.get(i))
-            .map(|i| i.entry)
-        else {
-            return;
-        };
-        let range = open.transcript.line_range_of(w, entry);
-        if range.is_empty() {
-            return;
-        }
-        let top = open.effective_top(w, h);
-        let h = h as usize;
-        let new_top = if range.start < top {
-            range.start
-        } else if range.end > top + h {
-            range.end.saturating_sub(h).min(range.start)
-        } else {
-            top
-        };
-        let max_top = open.transcript.height(w).saturating_sub(h);
-        open.top = new_top;
-        open.follow = new_top >= max_top;
-    }
-
     pub(super) fn stop_stream(&mut self, out: &mut Vec<Command>) {
-        let Some(open) = self.open.as_mut() else {
+        let Some(open) = self.transcript.session_mut() else {
             return;
         };
         let Some(p) = open.pending.take() else { return };
@@ -139,7 +105,7 @@ impl App {
         self.leave_open_session(out);
         // Another session, another history.
         self.composer.forget_recall();
-        self.open = Some(OpenSession::new(
+        self.transcript.show(OpenSession::new(
             id.clone(),
             self.settings.max_context_tokens,
         ));
@@ -160,7 +126,7 @@ impl App {
         self.save_draft(out);
         // A reply still streaming is kept as far as it came.
         self.keep_cut_replies(out);
-        if self.open.take().is_some() {
+        if self.transcript.close().is_some() {
             // The draft went to the store with its session. Text typed before any session
             // was open (the store still loading) stays for the session about to open.
             self.composer.clear();
@@ -176,7 +142,7 @@ impl App {
             .all()
             .iter()
             .any(|s| s.id == id && s.title == NEW_SESSION_TITLE && s.tokens == 0);
-        let open_empty = match &self.open {
+        let open_empty = match self.transcript.session() {
             Some(o) if o.id == id => o.items.is_empty(),
             _ => true,
         };
@@ -222,7 +188,7 @@ impl App {
         if !draft.is_empty() {
             self.composer.insert_str(&draft);
         }
-        if let Some(o) = self.open.as_mut() {
+        if let Some(o) = self.transcript.session_mut() {
             o.loaded = true;
         }
         // A new session has no stored draft; text carried over is saved as an edit.
@@ -237,7 +203,7 @@ impl App {
         out.push(Command::Persist(StoreOp::DeleteSession(id.to_string())));
         if self.open_id() == Some(id) {
             // Drop the open session without saving its draft, then open the next one.
-            self.open = None;
+            self.transcript.close();
             self.composer.clear();
             self.composer.set_metadata(None);
             let all = self.sessions_pane.all();
@@ -267,7 +233,7 @@ impl App {
             return;
         }
         let now = self.now;
-        let Some(open) = self.open.as_mut() else {
+        let Some(open) = self.transcript.session_mut() else {
             return;
         };
         if open.pending.is_some() {

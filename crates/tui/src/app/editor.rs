@@ -1,7 +1,7 @@
 //! The draft edited in `$VISUAL`/`$EDITOR`: asking for the editor, and taking back what it
 //! saved (`tui::editor` runs it).
 
-use super::*;
+use super::{App, Command, Focus, Level};
 use crate::editor::EditorOutcome;
 
 impl App {

@@ -1,24 +1,35 @@
-//! Input: keys (global, per pane, overlays) and the mouse.
+//! Input: keys and pastes routed to the component that has them (the dialogs, a full-screen
+//! view, the transcript pane's search bar and hits list, the code block choice, the focused
+//! pane), the keys of every pane, and the mouse. What a component answers is acted on here.
 
-use super::*;
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
+use ratatui::layout::Position;
+
+use super::{App, Command, EventState, Focus, Level, View, sent_messages};
+use crate::component::ChatComponent;
+use crate::composer_pane::ComposerKey;
+use crate::dialogs::{CodeKey, DialogKey, Overlay};
+use crate::layout;
+use crate::sessions_pane::SessionsKey;
+use crate::transcript_pane::{Jump, TranscriptKey};
 
 impl App {
     // ---- keys ------------------------------------------------------------------------------
 
     pub(super) fn on_key(&mut self, key: KeyEvent, out: &mut Vec<Command>) {
-        if self.overlay.is_some() {
-            self.overlay_key(key, out);
+        if self.dialogs.is_open() {
+            let done = self.dialogs.key(&self.keys, &key, self.size);
+            self.on_dialog(done, out);
             return;
         }
         if self.view_key(&key, out) {
             return;
         }
-        if self.session_search.is_some() {
-            self.hits_key(key, out);
-            return;
-        }
-        if self.search.is_some() {
-            self.search_key(key, out);
+        if self.transcript.has_bar() {
+            let done = self
+                .transcript
+                .key(&self.keys, &key, self.transcript_area());
+            self.on_transcript(done, Some(&key), out);
             return;
         }
         if self.code_choice_key(&key, out) {
@@ -30,7 +41,12 @@ impl App {
         let state = match self.focus {
             Focus::Composer => self.composer_key(key, out),
             Focus::Sessions => self.sessions_key(key, out),
-            Focus::Transcript => self.transcript_key(key, out),
+            Focus::Transcript => {
+                let done = self
+                    .transcript
+                    .key(&self.keys, &key, self.transcript_area());
+                self.on_transcript(done, Some(&key), out)
+            }
         };
         if state == EventState::NotConsumed && self.focus != Focus::Composer {
             self.pane_common_key(&key, out);
@@ -51,7 +67,7 @@ impl App {
             return EventState::NotConsumed;
         }
         if k.stop_or_quit.matches(key) {
-            if self.open.as_ref().is_some_and(|o| o.is_streaming()) {
+            if self.session().is_some_and(|o| o.is_streaming()) {
                 self.stop_stream(out);
             } else {
                 self.quit(out);
@@ -77,11 +93,13 @@ impl App {
                 Focus::Transcript => Focus::Composer,
             };
         } else if k.scroll_up.matches(key) {
-            self.scroll_by(-(self.page() as isize));
+            let area = self.transcript_area();
+            self.transcript.scroll_by(-(self.page() as isize), area);
         } else if k.scroll_down.matches(key) {
-            self.scroll_by(self.page() as isize);
+            let area = self.transcript_area();
+            self.transcript.scroll_by(self.page() as isize, area);
         } else if k.help.matches(key) {
-            self.overlay = Some(Overlay::Help { scroll: 0 });
+            self.dialogs.help();
         } else if k.search.matches(key) {
             self.open_search();
         } else if k.metrics_view.matches(key) {
@@ -92,10 +110,8 @@ impl App {
             self.open_editor(out);
         } else if k.back.matches(key) && !self.sessions_pane.is_filtering() {
             // Esc: stop following a stream, else clear the notice or a send error.
-            let (w, h) = self.transcript_viewport();
-            if let Some(open) = self.open.as_mut().filter(|o| o.follow && o.is_streaming()) {
-                open.top = open.effective_top(w, h);
-                open.follow = false;
+            let area = self.transcript_area();
+            if self.transcript.stop_following(area) {
                 let hint = format!("stopped following; {} to follow again", self.follow_hint());
                 self.notify(Level::Info, hint);
             } else if self.notice.is_some() || self.composer.send_error().is_some() {
@@ -119,20 +135,15 @@ impl App {
         } else if self.keys.refresh.matches(key) {
             out.push(Command::RefreshUsage);
         } else if self.keys.scroll_top.matches(key) {
-            if let Some(o) = self.open.as_mut() {
-                o.follow = false;
-                o.top = 0;
-            }
-        } else if self.keys.scroll_bottom.matches(key)
-            && let Some(o) = self.open.as_mut()
-        {
-            o.follow = true;
+            self.transcript.scroll_to(false);
+        } else if self.keys.scroll_bottom.matches(key) {
+            self.transcript.scroll_to(true);
         }
     }
 
     pub(super) fn composer_key(&mut self, key: KeyEvent, out: &mut Vec<Command>) -> EventState {
-        let open = self.open.as_ref();
-        match self.composer.key(&self.keys, key, || sent_messages(open)) {
+        let open = self.transcript.session();
+        match self.composer.key(&self.keys, &key, &|| sent_messages(open)) {
             ComposerKey::Consumed => {}
             ComposerKey::Edited => self.composer.set_send_error(None),
             ComposerKey::NotConsumed => return EventState::NotConsumed,
@@ -144,7 +155,7 @@ impl App {
     }
 
     pub(super) fn sessions_key(&mut self, key: KeyEvent, out: &mut Vec<Command>) -> EventState {
-        match self.sessions_pane.key(&self.keys, &key) {
+        match self.sessions_pane.key(&self.keys, &key, ()) {
             SessionsKey::Consumed => {}
             SessionsKey::NotConsumed => return EventState::NotConsumed,
             SessionsKey::OpenSelected => self.open_selected(out),
@@ -160,134 +171,159 @@ impl App {
                 format!("no session matches “{filter}”: Backspace edits, Esc clears"),
             ),
             SessionsKey::ConfirmDelete { session_id, title } => {
-                self.overlay = Some(Overlay::ConfirmDelete {
+                self.dialogs.open(Overlay::ConfirmDelete {
                     session_id,
                     title,
                     from_composer: false,
                 });
             }
-            SessionsKey::SearchSessions => self.open_session_search(String::new(), out),
+            SessionsKey::SearchSessions => {
+                let done = self.transcript.open_hits(String::new());
+                self.on_transcript(done, Some(&key), out);
+            }
         }
         EventState::Consumed
     }
 
-    pub(super) fn transcript_key(&mut self, key: KeyEvent, out: &mut Vec<Command>) -> EventState {
-        let k = &self.keys;
-        let Some(open) = self.open.as_mut() else {
-            return EventState::NotConsumed;
-        };
-        let n = open.items.len();
-        if k.move_up.matches(&key) {
-            open.selected = Some(match open.selected {
-                Some(i) => i.saturating_sub(1),
-                None => n.saturating_sub(1),
-            });
-            self.reveal_selected();
-        } else if k.move_down.matches(&key) {
-            open.selected = match open.selected {
-                Some(i) if i + 1 < n => Some(i + 1),
-                Some(i) => Some(i),
-                None => None,
-            };
-            self.reveal_selected();
-        } else if k.copy_code.matches(&key) {
-            self.copy_code(out);
-        } else if k.copy_reply.matches(&key) {
-            match self.copy_target() {
-                Some(idx) => {
-                    let content = self
-                        .open
-                        .as_ref()
-                        .map_or("", |o| o.content(idx))
-                        .to_string();
-                    let n = content.chars().count();
-                    out.push(Command::CopyToClipboard(content));
-                    self.notify(
-                        Level::Info,
-                        format!("copied {n} characters to the clipboard"),
-                    );
+    /// What a key (`key`) or a paste (`None`) in the transcript pane asks.
+    pub(super) fn on_transcript(
+        &mut self,
+        done: TranscriptKey,
+        key: Option<&KeyEvent>,
+        out: &mut Vec<Command>,
+    ) -> EventState {
+        match done {
+            TranscriptKey::Consumed => {}
+            TranscriptKey::NotConsumed => return EventState::NotConsumed,
+            TranscriptKey::Global => {
+                if let Some(key) = key {
+                    self.global_key(key, out);
                 }
-                None => self.notify(Level::Warn, "nothing to copy yet"),
             }
+            TranscriptKey::Common => {
+                if let Some(key) = key {
+                    self.pane_common_key(key, out);
+                }
+            }
+            TranscriptKey::Help => self.dialogs.help(),
+            TranscriptKey::SearchClosed => self.focus = Focus::Composer,
+            TranscriptKey::Command(command) => out.push(command),
+            TranscriptKey::OpenHit { session_id } => {
+                if self.open_id() != Some(session_id.as_str()) {
+                    self.notice = None;
+                }
+                self.open_session(session_id, out);
+                self.focus = Focus::Transcript;
+                self.apply_pending_jump();
+            }
+            TranscriptKey::CopyCode => self.copy_code(out),
+            TranscriptKey::CopyReply => self.copy_reply(out),
+        }
+        EventState::Consumed
+    }
+
+    /// Once a hit chosen in the hits list has its session loaded, the pane shows it: with
+    /// the search bar on its words, typing goes to the composer once the bar closes, as after
+    /// any search (plain keys in the transcript would act).
+    pub(super) fn apply_pending_jump(&mut self) {
+        match self.transcript.apply_jump(self.transcript_area()) {
+            Jump::Found => self.focus = Focus::Composer,
+            Jump::Gone => self.notify(Level::Warn, "that message is no longer in the session"),
+            Jump::Waiting | Jump::Selected => {}
+        }
+    }
+
+    /// `search`: the search bar over the open transcript.
+    pub(super) fn open_search(&mut self) {
+        if !self.transcript.open_search(self.transcript_area()) {
+            self.notify(Level::Info, "no transcript to search yet");
+        }
+    }
+
+    /// After every event: the search bar follows the transcript, and closes when another
+    /// session is opened or the chat is not shown.
+    pub(super) fn refresh_search(&mut self) {
+        let width = self.transcript_area().0;
+        let chat = self.view == View::Chat;
+        self.transcript.refresh_search(width, chat);
+    }
+
+    /// A paste: into the dialog (which takes none), the full-screen view, the search bar or
+    /// hits list, else the composer.
+    pub(super) fn on_paste(&mut self, text: &str, out: &mut Vec<Command>) {
+        if self.dialogs.is_open() {
+            self.dialogs.paste(text, self.size);
+        } else if let Some(view) = self.active_view_mut() {
+            view.paste(text);
+        } else if self.transcript.has_bar() {
+            let done = self.transcript.paste(text, self.transcript_area());
+            self.on_transcript(done, None, out);
         } else {
-            return EventState::NotConsumed;
+            let before = self.text_before_first_edit();
+            self.focus = Focus::Composer;
+            let open = self.transcript.session();
+            self.composer.paste(text, &|| sent_messages(open));
+            self.warm_on_first_edit(before, out);
         }
-        EventState::Consumed
     }
 
-    pub(super) fn overlay_key(&mut self, key: KeyEvent, out: &mut Vec<Command>) {
-        let Some(overlay) = self.overlay.clone() else {
-            return;
-        };
-        let k = &self.keys;
-        match overlay {
-            Overlay::Help { scroll } => {
-                let max = crate::help::max_scroll(&self.keys, self.size);
-                let page = self.size.height.saturating_sub(4).max(1);
-                let step = if k.scroll_down.matches(&key) || k.scroll_up.matches(&key) {
-                    page
-                } else {
-                    1
-                };
-                if k.move_down.matches(&key) || k.scroll_down.matches(&key) {
-                    self.overlay = Some(Overlay::Help {
-                        scroll: scroll.saturating_add(step).min(max),
-                    });
-                } else if k.move_up.matches(&key) || k.scroll_up.matches(&key) {
-                    self.overlay = Some(Overlay::Help {
-                        scroll: scroll.saturating_sub(step),
-                    });
-                } else if k.stop_or_quit.matches(&key) {
-                    self.overlay = None;
-                    self.quit(out);
-                } else {
-                    self.overlay = None;
-                }
-            }
-            Overlay::ConfirmDelete {
+    /// What a key in the overlay asks.
+    pub(super) fn on_dialog(&mut self, done: DialogKey, out: &mut Vec<Command>) {
+        match done {
+            DialogKey::Consumed => {}
+            DialogKey::Quit => self.quit(out),
+            DialogKey::Delete {
                 session_id,
                 title,
                 from_composer,
             } => {
-                if k.confirm.matches(&key) {
-                    self.overlay = None;
-                    if from_composer {
-                        // The `/delete` command is done with.
-                        self.composer.clear();
-                    }
-                    if self.is_unsent(&session_id) {
-                        // Never sent: only this client knows it, so there is nothing to ask
-                        // the server.
-                        self.notify(
-                            Level::Info,
-                            format!("deleted “{title}” (it had no messages)"),
-                        );
-                        self.remove_session(&session_id, out);
-                        return;
-                    }
-                    self.sessions_pane.mark_deleting(session_id.clone());
-                    self.notify(Level::Info, format!("deleting “{title}”…"));
-                    out.push(Command::Delete { session_id });
-                } else if k.cancel.matches(&key) || k.stop_or_quit.matches(&key) {
-                    self.overlay = None;
+                if from_composer {
+                    // The `/delete` command is done with.
+                    self.composer.clear();
                 }
-            }
-            Overlay::ContextOverflow { draft, .. } => {
-                if k.confirm.matches(&key) || k.new_session.matches(&key) {
-                    self.overlay = None;
-                    self.new_session(draft, out);
-                } else if k.cancel.matches(&key) || k.stop_or_quit.matches(&key) {
-                    self.overlay = None;
+                if self.is_unsent(&session_id) {
+                    // Never sent: only this client knows it, so there is nothing to ask
+                    // the server.
+                    self.notify(
+                        Level::Info,
+                        format!("deleted “{title}” (it had no messages)"),
+                    );
+                    self.remove_session(&session_id, out);
+                    return;
                 }
+                self.sessions_pane.mark_deleting(session_id.clone());
+                self.notify(Level::Info, format!("deleting “{title}”…"));
+                out.push(Command::Delete { session_id });
             }
+            DialogKey::NewSession { draft } => self.new_session(draft, out),
         }
+    }
+
+    /// A key while a code block may be being chosen: what the choice does with it. Returns
+    /// whether the key was used there.
+    fn code_choice_key(&mut self, key: &KeyEvent, out: &mut Vec<Command>) -> bool {
+        let focused = self.focus == Focus::Transcript;
+        let open_id = self.transcript.open_id();
+        match self
+            .dialogs
+            .code_choice_key(&self.keys, key, open_id, focused)
+        {
+            CodeKey::NotConsumed => return false,
+            CodeKey::Consumed => {}
+            CodeKey::Copy { entry, n } => self.copy_block_of(entry, n, out),
+            CodeKey::NoSuchBlock(typed) => {
+                self.notify(Level::Warn, format!("there is no code block {typed}"))
+            }
+            CodeKey::Cancelled => self.notice = None,
+        }
+        true
     }
 
     // ---- mouse -----------------------------------------------------------------------------
 
     pub(super) fn on_mouse(&mut self, m: MouseEvent, out: &mut Vec<Command>) {
         // The wheel scrolls a full-screen view's tables.
-        if self.overlay.is_none()
+        if !self.dialogs.is_open()
             && let Some(view) = self.active_view_mut()
         {
             let delta = match m.kind {
@@ -297,14 +333,14 @@ impl App {
             };
             view.scroll(delta);
         }
-        if self.overlay.is_some() || self.view != View::Chat {
+        if self.dialogs.is_open() || self.view != View::Chat {
             return;
         }
         let layout = self.layout();
         let pos = Position::new(m.column, m.row);
         match m.kind {
-            MouseEventKind::ScrollUp => self.scroll_by(-3),
-            MouseEventKind::ScrollDown => self.scroll_by(3),
+            MouseEventKind::ScrollUp => self.transcript.scroll_by(-3, self.transcript_area()),
+            MouseEventKind::ScrollDown => self.transcript.scroll_by(3, self.transcript_area()),
             MouseEventKind::Down(MouseButton::Left) => {
                 if let Some(list) = layout.session_list.filter(|r| r.contains(pos)) {
                     self.focus = Focus::Sessions;
@@ -314,14 +350,8 @@ impl App {
                     }
                 } else if layout.transcript_inner.contains(pos) {
                     self.focus = Focus::Transcript;
-                    let inner = layout.transcript_inner;
-                    if let Some(open) = self.open.as_mut() {
-                        let top = open.effective_top(inner.width, inner.height);
-                        let line = top + (pos.y - inner.y) as usize;
-                        if let Some(entry) = open.transcript.entry_at_line(inner.width, line) {
-                            open.selected = open.items.iter().position(|i| i.entry == entry);
-                        }
-                    }
+                    let row = pos.y - layout.transcript_inner.y;
+                    self.transcript.click(row, self.transcript_area());
                 } else if layout.composer.contains(pos) {
                     self.focus = Focus::Composer;
                 }

@@ -4,7 +4,10 @@
 
 use chrono::{DateTime, Utc};
 
-use super::*;
+use convo_client::api::{ApiError, Usage};
+
+use super::{App, Connection};
+use crate::event::{Endpoint, EngineStatus, describe_failure};
 
 /// Whether the service answered the last request or stream made to it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -157,7 +160,7 @@ impl App {
         // every session uses it from now on, before any send is refused.
         if let Some(window) = usage.context.filter(|c| c.max_tokens > 0) {
             self.settings.max_context_tokens = window.max_tokens;
-            if let Some(open) = self.open.as_mut() {
+            if let Some(open) = self.transcript.session_mut() {
                 open.context_max = window.max_tokens;
             }
         }

@@ -2,38 +2,29 @@
 //! [`Command`]s that the loop hands to the workers, which report back through `AppEvent`s.
 
 use chrono::{DateTime, Utc};
-use crossterm::event::{
-    KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
-};
-use ratatui::layout::{Position, Rect};
-use serde_json::Value;
+use crossterm::event::{KeyEvent, KeyEventKind};
+use ratatui::layout::Rect;
 
+use crate::component::ChatComponent;
+use crate::composer_pane::Composer;
+use crate::dialogs::Dialogs;
+use crate::event::{AppEvent, Endpoint, EngineStatus, describe_failure};
+use crate::full_view::{FullView, KeyResult};
 use crate::keys::KeyBindings;
-use convo_client::api::{ApiError, Message, Role, SendMessage, StreamEvent, Usage, new_session_id};
+use crate::layout::{self, AppLayout};
+use crate::sessions_pane::SessionsPane;
+use crate::transcript_pane::{TranscriptPane, Viewport};
+use convo_client::api::ApiError;
 
-pub use super::command::{Command, StoreOp};
-use super::event::{
-    AppEvent, Endpoint, EngineStatus, HistoryFetch, MessageStatus, SessionSummary, StoredMessage,
-    describe_failure,
-};
-use super::full_view::{FullView, KeyResult};
-use super::layout::{self, AppLayout};
-use crate::composer_pane::{Composer, ComposerKey};
-use crate::render::transcript::{Entry, EntryId, EntryState, Transcript};
-use crate::sessions_pane::{SessionsKey, SessionsPane};
-use convo_client::api::stream::StreamUpdate;
-use convo_client::follow::{Change, Next, ReplyFailure, ReplyFollower, ReplyStatus};
-use convo_client::sanitize::sanitize_owned;
+pub use crate::command::{Command, StoreOp};
 
 mod actions;
 mod code_copy;
 mod editor;
 mod input;
 mod link;
-mod open_session;
 mod recall;
 mod reply;
-mod search;
 mod settle;
 mod slash;
 mod state;
@@ -42,56 +33,50 @@ mod tests;
 #[cfg(test)]
 mod tests_editor_notify_code;
 
+pub use crate::dialogs::{CodeChoice, Overlay};
 pub use crate::slash::SlashCommand;
+pub use crate::transcript_pane::{
+    OpenSession, PendingJump, PendingSend, StreamState, TranscriptItem, match_line, render_stored,
+};
 pub use link::{LimitReached, Link, Tone};
-pub use open_session::{OpenSession, render_stored};
-use open_session::{header_for, reply_slot, stored_state};
 use recall::sent_messages;
-pub use search::{PendingJump, match_line};
 pub use state::*;
 
-use convo_wire::limits::MAX_CONTENT_CHARS;
 /// Title of a session before its first message.
 pub const NEW_SESSION_TITLE: &str = "New session";
 
 /// The whole state of the TUI.
 pub struct App {
-    pub keys: KeyBindings,
-    pub settings: Settings,
-    pub size: Rect,
-    pub now: DateTime<Utc>,
-    pub focus: Focus,
-    pub view: View,
-    pub overlay: Option<Overlay>,
-    pub connection: Connection,
+    keys: KeyBindings,
+    settings: Settings,
+    size: Rect,
+    now: DateTime<Utc>,
+    focus: Focus,
+    view: View,
+    connection: Connection,
     /// Whether the service answered the last request or stream (the status bar's dot).
-    pub link: Link,
+    link: Link,
     /// What answers in the embedded service (none for a remote one).
-    pub engine: Option<EngineStatus>,
-    pub store_ready: bool,
+    engine: Option<EngineStatus>,
+    store_ready: bool,
     sessions_pane: SessionsPane,
-    pub open: Option<OpenSession>,
+    /// The open session, the search bar over it, the hits list of a search across sessions.
+    transcript: TranscriptPane,
     composer: Composer,
-    pub usage: UsagePanel,
-    pub notice: Option<Notice>,
+    /// The overlay (help, confirmations) and the choice of a code block to copy.
+    dialogs: Dialogs,
+    usage: UsagePanel,
+    notice: Option<Notice>,
     /// The metrics view's state (F2).
     pub metrics: super::metrics::MetricsState,
     /// The wallet view's state (F3).
-    pub wallet: super::wallet::WalletState,
-    /// The search bar over the open transcript (Ctrl-f), while open.
-    pub search: Option<super::search::TranscriptSearch>,
-    /// The hits list of a search across sessions (`/search`), while open.
-    pub session_search: Option<super::search::SessionSearch>,
-    /// A hit chosen in the hits list, shown once its session has loaded.
-    pub pending_jump: Option<PendingJump>,
+    wallet: super::wallet::WalletState,
     next_send_id: u64,
     /// Quit was asked for before the store loaded, with text to keep.
     quit_when_loaded: bool,
-    pub quit: bool,
+    quit: bool,
     /// Whether the terminal has focus, as its focus reports say (assumed until one comes).
-    pub terminal_focused: bool,
-    /// A code block of a reply being chosen by number (`copy_code`).
-    code_choice: Option<CodeChoice>,
+    terminal_focused: bool,
 }
 
 impl App {
@@ -104,42 +89,97 @@ impl App {
             now,
             focus: Focus::Composer,
             view: View::Chat,
-            overlay: None,
             connection: Connection::Connecting,
             link: Link::Up,
             engine: None,
             store_ready: false,
             sessions_pane: SessionsPane::default(),
-            open: None,
+            transcript: TranscriptPane::default(),
             composer,
+            dialogs: Dialogs::default(),
             usage: UsagePanel::default(),
             notice: None,
             metrics: Default::default(),
             wallet: Default::default(),
-            search: None,
-            session_search: None,
-            pending_jump: None,
             next_send_id: 1,
             quit_when_loaded: false,
             quit: false,
             terminal_focused: true,
-            code_choice: None,
         }
+    }
+
+    /// The key bindings.
+    pub fn keys(&self) -> &KeyBindings {
+        &self.keys
+    }
+
+    /// The terminal's size.
+    pub fn size(&self) -> Rect {
+        self.size
+    }
+
+    /// The time as the clock last said.
+    pub fn now(&self) -> DateTime<Utc> {
+        self.now
+    }
+
+    /// Which pane has the keys.
+    pub fn focus(&self) -> Focus {
+        self.focus
+    }
+
+    /// The chat or a full-screen view.
+    pub fn view(&self) -> View {
+        self.view
+    }
+
+    /// The connection to the service.
+    pub fn connection(&self) -> &Connection {
+        &self.connection
+    }
+
+    /// Whether the local store has loaded the sessions.
+    pub fn store_ready(&self) -> bool {
+        self.store_ready
+    }
+
+    /// The usage gauges' data.
+    pub fn usage(&self) -> &UsagePanel {
+        &self.usage
+    }
+
+    /// The notice in the status bar, if any.
+    pub fn notice(&self) -> Option<&Notice> {
+        self.notice.as_ref()
+    }
+
+    /// Whether the app has quit (the loop ends).
+    pub fn has_quit(&self) -> bool {
+        self.quit
+    }
+
+    /// The wallet view's state (F3).
+    pub fn wallet(&self) -> &super::wallet::WalletState {
+        &self.wallet
     }
 
     /// The layout for the current size and composer.
     pub fn layout(&self) -> AppLayout {
+        let mut l = self.layout_without_search_bar();
+        if self.transcript.search().is_some() && self.view == View::Chat {
+            l.search_bar = layout::take_search_bar(&mut l.transcript_inner);
+        }
+        l
+    }
+
+    fn layout_without_search_bar(&self) -> AppLayout {
         let status_rows = self.status_rows(self.size.width, layout::max_status_rows(self.size));
-        let mut l = layout::compute(
+        layout::compute(
             self.size,
             self.composer_rows(),
             self.settings.show_sessions,
             status_rows,
-        );
-        if self.search.is_some() && self.view == View::Chat {
-            l.search_bar = layout::take_search_bar(&mut l.transcript_inner);
-        }
-        l
+        )
     }
 
     /// What the status bar says in place of its key hints, word-wrapped over as many rows as
@@ -150,7 +190,7 @@ impl App {
             .notice
             .as_ref()
             .filter(|_| !self.sessions_pane.is_filtering());
-        if let Some(prompt) = self.code_choice_prompt() {
+        if let Some(prompt) = self.dialogs.code_choice_prompt(&self.keys, self.open_id()) {
             return Some(match notice {
                 Some(n) => (n.level, format!("{} · {prompt}", n.text)),
                 None => (Level::Info, prompt),
@@ -183,15 +223,7 @@ impl App {
             .width
             .saturating_sub(2)
             .max(1) as usize;
-        self.composer
-            .lines()
-            .iter()
-            .map(|l| {
-                unicode_width::UnicodeWidthStr::width(l.as_str())
-                    .div_ceil(width)
-                    .max(1)
-            })
-            .sum()
+        self.composer.rows(width)
     }
 
     /// The sessions pane: the list, its cursor and filter.
@@ -200,7 +232,45 @@ impl App {
     }
 
     pub fn open_id(&self) -> Option<&str> {
-        self.open.as_ref().map(|o| o.id.as_str())
+        self.transcript.open_id()
+    }
+
+    /// The transcript pane: the open session, the search bar, the hits list.
+    pub fn transcript_pane(&self) -> &TranscriptPane {
+        &self.transcript
+    }
+
+    /// The open session, if any.
+    pub fn session(&self) -> Option<&OpenSession> {
+        self.transcript.session()
+    }
+
+    /// The dialogs: the overlay shown and the code block choice.
+    pub fn dialogs(&self) -> &Dialogs {
+        &self.dialogs
+    }
+
+    /// What answers in the embedded service (none for a remote one, or before it says).
+    pub fn engine(&self) -> Option<&EngineStatus> {
+        self.engine.as_ref()
+    }
+
+    /// The overlay shown (help, a confirmation), if any.
+    pub fn overlay(&self) -> Option<&Overlay> {
+        self.dialogs.overlay()
+    }
+
+    /// The key hints of the chat's component that has the keys, for the status bar: the
+    /// transcript pane's while its search bar or hits list is open, else the focused pane's.
+    pub fn chat_hints(&self) -> Vec<(String, &'static str)> {
+        if self.transcript.has_bar() {
+            return self.transcript.hints(&self.keys);
+        }
+        match self.focus {
+            Focus::Composer => self.composer.hints(&self.keys),
+            Focus::Sessions => self.sessions_pane.hints(&self.keys),
+            Focus::Transcript => self.transcript.hints(&self.keys),
+        }
     }
 
     /// The composer: its text, role, metadata and send error.
@@ -251,22 +321,7 @@ impl App {
                 }
             }
             AppEvent::Mouse(m) => self.on_mouse(m, &mut out),
-            AppEvent::Paste(text) => {
-                if self.overlay.is_some() {
-                } else if let Some(view) = self.active_view_mut() {
-                    view.paste(&text);
-                } else if self.session_search.is_some() {
-                    self.hits_paste(&text, &mut out);
-                } else if self.search.is_some() {
-                    self.search_paste(&text);
-                } else {
-                    let before = self.text_before_first_edit();
-                    self.focus = Focus::Composer;
-                    self.composer
-                        .insert_str(&text.replace("\r\n", "\n").replace('\r', "\n"));
-                    self.warm_on_first_edit(before, &mut out);
-                }
-            }
+            AppEvent::Paste(text) => self.on_paste(&text, &mut out),
             AppEvent::Resize(w, h) => self.size = Rect::new(0, 0, w, h),
             AppEvent::Focus(focused) => self.terminal_focused = focused,
             AppEvent::Signal(_) => self.quit(&mut out),
@@ -278,7 +333,7 @@ impl App {
             AppEvent::Clock(now) => self.now = now,
             AppEvent::Connected(endpoint) => {
                 self.connection = Connection::Connected(endpoint);
-                if let Some(open) = &self.open {
+                if let Some(open) = self.transcript.session() {
                     out.push(Command::OpenStream {
                         session_id: open.id.clone(),
                     });
@@ -372,7 +427,7 @@ impl App {
             AppEvent::UsageFetched(usage) => self.on_usage(usage),
             AppEvent::UsageFailed(e) => self.on_usage_failed(e),
             AppEvent::WorkerError(e) => self.notify(Level::Error, e),
-            AppEvent::SessionHits { seq, result } => self.on_session_hits(seq, result),
+            AppEvent::SessionHits { seq, result } => self.transcript.hits_answered(seq, result),
             AppEvent::TitleChanged {
                 session_id,
                 title,
@@ -414,7 +469,7 @@ impl App {
         self.note_draft_edit(&mut out);
         // "A reply is still coming" is over when no reply is.
         if self.composer.send_error() == Some(STILL_COMING)
-            && self.open.as_ref().is_none_or(|o| o.pending.is_none())
+            && self.session().is_none_or(|o| o.pending.is_none())
         {
             self.composer.set_send_error(None);
         }
@@ -460,7 +515,7 @@ impl App {
         if self.quit {
             return;
         }
-        let Some(open) = self.open.as_ref().filter(|o| o.loaded) else {
+        let Some(open) = self.transcript.session().filter(|o| o.loaded) else {
             return;
         };
         if let Some(text) = self.composer.unstored_edit() {
@@ -527,7 +582,7 @@ impl App {
             KeyResult::Quit => self.quit(out),
             KeyResult::NotConsumed => {
                 if self.keys.help.matches(key) {
-                    self.overlay = Some(Overlay::Help { scroll: 0 });
+                    self.dialogs.help();
                 } else if self.keys.metrics_view.matches(key) && self.view != View::Metrics {
                     self.open_metrics(out);
                 } else if self.keys.wallet_view.matches(key) && self.view != View::Wallet {
@@ -574,8 +629,15 @@ pub fn title_from(text: &str) -> String {
 
 impl App {
     /// The transcript's text area: its width and height.
-    fn transcript_viewport(&self) -> (u16, u16) {
+    fn transcript_viewport(&self) -> Viewport {
         let l = self.layout();
+        (l.transcript_inner.width, l.transcript_inner.height)
+    }
+
+    /// The transcript's text area before the search bar takes its row: what the transcript
+    /// pane's methods take ([`TranscriptPane::text_area`]).
+    fn transcript_area(&self) -> Viewport {
+        let l = self.layout_without_search_bar();
         (l.transcript_inner.width, l.transcript_inner.height)
     }
 }

@@ -3,7 +3,9 @@
 //! which sends the last user message again (the interface has no edit or regenerate: it is a
 //! new turn).
 
-use super::*;
+use super::{App, Command, Level};
+use crate::transcript_pane::OpenSession;
+use convo_client::api::Role;
 
 /// Nothing to resend.
 pub const NOTHING_TO_RETRY: &str = "nothing to retry: no message was sent in this session yet";
@@ -12,12 +14,12 @@ impl App {
     /// The open session's messages from this side (user and system), newest first, as the
     /// composer would take them (see [`sent_messages`]).
     pub fn sent_messages(&self) -> Vec<String> {
-        sent_messages(self.open.as_ref())
+        sent_messages(self.transcript.session())
     }
 
     /// `/retry`: the last user message of the session, sent again as a new turn.
     pub(super) fn retry(&mut self, out: &mut Vec<Command>) {
-        let last = self.open.as_ref().and_then(|open| {
+        let last = self.transcript.session().and_then(|open| {
             (0..open.items.len())
                 .rev()
                 .find(|&i| open.items[i].role == Role::User && !open.content(i).trim().is_empty())

@@ -1,7 +1,18 @@
 //! The reply lifecycle: a loaded transcript, the POST's answer, stream events, the reply
 //! finished or failed, and the history fetched to settle a reply the stream lost.
 
-use super::*;
+use convo_client::api::stream::StreamUpdate;
+use convo_client::api::{ApiError, ErrorBody, Message, Role, StreamEvent};
+use convo_client::follow::{Change, Next, ReplyFailure, ReplyStatus};
+use convo_client::sanitize::sanitize_owned;
+
+use super::{App, Command, Focus, Level, NEW_SESSION_TITLE, StoreOp, StreamState, title_from};
+use crate::dialogs::Overlay;
+use crate::event::{HistoryFetch, StoredMessage, describe_failure};
+use crate::render::transcript::{EntryId, EntryState, Transcript};
+use crate::transcript_pane::{
+    PendingSend, TranscriptItem, header_for, render_stored, reply_slot, stored_state,
+};
 
 /// Notices of the reply lifecycle.
 const SESSION_GONE: &str =
@@ -22,7 +33,7 @@ impl App {
         out: &mut Vec<Command>,
     ) {
         let started = std::time::Instant::now();
-        let Some(open) = self.open.as_mut().filter(|o| o.id == session_id) else {
+        let Some(open) = self.transcript.session_mut_if(&session_id) else {
             return;
         };
         if open.loaded {
@@ -95,7 +106,7 @@ impl App {
         self.note_answer(Ok(()));
         out.push(Command::RefreshUsage);
         let now = self.now;
-        let Some(open) = self.open.as_mut().filter(|o| o.id == session_id) else {
+        let Some(open) = self.transcript.session_mut_if(&session_id) else {
             return;
         };
         let Some(p) = open.pending.as_mut().filter(|p| p.send_id == send_id) else {
@@ -175,7 +186,7 @@ impl App {
         reply: Message,
         out: &mut Vec<Command>,
     ) {
-        let Some(open) = self.open.as_mut().filter(|o| o.id == session_id) else {
+        let Some(open) = self.transcript.session_mut_if(session_id) else {
             return;
         };
         let idx = match open
@@ -200,21 +211,14 @@ impl App {
             .filter(|p| p.reply_item == idx)
             .map(|p| p.started.elapsed());
         let announce = !stopped
-            && super::super::notify::should_notify(
-                &self.settings.notify,
-                self.terminal_focused,
-                took,
-            );
+            && crate::notify::should_notify(&self.settings.notify, self.terminal_focused, took);
         if announce {
             let title = self
                 .sessions_pane
                 .get(session_id)
                 .map_or(NEW_SESSION_TITLE, |s| s.title.as_str());
             out.push(Command::Notify(
-                super::super::notify::Notification::reply_finished(
-                    self.settings.notify.mode,
-                    title,
-                ),
+                crate::notify::Notification::reply_finished(self.settings.notify.mode, title),
             ));
         }
         let item = &mut open.items[idx];
@@ -241,7 +245,7 @@ impl App {
 
     /// Stores a completed reply and counts its tokens in the session.
     pub(super) fn store_reply(&mut self, session_id: &str, idx: usize, out: &mut Vec<Command>) {
-        let Some(open) = self.open.as_mut().filter(|o| o.id == session_id) else {
+        let Some(open) = self.transcript.session_mut_if(session_id) else {
             return;
         };
         let Some(message) = open.stored(idx) else {
@@ -270,7 +274,7 @@ impl App {
         self.note_answer(Err(&failure));
         let now = self.now;
         let typed = self.composer_text();
-        let Some(open) = self.open.as_mut().filter(|o| o.id == session_id) else {
+        let Some(open) = self.transcript.session_mut_if(&session_id) else {
             self.notify(
                 Level::Error,
                 format!("send failed: {}", describe_failure(&failure, now)),
@@ -304,7 +308,7 @@ impl App {
                 if max > 0 {
                     self.settings.max_context_tokens = max;
                 }
-                self.overlay = Some(Overlay::ContextOverflow {
+                self.dialogs.open(Overlay::ContextOverflow {
                     current,
                     max,
                     draft,
@@ -329,7 +333,7 @@ impl App {
             StreamUpdate::Disconnected { error, .. } => self.note_answer(Err(error)),
             _ => {}
         }
-        let Some(open) = self.open.as_mut().filter(|o| o.id == session_id) else {
+        let Some(open) = self.transcript.session_mut_if(&session_id) else {
             return;
         };
         match update {
@@ -408,47 +412,76 @@ impl App {
                     }
                     self.finish_reply(&session_id, message, out);
                 }
-                StreamEvent::Error {
-                    message_id, error, ..
-                } => {
-                    let Some(idx) = reply_slot(open, &message_id) else {
+                StreamEvent::Error { ref message_id, .. } => {
+                    let Some(idx) = reply_slot(open, message_id) else {
                         return;
                     };
-                    // Only a reply still coming (or lost by the stream) can fail.
-                    if open.items[idx].state != EntryState::Streaming && !open.is_cut_off(idx) {
+                    // The reply's follower decides whether it failed (only a reply still
+                    // followed can) and what becomes of the message it answered.
+                    let Some(p) = open
+                        .pending
+                        .iter_mut()
+                        .chain(open.cut_off.iter_mut())
+                        .find(|p| p.reply_item == idx)
+                    else {
                         return;
+                    };
+                    p.follower.event(&ev);
+                    if let ReplyStatus::Failed(failure) = p.follower.status().clone()
+                        && let ReplyFailure::Error(error) = &failure
+                    {
+                        let resend = failure.resend_message();
+                        self.reply_failed(&session_id, idx, error, resend, out);
                     }
-                    if open.cut_off.as_ref().is_some_and(|p| p.reply_item == idx) {
-                        open.cut_off = None;
-                    }
-                    open.set_state(idx, EntryState::Failed(error.code.clone()));
-                    if open.pending.as_ref().is_some_and(|p| p.reply_item == idx) {
-                        open.pending = None;
-                    }
-                    let mut text = format!(
-                        "the reply failed: {}: {}",
-                        error.code,
-                        sanitize_owned(&error.message)
-                    );
-                    // A failed turn is rolled back (docs/service.md): the message before
-                    // the reply was not kept either. (A deleted session keeps nothing.)
-                    let message = (idx.checked_sub(1))
-                        .filter(|&i| open.items[i].role != Role::Assistant)
-                        .filter(|&i| open.items[i].state == EntryState::Complete);
-                    if let Some(i) = message.filter(|_| error.code != "session_not_found") {
-                        let back = self.mark_unsent(&session_id, i, out);
-                        text.push_str(match back {
-                            true => {
-                                "; your message was not kept: it is back in the composer, \
-                                     marked not sent — send it again"
-                            }
-                            false => "; your message was not kept: it is marked not sent",
-                        });
-                    }
-                    self.notify(Level::Error, text);
                 }
             },
         }
+    }
+
+    /// The reply at `idx` failed with the stream's `error`, as its follower decided: it is
+    /// marked failed and, when the follower says its message is to be sent again (the turn
+    /// rolled back), that message is marked not sent and goes back to the composer.
+    fn reply_failed(
+        &mut self,
+        session_id: &str,
+        idx: usize,
+        error: &ErrorBody,
+        resend: bool,
+        out: &mut Vec<Command>,
+    ) {
+        let Some(open) = self.transcript.session_mut_if(session_id) else {
+            return;
+        };
+        let followed = |p: &mut PendingSend| p.reply_item == idx;
+        let Some(p) = open
+            .pending
+            .take_if(followed)
+            .or_else(|| open.cut_off.take_if(followed))
+        else {
+            return;
+        };
+        let mut text = format!(
+            "the reply failed: {}: {}",
+            error.code,
+            sanitize_owned(&error.message)
+        );
+        open.set_state(idx, EntryState::Failed(error.code.clone()));
+        let message = Some(p.user_item).filter(|&i| {
+            open.items
+                .get(i)
+                .is_some_and(|m| m.state == EntryState::Complete)
+        });
+        if let Some(i) = message.filter(|_| resend) {
+            let back = self.mark_unsent(session_id, i, out);
+            text.push_str(match back {
+                true => {
+                    "; your message was not kept: it is back in the composer, \
+                         marked not sent — send it again"
+                }
+                false => "; your message was not kept: it is marked not sent",
+            });
+        }
+        self.notify(Level::Error, text);
     }
 
     /// The stored history after a reconnect settles a reply that the stream lost, as its
@@ -462,7 +495,7 @@ impl App {
         fetch: HistoryFetch,
         out: &mut Vec<Command>,
     ) {
-        let Some(open) = self.open.as_mut().filter(|o| o.id == session_id) else {
+        let Some(open) = self.transcript.session_mut_if(&session_id) else {
             return;
         };
         let Some(idx) = open.cut_off.as_ref().map(|p| p.reply_item) else {
@@ -514,7 +547,7 @@ impl App {
     /// killed and restarted with the message and no reply): the reply is marked `failed: not
     /// kept`, the message not sent, and its text goes back to the composer.
     fn reply_not_kept(&mut self, session_id: &str, idx: usize, out: &mut Vec<Command>) {
-        let Some(open) = self.open.as_mut().filter(|o| o.id == session_id) else {
+        let Some(open) = self.transcript.session_mut_if(session_id) else {
             return;
         };
         let user_item = open.cut_off.as_ref().map(|p| p.user_item);

@@ -2,7 +2,12 @@
 //! the user stopped watching (Ctrl-C) or that was cut short, a message with no reply after it
 //! (the app quit or was killed mid-reply), a turn the service rolled back (it restarted).
 
-use super::*;
+use chrono::{DateTime, Utc};
+use convo_client::api::{Message, Role};
+
+use super::{App, Command, Level, StoreOp};
+use crate::render::transcript::EntryState;
+use crate::transcript_pane::{OpenSession, header_for};
 
 /// Said when a message shown as sent turns out not to be kept by the service.
 pub(super) const NOT_KEPT_BACK: &str = "the service did not keep your last message (it may have restarted): it is back in the composer, marked not sent — send it again";
@@ -34,7 +39,7 @@ impl App {
         history: Vec<Message>,
         out: &mut Vec<Command>,
     ) {
-        let Some(open) = self.open.as_mut().filter(|o| o.id == session_id) else {
+        let Some(open) = self.transcript.session_mut_if(session_id) else {
             return;
         };
         if open.pending.is_some() || open.cut_off.is_some() {
@@ -133,7 +138,7 @@ impl App {
         idx: usize,
         out: &mut Vec<Command>,
     ) -> bool {
-        let Some(open) = self.open.as_mut().filter(|o| o.id == session_id) else {
+        let Some(open) = self.transcript.session_mut_if(session_id) else {
             return false;
         };
         let Some(item) = open.items.get(idx) else {

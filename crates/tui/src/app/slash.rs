@@ -1,7 +1,11 @@
 //! What the composer's slash commands do to the app ([`SlashCommand`] parses them).
 
-use super::*;
+use serde_json::Value;
+
+use super::{App, Command, Level, StoreOp};
+use crate::dialogs::Overlay;
 use crate::slash::SlashCommand;
+use convo_client::api::Role;
 
 /// `/meta` with JSON that is not an object.
 const META_NEEDS_OBJECT: &str = "/meta needs a JSON object, like /meta {\"topic\":\"rust\"}";
@@ -36,12 +40,12 @@ impl App {
             }
             SlashCommand::Delete => {
                 // The text stays in the composer until the dialog is confirmed.
-                if let Some(open) = &self.open {
+                if let Some(open) = self.transcript.session() {
                     let title = self
                         .sessions_pane
                         .get(&open.id)
                         .map_or_else(|| open.id.clone(), |s| s.title.clone());
-                    self.overlay = Some(Overlay::ConfirmDelete {
+                    self.dialogs.open(Overlay::ConfirmDelete {
                         session_id: open.id.clone(),
                         title,
                         from_composer: true,
@@ -68,7 +72,7 @@ impl App {
             },
             SlashCommand::Help => {
                 self.composer.clear();
-                self.overlay = Some(Overlay::Help { scroll: 0 });
+                self.dialogs.help();
             }
             SlashCommand::Metrics => {
                 self.composer.clear();
@@ -105,7 +109,8 @@ impl App {
             }
             SlashCommand::Search(text) => {
                 self.composer.clear();
-                self.open_session_search(text, out);
+                let done = self.transcript.open_hits(text);
+                self.on_transcript(done, None, out);
             }
         }
     }

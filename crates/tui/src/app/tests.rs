@@ -8,7 +8,9 @@ use super::*;
 use crate::event::*;
 use crate::keys::KeyBindings;
 use crate::render::transcript::EntryState;
+use convo_client::api::stream::StreamUpdate;
 use convo_client::api::{ApiError, ErrorBody, Message, Role, StreamEvent};
+use convo_wire::limits::MAX_CONTENT_CHARS;
 
 pub(super) fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 22, 12, 0, 0).unwrap()
@@ -126,7 +128,7 @@ fn delta(id: &str, seq: u64, content: &str) -> AppEvent {
 }
 
 fn open(app: &App) -> &OpenSession {
-    app.open.as_ref().unwrap()
+    app.session().unwrap()
 }
 
 #[test]
@@ -349,7 +351,7 @@ fn context_overflow_offers_a_new_session_with_the_draft() {
         },
     });
     assert!(matches!(
-        app.overlay,
+        app.overlay().cloned(),
         Some(Overlay::ContextOverflow {
             current: 8300,
             max: 8192,
@@ -361,7 +363,7 @@ fn context_overflow_offers_a_new_session_with_the_draft() {
     app.update(key(KeyCode::Char('x')));
     assert_eq!(app.composer_text(), "long text");
     let cmds = app.update(key(KeyCode::Enter));
-    assert!(app.overlay.is_none());
+    assert!(app.overlay().is_none());
     assert_ne!(app.open_id(), Some(A));
     assert_eq!(app.composer_text(), "long text");
     assert!(cmds.iter().any(
@@ -654,15 +656,15 @@ fn slash_new_help_delete_quit_and_unknown() {
 
     type_text(&mut app, "/help");
     app.update(key(KeyCode::Enter));
-    assert!(matches!(app.overlay, Some(Overlay::Help { .. })));
+    assert!(matches!(app.overlay(), Some(Overlay::Help { .. })));
     app.update(key(KeyCode::Esc));
-    assert!(app.overlay.is_none());
+    assert!(app.overlay().is_none());
 
     type_text(&mut app, "/delete");
     app.update(key(KeyCode::Enter));
     let open_id = app.open_id().unwrap().to_string();
     assert!(
-        matches!(&app.overlay, Some(Overlay::ConfirmDelete { session_id, .. }) if *session_id == open_id)
+        matches!(app.overlay(), Some(Overlay::ConfirmDelete { session_id, .. }) if *session_id == open_id)
     );
     app.update(key(KeyCode::Esc));
     assert_eq!(
@@ -893,10 +895,10 @@ fn delete_asks_first_and_moves_to_the_next_session() {
     app.update(key(KeyCode::Tab));
     app.update(key(KeyCode::Char('d')));
     assert!(
-        matches!(&app.overlay, Some(Overlay::ConfirmDelete { session_id, title, from_composer: false }) if session_id == A && title == "first")
+        matches!(app.overlay(), Some(Overlay::ConfirmDelete { session_id, title, from_composer: false }) if session_id == A && title == "first")
     );
     let cmds = app.update(key(KeyCode::Char('n')));
-    assert!(app.overlay.is_none());
+    assert!(app.overlay().is_none());
     assert!(cmds.is_empty());
     app.update(key(KeyCode::Delete));
     let cmds = app.update(key(KeyCode::Char('y')));
@@ -1020,17 +1022,17 @@ fn usage_polls_update_and_failures_mark_the_gauges_stale() {
 fn help_opens_from_any_pane_but_question_mark_types_in_the_composer() {
     let mut app = app();
     app.update(key(KeyCode::Char('?')));
-    assert!(app.overlay.is_none());
+    assert!(app.overlay().is_none());
     assert_eq!(app.composer_text(), "?");
     app.update(key(KeyCode::F(1)));
-    assert!(matches!(app.overlay, Some(Overlay::Help { .. })));
+    assert!(matches!(app.overlay(), Some(Overlay::Help { .. })));
     app.update(key(KeyCode::Down));
-    assert!(matches!(app.overlay, Some(Overlay::Help { scroll: 1 })));
+    assert!(matches!(app.overlay(), Some(Overlay::Help { scroll: 1 })));
     app.update(key(KeyCode::Char('x')));
-    assert!(app.overlay.is_none());
+    assert!(app.overlay().is_none());
     app.update(key(KeyCode::Tab));
     app.update(key(KeyCode::Char('?')));
-    assert!(matches!(app.overlay, Some(Overlay::Help { .. })));
+    assert!(matches!(app.overlay(), Some(Overlay::Help { .. })));
 }
 
 #[test]
@@ -1900,7 +1902,7 @@ fn cancelling_the_delete_dialog_gives_the_composer_back_as_it_was() {
         type_text(&mut app, "/delete  ");
         let cmds = app.update(key(KeyCode::Enter));
         assert!(matches!(
-            app.overlay,
+            app.overlay().cloned(),
             Some(Overlay::ConfirmDelete {
                 from_composer: true,
                 ..
@@ -1908,7 +1910,7 @@ fn cancelling_the_delete_dialog_gives_the_composer_back_as_it_was() {
         ));
         assert!(!cmds.iter().any(|c| matches!(c, Command::Delete { .. })));
         let cmds = app.update(cancel);
-        assert!(app.overlay.is_none());
+        assert!(app.overlay().is_none());
         assert!(!cmds.iter().any(|c| matches!(c, Command::Delete { .. })));
         assert_eq!(
             app.composer_text(),
@@ -1937,7 +1939,7 @@ fn cancelling_the_delete_dialog_gives_the_composer_back_as_it_was() {
     app.update(key(KeyCode::Down));
     app.update(key(KeyCode::Char('d')));
     assert!(matches!(
-        app.overlay,
+        app.overlay().cloned(),
         Some(Overlay::ConfirmDelete {
             from_composer: false,
             ..
@@ -2196,7 +2198,7 @@ fn the_context_window_comes_from_usage_when_the_service_says_it() {
 /// A with a history: a user message, a system one, a user one starting with `/`, and replies.
 fn app_with_history() -> App {
     let mut app = app();
-    app.open = None;
+    app.transcript.close();
     let mut out = Vec::new();
     app.open_session(B.into(), &mut out);
     let m = |role, text: &str| convo_client::local_store::StoredMessage::user(role, text);
@@ -2295,7 +2297,7 @@ fn app_with_transcript(messages: &[&str]) -> App {
 }
 
 fn status(app: &App) -> Option<String> {
-    app.search.as_ref().and_then(|s| s.status())
+    app.transcript_pane().search().and_then(|s| s.status())
 }
 
 #[test]
@@ -2313,16 +2315,21 @@ fn the_search_bar_finds_moves_and_closes_without_touching_the_draft() {
     let mut app = app_with_transcript(&messages);
     type_text(&mut app, "my draft");
     app.update(ctrl('f'));
-    assert!(app.search.as_ref().is_some_and(|s| s.editing));
+    assert!(app.transcript_pane().search().is_some_and(|s| s.editing));
     assert_eq!(status(&app), None);
     // Typed characters, `n` and `q` included, go to the query, never to the composer.
     type_text(&mut app, "fox jumps");
-    assert_eq!(app.search.as_ref().unwrap().query, "fox jumps");
+    assert_eq!(app.transcript_pane().search().unwrap().query, "fox jumps");
     assert_eq!(status(&app).as_deref(), Some("match 1/3"));
-    let open = app.open.as_ref().unwrap();
+    let open = app.session().unwrap();
     assert!(!open.follow, "the transcript went to the match");
     let (w, h) = app.transcript_viewport();
-    let m = app.search.as_ref().unwrap().current_match().unwrap();
+    let m = app
+        .transcript_pane()
+        .search()
+        .unwrap()
+        .current_match()
+        .unwrap();
     let line = match_line(&open.transcript, w, &m);
     let top = open.effective_top(w, h);
     assert!(
@@ -2348,10 +2355,10 @@ fn the_search_bar_finds_moves_and_closes_without_touching_the_draft() {
     app.update(key(KeyCode::Backspace));
     assert_eq!(status(&app).as_deref(), Some("match 3/3"));
     // Esc closes; the transcript stays at the match, and the draft is as it was.
-    let top = app.open.as_ref().unwrap().effective_top(w, h);
+    let top = app.session().unwrap().effective_top(w, h);
     app.update(key(KeyCode::Esc));
-    assert!(app.search.is_none());
-    assert_eq!(app.open.as_ref().unwrap().effective_top(w, h), top);
+    assert!(app.transcript_pane().search().is_none());
+    assert_eq!(app.session().unwrap().effective_top(w, h), top);
     assert_eq!(app.composer_text(), "my draft");
     assert_eq!(app.focus, Focus::Composer);
 }
@@ -2364,7 +2371,7 @@ fn after_the_search_bar_opened_from_the_transcript_typing_goes_to_the_composer()
     app.update(ctrl('f'));
     type_text(&mut app, "knight");
     app.update(key(KeyCode::Esc));
-    assert!(app.search.is_none());
+    assert!(app.transcript_pane().search().is_none());
     type_text(&mut app, "/search knight");
     assert_eq!(app.composer_text(), "/search knight");
     assert_eq!(app.focus, Focus::Composer);
@@ -2375,17 +2382,17 @@ fn pasting_into_the_search_bar_fills_the_query_not_the_composer() {
     let mut app = app_with_transcript(&["hello world", "another world"]);
     app.update(ctrl('f'));
     app.update(AppEvent::Paste("wor\nld".into()));
-    assert_eq!(app.search.as_ref().unwrap().query, "wor ld");
+    assert_eq!(app.transcript_pane().search().unwrap().query, "wor ld");
     assert_eq!(app.composer_text(), "");
     app.update(ctrl('u'));
-    assert_eq!(app.search.as_ref().unwrap().query, "");
+    assert_eq!(app.transcript_pane().search().unwrap().query, "");
     app.update(AppEvent::Paste("world".into()));
-    assert_eq!(app.search.as_ref().unwrap().query, "world");
+    assert_eq!(app.transcript_pane().search().unwrap().query, "world");
     assert_eq!(status(&app).as_deref(), Some("match 1/2"));
     // Not typing (after Enter), a paste goes nowhere.
     app.update(key(KeyCode::Enter));
     app.update(AppEvent::Paste("zzz".into()));
-    assert_eq!(app.search.as_ref().unwrap().query, "world");
+    assert_eq!(app.transcript_pane().search().unwrap().query, "world");
     assert_eq!(app.composer_text(), "");
 }
 
@@ -2420,7 +2427,7 @@ fn the_search_bar_closes_when_another_session_opens() {
         session_id: A.into(),
     });
     assert_ne!(app.open_id(), Some(A));
-    assert!(app.search.is_none());
+    assert!(app.transcript_pane().search().is_none());
 }
 
 fn hit(session: &str, position: usize, snippet: &str) -> convo_client::local_store::SearchHit {
@@ -2454,7 +2461,7 @@ fn slash_search_lists_hits_and_enter_opens_the_message() {
     let (seq, text) = asked(&cmds).expect("a search of the store");
     assert_eq!(text, "Otters");
     assert_eq!(app.composer_text(), "", "the command is done with");
-    assert!(app.session_search.is_some());
+    assert!(app.transcript_pane().hits().is_some());
     // Typing refines it; the answer to the earlier search is dropped.
     let cmds = type_text(&mut app, " x");
     let (seq2, text2) = asked(&cmds).unwrap();
@@ -2463,10 +2470,10 @@ fn slash_search_lists_hits_and_enter_opens_the_message() {
         seq,
         result: Ok(vec![hit(C, 0, "old")]),
     });
-    assert!(app.session_search.as_ref().unwrap().hits.is_empty());
+    assert!(app.transcript_pane().hits().unwrap().hits.is_empty());
     app.update(key(KeyCode::Backspace));
     app.update(key(KeyCode::Backspace));
-    let last = app.session_search.as_ref().unwrap().asked;
+    let last = app.transcript_pane().hits().unwrap().asked;
     assert!(last > seq2);
     app.update(AppEvent::SessionHits {
         seq: last,
@@ -2474,7 +2481,7 @@ fn slash_search_lists_hits_and_enter_opens_the_message() {
     });
     app.update(key(KeyCode::Down));
     let cmds = app.update(key(KeyCode::Enter));
-    assert!(app.session_search.is_none());
+    assert!(app.transcript_pane().hits().is_none());
     assert!(
         cmds.iter()
             .any(|c| matches!(c, Command::LoadTranscript { session_id, .. } if session_id == B))
@@ -2489,14 +2496,17 @@ fn slash_search_lists_hits_and_enter_opens_the_message() {
         draft: None,
         rendered: None,
     });
-    let search = app.search.as_ref().expect("the bar shows the match");
+    let search = app
+        .transcript_pane()
+        .search()
+        .expect("the bar shows the match");
     assert!(!search.editing);
-    let item = app.open.as_ref().unwrap().items[2].entry;
+    let item = app.session().unwrap().items[2].entry;
     assert_eq!(search.current_match().unwrap().entry, item);
     assert_eq!(status(&app).as_deref(), Some("match 1/1"));
     // Closed, typing goes to the composer (in the transcript `q` would quit).
     app.update(key(KeyCode::Esc));
-    assert!(app.search.is_none());
+    assert!(app.transcript_pane().search().is_none());
     assert_eq!(app.focus, Focus::Composer);
     type_text(&mut app, "q");
     assert_eq!(app.composer_text(), "q");
@@ -2510,10 +2520,10 @@ fn a_hit_whose_words_are_not_on_screen_selects_its_message() {
     assert_eq!(app.focus, Focus::Sessions);
     let cmds = type_text(&mut app, "s");
     assert!(asked(&cmds).is_none(), "nothing to search for yet");
-    assert!(app.session_search.is_some());
+    assert!(app.transcript_pane().hits().is_some());
     let cmds = type_text(&mut app, "zzhidden");
     let (seq, _) = asked(&cmds).unwrap();
-    assert_eq!(seq, app.session_search.as_ref().unwrap().asked);
+    assert_eq!(seq, app.transcript_pane().hits().unwrap().asked);
     app.update(AppEvent::SessionHits {
         seq,
         result: Ok(vec![hit(A, 1, "zzhidden")]),
@@ -2525,9 +2535,9 @@ fn a_hit_whose_words_are_not_on_screen_selects_its_message() {
             .iter()
             .any(|c| matches!(c, Command::LoadTranscript { .. }))
     );
-    assert!(app.session_search.is_none());
-    assert!(app.search.is_none());
-    assert_eq!(app.open.as_ref().unwrap().selected, Some(1));
+    assert!(app.transcript_pane().hits().is_none());
+    assert!(app.transcript_pane().search().is_none());
+    assert_eq!(app.session().unwrap().selected, Some(1));
     assert_eq!(app.focus, Focus::Transcript);
 }
 
@@ -2542,16 +2552,16 @@ fn a_failed_store_search_says_why_and_esc_closes() {
         result: Err("disk on fire".into()),
     });
     assert_eq!(
-        app.session_search.as_ref().unwrap().state,
+        app.transcript_pane().hits().unwrap().state,
         crate::search::HitsState::Failed("disk on fire".into())
     );
     type_text(&mut app, "/search");
     assert_eq!(app.composer_text(), "", "typing went to the list's query");
     app.update(key(KeyCode::Esc));
-    assert!(app.session_search.is_none());
+    assert!(app.transcript_pane().hits().is_none());
     type_text(&mut app, "/search");
     app.update(key(KeyCode::Enter));
-    assert!(app.session_search.is_none());
+    assert!(app.transcript_pane().hits().is_none());
     assert!(
         app.notice
             .as_ref()
@@ -2574,8 +2584,11 @@ fn a_hit_a_place_off_finds_its_words_in_the_message_next_to_it() {
         result: Ok(vec![hit(A, 2, "otters")]),
     });
     app.update(key(KeyCode::Enter));
-    let search = app.search.as_ref().expect("the bar shows a match");
-    let open = app.open.as_ref().unwrap();
+    let search = app
+        .transcript_pane()
+        .search()
+        .expect("the bar shows a match");
+    let open = app.session().unwrap();
     let at = search.current_match().unwrap().entry;
     let idx = open.items.iter().position(|i| i.entry == at).unwrap();
     assert!(idx == 1 || idx == 3, "a neighbour of place 2: {idx}");

@@ -10,6 +10,7 @@ use crate::editor::EditorOutcome;
 use crate::event::*;
 use crate::keys::KeyBindings;
 use crate::notify::Notification;
+use convo_client::api::stream::StreamUpdate;
 use convo_client::api::{Message, Role, StreamEvent};
 use convo_client::config::{Notify, NotifyMode};
 
@@ -92,7 +93,7 @@ fn ctrl_g_asks_for_the_editor_on_the_draft_from_any_pane() {
 #[test]
 fn ctrl_g_does_nothing_in_a_dialog_or_a_full_screen_view() {
     let mut app = app();
-    app.overlay = Some(Overlay::ContextOverflow {
+    app.dialogs.open(Overlay::ContextOverflow {
         current: 9000,
         max: 8192,
         draft: "x".into(),
@@ -103,7 +104,7 @@ fn ctrl_g_does_nothing_in_a_dialog_or_a_full_screen_view() {
             .iter()
             .any(|c| matches!(c, Command::EditInEditor { .. }))
     );
-    app.overlay = None;
+    app.dialogs = crate::dialogs::Dialogs::default();
     app.update(key(KeyCode::F(2)));
     assert_eq!(app.view, View::Metrics);
     let cmds = app.update(ctrl('g'));
@@ -143,7 +144,7 @@ fn the_saved_text_replaces_the_draft_unsent_and_is_saved() {
 }
 
 fn open_items(app: &App) -> usize {
-    app.open.as_ref().map_or(0, |o| o.items.len())
+    app.session().map_or(0, |o| o.items.len())
 }
 
 #[test]
@@ -248,7 +249,13 @@ fn a_quick_reply_seen_finishing_does_not_notify_a_long_one_does() {
 
     let mut app = streaming(settings(NotifyMode::Bell, 30));
     // The message went out 31 s ago.
-    let p = app.open.as_mut().unwrap().pending.as_mut().unwrap();
+    let p = app
+        .transcript
+        .session_mut()
+        .unwrap()
+        .pending
+        .as_mut()
+        .unwrap();
     p.started = p
         .started
         .checked_sub(std::time::Duration::from_secs(31))
@@ -394,7 +401,7 @@ fn the_selected_message_is_the_one_copied_from() {
     ]);
     let cmds = app.update(key(KeyCode::Char('c')));
     assert_eq!(copied(&cmds).as_deref(), Some("newer"), "the last reply");
-    app.open.as_mut().unwrap().selected = Some(0);
+    app.transcript.session_mut().unwrap().selected = Some(0);
     let cmds = app.update(key(KeyCode::Char('c')));
     assert_eq!(copied(&cmds).as_deref(), Some("older"));
 }

@@ -106,8 +106,8 @@ impl TranscriptSearch {
         self.current.and_then(|i| self.matches.get(i).copied())
     }
 
-    /// `match I/N`, `no match`, `N matches` (none current yet), or nothing for an empty
-    /// query.
+    /// `match I/N`, `no match`, `1 match` or `N matches` (none current yet; the one plural
+    /// rule, [`convo_client::format::counted`]), or nothing for an empty query.
     pub fn status(&self) -> Option<String> {
         if self.query.is_empty() {
             return None;
@@ -116,8 +116,7 @@ impl TranscriptSearch {
         Some(match self.current {
             _ if n == 0 => "no match".to_string(),
             Some(i) => format!("match {}/{n}", i + 1),
-            None if n == 1 => "1 match".to_string(),
-            None => format!("{n} matches"),
+            None => convo_client::format::counted(n as u64, "match"),
         })
     }
 
@@ -316,6 +315,18 @@ mod tests {
         let mut s = searched(&t, "fox", 80);
         assert_eq!(s.matches.len(), 3);
         assert_eq!(s.status().as_deref(), Some("3 matches"));
+        let one = searched(&t, "one", 80);
+        assert_eq!(one.status().as_deref(), Some("1 match"));
+        let many = searched(
+            &transcript(&["fox ".repeat(1200).as_str()]).0,
+            "fox",
+            10_000,
+        );
+        assert_eq!(
+            many.status().as_deref(),
+            Some("1,200 matches"),
+            "counted as every count is"
+        );
         s.next();
         assert_eq!(s.status().as_deref(), Some("match 1/3"));
         s.next();

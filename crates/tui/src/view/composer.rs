@@ -3,6 +3,7 @@
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Alignment, Rect};
+use ratatui::style::{Color, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Widget};
 
@@ -11,9 +12,11 @@ use convo_client::api::Role;
 use convo_wire::limits::MAX_CONTENT_CHARS;
 
 use crate::app::{App, Focus};
+use crate::composer_pane::{Composer, width_at};
+use unicode_segmentation::UnicodeSegmentation;
 
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
-    let focused = app.focus == Focus::Composer;
+    let focused = app.focus() == Focus::Composer;
     let composer = app.composer();
     let badge = match composer.role() {
         Role::System => Span::styled(" system ", theme::warn().patch(theme::selected())),
@@ -62,5 +65,62 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     }
     let inner = block.inner(area);
     block.render(area, buf);
-    composer.text_area().render(inner, buf);
+    let text_area = composer.text_area();
+    if composer.is_empty() {
+        // The placeholder, with the cursor before it.
+        text_area.render(inner, buf);
+        return;
+    }
+    // The text area keeps its own rows at this size, for Up and Down; what is drawn is the
+    // composer's word wrap, where no row starts with the space of a break.
+    text_area.render(inner, &mut Buffer::empty(inner));
+    draw_text(composer, inner, buf);
 }
+
+/// The draft's rows that fit in `area`, the cursor on screen, a selection highlighted.
+fn draw_text(composer: &Composer, area: Rect, buf: &mut Buffer) {
+    let width = usize::from(area.width);
+    let screen = composer.screen(width);
+    let height = usize::from(area.height);
+    let top = composer.scroll_top(screen.cursor.0, height);
+    let text_area = composer.text_area();
+    let selection = text_area.selection_range();
+    let selected = |line: usize, char_col: usize| {
+        selection.is_some_and(|(from, to)| (line, char_col) >= from && (line, char_col) < to)
+    };
+    let lines = composer.lines();
+    for (y, row) in screen.rows.iter().enumerate().skip(top).take(height) {
+        let y = area.y + (y - top) as u16;
+        let Some(row) = row else { continue };
+        let line = &lines[row.line];
+        let mut char_col = line[..row.start].chars().count();
+        let mut col = 0;
+        for g in line[row.start..row.end].graphemes(true) {
+            let w = width_at(g, col);
+            if col + w > width {
+                break;
+            }
+            let style = if selected(row.line, char_col) {
+                SELECTION
+            } else {
+                Style::default()
+            };
+            let x = area.x + col as u16;
+            if g == "\t" {
+                buf.set_stringn(x, y, " ".repeat(w), w, style);
+            } else {
+                buf.set_stringn(x, y, g, w, style);
+            }
+            col += w;
+            char_col += g.chars().count();
+        }
+    }
+    let (row, col) = screen.cursor;
+    if (top..top + height).contains(&row) && col < width {
+        let cell = &mut buf[(area.x + col as u16, area.y + (row - top) as u16)];
+        cell.set_style(text_area.cursor_style());
+    }
+}
+
+/// How the text area highlights a selection (its default).
+const SELECTION: Style = Style::new().bg(Color::LightBlue);

@@ -31,7 +31,7 @@ fn frame(
 
 pub fn confirm_delete(app: &App, session_id: &str, title: &str, screen: Rect, buf: &mut Buffer) {
     let inner = frame("Delete session?", screen, 9, theme::error(), buf);
-    let k = &app.keys;
+    let k = app.keys();
     let lines = vec![
         Line::from(vec![
             Span::raw("Delete "),
@@ -55,7 +55,7 @@ pub fn confirm_delete(app: &App, session_id: &str, title: &str, screen: Rect, bu
 
 pub fn context_overflow(app: &App, current: u64, max: u64, screen: Rect, buf: &mut Buffer) {
     let inner = frame("Context window full", screen, 9, theme::warn(), buf);
-    let k = &app.keys;
+    let k = app.keys();
     let lines = vec![
         Line::from(vec![
             Span::raw("This message would bring the session to "),

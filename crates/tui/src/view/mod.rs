@@ -22,7 +22,7 @@ use super::app::{App, Overlay, View};
 pub fn draw(frame: &mut Frame, app: &App) {
     let layout = app.layout();
     let buf = frame.buffer_mut();
-    match app.view {
+    match app.view() {
         View::Chat => {
             usage::render(app, &layout, buf);
             if let Some(area) = layout.sessions {
@@ -30,7 +30,7 @@ pub fn draw(frame: &mut Frame, app: &App) {
             }
             transcript::render(app, layout.transcript, buf);
             composer::render(app, layout.composer, buf);
-            if let Some(hits) = &app.session_search {
+            if let Some(hits) = app.transcript_pane().hits() {
                 search::hits(app, hits, frame_area(buf), buf);
             }
         }
@@ -44,14 +44,14 @@ pub fn draw(frame: &mut Frame, app: &App) {
                 layout.status.y.saturating_sub(area.y),
             );
             if let Some(view) = app.active_view() {
-                view.render(&app.keys, above, buf);
+                view.render(app.keys(), above, buf);
             }
         }
     }
     status::render(app, layout.status, buf);
-    match &app.overlay {
+    match app.overlay() {
         Some(Overlay::Help { scroll }) => {
-            help::render(&app.keys, *scroll, frame.area(), frame.buffer_mut())
+            help::render(app.keys(), *scroll, frame.area(), frame.buffer_mut())
         }
         Some(Overlay::ConfirmDelete {
             session_id, title, ..

@@ -13,7 +13,7 @@ use crate::search::{HitsState, SessionSearch, TranscriptSearch};
 
 /// The search bar: the query (with a cursor while typing), `match I/N` and the keys.
 pub fn bar(app: &App, search: &TranscriptSearch, area: Rect, buf: &mut Buffer) {
-    let k = &app.keys;
+    let k = app.keys();
     let status = search.status();
     let status_style = match status.as_deref() {
         Some("no match") => theme::warn(),
@@ -22,7 +22,7 @@ pub fn bar(app: &App, search: &TranscriptSearch, area: Rect, buf: &mut Buffer) {
     let keys = if search.editing {
         format!(
             " {} next · {} close ",
-            super::status::typing_label(&k.search_next),
+            k.search_next.typing_label(),
             k.back.first_label()
         )
     } else {
@@ -108,7 +108,7 @@ pub fn highlight(
 /// The hits list: the text searched, then per hit a line with the session, the time and
 /// the role, and a line with the snippet (the matched words marked).
 pub fn hits(app: &App, hits: &SessionSearch, screen: Rect, buf: &mut Buffer) {
-    let k = &app.keys;
+    let k = app.keys();
     let area = centered(
         screen,
         screen.width.saturating_sub(4).min(110),
@@ -150,8 +150,10 @@ pub fn hits(app: &App, hits: &SessionSearch, screen: Rect, buf: &mut Buffer) {
         HitsState::Searching if hits.hits.is_empty() => ("searching…".to_string(), theme::dim()),
         HitsState::Searching | HitsState::Done => match hits.hits.len() {
             0 => ("no matches".to_string(), theme::warn()),
-            1 => ("1 message".to_string(), theme::dim()),
-            n => (format!("{n} messages"), theme::dim()),
+            n => (
+                convo_client::format::counted(n as u64, "message"),
+                theme::dim(),
+            ),
         },
         HitsState::Failed(e) => (format!("search failed: {e}"), theme::error()),
     };

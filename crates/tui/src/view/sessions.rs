@@ -11,7 +11,7 @@ use crate::layout::{SESSION_ROW_HEIGHT, first_visible_session};
 use convo_client::format;
 
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
-    let focused = app.focus == Focus::Sessions;
+    let focused = app.focus() == Focus::Sessions;
     let pane = app.sessions_pane();
     let mut title = vec![Span::styled(" Sessions ", theme::bold())];
     if pane.is_filtering() || !pane.filter().is_empty() {
@@ -32,7 +32,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let inner = block.inner(area);
     block.render(area, buf);
     let sessions = pane.visible();
-    if !app.store_ready {
+    if !app.store_ready() {
         Paragraph::new(Span::styled("loading…", theme::dim())).render(inner, buf);
         return;
     }
@@ -77,7 +77,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
                     truncate(
                         &format!(
                             "  {} · {} tok",
-                            format::relative(app.now, s.last_activity),
+                            format::relative(app.now(), s.last_activity),
                             format::count(s.tokens)
                         ),
                         width,

@@ -6,53 +6,15 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
 use super::{theme, truncate};
-use crate::app::{App, Focus, Level, Tone};
+use crate::app::{App, Level, Tone};
 
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let conn = connection(app);
-    let k = &app.keys;
+    let k = app.keys();
     // Most important first; the bar keeps as many as fit.
-    let hints: Vec<(String, &str)> = match (app.active_view(), app.focus) {
-        (Some(view), _) => view.hints(k),
-        _ if app.session_search.is_some() => vec![
-            (k.open_session.first_label(), "open"),
-            (k.back.first_label(), "close"),
-            (
-                format!("{}/{}", k.move_up.first_label(), k.move_down.first_label()),
-                "select",
-            ),
-        ],
-        _ if app.search.is_some() => search_hints(app),
-        (_, Focus::Composer) => vec![
-            (typing_label(&k.help), "help"),
-            (k.send.first_label(), "send"),
-            (k.new_session.first_label(), "new"),
-            (k.stop_or_quit.first_label(), "quit"),
-            (k.focus_next.first_label(), "panes"),
-        ],
-        (_, Focus::Sessions) if app.sessions_pane().is_filtering() => vec![
-            (k.open_session.first_label(), "open"),
-            ("Esc".to_string(), "clear filter"),
-            (
-                format!("{}/{}", k.move_up.first_label(), k.move_down.first_label()),
-                "select",
-            ),
-        ],
-        (_, Focus::Sessions) => vec![
-            (k.help.first_label(), "help"),
-            (k.open_session.first_label(), "open"),
-            (k.delete_session.first_label(), "delete"),
-            (k.filter_sessions.first_label(), "filter"),
-            (k.quit.first_label(), "quit"),
-        ],
-        (_, Focus::Transcript) => vec![
-            (k.help.first_label(), "help"),
-            (k.move_up.first_label(), "select"),
-            (k.copy_reply.first_label(), "copy"),
-            (k.scroll_up.first_label(), "scroll"),
-            (k.quit.first_label(), "quit"),
-            (k.copy_code.first_label(), "copy code"),
-        ],
+    let hints: Vec<(String, &str)> = match app.active_view() {
+        Some(view) => view.hints(k),
+        None => app.chat_hints(),
     };
     let width = area.width as usize;
     if let Some((level, text)) = app.status_message() {
@@ -106,26 +68,6 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     Line::from(spans).render(Rect::new(area.x, area.y, area.width, 1), buf);
 }
 
-/// The search bar's count and keys.
-fn search_hints(app: &App) -> Vec<(String, &'static str)> {
-    let k = &app.keys;
-    let Some(search) = &app.search else {
-        return Vec::new();
-    };
-    let mut hints = vec![(
-        search.status().unwrap_or_else(|| "type to search".into()),
-        "",
-    )];
-    if search.editing {
-        hints.push((typing_label(&k.search_next), "next"));
-    } else {
-        hints.push((k.search_next.label(), "next"));
-        hints.push((k.search_prev.first_label(), "previous"));
-    }
-    hints.push((k.back.first_label(), "close"));
-    hints
-}
-
 /// `text` word-wrapped into a first row of `first` columns and further rows of `rest`.
 fn wrapped(text: &str, first: usize, rest: usize) -> Vec<String> {
     use crate::render::wrap::{WrapEvent, wrap_words};
@@ -149,12 +91,4 @@ fn tone_style(tone: Tone) -> ratatui::style::Style {
         Tone::Pending => theme::warn(),
         Tone::Bad => theme::error(),
     }
-}
-
-/// The first key of a binding that works while typing (not a plain character).
-pub fn typing_label(b: &crate::keys::Binding) -> String {
-    b.0.iter()
-        .find(|k| !matches!(k.code, crossterm::event::KeyCode::Char(_)) || !k.modifiers.is_empty())
-        .map(|k| k.to_string())
-        .unwrap_or_else(|| b.first_label())
 }

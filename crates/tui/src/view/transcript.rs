@@ -11,8 +11,8 @@ use crate::render::transcript::EntryId;
 use convo_client::format;
 
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
-    let focused = app.focus == Focus::Transcript;
-    let open = app.open.as_ref();
+    let focused = app.focus() == Focus::Transcript;
+    let open = app.session();
     let title = open
         .and_then(|o| app.sessions_pane().get(&o.id))
         .map(|s| s.title.clone())
@@ -25,7 +25,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         theme::bold(),
     )];
     if let Some(o) = open
-        && matches!(app.connection, Connection::Connected(_))
+        && matches!(app.connection(), Connection::Connected(_))
     {
         top.push(match &o.stream {
             StreamState::Open => Span::styled("● live ", theme::success()),
@@ -54,7 +54,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     }
     let mut inner = block.inner(area);
     block.render(area, buf);
-    if let Some(search) = &app.search
+    if let Some(search) = app.transcript_pane().search()
         && let Some(bar) = crate::layout::take_search_bar(&mut inner)
     {
         super::search::bar(app, search, bar, buf);
@@ -68,7 +68,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         return;
     }
     if o.items.is_empty() {
-        let k = &app.keys;
+        let k = app.keys();
         let mut lines = vec![
             Line::from(Span::styled("A new session.", theme::bold())),
             Line::from(""),
@@ -81,10 +81,10 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
                 "{} new session · {} switch panes · {} help",
                 k.new_session.first_label(),
                 k.focus_next.first_label(),
-                super::status::typing_label(&k.help)
+                k.help.typing_label()
             )),
         ];
-        if let Some(hint) = app.engine.as_ref().and_then(|e| e.hint.as_deref()) {
+        if let Some(hint) = app.engine().and_then(|e| e.hint.as_deref()) {
             lines.push(Line::from(""));
             lines.push(Line::from(Span::styled(hint.to_string(), theme::warn())));
         }
@@ -98,7 +98,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let selected = o.selected.and_then(|i| o.items.get(i)).map(|i| i.entry);
     // the pane's block styles only its border: its inner cells are as the frame reset them
     o.transcript.render_on_reset(inner, buf, top_line, selected);
-    if let Some(search) = &app.search {
+    if let Some(search) = app.transcript_pane().search() {
         super::search::highlight(o, search, inner, top_line, buf);
     }
     if let Some(choice) = app.code_choice() {

@@ -71,23 +71,23 @@ fn gauge_spans(
 }
 
 fn period_end(app: &App) -> Option<DateTime<Utc>> {
-    let u = app.usage.usage.as_ref()?;
+    let u = app.usage().usage.as_ref()?;
     DateTime::parse_from_rfc3339(&u.billing_period.end)
         .ok()
         .map(|d| d.with_timezone(&Utc))
 }
 
 fn gauges(app: &App) -> Option<[(&'static str, UsageGauge); 3]> {
-    let u = app.usage.usage.as_ref()?;
+    let u = app.usage().usage.as_ref()?;
     let gauge = |name: &str, used: u64, limit: u64, percent: f64| {
-        let reached = app.usage.reached.as_ref().filter(|r| r.limit == name);
+        let reached = app.usage().reached.as_ref().filter(|r| r.limit == name);
         match reached {
             Some(r) => UsageGauge {
                 used: used.max(limit),
                 limit,
                 percent: 100.0,
                 reached: Some(match r.reset_at {
-                    Some(at) => format!(" · resets {}", format::time_until(app.now, at)),
+                    Some(at) => format!(" · resets {}", format::time_until(app.now(), at)),
                     None => String::new(),
                 }),
             },
@@ -126,21 +126,21 @@ fn gauges(app: &App) -> Option<[(&'static str, UsageGauge); 3]> {
 }
 
 fn freshness(app: &App) -> Span<'static> {
-    if let Some(r) = &app.usage.reached {
+    if let Some(r) = &app.usage().reached {
         let when = match r.reset_at {
             Some(at) => format!(
                 ": resets {} ({})",
-                format::time_until(app.now, at),
+                format::time_until(app.now(), at),
                 at.format("%Y-%m-%d %H:%M UTC")
             ),
             None => String::new(),
         };
         return Span::styled(format!("{} limit reached{when}", r.limit), theme::error());
     }
-    match (&app.usage.error, app.usage.fetched_at) {
+    match (&app.usage().error, app.usage().fetched_at) {
         (Some(e), _) => Span::styled(format!("STALE: {e}"), theme::error()),
         (None, Some(at)) => Span::styled(
-            format!("updated {}", format::relative(app.now, at)),
+            format!("updated {}", format::relative(app.now(), at)),
             theme::dim(),
         ),
         (None, None) => Span::styled("waiting for usage…", theme::dim()),
@@ -157,7 +157,7 @@ pub fn render(app: &App, layout: &AppLayout, buf: &mut Buffer) {
 
 fn column(app: &App, area: Rect, buf: &mut Buffer) {
     let tier = app
-        .usage
+        .usage()
         .usage
         .as_ref()
         .map(|u| convo_client::sanitize::sanitize_owned(&u.tier))
@@ -171,7 +171,7 @@ fn column(app: &App, area: Rect, buf: &mut Buffer) {
         ]));
     let inner = block.inner(area);
     block.render(area, buf);
-    let stale = app.usage.error.is_some();
+    let stale = app.usage().error.is_some();
     let bar_w = (inner.width as usize).saturating_sub(2).max(4);
     let mut lines: Vec<Line> = Vec::new();
     if let Some(gs) = gauges(app) {
@@ -201,7 +201,7 @@ fn column(app: &App, area: Rect, buf: &mut Buffer) {
         }
         if let Some(end) = period_end(app) {
             lines.push(Line::from(Span::styled(
-                format!("period ends {}", format::time_until(app.now, end)),
+                format!("period ends {}", format::time_until(app.now(), end)),
                 theme::dim(),
             )));
         }
@@ -217,7 +217,7 @@ fn band(app: &App, area: Rect, buf: &mut Buffer) {
     if area.height == 0 {
         return;
     }
-    let stale = app.usage.error.is_some();
+    let stale = app.usage().error.is_some();
     let width = area.width as usize;
     let row1 = match gauges(app) {
         Some(gs) => {
@@ -251,23 +251,23 @@ fn band(app: &App, area: Rect, buf: &mut Buffer) {
         return;
     }
     let mut spans = Vec::new();
-    if app.usage.reached.is_some() {
+    if app.usage().reached.is_some() {
         // What is refused and until when comes first, where a narrow row cannot cut it.
         spans.push(freshness(app));
         spans.push(Span::raw(" "));
     }
-    if let Some(u) = &app.usage.usage {
+    if let Some(u) = &app.usage().usage {
         spans.push(Span::styled(
             format!("{} ", convo_client::sanitize::sanitize(&u.tier)),
             theme::hint(),
         ));
         if let Some(end) = period_end(app) {
             spans.push(Span::styled(
-                format!("· period ends {} ", format::time_until(app.now, end)),
+                format!("· period ends {} ", format::time_until(app.now(), end)),
                 theme::dim(),
             ));
         }
-        if app.usage.reached.is_none() {
+        if app.usage().reached.is_none() {
             spans.push(Span::raw("· "));
             spans.push(freshness(app));
         }

@@ -1,9 +1,15 @@
-//! Search: the search bar over the open transcript (`search`, Ctrl-f) and the hits list of
-//! a search across sessions (`/search TEXT`, `search_sessions` in the sessions pane).
-//! Both take every key while open, so nothing typed in them reaches the composer.
+//! The pane's searches: the search bar over the open transcript (`search`, Ctrl-f) and the
+//! hits list of a search across sessions (`/search TEXT`, `search_sessions` in the sessions
+//! pane). Both take every key while open, so nothing typed in them reaches the composer.
 
-use super::*;
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+use super::{Jump, TranscriptKey, TranscriptPane, Viewport};
+use crate::command::Command;
+use crate::keys::KeyBindings;
+use crate::render::transcript::Transcript;
 use crate::search::{HITS_LIMIT, Match, SessionSearch, TranscriptSearch};
+use convo_client::local_store::SearchHit;
 
 /// A hit chosen in the hits list whose session is still loading: once it is, its message
 /// is found and shown.
@@ -29,109 +35,129 @@ fn is_text(key: &KeyEvent) -> bool {
             .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT)
 }
 
-impl App {
-    /// `search`: opens the search bar over the open transcript, ready to type.
-    pub(super) fn open_search(&mut self) {
-        let (w, h) = self.transcript_viewport();
+/// Whether a key clears what is typed (Ctrl-U, as in shells).
+fn is_clear(key: &KeyEvent) -> bool {
+    key.modifiers == KeyModifiers::CONTROL && key.code == KeyCode::Char('u')
+}
+
+impl TranscriptPane {
+    /// `search`: opens the search bar over the open transcript, ready to type (or back to
+    /// typing, if open). False when there is no transcript to search yet.
+    pub fn open_search(&mut self, area: Viewport) -> bool {
+        let (w, h) = self.text_area(area);
         let Some(open) = self.open.as_ref().filter(|o| o.loaded) else {
-            self.notify(Level::Info, "no transcript to search yet");
-            return;
+            return false;
         };
         if let Some(search) = self.search.as_mut() {
             search.editing = true;
-            return;
+            return true;
         }
         let origin = open.effective_top(w, h);
         self.search = Some(TranscriptSearch::new(open.id.clone(), origin));
+        true
     }
 
-    /// A key while the search bar is open: all of them are its own.
-    pub(super) fn search_key(&mut self, key: KeyEvent, out: &mut Vec<Command>) {
+    /// A key while the search bar or the hits list is open (all of them are theirs); `None`
+    /// when neither is.
+    pub fn bar_key(
+        &mut self,
+        keys: &KeyBindings,
+        key: &KeyEvent,
+        area: Viewport,
+    ) -> Option<TranscriptKey> {
+        if self.hits.is_some() {
+            return Some(self.hits_key(keys, key));
+        }
+        self.search.as_ref()?;
+        Some(self.search_key(keys, key, area))
+    }
+
+    fn search_key(&mut self, k: &KeyBindings, key: &KeyEvent, area: Viewport) -> TranscriptKey {
         let Some(search) = self.search.as_mut() else {
-            return;
+            return TranscriptKey::NotConsumed;
         };
-        let k = &self.keys;
-        if search.editing && is_text(&key) {
+        if search.editing && is_text(key) {
             if let KeyCode::Char(c) = key.code {
                 search.query.push(c);
             }
-            self.search_edited();
+            self.search_edited(area);
         } else if search.editing && key.code == KeyCode::Backspace {
             search.query.pop();
-            self.search_edited();
-        } else if search.editing
-            && key.modifiers == KeyModifiers::CONTROL
-            && key.code == KeyCode::Char('u')
-        {
+            self.search_edited(area);
+        } else if search.editing && is_clear(key) {
             search.query.clear();
-            self.search_edited();
-        } else if k.back.matches(&key) {
+            self.search_edited(area);
+        } else if k.back.matches(key) {
             // The transcript stays where the search took it; End follows the tail again.
-            // Typing goes to the composer, wherever the bar was opened from: in the
-            // transcript, plain keys act (a `/search …` typed next would vanish).
             self.search = None;
-            self.focus = Focus::Composer;
-        } else if k.search_next.matches(&key) {
+            return TranscriptKey::SearchClosed;
+        } else if k.search_next.matches(key) {
             search.editing = false;
             search.next();
-            self.reveal_match();
-        } else if k.search_prev.matches(&key) {
+            self.reveal_match(area);
+        } else if k.search_prev.matches(key) {
             search.editing = false;
             search.prev();
-            self.reveal_match();
-        } else if k.search.matches(&key) {
+            self.reveal_match(area);
+        } else if k.search.matches(key) {
             // Typing again searches on from the current match.
             search.editing = true;
-            if let Some(line) = self.current_match_line()
+            if let Some(line) = self.current_match_line(area.0)
                 && let Some(search) = self.search.as_mut()
             {
                 search.origin = line;
             }
-        } else if k.stop_or_quit.matches(&key)
-            || k.scroll_up.matches(&key)
-            || k.scroll_down.matches(&key)
+        } else if k.stop_or_quit.matches(key)
+            || k.scroll_up.matches(key)
+            || k.scroll_down.matches(key)
         {
-            self.global_key(&key, out);
-        } else if k.scroll_top.matches(&key) || k.scroll_bottom.matches(&key) {
-            self.pane_common_key(&key, out);
-        } else if k.help.matches(&key) {
-            self.overlay = Some(Overlay::Help { scroll: 0 });
+            return TranscriptKey::Global;
+        } else if k.scroll_top.matches(key) || k.scroll_bottom.matches(key) {
+            return TranscriptKey::Common;
+        } else if k.help.matches(key) {
+            return TranscriptKey::Help;
         }
+        TranscriptKey::Consumed
     }
 
-    /// Text pasted while the search bar is open goes into its query (on one line) while
-    /// typing there, and nowhere otherwise.
-    pub(super) fn search_paste(&mut self, text: &str) {
-        if let Some(search) = self.search.as_mut().filter(|s| s.editing) {
-            search.query.push_str(&one_line(text));
-            self.search_edited();
+    /// Pasted text while the search bar or the hits list is open: into the query being typed
+    /// (on one line), nowhere otherwise. `None` when neither is open.
+    pub fn bar_paste(&mut self, text: &str, area: Viewport) -> Option<TranscriptKey> {
+        if let Some(hits) = self.hits.as_mut() {
+            hits.query.push_str(&one_line(text));
+            return Some(self.ask_hits());
         }
+        let search = self.search.as_mut()?;
+        if search.editing {
+            search.query.push_str(&one_line(text));
+            self.search_edited(area);
+        }
+        Some(TranscriptKey::Consumed)
     }
 
     /// The query changed: the matches are found again, the first from where the search
     /// started becomes current, and the transcript goes to it.
-    fn search_edited(&mut self) {
-        self.refresh_search();
-        let width = self.transcript_viewport().0;
+    fn search_edited(&mut self, area: Viewport) {
+        self.refresh_search(area.0, true);
+        let width = area.0;
         let (Some(search), Some(open)) = (self.search.as_mut(), self.open.as_ref()) else {
             return;
         };
         let origin = search.origin;
         search.select_from(origin, |m| match_line(&open.transcript, width, m));
-        self.reveal_match();
+        self.reveal_match(area);
     }
 
     /// The transcript line of the current match.
-    fn current_match_line(&self) -> Option<usize> {
-        let width = self.transcript_viewport().0;
+    fn current_match_line(&self, width: u16) -> Option<usize> {
         let m = self.search.as_ref()?.current_match()?;
         Some(match_line(&self.open.as_ref()?.transcript, width, &m))
     }
 
     /// Scrolls the transcript to the current match when it is not in view (it then sits a
     /// third of the way down the pane).
-    pub(super) fn reveal_match(&mut self) {
-        let (w, h) = self.transcript_viewport();
+    fn reveal_match(&mut self, area: Viewport) {
+        let (w, h) = self.text_area(area);
         let (Some(search), Some(open)) = (self.search.as_ref(), self.open.as_mut()) else {
             return;
         };
@@ -151,105 +177,93 @@ impl App {
     }
 
     /// After every event: the search bar follows the transcript (a reply streaming in, a
-    /// resize), and closes when another session is opened.
-    pub(super) fn refresh_search(&mut self) {
-        let Some(search) = self.search.as_ref() else {
+    /// resize) at `width`, and closes when another session is opened or the chat is not
+    /// shown (`chat_shown`).
+    pub fn refresh_search(&mut self, width: u16, chat_shown: bool) {
+        let Some(search) = self.search.as_mut() else {
             return;
         };
-        if self.open_id() != Some(search.session_id.as_str()) || self.view != View::Chat {
-            self.search = None;
-            return;
-        }
-        let width = self.transcript_viewport().0;
-        if let (Some(search), Some(open)) = (self.search.as_mut(), self.open.as_ref()) {
-            search.refresh(&open.transcript, width);
+        match self.open.as_ref() {
+            Some(open) if chat_shown && open.id == search.session_id => {
+                search.refresh(&open.transcript, width);
+            }
+            _ => self.search = None,
         }
     }
 
     // ---- across sessions -------------------------------------------------------------------
 
     /// `/search TEXT` or `search_sessions`: the hits list, searching for `text` at once.
-    pub(super) fn open_session_search(&mut self, text: String, out: &mut Vec<Command>) {
-        self.session_search = Some(SessionSearch::new(text));
-        self.ask_hits(out);
+    pub fn open_hits(&mut self, text: String) -> TranscriptKey {
+        self.hits = Some(SessionSearch::new(text));
+        self.ask_hits()
     }
 
-    fn ask_hits(&mut self, out: &mut Vec<Command>) {
-        let Some(hits) = self.session_search.as_mut() else {
-            return;
+    /// The query changed: asks for its hits (when it has words to search for).
+    fn ask_hits(&mut self) -> TranscriptKey {
+        let Some(hits) = self.hits.as_mut() else {
+            return TranscriptKey::Consumed;
         };
-        if let Some(seq) = hits.ask() {
-            out.push(Command::SearchSessions {
+        match hits.ask() {
+            Some(seq) => TranscriptKey::Command(Command::SearchSessions {
                 seq,
                 text: hits.query.clone(),
                 limit: HITS_LIMIT,
-            });
+            }),
+            None => TranscriptKey::Consumed,
         }
     }
 
-    /// A key while the hits list is open: all of them are its own.
-    pub(super) fn hits_key(&mut self, key: KeyEvent, out: &mut Vec<Command>) {
-        let Some(hits) = self.session_search.as_mut() else {
-            return;
+    fn hits_key(&mut self, k: &KeyBindings, key: &KeyEvent) -> TranscriptKey {
+        let Some(hits) = self.hits.as_mut() else {
+            return TranscriptKey::NotConsumed;
         };
-        let k = &self.keys;
-        if is_text(&key) {
+        if is_text(key) {
             if let KeyCode::Char(c) = key.code {
                 hits.query.push(c);
             }
-            self.ask_hits(out);
+            return self.ask_hits();
         } else if key.code == KeyCode::Backspace {
             hits.query.pop();
-            self.ask_hits(out);
-        } else if key.modifiers == KeyModifiers::CONTROL && key.code == KeyCode::Char('u') {
+            return self.ask_hits();
+        } else if is_clear(key) {
             hits.query.clear();
-            self.ask_hits(out);
-        } else if k.move_up.matches(&key) {
+            return self.ask_hits();
+        } else if k.move_up.matches(key) {
             hits.up();
-        } else if k.move_down.matches(&key) {
+        } else if k.move_down.matches(key) {
             hits.down();
-        } else if k.scroll_up.matches(&key) {
+        } else if k.scroll_up.matches(key) {
             for _ in 0..10 {
                 hits.up();
             }
-        } else if k.scroll_down.matches(&key) {
+        } else if k.scroll_down.matches(key) {
             for _ in 0..10 {
                 hits.down();
             }
-        } else if k.open_session.matches(&key) {
-            self.open_hit(out);
-        } else if k.back.matches(&key) || k.stop_or_quit.matches(&key) {
-            self.session_search = None;
+        } else if k.open_session.matches(key) {
+            return self.choose_hit();
+        } else if k.back.matches(key) || k.stop_or_quit.matches(key) {
+            self.hits = None;
         }
-    }
-
-    /// Text pasted into the hits list's query, on one line.
-    pub(super) fn hits_paste(&mut self, text: &str, out: &mut Vec<Command>) {
-        if let Some(hits) = self.session_search.as_mut() {
-            hits.query.push_str(&one_line(text));
-            self.ask_hits(out);
-        }
+        TranscriptKey::Consumed
     }
 
     /// The store's answer to a search across sessions.
-    pub(super) fn on_session_hits(
-        &mut self,
-        seq: u64,
-        result: Result<Vec<convo_client::local_store::SearchHit>, String>,
-    ) {
-        if let Some(hits) = self.session_search.as_mut() {
+    pub fn hits_answered(&mut self, seq: u64, result: Result<Vec<SearchHit>, String>) {
+        if let Some(hits) = self.hits.as_mut() {
             hits.answered(seq, result);
         }
     }
 
-    /// Enter on a hit: its session opens and the transcript goes to the message, with the
-    /// words searched highlighted by the search bar.
-    fn open_hit(&mut self, out: &mut Vec<Command>) {
-        let Some(hits) = self.session_search.as_ref() else {
-            return;
+    /// Enter on a hit: the lists close, and the app opens its session; the words searched
+    /// are shown in its message once it has loaded ([`Self::apply_jump`]).
+    fn choose_hit(&mut self) -> TranscriptKey {
+        let Some(hits) = self.hits.as_ref() else {
+            return TranscriptKey::Consumed;
         };
         let Some(hit) = hits.selected().cloned() else {
-            return;
+            return TranscriptKey::Consumed;
         };
         let mut queries = vec![hits.query.trim().to_string()];
         queries.extend(
@@ -259,25 +273,22 @@ impl App {
                 .map(|p| p.text.trim().to_string()),
         );
         queries.retain(|q| !q.is_empty());
-        self.session_search = None;
+        self.hits = None;
         self.search = None;
-        if self.open_id() != Some(hit.session_id.as_str()) {
-            self.notice = None;
-        }
         self.pending_jump = Some(PendingJump {
             session_id: hit.session_id.clone(),
             position: hit.position,
             queries,
         });
-        self.open_session(hit.session_id, out);
-        self.focus = Focus::Transcript;
-        self.apply_pending_jump();
+        TranscriptKey::OpenHit {
+            session_id: hit.session_id,
+        }
     }
 
     /// Once the chosen hit's session is loaded: opens the search bar on its message (the
     /// first of the queries found in it is current), or selects the message when its
     /// rendered text holds none of them.
-    pub(super) fn apply_pending_jump(&mut self) {
+    pub fn apply_jump(&mut self, area: Viewport) -> Jump {
         let ready = match (&self.pending_jump, &self.open) {
             (Some(jump), Some(open)) if open.id == jump.session_id => open.loaded,
             (Some(_), _) => {
@@ -288,19 +299,15 @@ impl App {
             _ => false,
         };
         if !ready {
-            return;
+            return Jump::Waiting;
         }
-        let Some(jump) = self.pending_jump.take() else {
-            return;
-        };
-        let width = self.transcript_viewport().0;
-        let Some(open) = self.open.as_mut() else {
-            return;
+        let (Some(jump), Some(open)) = (self.pending_jump.take(), self.open.as_mut()) else {
+            return Jump::Waiting;
         };
         if jump.position >= open.items.len() {
-            self.notify(Level::Warn, "that message is no longer in the session");
-            return;
+            return Jump::Gone;
         }
+        let width = area.0;
         // The message at the hit's place first; then a message a few places off, since a
         // send that failed in this run is stored but no longer shown, which shifts what
         // comes after it.
@@ -323,16 +330,14 @@ impl App {
                 if let Some((_, i)) = best {
                     search.current = Some(i);
                     self.search = Some(search);
-                    self.reveal_match();
-                    // The bar takes the keys; once it closes, typing goes to the composer,
-                    // as after any search (plain keys in the transcript would act).
-                    self.focus = Focus::Composer;
-                    return;
+                    self.reveal_match(area);
+                    return Jump::Found;
                 }
             }
         }
         open.selected = Some(jump.position);
-        self.reveal_selected();
+        self.reveal_selected(area);
+        Jump::Selected
     }
 }
 

@@ -1,7 +1,55 @@
 //! The open session: its transcript items beside their render entries, the reply in flight,
 //! and how stored messages become render entries.
 
-use super::*;
+use chrono::{DateTime, Utc};
+
+use crate::command::{Command, StoreOp};
+use crate::event::{MessageStatus, StoredMessage};
+use crate::render::transcript::{Entry, EntryId, EntryState, Transcript};
+use convo_client::api::Role;
+use convo_client::follow::ReplyFollower;
+
+/// One message of the open transcript, beside its render entry.
+#[derive(Debug, Clone)]
+pub struct TranscriptItem {
+    pub entry: EntryId,
+    pub role: Role,
+    pub tokens: u64,
+    pub message_id: Option<String>,
+    pub state: EntryState,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A message on its way: the composer text comes back if it fails.
+#[derive(Debug, Clone)]
+pub struct PendingSend {
+    pub send_id: u64,
+    pub text: String,
+    pub role: Role,
+    /// Index in `items` of the sent message and of the reply placeholder.
+    pub user_item: usize,
+    pub reply_item: usize,
+    pub accepted: bool,
+    /// Sent with `stream: true`: the text comes on the stream.
+    pub streamed: bool,
+    /// The reply completed on the stream before the POST answered.
+    pub reply_done: bool,
+    /// When the message was sent: how long its reply took decides whether a focused
+    /// terminal is notified (`[notify] after_seconds`).
+    pub started: std::time::Instant,
+    /// The reply, followed: duplicates by `seq`, the loss and the settling against the
+    /// stored history (the same follower `convo send --stream` drives).
+    pub follower: ReplyFollower,
+}
+
+/// State of the open session's stream.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamState {
+    Connecting,
+    Open,
+    Down(String),
+    Unsupported,
+}
 
 /// The session shown in the transcript.
 #[derive(Debug)]
@@ -26,7 +74,7 @@ pub struct OpenSession {
 }
 
 impl OpenSession {
-    pub(super) fn new(id: String, context_max: u64) -> Self {
+    pub fn new(id: String, context_max: u64) -> Self {
         OpenSession {
             id,
             transcript: Transcript::new(),
@@ -55,7 +103,7 @@ impl OpenSession {
         })
     }
 
-    pub(super) fn push(
+    pub fn push(
         &mut self,
         role: Role,
         content: String,
@@ -84,7 +132,7 @@ impl OpenSession {
     /// Takes `rendered` (one entry per item of `items[..stored]`, in order, as
     /// `render_stored` makes it) as the render model, and moves the entries of the items after
     /// them (messages of this run, already in the current model) to its end.
-    pub(super) fn adopt(&mut self, mut rendered: Transcript, stored: usize) {
+    pub fn adopt(&mut self, mut rendered: Transcript, stored: usize) {
         let ids: Vec<EntryId> = rendered.entries().map(|(id, _)| id).collect();
         debug_assert_eq!(ids.len(), stored, "one rendered entry per stored message");
         for (item, id) in self.items.iter_mut().zip(ids) {
@@ -112,7 +160,7 @@ impl OpenSession {
     }
 
     /// Item `idx` as the local store keeps it.
-    pub(super) fn stored(&self, idx: usize) -> Option<StoredMessage> {
+    pub fn stored(&self, idx: usize) -> Option<StoredMessage> {
         let item = self.items.get(idx)?;
         Some(StoredMessage {
             role: item.role,
@@ -131,7 +179,7 @@ impl OpenSession {
 
     /// The stream dropped: a reply coming over it shows as interrupted, and once the server
     /// has accepted its message the send stops being pending (`cut_off`).
-    pub(super) fn cut_off_reply(&mut self) {
+    pub fn cut_off_reply(&mut self) {
         let Some((idx, accepted)) = self
             .pending
             .as_ref()
@@ -150,7 +198,7 @@ impl OpenSession {
     }
 
     /// Whether `idx` is a reply that the stream lost (and the user did not stop).
-    pub(super) fn is_cut_off(&self, idx: usize) -> bool {
+    pub fn is_cut_off(&self, idx: usize) -> bool {
         self.cut_off.as_ref().is_some_and(|p| p.reply_item == idx)
             || self.pending.as_ref().is_some_and(|p| {
                 p.reply_item == idx
@@ -159,7 +207,7 @@ impl OpenSession {
     }
 
     /// The stream speaks of a reply it had lost: it is coming again.
-    pub(super) fn resume(&mut self, idx: usize) {
+    pub fn resume(&mut self, idx: usize) {
         if !self.is_cut_off(idx) {
             return;
         }
@@ -170,7 +218,7 @@ impl OpenSession {
     }
 
     /// The lost reply is final as far as it came: interrupted. Returns the store write.
-    pub(super) fn settle_cut_off(&mut self) -> Option<Command> {
+    pub fn settle_cut_off(&mut self) -> Option<Command> {
         let p = self.cut_off.take()?;
         let message = self.stored(p.reply_item)?;
         Some(Command::Persist(StoreOp::AppendMessage {
@@ -179,7 +227,7 @@ impl OpenSession {
         }))
     }
 
-    pub(super) fn set_state(&mut self, idx: usize, state: EntryState) {
+    pub fn set_state(&mut self, idx: usize, state: EntryState) {
         if let Some(item) = self.items.get_mut(idx) {
             item.state = state.clone();
             self.transcript.set_state(item.entry, state);
@@ -213,7 +261,7 @@ pub fn render_stored(messages: &[StoredMessage]) -> Transcript {
     t
 }
 
-pub(super) fn stored_state(status: MessageStatus) -> EntryState {
+pub fn stored_state(status: MessageStatus) -> EntryState {
     match status {
         MessageStatus::Complete => EntryState::Complete,
         MessageStatus::Interrupted => EntryState::Interrupted,
@@ -221,7 +269,7 @@ pub(super) fn stored_state(status: MessageStatus) -> EntryState {
     }
 }
 
-pub(super) fn header_for(role: Role, at: DateTime<Utc>, tokens: u64) -> String {
+pub fn header_for(role: Role, at: DateTime<Utc>, tokens: u64) -> String {
     let who = match role {
         Role::User => "you",
         Role::System => "system",
@@ -236,7 +284,7 @@ pub(super) fn header_for(role: Role, at: DateTime<Utc>, tokens: u64) -> String {
 
 /// The transcript item that a stream event for `message_id` belongs to: the item with that
 /// id, or the pending reply whose id is not known yet (deltas can beat the POST response).
-pub(super) fn reply_slot(open: &mut OpenSession, message_id: &str) -> Option<usize> {
+pub fn reply_slot(open: &mut OpenSession, message_id: &str) -> Option<usize> {
     if let Some(i) = open
         .items
         .iter()
