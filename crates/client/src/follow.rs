@@ -36,6 +36,7 @@
 
 use std::time::Duration;
 
+use convo_wire::stream_errors::leaves_turn_open;
 use convo_wire::types::{ErrorBody, Message, Role, StreamEvent};
 
 /// How long after a first look at the history (the stream back, the message stored without
@@ -293,6 +294,17 @@ impl ReplyFollower {
                 if !self.is_mine(message_id) {
                     return Step::NOTHING;
                 }
+                if leaves_turn_open(&error.code) {
+                    // The stream here cannot carry the reply for now (the replica lost its
+                    // relay, or is stopping), but the server spoke of it: the reply goes on
+                    // or ends elsewhere, and its snapshot, `done` or `error` follows here or
+                    // after the reconnect; the stored history waits for it meanwhile.
+                    self.heard_since_connect = true;
+                    if self.status == ReplyStatus::Coming {
+                        self.status = ReplyStatus::Interrupted;
+                    }
+                    return Step::NOTHING;
+                }
                 self.status = ReplyStatus::Failed(ReplyFailure::Error(error.clone()));
                 Step::NOTHING
             }
@@ -504,6 +516,31 @@ mod tests {
         f.accepted(&message("r", Role::Assistant, "whole"), true);
         assert!(matches!(f.status(), ReplyStatus::Done(_)));
         assert_eq!(f.text(), "whole");
+    }
+
+    #[test]
+    fn a_stream_only_error_interrupts_the_reply_until_it_comes_back() {
+        for code in ["relay_unavailable", "replica_stopping"] {
+            let mut f = following();
+            f.event(&delta("r", 0, "Hel"));
+            f.event(&StreamEvent::Error {
+                session_id: "s".into(),
+                message_id: "r".into(),
+                error: ErrorBody::new(code, "the link is down"),
+            });
+            assert_eq!(f.status(), &ReplyStatus::Interrupted, "{code}");
+            // The history shows the message still unanswered: the reply is coming elsewhere.
+            let unanswered = [message("u", Role::User, "hi")];
+            assert_eq!(f.history(&unanswered), Step::NOTHING, "{code}");
+            assert_eq!(f.history(&unanswered), Step::NOTHING, "{code}");
+            assert_eq!(f.status(), &ReplyStatus::Interrupted, "{code}");
+            f.event(&snapshot("r", 3, "Hello, wor"));
+            assert_eq!(f.status(), &ReplyStatus::Coming, "{code}");
+            f.event(&StreamEvent::Done {
+                message: message("r", Role::Assistant, "Hello, world"),
+            });
+            assert!(matches!(f.status(), ReplyStatus::Done(m) if m.content == "Hello, world"));
+        }
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod api_key;
 pub mod engine;
 pub mod exit;
 pub mod limits;
+pub mod stream_errors;
 pub mod types;
 
 pub use types::*;

@@ -17,9 +17,10 @@ use tokio::sync::broadcast::error::RecvError;
 use crate::error::HttpError;
 use crate::paths::STREAM;
 use crate::storage::Storage;
-use crate::stream::{REPLICA_STOPPING, event_message_id};
+use crate::stream::event_message_id;
 use crate::{AppState, auth};
 use convo_core::SessionStatus;
+use convo_wire::stream_errors::REPLICA_STOPPING;
 use convo_wire::{ErrorBody, StreamEvent};
 
 /// Largest inbound frame and message (clients only send pings and close).

@@ -427,11 +427,27 @@ impl App {
                         return;
                     };
                     p.follower.event(&ev);
-                    if let ReplyStatus::Failed(failure) = p.follower.status().clone()
-                        && let ReplyFailure::Error(error) = &failure
-                    {
-                        let resend = failure.resend_message();
-                        self.reply_failed(&session_id, idx, error, resend, out);
+                    match p.follower.status().clone() {
+                        ReplyStatus::Failed(failure) => {
+                            if let ReplyFailure::Error(error) = &failure {
+                                let resend = failure.resend_message();
+                                self.reply_failed(&session_id, idx, error, resend, out);
+                            }
+                        }
+                        // The stream here cannot carry the reply for now (the replica lost
+                        // its relay, or is stopping): it is interrupted, not failed, and
+                        // comes back as a snapshot, its `done`, or the stored history.
+                        ReplyStatus::Interrupted => {
+                            open.cut_off_reply();
+                            if let StreamEvent::Error { error, .. } = &ev {
+                                let text = format!(
+                                    "the reply is interrupted: {}; it comes back when the service can carry it",
+                                    sanitize_owned(&error.message)
+                                );
+                                self.notify(Level::Warn, text);
+                            }
+                        }
+                        ReplyStatus::Coming | ReplyStatus::Done(_) => {}
                     }
                 }
             },

@@ -2594,3 +2594,48 @@ fn a_hit_a_place_off_finds_its_words_in_the_message_next_to_it() {
     assert!(idx == 1 || idx == 3, "a neighbour of place 2: {idx}");
     assert_eq!(status(&app).as_deref().map(|s| &s[..7]), Some("match 1"));
 }
+
+#[test]
+fn a_relay_error_interrupts_the_reply_which_then_comes_back_and_completes() {
+    let mut app = app();
+    send_accepted(&mut app, "tell me", "r", 2);
+    app.update(delta("r", 0, "Partial "));
+    let cmds = app.update(error_event(
+        "r",
+        "relay_unavailable",
+        "this replica lost its connection to the other replicas",
+    ));
+    assert!(stored_reply(&cmds).is_none(), "not final");
+    let o = open(&app);
+    assert_eq!(o.items[1].state, EntryState::Interrupted);
+    assert_eq!(
+        o.items[0].state,
+        EntryState::Complete,
+        "the message stays sent"
+    );
+    assert_eq!(app.composer_text(), "", "nothing goes back to the composer");
+    assert!(
+        app.notice()
+            .is_some_and(|n| n.text.contains("lost its connection")),
+        "{:?}",
+        app.notice()
+    );
+    // The relay is back: the reply's snapshot, then its end.
+    app.update(stream(StreamUpdate::Event(StreamEvent::Snapshot {
+        session_id: A.into(),
+        message_id: "r".into(),
+        seq: 2,
+        content: "Partial and ".into(),
+    })));
+    assert_eq!(open(&app).items[1].state, EntryState::Streaming);
+    let cmds = app.update(stream(StreamUpdate::Event(StreamEvent::Done {
+        message: reply("r", "Partial and whole.", 4),
+    })));
+    assert_eq!(
+        stored_reply(&cmds).map(|m| m.content),
+        Some("Partial and whole.".to_string())
+    );
+    let o = open(&app);
+    assert_eq!(o.items[1].state, EntryState::Complete);
+    assert_eq!(o.content(1), "Partial and whole.");
+}
