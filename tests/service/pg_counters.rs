@@ -1,7 +1,8 @@
 //! PostgreSQL's counters in shard rows and its turns in few round trips
 //! (`crates/service/src/storage/postgres/counters.rs`, `turn.rs`): the request limit stays exact
 //! when the limit changes between starts, a total written by hand is the month's total, and a
-//! turn cancelled between the round trips of its transaction leaves no lock behind.
+//! turn cancelled between the round trips of its transaction leaves no lock behind, and two new
+//! sessions decided at once on the last free slot give one session.
 
 use std::time::Duration;
 
@@ -226,4 +227,64 @@ async fn a_turn_cancelled_between_its_round_trips_leaves_no_lock_behind() {
         .unwrap();
     assert_eq!(usage.requests, 2, "the cancelled request was not counted");
     store.close().await.unwrap();
+}
+
+/// The account's live sessions are read without its lock and checked again under it when the
+/// session is written: two new sessions admitted at once on one free slot (the account's row
+/// held by another transaction until both have decided) give one session and one refusal.
+#[tokio::test]
+async fn two_new_sessions_decided_at_once_on_the_last_slot_give_one_session() {
+    let (backend, store, account) = store_with_account(Tier::Free).await;
+    let limit = Tier::Free.limits().sessions as i64;
+    let mut blocker = connect(&backend).await;
+    blocker
+        .execute(
+            "UPDATE accounts SET live_sessions = $1 WHERE id = $2",
+            &[&(limit - 1), &account.id],
+        )
+        .await
+        .unwrap();
+    let hold = blocker.transaction().await.unwrap();
+    hold.execute(
+        "SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE",
+        &[&account.id],
+    )
+    .await
+    .unwrap();
+    let store = std::sync::Arc::new(store);
+    let starts: Vec<_> = ["msg_a", "msg_b"]
+        .into_iter()
+        .map(|id| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let request = RequestCount::new(account, "POST", "/test", Utc::now());
+                store
+                    .start_turn(request, turn(account, &session(), id))
+                    .await
+                    .unwrap()
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    hold.commit().await.unwrap();
+    let mut ready = 0;
+    let mut refused = 0;
+    for start in starts {
+        match start.await.unwrap() {
+            Some(Ok(TurnStarted::Ready { .. })) => ready += 1,
+            Some(Err(convo_core::TurnRefusal::Quota("sessions"))) => refused += 1,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!((ready, refused), (1, 1));
+    let live: i64 = connect(&backend)
+        .await
+        .query_one(
+            "SELECT live_sessions FROM accounts WHERE id = $1",
+            &[&account.id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(live, limit);
 }

@@ -242,10 +242,10 @@ const MIGRATIONS: &[&str] = &[
         RETURN v_left;
     END $$;
 
-    -- What the admission of a turn reads (convo_core::admission), under the locks that make it
-    -- exact: the session's row; the account's row when the session is new. Of a live session
-    -- with no turn in flight: its history and the live record of the idempotency key, forgotten
-    -- first when it expired.
+    -- What the admission of a turn reads (convo_core::admission), under the session's lock (the
+    -- account's live sessions, read for a new session, are checked again by convo_turn_write
+    -- under the account's lock). Of a live session with no turn in flight: its history and the
+    -- live record of the idempotency key, forgotten first when it expired.
     CREATE FUNCTION convo_turn_facts(p_account BIGINT, p_session TEXT, p_key TEXT,
         p_expired BIGINT, p_period BIGINT,
         OUT o_owner BIGINT, OUT o_deleted_at BIGINT, OUT o_busy BOOLEAN,
@@ -258,7 +258,7 @@ const MIGRATIONS: &[&str] = &[
         SELECT s.account_id, s.deleted_at INTO o_owner, o_deleted_at
         FROM sessions s WHERE s.id = p_session FOR UPDATE;
         IF NOT FOUND THEN
-            SELECT a.live_sessions INTO o_live_sessions FROM accounts a WHERE a.id = p_account FOR UPDATE;
+            SELECT a.live_sessions INTO o_live_sessions FROM accounts a WHERE a.id = p_account;
         ELSIF o_owner = p_account AND o_deleted_at IS NULL THEN
             o_busy := EXISTS (SELECT 1 FROM turns t WHERE t.session_id = p_session);
             IF o_busy THEN
@@ -282,16 +282,23 @@ const MIGRATIONS: &[&str] = &[
                                    WHERE s.account_id = p_account AND s.period_start = p_period), 0);
     END $$;
 
-    -- An admitted turn's writes: the session when new (SQLSTATE CVR01 when another transaction
-    -- created it first), the user message, the accepted response's record, the turn in flight,
-    -- then the request count (CVQ01, see convo_count_request) and the ledger row.
+    -- An admitted turn's writes: the session when new, once the account's row is locked with
+    -- at most p_max_live live sessions (the most for which the admission decides as it did;
+    -- SQLSTATE CVR01 when it has more, or when another transaction created the session first),
+    -- the user message, the accepted response's record, the turn in flight, then the request
+    -- count (CVQ01, see convo_count_request) and the ledger row.
     CREATE FUNCTION convo_turn_write(p_account BIGINT, p_session TEXT, p_create BOOLEAN,
-        p_now BIGINT, p_message TEXT, p_role TEXT, p_content TEXT, p_tokens BIGINT,
-        p_metadata TEXT, p_key TEXT, p_status INTEGER, p_body TEXT, p_replica TEXT,
-        p_reply TEXT, p_period BIGINT, p_limit BIGINT)
+        p_max_live BIGINT, p_now BIGINT, p_message TEXT, p_role TEXT, p_content TEXT,
+        p_tokens BIGINT, p_metadata TEXT, p_key TEXT, p_status INTEGER, p_body TEXT,
+        p_replica TEXT, p_reply TEXT, p_period BIGINT, p_limit BIGINT)
     RETURNS VOID LANGUAGE plpgsql AS $$
     BEGIN
         IF p_create THEN
+            PERFORM 1 FROM accounts a
+            WHERE a.id = p_account AND a.live_sessions <= p_max_live FOR UPDATE;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'the account''s sessions changed' USING ERRCODE = 'CVR01';
+            END IF;
             INSERT INTO sessions (id, account_id, created_at) VALUES (p_session, p_account, p_now)
             ON CONFLICT (id) DO NOTHING;
             IF NOT FOUND THEN

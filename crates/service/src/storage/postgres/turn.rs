@@ -1,6 +1,6 @@
 //! A turn on PostgreSQL in three round trips, each one statement calling a function of
 //! migration 3: `convo_turn_facts` (sent with `BEGIN`) reads what the admission needs under
-//! the session's lock; `convo_core::admission::admit` decides; `convo_turn_write` (or only the
+//! the session's lock (a new session's count of live sessions is checked again when written); `convo_core::admission::admit` decides; `convo_turn_write` (or only the
 //! request count, for a refusal or a replay) is sent with `COMMIT`; later
 //! `convo_turn_complete` stores the reply in a transaction of its own. The account's counters
 //! are shard rows (counters.rs), so turns of one account hold no row in common.
@@ -20,7 +20,8 @@ use convo_core::admission::{self, Admission, SessionFacts, TurnFacts};
 use convo_core::{HistoryEntry, Recorded, SessionStatus, TurnStart, TurnStarted};
 use convo_wire::Role;
 
-/// SQLSTATE of `convo_turn_write` when another transaction created the session first.
+/// SQLSTATE of `convo_turn_write` when another transaction created the session first, or the
+/// account's live sessions changed past what the admission decided on.
 const RACED: &str = "CVR01";
 
 type Params<'a> = [&'a (dyn ToSql + Sync)];
@@ -158,6 +159,36 @@ fn found(row: &Row, account_id: i64, t: &TurnStart) -> Result<Found, StoreError>
     })
 }
 
+/// The most live sessions the account may have for the admission to decide as it did on
+/// `facts` (for a new session; the account's row is not locked while it decides, so
+/// `convo_turn_write` checks this bound under that lock). Asked of `admission::admit` itself,
+/// which can only turn to a refusal as the count grows: the last count deciding the same.
+fn live_sessions_bound(facts: &TurnFacts, decided: &Admission) -> u64 {
+    let SessionFacts::New { live_sessions } = facts.session else {
+        return u64::MAX;
+    };
+    let same = |live_sessions| {
+        let facts = TurnFacts {
+            session: SessionFacts::New { live_sessions },
+            ..facts.clone()
+        };
+        admission::admit(facts) == *decided
+    };
+    let (mut lo, mut hi) = (live_sessions, u64::MAX);
+    if same(hi) {
+        return hi;
+    }
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if same(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
 /// `Storage::start_turn`: the request counted and the turn's checks and writes, in one
 /// transaction of two round trips.
 pub(super) async fn start(
@@ -165,7 +196,8 @@ pub(super) async fn start(
     request: RequestCount,
     t: TurnStart,
 ) -> Result<TurnAdmission, StoreError> {
-    // A session first used by two replicas at once: the loser runs again and finds it. A
+    // A session first used by two replicas at once: the loser runs again and finds it (so
+    // does a new session whose account's live sessions changed past the admission's bound). A
     // session with a turn in flight elsewhere: wait (without a connection) and run again. A
     // shard whose allowance is used up: hand the rest out again and run again. Nothing of an
     // attempt that runs again is kept, not even its request count.
@@ -206,7 +238,9 @@ pub(super) async fn start(
             continue;
         }
         let count: [&(dyn ToSql + Sync); 3] = [&account_id, &period, &limit];
-        let (written, answer) = match admission::admit(facts) {
+        let decided = admission::admit(facts.clone());
+        let max_live = i64::try_from(live_sessions_bound(&facts, &decided)).unwrap_or(i64::MAX);
+        let (written, answer) = match decided {
             Admission::Refused(refusal) => (tx.last(counters::COUNT, &count).await?, Err(refusal)),
             Admission::Replay(recorded) => (
                 tx.last(counters::COUNT, &count).await?,
@@ -224,11 +258,12 @@ pub(super) async fn start(
                 };
                 let written = tx
                     .last(
-                        "SELECT convo_turn_write($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+                        "SELECT convo_turn_write($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
                         &[
                             &account_id,
                             &t.session_id,
                             &create_session,
+                            &max_live,
                             &t.now_ms,
                             &m.id,
                             &m.role.as_str(),
@@ -276,7 +311,7 @@ pub(super) async fn start(
                 races += 1;
                 if races > 8 {
                     return Err(StoreError::Commit(
-                        "the session kept being created concurrently".into(),
+                        "the session or the account's sessions kept changing concurrently".into(),
                     ));
                 }
             }
