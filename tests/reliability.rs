@@ -8,6 +8,7 @@ mod reliability {
     mod tui_log;
 
     mod client_hostile;
+    mod connections;
     mod corpus;
     mod durability;
     mod kill9;

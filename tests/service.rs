@@ -14,8 +14,12 @@ mod service {
     mod openapi;
     mod pg_counters;
     mod pg_deletion;
+    mod pg_grants;
+    pub mod pg_proxy;
     mod pg_restart;
+    mod relay_heal;
     mod replica_processes;
+    mod replica_stop;
     mod replicas;
     mod storage;
     mod stream;

@@ -1,5 +1,6 @@
 //! JWT edge cases on the wallet endpoint: only unexpired HS256 tokens signed with the
-//! service's secret get through.
+//! service's secret, with a non-empty `sub` and no `crit` extension, get through; a leeway is
+//! allowed only when configured; a short secret is warned about at start.
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -8,7 +9,8 @@ use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use reqwest::StatusCode;
 use serde_json::json;
 
-use super::common::{Svc, json as body_json, start_default};
+use super::binary::{BIN, started};
+use super::common::{Svc, json as body_json, start_default, start_with};
 
 fn now() -> u64 {
     jsonwebtoken::get_current_timestamp()
@@ -113,6 +115,56 @@ async fn bad_tokens_are_refused_with_401() {
             ),
             "exp",
         ),
+        (
+            "exp is now (its last valid second was exp - 1)",
+            jwt::mint_claims(&secret, &claims(now(), None)),
+            "expired",
+        ),
+        (
+            "crit naming an extension",
+            forged(
+                &secret,
+                json!({"alg": "HS256", "typ": "JWT", "crit": ["convo-ext"], "convo-ext": 1}),
+                valid_claims.clone(),
+            ),
+            "crit",
+        ),
+        (
+            "crit that is not a list",
+            forged(
+                &secret,
+                json!({"alg": "HS256", "typ": "JWT", "crit": "convo-ext"}),
+                valid_claims.clone(),
+            ),
+            "crit",
+        ),
+        (
+            "empty crit",
+            forged(
+                &secret,
+                json!({"alg": "HS256", "typ": "JWT", "crit": []}),
+                valid_claims.clone(),
+            ),
+            "crit",
+        ),
+        (
+            "empty sub",
+            forged(
+                &secret,
+                json!({"alg": "HS256", "typ": "JWT"}),
+                json!({"sub": "", "iat": now(), "exp": now() + 600}),
+            ),
+            "sub",
+        ),
+        (
+            "blank sub",
+            forged(
+                &secret,
+                json!({"alg": "HS256", "typ": "JWT"}),
+                json!({"sub": "  ", "iat": now(), "exp": now() + 600}),
+            ),
+            "sub",
+        ),
         ("garbage", "a.b.c".into(), "malformed"),
     ];
     for (name, token, mentions) in cases {
@@ -126,4 +178,86 @@ async fn bad_tokens_are_refused_with_401() {
     // The forged HS256 header with a correct signature is a control: it is accepted.
     let ok = forged(&secret, json!({"alg": "HS256", "typ": "JWT"}), valid_claims);
     assert_eq!(wallet_with(&svc, &ok).await.0, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_configured_leeway_allows_that_much_clock_skew_and_no_more() {
+    let mut config = convo_service::ServiceConfig::ephemeral(0);
+    config.jwt_leeway_secs = 60;
+    let svc = start_with(config).await;
+    let secret = svc.service.jwt_secret.clone();
+    let expired_since = |secs: u64| {
+        jwt::mint_claims(
+            &secret,
+            &Claims {
+                sub: "alice".into(),
+                iat: now() - 600,
+                exp: now() - secs,
+                nbf: None,
+            },
+        )
+    };
+    assert_eq!(wallet_with(&svc, &expired_since(5)).await.0, StatusCode::OK);
+    let (status, body) = wallet_with(&svc, &expired_since(120)).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("expired")
+    );
+    // Without the leeway (the default), 5 s late is expired.
+    let strict = start_default().await;
+    let late = jwt::mint_claims(
+        &strict.service.jwt_secret,
+        &Claims {
+            sub: "alice".into(),
+            iat: now() - 600,
+            exp: now() - 5,
+            nbf: None,
+        },
+    );
+    assert_eq!(
+        wallet_with(&strict, &late).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+}
+
+/// What `convo serve --jwt-secret SECRET` writes to stderr before it is stopped.
+fn serve_stderr(secret: &str) -> String {
+    use std::io::Read;
+    let (mut child, _base, _stdout) = started(
+        std::process::Command::new(BIN)
+            .args(["serve", "--addr", "127.0.0.1:0", "--db", ":memory:"])
+            .args(["--jwt-secret", secret])
+            .env_remove("CONVO_SERVE_API_KEYS")
+            .env_remove("RUST_LOG"),
+    );
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert!(child.wait().unwrap().success());
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    stderr
+}
+
+#[test]
+fn a_jwt_secret_shorter_than_32_bytes_is_warned_about_at_start() {
+    let stderr = serve_stderr("short");
+    assert!(
+        stderr.contains("the JWT secret is 5 bytes long; use at least 32"),
+        "{stderr}"
+    );
+    let strong = "0123456789abcdef0123456789abcdef";
+    let stderr = serve_stderr(strong);
+    assert!(!stderr.contains("the JWT secret is"), "{stderr}");
+    assert!(!stderr.contains(strong), "the secret is never logged");
 }

@@ -1,34 +1,48 @@
 //! What deleting a session means on PostgreSQL (docs/service.md, "Deletion on PostgreSQL"),
 //! each claim checked on the server's own files, read through `pg_read_binary_file` after a
 //! `CHECKPOINT` (the tests connect as a superuser):
-//! - the rows are gone at once for every query;
+//! - the rows are gone at once for every query: messages, remembered responses, and the
+//!   `Idempotency-Key` values (in `idempotency_keys` and in `turns`);
 //! - their bytes stay in the table files as dead tuples until a VACUUM removes them, which a
 //!   transaction older than the deletion prevents;
-//! - the service vacuums the affected tables after deletions (batched);
+//! - the service vacuums the affected tables after deletions (batched), `turns` included;
 //! - after `VACUUM FULL` (an operator's step) the table files no longer hold them;
 //! - the WAL still holds them (as do archives, replicas and backups).
+//!
+//! And on SQLite, that a deleted session's `Idempotency-Key` leaves the database files too.
 
 use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::json;
 
+use convo_service::{DbLocation, ServiceConfig};
+
 use super::backends::{Backend, TestDb};
 use super::common::{GUARD, session, start_with};
 
-/// The content-holding tables whose files contain `marker`.
+/// The content-holding tables whose files (heap, TOAST, indexes) contain `marker`.
 async fn tables_holding(client: &tokio_postgres::Client, marker: &str) -> Vec<String> {
     client.batch_execute("CHECKPOINT").await.unwrap();
     let mut found = Vec::new();
-    for table in ["messages", "idempotency_keys", "sessions", "message_log"] {
-        // Every file of the table: its heap and its TOAST table (segments past 1 GB do not
-        // occur in a test database).
+    for table in [
+        "messages",
+        "idempotency_keys",
+        "turns",
+        "sessions",
+        "message_log",
+    ] {
+        // Every file of the table: its heap, its TOAST table and its indexes (segments past
+        // 1 GB do not occur in a test database).
         let rows = client
             .query(
                 "SELECT pg_relation_filepath(c.oid) FROM pg_class c WHERE c.relname = $1
                  UNION ALL
                  SELECT pg_relation_filepath(c.reltoastrelid) FROM pg_class c
-                 WHERE c.relname = $1 AND c.reltoastrelid <> 0",
+                 WHERE c.relname = $1 AND c.reltoastrelid <> 0
+                 UNION ALL
+                 SELECT pg_relation_filepath(i.indexrelid) FROM pg_index i
+                 JOIN pg_class c ON c.oid = i.indrelid WHERE c.relname = $1",
                 &[&table],
             )
             .await
@@ -64,21 +78,32 @@ async fn wal_holds(client: &tokio_postgres::Client, marker: &str) -> bool {
         > 0
 }
 
-async fn vacuums_of_messages(client: &tokio_postgres::Client) -> i64 {
-    client
+/// How many times `messages` and `turns` were vacuumed (autovacuum not counted).
+async fn vacuums(client: &tokio_postgres::Client) -> [i64; 2] {
+    let row = client
         .query_one(
-            "SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = 'messages'",
+            "SELECT (SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = 'messages'),
+                    (SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = 'turns')",
             &[],
         )
         .await
-        .unwrap()
-        .get(0)
+        .unwrap();
+    [row.get(0), row.get(1)]
 }
 
-/// Waits until the service has vacuumed `messages` more than `before` times.
-async fn service_vacuumed(client: &tokio_postgres::Client, before: i64) {
+/// Waits until the service has vacuumed both `messages` and `turns` since `before`.
+async fn service_vacuumed(client: &tokio_postgres::Client, before: [i64; 2]) {
     let waited = async {
-        while vacuums_of_messages(client).await <= before {
+        loop {
+            // The statistics reach `pg_stat_user_tables` a moment after the vacuum.
+            client
+                .batch_execute("SELECT pg_stat_clear_snapshot()")
+                .await
+                .unwrap();
+            let now = vacuums(client).await;
+            if now[0] > before[0] && now[1] > before[1] {
+                break;
+            }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     };
@@ -98,12 +123,18 @@ async fn what_a_deletion_leaves_on_postgresql() {
         "Marker{}",
         convo_service::ids::random_alnum(20).to_ascii_lowercase()
     );
+    // The Idempotency-Key is a marker of its own: the key is in `idempotency_keys` and in the
+    // turn's row, the content is not in `turns`.
+    let key_marker = format!(
+        "KeyMarker{}",
+        convo_service::ids::random_alnum(20).to_ascii_lowercase()
+    );
     let sid = session();
     let resp = svc
         .http
         .post(svc.url(&format!("/v1/sessions/{sid}/messages")))
         .bearer_auth(&svc.key)
-        .header("idempotency-key", "delete-me")
+        .header("idempotency-key", &key_marker)
         .json(&json!({"content": format!("please remember {marker}")}))
         .send()
         .await
@@ -111,10 +142,15 @@ async fn what_a_deletion_leaves_on_postgresql() {
     assert_eq!(resp.status(), StatusCode::OK);
     let files = db.client().await;
     // Stored first (so the checks below can fail): the message, and the remembered response
-    // (the builtin reply quotes the message).
+    // (the builtin reply quotes the message); the key in its record and, as the dead tuple of
+    // the turn that ended, in `turns`.
     assert_eq!(
         tables_holding(&files, &marker).await,
         ["messages", "idempotency_keys"]
+    );
+    assert_eq!(
+        tables_holding(&files, &key_marker).await,
+        ["idempotency_keys", "turns"]
     );
 
     // A transaction that began before the deletion keeps the dead tuples from any vacuum.
@@ -127,13 +163,14 @@ async fn what_a_deletion_leaves_on_postgresql() {
         .unwrap();
     snapshot.query_one("SELECT 1", &[]).await.unwrap();
 
-    let before = vacuums_of_messages(&files).await;
+    let before = vacuums(&files).await;
     assert_eq!(svc.delete(&sid).await.0, StatusCode::OK);
     // Gone at once for every query.
     let rows: i64 = files
         .query_one(
             "SELECT (SELECT COUNT(*) FROM messages WHERE session_id = $1)
-                  + (SELECT COUNT(*) FROM idempotency_keys WHERE session_id = $1)",
+                  + (SELECT COUNT(*) FROM idempotency_keys WHERE session_id = $1)
+                  + (SELECT COUNT(*) FROM turns WHERE session_id = $1)",
             &[&sid],
         )
         .await
@@ -147,16 +184,32 @@ async fn what_a_deletion_leaves_on_postgresql() {
         ["messages", "idempotency_keys"],
         "dead tuples stay while an older transaction is open"
     );
+    // (The turn's row died before the snapshot began, so the vacuum may remove it: its bytes
+    // may or may not remain in `turns` now.)
+    assert!(
+        tables_holding(&files, &key_marker)
+            .await
+            .contains(&"idempotency_keys".to_string())
+    );
     snapshot.commit().await.unwrap();
 
-    // VACUUM FULL rewrites the tables into new files: the table files no longer hold them.
+    // VACUUM FULL of the tables the service vacuums rewrites them into new files: the table
+    // files no longer hold the content nor the key.
     files
-        .batch_execute("VACUUM FULL messages, idempotency_keys")
+        .batch_execute(&format!(
+            "VACUUM FULL {}",
+            convo_service::storage::postgres::VACUUMED_TABLES
+        ))
         .await
         .unwrap();
     assert_eq!(tables_holding(&files, &marker).await, Vec::<String>::new());
+    assert_eq!(
+        tables_holding(&files, &key_marker).await,
+        Vec::<String>::new()
+    );
     // The WAL still does (and so would archives, replicas and backups).
     assert!(wal_holds(&files, &marker).await);
+    assert!(wal_holds(&files, &key_marker).await);
     svc.service.shutdown().await;
 }
 
@@ -210,4 +263,51 @@ async fn a_plain_vacuum_frees_but_does_not_overwrite() {
         .unwrap()
         .get(0);
     assert!(holds, "its bytes are still in the page");
+}
+
+/// Occurrences of `needle` in a SQLite database and its WAL and shared-memory companions.
+fn sqlite_occurrences(db: &std::path::Path, needle: &str) -> usize {
+    ["", "-wal", "-shm"]
+        .iter()
+        .filter_map(|suffix| std::fs::read(format!("{}{suffix}", db.display())).ok())
+        .map(|bytes| {
+            bytes
+                .windows(needle.len())
+                .filter(|w| *w == needle.as_bytes())
+                .count()
+        })
+        .sum()
+}
+
+/// On SQLite a deleted session's `Idempotency-Key` values leave the files with its content
+/// (`secure_delete` overwrites the record and its index entry, the WAL is checkpointed).
+#[tokio::test]
+async fn a_deleted_sessions_idempotency_keys_leave_the_sqlite_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("service.db");
+    let mut config = ServiceConfig::ephemeral(0);
+    config.db = DbLocation::File(db.clone());
+    let svc = start_with(config).await;
+    let key_marker = format!("KeyMarker{}", convo_service::ids::random_alnum(20));
+    let sid = session();
+    for n in 0..2 {
+        let resp = svc
+            .http
+            .post(svc.url(&format!("/v1/sessions/{sid}/messages")))
+            .bearer_auth(&svc.key)
+            .header("idempotency-key", format!("{key_marker}-{n}"))
+            .json(&json!({"content": "hello"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+    }
+    assert!(
+        sqlite_occurrences(&db, &key_marker) > 0,
+        "the keys are stored first"
+    );
+    assert_eq!(svc.delete(&sid).await.0, StatusCode::OK);
+    assert_eq!(sqlite_occurrences(&db, &key_marker), 0);
+    svc.service.shutdown().await;
+    assert_eq!(sqlite_occurrences(&db, &key_marker), 0);
 }

@@ -106,7 +106,7 @@ pub(crate) fn wallet_token(
             "the wallet endpoint takes a JWT access token, not an API key",
         ));
     }
-    jwt::verify(&state.jwt_secret, credential)
+    jwt::verify_with_leeway(&state.jwt_secret, credential, state.jwt_leeway_secs)
         .map_err(|e| HttpError::unauthorized(format!("invalid token: {e}")))
 }
 

@@ -8,8 +8,8 @@ use std::process::ExitCode;
 use clap::ValueEnum;
 
 use super::config::{
-    DEFAULT_MAX_CONTEXT_TOKENS, DbLocation, EngineConfig, LocalOptions, ServiceConfig, Tier,
-    is_valid_api_key, redact_key,
+    ConnectionLimits, DEFAULT_MAX_CONTEXT_TOKENS, DbLocation, EngineConfig, LocalOptions,
+    ServiceConfig, Tier, is_valid_api_key, redact_key,
 };
 use super::engine::LoadState;
 use convo_wire::exit;
@@ -56,6 +56,27 @@ pub struct ServeArgs {
     /// printed once to stderr.
     #[arg(long, env = "CONVO_JWT_SECRET", hide_env_values = true)]
     pub jwt_secret: Option<String>,
+    /// Seconds of clock skew allowed on a wallet JWT's `exp` and `nbf` (0: a token is expired
+    /// from the second its `exp` names).
+    #[arg(long, value_name = "SECS", default_value_t = 0)]
+    pub jwt_leeway: u64,
+    /// Seconds a connection has to send a whole request head, counted from when it starts
+    /// waiting for one: when it opens, and after each answer (so also the idle keep-alive
+    /// timeout). Past it the connection is closed.
+    #[arg(long, value_name = "SECS", default_value_t = ConnectionLimits::DEFAULT_HEADER_READ_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_read_timeout: u64,
+    /// Seconds a request's body has to arrive whole after its head; past it the answer is 408
+    /// `request_timeout`. WebSocket streams are not concerned.
+    #[arg(long, value_name = "SECS", default_value_t = ConnectionLimits::DEFAULT_BODY_READ_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    pub body_read_timeout: u64,
+    /// Open connections (WebSocket streams included) past which new ones are refused with 503
+    /// `too_many_connections`; lowered at start to what the open-file limit leaves.
+    #[arg(long, value_name = "N", default_value_t = ConnectionLimits::DEFAULT_MAX_CONNECTIONS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub max_connections: usize,
+    /// Open connections from one client address past which its new ones are refused with 503
+    /// (0: no cap per address; behind a load balancer, all come from its address).
+    #[arg(long, value_name = "N", default_value_t = ConnectionLimits::DEFAULT_MAX_CONNECTIONS_PER_ADDRESS)]
+    pub max_connections_per_address: usize,
     /// Reply engine.
     #[arg(long, value_enum, default_value = "builtin")]
     pub engine: EngineKind,
@@ -202,6 +223,13 @@ fn config_from_args(
             db,
             api_keys,
             jwt_secret,
+            jwt_leeway_secs: args.jwt_leeway,
+            connections: ConnectionLimits {
+                header_read_timeout: std::time::Duration::from_secs(args.header_read_timeout),
+                body_read_timeout: std::time::Duration::from_secs(args.body_read_timeout),
+                max_connections: args.max_connections,
+                max_connections_per_address: args.max_connections_per_address,
+            },
             engine,
             max_context_tokens: args.max_context_tokens,
             warm_token_counter: true,

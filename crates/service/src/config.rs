@@ -1,6 +1,7 @@
 //! Configuration of a running service: where the database lives, which keys it accepts, the
 //! reply engine and the context window.
 
+pub use crate::connections::ConnectionLimits;
 pub use crate::engine::EngineConfig;
 pub use crate::engine::local_options::LocalOptions;
 pub use crate::storage::DbLocation;
@@ -14,6 +15,11 @@ pub struct ServiceConfig {
     pub api_keys: Vec<(String, Tier)>,
     /// HS256 secret of the JWTs accepted on the wallet endpoint.
     pub jwt_secret: String,
+    /// Seconds of clock skew allowed on a JWT's `exp` and `nbf` (0: a token is expired from
+    /// the second its `exp` names).
+    pub jwt_leeway_secs: u64,
+    /// Timeouts and caps of client connections.
+    pub connections: ConnectionLimits,
     pub engine: EngineConfig,
     /// Context window of a session, in o200k tokens.
     pub max_context_tokens: u64,
@@ -33,6 +39,8 @@ impl ServiceConfig {
             db: DbLocation::Memory,
             api_keys: vec![(super::generate_api_key(), Tier::Pro)],
             jwt_secret: super::ids::random_alnum(48),
+            jwt_leeway_secs: 0,
+            connections: ConnectionLimits::default(),
             engine: EngineConfig::Builtin { pace_ms },
             max_context_tokens: DEFAULT_MAX_CONTEXT_TOKENS,
             warm_token_counter: true,
@@ -116,6 +124,8 @@ impl ServiceConfig {
             db: DbLocation::File(dir.join(DB_FILE)),
             api_keys: vec![(credentials.api_key, Tier::Pro)],
             jwt_secret: credentials.jwt_secret,
+            jwt_leeway_secs: 0,
+            connections: ConnectionLimits::default(),
             engine: EngineConfig::Builtin { pace_ms },
             max_context_tokens: DEFAULT_MAX_CONTEXT_TOKENS,
             warm_token_counter: true,

@@ -15,43 +15,26 @@ use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
-/// The listener `axum::serve` runs on: a TCP listener whose connections are `EnvelopedStream`s.
-pub struct EnvelopingListener(pub TcpListener);
+use super::connections::ConnectionSlot;
 
-impl axum::serve::Listener for EnvelopingListener {
-    type Io = EnvelopedStream;
-    type Addr = std::net::SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        let (stream, addr) = axum::serve::Listener::accept(&mut self.0).await;
-        // Answers go out as soon as they are written: with Nagle's algorithm a write that
-        // follows an unacknowledged one waits for the peer's (delayed) ACK.
-        if let Err(e) = stream.set_nodelay(true) {
-            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
-        }
-        (EnvelopedStream::new(stream), addr)
-    }
-
-    fn local_addr(&self) -> io::Result<Self::Addr> {
-        self.0.local_addr()
-    }
-}
-
-/// A connection whose bare parse-error answers from hyper are given the envelope.
+/// A connection whose bare parse-error answers from hyper are given the envelope. It holds its
+/// place in the connection caps until it is dropped (after a WebSocket upgrade too).
 pub struct EnvelopedStream {
     inner: TcpStream,
     /// A replacement answer still being written: bytes and how many are written, and the
     /// length of hyper's answer to report once it is all out.
     replacement: Option<(Vec<u8>, usize, usize)>,
+    _slot: ConnectionSlot,
 }
 
 impl EnvelopedStream {
-    pub fn new(inner: TcpStream) -> Self {
+    pub fn new(inner: TcpStream, slot: ConnectionSlot) -> Self {
         EnvelopedStream {
             inner,
             replacement: None,
+            _slot: slot,
         }
     }
 

@@ -1,6 +1,9 @@
 //! HS256 JWTs for the wallet endpoint: minted by `convo token`, verified by the service.
-//! Only HS256 is accepted (`alg: none` and every other algorithm are refused), `exp` is required
-//! and enforced without leeway, and `nbf` is honoured when present.
+//! Only HS256 is accepted (`alg: none` and every other algorithm are refused); a header with
+//! `crit` is refused (this service understands no extension, RFC 7515 §4.1.11); `exp` is
+//! required and a token is expired from the second `exp` names (`exp <= now`), `nbf` is
+//! honoured when present, both without leeway unless `--jwt-leeway` sets one; `sub` is required
+//! and must not be blank.
 
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation, decode, encode};
 use serde::{Deserialize, Serialize};
@@ -55,23 +58,53 @@ pub enum JwtError {
     Algorithm,
     #[error("the token lacks the `{0}` claim")]
     MissingClaim(String),
+    #[error("the token's `sub` claim is empty")]
+    EmptySubject,
+    #[error(
+        "the token's header names critical extensions (`crit`) this service does not understand"
+    )]
+    CriticalExtension,
     #[error("the token is malformed")]
     Malformed,
 }
 
-/// Verifies `token` with `secret`; returns its claims.
+/// The shortest JWT secret `convo serve` starts with without a warning: HS256's key should be
+/// at least as long as its 32-byte hash (RFC 7518 §3.2).
+pub const MIN_SECRET_BYTES: usize = 32;
+
+/// The warning `convo serve` logs at start for a secret shorter than `MIN_SECRET_BYTES`.
+pub fn weak_secret_warning(secret: &str) -> Option<String> {
+    (secret.len() < MIN_SECRET_BYTES).then(|| {
+        format!(
+            "the JWT secret is {} bytes long; use at least {MIN_SECRET_BYTES} random bytes \
+             (`openssl rand -base64 48`), or anyone who guesses it can mint wallet tokens",
+            secret.len()
+        )
+    })
+}
+
+/// Verifies `token` with `secret`, without leeway; returns its claims.
 pub fn verify(secret: &str, token: &str) -> Result<Claims, JwtError> {
+    verify_with_leeway(secret, token, 0)
+}
+
+/// Verifies `token` with `secret`, allowing `leeway_secs` of clock skew on `exp` and `nbf`;
+/// returns its claims.
+pub fn verify_with_leeway(secret: &str, token: &str, leeway_secs: u64) -> Result<Claims, JwtError> {
     use jsonwebtoken::errors::ErrorKind;
     // Refuse anything that does not declare HS256 before the library looks further.
     let header = jsonwebtoken::decode_header(token).map_err(|e| match e.kind() {
         ErrorKind::InvalidAlgorithm | ErrorKind::InvalidAlgorithmName => JwtError::Algorithm,
-        _ => header_alg_error(token).unwrap_or(JwtError::Malformed),
+        _ => header_error(token).unwrap_or(JwtError::Malformed),
     })?;
     if header.alg != Algorithm::HS256 {
         return Err(JwtError::Algorithm);
     }
+    if header.crit.is_some() {
+        return Err(JwtError::CriticalExtension);
+    }
     let mut validation = Validation::new(Algorithm::HS256);
-    validation.leeway = 0;
+    validation.leeway = leeway_secs;
     validation.validate_nbf = true;
     validation.validate_aud = false;
     validation.set_required_spec_claims(&["exp", "sub"]);
@@ -91,6 +124,11 @@ pub fn verify(secret: &str, token: &str) -> Result<Claims, JwtError> {
         _ => JwtError::Malformed,
     })?;
     match (raw.sub, raw.exp) {
+        // The library lets `exp == now` through; the token's last valid second is `exp - 1`.
+        (Some(_), Some(exp)) if exp.saturating_add(leeway_secs) <= now_secs() => {
+            Err(JwtError::Expired)
+        }
+        (Some(sub), Some(_)) if sub.trim().is_empty() => Err(JwtError::EmptySubject),
         (Some(sub), Some(exp)) => Ok(Claims {
             sub,
             iat: raw.iat.unwrap_or(0),
@@ -110,14 +148,18 @@ struct RawClaims {
     nbf: Option<u64>,
 }
 
-/// A header that parses as JSON with an `alg` jsonwebtoken does not know (such as `none`).
-fn header_alg_error(token: &str) -> Option<JwtError> {
+/// What is wrong with a header that parses as JSON but not as jsonwebtoken's header: an `alg`
+/// it does not know (such as `none`), or a `crit` that is not a list of names.
+fn header_error(token: &str) -> Option<JwtError> {
     use base64::Engine;
     let first = token.split('.').next()?;
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(first)
         .ok()?;
     let value: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    if value.get("alg").and_then(|a| a.as_str()) == Some("HS256") && value.get("crit").is_some() {
+        return Some(JwtError::CriticalExtension);
+    }
     value.get("alg").map(|_| JwtError::Algorithm)
 }
 
@@ -131,5 +173,39 @@ mod tests {
         assert_eq!(verify("s3cret", &t).unwrap().sub, "alice");
         assert_eq!(verify("other", &t), Err(JwtError::BadSignature));
         assert_eq!(verify("s3cret", "not.a.token"), Err(JwtError::Malformed));
+    }
+
+    #[test]
+    fn a_token_expires_at_its_exp_second_unless_a_leeway_is_configured() {
+        let now = now_secs();
+        let at = |exp| {
+            mint_claims(
+                "s3cret",
+                &Claims {
+                    sub: "alice".into(),
+                    iat: now - 100,
+                    exp,
+                    nbf: None,
+                },
+            )
+        };
+        assert_eq!(verify("s3cret", &at(now)), Err(JwtError::Expired));
+        assert_eq!(verify("s3cret", &at(now - 1)), Err(JwtError::Expired));
+        assert!(verify("s3cret", &at(now + 5)).is_ok());
+        assert!(verify_with_leeway("s3cret", &at(now), 30).is_ok());
+        assert_eq!(
+            verify_with_leeway("s3cret", &at(now - 30), 30),
+            Err(JwtError::Expired)
+        );
+    }
+
+    #[test]
+    fn short_secrets_get_a_warning() {
+        assert!(
+            weak_secret_warning(&"x".repeat(31))
+                .unwrap()
+                .contains("31 bytes")
+        );
+        assert_eq!(weak_secret_warning(&"x".repeat(MIN_SECRET_BYTES)), None);
     }
 }

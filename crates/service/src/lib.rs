@@ -13,6 +13,7 @@
 pub mod auth;
 pub mod cli;
 pub mod config;
+pub mod connections;
 pub mod engine;
 pub mod error;
 pub mod head_errors;
@@ -22,6 +23,7 @@ pub mod models;
 pub mod paths;
 pub mod router;
 pub mod routes;
+mod server;
 pub mod storage;
 pub mod stream;
 pub mod time;
@@ -36,6 +38,7 @@ use tokio::sync::{OwnedMutexGuard, watch};
 use tokio::task::JoinSet;
 
 pub use config::{DbLocation, EngineConfig, ServiceConfig, Tier};
+pub use connections::ConnectionLimits;
 use convo_core::Account;
 pub use error::ServiceError;
 pub use ids::generate_api_key;
@@ -47,6 +50,10 @@ pub(crate) struct AppState {
     /// Accounts by SHA-256 of their key.
     pub accounts: HashMap<String, Account>,
     pub jwt_secret: String,
+    /// Seconds of clock skew allowed on a JWT's `exp` and `nbf` (`--jwt-leeway`).
+    pub jwt_leeway_secs: u64,
+    /// How long a request's body may take to arrive (`--body-read-timeout`).
+    pub body_read_timeout: std::time::Duration,
     pub engine: Box<dyn engine::ReplyEngine>,
     pub max_context_tokens: u64,
     pub hub: Arc<stream::StreamHub>,
@@ -103,7 +110,7 @@ pub struct RunningService {
     pub api_key: String,
     pub jwt_secret: String,
     shutdown: watch::Sender<bool>,
-    server: tokio::task::JoinHandle<std::io::Result<()>>,
+    server: tokio::task::JoinHandle<()>,
     state: Arc<AppState>,
 }
 
@@ -141,10 +148,8 @@ impl RunningService {
     /// back like any failed reply), then checkpoints the database.
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
-        match self.server.await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::error!(error = %e, "the server stopped with an error"),
-            Err(e) => tracing::error!(error = %e, "the server task failed"),
+        if let Err(e) = self.server.await {
+            tracing::error!(error = %e, "the server task failed");
         }
         let mut turns = {
             let mut guard = self.state.turns.lock().unwrap_or_else(|p| p.into_inner());
@@ -221,12 +226,27 @@ pub async fn start(
             "the JWT secret must not be empty".into(),
         ));
     }
+    if let Some(warning) = jwt::weak_secret_warning(&config.jwt_secret) {
+        tracing::warn!("{warning}");
+    }
     if config.max_context_tokens == 0 {
         return Err(ServiceError::Config(
             "--max-context-tokens must be at least 1".into(),
         ));
     }
     let engine = engine::build(&config.engine).map_err(ServiceError::Config)?;
+    let limits = config.connections;
+    let max_connections =
+        connections::effective_max(limits.max_connections, connections::raise_open_file_limit());
+    if max_connections < limits.max_connections {
+        tracing::warn!(
+            configured = limits.max_connections,
+            max_connections,
+            "--max-connections lowered to what the open-file limit leaves"
+        );
+    }
+    let counter =
+        connections::ConnectionCounter::new(max_connections, limits.max_connections_per_address);
     let listener = bind(addr).map_err(|source| ServiceError::Bind { addr, source })?;
     let local = listener
         .local_addr()
@@ -240,9 +260,13 @@ pub async fn start(
     let (relay, leases) = match &store {
         Db::Postgres(pg) => (
             Some(
-                storage::postgres::relay::Relay::start(pg.config(), hub.clone())
-                    .await
-                    .map_err(|e| ServiceError::Store(e.into()))?,
+                storage::postgres::relay::Relay::start(
+                    pg.config(),
+                    pg.replica().to_string(),
+                    hub.clone(),
+                )
+                .await
+                .map_err(ServiceError::Store)?,
             ),
             Some(storage::postgres::leases::start(pg.clone(), hub.clone())),
         ),
@@ -258,6 +282,8 @@ pub async fn start(
         store,
         accounts,
         jwt_secret: config.jwt_secret.clone(),
+        jwt_leeway_secs: config.jwt_leeway_secs,
+        body_read_timeout: limits.body_read_timeout,
         engine,
         max_context_tokens: config.max_context_tokens,
         hub,
@@ -269,14 +295,7 @@ pub async fn start(
         shutdown: shutdown_rx.clone(),
     });
     let app = router::build(state.clone());
-    let mut signal = shutdown_rx;
-    let server = tokio::spawn(async move {
-        axum::serve(head_errors::EnvelopingListener(listener), app)
-            .with_graceful_shutdown(async move {
-                let _ = signal.wait_for(|stop| *stop).await;
-            })
-            .await
-    });
+    let server = tokio::spawn(server::serve(listener, app, limits, counter, shutdown_rx));
     tracing::info!(addr = %local, engine = state.engine.name(), db = state.store.kind(), "service listening");
     Ok(RunningService {
         addr: local,

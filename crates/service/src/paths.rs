@@ -9,6 +9,7 @@ pub const METRICS: &str = "/v1/analytics/metrics";
 pub const USAGE: &str = "/v1/analytics/usage";
 pub const WALLET: &str = "/v1/wallets/{walletId}";
 pub const HEALTH: &str = "/healthz";
+pub const READY: &str = "/readyz";
 
 /// Largest accepted request body: room for 10,000 characters of content written as JSON
 /// `\uXXXX` surrogate pairs (12 bytes each) plus 16 KiB of metadata, escaped.

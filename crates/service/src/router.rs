@@ -6,17 +6,19 @@ use std::sync::Arc;
 use std::panic::AssertUnwindSafe;
 
 use axum::Router;
-use axum::extract::DefaultBodyLimit;
-use axum::extract::Request;
+use axum::body::{Body, HttpBody};
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use futures_util::FutureExt;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
 
 use super::AppState;
 use super::error::HttpError;
 pub use super::paths::{
-    HEALTH, MAX_BODY_BYTES, MESSAGES, METRICS, SESSION, SESSIONS, STREAM, USAGE, WALLET,
+    HEALTH, MAX_BODY_BYTES, MESSAGES, METRICS, READY, SESSION, SESSIONS, STREAM, USAGE, WALLET,
 };
 use super::routes;
 pub use super::routes::analytics::MAX_QUERY_BYTES;
@@ -32,9 +34,11 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", USAGE),
     ("GET", WALLET),
     ("GET", HEALTH),
+    ("GET", READY),
 ];
 
 pub(crate) fn build(state: Arc<AppState>) -> Router {
+    let body_reader = axum::middleware::from_fn_with_state(state.clone(), read_body);
     Router::new()
         .route(
             MESSAGES,
@@ -47,9 +51,12 @@ pub(crate) fn build(state: Arc<AppState>) -> Router {
         .route(USAGE, get(routes::analytics::usage))
         .route(WALLET, get(routes::wallets::get))
         .route(HEALTH, get(routes::health::healthz))
+        .route(READY, get(routes::health::readyz))
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        // `read_body` has read the body whole, under `MAX_BODY_BYTES`: no second limit.
+        .layer(DefaultBodyLimit::disable())
+        .layer(body_reader)
         .layer(axum::middleware::from_fn(limit_query))
         .layer(axum::middleware::from_fn(catch_panic))
         .layer(axum::middleware::from_fn(log_request))
@@ -84,6 +91,65 @@ async fn limit_query(request: Request, next: Next) -> Response {
         .into_response();
     }
     next.run(request).await
+}
+
+/// Every request's body is read whole before routing and authentication, under one limit and
+/// one deadline: a declared `Content-Length` over `MAX_BODY_BYTES` is refused with 413
+/// `payload_too_large` before a byte of it is read (so a client that sent `Expect:
+/// 100-continue` gets the 413, never `100 Continue`); a body that grows past the limit is
+/// refused with 413 as soon as it does; one not whole within the body read timeout gets 408
+/// `request_timeout`. Both close the connection. A request without a body (a WebSocket
+/// upgrade) passes at once.
+async fn read_body(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    let (parts, body) = request.into_parts();
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > MAX_BODY_BYTES as u64) {
+        return closing(payload_too_large());
+    }
+    if body.is_end_stream() {
+        return next.run(Request::from_parts(parts, body)).await;
+    }
+    let read = Limited::new(body, MAX_BODY_BYTES).collect();
+    match tokio::time::timeout(state.body_read_timeout, read).await {
+        Ok(Ok(collected)) => {
+            let body = Body::from(collected.to_bytes());
+            next.run(Request::from_parts(parts, body)).await
+        }
+        Ok(Err(e)) if e.is::<LengthLimitError>() => closing(payload_too_large()),
+        Ok(Err(e)) => closing(HttpError::invalid(format!(
+            "cannot read the request body: {e}"
+        ))),
+        Err(_) => closing(HttpError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "request_timeout",
+            format!(
+                "the request body did not arrive whole within {} s (--body-read-timeout)",
+                state.body_read_timeout.as_secs_f64()
+            ),
+        )),
+    }
+}
+
+/// 413 `payload_too_large` for a body over `MAX_BODY_BYTES`.
+fn payload_too_large() -> HttpError {
+    HttpError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "payload_too_large",
+        format!("the request body is larger than {MAX_BODY_BYTES} bytes"),
+    )
+}
+
+/// `error`'s answer, closing the connection after it (the rest of the body is not read).
+fn closing(error: HttpError) -> Response {
+    let mut response = error.into_response();
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
 /// A handler that panics answers 500 `internal` (no detail) instead of dropping the connection.

@@ -94,6 +94,8 @@ pub async fn start(
         db: DbLocation::File(data_dir.join("service.db")),
         api_keys: vec![(key.clone(), Tier::Pro)],
         jwt_secret: jwt_secret.clone(),
+        jwt_leeway_secs: 0,
+        connections: Default::default(),
         engine: engine_config,
         max_context_tokens: convo_service::config::DEFAULT_MAX_CONTEXT_TOKENS,
         // Warmed by the TUI when the user starts typing (`workers`), not at start.

@@ -17,10 +17,10 @@ use tokio::sync::broadcast::error::RecvError;
 use crate::error::HttpError;
 use crate::paths::STREAM;
 use crate::storage::Storage;
-use crate::stream::event_message_id;
+use crate::stream::{REPLICA_STOPPING, event_message_id};
 use crate::{AppState, auth};
 use convo_core::SessionStatus;
-use convo_wire::StreamEvent;
+use convo_wire::{ErrorBody, StreamEvent};
 
 /// Largest inbound frame and message (clients only send pings and close).
 pub const MAX_INBOUND_BYTES: usize = 64 * 1024;
@@ -49,6 +49,9 @@ pub(crate) async fn connect(
             format!("this endpoint needs a WebSocket upgrade: {e}"),
         )
     })?;
+    // On PostgreSQL, the other replicas know of this listener before its handshake is
+    // answered, so a reply they start afterwards reaches it from its first piece.
+    state.hub.announce(&session_id).await;
     Ok(upgrade
         .max_message_size(MAX_INBOUND_BYTES)
         .max_frame_size(MAX_INBOUND_BYTES)
@@ -82,6 +85,29 @@ async fn listen(state: Arc<AppState>, session_id: String, mut socket: WebSocket)
     tokio::pin!(stopping);
     while alive {
         tokio::select! {
+            // A stop is seen before anything else that is ready.
+            biased;
+            _ = &mut stopping => {
+                // What already happened goes out first, then an error for each reply still
+                // in flight.
+                let mut last = Vec::new();
+                while let Ok(event) = events.try_recv() {
+                    last.push(event);
+                }
+                last.extend(stopping_errors(&state, &session_id));
+                for event in &last {
+                    if !send(&mut socket, event).await {
+                        break;
+                    }
+                }
+                let _ = socket
+                    .send(WsMessage::Close(Some(CloseFrame {
+                        code: 1001,
+                        reason: "the service is shutting down".into(),
+                    })))
+                    .await;
+                break;
+            }
             event = events.recv() => match event {
                 Ok(event) => {
                     track(&mut open, &event);
@@ -105,19 +131,33 @@ async fn listen(state: Arc<AppState>, session_id: String, mut socket: WebSocket)
             _ = ping.tick() => {
                 alive = socket.send(WsMessage::Ping(Vec::new().into())).await.is_ok();
             }
-            _ = &mut stopping => {
-                let _ = socket
-                    .send(WsMessage::Close(Some(CloseFrame {
-                        code: 1001,
-                        reason: "the service is shutting down".into(),
-                    })))
-                    .await;
-                break;
-            }
         }
     }
     drop(events);
     state.hub.release(&session_id);
+}
+
+/// What a listener of a stopping replica is told before the close, for each reply in flight
+/// in its session: an `error` event with the code `replica_stopping`, saying whether the
+/// reply was cancelled with this replica or goes on on another one.
+fn stopping_errors(state: &AppState, session_id: &str) -> Vec<StreamEvent> {
+    state
+        .hub
+        .replies_in_flight(session_id)
+        .into_iter()
+        .map(|(message_id, here)| StreamEvent::Error {
+            session_id: session_id.to_string(),
+            message_id,
+            error: ErrorBody::new(
+                REPLICA_STOPPING,
+                if here {
+                    "the service is shutting down: the reply was cancelled and its turn rolled back; send the message again"
+                } else {
+                    "this replica is shutting down; the reply goes on on another replica: reconnect to follow it"
+                },
+            ),
+        })
+        .collect()
 }
 
 fn track(open: &mut HashSet<String>, event: &StreamEvent) {

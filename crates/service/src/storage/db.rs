@@ -140,6 +140,10 @@ impl Storage for SqliteStore {
             .await
     }
 
+    async fn ready(&self, within: std::time::Duration) -> Result<(), String> {
+        SqliteStore::ready(self, within).await
+    }
+
     async fn close(&self) -> Result<(), StoreError> {
         SqliteStore::close(self).await
     }
@@ -279,6 +283,10 @@ impl Storage for Db {
         end_ms: i64,
     ) -> Result<MetricCounts, StoreError> {
         dispatch!(self.metric_counts(account_id, start_ms, end_ms))
+    }
+
+    async fn ready(&self, within: std::time::Duration) -> Result<(), String> {
+        dispatch!(self.ready(within))
     }
 
     async fn close(&self) -> Result<(), StoreError> {

@@ -96,6 +96,10 @@ pub trait Storage: Send + Sync {
         end_ms: i64,
     ) -> impl Future<Output = Result<MetricCounts, StoreError>> + Send;
 
+    /// Readiness: a trivial query answers within `within`; else why not, for the log.
+    fn ready(&self, within: std::time::Duration)
+    -> impl Future<Output = Result<(), String>> + Send;
+
     /// Last work before the service stops (SQLite: the final checkpoint).
     fn close(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
 }

@@ -1,13 +1,14 @@
 //! Leases of turns in flight. Every replica has a row in `replicas` whose `heartbeat_at` it
-//! renews every `HEARTBEAT`; each turn in flight is a row of `turns` naming its replica. A
-//! replica that stops (kill -9, a lost host) stops renewing: after `EXPIRY` every other
-//! replica may take its turns back — the user message, its ledger row and idempotency record
-//! go as in any failed turn, in one transaction — and sends an `error` event for each to the
-//! listeners of every replica. The session then takes messages again. With a heartbeat every
-//! 5 s, an expiry of 15 s and a sweep every 5 s, a dead replica's turns are failed within
-//! 20 s (plus one statement).
+//! renews every `heartbeat()`; each turn in flight is a row of `turns` naming its replica. A
+//! replica that stops (kill -9, a lost host) stops renewing: after `expiry()` any other
+//! replica takes its turns back — the user message, its ledger row and idempotency record
+//! go as in any failed turn — removes its lease, in one transaction, and sends an `error`
+//! event for each turn to the listeners of every replica. The session then takes messages
+//! again. With a heartbeat and a sweep every 5 s and an expiry of 15 s, a dead replica's
+//! turns are failed, and its lease removed, within 20 s (plus one statement).
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use deadpool_postgres::Pool;
@@ -19,12 +20,31 @@ use crate::stream::StreamHub;
 use crate::time;
 use convo_wire::{ErrorBody, StreamEvent};
 
-/// How often a replica renews its lease and sweeps for expired ones.
-pub const HEARTBEAT: Duration = Duration::from_secs(5);
-/// A replica silent this long has stopped; its turns are rolled back.
-pub const EXPIRY: Duration = Duration::from_secs(15);
-/// Rows of replicas silent this long are forgotten.
-const FORGET: Duration = Duration::from_secs(24 * 3600);
+/// A replica silent this long has stopped: its turns are rolled back and its lease removed.
+pub const DEFAULT_EXPIRY: Duration = Duration::from_secs(15);
+/// Sets the expiry in milliseconds (at least 300), for tests that cannot wait 15 s.
+pub const EXPIRY_ENV: &str = "CONVO_SERVE_LEASE_MS";
+
+/// The lease period: `CONVO_SERVE_LEASE_MS` when set, else `DEFAULT_EXPIRY`.
+pub fn expiry() -> Duration {
+    static EXPIRY: OnceLock<Duration> = OnceLock::new();
+    *EXPIRY.get_or_init(|| match std::env::var(EXPIRY_ENV) {
+        Err(_) => DEFAULT_EXPIRY,
+        Ok(text) => match text.parse::<u64>() {
+            Ok(ms) if ms >= 300 => Duration::from_millis(ms),
+            _ => {
+                tracing::error!(value = %text, default_ms = DEFAULT_EXPIRY.as_millis() as u64,
+                    "{EXPIRY_ENV} is not a number of milliseconds of at least 300; the default is used");
+                DEFAULT_EXPIRY
+            }
+        },
+    })
+}
+
+/// How often a replica renews its lease and sweeps for expired ones: a third of the expiry.
+pub fn heartbeat() -> Duration {
+    expiry() / 3
+}
 
 /// Registers (or renews) the replica's lease.
 pub async fn register(pool: &Pool, replica: &str) -> Result<(), StoreError> {
@@ -42,7 +62,7 @@ pub async fn register(pool: &Pool, replica: &str) -> Result<(), StoreError> {
 /// Renews this replica's lease and fails the turns of expired ones, until aborted.
 pub fn start(store: PgStore, hub: Arc<StreamHub>) -> JoinHandle<()> {
     tokio::spawn(async move {
-        let mut tick = tokio::time::interval(HEARTBEAT);
+        let mut tick = tokio::time::interval(heartbeat());
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
@@ -51,11 +71,15 @@ pub fn start(store: PgStore, hub: Arc<StreamHub>) -> JoinHandle<()> {
                 continue;
             }
             match sweep(&store.pool).await {
-                Ok(failed) => {
-                    for turn in failed {
+                Ok(swept) => {
+                    for replica in &swept.removed {
+                        tracing::warn!(%replica, "a replica's lease expired; its lease was removed");
+                    }
+                    hub.keep_watchers(&swept.live);
+                    for turn in swept.failed {
                         tracing::warn!(session = %turn.session_id, reply = %turn.reply_id,
                             "the replica generating this reply stopped; turn rolled back");
-                        hub.finish(
+                        hub.finish_everywhere(
                             &turn.session_id,
                             &turn.reply_id,
                             StreamEvent::Error {
@@ -91,13 +115,23 @@ pub struct FailedTurn {
     pub reply_id: String,
 }
 
-/// Rolls back, in one transaction, every turn whose replica's lease expired (or whose replica
-/// has no lease at all).
-pub async fn sweep(pool: &Pool) -> Result<Vec<FailedTurn>, StoreError> {
+/// What a sweep did.
+#[derive(Debug, Default)]
+pub struct Swept {
+    pub failed: Vec<FailedTurn>,
+    /// Replicas whose lease expired, removed.
+    pub removed: Vec<String>,
+    /// The replicas alive after the sweep.
+    pub live: HashSet<String>,
+}
+
+/// In one transaction: rolls back every turn whose replica's lease expired (or whose replica
+/// has no lease at all), and removes the expired leases.
+pub async fn sweep(pool: &Pool) -> Result<Swept, StoreError> {
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
     let now = time::now_ms();
-    let expired = now - EXPIRY.as_millis() as i64;
+    let expired = now - expiry().as_millis() as i64;
     let rows = tx
         .query(
             "DELETE FROM turns t WHERE NOT EXISTS (
@@ -135,11 +169,25 @@ pub async fn sweep(pool: &Pool) -> Result<Vec<FailedTurn>, StoreError> {
             reply_id: row.get(2),
         });
     }
-    tx.execute(
-        "DELETE FROM replicas WHERE heartbeat_at < $1",
-        &[&(now - FORGET.as_millis() as i64)],
-    )
-    .await?;
+    let removed = tx
+        .query(
+            "DELETE FROM replicas WHERE heartbeat_at <= $1 RETURNING id",
+            &[&expired],
+        )
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let live = tx
+        .query("SELECT id FROM replicas", &[])
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
     tx.commit().await?;
-    Ok(failed)
+    Ok(Swept {
+        failed,
+        removed,
+        live,
+    })
 }

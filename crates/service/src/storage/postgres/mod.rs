@@ -35,8 +35,10 @@ use convo_wire::Role;
 const POOL_SIZE: usize = 16;
 /// Deletions within this long of the first are vacuumed together.
 pub const VACUUM_DELAY: Duration = Duration::from_secs(1);
-/// The tables a deletion leaves dead tuples with content in.
-const VACUUMED_TABLES: &str = "messages, idempotency_keys";
+/// The tables a deletion leaves dead tuples with content in: the messages, the remembered
+/// responses, and the `Idempotency-Key` values of turns (a turn's row names its key, and is
+/// deleted when the turn ends or its session is deleted).
+pub const VACUUMED_TABLES: &str = "messages, idempotency_keys, turns";
 
 /// Handle to the database; cheap to clone.
 #[derive(Clone)]
@@ -494,6 +496,24 @@ impl Storage for PgStore {
             }
         }
         Ok(m)
+    }
+
+    async fn ready(&self, within: Duration) -> Result<(), String> {
+        let late = || format!("PostgreSQL did not answer within {within:?}");
+        let client = tokio::time::timeout(within, self.client())
+            .await
+            .map_err(|_| late())?
+            .map_err(|e| e.to_string())?;
+        match tokio::time::timeout(within, client.simple_query("SELECT 1")).await {
+            Ok(answer) => answer
+                .map(drop)
+                .map_err(|e| StoreError::from(e).to_string()),
+            Err(_) => {
+                // Held with its query unanswered: not a connection to hand out again.
+                drop(deadpool_postgres::Object::take(client));
+                Err(late())
+            }
+        }
     }
 
     async fn close(&self) -> Result<(), StoreError> {

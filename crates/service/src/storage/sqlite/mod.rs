@@ -422,6 +422,16 @@ impl SqliteStore {
         }
     }
 
+    /// Readiness: the writer thread runs a trivial query within `within`.
+    pub async fn ready(&self, within: std::time::Duration) -> Result<(), String> {
+        let probe = self.call(|conn| Ok(conn.query_row("SELECT 1", [], |r| r.get::<_, i64>(0))?));
+        match tokio::time::timeout(within, probe).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!("SQLite did not answer within {within:?}")),
+        }
+    }
+
     /// Final checkpoint before the service stops (after stopping the background one).
     pub async fn close(&self) -> Result<(), StoreError> {
         let checkpointer = self.checkpointer.clone();
