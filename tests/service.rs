@@ -12,6 +12,7 @@ mod service {
     mod local_model;
     mod openai;
     mod openapi;
+    mod pg_counters;
     mod pg_deletion;
     mod pg_grants;
     pub mod pg_proxy;

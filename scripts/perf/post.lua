@@ -1,13 +1,19 @@
 -- wrk script: POST a message to one of SESSIONS sessions, chosen at random per request.
--- KEY and SESSIONS come from the environment (scripts/perf/service-post.sh sets them).
+-- KEY and SESSIONS come from the environment (scripts/perf/service-post.sh sets them). With
+-- KEYS=N and KEY_PREFIX=P instead of KEY, session i belongs to key P .. (i - 1) % N written
+-- with 12 digits (scripts/perf/service-pg-throughput.sh): N accounts, SESSIONS / N sessions each.
 -- Non-2xx answers are counted by wrk as `status` errors (printed by done()).
 local key = os.getenv("KEY")
+local keys = tonumber(os.getenv("KEYS") or "0")
+local key_prefix = os.getenv("KEY_PREFIX")
 local sessions = tonumber(os.getenv("SESSIONS") or "8000")
 
 wrk.method = "POST"
 wrk.body = '{"content":"Hello from wrk: how do lifetimes work in Rust?"}'
 wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Authorization"] = "Bearer " .. key
+if keys == 0 then
+  wrk.headers["Authorization"] = "Bearer " .. key
+end
 
 -- The requests are formatted once, in init: formatting one per request took wrk 0.64 s of
 -- user CPU per 10 s at 12 connections, against 0.36-0.41 s now, CPU the service on the same
@@ -18,7 +24,13 @@ function init(args)
   math.randomseed(os.time() + (tonumber(tostring({}):match("0x(%x+)"), 16) or 0))
   for i = 1, sessions do
     local id = string.format("session_wrk%013d", i)
-    prepared[i] = wrk.format(nil, "/v1/sessions/" .. id .. "/messages")
+    local headers = nil
+    if keys > 0 then
+      headers = {}
+      for name, value in pairs(wrk.headers) do headers[name] = value end
+      headers["Authorization"] = "Bearer " .. key_prefix .. string.format("%012d", (i - 1) % keys)
+    end
+    prepared[i] = wrk.format(nil, "/v1/sessions/" .. id .. "/messages", headers)
   end
 end
 

@@ -22,6 +22,15 @@ on_both_backends!(
     a_new_billing_period_counts_from_zero_and_past_periods_keep_their_totals,
 );
 
+/// Where the month's totals are read: PostgreSQL keeps them in shard rows too, which its view
+/// `usage_month` adds to `usage_totals`.
+fn totals_table(backend: &Backend) -> &'static str {
+    match backend {
+        Backend::Sqlite(_) => "usage_totals",
+        Backend::Postgres(_) => "usage_month",
+    }
+}
+
 /// Every way the totals can disagree with the rows they sum, as readable lines (empty: none):
 /// the month's tokens with the ledger, the live sessions with the sessions. (Requests have no
 /// rows since migration 4; the tests count them.)
@@ -44,12 +53,14 @@ async fn disagreements(backend: &Backend) -> Vec<String> {
     {
         *expected.entry((account, period(at))).or_default() += tokens;
     }
-    let actual: std::collections::BTreeMap<(i64, i64), i64> =
-        rows("SELECT account_id, period_start, tokens FROM usage_totals WHERE tokens <> 0")
-            .await
-            .into_iter()
-            .map(|(a, p, t)| ((a, p), t))
-            .collect();
+    let totals = totals_table(backend);
+    let actual: std::collections::BTreeMap<(i64, i64), i64> = rows(&format!(
+        "SELECT account_id, period_start, tokens FROM {totals} WHERE tokens <> 0"
+    ))
+    .await
+    .into_iter()
+    .map(|(a, p, t)| ((a, p), t))
+    .collect();
     if expected != actual {
         out.push(format!(
             "usage_totals tokens {actual:?} but the ledger sums to {expected:?}"
@@ -294,7 +305,10 @@ async fn a_new_billing_period_counts_from_zero_and_past_periods_keep_their_total
         .timestamp_millis();
     let past = backend
         .ints(
-            "SELECT requests, tokens FROM usage_totals WHERE account_id = 1 AND period_start = $1",
+            &format!(
+                "SELECT requests, tokens FROM {} WHERE account_id = 1 AND period_start = $1",
+                totals_table(&backend)
+            ),
             &[previous],
         )
         .await;

@@ -126,6 +126,232 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX turns_by_replica ON turns (replica);
     "#,
+    // 3: the month's counters split over shard rows (counters.rs), and a turn's statements as
+    // server-side functions (turn.rs), so that one account's requests no longer queue on one row.
+    r#"
+    CREATE TABLE usage_shards (
+        account_id    BIGINT   NOT NULL,
+        period_start  BIGINT   NOT NULL,
+        shard         SMALLINT NOT NULL,
+        requests      BIGINT   NOT NULL DEFAULT 0,
+        allowance     BIGINT   NOT NULL DEFAULT 0,
+        request_limit BIGINT   NOT NULL DEFAULT -1,
+        tokens        BIGINT   NOT NULL DEFAULT 0,
+        PRIMARY KEY (account_id, period_start, shard)
+    ) WITH (fillfactor = 10);
+    -- (Rows updated thousands of times a second: pages kept mostly empty are pruned of old
+    -- row versions at each visit, and fewer shards share a page.)
+
+    -- The month's totals: what `usage_totals` holds plus what the shards hold.
+    CREATE VIEW usage_month AS
+    SELECT account_id, period_start, SUM(requests)::BIGINT AS requests, SUM(tokens)::BIGINT AS tokens
+    FROM (SELECT account_id, period_start, requests, tokens FROM usage_totals
+          UNION ALL
+          SELECT account_id, period_start, requests, tokens FROM usage_shards) parts
+    GROUP BY account_id, period_start;
+
+    CREATE FUNCTION convo_usage_shards() RETURNS INTEGER LANGUAGE SQL IMMUTABLE RETURN 32;
+    -- A connection's shard: each transaction changes the one row of its connection.
+    CREATE FUNCTION convo_usage_shard() RETURNS SMALLINT LANGUAGE SQL STABLE
+        RETURN (pg_backend_pid() % convo_usage_shards())::SMALLINT;
+
+    -- Message tokens go to the shard of the connection that writes the ledger row.
+    CREATE OR REPLACE FUNCTION convo_message_log_totals() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP <> 'INSERT' THEN
+            INSERT INTO usage_shards (account_id, period_start, shard, tokens)
+            VALUES (OLD.account_id, convo_period_start(OLD.created_at), convo_usage_shard(), -OLD.tokens)
+            ON CONFLICT (account_id, period_start, shard)
+            DO UPDATE SET tokens = usage_shards.tokens + excluded.tokens;
+        END IF;
+        IF TG_OP <> 'DELETE' THEN
+            INSERT INTO usage_shards (account_id, period_start, shard, tokens)
+            VALUES (NEW.account_id, convo_period_start(NEW.created_at), convo_usage_shard(), NEW.tokens)
+            ON CONFLICT (account_id, period_start, shard)
+            DO UPDATE SET tokens = usage_shards.tokens + excluded.tokens;
+        END IF;
+        RETURN NULL;
+    END $$;
+
+    -- A total written into `usage_totals` (by a fold, or by hand) is the month's total: the
+    -- shards' part of that column is dropped (and their request allowances, which the next
+    -- request hands out again from the new total).
+    CREATE FUNCTION convo_usage_totals_written() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF (TG_OP = 'INSERT' AND NEW.requests <> 0)
+            OR (TG_OP = 'UPDATE' AND NEW.requests IS DISTINCT FROM OLD.requests) THEN
+            UPDATE usage_shards SET requests = 0, allowance = 0
+            WHERE account_id = NEW.account_id AND period_start = NEW.period_start
+              AND (requests <> 0 OR allowance <> 0);
+        END IF;
+        IF (TG_OP = 'INSERT' AND NEW.tokens <> 0)
+            OR (TG_OP = 'UPDATE' AND NEW.tokens IS DISTINCT FROM OLD.tokens) THEN
+            UPDATE usage_shards SET tokens = 0
+            WHERE account_id = NEW.account_id AND period_start = NEW.period_start AND tokens <> 0;
+        END IF;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER usage_totals_written AFTER INSERT OR UPDATE OF requests, tokens
+        ON usage_totals FOR EACH ROW EXECUTE FUNCTION convo_usage_totals_written();
+
+    -- Counts a request on the connection's shard, within its allowance; SQLSTATE CVQ01 when
+    -- the allowance is used up (or was handed out for another limit).
+    CREATE FUNCTION convo_count_request(p_account BIGINT, p_period BIGINT, p_limit BIGINT)
+    RETURNS VOID LANGUAGE plpgsql AS $$
+    BEGIN
+        UPDATE usage_shards SET requests = requests + 1
+        WHERE account_id = p_account AND period_start = p_period AND shard = convo_usage_shard()
+          AND request_limit = p_limit AND requests < allowance;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'the request allowance of this shard is used up' USING ERRCODE = 'CVQ01';
+        END IF;
+    END $$;
+
+    -- Folds the shards into `usage_totals` and hands what is left of the limit out again, the
+    -- caller's shard first; answers what is left. Under the lock of the totals row and of every
+    -- shard (taken in order), so the sum is exact.
+    CREATE FUNCTION convo_usage_rebalance(p_account BIGINT, p_period BIGINT, p_limit BIGINT)
+    RETURNS BIGINT LANGUAGE plpgsql AS $$
+    DECLARE
+        n INTEGER := convo_usage_shards();
+        me INTEGER := convo_usage_shard();
+        v_requests BIGINT;
+        v_tokens BIGINT;
+        v_total BIGINT;
+        v_left BIGINT;
+    BEGIN
+        INSERT INTO usage_totals (account_id, period_start) VALUES (p_account, p_period)
+        ON CONFLICT (account_id, period_start) DO NOTHING;
+        PERFORM 1 FROM usage_totals
+        WHERE account_id = p_account AND period_start = p_period FOR UPDATE;
+        INSERT INTO usage_shards (account_id, period_start, shard)
+        SELECT p_account, p_period, s FROM generate_series(0, n - 1) s
+        ON CONFLICT (account_id, period_start, shard) DO NOTHING;
+        PERFORM 1 FROM usage_shards
+        WHERE account_id = p_account AND period_start = p_period ORDER BY shard FOR UPDATE;
+        SELECT COALESCE(SUM(requests), 0), COALESCE(SUM(tokens), 0) INTO v_requests, v_tokens
+        FROM usage_shards WHERE account_id = p_account AND period_start = p_period;
+        UPDATE usage_totals SET requests = requests + v_requests, tokens = tokens + v_tokens
+        WHERE account_id = p_account AND period_start = p_period
+        RETURNING requests INTO v_total;
+        v_left := GREATEST(p_limit - v_total, 0);
+        UPDATE usage_shards
+        SET requests = 0, tokens = 0, request_limit = p_limit,
+            allowance = v_left / n + CASE WHEN (shard - me + n) % n < v_left % n THEN 1 ELSE 0 END
+        WHERE account_id = p_account AND period_start = p_period;
+        RETURN v_left;
+    END $$;
+
+    -- What the admission of a turn reads (convo_core::admission), under the session's lock (the
+    -- account's live sessions, read for a new session, are checked again by convo_turn_write
+    -- under the account's lock). Of a live session with no turn in flight: its history and the
+    -- live record of the idempotency key, forgotten first when it expired.
+    CREATE FUNCTION convo_turn_facts(p_account BIGINT, p_session TEXT, p_key TEXT,
+        p_expired BIGINT, p_period BIGINT,
+        OUT o_owner BIGINT, OUT o_deleted_at BIGINT, OUT o_busy BOOLEAN,
+        OUT o_live_sessions BIGINT, OUT o_roles TEXT[], OUT o_contents TEXT[],
+        OUT o_tokens BIGINT[], OUT o_replay_status INTEGER, OUT o_replay_body TEXT,
+        OUT o_tokens_used BIGINT)
+    LANGUAGE plpgsql AS $$
+    BEGIN
+        o_busy := false;
+        SELECT s.account_id, s.deleted_at INTO o_owner, o_deleted_at
+        FROM sessions s WHERE s.id = p_session FOR UPDATE;
+        IF NOT FOUND THEN
+            SELECT a.live_sessions INTO o_live_sessions FROM accounts a WHERE a.id = p_account;
+        ELSIF o_owner = p_account AND o_deleted_at IS NULL THEN
+            o_busy := EXISTS (SELECT 1 FROM turns t WHERE t.session_id = p_session);
+            IF o_busy THEN
+                RETURN;
+            END IF;
+            SELECT array_agg(m.role ORDER BY m.pk), array_agg(m.content ORDER BY m.pk),
+                   array_agg(m.tokens ORDER BY m.pk)
+            INTO o_roles, o_contents, o_tokens
+            FROM messages m WHERE m.session_id = p_session;
+            IF p_key IS NOT NULL THEN
+                DELETE FROM idempotency_keys k
+                WHERE k.account_id = p_account AND k.session_id = p_session AND k.key = p_key
+                  AND k.created_at <= p_expired;
+                SELECT k.status, k.body INTO o_replay_status, o_replay_body FROM idempotency_keys k
+                WHERE k.account_id = p_account AND k.session_id = p_session AND k.key = p_key;
+            END IF;
+        END IF;
+        o_tokens_used := COALESCE((SELECT u.tokens FROM usage_totals u
+                                   WHERE u.account_id = p_account AND u.period_start = p_period), 0)
+                       + COALESCE((SELECT SUM(s.tokens) FROM usage_shards s
+                                   WHERE s.account_id = p_account AND s.period_start = p_period), 0);
+    END $$;
+
+    -- An admitted turn's writes: the session when new, once the account's row is locked with
+    -- at most p_max_live live sessions (the most for which the admission decides as it did;
+    -- SQLSTATE CVR01 when it has more, or when another transaction created the session first),
+    -- the user message, the accepted response's record, the turn in flight, then the request
+    -- count (CVQ01, see convo_count_request) and the ledger row.
+    CREATE FUNCTION convo_turn_write(p_account BIGINT, p_session TEXT, p_create BOOLEAN,
+        p_max_live BIGINT, p_now BIGINT, p_message TEXT, p_role TEXT, p_content TEXT,
+        p_tokens BIGINT, p_metadata TEXT, p_key TEXT, p_status INTEGER, p_body TEXT,
+        p_replica TEXT, p_reply TEXT, p_period BIGINT, p_limit BIGINT)
+    RETURNS VOID LANGUAGE plpgsql AS $$
+    BEGIN
+        IF p_create THEN
+            PERFORM 1 FROM accounts a
+            WHERE a.id = p_account AND a.live_sessions <= p_max_live FOR UPDATE;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'the account''s sessions changed' USING ERRCODE = 'CVR01';
+            END IF;
+            INSERT INTO sessions (id, account_id, created_at) VALUES (p_session, p_account, p_now)
+            ON CONFLICT (id) DO NOTHING;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'the session was created concurrently' USING ERRCODE = 'CVR01';
+            END IF;
+        END IF;
+        INSERT INTO messages (id, session_id, role, content, tokens, metadata, created_at)
+        VALUES (p_message, p_session, p_role, p_content, p_tokens, p_metadata, p_now);
+        IF p_key IS NOT NULL AND p_status IS NOT NULL THEN
+            INSERT INTO idempotency_keys (account_id, session_id, key, status, body, created_at)
+            VALUES (p_account, p_session, p_key, p_status, p_body, p_now)
+            ON CONFLICT (account_id, session_id, key) DO UPDATE
+            SET status = excluded.status, body = excluded.body, created_at = excluded.created_at;
+        END IF;
+        INSERT INTO turns (session_id, replica, account_id, reply_id, user_message_id, created_at, idempotency_key)
+        VALUES (p_session, p_replica, p_account, p_reply, p_message, p_now, p_key);
+        PERFORM convo_count_request(p_account, p_period, p_limit);
+        INSERT INTO message_log (message_id, account_id, session_id, role, tokens, created_at)
+        VALUES (p_message, p_account, p_session, p_role, p_tokens, p_now);
+    END $$;
+
+    -- Stores a reply and ends its turn: 0 stored; 1 the session is not live (nothing stored);
+    -- 2 its turn is gone, rolled back by another replica (nothing stored).
+    CREATE FUNCTION convo_turn_complete(p_account BIGINT, p_session TEXT, p_reply TEXT,
+        p_role TEXT, p_content TEXT, p_tokens BIGINT, p_created BIGINT, p_key TEXT,
+        p_status INTEGER, p_body TEXT, p_now BIGINT)
+    RETURNS INTEGER LANGUAGE plpgsql AS $$
+    DECLARE
+        v_owner BIGINT;
+        v_deleted BIGINT;
+    BEGIN
+        SELECT s.account_id, s.deleted_at INTO v_owner, v_deleted
+        FROM sessions s WHERE s.id = p_session FOR UPDATE;
+        IF NOT FOUND OR v_owner <> p_account OR v_deleted IS NOT NULL THEN
+            RETURN 1;
+        END IF;
+        DELETE FROM turns t WHERE t.session_id = p_session AND t.reply_id = p_reply;
+        IF NOT FOUND THEN
+            RETURN 2;
+        END IF;
+        INSERT INTO messages (id, session_id, role, content, tokens, metadata, created_at)
+        VALUES (p_reply, p_session, p_role, p_content, p_tokens, NULL, p_created);
+        IF p_key IS NOT NULL THEN
+            INSERT INTO idempotency_keys (account_id, session_id, key, status, body, created_at)
+            VALUES (p_account, p_session, p_key, p_status, p_body, p_now)
+            ON CONFLICT (account_id, session_id, key) DO UPDATE
+            SET status = excluded.status, body = excluded.body, created_at = excluded.created_at;
+        END IF;
+        INSERT INTO message_log (message_id, account_id, session_id, role, tokens, created_at)
+        VALUES (p_reply, p_account, p_session, p_role, p_tokens, p_created);
+        RETURN 0;
+    END $$;
+    "#,
 ];
 
 /// Brings the schema to the newest version under the advisory lock.

@@ -1,14 +1,17 @@
 //! PostgreSQL storage (`convo serve --db postgres://…`): what the SQLite store stores, in one
 //! database that any number of replicas share. Each operation is one transaction on a pooled
-//! connection (`deadpool-postgres`, statements prepared once per connection). The counters
-//! that quotas read are rows changed in place under their row lock (`usage_totals`,
-//! `accounts.live_sessions`, kept by triggers like SQLite's), and each limit is checked under
-//! that lock (the request count by the statement that increments it), so limits are exact
-//! across replicas; a session's row is locked (`FOR UPDATE`) by every write to the session.
+//! connection (`deadpool-postgres`, statements prepared once per connection); a turn's are
+//! server-side functions sent in few round trips (turn.rs). Quotas read counters kept in
+//! place: the month's requests and tokens in shard rows (counters.rs: the request limit exact
+//! through allowances handed out under lock), `accounts.live_sessions` by a trigger like
+//! SQLite's, checked under the account's row lock; a session's row is locked (`FOR UPDATE`)
+//! by every write to the session.
 
+mod counters;
 pub mod leases;
 mod migrations;
 pub mod relay;
+mod turn;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -20,14 +23,12 @@ use tokio_postgres::NoTls;
 
 use super::interface::{Storage, TurnAdmission};
 use super::rows::{
-    IDEMPOTENCY_TTL_MS as TTL_MS, MessageRow, MetricCounts, Reply, RequestCount, SessionRow,
-    UsageCounts, hash_key,
+    MessageRow, MetricCounts, Reply, RequestCount, SessionRow, UsageCounts, hash_key,
 };
 use crate::error::StoreError;
 use convo_core::Account;
 use convo_core::Tier;
-use convo_core::admission::{self, Admission, SessionFacts, TurnFacts};
-use convo_core::{HistoryEntry, Recorded, SessionStatus, TurnRefusal, TurnStart, TurnStarted};
+use convo_core::{Recorded, SessionStatus, TurnStart};
 use convo_wire::Role;
 
 /// Connections per replica.
@@ -132,35 +133,6 @@ async fn vacuum_after_deletes(pool: Pool, wake: Arc<Notify>) {
     }
 }
 
-fn limit(n: u64) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
-}
-
-/// Counts a request unless the limit is reached: one statement, atomic under the row lock
-/// of the account's totals, so concurrent requests on any replica never pass the limit.
-async fn admit(tx: &Tx<'_>, request: &RequestCount) -> Result<bool, StoreError> {
-    let account = request.account();
-    let stmt = tx
-        .prepare_cached(
-            "INSERT INTO usage_totals (account_id, period_start, requests) VALUES ($1, $2, 1)
-             ON CONFLICT (account_id, period_start) DO UPDATE
-             SET requests = usage_totals.requests + 1 WHERE usage_totals.requests < $3
-             RETURNING requests",
-        )
-        .await?;
-    let row = tx
-        .query_opt(
-            &stmt,
-            &[
-                &account.id,
-                &request.period_start_ms(),
-                &limit(account.tier.limits().requests),
-            ],
-        )
-        .await?;
-    Ok(row.is_some())
-}
-
 /// The session's state, locking its row for the rest of the transaction.
 async fn lock_session(
     tx: &Tx<'_>,
@@ -202,302 +174,6 @@ async fn status(
 
 fn role(s: &str) -> Result<Role, StoreError> {
     s.parse::<Role>().map_err(StoreError::Corrupt)
-}
-
-async fn history(tx: &Tx<'_>, session_id: &str) -> Result<Vec<HistoryEntry>, StoreError> {
-    let stmt = tx
-        .prepare_cached(
-            "SELECT role, content, tokens FROM messages WHERE session_id = $1 ORDER BY pk",
-        )
-        .await?;
-    let rows = tx.query(&stmt, &[&session_id]).await?;
-    rows.iter()
-        .map(|r| {
-            Ok(HistoryEntry {
-                role: role(r.get(0))?,
-                content: r.get(1),
-                tokens: r.get::<_, i64>(2).max(0) as u64,
-            })
-        })
-        .collect()
-}
-
-/// The live record of `key`, forgetting it first if it is older than 24 h.
-async fn idempotent_lookup(
-    tx: &Tx<'_>,
-    account_id: i64,
-    session_id: &str,
-    key: &str,
-    now_ms: i64,
-) -> Result<Option<Recorded>, StoreError> {
-    let expire = tx
-        .prepare_cached(
-            "DELETE FROM idempotency_keys
-             WHERE account_id = $1 AND session_id = $2 AND key = $3 AND created_at <= $4",
-        )
-        .await?;
-    tx.execute(
-        &expire,
-        &[&account_id, &session_id, &key, &(now_ms - TTL_MS)],
-    )
-    .await?;
-    let stmt = tx
-        .prepare_cached(
-            "SELECT status, body FROM idempotency_keys
-             WHERE account_id = $1 AND session_id = $2 AND key = $3",
-        )
-        .await?;
-    let row = tx
-        .query_opt(&stmt, &[&account_id, &session_id, &key])
-        .await?;
-    Ok(row.map(|r| Recorded {
-        status: r.get::<_, i32>(0) as u16,
-        body: r.get(1),
-    }))
-}
-
-async fn idempotent_record(
-    tx: &Tx<'_>,
-    account_id: i64,
-    session_id: &str,
-    key: &str,
-    response: &Recorded,
-    now_ms: i64,
-) -> Result<(), StoreError> {
-    let stmt = tx
-        .prepare_cached(
-            "INSERT INTO idempotency_keys (account_id, session_id, key, status, body, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6)
-             ON CONFLICT (account_id, session_id, key)
-             DO UPDATE SET status = excluded.status, body = excluded.body, created_at = excluded.created_at",
-        )
-        .await?;
-    tx.execute(
-        &stmt,
-        &[
-            &account_id,
-            &session_id,
-            &key,
-            &i32::from(response.status),
-            &response.body,
-            &now_ms,
-        ],
-    )
-    .await?;
-    Ok(())
-}
-
-/// A message's row. Its ledger row is written by `log_message`, last in the transaction.
-#[allow(clippy::too_many_arguments)]
-async fn insert_message(
-    tx: &Tx<'_>,
-    session_id: &str,
-    id: &str,
-    role: Role,
-    content: &str,
-    tokens: u64,
-    metadata: Option<&str>,
-    created_at: i64,
-) -> Result<(), StoreError> {
-    let message = tx
-        .prepare_cached(
-            "INSERT INTO messages (id, session_id, role, content, tokens, metadata, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        )
-        .await?;
-    tx.execute(
-        &message,
-        &[
-            &id,
-            &session_id,
-            &role.as_str(),
-            &content,
-            &(tokens as i64),
-            &metadata,
-            &created_at,
-        ],
-    )
-    .await?;
-    Ok(())
-}
-
-/// A message's ledger row; its trigger adds the tokens to the month's total, which locks the
-/// account's `usage_totals` row, one row shared by all of the account's requests. So this
-/// runs last before the commit: every statement after it would hold that lock one more round
-/// trip (with it first, 32 connections of one account waited on that row, 300 POSTs/s).
-async fn log_message(
-    tx: &Tx<'_>,
-    account_id: i64,
-    session_id: &str,
-    id: &str,
-    role: Role,
-    tokens: u64,
-    created_at: i64,
-) -> Result<(), StoreError> {
-    let log = tx
-        .prepare_cached(
-            "INSERT INTO message_log (message_id, account_id, session_id, role, tokens, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6)",
-        )
-        .await?;
-    tx.execute(
-        &log,
-        &[
-            &id,
-            &account_id,
-            &session_id,
-            &role.as_str(),
-            &(tokens as i64),
-            &created_at,
-        ],
-    )
-    .await?;
-    Ok(())
-}
-
-/// Why a turn's transaction must run again.
-enum Again {
-    /// Another replica created the session first: run again at once (and find it).
-    Raced,
-    /// A turn of the session is in flight (on another replica): wait for it to end.
-    Busy,
-}
-
-/// The turn's checks and writes after its request was counted, inside the savepoint `tx`.
-async fn start_turn_in(
-    tx: &Tx<'_>,
-    t: &TurnStart,
-    replica: &str,
-) -> Result<Result<Result<TurnStarted, TurnRefusal>, Again>, StoreError> {
-    let account_id = t.account.id;
-    let status = lock_session(tx, account_id, &t.session_id).await?;
-    if status == SessionStatus::Live {
-        // Turns of a session are serialized across replicas: the session's row is locked,
-        // so no turn can start or end between this look and the commit.
-        let busy = tx
-            .prepare_cached("SELECT 1 FROM turns WHERE session_id = $1")
-            .await?;
-        if tx.query_opt(&busy, &[&t.session_id]).await?.is_some() {
-            return Ok(Err(Again::Busy));
-        }
-    }
-    let mut history = Vec::new();
-    let session = match status {
-        SessionStatus::Gone => SessionFacts::Gone,
-        SessionStatus::Unused => {
-            // The account's row stays locked until the commit, so new sessions of an account
-            // are checked one after the other on every replica: exact (the trigger of
-            // `sessions` counts the new one).
-            let slots = tx
-                .prepare_cached("SELECT live_sessions FROM accounts WHERE id = $1 FOR UPDATE")
-                .await?;
-            let live: i64 = tx
-                .query_opt(&slots, &[&account_id])
-                .await?
-                .map_or(0, |r| r.get(0));
-            SessionFacts::New {
-                live_sessions: live.max(0) as u64,
-            }
-        }
-        SessionStatus::Live => {
-            history = self::history(tx, &t.session_id).await?;
-            SessionFacts::Existing {
-                stored_tokens: history.iter().map(|m| m.tokens).sum(),
-            }
-        }
-    };
-    // Records exist only for live sessions (deleting a session deletes them).
-    let replay = match (&t.idempotency_key, status) {
-        (Some(key), SessionStatus::Live) => {
-            idempotent_lookup(tx, account_id, &t.session_id, key, t.now_ms).await?
-        }
-        _ => None,
-    };
-    let tokens = tx
-        .prepare_cached(
-            "SELECT tokens FROM usage_totals WHERE account_id = $1 AND period_start = $2",
-        )
-        .await?;
-    let tokens_used = tx
-        .query_opt(&tokens, &[&account_id, &t.period_start_ms])
-        .await?
-        .map_or(0, |r| r.get::<_, i64>(0));
-    let facts = TurnFacts {
-        session,
-        replay,
-        tokens_used: tokens_used.max(0) as u64,
-        limits: t.account.tier.limits(),
-        message_tokens: t.message.tokens,
-        max_context_tokens: t.max_context_tokens,
-    };
-    let (create_session, current) = match admission::admit(facts) {
-        Admission::Refused(refusal) => return Ok(Ok(Err(refusal))),
-        Admission::Replay(recorded) => return Ok(Ok(Ok(TurnStarted::Replay(recorded)))),
-        Admission::Admitted {
-            create_session,
-            context_tokens,
-        } => (create_session, context_tokens),
-    };
-    if create_session {
-        let create = tx
-            .prepare_cached(
-                "INSERT INTO sessions (id, account_id, created_at) VALUES ($1, $2, $3)
-                 ON CONFLICT (id) DO NOTHING",
-            )
-            .await?;
-        if tx
-            .execute(&create, &[&t.session_id, &account_id, &t.now_ms])
-            .await?
-            == 0
-        {
-            return Ok(Err(Again::Raced));
-        }
-    }
-    let m = &t.message;
-    insert_message(
-        tx,
-        &t.session_id,
-        &m.id,
-        m.role,
-        &m.content,
-        m.tokens,
-        m.metadata.as_deref(),
-        t.now_ms,
-    )
-    .await?;
-    if let (Some(key), Some(resp)) = (&t.idempotency_key, &t.accepted_response) {
-        idempotent_record(tx, account_id, &t.session_id, key, resp, t.now_ms).await?;
-    }
-    // The turn is in flight until its reply is stored or it is rolled back, on this replica's
-    // lease (leases.rs).
-    let turn = tx
-        .prepare_cached(
-            "INSERT INTO turns (session_id, replica, account_id, reply_id, user_message_id, created_at, idempotency_key)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        )
-        .await?;
-    tx.execute(
-        &turn,
-        &[
-            &t.session_id,
-            &replica,
-            &account_id,
-            &t.reply_id,
-            &m.id,
-            &t.now_ms,
-            &t.idempotency_key,
-        ],
-    )
-    .await?;
-    history.push(HistoryEntry {
-        role: m.role,
-        content: m.content.clone(),
-        tokens: m.tokens,
-    });
-    Ok(Ok(Ok(TurnStarted::Ready {
-        history,
-        context_tokens: current,
-    })))
 }
 
 impl Storage for PgStore {
@@ -558,11 +234,8 @@ impl Storage for PgStore {
     }
 
     async fn count_request(&self, request: RequestCount) -> Result<Option<()>, StoreError> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await?;
-        let admitted = admit(&tx, &request).await?;
-        tx.commit().await?;
-        Ok(admitted.then_some(()))
+        let client = self.client().await?;
+        Ok(counters::count(&client, &request).await?.then_some(()))
     }
 
     async fn start_turn(
@@ -570,70 +243,7 @@ impl Storage for PgStore {
         request: RequestCount,
         turn: TurnStart,
     ) -> Result<TurnAdmission, StoreError> {
-        // A session first used by two replicas at once: the loser runs again and finds it.
-        // A session with a turn in flight elsewhere: wait (without a connection) and run again;
-        // nothing of an attempt that waits is kept, not even its request count.
-        let (mut races, mut pause) = (0, Duration::from_millis(2));
-        loop {
-            let mut client = self.client().await?;
-            let mut tx = client.transaction().await?;
-            let turn_tx = tx.savepoint("turn").await?;
-            let started = start_turn_in(&turn_tx, &turn, &self.replica).await?;
-            match started {
-                Err(again) => {
-                    turn_tx.rollback().await?;
-                    tx.rollback().await?;
-                    drop(client);
-                    match again {
-                        Again::Raced if races < 8 => races += 1,
-                        Again::Raced => {
-                            return Err(StoreError::Commit(
-                                "the session kept being created concurrently".into(),
-                            ));
-                        }
-                        Again::Busy => {
-                            tokio::time::sleep(pause).await;
-                            pause = (pause * 2).min(Duration::from_millis(50));
-                        }
-                    }
-                    continue;
-                }
-                Ok(Ok(started)) => {
-                    turn_tx.commit().await?;
-                    // The request is counted, and the user message's tokens added, last
-                    // (`log_message`): over the limit, everything goes back as if never tried.
-                    if !admit(&tx, &request).await? {
-                        tx.rollback().await?;
-                        return Ok(None);
-                    }
-                    if let TurnStarted::Ready { .. } = started {
-                        let m = &turn.message;
-                        log_message(
-                            &tx,
-                            turn.account.id,
-                            &turn.session_id,
-                            &m.id,
-                            m.role,
-                            m.tokens,
-                            turn.now_ms,
-                        )
-                        .await?;
-                    }
-                    tx.commit().await?;
-                    return Ok(Some(Ok(started)));
-                }
-                Ok(Err(refusal)) => {
-                    // The refused turn writes nothing; its request still counts.
-                    turn_tx.rollback().await?;
-                    if !admit(&tx, &request).await? {
-                        tx.rollback().await?;
-                        return Ok(None);
-                    }
-                    tx.commit().await?;
-                    return Ok(Some(Err(refusal)));
-                }
-            }
-        }
+        turn::start(self, request, turn).await
     }
 
     async fn complete_turn(
@@ -644,48 +254,15 @@ impl Storage for PgStore {
         idempotent: Option<(String, Recorded)>,
         now_ms: i64,
     ) -> Result<bool, StoreError> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await?;
-        if lock_session(&tx, account_id, &session_id).await? != SessionStatus::Live {
-            tx.rollback().await?;
-            return Ok(false);
-        }
-        let ended = tx
-            .prepare_cached("DELETE FROM turns WHERE session_id = $1 AND reply_id = $2")
-            .await?;
-        if tx.execute(&ended, &[&session_id, &reply.id]).await? == 0 {
-            // Another replica found this one's lease expired and rolled the turn back.
-            tx.rollback().await?;
-            return Err(StoreError::Commit(
-                "the turn was rolled back by another replica (its lease expired)".into(),
-            ));
-        }
-        insert_message(
-            &tx,
-            &session_id,
-            &reply.id,
-            Role::Assistant,
-            &reply.content,
-            reply.tokens,
-            None,
-            reply.created_at_ms,
-        )
-        .await?;
-        if let Some((key, resp)) = &idempotent {
-            idempotent_record(&tx, account_id, &session_id, key, resp, now_ms).await?;
-        }
-        log_message(
-            &tx,
+        turn::complete(
+            self,
             account_id,
             &session_id,
-            &reply.id,
-            Role::Assistant,
-            reply.tokens,
-            reply.created_at_ms,
+            &reply,
+            idempotent.as_ref(),
+            now_ms,
         )
-        .await?;
-        tx.commit().await?;
-        Ok(true)
+        .await
     }
 
     async fn roll_back_turn(
@@ -836,20 +413,17 @@ impl Storage for PgStore {
         period_start_ms: i64,
     ) -> Result<UsageCounts, StoreError> {
         let client = self.client().await?;
+        let (requests, tokens) = counters::month(&client, account_id, period_start_ms).await?;
         let stmt = client
             .prepare_cached(
-                "SELECT COALESCE((SELECT requests FROM usage_totals WHERE account_id = $1 AND period_start = $2), 0),
-                        COALESCE((SELECT tokens FROM usage_totals WHERE account_id = $1 AND period_start = $2), 0),
-                        COALESCE((SELECT live_sessions FROM accounts WHERE id = $1), 0)",
+                "SELECT COALESCE((SELECT live_sessions FROM accounts WHERE id = $1), 0)",
             )
             .await?;
-        let row = client
-            .query_one(&stmt, &[&account_id, &period_start_ms])
-            .await?;
+        let sessions: i64 = client.query_one(&stmt, &[&account_id]).await?.get(0);
         Ok(UsageCounts {
-            requests: row.get::<_, i64>(0).max(0) as u64,
-            tokens: row.get::<_, i64>(1).max(0) as u64,
-            sessions: row.get::<_, i64>(2).max(0) as u64,
+            requests,
+            tokens,
+            sessions: sessions.max(0) as u64,
         })
     }
 

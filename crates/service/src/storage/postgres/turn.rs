@@ -1,0 +1,371 @@
+//! A turn on PostgreSQL in three round trips, each one statement calling a function of
+//! migration 3: `convo_turn_facts` (sent with `BEGIN`) reads what the admission needs under
+//! the session's lock (a new session's count of live sessions is checked again when written); `convo_core::admission::admit` decides; `convo_turn_write` (or only the
+//! request count, for a refusal or a replay) is sent with `COMMIT`; later
+//! `convo_turn_complete` stores the reply in a transaction of its own. The account's counters
+//! are shard rows (counters.rs), so turns of one account hold no row in common.
+
+use std::time::Duration;
+
+use deadpool_postgres::{ClientWrapper, Object};
+use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
+
+use super::counters::{self, ALLOWANCE_USED_UP, raised};
+use super::{PgStore, role, status_of};
+use crate::error::StoreError;
+use crate::storage::interface::TurnAdmission;
+use crate::storage::rows::{IDEMPOTENCY_TTL_MS, Reply, RequestCount};
+use convo_core::admission::{self, Admission, SessionFacts, TurnFacts};
+use convo_core::{HistoryEntry, Recorded, SessionStatus, TurnStart, TurnStarted};
+use convo_wire::Role;
+
+/// SQLSTATE of `convo_turn_write` when another transaction created the session first, or the
+/// account's live sessions changed past what the admission decided on.
+const RACED: &str = "CVR01";
+
+type Params<'a> = [&'a (dyn ToSql + Sync)];
+
+/// A pooled connection whose transaction is opened by the round trip of its first statement
+/// and closed by that of its last. Dropped while open (an error, or a request cancelled
+/// between the two), the connection leaves the pool and closes, which rolls it back.
+struct Pipelined {
+    client: Option<Object>,
+    open: bool,
+}
+
+impl Pipelined {
+    fn new(client: Object) -> Pipelined {
+        Pipelined {
+            client: Some(client),
+            open: false,
+        }
+    }
+
+    fn client(&self) -> &ClientWrapper {
+        self.client
+            .as_ref()
+            .expect("the connection is held until drop")
+    }
+
+    /// `BEGIN` and the first statement, in one round trip.
+    async fn first(&mut self, stmt: &str, params: &Params<'_>) -> Result<Row, StoreError> {
+        let c = self.client();
+        let stmt = c.prepare_cached(stmt).await?;
+        self.open = true;
+        let c = self.client();
+        let (begin, row) = tokio::join!(c.batch_execute("BEGIN"), c.query_one(&stmt, params));
+        begin?;
+        Ok(row?)
+    }
+
+    /// The last statement and `COMMIT`, in one round trip; the connection comes back with the
+    /// statement's own result. After an error the transaction was rolled back (a `COMMIT`
+    /// after an error does that).
+    async fn last(mut self, stmt: &str, params: &Params<'_>) -> Result<Ended, StoreError> {
+        let c = self.client();
+        let stmt = c.prepare_cached(stmt).await?;
+        let (done, commit) = tokio::join!(c.execute(&stmt, params), c.batch_execute("COMMIT"));
+        commit?;
+        Ok((done.map(drop), self.close()))
+    }
+
+    async fn rollback(mut self) -> Result<Object, StoreError> {
+        self.client().batch_execute("ROLLBACK").await?;
+        Ok(self.close())
+    }
+
+    /// The connection, its transaction ended.
+    fn close(&mut self) -> Object {
+        self.open = false;
+        self.client
+            .take()
+            .expect("the connection is held until drop")
+    }
+}
+
+/// How the last statement went, and the connection.
+type Ended = (Result<(), tokio_postgres::Error>, Object);
+
+impl Drop for Pipelined {
+    fn drop(&mut self) {
+        if self.open
+            && let Some(client) = self.client.take()
+        {
+            drop(Object::take(client));
+        }
+    }
+}
+
+/// What `convo_turn_facts` found.
+struct Found {
+    status: SessionStatus,
+    busy: bool,
+    facts: TurnFacts,
+    history: Vec<HistoryEntry>,
+}
+
+fn found(row: &Row, account_id: i64, t: &TurnStart) -> Result<Found, StoreError> {
+    let owner: Option<i64> = row.get(0);
+    let deleted_at: Option<i64> = row.get(1);
+    let status = status_of(owner.map(|o| (o, deleted_at)), account_id);
+    let busy: bool = row.get(2);
+    let mut history = Vec::new();
+    if let (Some(roles), Some(contents), Some(tokens)) = (
+        row.get::<_, Option<Vec<String>>>(4),
+        row.get::<_, Option<Vec<String>>>(5),
+        row.get::<_, Option<Vec<i64>>>(6),
+    ) {
+        for ((r, content), tokens) in roles.iter().zip(contents).zip(tokens) {
+            history.push(HistoryEntry {
+                role: role(r)?,
+                content,
+                tokens: tokens.max(0) as u64,
+            });
+        }
+    }
+    let session = match status {
+        SessionStatus::Gone => SessionFacts::Gone,
+        SessionStatus::Unused => SessionFacts::New {
+            live_sessions: row.get::<_, Option<i64>>(3).unwrap_or(0).max(0) as u64,
+        },
+        SessionStatus::Live => SessionFacts::Existing {
+            stored_tokens: history.iter().map(|m| m.tokens).sum(),
+        },
+    };
+    let replay = match (
+        row.get::<_, Option<i32>>(7),
+        row.get::<_, Option<String>>(8),
+    ) {
+        (Some(status), Some(body)) => Some(Recorded {
+            status: status as u16,
+            body,
+        }),
+        _ => None,
+    };
+    let facts = TurnFacts {
+        session,
+        replay,
+        tokens_used: row.get::<_, Option<i64>>(9).unwrap_or(0).max(0) as u64,
+        limits: t.account.tier.limits(),
+        message_tokens: t.message.tokens,
+        max_context_tokens: t.max_context_tokens,
+    };
+    Ok(Found {
+        status,
+        busy,
+        facts,
+        history,
+    })
+}
+
+/// The most live sessions the account may have for the admission to decide as it did on
+/// `facts` (for a new session; the account's row is not locked while it decides, so
+/// `convo_turn_write` checks this bound under that lock). Asked of `admission::admit` itself,
+/// which can only turn to a refusal as the count grows: the last count deciding the same.
+fn live_sessions_bound(facts: &TurnFacts, decided: &Admission) -> u64 {
+    let SessionFacts::New { live_sessions } = facts.session else {
+        return u64::MAX;
+    };
+    let same = |live_sessions| {
+        let facts = TurnFacts {
+            session: SessionFacts::New { live_sessions },
+            ..facts.clone()
+        };
+        admission::admit(facts) == *decided
+    };
+    let (mut lo, mut hi) = (live_sessions, u64::MAX);
+    if same(hi) {
+        return hi;
+    }
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if same(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// `Storage::start_turn`: the request counted and the turn's checks and writes, in one
+/// transaction of two round trips.
+pub(super) async fn start(
+    store: &PgStore,
+    request: RequestCount,
+    t: TurnStart,
+) -> Result<TurnAdmission, StoreError> {
+    // A session first used by two replicas at once: the loser runs again and finds it (so
+    // does a new session whose account's live sessions changed past the admission's bound). A
+    // session with a turn in flight elsewhere: wait (without a connection) and run again. A
+    // shard whose allowance is used up: hand the rest out again and run again. Nothing of an
+    // attempt that runs again is kept, not even its request count.
+    let (mut races, mut rebalances, mut pause) = (0, 0, Duration::from_millis(2));
+    let account_id = t.account.id;
+    let (period, limit) = (request.period_start_ms(), counters::request_limit(&request));
+    // After a rebalance the same connection runs again: its shard was served first.
+    let mut again: Option<Object> = None;
+    loop {
+        let client = match again.take() {
+            Some(client) => client,
+            None => store.client().await?,
+        };
+        let mut tx = Pipelined::new(client);
+        let expired = t.now_ms - IDEMPOTENCY_TTL_MS;
+        let row = tx
+            .first(
+                "SELECT * FROM convo_turn_facts($1, $2, $3, $4, $5)",
+                &[
+                    &account_id,
+                    &t.session_id,
+                    &t.idempotency_key,
+                    &expired,
+                    &t.period_start_ms,
+                ],
+            )
+            .await?;
+        let Found {
+            status,
+            busy,
+            facts,
+            mut history,
+        } = found(&row, account_id, &t)?;
+        if busy && status == SessionStatus::Live {
+            drop(tx.rollback().await?);
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(50));
+            continue;
+        }
+        let count: [&(dyn ToSql + Sync); 3] = [&account_id, &period, &limit];
+        let decided = admission::admit(facts.clone());
+        let max_live = i64::try_from(live_sessions_bound(&facts, &decided)).unwrap_or(i64::MAX);
+        let (written, answer) = match decided {
+            Admission::Refused(refusal) => (tx.last(counters::COUNT, &count).await?, Err(refusal)),
+            Admission::Replay(recorded) => (
+                tx.last(counters::COUNT, &count).await?,
+                Ok(TurnStarted::Replay(recorded)),
+            ),
+            Admission::Admitted {
+                create_session,
+                context_tokens,
+            } => {
+                let m = &t.message;
+                let tokens = m.tokens as i64;
+                let (status, body) = match &t.accepted_response {
+                    Some(r) => (Some(i32::from(r.status)), Some(r.body.as_str())),
+                    None => (None, None),
+                };
+                let written = tx
+                    .last(
+                        "SELECT convo_turn_write($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
+                        &[
+                            &account_id,
+                            &t.session_id,
+                            &create_session,
+                            &max_live,
+                            &t.now_ms,
+                            &m.id,
+                            &m.role.as_str(),
+                            &m.content,
+                            &tokens,
+                            &m.metadata,
+                            &t.idempotency_key,
+                            &status,
+                            &body,
+                            &store.replica(),
+                            &t.reply_id,
+                            &period,
+                            &limit,
+                        ],
+                    )
+                    .await?;
+                history.push(HistoryEntry {
+                    role: m.role,
+                    content: m.content.clone(),
+                    tokens: m.tokens,
+                });
+                (
+                    written,
+                    Ok(TurnStarted::Ready {
+                        history,
+                        context_tokens,
+                    }),
+                )
+            }
+        };
+        let (written, client) = written;
+        match written {
+            Ok(()) => return Ok(Some(answer)),
+            Err(e) if raised(&e, ALLOWANCE_USED_UP) => {
+                if !counters::rebalance(&client, &request).await? {
+                    return Ok(None);
+                }
+                rebalances += 1;
+                if rebalances >= counters::REBALANCES {
+                    return Err(counters::gave_up());
+                }
+                again = Some(client);
+            }
+            Err(e) if raised(&e, RACED) => {
+                races += 1;
+                if races > 8 {
+                    return Err(StoreError::Commit(
+                        "the session or the account's sessions kept changing concurrently".into(),
+                    ));
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// `Storage::complete_turn`: one statement.
+pub(super) async fn complete(
+    store: &PgStore,
+    account_id: i64,
+    session_id: &str,
+    reply: &Reply,
+    idempotent: Option<&(String, Recorded)>,
+    now_ms: i64,
+) -> Result<bool, StoreError> {
+    let client = store.client().await?;
+    let stmt = client
+        .prepare_cached("SELECT convo_turn_complete($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)")
+        .await?;
+    let (key, status, body) = match idempotent {
+        Some((key, r)) => (
+            Some(key.as_str()),
+            Some(i32::from(r.status)),
+            Some(r.body.as_str()),
+        ),
+        None => (None, None, None),
+    };
+    let outcome: i32 = client
+        .query_one(
+            &stmt,
+            &[
+                &account_id,
+                &session_id,
+                &reply.id,
+                &Role::Assistant.as_str(),
+                &reply.content,
+                &(reply.tokens as i64),
+                &reply.created_at_ms,
+                &key,
+                &status,
+                &body,
+                &now_ms,
+            ],
+        )
+        .await?
+        .get(0);
+    match outcome {
+        0 => Ok(true),
+        1 => Ok(false),
+        // Another replica found this one's lease expired and rolled the turn back.
+        _ => Err(StoreError::Commit(
+            "the turn was rolled back by another replica (its lease expired)".into(),
+        )),
+    }
+}

@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# POST throughput of convo serve on PostgreSQL against SQLite, side by side in one run: one
+# SQLite node, one PostgreSQL node and two PostgreSQL replicas on one database, each with one
+# enterprise key and with KEYS (1000) enterprise keys (SESSIONS / KEYS sessions each). ROUNDS
+# (3) rounds, every setup once per round, interleaved, so that other work on the machine falls
+# on all of them alike. Per run: POSTs/s, p99, errors (non-2xx answers and wrk's 2 s
+# timeouts), and the CPU time per POST of the replicas and of PostgreSQL (utime + stime from /proc/PID/stat, before and after the run; for
+# PostgreSQL the postmaster, every process under it and the children it reaped).
+#   apt-get update && apt-get install -y wrk postgresql-client   (and the PostgreSQL 15 server)
+# PostgreSQL is a private cluster (crates/testpg/pg-cluster.sh: initdb on a temporary directory,
+# a free port on 127.0.0.1), with durable commits (fsync and synchronous_commit on, as a fresh
+# server has them; PG_SYNC_COMMIT=off for commits that do not wait for the WAL flush), stopped
+# and removed at exit. Every run gets a database of its own. wrk: CONNECTIONS (32) connections
+# in all for DURATION (10s), split evenly over the replicas (one wrk per replica); builtin
+# engine at pace 0, SESSIONS (8000) sessions. KEY_SETS ("1 $KEYS") lists the key counts to run.
+source "$(dirname "$0")/common.sh"
+need_wrk
+command -v psql >/dev/null || { echo "psql is missing: apt-get install -y postgresql-client" >&2; exit 2; }
+ROUNDS=${ROUNDS:-3} KEYS=${KEYS:-1000} SESSIONS=${SESSIONS:-8000}
+CONNECTIONS=${CONNECTIONS:-32} DURATION=${DURATION:-10s}
+prefix=service_live_perfkey
+tick=$(getconf CLK_TCK)
+work=$(mktemp -d "${SERVE_TMP:-/tmp}/convo-perf-pg.XXXXXX")
+pids=() cluster=""
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+    [[ -n $cluster ]] && crates/testpg/pg-cluster.sh remove "$cluster"
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+out=$(crates/testpg/pg-cluster.sh new $$)
+PG=$(sed -n 's/^url=//p' <<<"$out")
+cluster=$(sed -n 's/^dir=//p' <<<"$out")
+# The test clusters trade durability for speed; this one has a fresh server's settings.
+cat >>"$cluster/data/postgresql.conf" <<CONF
+fsync = on
+full_page_writes = on
+synchronous_commit = ${PG_SYNC_COMMIT:-on}
+CONF
+crates/testpg/pg-cluster.sh restart "$cluster"
+echo "# PostgreSQL $(psql -Atc 'SHOW server_version' "$PG/postgres"), private cluster, synchronous_commit $(psql -Atc 'SHOW synchronous_commit' "$PG/postgres")"
+
+# The `--api-key` arguments of $1 keys.
+key_args() {
+    if [[ $1 == 1 ]]; then
+        echo "--api-key ${prefix}000000000000=enterprise"
+    else
+        for i in $(seq 0 $(($1 - 1))); do printf -- "--api-key %s%012d=enterprise " "$prefix" "$i"; done
+    fi
+}
+
+# Starts a replica on database $1 with the keys in `keys`; adds its URL to `urls`.
+urls=()
+replica() {
+    local n=${#pids[@]} args
+    args=$(key_args "$keys")
+    : >"$work/out$n"
+    # shellcheck disable=SC2086
+    "$BIN" serve --addr 127.0.0.1:0 --db "$1" $args --jwt-secret perf-pg-throughput \
+        --engine-pace-ms 0 >"$work/out$n" 2>"$work/err$n" &
+    pids+=($!)
+    for _ in $(seq 300); do grep -q '^listening on' "$work/out$n" 2>/dev/null && break; sleep 0.1; done
+    local url
+    url=$(sed -n 's/^listening on //p' "$work/out$n")
+    [[ -n $url ]] || { cat "$work/err$n" >&2; exit 1; }
+    urls+=("$url")
+}
+
+# CPU ticks (utime + stime) of the processes $@.
+ticks() {
+    local sum=0 p
+    for p in "$@"; do
+        [[ -r /proc/$p/stat ]] || continue
+        sum=$((sum + $(awk '{print $14 + $15}' "/proc/$p/stat")))
+    done
+    echo "$sum"
+}
+
+# CPU ticks of the cluster: the postmaster, every process under it, and its reaped children.
+pg_ticks() {
+    local pm
+    pm=$(head -1 "$cluster/data/postmaster.pid")
+    echo $(($(ticks "$pm" $(pgrep -P "$pm")) + $(awk '{print $16 + $17}' "/proc/$pm/stat")))
+}
+
+# One run of setup $1 (on the replicas in `urls`) with $keys keys; prints one row.
+measure() {
+    local name=$1 n=${#urls[@]} u i=0 wrks=()
+    for u in "${urls[@]}"; do
+        curl -sSf -o /dev/null "$u/v1/sessions/session_wrkwarmup0000000/messages" \
+            -H "Authorization: Bearer ${prefix}000000000000" -H 'Content-Type: application/json' \
+            -d '{"content":"warm up"}' || { cat "$work"/err* >&2; exit 1; }
+    done
+    local replica_before pg_before
+    replica_before=$(ticks "${pids[@]}") pg_before=$(pg_ticks)
+    for u in "${urls[@]}"; do
+        if [[ $keys == 1 ]]; then
+            KEY=${prefix}000000000000 SESSIONS=$SESSIONS wrk -t 1 -c $((CONNECTIONS / n)) \
+                -d "$DURATION" --latency -s scripts/perf/post.lua "$u" >"$work/wrk$i" &
+        else
+            KEYS=$keys KEY_PREFIX=$prefix SESSIONS=$SESSIONS wrk -t 1 -c $((CONNECTIONS / n)) \
+                -d "$DURATION" --latency -s scripts/perf/post.lua "$u" >"$work/wrk$i" &
+        fi
+        wrks+=($!); i=$((i + 1))
+    done
+    wait "${wrks[@]}"
+    local replica_cpu=$(($(ticks "${pids[@]}") - replica_before)) pg_cpu=$(($(pg_ticks) - pg_before))
+    awk -v name="$name" -v keys="$keys" -v tick="$tick" -v rc="$replica_cpu" -v pc="$pg_cpu" \
+        -v sqlite="$([[ $name == SQLite* ]] && echo 1)" '
+        /^requests/ { n += $2; rate += $7; bad += $NF + $(NF - 2) + $(NF - 4) + $(NF - 6) + $(NF - 8) }
+        /^latency/ { p = $9 + 0; if (p > p99) p99 = p }
+        END {
+            pg = sqlite ? "-" : sprintf("%.0f", pc / tick / n * 1e6)
+            printf "| %s | %d | %.0f | %.2f ms | %d | %.0f | %s |\n", name, keys, rate, p99, bad, rc / tick / n * 1e6, pg
+        }' "$work"/wrk*
+    rm -f "$work"/wrk*
+}
+
+stop_all() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+    pids=() urls=()
+}
+
+# A new database of the cluster; sets `db` to its URL.
+runs=0
+new_db() {
+    runs=$((runs + 1))
+    psql -q "$PG/postgres" -c "CREATE DATABASE convo_perf_$runs"
+    db=$PG/convo_perf_$runs
+}
+
+echo "| setup | keys | POSTs/s | p99 | errors | replica CPU µs/POST | PostgreSQL CPU µs/POST |"
+echo "|---|---|---|---|---|---|---|"
+for round in $(seq "$ROUNDS"); do
+    for keys in ${KEY_SETS:-1 $KEYS}; do
+        rm -f "$work"/service.db*
+        replica "$work/service.db"
+        measure "SQLite, one node"
+        stop_all
+        new_db
+        replica "$db"
+        measure "PostgreSQL, one node"
+        stop_all
+        new_db
+        replica "$db"
+        replica "$db"
+        measure "PostgreSQL, two replicas"
+        stop_all
+    done
+done

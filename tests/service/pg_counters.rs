@@ -1,0 +1,290 @@
+//! PostgreSQL's counters in shard rows and its turns in few round trips
+//! (`crates/service/src/storage/postgres/counters.rs`, `turn.rs`): the request limit stays exact
+//! when the limit changes between starts, a total written by hand is the month's total, and a
+//! turn cancelled between the round trips of its transaction leaves no lock behind, and two new
+//! sessions decided at once on the last free slot give one session.
+
+use std::time::Duration;
+
+use chrono::Utc;
+use convo_client::api::Role;
+use convo_core::{Account, TurnStart, TurnStarted, UserMessage};
+use convo_service::auth::RequestCount;
+use convo_service::storage::rows::Reply;
+use convo_service::storage::{Db, Storage};
+use convo_service::{Tier, generate_api_key, time};
+
+use super::backends::{Backend, TestDb};
+use super::common::session;
+
+/// A store on a new database (dropped with the `Backend`), with one account of `tier`.
+async fn store_with_account(tier: Tier) -> (Backend, Db, Account) {
+    let backend = Backend::Postgres(TestDb::create().await);
+    let store = Db::open(&backend.location()).await.unwrap();
+    let accounts = store
+        .ensure_keys(vec![(generate_api_key(), tier)], time::now_ms())
+        .await
+        .unwrap();
+    let account = *accounts.values().next().unwrap();
+    (backend, store, account)
+}
+
+/// A connection of the test's own to the store's database.
+async fn connect(backend: &Backend) -> tokio_postgres::Client {
+    match backend {
+        Backend::Postgres(db) => db.client().await,
+        Backend::Sqlite(_) => unreachable!("these tests run on PostgreSQL"),
+    }
+}
+
+fn period_start() -> i64 {
+    time::billing_period(Utc::now()).0.timestamp_millis()
+}
+
+fn turn(account: Account, session_id: &str, id: &str) -> TurnStart {
+    let now = Utc::now();
+    TurnStart {
+        account,
+        session_id: session_id.to_string(),
+        reply_id: format!("{id}_reply"),
+        message: UserMessage {
+            id: id.to_string(),
+            role: Role::User,
+            content: format!("message {id}"),
+            tokens: 7,
+            metadata: None,
+        },
+        idempotency_key: None,
+        accepted_response: None,
+        max_context_tokens: 8192,
+        period_start_ms: time::billing_period(now).0.timestamp_millis(),
+        now_ms: now.timestamp_millis(),
+    }
+}
+
+/// Shares of the request budget handed out under one limit are not spent under another: after
+/// a downgrade (Pro, 50,000, to Free, 1,000) with 999 counted, exactly one more request passes,
+/// however much of Pro's budget the shards still held; after the upgrade back, requests pass.
+#[tokio::test]
+async fn a_limit_changed_between_starts_counts_exactly_from_the_first_request() {
+    let (backend, store, pro) = store_with_account(Tier::Pro).await;
+    let client = connect(&backend).await;
+    client
+        .execute(
+            "INSERT INTO usage_totals (account_id, period_start, requests) VALUES ($1, $2, 998)",
+            &[&pro.id, &period_start()],
+        )
+        .await
+        .unwrap();
+    let count = async |account: Account| {
+        store
+            .count_request(RequestCount::new(account, "GET", "/test", Utc::now()))
+            .await
+            .unwrap()
+    };
+    // Counted under Pro: the shards now hold shares of the 49,002 left.
+    assert_eq!(count(pro).await, Some(()));
+    let allowances: i64 = client
+        .query_one("SELECT SUM(allowance)::BIGINT FROM usage_shards", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(allowances, 49_002);
+    let free = Account {
+        tier: Tier::Free,
+        ..pro
+    };
+    assert_eq!(count(free).await, Some(()), "the 1,000th request");
+    for _ in 0..5 {
+        assert_eq!(count(free).await, None, "over Free's 1,000");
+    }
+    let usage = store.usage_counts(pro.id, period_start()).await.unwrap();
+    assert_eq!(usage.requests, 1000);
+    assert_eq!(count(pro).await, Some(()), "Pro again");
+    store.close().await.unwrap();
+}
+
+/// A total written into `usage_totals` by hand is the month's total: the shards' share of that
+/// counter is dropped, and later sends count from it.
+#[tokio::test]
+async fn a_total_written_by_hand_is_the_months_total() {
+    let (backend, store, account) = store_with_account(Tier::Pro).await;
+    let sid = session();
+    for id in ["msg_one", "msg_two"] {
+        let request = RequestCount::new(account, "POST", "/test", Utc::now());
+        let started = store.start_turn(request, turn(account, &sid, id)).await;
+        assert!(matches!(started, Ok(Some(Ok(TurnStarted::Ready { .. })))));
+        let reply = Reply {
+            id: format!("{id}_reply"),
+            content: "reply".into(),
+            tokens: 3,
+            created_at_ms: time::now_ms(),
+        };
+        assert!(
+            store
+                .complete_turn(account.id, sid.clone(), reply, None, time::now_ms())
+                .await
+                .unwrap()
+        );
+    }
+    let usage = store
+        .usage_counts(account.id, period_start())
+        .await
+        .unwrap();
+    assert_eq!((usage.requests, usage.tokens), (2, 20));
+    let client = connect(&backend).await;
+    client
+        .execute(
+            "UPDATE usage_totals SET tokens = 5 WHERE account_id = $1",
+            &[&account.id],
+        )
+        .await
+        .unwrap();
+    let usage = store
+        .usage_counts(account.id, period_start())
+        .await
+        .unwrap();
+    assert_eq!((usage.requests, usage.tokens), (2, 5));
+    store.close().await.unwrap();
+}
+
+/// A turn whose request is dropped while its transaction waits for the session's lock (after
+/// `BEGIN`, before `COMMIT`): its connection does not go back to the pool in that transaction,
+/// so the lock it then takes is released, nothing of the turn is stored, and the session takes
+/// the next turn.
+#[tokio::test]
+async fn a_turn_cancelled_between_its_round_trips_leaves_no_lock_behind() {
+    let (backend, store, account) = store_with_account(Tier::Pro).await;
+    let sid = session();
+    let request = || RequestCount::new(account, "POST", "/test", Utc::now());
+    let started = store
+        .start_turn(request(), turn(account, &sid, "msg_first"))
+        .await;
+    assert!(matches!(started, Ok(Some(Ok(TurnStarted::Ready { .. })))));
+    let reply = Reply {
+        id: "msg_first_reply".into(),
+        content: "reply".into(),
+        tokens: 3,
+        created_at_ms: time::now_ms(),
+    };
+    assert!(
+        store
+            .complete_turn(account.id, sid.clone(), reply, None, time::now_ms())
+            .await
+            .unwrap()
+    );
+    let mut blocker = connect(&backend).await;
+    let hold = blocker.transaction().await.unwrap();
+    hold.execute("SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE", &[&sid])
+        .await
+        .unwrap();
+    let cancelled = tokio::time::timeout(
+        Duration::from_millis(500),
+        store.start_turn(request(), turn(account, &sid, "msg_cancelled")),
+    )
+    .await;
+    assert!(cancelled.is_err(), "the turn waited for the session's lock");
+    hold.commit().await.unwrap();
+    // The cancelled transaction's statement now runs, takes the lock, and ends with its
+    // connection: the lock is free again soon.
+    let probe = connect(&backend).await;
+    let mut free = false;
+    for _ in 0..100 {
+        let tx = probe
+            .query(
+                "SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE NOWAIT",
+                &[&sid],
+            )
+            .await;
+        if tx.is_ok() {
+            free = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(free, "the session's row stayed locked");
+    let started = tokio::time::timeout(
+        Duration::from_secs(10),
+        store.start_turn(request(), turn(account, &sid, "msg_next")),
+    )
+    .await
+    .expect("the next turn of the session starts");
+    assert!(matches!(started, Ok(Some(Ok(TurnStarted::Ready { .. })))));
+    let stored: Vec<String> = probe
+        .query(
+            "SELECT id FROM messages WHERE session_id = $1 ORDER BY pk",
+            &[&sid],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(stored, ["msg_first", "msg_first_reply", "msg_next"]);
+    let usage = store
+        .usage_counts(account.id, period_start())
+        .await
+        .unwrap();
+    assert_eq!(usage.requests, 2, "the cancelled request was not counted");
+    store.close().await.unwrap();
+}
+
+/// The account's live sessions are read without its lock and checked again under it when the
+/// session is written: two new sessions admitted at once on one free slot (the account's row
+/// held by another transaction until both have decided) give one session and one refusal.
+#[tokio::test]
+async fn two_new_sessions_decided_at_once_on_the_last_slot_give_one_session() {
+    let (backend, store, account) = store_with_account(Tier::Free).await;
+    let limit = Tier::Free.limits().sessions as i64;
+    let mut blocker = connect(&backend).await;
+    blocker
+        .execute(
+            "UPDATE accounts SET live_sessions = $1 WHERE id = $2",
+            &[&(limit - 1), &account.id],
+        )
+        .await
+        .unwrap();
+    let hold = blocker.transaction().await.unwrap();
+    hold.execute(
+        "SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE",
+        &[&account.id],
+    )
+    .await
+    .unwrap();
+    let store = std::sync::Arc::new(store);
+    let starts: Vec<_> = ["msg_a", "msg_b"]
+        .into_iter()
+        .map(|id| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let request = RequestCount::new(account, "POST", "/test", Utc::now());
+                store
+                    .start_turn(request, turn(account, &session(), id))
+                    .await
+                    .unwrap()
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    hold.commit().await.unwrap();
+    let mut ready = 0;
+    let mut refused = 0;
+    for start in starts {
+        match start.await.unwrap() {
+            Some(Ok(TurnStarted::Ready { .. })) => ready += 1,
+            Some(Err(convo_core::TurnRefusal::Quota("sessions"))) => refused += 1,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!((ready, refused), (1, 1));
+    let live: i64 = connect(&backend)
+        .await
+        .query_one(
+            "SELECT live_sessions FROM accounts WHERE id = $1",
+            &[&account.id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(live, limit);
+}
