@@ -4,8 +4,9 @@ use super::*;
 
 /// On the first frame: the sessions pane's title and the composer's counter.
 pub(crate) const LAYOUT_MARKS: [&str; 2] = ["Sessions", "/ 10000"];
-/// In the status bar once the embedded service answers.
-pub(crate) const CONNECTED_MARK: &str = "local service 127.0.0.1";
+/// In the status bar once the embedded service answers, with what answers in it: the probes
+/// start `convo` on a fresh data dir, which has no model, so the builtin engine.
+pub(crate) const CONNECTED_MARK: &str = "● builtin (no model)";
 
 pub(crate) fn first_frame(bin: &Path, runs: usize, size: Size) -> Result<()> {
     let mut first_bytes = Vec::new();
