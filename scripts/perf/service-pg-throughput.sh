@@ -69,10 +69,11 @@ replica() {
 
 # CPU ticks (utime + stime) of the processes $@.
 ticks() {
-    local sum=0 p
+    local sum=0 p t
     for p in "$@"; do
-        [[ -r /proc/$p/stat ]] || continue
-        sum=$((sum + $(awk '{print $14 + $15}' "/proc/$p/stat")))
+        # A process can end between the listing and the read (a backend that closed).
+        t=$(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null) || continue
+        [[ -n $t ]] && sum=$((sum + t))
     done
     echo "$sum"
 }
