@@ -29,6 +29,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", MESSAGES),
     ("GET", SESSIONS),
     ("DELETE", SESSION),
+    ("PATCH", SESSION),
     ("GET", STREAM),
     ("GET", METRICS),
     ("GET", USAGE),
@@ -45,7 +46,10 @@ pub(crate) fn build(state: Arc<AppState>) -> Router {
             post(routes::messages::send).get(routes::sessions::history),
         )
         .route(SESSIONS, get(routes::sessions::list))
-        .route(SESSION, delete(routes::sessions::delete))
+        .route(
+            SESSION,
+            delete(routes::sessions::delete).patch(routes::sessions::patch),
+        )
         .route(STREAM, get(routes::stream::connect))
         .route(METRICS, get(routes::analytics::metrics))
         .route(USAGE, get(routes::analytics::usage))

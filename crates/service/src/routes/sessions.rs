@@ -1,10 +1,10 @@
-//! `DELETE /v1/sessions/{sessionId}`, and the extensions `GET /v1/sessions` and
-//! `GET /v1/sessions/{sessionId}/messages`.
+//! `DELETE /v1/sessions/{sessionId}`, and the extensions `GET /v1/sessions`,
+//! `PATCH /v1/sessions/{sessionId}` (the title) and `GET /v1/sessions/{sessionId}/messages`.
 
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::rejection::PathRejection;
+use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 
@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::HttpError;
 use crate::paths::{MESSAGES, SESSION, SESSIONS};
 use crate::storage::Storage;
+use crate::storage::rows::SessionRow;
 use crate::{AppState, auth, time};
 use convo_wire::{Deleted, Message};
 
@@ -48,6 +49,27 @@ pub struct SessionSummary {
     pub last_activity_at: String,
     pub message_count: u64,
     pub tokens: u64,
+    /// The title set with `PATCH`, else the start of the first user message (the rule the
+    /// TUI titles sessions by, `convo_wire::title::plain_title`); null when neither exists.
+    pub title: Option<String>,
+}
+
+impl SessionSummary {
+    fn from_row(r: SessionRow) -> SessionSummary {
+        let title = r.title.or_else(|| {
+            r.first_user_message
+                .as_deref()
+                .and_then(|m| convo_wire::title::plain_title(m, convo_wire::title::TITLE_CHARS))
+        });
+        SessionSummary {
+            session_id: r.id,
+            created_at: time::ms_to_rfc3339(r.created_at_ms),
+            last_activity_at: time::ms_to_rfc3339(r.last_activity_ms),
+            message_count: r.messages,
+            tokens: r.tokens,
+            title,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -81,17 +103,51 @@ pub(crate) async fn list(
     let account = auth::admit(&state, &headers, "GET", SESSIONS).await?;
     let rows = state.store.list_sessions(account.id).await?;
     Ok(Json(SessionList {
-        sessions: rows
-            .into_iter()
-            .map(|r| SessionSummary {
-                session_id: r.id,
-                created_at: time::ms_to_rfc3339(r.created_at_ms),
-                last_activity_at: time::ms_to_rfc3339(r.last_activity_ms),
-                message_count: r.messages,
-                tokens: r.tokens,
-            })
-            .collect(),
+        sessions: rows.into_iter().map(SessionSummary::from_row).collect(),
     }))
+}
+
+/// The body of `PATCH /v1/sessions/{sessionId}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SessionPatch {
+    title: String,
+}
+
+/// `PATCH /v1/sessions/{sessionId}` (extension): sets the session's title
+/// (`convo_core::sessions::check_title`) and answers the session as `GET /v1/sessions` lists it.
+pub(crate) async fn patch(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    path: Result<Path<String>, PathRejection>,
+    body: Result<axum::body::Bytes, BytesRejection>,
+) -> Result<Json<SessionSummary>, HttpError> {
+    let account = auth::admit(&state, &headers, "PATCH", SESSION).await?;
+    let session_id = super::session_id(path)?;
+    let body = super::body(body)?;
+    let patch: SessionPatch = serde_json::from_slice(&body).map_err(|e| {
+        HttpError::invalid(format!(
+            "the body must be a JSON object {{\"title\": string}}: {e}"
+        ))
+    })?;
+    let title = convo_core::sessions::check_title(&patch.title).map_err(HttpError::invalid)?;
+    if !state
+        .store
+        .set_title(account.id, session_id.clone(), title)
+        .await?
+    {
+        return Err(HttpError::session_not_found(&session_id));
+    }
+    let row = state
+        .store
+        .list_sessions(account.id)
+        .await?
+        .into_iter()
+        .find(|r| r.id == session_id)
+        // Deleted between the two transactions.
+        .ok_or_else(|| HttpError::session_not_found(&session_id))?;
+    tracing::info!(account = account.id, session = %session_id, "session titled");
+    Ok(Json(SessionSummary::from_row(row)))
 }
 
 /// `GET /v1/sessions/{sessionId}/messages` (extension): the stored history, oldest first.

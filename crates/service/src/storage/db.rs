@@ -107,6 +107,16 @@ impl Storage for SqliteStore {
             .await
     }
 
+    async fn set_title(
+        &self,
+        account_id: i64,
+        session_id: String,
+        title: String,
+    ) -> Result<bool, StoreError> {
+        self.call(move |c| messages::set_title(c, account_id, &session_id, &title))
+            .await
+    }
+
     async fn session_messages(
         &self,
         account_id: i64,
@@ -258,6 +268,15 @@ impl Storage for Db {
 
     async fn list_sessions(&self, account_id: i64) -> Result<Vec<SessionRow>, StoreError> {
         dispatch!(self.list_sessions(account_id))
+    }
+
+    async fn set_title(
+        &self,
+        account_id: i64,
+        session_id: String,
+        title: String,
+    ) -> Result<bool, StoreError> {
+        dispatch!(self.set_title(account_id, session_id, title))
     }
 
     async fn session_messages(

@@ -76,6 +76,14 @@ pub trait Storage: Send + Sync {
         account_id: i64,
     ) -> impl Future<Output = Result<Vec<SessionRow>, StoreError>> + Send;
 
+    /// Sets the title of a live session of the account; false when there is none.
+    fn set_title(
+        &self,
+        account_id: i64,
+        session_id: String,
+        title: String,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
     /// The stored messages of a live session of the account; `None` when it is not live.
     fn session_messages(
         &self,

@@ -77,6 +77,10 @@ pub struct SessionRow {
     pub last_activity_ms: i64,
     pub messages: u64,
     pub tokens: u64,
+    /// The title the user set, if any.
+    pub title: Option<String>,
+    /// The content of its first user message, if any (the title's fallback).
+    pub first_user_message: Option<String>,
 }
 
 /// A stored message with everything the `GET /v1/sessions/{id}/messages` extension shows.

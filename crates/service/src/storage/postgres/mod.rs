@@ -348,7 +348,9 @@ impl Storage for PgStore {
         let rows = client
             .query(
                 "SELECT s.id, s.created_at, COALESCE(MAX(m.created_at), s.created_at),
-                        COUNT(m.pk), COALESCE(SUM(m.tokens), 0)::BIGINT
+                        COUNT(m.pk), COALESCE(SUM(m.tokens), 0)::BIGINT, s.title,
+                        (SELECT f.content FROM messages f
+                         WHERE f.session_id = s.id AND f.role = 'user' ORDER BY f.pk LIMIT 1)
                  FROM sessions s LEFT JOIN messages m ON m.session_id = s.id
                  WHERE s.account_id = $1 AND s.deleted_at IS NULL
                  GROUP BY s.id ORDER BY 3 DESC, s.id",
@@ -363,8 +365,27 @@ impl Storage for PgStore {
                 last_activity_ms: r.get(2),
                 messages: r.get::<_, i64>(3).max(0) as u64,
                 tokens: r.get::<_, i64>(4).max(0) as u64,
+                title: r.get(5),
+                first_user_message: r.get(6),
             })
             .collect())
+    }
+
+    async fn set_title(
+        &self,
+        account_id: i64,
+        session_id: String,
+        title: String,
+    ) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let changed = client
+            .execute(
+                "UPDATE sessions SET title = $1
+                 WHERE id = $2 AND account_id = $3 AND deleted_at IS NULL",
+                &[&title, &session_id, &account_id],
+            )
+            .await?;
+        Ok(changed == 1)
     }
 
     async fn session_messages(

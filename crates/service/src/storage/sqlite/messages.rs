@@ -262,7 +262,9 @@ pub fn delete_session(
 /// The account's live sessions, most recently active first.
 pub fn list_sessions(conn: &Connection, account_id: i64) -> Result<Vec<SessionRow>, StoreError> {
     let mut stmt = conn.prepare(
-        "SELECT s.id, s.created_at, COALESCE(MAX(m.created_at), s.created_at), COUNT(m.pk), COALESCE(SUM(m.tokens), 0)
+        "SELECT s.id, s.created_at, COALESCE(MAX(m.created_at), s.created_at), COUNT(m.pk), COALESCE(SUM(m.tokens), 0),
+                s.title,
+                (SELECT f.content FROM messages f WHERE f.session_id = s.id AND f.role = 'user' ORDER BY f.pk LIMIT 1)
          FROM sessions s LEFT JOIN messages m ON m.session_id = s.id
          WHERE s.account_id = ?1 AND s.deleted_at IS NULL
          GROUP BY s.id ORDER BY 3 DESC, s.id",
@@ -274,9 +276,25 @@ pub fn list_sessions(conn: &Connection, account_id: i64) -> Result<Vec<SessionRo
             last_activity_ms: r.get(2)?,
             messages: r.get::<_, i64>(3)? as u64,
             tokens: r.get::<_, i64>(4)? as u64,
+            title: r.get(5)?,
+            first_user_message: r.get(6)?,
         })
     })?;
     Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// Sets the title of a live session of the account; false when there is none.
+pub fn set_title(
+    conn: &Connection,
+    account_id: i64,
+    session_id: &str,
+    title: &str,
+) -> Result<bool, StoreError> {
+    let changed = conn.execute(
+        "UPDATE sessions SET title = ?1 WHERE id = ?2 AND account_id = ?3 AND deleted_at IS NULL",
+        params![title, session_id, account_id],
+    )?;
+    Ok(changed == 1)
 }
 
 pub fn session_messages(

@@ -1,0 +1,55 @@
+//! The rules of the session extensions: what a title the service stores may be.
+
+/// Longest title the service stores, in characters.
+pub const MAX_TITLE_CHARS: usize = 200;
+
+/// The title to store for `text`: trimmed, non-empty, at most [`MAX_TITLE_CHARS`]
+/// characters and without control characters (a line break included); else why not.
+pub fn check_title(text: &str) -> Result<String, String> {
+    let title = text.trim();
+    if title.is_empty() {
+        return Err("title must not be empty".to_string());
+    }
+    let chars = title.chars().count();
+    if chars > MAX_TITLE_CHARS {
+        return Err(format!(
+            "title is {chars} characters long; the maximum is {MAX_TITLE_CHARS}"
+        ));
+    }
+    if let Some(c) = title.chars().find(|c| c.is_control()) {
+        return Err(format!(
+            "title must not contain control characters (found U+{:04X})",
+            c as u32
+        ));
+    }
+    Ok(title.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_title_is_trimmed_and_kept() {
+        assert_eq!(
+            check_title("  Trip plans \u{e9} "),
+            Ok("Trip plans \u{e9}".into())
+        );
+        assert_eq!(
+            check_title(&"x".repeat(MAX_TITLE_CHARS)).map(|t| t.len()),
+            Ok(MAX_TITLE_CHARS)
+        );
+    }
+
+    #[test]
+    fn blank_long_and_control_titles_are_refused() {
+        assert!(check_title(" \t\n ").unwrap_err().contains("empty"));
+        assert!(
+            check_title(&"x".repeat(MAX_TITLE_CHARS + 1))
+                .unwrap_err()
+                .contains("maximum")
+        );
+        assert!(check_title("a\nb").unwrap_err().contains("U+000A"));
+        assert!(check_title("a\u{1b}[31mb").unwrap_err().contains("U+001B"));
+    }
+}
