@@ -1,4 +1,7 @@
-//! The rules of the session extensions: what a title the service stores may be.
+//! The rules of the session extensions: what a title the service stores may be, and which
+//! messages undoing the last exchange removes.
+
+use convo_wire::Role;
 
 /// Longest title the service stores, in characters.
 pub const MAX_TITLE_CHARS: usize = 200;
@@ -25,9 +28,26 @@ pub fn check_title(text: &str) -> Result<String, String> {
     Ok(title.to_string())
 }
 
+/// Where the last exchange of a conversation (its messages' roles, oldest first) starts: at
+/// its last user message. Undoing it removes that message and everything after it (its reply,
+/// and a system message sent after it); `None` when there is no user message to undo.
+pub fn last_exchange_start(roles: &[Role]) -> Option<usize> {
+    roles.iter().rposition(|r| *r == Role::User)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_last_exchange_starts_at_the_last_user_message() {
+        use Role::{Assistant as A, System as S, User as U};
+        assert_eq!(last_exchange_start(&[U, A, U, A]), Some(2));
+        assert_eq!(last_exchange_start(&[S, A, U, A, S, A]), Some(2));
+        assert_eq!(last_exchange_start(&[U]), Some(0));
+        assert_eq!(last_exchange_start(&[S, A]), None);
+        assert_eq!(last_exchange_start(&[]), None);
+    }
 
     #[test]
     fn a_title_is_trimmed_and_kept() {

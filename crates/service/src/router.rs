@@ -18,7 +18,8 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use super::AppState;
 use super::error::HttpError;
 pub use super::paths::{
-    HEALTH, MAX_BODY_BYTES, MESSAGES, METRICS, READY, SESSION, SESSIONS, STREAM, USAGE, WALLET,
+    HEALTH, LAST_EXCHANGE, MAX_BODY_BYTES, MESSAGES, METRICS, READY, SESSION, SESSIONS, STREAM,
+    USAGE, WALLET,
 };
 use super::routes;
 pub use super::routes::analytics::MAX_QUERY_BYTES;
@@ -30,6 +31,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", SESSIONS),
     ("DELETE", SESSION),
     ("PATCH", SESSION),
+    ("DELETE", LAST_EXCHANGE),
     ("GET", STREAM),
     ("GET", METRICS),
     ("GET", USAGE),
@@ -50,6 +52,7 @@ pub(crate) fn build(state: Arc<AppState>) -> Router {
             SESSION,
             delete(routes::sessions::delete).patch(routes::sessions::patch),
         )
+        .route(LAST_EXCHANGE, delete(routes::sessions::undo))
         .route(STREAM, get(routes::stream::connect))
         .route(METRICS, get(routes::analytics::metrics))
         .route(USAGE, get(routes::analytics::usage))

@@ -1,19 +1,20 @@
 //! `DELETE /v1/sessions/{sessionId}`, and the extensions `GET /v1/sessions`,
-//! `PATCH /v1/sessions/{sessionId}` (the title) and `GET /v1/sessions/{sessionId}/messages`.
+//! `PATCH /v1/sessions/{sessionId}` (the title), `GET /v1/sessions/{sessionId}/messages` and
+//! `DELETE /v1/sessions/{sessionId}/messages/last` (undo).
 
 use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{Path, State};
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, StatusCode};
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::HttpError;
-use crate::paths::{MESSAGES, SESSION, SESSIONS};
+use crate::paths::{LAST_EXCHANGE, MESSAGES, SESSION, SESSIONS};
 use crate::storage::Storage;
-use crate::storage::rows::SessionRow;
+use crate::storage::rows::{SessionRow, Undo};
 use crate::{AppState, auth, time};
 use convo_wire::{Deleted, Message};
 
@@ -180,4 +181,54 @@ pub(crate) async fn history(
             })
             .collect(),
     }))
+}
+
+/// The answer of `DELETE /v1/sessions/{sessionId}/messages/last` (extension).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Undone {
+    pub session_id: String,
+    /// The removed messages, oldest first: the last user message and what followed it.
+    pub removed_message_ids: Vec<String>,
+}
+
+/// `DELETE /v1/sessions/{sessionId}/messages/last` (extension): removes the last exchange
+/// (`convo_core::sessions::last_exchange_start`); 409 `reply_in_progress` while a turn of the
+/// session runs (here: its lock is taken; on PostgreSQL also on another replica).
+pub(crate) async fn undo(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Json<Undone>, HttpError> {
+    let account = auth::admit(&state, &headers, "DELETE", LAST_EXCHANGE).await?;
+    let session_id = super::session_id(path)?;
+    let busy = || {
+        HttpError::new(
+            StatusCode::CONFLICT,
+            "reply_in_progress",
+            "a reply is being generated in this session; undo once it is complete",
+        )
+    };
+    // Held until the messages are gone, so no turn of this service starts meanwhile.
+    let _guard = state.session_locks.try_lock(&session_id).ok_or_else(busy)?;
+    match state
+        .store
+        .undo_last_exchange(account.id, session_id.clone())
+        .await?
+    {
+        Undo::NoSession => Err(HttpError::session_not_found(&session_id)),
+        Undo::NothingToUndo => Err(HttpError::new(
+            StatusCode::NOT_FOUND,
+            "message_not_found",
+            "the session has no user message to undo",
+        )),
+        Undo::Busy => Err(busy()),
+        Undo::Removed(removed_message_ids) => {
+            tracing::info!(account = account.id, session = %session_id, removed = removed_message_ids.len(), "last exchange undone");
+            Ok(Json(Undone {
+                session_id,
+                removed_message_ids,
+            }))
+        }
+    }
 }

@@ -9,7 +9,7 @@ use super::DbLocation;
 use super::SqliteStore;
 use super::interface::{Storage, TurnAdmission};
 use super::postgres::PgStore;
-use super::rows::{MessageRow, MetricCounts, Reply, RequestCount, SessionRow, UsageCounts};
+use super::rows::{MessageRow, MetricCounts, Reply, RequestCount, SessionRow, Undo, UsageCounts};
 use super::sqlite::{accounts, messages, usage};
 use crate::error::StoreError;
 use convo_core::Account;
@@ -114,6 +114,15 @@ impl Storage for SqliteStore {
         title: String,
     ) -> Result<bool, StoreError> {
         self.call(move |c| messages::set_title(c, account_id, &session_id, &title))
+            .await
+    }
+
+    async fn undo_last_exchange(
+        &self,
+        account_id: i64,
+        session_id: String,
+    ) -> Result<Undo, StoreError> {
+        self.call(move |c| messages::undo_last_exchange(c, account_id, &session_id))
             .await
     }
 
@@ -277,6 +286,14 @@ impl Storage for Db {
         title: String,
     ) -> Result<bool, StoreError> {
         dispatch!(self.set_title(account_id, session_id, title))
+    }
+
+    async fn undo_last_exchange(
+        &self,
+        account_id: i64,
+        session_id: String,
+    ) -> Result<Undo, StoreError> {
+        dispatch!(self.undo_last_exchange(account_id, session_id))
     }
 
     async fn session_messages(

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 
-use super::rows::{MessageRow, MetricCounts, Reply, RequestCount, SessionRow, UsageCounts};
+use super::rows::{MessageRow, MetricCounts, Reply, RequestCount, SessionRow, Undo, UsageCounts};
 use crate::error::StoreError;
 use convo_core::Account;
 use convo_core::Tier;
@@ -83,6 +83,14 @@ pub trait Storage: Send + Sync {
         session_id: String,
         title: String,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Removes the last exchange of a live session of the account (its last user message and
+    /// what follows it) unless a turn of it is in flight.
+    fn undo_last_exchange(
+        &self,
+        account_id: i64,
+        session_id: String,
+    ) -> impl Future<Output = Result<Undo, StoreError>> + Send;
 
     /// The stored messages of a live session of the account; `None` when it is not live.
     fn session_messages(

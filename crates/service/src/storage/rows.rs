@@ -83,6 +83,19 @@ pub struct SessionRow {
     pub first_user_message: Option<String>,
 }
 
+/// What undoing a session's last exchange did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Undo {
+    /// No live session of the account by that id.
+    NoSession,
+    /// The session has no user message (`convo_core::sessions::last_exchange_start`).
+    NothingToUndo,
+    /// A turn of the session is in flight (on PostgreSQL, on any replica): nothing removed.
+    Busy,
+    /// The ids of the removed messages, oldest first.
+    Removed(Vec<String>),
+}
+
 /// A stored message with everything the `GET /v1/sessions/{id}/messages` extension shows.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MessageRow {

@@ -23,7 +23,7 @@ use tokio_postgres::NoTls;
 
 use super::interface::{Storage, TurnAdmission};
 use super::rows::{
-    MessageRow, MetricCounts, Reply, RequestCount, SessionRow, UsageCounts, hash_key,
+    MessageRow, MetricCounts, Reply, RequestCount, SessionRow, Undo, UsageCounts, hash_key,
 };
 use crate::error::StoreError;
 use convo_core::Account;
@@ -369,6 +369,55 @@ impl Storage for PgStore {
                 first_user_message: r.get(6),
             })
             .collect())
+    }
+
+    async fn undo_last_exchange(
+        &self,
+        account_id: i64,
+        session_id: String,
+    ) -> Result<Undo, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        // The session's row lock orders this against a turn starting on any replica.
+        if lock_session(&tx, account_id, &session_id).await? != SessionStatus::Live {
+            tx.rollback().await?;
+            return Ok(Undo::NoSession);
+        }
+        if tx
+            .query_opt("SELECT 1 FROM turns WHERE session_id = $1", &[&session_id])
+            .await?
+            .is_some()
+        {
+            tx.rollback().await?;
+            return Ok(Undo::Busy);
+        }
+        let rows = tx
+            .query(
+                "SELECT pk, id, role FROM messages WHERE session_id = $1 ORDER BY pk",
+                &[&session_id],
+            )
+            .await?;
+        let roles = rows
+            .iter()
+            .map(|r| role(r.get(2)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let Some(start) = convo_core::sessions::last_exchange_start(&roles) else {
+            tx.rollback().await?;
+            return Ok(Undo::NothingToUndo);
+        };
+        let first: i64 = rows[start].get(0);
+        tx.execute(
+            "DELETE FROM messages WHERE session_id = $1 AND pk >= $2",
+            &[&session_id, &first],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(Undo::Removed(
+            rows[start..]
+                .iter()
+                .map(|r| r.get::<_, String>(1))
+                .collect(),
+        ))
     }
 
     async fn set_title(

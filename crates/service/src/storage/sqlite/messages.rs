@@ -6,7 +6,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::idempotency::{self, Recorded};
 use super::usage;
 use crate::error::StoreError;
-use crate::storage::rows::{MessageRow, Reply, SessionRow};
+use crate::storage::rows::{MessageRow, Reply, SessionRow, Undo};
 use convo_core::admission::{self, Admission, SessionFacts, TurnFacts};
 pub use convo_core::{
     HistoryEntry, SessionStatus, TurnRefusal, TurnStart, TurnStarted, UserMessage,
@@ -295,6 +295,42 @@ pub fn set_title(
         params![title, session_id, account_id],
     )?;
     Ok(changed == 1)
+}
+
+/// Removes the session's last exchange (`convo_core::sessions::last_exchange_start`) in one
+/// transaction. A turn in flight is the route's to refuse: SQLite's service is one process,
+/// and its session lock is held for the whole turn.
+pub fn undo_last_exchange(
+    conn: &mut Connection,
+    account_id: i64,
+    session_id: &str,
+) -> Result<Undo, StoreError> {
+    let tx = conn.savepoint()?;
+    if session_status(&tx, account_id, session_id)? != SessionStatus::Live {
+        return Ok(Undo::NoSession);
+    }
+    let messages: Vec<(i64, String, String)> = tx
+        .prepare_cached("SELECT pk, id, role FROM messages WHERE session_id = ?1 ORDER BY pk")?
+        .query_map([session_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect::<Result<_, _>>()?;
+    let roles = messages
+        .iter()
+        .map(|(_, _, role)| role.parse::<Role>().map_err(StoreError::Corrupt))
+        .collect::<Result<Vec<_>, _>>()?;
+    let Some(start) = convo_core::sessions::last_exchange_start(&roles) else {
+        return Ok(Undo::NothingToUndo);
+    };
+    tx.execute(
+        "DELETE FROM messages WHERE session_id = ?1 AND pk >= ?2",
+        params![session_id, messages[start].0],
+    )?;
+    tx.commit()?;
+    Ok(Undo::Removed(
+        messages[start..]
+            .iter()
+            .map(|(_, id, _)| id.clone())
+            .collect(),
+    ))
 }
 
 pub fn session_messages(
