@@ -1,6 +1,6 @@
 //! The session extensions of issue 27, each case on SQLite and on PostgreSQL: the title
-//! (`PATCH /v1/sessions/{id}`, `title` in `GET /v1/sessions`) and undo
-//! (`DELETE /v1/sessions/{id}/messages/last`).
+//! (`PATCH /v1/sessions/{id}`, `title` in `GET /v1/sessions`), undo
+//! (`DELETE /v1/sessions/{id}/messages/last`) and fork (`POST /v1/sessions/{id}/fork`).
 
 use convo_service::{EngineConfig, Tier, generate_api_key};
 use reqwest::StatusCode;
@@ -244,5 +244,204 @@ async fn undo_is_refused_while_a_reply_streams_and_allowed_once_it_is_stored() {
         let (status, body) = undo(&svc, &svc.key, &s).await;
         assert_eq!(status, StatusCode::OK, "{name}: {body}");
         assert!(history(&svc, &s).await.is_empty(), "{name}");
+    }
+}
+
+async fn fork_with_key(svc: &Svc, key: &str, source: &str, body: &str) -> (StatusCode, Value) {
+    let resp = svc
+        .http
+        .post(svc.url(&format!("/v1/sessions/{source}/fork")))
+        .bearer_auth(key)
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("request");
+    json(resp).await
+}
+
+async fn fork(svc: &Svc, source: &str, body: Value) -> (StatusCode, Value) {
+    fork_with_key(svc, &svc.key, source, &body.to_string()).await
+}
+
+/// The ids of the stored history.
+async fn message_ids(svc: &Svc, session: &str) -> Vec<String> {
+    let (_, body) = svc.get(&format!("/v1/sessions/{session}/messages")).await;
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["messageId"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fork_at_a_user_or_an_assistant_message_copies_the_history_up_to_it() {
+    for (name, backend) in backends().await {
+        let (svc, _) = start_on(&backend).await;
+        let source = session();
+        svc.send_text(&source, "first question").await;
+        svc.send_text(&source, "second question").await;
+        let ids = message_ids(&svc, &source).await;
+        let full = history(&svc, &source).await;
+        let usage = svc.usage().await;
+
+        // At the second user message: three messages, a new id, the first message's title.
+        let (status, body) = fork(&svc, &source, json!({"messageId": ids[2]})).await;
+        assert_eq!(status, StatusCode::CREATED, "{name}: {body}");
+        let at_user = body["sessionId"].as_str().unwrap().to_string();
+        assert_ne!(at_user, source, "{name}");
+        assert_eq!(body["messageCount"], json!(3), "{name}");
+        assert_eq!(body["title"], json!("first question"), "{name}");
+        assert_eq!(history(&svc, &at_user).await, full[..3].to_vec(), "{name}");
+        let copied = message_ids(&svc, &at_user).await;
+        assert!(copied.iter().all(|id| !ids.contains(id)), "{name}: new ids");
+
+        // At the last assistant message, under an id the client chose.
+        let chosen = session();
+        let (status, body) = fork(
+            &svc,
+            &source,
+            json!({"messageId": ids[3], "sessionId": chosen}),
+        )
+        .await;
+        assert_eq!(status, StatusCode::CREATED, "{name}: {body}");
+        assert_eq!(body["sessionId"], json!(chosen), "{name}");
+        assert_eq!(history(&svc, &chosen).await, full, "{name}");
+
+        // Counted as sessions, their tokens not charged again; the source is untouched.
+        let after = svc.usage().await;
+        assert!(
+            usage["tokens"]["used"].as_u64().unwrap() > 0,
+            "{name}: {usage}"
+        );
+        assert_eq!(after["tokens"], usage["tokens"], "{name}: {after}");
+        assert_eq!(
+            after["sessions"]["active"].as_u64(),
+            usage["sessions"]["active"].as_u64().map(|n| n + 2),
+            "{name}: {after}"
+        );
+        assert_eq!(history(&svc, &source).await, full, "{name}");
+
+        // A fork goes on by itself.
+        svc.send_text(&at_user, "another second question").await;
+        assert_eq!(history(&svc, &at_user).await.len(), 5, "{name}");
+        assert_eq!(history(&svc, &source).await, full, "{name}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fork_of_an_unknown_session_or_message_or_onto_a_taken_id_is_refused() {
+    for (name, backend) in backends().await {
+        let (svc, other) = start_on(&backend).await;
+        let source = session();
+        svc.send_text(&source, "hello").await;
+        let ids = message_ids(&svc, &source).await;
+        let elsewhere = session();
+        svc.send_text(&elsewhere, "elsewhere").await;
+        let foreign = message_ids(&svc, &elsewhere).await;
+        let gone = session();
+        svc.send_text(&gone, "soon deleted").await;
+        assert_eq!(svc.delete(&gone).await.0, StatusCode::OK, "{name}");
+        let before = svc.get("/v1/sessions").await.1;
+
+        for (source, body, status, code) in [
+            (
+                session(),
+                json!({"messageId": ids[0]}),
+                404,
+                "session_not_found",
+            ),
+            (
+                gone.clone(),
+                json!({"messageId": ids[0]}),
+                404,
+                "session_not_found",
+            ),
+            (
+                source.clone(),
+                json!({"messageId": "msg_nope"}),
+                404,
+                "message_not_found",
+            ),
+            (
+                source.clone(),
+                json!({"messageId": foreign[0]}),
+                404,
+                "message_not_found",
+            ),
+            (
+                source.clone(),
+                json!({"messageId": ids[0], "sessionId": elsewhere}),
+                409,
+                "session_exists",
+            ),
+            (
+                source.clone(),
+                json!({"messageId": ids[0], "sessionId": source}),
+                409,
+                "session_exists",
+            ),
+            (
+                source.clone(),
+                json!({"messageId": ids[0], "sessionId": gone}),
+                409,
+                "session_exists",
+            ),
+            (
+                source.clone(),
+                json!({"messageId": ids[0], "sessionId": "s1"}),
+                400,
+                "invalid_request",
+            ),
+            (
+                source.clone(),
+                json!({"sessionId": session()}),
+                400,
+                "invalid_request",
+            ),
+            (
+                source.clone(),
+                json!({"messageId": 7}),
+                400,
+                "invalid_request",
+            ),
+        ] {
+            let (got, answer) = fork(&svc, &source, body.clone()).await;
+            assert_eq!(got.as_u16(), status, "{name}: {body} → {answer}");
+            assert_eq!(answer["error"]["code"], json!(code), "{name}: {body}");
+        }
+        // Another account's session is not found.
+        let body = json!({"messageId": ids[0]}).to_string();
+        let (got, answer) = fork_with_key(&svc, &other, &source, &body).await;
+        assert_eq!(got, StatusCode::NOT_FOUND, "{name}: {answer}");
+        assert_eq!(
+            svc.get("/v1/sessions").await.1,
+            before,
+            "{name}: nothing made"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fork_at_the_session_limit_is_refused_like_a_new_session() {
+    for (name, backend) in backends().await {
+        let mut config = backend.config();
+        config.api_keys = vec![(generate_api_key(), Tier::Free)];
+        let svc = start_with(config).await;
+        let limit = Tier::Free.limits().sessions as usize;
+        let sessions: Vec<String> = (0..limit).map(|_| session()).collect();
+        for s in &sessions {
+            svc.send_text(s, "hi").await;
+        }
+        let ids = message_ids(&svc, &sessions[0]).await;
+        let (status, body) = fork(&svc, &sessions[0], json!({"messageId": ids[1]})).await;
+        assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{name}: {body}");
+        assert_eq!(body["error"]["code"], json!("quota_exceeded"), "{name}");
+        assert_eq!(body["error"]["limit"], json!("sessions"), "{name}: {body}");
+
+        assert_eq!(svc.delete(&sessions[limit - 1]).await.0, StatusCode::OK);
+        let (status, body) = fork(&svc, &sessions[0], json!({"messageId": ids[1]})).await;
+        assert_eq!(status, StatusCode::CREATED, "{name}: {body}");
     }
 }

@@ -6,7 +6,7 @@
 //!   history the engine sees);
 //! - `admission`: the one order in which a turn is admitted (docs/service.md, "Order of
 //!   checks");
-//! - `sessions`: the rules of the session extensions (titles, undo).
+//! - `sessions`: the rules of the session extensions (titles, undo, fork).
 
 pub mod admission;
 pub mod plans;

@@ -1,5 +1,5 @@
-//! The rules of the session extensions: what a title the service stores may be, and which
-//! messages undoing the last exchange removes.
+//! The rules of the session extensions: what a title the service stores may be, which
+//! messages undoing the last exchange removes, and which a fork copies.
 
 use convo_wire::Role;
 
@@ -35,9 +35,29 @@ pub fn last_exchange_start(roles: &[Role]) -> Option<usize> {
     roles.iter().rposition(|r| *r == Role::User)
 }
 
+/// How many messages of a conversation (its message ids, oldest first) a fork at
+/// `message_id` copies: those up to and including it, whatever its role. `None` when the
+/// conversation has no such message.
+pub fn fork_length<S: AsRef<str>>(message_ids: &[S], message_id: &str) -> Option<usize> {
+    message_ids
+        .iter()
+        .position(|id| id.as_ref() == message_id)
+        .map(|i| i + 1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fork_copies_up_to_and_including_its_message() {
+        let ids = ["m1", "m2", "m3", "m4"];
+        assert_eq!(fork_length(&ids, "m1"), Some(1));
+        assert_eq!(fork_length(&ids, "m2"), Some(2));
+        assert_eq!(fork_length(&ids, "m4"), Some(4));
+        assert_eq!(fork_length(&ids, "m5"), None);
+        assert_eq!(fork_length::<&str>(&[], "m1"), None);
+    }
 
     #[test]
     fn the_last_exchange_starts_at_the_last_user_message() {

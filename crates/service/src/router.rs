@@ -18,8 +18,8 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use super::AppState;
 use super::error::HttpError;
 pub use super::paths::{
-    HEALTH, LAST_EXCHANGE, MAX_BODY_BYTES, MESSAGES, METRICS, READY, SESSION, SESSIONS, STREAM,
-    USAGE, WALLET,
+    FORK, HEALTH, LAST_EXCHANGE, MAX_BODY_BYTES, MESSAGES, METRICS, READY, SESSION, SESSIONS,
+    STREAM, USAGE, WALLET,
 };
 use super::routes;
 pub use super::routes::analytics::MAX_QUERY_BYTES;
@@ -32,6 +32,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("DELETE", SESSION),
     ("PATCH", SESSION),
     ("DELETE", LAST_EXCHANGE),
+    ("POST", FORK),
     ("GET", STREAM),
     ("GET", METRICS),
     ("GET", USAGE),
@@ -53,6 +54,7 @@ pub(crate) fn build(state: Arc<AppState>) -> Router {
             delete(routes::sessions::delete).patch(routes::sessions::patch),
         )
         .route(LAST_EXCHANGE, delete(routes::sessions::undo))
+        .route(FORK, post(routes::sessions::fork))
         .route(STREAM, get(routes::stream::connect))
         .route(METRICS, get(routes::analytics::metrics))
         .route(USAGE, get(routes::analytics::usage))

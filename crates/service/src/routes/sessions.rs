@@ -1,6 +1,6 @@
 //! `DELETE /v1/sessions/{sessionId}`, and the extensions `GET /v1/sessions`,
 //! `PATCH /v1/sessions/{sessionId}` (the title), `GET /v1/sessions/{sessionId}/messages` and
-//! `DELETE /v1/sessions/{sessionId}/messages/last` (undo).
+//! `DELETE /v1/sessions/{sessionId}/messages/last` (undo) and `POST /v1/sessions/{sessionId}/fork`.
 
 use std::sync::Arc;
 
@@ -12,9 +12,9 @@ use axum::http::{HeaderMap, StatusCode};
 use serde::{Deserialize, Serialize};
 
 use crate::error::HttpError;
-use crate::paths::{LAST_EXCHANGE, MESSAGES, SESSION, SESSIONS};
+use crate::paths::{FORK, LAST_EXCHANGE, MESSAGES, SESSION, SESSIONS};
 use crate::storage::Storage;
-use crate::storage::rows::{SessionRow, Undo};
+use crate::storage::rows::{Fork, ForkRequest, SessionRow, Undo};
 use crate::{AppState, auth, time};
 use convo_wire::{Deleted, Message};
 
@@ -231,4 +231,80 @@ pub(crate) async fn undo(
             }))
         }
     }
+}
+
+/// The body of `POST /v1/sessions/{sessionId}/fork`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ForkBody {
+    message_id: String,
+    #[serde(default)]
+    session_id: Option<String>,
+}
+
+/// `POST /v1/sessions/{sessionId}/fork` (extension): a new session holding the source's
+/// messages up to and including `messageId` (`convo_core::sessions::fork_length`); 201 and the
+/// session as `GET /v1/sessions` lists it.
+pub(crate) async fn fork(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    path: Result<Path<String>, PathRejection>,
+    body: Result<axum::body::Bytes, BytesRejection>,
+) -> Result<(StatusCode, Json<SessionSummary>), HttpError> {
+    let account = auth::admit(&state, &headers, "POST", FORK).await?;
+    let source = super::session_id(path)?;
+    let body = super::body(body)?;
+    let request: ForkBody = serde_json::from_slice(&body).map_err(|e| {
+        HttpError::invalid(format!(
+            "the body must be a JSON object {{\"messageId\": string, \"sessionId\"?: string}}: {e}"
+        ))
+    })?;
+    let new_session_id = match request.session_id {
+        Some(id) if convo_wire::is_valid_session_id(&id) => id,
+        Some(_) => {
+            return Err(HttpError::invalid(
+                "`sessionId` must be `session_` followed by 16 letters or digits",
+            ));
+        }
+        None => convo_wire::new_session_id(),
+    };
+    let fork = ForkRequest {
+        account,
+        source: source.clone(),
+        message_id: request.message_id,
+        new_session_id: new_session_id.clone(),
+        now_ms: time::now_ms(),
+    };
+    match state.store.fork_session(fork).await? {
+        Fork::NoSession => return Err(HttpError::session_not_found(&source)),
+        Fork::NoMessage => {
+            return Err(HttpError::new(
+                StatusCode::NOT_FOUND,
+                "message_not_found",
+                format!("session {source} has no message by that id"),
+            ));
+        }
+        Fork::Exists => {
+            return Err(HttpError::new(
+                StatusCode::CONFLICT,
+                "session_exists",
+                format!("session {new_session_id} already exists (or existed); choose another id"),
+            ));
+        }
+        Fork::SessionLimit => {
+            let period_end = crate::time::billing_period(chrono::Utc::now()).1;
+            return Err(HttpError::quota_exceeded("sessions", period_end));
+        }
+        Fork::Forked => {}
+    }
+    tracing::info!(account = account.id, source = %source, session = %new_session_id, "session forked");
+    let row = state
+        .store
+        .list_sessions(account.id)
+        .await?
+        .into_iter()
+        .find(|r| r.id == new_session_id)
+        // Deleted between the two transactions.
+        .ok_or_else(|| HttpError::session_not_found(&new_session_id))?;
+    Ok((StatusCode::CREATED, Json(SessionSummary::from_row(row))))
 }

@@ -9,7 +9,9 @@ use super::DbLocation;
 use super::SqliteStore;
 use super::interface::{Storage, TurnAdmission};
 use super::postgres::PgStore;
-use super::rows::{MessageRow, MetricCounts, Reply, RequestCount, SessionRow, Undo, UsageCounts};
+use super::rows::{
+    Fork, ForkRequest, MessageRow, MetricCounts, Reply, RequestCount, SessionRow, Undo, UsageCounts,
+};
 use super::sqlite::{accounts, messages, usage};
 use crate::error::StoreError;
 use convo_core::Account;
@@ -115,6 +117,10 @@ impl Storage for SqliteStore {
     ) -> Result<bool, StoreError> {
         self.call(move |c| messages::set_title(c, account_id, &session_id, &title))
             .await
+    }
+
+    async fn fork_session(&self, fork: ForkRequest) -> Result<Fork, StoreError> {
+        self.call(move |c| messages::fork_session(c, &fork)).await
     }
 
     async fn undo_last_exchange(
@@ -286,6 +292,10 @@ impl Storage for Db {
         title: String,
     ) -> Result<bool, StoreError> {
         dispatch!(self.set_title(account_id, session_id, title))
+    }
+
+    async fn fork_session(&self, fork: ForkRequest) -> Result<Fork, StoreError> {
+        dispatch!(self.fork_session(fork))
     }
 
     async fn undo_last_exchange(

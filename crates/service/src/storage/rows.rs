@@ -96,6 +96,31 @@ pub enum Undo {
     Removed(Vec<String>),
 }
 
+/// What forking a session did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fork {
+    /// No live source session of the account by that id.
+    NoSession,
+    /// The source session has no message by that id.
+    NoMessage,
+    /// The new session's id is taken (live, deleted, or another account's).
+    Exists,
+    /// The account's session limit is reached (`convo_core::admission::session_limit_reached`).
+    SessionLimit,
+    /// The new session exists with the copied messages.
+    Forked,
+}
+
+/// A fork to make: the source session, the message it ends at, the new session's id.
+#[derive(Debug, Clone)]
+pub struct ForkRequest {
+    pub account: Account,
+    pub source: String,
+    pub message_id: String,
+    pub new_session_id: String,
+    pub now_ms: i64,
+}
+
 /// A stored message with everything the `GET /v1/sessions/{id}/messages` extension shows.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MessageRow {

@@ -23,7 +23,8 @@ use tokio_postgres::NoTls;
 
 use super::interface::{Storage, TurnAdmission};
 use super::rows::{
-    MessageRow, MetricCounts, Reply, RequestCount, SessionRow, Undo, UsageCounts, hash_key,
+    Fork, ForkRequest, MessageRow, MetricCounts, Reply, RequestCount, SessionRow, Undo,
+    UsageCounts, hash_key,
 };
 use crate::error::StoreError;
 use convo_core::Account;
@@ -369,6 +370,89 @@ impl Storage for PgStore {
                 first_user_message: r.get(6),
             })
             .collect())
+    }
+
+    async fn fork_session(&self, f: ForkRequest) -> Result<Fork, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        if status(&tx, f.account.id, &f.source).await? != SessionStatus::Live {
+            tx.rollback().await?;
+            return Ok(Fork::NoSession);
+        }
+        let ids: Vec<String> = tx
+            .query(
+                "SELECT id FROM messages WHERE session_id = $1 ORDER BY pk",
+                &[&f.source],
+            )
+            .await?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let Some(length) = convo_core::sessions::fork_length(&ids, &f.message_id) else {
+            tx.rollback().await?;
+            return Ok(Fork::NoMessage);
+        };
+        if status(&tx, f.account.id, &f.new_session_id).await? != SessionStatus::Unused {
+            tx.rollback().await?;
+            return Ok(Fork::Exists);
+        }
+        // The account's row locked: two forks at once count each other.
+        let live: i64 = tx
+            .query_one(
+                "SELECT live_sessions FROM accounts WHERE id = $1 FOR UPDATE",
+                &[&f.account.id],
+            )
+            .await?
+            .get(0);
+        let limits = f.account.tier.limits();
+        if convo_core::admission::session_limit_reached(live.max(0) as u64, limits) {
+            tx.rollback().await?;
+            return Ok(Fork::SessionLimit);
+        }
+        let inserted = tx
+            .execute(
+                "INSERT INTO sessions (id, account_id, created_at) VALUES ($1, $2, $3)
+                 ON CONFLICT (id) DO NOTHING",
+                &[&f.new_session_id, &f.account.id, &f.now_ms],
+            )
+            .await?;
+        if inserted == 0 {
+            // Created meanwhile by a send on another connection.
+            tx.rollback().await?;
+            return Ok(Fork::Exists);
+        }
+        let rows = tx
+            .query(
+                "SELECT role, content, tokens, metadata, created_at FROM messages
+                 WHERE session_id = $1 ORDER BY pk LIMIT $2",
+                &[&f.source, &(length as i64)],
+            )
+            .await?;
+        let insert = tx
+            .prepare_cached(
+                "INSERT INTO messages (id, session_id, role, content, tokens, metadata, created_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            )
+            .await?;
+        for r in &rows {
+            let (role, content, tokens): (String, String, i64) = (r.get(0), r.get(1), r.get(2));
+            let (metadata, created_at): (Option<String>, i64) = (r.get(3), r.get(4));
+            tx.execute(
+                &insert,
+                &[
+                    &crate::ids::new_message_id(),
+                    &f.new_session_id,
+                    &role,
+                    &content,
+                    &tokens,
+                    &metadata,
+                    &created_at,
+                ],
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(Fork::Forked)
     }
 
     async fn undo_last_exchange(

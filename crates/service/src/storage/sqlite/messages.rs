@@ -6,7 +6,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::idempotency::{self, Recorded};
 use super::usage;
 use crate::error::StoreError;
-use crate::storage::rows::{MessageRow, Reply, SessionRow, Undo};
+use crate::storage::rows::{Fork, ForkRequest, MessageRow, Reply, SessionRow, Undo};
 use convo_core::admission::{self, Admission, SessionFacts, TurnFacts};
 pub use convo_core::{
     HistoryEntry, SessionStatus, TurnRefusal, TurnStart, TurnStarted, UserMessage,
@@ -295,6 +295,60 @@ pub fn set_title(
         params![title, session_id, account_id],
     )?;
     Ok(changed == 1)
+}
+
+/// Forks a session in one transaction: the checks in the documented order (source session,
+/// message, new id, session limit), then the new session and copies of the messages under new
+/// ids, with their times, tokens and metadata. The ledger (`message_log`) gets no rows: the
+/// copies' tokens were counted once, in the source.
+pub fn fork_session(conn: &mut Connection, f: &ForkRequest) -> Result<Fork, StoreError> {
+    let tx = conn.savepoint()?;
+    if session_status(&tx, f.account.id, &f.source)? != SessionStatus::Live {
+        return Ok(Fork::NoSession);
+    }
+    let ids: Vec<String> = tx
+        .prepare_cached("SELECT id FROM messages WHERE session_id = ?1 ORDER BY pk")?
+        .query_map([&f.source], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    let Some(length) = convo_core::sessions::fork_length(&ids, &f.message_id) else {
+        return Ok(Fork::NoMessage);
+    };
+    if session_status(&tx, f.account.id, &f.new_session_id)? != SessionStatus::Unused {
+        return Ok(Fork::Exists);
+    }
+    let live = usage::active_sessions(&tx, f.account.id)?;
+    if convo_core::admission::session_limit_reached(live, f.account.tier.limits()) {
+        return Ok(Fork::SessionLimit);
+    }
+    tx.prepare_cached("INSERT INTO sessions (id, account_id, created_at) VALUES (?1, ?2, ?3)")?
+        .execute(params![f.new_session_id, f.account.id, f.now_ms])?;
+    type Copied = (String, String, i64, Option<String>, i64);
+    let rows: Vec<Copied> = tx
+        .prepare_cached(
+            "SELECT role, content, tokens, metadata, created_at FROM messages
+             WHERE session_id = ?1 ORDER BY pk LIMIT ?2",
+        )?
+        .query_map(params![f.source, length as i64], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })?
+        .collect::<Result<_, _>>()?;
+    for (role, content, tokens, metadata, created_at) in rows {
+        tx.prepare_cached(
+            "INSERT INTO messages (id, session_id, role, content, tokens, metadata, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )?
+        .execute(params![
+            crate::ids::new_message_id(),
+            f.new_session_id,
+            role,
+            content,
+            tokens,
+            metadata,
+            created_at
+        ])?;
+    }
+    tx.commit()?;
+    Ok(Fork::Forked)
 }
 
 /// Removes the session's last exchange (`convo_core::sessions::last_exchange_start`) in one
