@@ -21,6 +21,7 @@ mod service {
     mod replica_processes;
     mod replica_stop;
     mod replicas;
+    mod sessions_ext;
     mod storage;
     mod stream;
     mod totals;

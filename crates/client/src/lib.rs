@@ -12,5 +12,5 @@ pub mod follow;
 pub mod format;
 pub mod local_store;
 pub mod private_file;
-pub mod sanitize;
+pub use convo_wire::sanitize;
 pub mod series;

@@ -59,6 +59,12 @@ pub enum Admission {
     },
 }
 
+/// Whether an account with `live_sessions` may not open another session (a first send, a
+/// fork): its plan's session limit is reached.
+pub fn session_limit_reached(live_sessions: u64, limits: crate::PlanLimits) -> bool {
+    live_sessions >= limits.sessions
+}
+
 /// Decides a turn from its facts, in the documented order.
 pub fn admit(facts: TurnFacts) -> Admission {
     let stored_tokens = match facts.session {
@@ -73,7 +79,7 @@ pub fn admit(facts: TurnFacts) -> Admission {
         return Admission::Refused(TurnRefusal::Quota("tokens"));
     }
     if let SessionFacts::New { live_sessions } = facts.session
-        && live_sessions >= facts.limits.sessions
+        && session_limit_reached(live_sessions, facts.limits)
     {
         return Admission::Refused(TurnRefusal::Quota("sessions"));
     }

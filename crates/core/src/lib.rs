@@ -5,10 +5,12 @@
 //! - `turn`: the domain types both storage backends share (a turn to start, its fate, the
 //!   history the engine sees);
 //! - `admission`: the one order in which a turn is admitted (docs/service.md, "Order of
-//!   checks").
+//!   checks");
+//! - `sessions`: the rules of the session extensions (titles, undo, fork).
 
 pub mod admission;
 pub mod plans;
+pub mod sessions;
 pub mod turn;
 
 pub use admission::{Admission, SessionFacts, TurnFacts, admit};

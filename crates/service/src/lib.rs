@@ -99,6 +99,15 @@ impl SessionLocks {
         };
         lock.lock_owned().await
     }
+
+    /// The session's lock if no turn holds it or waits for it (`DELETE …/messages/last`).
+    pub fn try_lock(&self, session_id: &str) -> Option<OwnedMutexGuard<()>> {
+        let lock = {
+            let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+            map.entry(session_id.to_string()).or_default().clone()
+        };
+        lock.try_lock_owned().ok()
+    }
 }
 
 /// A service running in the background of the current tokio runtime. Call `shutdown` to stop

@@ -4,6 +4,8 @@
 pub const MESSAGES: &str = "/v1/sessions/{sessionId}/messages";
 pub const SESSIONS: &str = "/v1/sessions";
 pub const SESSION: &str = "/v1/sessions/{sessionId}";
+pub const LAST_EXCHANGE: &str = "/v1/sessions/{sessionId}/messages/last";
+pub const FORK: &str = "/v1/sessions/{sessionId}/fork";
 pub const STREAM: &str = "/v1/sessions/{sessionId}/stream";
 pub const METRICS: &str = "/v1/analytics/metrics";
 pub const USAGE: &str = "/v1/analytics/usage";

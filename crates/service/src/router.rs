@@ -18,7 +18,8 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use super::AppState;
 use super::error::HttpError;
 pub use super::paths::{
-    HEALTH, MAX_BODY_BYTES, MESSAGES, METRICS, READY, SESSION, SESSIONS, STREAM, USAGE, WALLET,
+    FORK, HEALTH, LAST_EXCHANGE, MAX_BODY_BYTES, MESSAGES, METRICS, READY, SESSION, SESSIONS,
+    STREAM, USAGE, WALLET,
 };
 use super::routes;
 pub use super::routes::analytics::MAX_QUERY_BYTES;
@@ -29,6 +30,9 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", MESSAGES),
     ("GET", SESSIONS),
     ("DELETE", SESSION),
+    ("PATCH", SESSION),
+    ("DELETE", LAST_EXCHANGE),
+    ("POST", FORK),
     ("GET", STREAM),
     ("GET", METRICS),
     ("GET", USAGE),
@@ -45,7 +49,12 @@ pub(crate) fn build(state: Arc<AppState>) -> Router {
             post(routes::messages::send).get(routes::sessions::history),
         )
         .route(SESSIONS, get(routes::sessions::list))
-        .route(SESSION, delete(routes::sessions::delete))
+        .route(
+            SESSION,
+            delete(routes::sessions::delete).patch(routes::sessions::patch),
+        )
+        .route(LAST_EXCHANGE, delete(routes::sessions::undo))
+        .route(FORK, post(routes::sessions::fork))
         .route(STREAM, get(routes::stream::connect))
         .route(METRICS, get(routes::analytics::metrics))
         .route(USAGE, get(routes::analytics::usage))

@@ -8,7 +8,9 @@ pub mod api_key;
 pub mod engine;
 pub mod exit;
 pub mod limits;
+pub mod sanitize;
 pub mod stream_errors;
+pub mod title;
 pub mod types;
 
 pub use types::*;

@@ -9,7 +9,9 @@ use super::DbLocation;
 use super::SqliteStore;
 use super::interface::{Storage, TurnAdmission};
 use super::postgres::PgStore;
-use super::rows::{MessageRow, MetricCounts, Reply, RequestCount, SessionRow, UsageCounts};
+use super::rows::{
+    Fork, ForkRequest, MessageRow, MetricCounts, Reply, RequestCount, SessionRow, Undo, UsageCounts,
+};
 use super::sqlite::{accounts, messages, usage};
 use crate::error::StoreError;
 use convo_core::Account;
@@ -104,6 +106,29 @@ impl Storage for SqliteStore {
 
     async fn list_sessions(&self, account_id: i64) -> Result<Vec<SessionRow>, StoreError> {
         self.call(move |c| messages::list_sessions(c, account_id))
+            .await
+    }
+
+    async fn set_title(
+        &self,
+        account_id: i64,
+        session_id: String,
+        title: String,
+    ) -> Result<bool, StoreError> {
+        self.call(move |c| messages::set_title(c, account_id, &session_id, &title))
+            .await
+    }
+
+    async fn fork_session(&self, fork: ForkRequest) -> Result<Fork, StoreError> {
+        self.call(move |c| messages::fork_session(c, &fork)).await
+    }
+
+    async fn undo_last_exchange(
+        &self,
+        account_id: i64,
+        session_id: String,
+    ) -> Result<Undo, StoreError> {
+        self.call(move |c| messages::undo_last_exchange(c, account_id, &session_id))
             .await
     }
 
@@ -258,6 +283,27 @@ impl Storage for Db {
 
     async fn list_sessions(&self, account_id: i64) -> Result<Vec<SessionRow>, StoreError> {
         dispatch!(self.list_sessions(account_id))
+    }
+
+    async fn set_title(
+        &self,
+        account_id: i64,
+        session_id: String,
+        title: String,
+    ) -> Result<bool, StoreError> {
+        dispatch!(self.set_title(account_id, session_id, title))
+    }
+
+    async fn fork_session(&self, fork: ForkRequest) -> Result<Fork, StoreError> {
+        dispatch!(self.fork_session(fork))
+    }
+
+    async fn undo_last_exchange(
+        &self,
+        account_id: i64,
+        session_id: String,
+    ) -> Result<Undo, StoreError> {
+        dispatch!(self.undo_last_exchange(account_id, session_id))
     }
 
     async fn session_messages(

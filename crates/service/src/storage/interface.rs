@@ -4,7 +4,9 @@
 use std::collections::HashMap;
 use std::future::Future;
 
-use super::rows::{MessageRow, MetricCounts, Reply, RequestCount, SessionRow, UsageCounts};
+use super::rows::{
+    Fork, ForkRequest, MessageRow, MetricCounts, Reply, RequestCount, SessionRow, Undo, UsageCounts,
+};
 use crate::error::StoreError;
 use convo_core::Account;
 use convo_core::Tier;
@@ -75,6 +77,29 @@ pub trait Storage: Send + Sync {
         &self,
         account_id: i64,
     ) -> impl Future<Output = Result<Vec<SessionRow>, StoreError>> + Send;
+
+    /// Sets the title of a live session of the account; false when there is none.
+    fn set_title(
+        &self,
+        account_id: i64,
+        session_id: String,
+        title: String,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Removes the last exchange of a live session of the account (its last user message and
+    /// what follows it) unless a turn of it is in flight.
+    fn undo_last_exchange(
+        &self,
+        account_id: i64,
+        session_id: String,
+    ) -> impl Future<Output = Result<Undo, StoreError>> + Send;
+
+    /// Makes a new session of the account holding the source session's messages up to and
+    /// including one (`convo_core::sessions::fork_length`); their tokens are not counted again.
+    fn fork_session(
+        &self,
+        fork: ForkRequest,
+    ) -> impl Future<Output = Result<Fork, StoreError>> + Send;
 
     /// The stored messages of a live session of the account; `None` when it is not live.
     fn session_messages(

@@ -77,6 +77,48 @@ pub struct SessionRow {
     pub last_activity_ms: i64,
     pub messages: u64,
     pub tokens: u64,
+    /// The title the user set, if any.
+    pub title: Option<String>,
+    /// The content of its first user message, if any (the title's fallback).
+    pub first_user_message: Option<String>,
+}
+
+/// What undoing a session's last exchange did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Undo {
+    /// No live session of the account by that id.
+    NoSession,
+    /// The session has no user message (`convo_core::sessions::last_exchange_start`).
+    NothingToUndo,
+    /// A turn of the session is in flight (on PostgreSQL, on any replica): nothing removed.
+    Busy,
+    /// The ids of the removed messages, oldest first.
+    Removed(Vec<String>),
+}
+
+/// What forking a session did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fork {
+    /// No live source session of the account by that id.
+    NoSession,
+    /// The source session has no message by that id.
+    NoMessage,
+    /// The new session's id is taken (live, deleted, or another account's).
+    Exists,
+    /// The account's session limit is reached (`convo_core::admission::session_limit_reached`).
+    SessionLimit,
+    /// The new session exists with the copied messages.
+    Forked,
+}
+
+/// A fork to make: the source session, the message it ends at, the new session's id.
+#[derive(Debug, Clone)]
+pub struct ForkRequest {
+    pub account: Account,
+    pub source: String,
+    pub message_id: String,
+    pub new_session_id: String,
+    pub now_ms: i64,
 }
 
 /// A stored message with everything the `GET /v1/sessions/{id}/messages` extension shows.

@@ -352,6 +352,10 @@ const MIGRATIONS: &[&str] = &[
         RETURN 0;
     END $$;
     "#,
+    // 4: the title a user gave a session (`PATCH /v1/sessions/{id}`); NULL until one is set.
+    r#"
+    ALTER TABLE sessions ADD COLUMN title TEXT;
+    "#,
 ];
 
 /// Brings the schema to the newest version under the advisory lock.

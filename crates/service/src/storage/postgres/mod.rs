@@ -23,7 +23,8 @@ use tokio_postgres::NoTls;
 
 use super::interface::{Storage, TurnAdmission};
 use super::rows::{
-    MessageRow, MetricCounts, Reply, RequestCount, SessionRow, UsageCounts, hash_key,
+    Fork, ForkRequest, MessageRow, MetricCounts, Reply, RequestCount, SessionRow, Undo,
+    UsageCounts, hash_key,
 };
 use crate::error::StoreError;
 use convo_core::Account;
@@ -348,7 +349,9 @@ impl Storage for PgStore {
         let rows = client
             .query(
                 "SELECT s.id, s.created_at, COALESCE(MAX(m.created_at), s.created_at),
-                        COUNT(m.pk), COALESCE(SUM(m.tokens), 0)::BIGINT
+                        COUNT(m.pk), COALESCE(SUM(m.tokens), 0)::BIGINT, s.title,
+                        (SELECT f.content FROM messages f
+                         WHERE f.session_id = s.id AND f.role = 'user' ORDER BY f.pk LIMIT 1)
                  FROM sessions s LEFT JOIN messages m ON m.session_id = s.id
                  WHERE s.account_id = $1 AND s.deleted_at IS NULL
                  GROUP BY s.id ORDER BY 3 DESC, s.id",
@@ -363,8 +366,159 @@ impl Storage for PgStore {
                 last_activity_ms: r.get(2),
                 messages: r.get::<_, i64>(3).max(0) as u64,
                 tokens: r.get::<_, i64>(4).max(0) as u64,
+                title: r.get(5),
+                first_user_message: r.get(6),
             })
             .collect())
+    }
+
+    async fn fork_session(&self, f: ForkRequest) -> Result<Fork, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        if status(&tx, f.account.id, &f.source).await? != SessionStatus::Live {
+            tx.rollback().await?;
+            return Ok(Fork::NoSession);
+        }
+        let ids: Vec<String> = tx
+            .query(
+                "SELECT id FROM messages WHERE session_id = $1 ORDER BY pk",
+                &[&f.source],
+            )
+            .await?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let Some(length) = convo_core::sessions::fork_length(&ids, &f.message_id) else {
+            tx.rollback().await?;
+            return Ok(Fork::NoMessage);
+        };
+        if status(&tx, f.account.id, &f.new_session_id).await? != SessionStatus::Unused {
+            tx.rollback().await?;
+            return Ok(Fork::Exists);
+        }
+        // The account's row locked: two forks at once count each other.
+        let live: i64 = tx
+            .query_one(
+                "SELECT live_sessions FROM accounts WHERE id = $1 FOR UPDATE",
+                &[&f.account.id],
+            )
+            .await?
+            .get(0);
+        let limits = f.account.tier.limits();
+        if convo_core::admission::session_limit_reached(live.max(0) as u64, limits) {
+            tx.rollback().await?;
+            return Ok(Fork::SessionLimit);
+        }
+        let inserted = tx
+            .execute(
+                "INSERT INTO sessions (id, account_id, created_at) VALUES ($1, $2, $3)
+                 ON CONFLICT (id) DO NOTHING",
+                &[&f.new_session_id, &f.account.id, &f.now_ms],
+            )
+            .await?;
+        if inserted == 0 {
+            // Created meanwhile by a send on another connection.
+            tx.rollback().await?;
+            return Ok(Fork::Exists);
+        }
+        let rows = tx
+            .query(
+                "SELECT role, content, tokens, metadata, created_at FROM messages
+                 WHERE session_id = $1 ORDER BY pk LIMIT $2",
+                &[&f.source, &(length as i64)],
+            )
+            .await?;
+        let insert = tx
+            .prepare_cached(
+                "INSERT INTO messages (id, session_id, role, content, tokens, metadata, created_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            )
+            .await?;
+        for r in &rows {
+            let (role, content, tokens): (String, String, i64) = (r.get(0), r.get(1), r.get(2));
+            let (metadata, created_at): (Option<String>, i64) = (r.get(3), r.get(4));
+            tx.execute(
+                &insert,
+                &[
+                    &crate::ids::new_message_id(),
+                    &f.new_session_id,
+                    &role,
+                    &content,
+                    &tokens,
+                    &metadata,
+                    &created_at,
+                ],
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(Fork::Forked)
+    }
+
+    async fn undo_last_exchange(
+        &self,
+        account_id: i64,
+        session_id: String,
+    ) -> Result<Undo, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        // The session's row lock orders this against a turn starting on any replica.
+        if lock_session(&tx, account_id, &session_id).await? != SessionStatus::Live {
+            tx.rollback().await?;
+            return Ok(Undo::NoSession);
+        }
+        if tx
+            .query_opt("SELECT 1 FROM turns WHERE session_id = $1", &[&session_id])
+            .await?
+            .is_some()
+        {
+            tx.rollback().await?;
+            return Ok(Undo::Busy);
+        }
+        let rows = tx
+            .query(
+                "SELECT pk, id, role FROM messages WHERE session_id = $1 ORDER BY pk",
+                &[&session_id],
+            )
+            .await?;
+        let roles = rows
+            .iter()
+            .map(|r| role(r.get(2)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let Some(start) = convo_core::sessions::last_exchange_start(&roles) else {
+            tx.rollback().await?;
+            return Ok(Undo::NothingToUndo);
+        };
+        let first: i64 = rows[start].get(0);
+        tx.execute(
+            "DELETE FROM messages WHERE session_id = $1 AND pk >= $2",
+            &[&session_id, &first],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(Undo::Removed(
+            rows[start..]
+                .iter()
+                .map(|r| r.get::<_, String>(1))
+                .collect(),
+        ))
+    }
+
+    async fn set_title(
+        &self,
+        account_id: i64,
+        session_id: String,
+        title: String,
+    ) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let changed = client
+            .execute(
+                "UPDATE sessions SET title = $1
+                 WHERE id = $2 AND account_id = $3 AND deleted_at IS NULL",
+                &[&title, &session_id, &account_id],
+            )
+            .await?;
+        Ok(changed == 1)
     }
 
     async fn session_messages(

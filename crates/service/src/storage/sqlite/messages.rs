@@ -6,7 +6,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::idempotency::{self, Recorded};
 use super::usage;
 use crate::error::StoreError;
-use crate::storage::rows::{MessageRow, Reply, SessionRow};
+use crate::storage::rows::{Fork, ForkRequest, MessageRow, Reply, SessionRow, Undo};
 use convo_core::admission::{self, Admission, SessionFacts, TurnFacts};
 pub use convo_core::{
     HistoryEntry, SessionStatus, TurnRefusal, TurnStart, TurnStarted, UserMessage,
@@ -262,7 +262,9 @@ pub fn delete_session(
 /// The account's live sessions, most recently active first.
 pub fn list_sessions(conn: &Connection, account_id: i64) -> Result<Vec<SessionRow>, StoreError> {
     let mut stmt = conn.prepare(
-        "SELECT s.id, s.created_at, COALESCE(MAX(m.created_at), s.created_at), COUNT(m.pk), COALESCE(SUM(m.tokens), 0)
+        "SELECT s.id, s.created_at, COALESCE(MAX(m.created_at), s.created_at), COUNT(m.pk), COALESCE(SUM(m.tokens), 0),
+                s.title,
+                (SELECT f.content FROM messages f WHERE f.session_id = s.id AND f.role = 'user' ORDER BY f.pk LIMIT 1)
          FROM sessions s LEFT JOIN messages m ON m.session_id = s.id
          WHERE s.account_id = ?1 AND s.deleted_at IS NULL
          GROUP BY s.id ORDER BY 3 DESC, s.id",
@@ -274,9 +276,115 @@ pub fn list_sessions(conn: &Connection, account_id: i64) -> Result<Vec<SessionRo
             last_activity_ms: r.get(2)?,
             messages: r.get::<_, i64>(3)? as u64,
             tokens: r.get::<_, i64>(4)? as u64,
+            title: r.get(5)?,
+            first_user_message: r.get(6)?,
         })
     })?;
     Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// Sets the title of a live session of the account; false when there is none.
+pub fn set_title(
+    conn: &Connection,
+    account_id: i64,
+    session_id: &str,
+    title: &str,
+) -> Result<bool, StoreError> {
+    let changed = conn.execute(
+        "UPDATE sessions SET title = ?1 WHERE id = ?2 AND account_id = ?3 AND deleted_at IS NULL",
+        params![title, session_id, account_id],
+    )?;
+    Ok(changed == 1)
+}
+
+/// Forks a session in one transaction: the checks in the documented order (source session,
+/// message, new id, session limit), then the new session and copies of the messages under new
+/// ids, with their times, tokens and metadata. The ledger (`message_log`) gets no rows: the
+/// copies' tokens were counted once, in the source.
+pub fn fork_session(conn: &mut Connection, f: &ForkRequest) -> Result<Fork, StoreError> {
+    let tx = conn.savepoint()?;
+    if session_status(&tx, f.account.id, &f.source)? != SessionStatus::Live {
+        return Ok(Fork::NoSession);
+    }
+    let ids: Vec<String> = tx
+        .prepare_cached("SELECT id FROM messages WHERE session_id = ?1 ORDER BY pk")?
+        .query_map([&f.source], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    let Some(length) = convo_core::sessions::fork_length(&ids, &f.message_id) else {
+        return Ok(Fork::NoMessage);
+    };
+    if session_status(&tx, f.account.id, &f.new_session_id)? != SessionStatus::Unused {
+        return Ok(Fork::Exists);
+    }
+    let live = usage::active_sessions(&tx, f.account.id)?;
+    if convo_core::admission::session_limit_reached(live, f.account.tier.limits()) {
+        return Ok(Fork::SessionLimit);
+    }
+    tx.prepare_cached("INSERT INTO sessions (id, account_id, created_at) VALUES (?1, ?2, ?3)")?
+        .execute(params![f.new_session_id, f.account.id, f.now_ms])?;
+    type Copied = (String, String, i64, Option<String>, i64);
+    let rows: Vec<Copied> = tx
+        .prepare_cached(
+            "SELECT role, content, tokens, metadata, created_at FROM messages
+             WHERE session_id = ?1 ORDER BY pk LIMIT ?2",
+        )?
+        .query_map(params![f.source, length as i64], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })?
+        .collect::<Result<_, _>>()?;
+    for (role, content, tokens, metadata, created_at) in rows {
+        tx.prepare_cached(
+            "INSERT INTO messages (id, session_id, role, content, tokens, metadata, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )?
+        .execute(params![
+            crate::ids::new_message_id(),
+            f.new_session_id,
+            role,
+            content,
+            tokens,
+            metadata,
+            created_at
+        ])?;
+    }
+    tx.commit()?;
+    Ok(Fork::Forked)
+}
+
+/// Removes the session's last exchange (`convo_core::sessions::last_exchange_start`) in one
+/// transaction. A turn in flight is the route's to refuse: SQLite's service is one process,
+/// and its session lock is held for the whole turn.
+pub fn undo_last_exchange(
+    conn: &mut Connection,
+    account_id: i64,
+    session_id: &str,
+) -> Result<Undo, StoreError> {
+    let tx = conn.savepoint()?;
+    if session_status(&tx, account_id, session_id)? != SessionStatus::Live {
+        return Ok(Undo::NoSession);
+    }
+    let messages: Vec<(i64, String, String)> = tx
+        .prepare_cached("SELECT pk, id, role FROM messages WHERE session_id = ?1 ORDER BY pk")?
+        .query_map([session_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect::<Result<_, _>>()?;
+    let roles = messages
+        .iter()
+        .map(|(_, _, role)| role.parse::<Role>().map_err(StoreError::Corrupt))
+        .collect::<Result<Vec<_>, _>>()?;
+    let Some(start) = convo_core::sessions::last_exchange_start(&roles) else {
+        return Ok(Undo::NothingToUndo);
+    };
+    tx.execute(
+        "DELETE FROM messages WHERE session_id = ?1 AND pk >= ?2",
+        params![session_id, messages[start].0],
+    )?;
+    tx.commit()?;
+    Ok(Undo::Removed(
+        messages[start..]
+            .iter()
+            .map(|(_, id, _)| id.clone())
+            .collect(),
+    ))
 }
 
 pub fn session_messages(

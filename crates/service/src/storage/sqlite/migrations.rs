@@ -267,6 +267,10 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE messages_4 RENAME TO messages;
     CREATE INDEX messages_by_session ON messages(session_id, pk);
     "#,
+    // 5: the title a user gave a session (`PATCH /v1/sessions/{id}`); NULL until one is set.
+    r#"
+    ALTER TABLE sessions ADD COLUMN title TEXT;
+    "#,
 ];
 
 /// Brings the schema up to date; each migration runs in its own transaction.

@@ -28,7 +28,7 @@ const TAB_STOP: usize = 4;
 /// Sanitise `text` for display. Borrows when nothing needs to change.
 ///
 /// ```
-/// use convo_client::sanitize::sanitize;
+/// use convo_wire::sanitize::sanitize;
 /// assert_eq!(sanitize("plain"), "plain");
 /// assert_eq!(sanitize("\x1b[31mred\x1b[0m\r\n"), "red\n");
 /// assert_eq!(sanitize("a\u{202e}b"), "ab");
@@ -42,7 +42,7 @@ pub fn sanitize(text: &str) -> Cow<'_, str> {
 /// CommonMark's tab stop is the one [`sanitize`] expands to.
 ///
 /// ```
-/// use convo_client::sanitize::sanitize_keeping_tabs;
+/// use convo_wire::sanitize::sanitize_keeping_tabs;
 /// assert_eq!(sanitize_keeping_tabs("\tx\x1b[31m"), "\tx");
 /// ```
 pub fn sanitize_keeping_tabs(text: &str) -> Cow<'_, str> {
@@ -75,7 +75,7 @@ fn sanitize_with(text: &str, keep_tabs: bool) -> Cow<'_, str> {
 /// print and what `convo export` writes. Borrows when nothing needs to change.
 ///
 /// ```
-/// use convo_client::sanitize::strip_controls;
+/// use convo_wire::sanitize::strip_controls;
 /// assert_eq!(strip_controls("a\tb\n"), "a\tb\n");
 /// assert_eq!(strip_controls("a\u{1b}b\u{202e}c"), "abc");
 /// ```

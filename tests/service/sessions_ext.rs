@@ -1,0 +1,447 @@
+//! The session extensions of issue 27, each case on SQLite and on PostgreSQL: the title
+//! (`PATCH /v1/sessions/{id}`, `title` in `GET /v1/sessions`), undo
+//! (`DELETE /v1/sessions/{id}/messages/last`) and fork (`POST /v1/sessions/{id}/fork`).
+
+use convo_service::{EngineConfig, Tier, generate_api_key};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use super::backends::Backend;
+use super::common::{GUARD, Svc, json, session, start_with};
+
+/// A service on `backend` with two accounts: `svc.key` and the returned other key.
+async fn start_on(backend: &Backend) -> (Svc, String) {
+    let mut config = backend.config();
+    let other = generate_api_key();
+    config.api_keys = vec![(generate_api_key(), Tier::Pro), (other.clone(), Tier::Pro)];
+    (start_with(config).await, other)
+}
+
+/// Both backends, named for the assertion messages.
+async fn backends() -> Vec<(&'static str, Backend)> {
+    vec![
+        ("SQLite", Backend::sqlite().await),
+        ("PostgreSQL", Backend::postgres().await),
+    ]
+}
+
+async fn patch_with_key(svc: &Svc, key: &str, session: &str, body: &str) -> (StatusCode, Value) {
+    let resp = svc
+        .http
+        .patch(svc.url(&format!("/v1/sessions/{session}")))
+        .bearer_auth(key)
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("request");
+    json(resp).await
+}
+
+async fn patch(svc: &Svc, session: &str, body: Value) -> (StatusCode, Value) {
+    patch_with_key(svc, &svc.key, session, &body.to_string()).await
+}
+
+/// The title `GET /v1/sessions` lists for `session`.
+async fn listed_title(svc: &Svc, session: &str) -> Value {
+    let (status, list) = svc.get("/v1/sessions").await;
+    assert_eq!(status, StatusCode::OK, "{list}");
+    list["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["sessionId"] == session)
+        .unwrap_or_else(|| panic!("{session} not listed: {list}"))["title"]
+        .clone()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_is_titled_by_its_first_user_message_until_one_is_set() {
+    for (name, backend) in backends().await {
+        let (svc, _) = start_on(&backend).await;
+        let s = session();
+        svc.send_text(&s, "# Trip **plans** for\nJune and more")
+            .await;
+        svc.send_text(&s, "second message").await;
+        assert_eq!(
+            listed_title(&svc, &s).await,
+            json!("Trip plans for"),
+            "{name}"
+        );
+
+        let (status, body) = patch(&svc, &s, json!({"title": "  Lisbon in June "})).await;
+        assert_eq!(status, StatusCode::OK, "{name}: {body}");
+        assert_eq!(body["sessionId"], json!(s), "{name}");
+        assert_eq!(body["title"], json!("Lisbon in June"), "{name}");
+        assert_eq!(body["messageCount"], json!(4), "{name}");
+        assert_eq!(
+            listed_title(&svc, &s).await,
+            json!("Lisbon in June"),
+            "{name}"
+        );
+
+        // A session without a user message yet has no title.
+        let quiet = session();
+        let (status, body) = svc
+            .post(&quiet, json!({"role": "system", "content": "be brief"}))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{name}: {body}");
+        assert_eq!(listed_title(&svc, &quiet).await, Value::Null, "{name}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bad_title_is_refused_and_changes_nothing() {
+    for (name, backend) in backends().await {
+        let (svc, _) = start_on(&backend).await;
+        let s = session();
+        svc.send_text(&s, "hello there").await;
+        let long = "x".repeat(convo_core::sessions::MAX_TITLE_CHARS + 1);
+        for body in [
+            json!({"title": ""}).to_string(),
+            json!({"title": " \t "}).to_string(),
+            json!({"title": "two\nlines"}).to_string(),
+            json!({"title": "red\u{1b}[31m"}).to_string(),
+            json!({"title": long}).to_string(),
+            json!({"title": 5}).to_string(),
+            json!({"name": "x"}).to_string(),
+            json!({"title": "ok", "extra": 1}).to_string(),
+            "not json".to_string(),
+        ] {
+            let (status, answer) = patch_with_key(&svc, &svc.key, &s, &body).await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{name}: {body} → {answer}");
+            assert_eq!(answer["error"]["code"], json!("invalid_request"), "{name}");
+        }
+        assert_eq!(listed_title(&svc, &s).await, json!("hello there"), "{name}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn titling_an_unknown_deleted_or_foreign_session_is_not_found() {
+    for (name, backend) in backends().await {
+        let (svc, other) = start_on(&backend).await;
+        let title = json!({"title": "mine"}).to_string();
+        let (status, body) = patch_with_key(&svc, &svc.key, &session(), &title).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{name}: {body}");
+        assert_eq!(body["error"]["code"], json!("session_not_found"), "{name}");
+
+        let s = session();
+        svc.send_text(&s, "hello").await;
+        let (status, body) = patch_with_key(&svc, &other, &s, &title).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{name}: {body}");
+        assert_eq!(listed_title(&svc, &s).await, json!("hello"), "{name}");
+
+        let (status, _) = svc.delete(&s).await;
+        assert_eq!(status, StatusCode::OK, "{name}");
+        let (status, body) = patch_with_key(&svc, &svc.key, &s, &title).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{name}: {body}");
+    }
+}
+
+async fn undo(svc: &Svc, key: &str, session: &str) -> (StatusCode, Value) {
+    let resp = svc
+        .http
+        .delete(svc.url(&format!("/v1/sessions/{session}/messages/last")))
+        .bearer_auth(key)
+        .send()
+        .await
+        .expect("request");
+    json(resp).await
+}
+
+/// The (role, content) of the stored history.
+async fn history(svc: &Svc, session: &str) -> Vec<(String, String)> {
+    let (status, body) = svc.get(&format!("/v1/sessions/{session}/messages")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap().to_string(),
+                m["content"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn undo_removes_the_last_user_message_and_its_reply_until_none_is_left() {
+    for (name, backend) in backends().await {
+        let (svc, other) = start_on(&backend).await;
+        let s = session();
+        let first = svc.send_text(&s, "first question").await;
+        let second = svc.send_text(&s, "second question").await;
+        let before = history(&svc, &s).await;
+        assert_eq!(before.len(), 4, "{name}");
+
+        // Another account's session is not found, and keeps its messages.
+        let (status, body) = undo(&svc, &other, &s).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{name}: {body}");
+        assert_eq!(body["error"]["code"], json!("session_not_found"), "{name}");
+
+        let (status, body) = undo(&svc, &svc.key, &s).await;
+        assert_eq!(status, StatusCode::OK, "{name}: {body}");
+        assert_eq!(body["sessionId"], json!(s), "{name}");
+        let removed = body["removedMessageIds"].as_array().unwrap();
+        assert_eq!(removed.len(), 2, "{name}: {body}");
+        assert_eq!(
+            removed[1], second["messageId"],
+            "{name}: the reply goes too"
+        );
+        assert_eq!(history(&svc, &s).await, before[..2].to_vec(), "{name}");
+
+        // The session goes on from what is left.
+        let third = svc.send_text(&s, "third question").await;
+        assert_eq!(history(&svc, &s).await.len(), 4, "{name}");
+        let (status, body) = undo(&svc, &svc.key, &s).await;
+        assert_eq!(status, StatusCode::OK, "{name}: {body}");
+        assert_eq!(body["removedMessageIds"][1], third["messageId"], "{name}");
+        let (status, body) = undo(&svc, &svc.key, &s).await;
+        assert_eq!(status, StatusCode::OK, "{name}: {body}");
+        assert_eq!(body["removedMessageIds"][1], first["messageId"], "{name}");
+        assert!(history(&svc, &s).await.is_empty(), "{name}");
+
+        let (status, body) = undo(&svc, &svc.key, &s).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{name}: {body}");
+        assert_eq!(body["error"]["code"], json!("message_not_found"), "{name}");
+        let (status, body) = undo(&svc, &svc.key, &session()).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{name}: {body}");
+        assert_eq!(body["error"]["code"], json!("session_not_found"), "{name}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn undo_is_refused_while_a_reply_streams_and_allowed_once_it_is_stored() {
+    for (name, backend) in backends().await {
+        let mut config = backend.config();
+        // Slow enough that the reply is still streaming when the undo arrives.
+        config.engine = EngineConfig::Builtin { pace_ms: 30 };
+        let svc = start_with(config.clone()).await;
+        let s = session();
+        let (status, accepted) = svc
+            .post(&s, json!({"content": "tell me a story", "stream": true}))
+            .await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{name}: {accepted}");
+        let (status, body) = undo(&svc, &svc.key, &s).await;
+        assert_eq!(status, StatusCode::CONFLICT, "{name}: {body}");
+        assert_eq!(body["error"]["code"], json!("reply_in_progress"), "{name}");
+        if let Backend::Postgres(_) = backend {
+            // Another replica, which does not hold the turn's lock, finds it in `turns`.
+            let replica = start_with(config.clone()).await;
+            let (status, body) = undo(&replica, &replica.key, &s).await;
+            assert_eq!(status, StatusCode::CONFLICT, "{name} replica: {body}");
+            assert_eq!(body["error"]["code"], json!("reply_in_progress"), "{name}");
+        }
+        assert_eq!(history(&svc, &s).await.len(), 1, "{name}: nothing removed");
+
+        let deadline = tokio::time::Instant::now() + GUARD;
+        while history(&svc, &s).await.len() < 2 {
+            assert!(tokio::time::Instant::now() < deadline, "{name}: no reply");
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        let (status, body) = undo(&svc, &svc.key, &s).await;
+        assert_eq!(status, StatusCode::OK, "{name}: {body}");
+        assert!(history(&svc, &s).await.is_empty(), "{name}");
+    }
+}
+
+async fn fork_with_key(svc: &Svc, key: &str, source: &str, body: &str) -> (StatusCode, Value) {
+    let resp = svc
+        .http
+        .post(svc.url(&format!("/v1/sessions/{source}/fork")))
+        .bearer_auth(key)
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("request");
+    json(resp).await
+}
+
+async fn fork(svc: &Svc, source: &str, body: Value) -> (StatusCode, Value) {
+    fork_with_key(svc, &svc.key, source, &body.to_string()).await
+}
+
+/// The ids of the stored history.
+async fn message_ids(svc: &Svc, session: &str) -> Vec<String> {
+    let (_, body) = svc.get(&format!("/v1/sessions/{session}/messages")).await;
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["messageId"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fork_at_a_user_or_an_assistant_message_copies_the_history_up_to_it() {
+    for (name, backend) in backends().await {
+        let (svc, _) = start_on(&backend).await;
+        let source = session();
+        svc.send_text(&source, "first question").await;
+        svc.send_text(&source, "second question").await;
+        let ids = message_ids(&svc, &source).await;
+        let full = history(&svc, &source).await;
+        let usage = svc.usage().await;
+
+        // At the second user message: three messages, a new id, the first message's title.
+        let (status, body) = fork(&svc, &source, json!({"messageId": ids[2]})).await;
+        assert_eq!(status, StatusCode::CREATED, "{name}: {body}");
+        let at_user = body["sessionId"].as_str().unwrap().to_string();
+        assert_ne!(at_user, source, "{name}");
+        assert_eq!(body["messageCount"], json!(3), "{name}");
+        assert_eq!(body["title"], json!("first question"), "{name}");
+        assert_eq!(history(&svc, &at_user).await, full[..3].to_vec(), "{name}");
+        let copied = message_ids(&svc, &at_user).await;
+        assert!(copied.iter().all(|id| !ids.contains(id)), "{name}: new ids");
+
+        // At the last assistant message, under an id the client chose.
+        let chosen = session();
+        let (status, body) = fork(
+            &svc,
+            &source,
+            json!({"messageId": ids[3], "sessionId": chosen}),
+        )
+        .await;
+        assert_eq!(status, StatusCode::CREATED, "{name}: {body}");
+        assert_eq!(body["sessionId"], json!(chosen), "{name}");
+        assert_eq!(history(&svc, &chosen).await, full, "{name}");
+
+        // Counted as sessions, their tokens not charged again; the source is untouched.
+        let after = svc.usage().await;
+        assert!(
+            usage["tokens"]["used"].as_u64().unwrap() > 0,
+            "{name}: {usage}"
+        );
+        assert_eq!(after["tokens"], usage["tokens"], "{name}: {after}");
+        assert_eq!(
+            after["sessions"]["active"].as_u64(),
+            usage["sessions"]["active"].as_u64().map(|n| n + 2),
+            "{name}: {after}"
+        );
+        assert_eq!(history(&svc, &source).await, full, "{name}");
+
+        // A fork goes on by itself.
+        svc.send_text(&at_user, "another second question").await;
+        assert_eq!(history(&svc, &at_user).await.len(), 5, "{name}");
+        assert_eq!(history(&svc, &source).await, full, "{name}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fork_of_an_unknown_session_or_message_or_onto_a_taken_id_is_refused() {
+    for (name, backend) in backends().await {
+        let (svc, other) = start_on(&backend).await;
+        let source = session();
+        svc.send_text(&source, "hello").await;
+        let ids = message_ids(&svc, &source).await;
+        let elsewhere = session();
+        svc.send_text(&elsewhere, "elsewhere").await;
+        let foreign = message_ids(&svc, &elsewhere).await;
+        let gone = session();
+        svc.send_text(&gone, "soon deleted").await;
+        assert_eq!(svc.delete(&gone).await.0, StatusCode::OK, "{name}");
+        let before = svc.get("/v1/sessions").await.1;
+
+        for (source, body, status, code) in [
+            (
+                session(),
+                json!({"messageId": ids[0]}),
+                404,
+                "session_not_found",
+            ),
+            (
+                gone.clone(),
+                json!({"messageId": ids[0]}),
+                404,
+                "session_not_found",
+            ),
+            (
+                source.clone(),
+                json!({"messageId": "msg_nope"}),
+                404,
+                "message_not_found",
+            ),
+            (
+                source.clone(),
+                json!({"messageId": foreign[0]}),
+                404,
+                "message_not_found",
+            ),
+            (
+                source.clone(),
+                json!({"messageId": ids[0], "sessionId": elsewhere}),
+                409,
+                "session_exists",
+            ),
+            (
+                source.clone(),
+                json!({"messageId": ids[0], "sessionId": source}),
+                409,
+                "session_exists",
+            ),
+            (
+                source.clone(),
+                json!({"messageId": ids[0], "sessionId": gone}),
+                409,
+                "session_exists",
+            ),
+            (
+                source.clone(),
+                json!({"messageId": ids[0], "sessionId": "s1"}),
+                400,
+                "invalid_request",
+            ),
+            (
+                source.clone(),
+                json!({"sessionId": session()}),
+                400,
+                "invalid_request",
+            ),
+            (
+                source.clone(),
+                json!({"messageId": 7}),
+                400,
+                "invalid_request",
+            ),
+        ] {
+            let (got, answer) = fork(&svc, &source, body.clone()).await;
+            assert_eq!(got.as_u16(), status, "{name}: {body} → {answer}");
+            assert_eq!(answer["error"]["code"], json!(code), "{name}: {body}");
+        }
+        // Another account's session is not found.
+        let body = json!({"messageId": ids[0]}).to_string();
+        let (got, answer) = fork_with_key(&svc, &other, &source, &body).await;
+        assert_eq!(got, StatusCode::NOT_FOUND, "{name}: {answer}");
+        assert_eq!(
+            svc.get("/v1/sessions").await.1,
+            before,
+            "{name}: nothing made"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fork_at_the_session_limit_is_refused_like_a_new_session() {
+    for (name, backend) in backends().await {
+        let mut config = backend.config();
+        config.api_keys = vec![(generate_api_key(), Tier::Free)];
+        let svc = start_with(config).await;
+        let limit = Tier::Free.limits().sessions as usize;
+        let sessions: Vec<String> = (0..limit).map(|_| session()).collect();
+        for s in &sessions {
+            svc.send_text(s, "hi").await;
+        }
+        let ids = message_ids(&svc, &sessions[0]).await;
+        let (status, body) = fork(&svc, &sessions[0], json!({"messageId": ids[1]})).await;
+        assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{name}: {body}");
+        assert_eq!(body["error"]["code"], json!("quota_exceeded"), "{name}");
+        assert_eq!(body["error"]["limit"], json!("sessions"), "{name}: {body}");
+
+        assert_eq!(svc.delete(&sessions[limit - 1]).await.0, StatusCode::OK);
+        let (status, body) = fork(&svc, &sessions[0], json!({"messageId": ids[1]})).await;
+        assert_eq!(status, StatusCode::CREATED, "{name}: {body}");
+    }
+}
