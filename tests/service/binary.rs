@@ -32,7 +32,7 @@ fn client_runtime() -> tokio::runtime::Runtime {
 }
 
 /// Everything the (stopped) child wrote to stderr.
-fn stderr_of(child: &mut Child) -> String {
+pub(super) fn stderr_of(child: &mut Child) -> String {
     let mut stderr = String::new();
     child
         .stderr

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use super::backends::TestDb;
-use super::binary::{BIN, started};
+use super::binary::{BIN, started, stderr_of};
 use super::common::{GUARD, Ws, json as body_json, next_event, session, until_end};
 
 const KEY: &str = "service_live_replicaTestKey0123456789";
@@ -216,8 +216,8 @@ async fn a_replica_killed_mid_reply_has_its_turn_failed_by_the_other() {
 #[tokio::test]
 async fn the_request_quota_is_exact_over_two_processes() {
     let db = TestDb::create().await;
-    let a = Replica::start(&db, 0);
-    let b = Replica::start(&db, 0);
+    let mut a = Replica::start(&db, 0);
+    let mut b = Replica::start(&db, 0);
     let period_start = convo_service::time::billing_period(chrono::Utc::now())
         .0
         .timestamp_millis();
@@ -251,13 +251,26 @@ async fn the_request_quota_is_exact_over_two_processes() {
             (status, body["error"]["code"].as_str().map(str::to_string))
         });
     }
-    let (mut ok, mut over) = (0, 0);
+    let (mut ok, mut over, mut unexpected) = (0, 0, Vec::new());
     while let Some(result) = tasks.join_next().await {
         match result.unwrap() {
             (StatusCode::OK, _) => ok += 1,
             (StatusCode::TOO_MANY_REQUESTS, Some(code)) if code == "quota_exceeded" => over += 1,
-            other => panic!("unexpected answer {other:?}"),
+            other => unexpected.push(other),
         }
+    }
+    if !unexpected.is_empty() {
+        // What the replicas logged says why (a 500 hides its cause from the client).
+        let mut logs = String::new();
+        for (name, replica) in [("a", &mut a), ("b", &mut b)] {
+            let _ = replica.child.kill();
+            let _ = replica.child.wait();
+            logs.push_str(&format!(
+                "--- replica {name}:\n{}\n",
+                stderr_of(&mut replica.child)
+            ));
+        }
+        panic!("unexpected answers {unexpected:?} ({ok} ok, {over} over)\n{logs}");
     }
     assert_eq!((ok, over), (1000, 40));
     let (_, usage) = a.get("/v1/analytics/usage").await;
