@@ -9,7 +9,7 @@ use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use reqwest::StatusCode;
 use serde_json::json;
 
-use super::binary::{BIN, started};
+use super::binary::{BIN, started, stderr_of};
 use super::common::{Svc, json as body_json, start_default, start_with};
 
 fn now() -> u64 {
@@ -225,7 +225,6 @@ async fn a_configured_leeway_allows_that_much_clock_skew_and_no_more() {
 
 /// What `convo serve --jwt-secret SECRET` writes to stderr before it is stopped.
 fn serve_stderr(secret: &str) -> String {
-    use std::io::Read;
     let (mut child, _base, _stdout) = started(
         std::process::Command::new(BIN)
             .args(["serve", "--addr", "127.0.0.1:0", "--db", ":memory:"])
@@ -239,14 +238,7 @@ fn serve_stderr(secret: &str) -> String {
         .unwrap();
     assert!(status.success());
     assert!(child.wait().unwrap().success());
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
-    stderr
+    stderr_of(&mut child)
 }
 
 #[test]
