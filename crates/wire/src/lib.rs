@@ -4,11 +4,13 @@
 //! its outcome onto (`exit`). No I/O: nothing here reads a file, a socket or the clock.
 #![forbid(unsafe_code)]
 
+pub mod account_stream;
 pub mod api_key;
 pub mod engine;
 pub mod exit;
 pub mod limits;
 pub mod sanitize;
+pub mod sessions;
 pub mod stream_errors;
 pub mod title;
 pub mod types;

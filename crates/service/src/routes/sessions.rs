@@ -9,13 +9,14 @@ use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use crate::error::HttpError;
 use crate::paths::{FORK, LAST_EXCHANGE, MESSAGES, SESSION, SESSIONS};
 use crate::storage::Storage;
 use crate::storage::rows::{Fork, ForkRequest, SessionRow, Undo};
 use crate::{AppState, auth, time};
+pub use convo_wire::sessions::{MessageList, SessionList, SessionSummary, StoredMessage, Undone};
 use convo_wire::{Deleted, Message};
 
 pub(crate) async fn delete(
@@ -41,59 +42,22 @@ pub(crate) async fn delete(
     }
 }
 
-/// One entry of `GET /v1/sessions` (extension).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SessionSummary {
-    pub session_id: String,
-    pub created_at: String,
-    pub last_activity_at: String,
-    pub message_count: u64,
-    pub tokens: u64,
-    /// The title set with `PATCH`, else the start of the first user message (the rule the
-    /// TUI titles sessions by, `convo_wire::title::plain_title`); null when neither exists.
-    pub title: Option<String>,
-}
-
-impl SessionSummary {
-    fn from_row(r: SessionRow) -> SessionSummary {
-        let title = r.title.or_else(|| {
-            r.first_user_message
-                .as_deref()
-                .and_then(|m| convo_wire::title::plain_title(m, convo_wire::title::TITLE_CHARS))
-        });
-        SessionSummary {
-            session_id: r.id,
-            created_at: time::ms_to_rfc3339(r.created_at_ms),
-            last_activity_at: time::ms_to_rfc3339(r.last_activity_ms),
-            message_count: r.messages,
-            tokens: r.tokens,
-            title,
-        }
+/// A stored session as the extensions list it (`GET /v1/sessions`, `PATCH`, `fork`).
+pub(crate) fn summary(r: SessionRow) -> SessionSummary {
+    let title = r.title.or_else(|| {
+        r.first_user_message
+            .as_deref()
+            .and_then(|m| convo_wire::title::plain_title(m, convo_wire::title::TITLE_CHARS))
+    });
+    SessionSummary {
+        session_id: r.id,
+        created_at: time::ms_to_rfc3339(r.created_at_ms),
+        last_activity_at: time::ms_to_rfc3339(r.last_activity_ms),
+        message_count: r.messages,
+        tokens: r.tokens,
+        title,
+        forked_from: None,
     }
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SessionList {
-    pub sessions: Vec<SessionSummary>,
-}
-
-/// One stored message of `GET /v1/sessions/{id}/messages` (extension): the Message fields
-/// plus the metadata sent with it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct StoredMessage {
-    #[serde(flatten)]
-    pub message: Message,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub metadata: Option<serde_json::Value>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct MessageList {
-    pub session_id: String,
-    pub messages: Vec<StoredMessage>,
 }
 
 /// `GET /v1/sessions` (extension): the account's live sessions, most recently active first.
@@ -104,7 +68,7 @@ pub(crate) async fn list(
     let account = auth::admit(&state, &headers, "GET", SESSIONS).await?;
     let rows = state.store.list_sessions(account.id).await?;
     Ok(Json(SessionList {
-        sessions: rows.into_iter().map(SessionSummary::from_row).collect(),
+        sessions: rows.into_iter().map(summary).collect(),
     }))
 }
 
@@ -148,7 +112,7 @@ pub(crate) async fn patch(
         // Deleted between the two transactions.
         .ok_or_else(|| HttpError::session_not_found(&session_id))?;
     tracing::info!(account = account.id, session = %session_id, "session titled");
-    Ok(Json(SessionSummary::from_row(row)))
+    Ok(Json(summary(row)))
 }
 
 /// `GET /v1/sessions/{sessionId}/messages` (extension): the stored history, oldest first.
@@ -181,15 +145,6 @@ pub(crate) async fn history(
             })
             .collect(),
     }))
-}
-
-/// The answer of `DELETE /v1/sessions/{sessionId}/messages/last` (extension).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Undone {
-    pub session_id: String,
-    /// The removed messages, oldest first: the last user message and what followed it.
-    pub removed_message_ids: Vec<String>,
 }
 
 /// `DELETE /v1/sessions/{sessionId}/messages/last` (extension): removes the last exchange
@@ -306,5 +261,5 @@ pub(crate) async fn fork(
         .find(|r| r.id == new_session_id)
         // Deleted between the two transactions.
         .ok_or_else(|| HttpError::session_not_found(&new_session_id))?;
-    Ok((StatusCode::CREATED, Json(SessionSummary::from_row(row))))
+    Ok((StatusCode::CREATED, Json(summary(row))))
 }

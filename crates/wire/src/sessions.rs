@@ -1,0 +1,78 @@
+//! The shapes of the session extensions of `convo serve` (docs/service.md, "Extensions"):
+//! `GET /v1/sessions`, `PATCH /v1/sessions/{id}`, `GET /v1/sessions/{id}/messages`,
+//! `POST /v1/sessions/{id}/fork` and `DELETE /v1/sessions/{id}/messages/last`. The service
+//! writes them and the client reads them; other servers may have none of them.
+
+use serde::{Deserialize, Serialize};
+
+use crate::types::Message;
+
+/// One entry of `GET /v1/sessions`; also what `PATCH` and `fork` answer and what the account
+/// stream's `session.created` / `session.updated` events carry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionSummary {
+    pub session_id: String,
+    pub created_at: String,
+    pub last_activity_at: String,
+    pub message_count: u64,
+    pub tokens: u64,
+    /// The title set with `PATCH`, else the start of the first user message (the rule the
+    /// TUI titles sessions by, `crate::title::plain_title`); null when neither exists.
+    pub title: Option<String>,
+    /// Where a fork came from; absent for a session that is not a fork (and on servers that
+    /// do not record it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<ForkedFrom>,
+}
+
+/// The source of a forked session: the session and the message it was forked at.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ForkedFrom {
+    pub session_id: String,
+    pub message_id: String,
+}
+
+/// `GET /v1/sessions`: the account's live sessions, most recently active first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionList {
+    pub sessions: Vec<SessionSummary>,
+}
+
+/// One stored message of `GET /v1/sessions/{id}/messages`: the Message fields plus the
+/// metadata sent with it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoredMessage {
+    #[serde(flatten)]
+    pub message: Message,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<serde_json::Value>,
+}
+
+/// `GET /v1/sessions/{id}/messages`: the stored history, oldest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageList {
+    pub session_id: String,
+    pub messages: Vec<StoredMessage>,
+}
+
+/// The body of `POST /v1/sessions/{id}/fork`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ForkRequest {
+    pub message_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+}
+
+/// The answer of `DELETE /v1/sessions/{id}/messages/last`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Undone {
+    pub session_id: String,
+    /// The removed messages, oldest first: the last user message and what followed it.
+    pub removed_message_ids: Vec<String>,
+}
