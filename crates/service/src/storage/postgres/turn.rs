@@ -1,9 +1,11 @@
 //! A turn on PostgreSQL in three round trips, each one statement calling a function of
-//! migration 3: `convo_turn_facts` (sent with `BEGIN`) reads what the admission needs under
-//! the session's lock (a new session's count of live sessions is checked again when written); `convo_core::admission::admit` decides; `convo_turn_write` (or only the
-//! request count, for a refusal or a replay) is sent with `COMMIT`; later
-//! `convo_turn_complete` stores the reply in a transaction of its own. The account's counters
-//! are shard rows (counters.rs), so turns of one account hold no row in common.
+//! migration 3 (the request count's is migration 5's): `convo_turn_facts` (sent with `BEGIN`)
+//! reads what the admission needs under the session's lock (a new session's count of live
+//! sessions is checked again when written); `convo_core::admission::admit` decides;
+//! `convo_turn_write` (or only the request count, for a refusal or a replay) is sent with
+//! `COMMIT`; later `convo_turn_complete` stores the reply in a transaction of its own. The
+//! account's counters are shard rows (counters.rs), so turns of one account hold no row in
+//! common.
 
 use std::time::Duration;
 
@@ -11,7 +13,7 @@ use deadpool_postgres::{ClientWrapper, Object};
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
-use super::counters::{self, ALLOWANCE_USED_UP, raised};
+use super::counters::{self, LIMIT_REACHED, TAKEN, raised};
 use super::{PgStore, role, status_of};
 use crate::error::StoreError;
 use crate::storage::interface::TurnAdmission;
@@ -59,15 +61,20 @@ impl Pipelined {
         Ok(row?)
     }
 
-    /// The last statement and `COMMIT`, in one round trip; the connection comes back with the
-    /// statement's own result. After an error the transaction was rolled back (a `COMMIT`
-    /// after an error does that).
-    async fn last(mut self, stmt: &str, params: &Params<'_>) -> Result<Ended, StoreError> {
+    /// The last statement and `COMMIT`, in one round trip; the statement's own result (the
+    /// connection goes back to the pool). After an error the transaction was rolled back (a
+    /// `COMMIT` after an error does that).
+    async fn last(
+        mut self,
+        stmt: &str,
+        params: &Params<'_>,
+    ) -> Result<Result<(), tokio_postgres::Error>, StoreError> {
         let c = self.client();
         let stmt = c.prepare_cached(stmt).await?;
-        let (done, commit) = tokio::join!(c.execute(&stmt, params), c.batch_execute("COMMIT"));
-        commit?;
-        Ok((done.map(drop), self.close()))
+        let (done, committed) = tokio::join!(c.execute(&stmt, params), c.batch_execute("COMMIT"));
+        committed?;
+        drop(self.close());
+        Ok(done.map(drop))
     }
 
     async fn rollback(mut self) -> Result<Object, StoreError> {
@@ -83,9 +90,6 @@ impl Pipelined {
             .expect("the connection is held until drop")
     }
 }
-
-/// How the last statement went, and the connection.
-type Ended = (Result<(), tokio_postgres::Error>, Object);
 
 impl Drop for Pipelined {
     fn drop(&mut self) {
@@ -199,19 +203,14 @@ pub(super) async fn start(
     // A session first used by two replicas at once: the loser runs again and finds it (so
     // does a new session whose account's live sessions changed past the admission's bound). A
     // session with a turn in flight elsewhere: wait (without a connection) and run again. A
-    // shard whose allowance is used up: hand the rest out again and run again. Nothing of an
-    // attempt that runs again is kept, not even its request count.
-    let (mut races, mut rebalances, mut pause) = (0, 0, Duration::from_millis(2));
+    // counter shard taken between the count's read and its update (`TAKEN`): run again.
+    // Nothing of an attempt that runs again is kept, not even its request count. The request
+    // limit reached (`LIMIT_REACHED`): nothing is kept and the request is refused.
+    let (mut races, mut taken, mut pause) = (0, 0, Duration::from_millis(2));
     let account_id = t.account.id;
     let (period, limit) = (request.period_start_ms(), counters::request_limit(&request));
-    // After a rebalance the same connection runs again: its shard was served first.
-    let mut again: Option<Object> = None;
     loop {
-        let client = match again.take() {
-            Some(client) => client,
-            None => store.client().await?,
-        };
-        let mut tx = Pipelined::new(client);
+        let mut tx = Pipelined::new(store.client().await?);
         let expired = t.now_ms - IDEMPOTENCY_TTL_MS;
         let row = tx
             .first(
@@ -294,18 +293,17 @@ pub(super) async fn start(
                 )
             }
         };
-        let (written, client) = written;
         match written {
             Ok(()) => return Ok(Some(answer)),
-            Err(e) if raised(&e, ALLOWANCE_USED_UP) => {
-                if !counters::rebalance(&client, &request).await? {
-                    return Ok(None);
+            Err(e) if raised(&e, LIMIT_REACHED) => {
+                counters::fold(&*store.client().await?, &request).await?;
+                return Ok(None);
+            }
+            Err(e) if raised(&e, TAKEN) => {
+                taken += 1;
+                if taken >= counters::TAKEN_TIMES {
+                    return Err(counters::taken_too_often());
                 }
-                rebalances += 1;
-                if rebalances >= counters::REBALANCES {
-                    return Err(counters::gave_up());
-                }
-                again = Some(client);
             }
             Err(e) if raised(&e, RACED) => {
                 races += 1;
