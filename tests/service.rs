@@ -18,6 +18,7 @@ mod service {
     pub mod pg_proxy;
     mod pg_restart;
     mod relay_heal;
+    mod replica_harness;
     mod replica_processes;
     mod replica_stop;
     mod replicas;
