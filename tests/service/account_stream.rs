@@ -74,8 +74,16 @@ fn updated(event: &AccountEvent) -> (&str, SessionChange, u64) {
     }
 }
 
-async fn request(svc: &Svc, method: reqwest::Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
-    let mut req = svc.http.request(method, svc.url(path)).bearer_auth(&svc.key);
+async fn request(
+    svc: &Svc,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let mut req = svc
+        .http
+        .request(method, svc.url(path))
+        .bearer_auth(&svc.key);
     if let Some(body) = body {
         req = req.json(&body);
     }
@@ -96,7 +104,10 @@ async fn every_change_is_told(name: &str, backend: Backend) {
         }
         other => panic!("{name}: expected hello, got {other:?}"),
     }
-    assert!(matches!(next(&mut theirs).await, AccountEvent::Hello { .. }));
+    assert!(matches!(
+        next(&mut theirs).await,
+        AccountEvent::Hello { .. }
+    ));
     let mut usages = 0;
 
     // A send: its first message creates the session, then the reply is stored.
@@ -106,7 +117,11 @@ async fn every_change_is_told(name: &str, backend: Backend) {
     let created = next_change(&mut ws, &mut usages).await;
     assert_eq!(created_id(&created), sid, "{name}");
     if let AccountEvent::SessionCreated { session } = &created {
-        assert_eq!(session.title.as_deref(), Some("hello there, stream"), "{name}");
+        assert_eq!(
+            session.title.as_deref(),
+            Some("hello there, stream"),
+            "{name}"
+        );
     }
     assert_eq!(
         updated(&next_change(&mut ws, &mut usages).await),
@@ -116,8 +131,16 @@ async fn every_change_is_told(name: &str, backend: Backend) {
 
     // A second message: the user's, then the reply.
     svc.send_text(&sid, "and again").await;
-    assert_eq!(updated(&next_change(&mut ws, &mut usages).await).2, 3, "{name}");
-    assert_eq!(updated(&next_change(&mut ws, &mut usages).await).2, 4, "{name}");
+    assert_eq!(
+        updated(&next_change(&mut ws, &mut usages).await).2,
+        3,
+        "{name}"
+    );
+    assert_eq!(
+        updated(&next_change(&mut ws, &mut usages).await).2,
+        4,
+        "{name}"
+    );
 
     // The title.
     let (status, body) = request(
@@ -146,7 +169,11 @@ async fn every_change_is_told(name: &str, backend: Backend) {
     .await;
     assert_eq!(status, StatusCode::CREATED, "{name}: {body}");
     let fork = body["sessionId"].as_str().unwrap().to_string();
-    assert_eq!(created_id(&next_change(&mut ws, &mut usages).await), fork, "{name}");
+    assert_eq!(
+        created_id(&next_change(&mut ws, &mut usages).await),
+        fork,
+        "{name}"
+    );
 
     // Undo of the last exchange.
     let (status, body) = request(

@@ -18,8 +18,8 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use super::AppState;
 use super::error::HttpError;
 pub use super::paths::{
-    ACCOUNT_STREAM, FORK, HEALTH, LAST_EXCHANGE, MAX_BODY_BYTES, MESSAGES, METRICS, READY, SESSION, SESSIONS,
-    STREAM, USAGE, WALLET,
+    ACCOUNT_STREAM, FORK, HEALTH, LAST_EXCHANGE, MAX_BODY_BYTES, MESSAGES, METRICS, READY, SESSION,
+    SESSIONS, STREAM, USAGE, WALLET,
 };
 use super::routes;
 pub use super::routes::analytics::MAX_QUERY_BYTES;

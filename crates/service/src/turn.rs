@@ -170,7 +170,13 @@ async fn run(state: &AppState, turn: Turn) -> TurnOutcome {
                 Err(store) => HttpError::from(store),
             };
             finish_with_error(state, &session_id, &reply_id, &error);
-            tell(state, account.id, &session_id, Change::Updated(SessionChange::Message)).await;
+            tell(
+                state,
+                account.id,
+                &session_id,
+                Change::Updated(SessionChange::Message),
+            )
+            .await;
             return Err(error);
         }
     };
@@ -234,7 +240,13 @@ async fn run(state: &AppState, turn: Turn) -> TurnOutcome {
             Err(error)
         }
     };
-    tell(state, account.id, &session_id, Change::Updated(SessionChange::Message)).await;
+    tell(
+        state,
+        account.id,
+        &session_id,
+        Change::Updated(SessionChange::Message),
+    )
+    .await;
     outcome
 }
 

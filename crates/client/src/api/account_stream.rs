@@ -49,7 +49,10 @@ impl Frame for AccountEvent {
             .and_then(|v| v.get("type").and_then(|t| t.as_str()).map(String::from));
         match kind {
             Some(kind) if !KNOWN_TYPES.contains(&kind.as_str()) => {
-                tracing::debug!(kind, "skipping an account stream event of a type not known here");
+                tracing::debug!(
+                    kind,
+                    "skipping an account stream event of a type not known here"
+                );
             }
             _ => tracing::warn!(%error, "skipping a bad frame of the account stream"),
         }
@@ -86,12 +89,17 @@ mod tests {
     #[test]
     fn unknown_types_and_bad_frames_are_skipped_and_known_ones_read() {
         assert_eq!(
-            AccountEvent::parse(r#"{"type":"session.deleted","sessionId":"session_abcdefgh12345678"}"#),
+            AccountEvent::parse(
+                r#"{"type":"session.deleted","sessionId":"session_abcdefgh12345678"}"#
+            ),
             Some(AccountEvent::SessionDeleted {
                 session_id: "session_abcdefgh12345678".into()
             })
         );
-        assert_eq!(AccountEvent::parse(r#"{"type":"session.moved","to":1}"#), None);
+        assert_eq!(
+            AccountEvent::parse(r#"{"type":"session.moved","to":1}"#),
+            None
+        );
         assert_eq!(AccountEvent::parse(r#"{"type":"usage"}"#), None);
         assert_eq!(AccountEvent::parse("not json"), None);
     }

@@ -6,10 +6,10 @@ pub mod error;
 pub mod stream;
 pub use convo_wire::types;
 
+pub use account_stream::{AccountStream, AccountUpdate};
 pub use client::{
     Client, ClientOptions, DEFAULT_MAX_BODY_BYTES, SendReply, Timeouts, new_idempotency_key,
 };
 pub use error::ApiError;
-pub use account_stream::{AccountStream, AccountUpdate};
 pub use stream::{SessionStream, StreamTiming, StreamUpdate, Update, send_streaming};
 pub use types::*;

@@ -210,7 +210,11 @@ pub(crate) async fn send(
         }) => (history, context_tokens),
     };
     // The first message creates the session.
-    let change = if history.len() == 1 { Change::Created } else { Change::Updated(SessionChange::Message) };
+    let change = if history.len() == 1 {
+        Change::Created
+    } else {
+        Change::Updated(SessionChange::Message)
+    };
     tell(&state, account.id, &session_id, change).await;
     let streamed = request.stream || state.hub.has_listeners(&session_id);
     let outcome = turn::spawn(

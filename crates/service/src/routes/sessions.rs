@@ -11,11 +11,11 @@ use axum::http::{HeaderMap, StatusCode};
 
 use serde::Deserialize;
 
+use crate::account_events::{Change, summary, tell};
 use crate::error::HttpError;
 use crate::paths::{FORK, LAST_EXCHANGE, MESSAGES, SESSION, SESSIONS};
 use crate::storage::Storage;
 use crate::storage::rows::{Fork, ForkRequest, Undo};
-use crate::account_events::{Change, summary, tell};
 use crate::{AppState, auth, time};
 use convo_wire::account_stream::SessionChange;
 pub use convo_wire::sessions::{MessageList, SessionList, SessionSummary, StoredMessage, Undone};
@@ -97,7 +97,13 @@ pub(crate) async fn patch(
         // Deleted between the two transactions.
         .ok_or_else(|| HttpError::session_not_found(&session_id))?;
     tracing::info!(account = account.id, session = %session_id, "session titled");
-    tell(&state, account.id, &session_id, Change::Updated(SessionChange::Title)).await;
+    tell(
+        &state,
+        account.id,
+        &session_id,
+        Change::Updated(SessionChange::Title),
+    )
+    .await;
     Ok(Json(summary(row)))
 }
 
@@ -166,7 +172,13 @@ pub(crate) async fn undo(
         Undo::Busy => Err(busy()),
         Undo::Removed(removed_message_ids) => {
             tracing::info!(account = account.id, session = %session_id, removed = removed_message_ids.len(), "last exchange undone");
-            tell(&state, account.id, &session_id, Change::Updated(SessionChange::Undo)).await;
+            tell(
+                &state,
+                account.id,
+                &session_id,
+                Change::Updated(SessionChange::Undo),
+            )
+            .await;
             Ok(Json(Undone {
                 session_id,
                 removed_message_ids,

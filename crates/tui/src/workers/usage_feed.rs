@@ -266,10 +266,19 @@ mod tests {
         let before = usage(5, 50, 1);
         assert!(usage_changed(None, &before));
         assert!(!usage_changed(Some(&before), &usage(6, 50, 1)));
-        assert!(!usage_changed(Some(&before), &usage(5, 50, 1)), "a server not counting polls");
-        assert!(usage_changed(Some(&before), &usage(8, 50, 1)), "others' requests");
+        assert!(
+            !usage_changed(Some(&before), &usage(5, 50, 1)),
+            "a server not counting polls"
+        );
+        assert!(
+            usage_changed(Some(&before), &usage(8, 50, 1)),
+            "others' requests"
+        );
         assert!(usage_changed(Some(&before), &usage(6, 70, 1)));
         assert!(usage_changed(Some(&before), &usage(6, 50, 2)));
-        assert!(usage_changed(Some(&before), &usage(0, 0, 0)), "a new period");
+        assert!(
+            usage_changed(Some(&before), &usage(0, 0, 0)),
+            "a new period"
+        );
     }
 }
