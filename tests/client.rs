@@ -3,6 +3,7 @@
 //! service in-process.
 
 mod client {
+    mod account_stream;
     mod local_service;
     mod other_server;
     mod stream;

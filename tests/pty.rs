@@ -1,5 +1,7 @@
 //! Whole-binary tests: `convo` in a pseudo-terminal with a temporary HOME, read through vt100.
 
+#[path = "pty/devices.rs"]
+mod devices;
 #[path = "pty/editor.rs"]
 mod editor;
 #[path = "pty/harness.rs"]

@@ -4,6 +4,7 @@ mod service {
     pub mod backends;
     pub mod common;
 
+    mod account_stream;
     mod admission;
     pub mod binary;
     mod http;

@@ -87,6 +87,9 @@ pub enum AppEvent {
         session_id: String,
         failure: ApiError,
     },
+    /// An event of the account stream (`GET /v1/stream`): usage, and sessions changed here or
+    /// on another device.
+    Account(convo_client::api::account_stream::AccountEvent),
     /// A usage poll succeeded.
     UsageFetched(Usage),
     /// A usage poll failed; the gauges keep their last values and get a stale mark.

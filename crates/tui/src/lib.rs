@@ -99,7 +99,9 @@ pub async fn run(global: GlobalArgs) -> ExitCode {
     let worker_config = WorkerConfig {
         target,
         store_file: config.paths.store_file(),
-        usage_refresh: Duration::from_secs(config.ui.usage_refresh_secs.max(1)),
+        usage: crate::workers::UsagePacing::every(Duration::from_secs(
+            config.ui.usage_refresh_secs.max(1),
+        )),
     };
     let settings = Settings {
         usage_refresh_secs: config.ui.usage_refresh_secs,

@@ -18,6 +18,7 @@ use convo_client::api::ApiError;
 
 pub use crate::command::{Command, StoreOp};
 
+mod account_feed;
 mod actions;
 mod code_copy;
 mod editor;
@@ -424,6 +425,7 @@ impl App {
                     self.notify(Level::Error, text);
                 }
             }
+            AppEvent::Account(event) => self.on_account(event, &mut out),
             AppEvent::UsageFetched(usage) => self.on_usage(usage),
             AppEvent::UsageFailed(e) => self.on_usage_failed(e),
             AppEvent::WorkerError(e) => self.notify(Level::Error, e),
