@@ -566,9 +566,13 @@ impl Store {
     /// The session of this target `query` names: the one with that id; else the one whose
     /// id starts with it (with or without `session_`); else the one with that title, ignoring
     /// case. Deleted sessions are found only by their whole id, and so are those of another
-    /// target ([`SessionLookup::Elsewhere`]).
+    /// target ([`SessionLookup::Elsewhere`]; its deleted ones are not found at all).
     pub fn find_session(&self, query: &str) -> Result<SessionLookup, StoreError> {
         if let Some(session) = self.session(query)? {
+            // Another target's deleted session is only a tombstone: it names nothing here.
+            if session.target != self.target.id() && session.deleted {
+                return Ok(SessionLookup::NotFound);
+            }
             if session.target != self.target.id() {
                 let target = self.target_label(&session.target)?;
                 return Ok(SessionLookup::Elsewhere {

@@ -115,17 +115,18 @@ impl Store {
     }
 
     /// The service of this handle's target holds `session_id` (it answered for it): the
-    /// session is this target's from now on, created if the store did not know it. False,
-    /// changing nothing, when another target confirmed it.
+    /// session is this target's from now on, live, created if the store did not know it.
+    /// False, changing nothing, when another target has it live.
     pub fn claim_session(&self, session_id: &str) -> Result<bool, StoreError> {
         let target = self.target.id();
         let conn = self.lock();
         let row = known(&conn, session_id).map_err(|e| self.err(e))?;
         match row {
-            Some(k) if k.target != target && !k.guessed => Ok(false),
+            Some(k) if k.target != target && !k.guessed && !k.deleted => Ok(false),
             Some(_) => conn
                 .execute(
-                    "UPDATE sessions SET target = ?2, target_guessed = 0 WHERE id = ?1",
+                    "UPDATE sessions SET target = ?2, target_guessed = 0, deleted = 0
+                     WHERE id = ?1",
                     params![session_id, target],
                 )
                 .map(|_| true)
