@@ -1,28 +1,27 @@
 //! What the account stream (`GET /v1/stream`, through `workers::usage_feed`) tells the app:
-//! the usage gauges take its `hello` and `usage` events; its session events go into the
-//! sessions pane and the local store ([`App::merge_service_sessions`]); and the open
-//! transcript follows a message stored from another device when no session stream follows it.
+//! the usage gauges take its `hello` and `usage` events; its session events go to the one
+//! place where the service's sessions come in ([`App::on_service_sessions`], which has the
+//! local store merge them); and the open transcript follows a message stored from another
+//! device when no session stream follows it.
 
-use chrono::{DateTime, Utc};
-
-use super::{App, Command, NEW_SESSION_TITLE, StoreOp, StreamState};
-use crate::event::SessionSummary;
+use super::{App, Command, StreamState};
+use crate::event::ServiceChange;
 use convo_client::api::account_stream::{AccountEvent, SessionChange};
-use convo_wire::sessions::SessionSummary as ServiceSession;
 
 impl App {
     pub(super) fn on_account(&mut self, event: AccountEvent, out: &mut Vec<Command>) {
         match event {
             AccountEvent::Hello { sessions, usage } => {
                 self.on_usage(usage);
-                self.merge_service_sessions(&sessions, out);
+                // The service's whole list as of now: what it lacks and this target had is gone.
+                let asked_at = self.now;
+                self.on_service_sessions(ServiceChange::All { sessions, asked_at }, out);
             }
             AccountEvent::Usage { usage } => self.on_usage(usage),
             AccountEvent::SessionCreated { session } => {
-                self.merge_service_sessions(std::slice::from_ref(&session), out);
+                self.on_service_sessions(ServiceChange::Upsert(session), out);
             }
             AccountEvent::SessionUpdated { session, change } => {
-                self.merge_service_sessions(std::slice::from_ref(&session), out);
                 // A message stored from elsewhere: with no session stream following the open
                 // session, the transcript catches up from the stored history.
                 if change == SessionChange::Message
@@ -31,75 +30,18 @@ impl App {
                     && open.stream != StreamState::Open
                 {
                     out.push(Command::FetchHistory {
-                        session_id: session.session_id,
+                        session_id: session.session_id.clone(),
                     });
                 }
+                self.on_service_sessions(ServiceChange::Upsert(session), out);
             }
             AccountEvent::SessionDeleted { session_id } => {
-                self.service_session_deleted(&session_id, out);
-            }
-        }
-    }
-
-    /// The one place the account stream's sessions enter the sessions pane and the local
-    /// store: a session not known here is added (with the service's activity time); a known
-    /// one takes the service's title unless the user titled it here. The order and activity of
-    /// known sessions stay as this device has them (its clock and the service's are not
-    /// compared), and sessions the service does not list stay.
-    pub(super) fn merge_service_sessions(
-        &mut self,
-        sessions: &[ServiceSession],
-        out: &mut Vec<Command>,
-    ) {
-        let mut added = Vec::new();
-        for s in sessions {
-            if let Some(known) = self.sessions_pane.get_mut(&s.session_id) {
-                if !known.title_set
-                    && let Some(title) = &s.title
-                {
-                    known.title = title.clone();
+                // Our own DELETE: its answer removes it.
+                if !self.sessions_pane.is_deleting(&session_id) {
+                    self.on_service_sessions(ServiceChange::Deleted(session_id), out);
                 }
-                continue;
             }
-            let summary = SessionSummary {
-                id: s.session_id.clone(),
-                title: s
-                    .title
-                    .clone()
-                    .unwrap_or_else(|| NEW_SESSION_TITLE.to_string()),
-                title_set: false,
-                last_activity: DateTime::parse_from_rfc3339(&s.last_activity_at)
-                    .map(|t| t.with_timezone(&Utc))
-                    .unwrap_or(self.now),
-                tokens: s.tokens,
-            };
-            out.push(Command::Persist(StoreOp::UpsertSession(summary.clone())));
-            added.push(summary);
         }
-        if added.is_empty() {
-            return;
-        }
-        // The cursor stays on the session it was on (else the open one).
-        let keep = self
-            .sessions_pane
-            .selected()
-            .map(|s| s.id.clone())
-            .or_else(|| self.open_id().map(str::to_string));
-        let mut all = self.sessions_pane.all().to_vec();
-        all.extend(added);
-        self.sessions_pane.load(all);
-        if let Some(keep) = keep {
-            self.sessions_pane.point_at_or_top(&keep);
-        }
-    }
-
-    /// A session deleted on the service (here or from another device).
-    pub(super) fn service_session_deleted(&mut self, session_id: &str, out: &mut Vec<Command>) {
-        if self.sessions_pane.is_deleting(session_id) {
-            // Our own DELETE: its answer removes it.
-            return;
-        }
-        self.remove_session(session_id, out);
     }
 }
 
@@ -109,10 +51,13 @@ mod tests {
     use ratatui::layout::Rect;
 
     use super::*;
-    use crate::app::Settings;
+    use crate::app::{Settings, StoreOp};
+    use crate::event::SessionSummary;
     use crate::event::{AppEvent, Endpoint};
     use crate::keys::KeyBindings;
+    use chrono::{DateTime, Utc};
     use convo_client::api::types::Usage;
+    use convo_wire::sessions::SessionSummary as ServiceSession;
 
     const A: &str = "session_AAAAAAAAAAAAAAAA";
     const B: &str = "session_BBBBBBBBBBBBBBBB";
@@ -168,8 +113,19 @@ mod tests {
         app
     }
 
+    /// The store merges what the service said (`StoreOp::MergeService`); `Store::merge_service`
+    /// and `App::on_sessions_merged` have their own tests.
+    fn merges(out: &[Command]) -> Vec<&ServiceChange> {
+        out.iter()
+            .filter_map(|c| match c {
+                Command::Persist(StoreOp::MergeService(change)) => Some(change),
+                _ => None,
+            })
+            .collect()
+    }
+
     #[test]
-    fn hello_fills_the_gauges_and_adds_sessions_made_elsewhere() {
+    fn hello_fills_the_gauges_and_hands_the_whole_list_to_the_store() {
         let mut app = app();
         let out = app.update(AppEvent::Account(AccountEvent::Hello {
             sessions: vec![
@@ -179,23 +135,13 @@ mod tests {
             usage: usage(7),
         }));
         assert_eq!(app.usage().usage.as_ref().unwrap().requests.used, 7);
-        let all = app.sessions_pane().all();
-        assert_eq!(all.len(), 2);
-        assert_eq!(
-            app.sessions_pane().get(A).unwrap().title,
-            "mine",
-            "the user's title stays"
-        );
-        assert_eq!(app.sessions_pane().get(B).unwrap().title, "from the laptop");
-        assert!(
-            out.iter()
-                .any(|c| matches!(c, Command::Persist(StoreOp::UpsertSession(s)) if s.id == B))
-        );
-        assert!(
-            !out.iter()
-                .any(|c| matches!(c, Command::Persist(StoreOp::UpsertSession(s)) if s.id == A)),
-            "a known session is not written again"
-        );
+        match merges(&out).as_slice() {
+            [ServiceChange::All { sessions, asked_at }] => {
+                assert_eq!(sessions.len(), 2);
+                assert_eq!(*asked_at, t0());
+            }
+            other => panic!("expected the whole list, got {other:?}"),
+        }
         app.update(AppEvent::Account(AccountEvent::Usage { usage: usage(9) }));
         assert_eq!(app.usage().usage.as_ref().unwrap().requests.used, 9);
     }
@@ -226,20 +172,16 @@ mod tests {
     }
 
     #[test]
-    fn a_session_deleted_elsewhere_leaves_the_list() {
+    fn session_events_go_to_the_store_one_by_one() {
         let mut app = app();
-        app.update(AppEvent::Account(AccountEvent::SessionCreated {
-            session: service(B, Some("doomed")),
+        let out = app.update(AppEvent::Account(AccountEvent::SessionCreated {
+            session: service(B, Some("new")),
         }));
-        assert!(app.sessions_pane().get(B).is_some());
+        assert!(matches!(merges(&out).as_slice(), [ServiceChange::Upsert(s)] if s.session_id == B));
         let out = app.update(AppEvent::Account(AccountEvent::SessionDeleted {
             session_id: B.into(),
         }));
-        assert!(app.sessions_pane().get(B).is_none());
-        assert!(
-            out.iter()
-                .any(|c| matches!(c, Command::Persist(StoreOp::DeleteSession(id)) if id == B))
-        );
+        assert!(matches!(merges(&out).as_slice(), [ServiceChange::Deleted(id)] if id == B));
         assert_eq!(app.open_id(), Some(A), "the open session stays open");
     }
 }
