@@ -356,6 +356,13 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE sessions ADD COLUMN title TEXT;
     "#,
+    // 6 (after helper A's 5, which the merge puts before it): where a fork came from
+    // (`POST /v1/sessions/{id}/fork`): the source session and the source's message it was
+    // forked at; NULL for a session that is not a fork.
+    r#"
+    ALTER TABLE sessions ADD COLUMN forked_from_session TEXT;
+    ALTER TABLE sessions ADD COLUMN forked_from_message TEXT;
+    "#,
 ];
 
 /// Brings the schema to the newest version under the advisory lock.
