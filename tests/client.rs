@@ -3,6 +3,7 @@
 //! service in-process.
 
 mod client {
+    mod forks;
     mod local_service;
     mod other_server;
     mod stream;
@@ -11,3 +12,8 @@ mod client {
 
 #[path = "support/killable.rs"]
 mod killable;
+
+// The service tests' two stores; not every helper is needed here.
+#[allow(dead_code)]
+#[path = "service/backends.rs"]
+mod backends;
