@@ -26,6 +26,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::api::{Message, Role};
 
+mod forks;
 mod metric_buckets;
 mod search;
 pub use search::{SearchHit, SnippetPart, fts_query};
@@ -98,6 +99,11 @@ const MIGRATIONS: &[&str] = &[
          INSERT INTO messages_fts (rowid, content) VALUES (new.id, new.content);
      END;
      INSERT INTO messages_fts (messages_fts) VALUES ('rebuild');",
+    // Where a fork came from (`local_store/forks.rs`): the source session and the source's
+    // message it was forked at; NULL for a session that is not a fork. (Kept last: the lead
+    // numbers it after the target migration on merge.)
+    "ALTER TABLE sessions ADD COLUMN forked_from TEXT;
+     ALTER TABLE sessions ADD COLUMN forked_at_message TEXT;",
 ];
 
 #[derive(Debug, thiserror::Error)]
