@@ -2,6 +2,8 @@
 
 #[path = "pty/editor.rs"]
 mod editor;
+#[path = "pty/fork.rs"]
+mod fork;
 #[path = "pty/harness.rs"]
 mod harness;
 #[path = "pty/search.rs"]

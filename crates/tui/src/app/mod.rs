@@ -21,6 +21,7 @@ pub use crate::command::{Command, StoreOp};
 mod actions;
 mod code_copy;
 mod editor;
+mod fork;
 mod input;
 mod link;
 mod recall;
@@ -32,12 +33,16 @@ mod state;
 mod tests;
 #[cfg(test)]
 mod tests_editor_notify_code;
+#[cfg(test)]
+mod tests_fork;
 
 pub use crate::dialogs::{CodeChoice, Overlay};
 pub use crate::slash::SlashCommand;
 pub use crate::transcript_pane::{
     OpenSession, PendingJump, PendingSend, StreamState, TranscriptItem, match_line, render_stored,
 };
+pub use code_copy::{DELIVERY_UNKNOWN, clipboard_sequence};
+pub use fork::{CANNOT_FORK, CANNOT_UNDO, UNDO_WHILE_STREAMING};
 pub use link::{LimitReached, Link, Tone};
 use recall::sent_messages;
 pub use state::*;
@@ -77,6 +82,10 @@ pub struct App {
     quit: bool,
     /// Whether the terminal has focus, as its focus reports say (assumed until one comes).
     terminal_focused: bool,
+    /// A fork asked of the server and not answered yet.
+    forking: Option<fork::PendingFork>,
+    /// The extensions the server turned out not to have.
+    missing: fork::Missing,
 }
 
 impl App {
@@ -105,6 +114,8 @@ impl App {
             quit_when_loaded: false,
             quit: false,
             terminal_focused: true,
+            forking: None,
+            missing: fork::Missing::default(),
         }
     }
 
@@ -444,6 +455,15 @@ impl App {
                 ),
                 Err(e) => self.notify(Level::Error, format!("export failed: {e}")),
             },
+            AppEvent::Forked {
+                source,
+                new_session_id,
+                outcome,
+            } => self.on_forked(source, new_session_id, outcome, &mut out),
+            AppEvent::Undone {
+                session_id,
+                outcome,
+            } => self.on_undone(session_id, outcome, &mut out),
             AppEvent::Metrics(ev) => {
                 let complete = self.metrics.on_event(ev);
                 if let Some(account) = self

@@ -75,12 +75,13 @@ pub(super) fn spawn_store(path: PathBuf, events: EventSender) -> std::sync::mpsc
             };
             let loaded = store
                 .list_sessions()
-                .and_then(|list| Ok((list, store.last_open_session()?)));
+                .and_then(|list| Ok((list, store.last_open_session()?, store.fork_origins()?)));
             match loaded {
-                Ok((list, last_open)) => {
+                Ok((list, last_open, mut origins)) => {
                     let sessions = list
                         .into_iter()
                         .map(|r| SessionSummary {
+                            forked_from: origins.remove(&r.id),
                             id: r.id,
                             title: r
                                 .title
@@ -356,6 +357,14 @@ fn apply(store: &Store, op: StoreOp) -> Result<(), local_store::StoreError> {
         StoreOp::KeepBuckets { account, buckets } => store.keep_buckets(&account, &buckets),
         StoreOp::SetTitle { session_id, title } => {
             store.set_title(&session_id, title.as_deref()).map(|_| ())
+        }
+        StoreOp::SetForkedFrom {
+            session_id,
+            source,
+            message_id,
+        } => store.set_forked_from(&session_id, &source, &message_id),
+        StoreOp::RemoveLastExchange { session_id } => {
+            store.remove_last_exchange(&session_id).map(|_| ())
         }
     }
 }
