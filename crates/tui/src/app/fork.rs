@@ -135,6 +135,7 @@ impl App {
             } => (summary, messages, message_id),
             ForkOutcome::Unsupported => {
                 self.missing.fork = true;
+                self.transcript.set_cannot_fork();
                 return self.notify(Level::Warn, CANNOT_FORK);
             }
             ForkOutcome::NotOnServer => {
@@ -233,6 +234,20 @@ impl App {
                 out.push(Command::Persist(StoreOp::RemoveLastExchange {
                     session_id: session_id.clone(),
                 }));
+                if let Some(open) = self.transcript.session_mut_if(&session_id) {
+                    // The list's token total without the exchange (the store recounts too).
+                    let from = open
+                        .items
+                        .iter()
+                        .rposition(|i| {
+                            i.role == Role::User && !matches!(i.state, EntryState::Failed(_))
+                        })
+                        .unwrap_or(open.items.len());
+                    let gone: u64 = open.items[from..].iter().map(|i| i.tokens).sum();
+                    if let Some(s) = self.sessions_pane.get_mut(&session_id) {
+                        s.tokens = s.tokens.saturating_sub(gone);
+                    }
+                }
                 if self.open_id() == Some(session_id.as_str()) {
                     // Read again from the store, after the removal (the store keeps order).
                     self.leave_open_session(out);

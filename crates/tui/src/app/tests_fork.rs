@@ -222,6 +222,16 @@ fn a_server_without_fork_is_named_once_and_then_asked_no_more() {
     });
     assert_eq!(notice(&app), CANNOT_FORK);
     assert_eq!(app.open_id(), Some(A), "nothing changed");
+    let hints: Vec<&str> = app
+        .transcript_pane()
+        .hints(app.keys())
+        .into_iter()
+        .map(|h| h.1)
+        .collect();
+    assert!(
+        !hints.contains(&"fork") && hints.contains(&"copy"),
+        "{hints:?}"
+    );
     app.update(ctrl('o'));
     let cmds = app.update(key(KeyCode::Char('f')));
     assert!(forked(&cmds).is_none());
@@ -255,6 +265,12 @@ fn undo_asks_the_server_then_the_store_and_reloads_and_is_refused_while_a_reply_
         .expect("the transcript is read again");
     assert!(removal < reload);
     assert_eq!(notice(&app), "undone: removed 2 messages");
+    let tokens = app.sessions_pane().get(A).unwrap().tokens;
+    assert_eq!(
+        tokens,
+        20 - 6,
+        "the list's total without q2 and a2 (3 tokens each)"
+    );
 
     // A reply streaming: refused here, and the server's 409 says the same.
     let mut app = app_loaded(vec![stored(Role::User, "q1", None)]);

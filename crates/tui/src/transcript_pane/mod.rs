@@ -39,6 +39,8 @@ pub struct TranscriptPane {
     hits: Option<SessionSearch>,
     /// A hit chosen in the hits list, shown once its session has loaded.
     pending_jump: Option<PendingJump>,
+    /// The server has no fork endpoint: the selection's hints leave fork and edit out.
+    cannot_fork: bool,
 }
 
 /// What a key (or a paste) in the transcript pane asks of the app.
@@ -155,6 +157,11 @@ impl TranscriptPane {
         open.selected = Some(open.items.len() - 1);
         self.reveal_selected(area);
         true
+    }
+
+    /// The server turned out to have no fork endpoint: fork and edit leave the hints.
+    pub fn set_cannot_fork(&mut self) {
+        self.cannot_fork = true;
     }
 
     /// Leaves the selection mode; false when no message was selected.
@@ -371,16 +378,20 @@ impl ChatComponent for TranscriptPane {
             return hints;
         }
         if self.selected().is_some() {
-            return vec![
-                (k.fork_message.first_label(), "fork"),
-                (k.edit_message.first_label(), "edit"),
+            let mut hints = Vec::new();
+            if !self.cannot_fork {
+                hints.push((k.fork_message.first_label(), "fork"));
+                hints.push((k.edit_message.first_label(), "edit"));
+            }
+            hints.extend([
                 (k.copy_reply.first_label(), "copy"),
                 (
                     format!("{}/{}", k.move_up.first_label(), k.move_down.first_label()),
                     "move",
                 ),
                 (k.back.first_label(), "leave"),
-            ];
+            ]);
+            return hints;
         }
         vec![
             (k.help.first_label(), "help"),
