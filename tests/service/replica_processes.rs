@@ -39,7 +39,15 @@ impl Replica {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let (child, base, _stdout) = started(
             Command::new(BIN)
-                .args(["serve", "--addr", "127.0.0.1:0", "--api-key", KEY])
+                .args([
+                    "serve",
+                    "--engine",
+                    "builtin",
+                    "--addr",
+                    "127.0.0.1:0",
+                    "--api-key",
+                    KEY,
+                ])
                 .args(["--jwt-secret", SECRET])
                 .args(["--engine-pace-ms", &pace_ms.to_string()])
                 .env_remove("CONVO_SERVE_API_KEYS")
