@@ -70,7 +70,7 @@ impl CliCommand {
             CliCommand::Wallet(a) => a.json,
             CliCommand::Sessions(a) => a.json,
             CliCommand::Search(a) => a.json,
-            CliCommand::Model(a) => matches!(a.command, ModelCommand::List { json: true }),
+            CliCommand::Model(a) => matches!(a.command, ModelCommand::List { json: true, .. }),
             CliCommand::Export(a) => a.format() == crate::commands::export::Format::Json,
             CliCommand::Title(a) => a.json,
             CliCommand::Serve(_)
