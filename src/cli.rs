@@ -23,6 +23,8 @@ pub struct Cli {
     pub command: Option<CliCommand>,
 }
 
+// Parsed once per run: the size of `serve`'s flags costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum CliCommand {
     /// Run the local Conversational Session Service.

@@ -270,7 +270,7 @@ fn render_available(rows: &[Available], memory: Option<u64>) -> String {
             (_, _, None) => "?",
         };
         t.add_row(vec![
-            Cell::new(&r.name),
+            Cell::new(r.name),
             Cell::new(bytes(r.size_mb * 1_000_000)),
             Cell::new(bytes(r.ram_mb * 1_000_000)),
             Cell::new(mark),

@@ -274,7 +274,7 @@ async fn replies_differ_without_a_seed_and_repeat_with_one() {
     let history = [entry(Role::User, "Write a short poem about the sea.")];
     let sampled = |seed| LocalOptions {
         temperature: 1.0,
-        max_reply_tokens: 40,
+        max_reply_tokens: 16,
         seed,
         ..options()
     };
