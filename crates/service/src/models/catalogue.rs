@@ -139,7 +139,8 @@ pub fn tiny_model_hint(model: &str, total: Option<u64>) -> Option<String> {
     let better = suggestion(total?)?;
     Some(format!(
         "{DEFAULT_MODEL} is a tiny model and often wrong. For better replies: \
-         `convo model pull {name}` ({size} MB), then set [engine] model = \"{name}\".",
+         `convo model pull {name}` ({size} MB), then set [engine] model = \"{name}\" \
+         (or `convo serve --model {name}`).",
         name = better.name,
         size = better.size_mb,
     ))
