@@ -23,6 +23,8 @@ pub struct Cli {
     pub command: Option<CliCommand>,
 }
 
+// Parsed once per run: the size of `serve`'s flags costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum CliCommand {
     /// Run the local Conversational Session Service.
@@ -74,7 +76,7 @@ impl CliCommand {
             CliCommand::Wallet(a) => a.json,
             CliCommand::Sessions(a) => a.json,
             CliCommand::Search(a) => a.json,
-            CliCommand::Model(a) => matches!(a.command, ModelCommand::List { json: true }),
+            CliCommand::Model(a) => matches!(a.command, ModelCommand::List { json: true, .. }),
             CliCommand::Export(a) => a.format() == crate::commands::export::Format::Json,
             CliCommand::Title(a) => a.json,
             CliCommand::Fork(a) => a.json,
