@@ -4,6 +4,8 @@
 mod devices;
 #[path = "pty/editor.rs"]
 mod editor;
+#[path = "pty/fork.rs"]
+mod fork;
 #[path = "pty/harness.rs"]
 mod harness;
 #[path = "pty/search.rs"]

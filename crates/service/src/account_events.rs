@@ -38,7 +38,12 @@ pub(crate) fn summary(r: SessionRow) -> SessionSummary {
         message_count: r.messages,
         tokens: r.tokens,
         title,
-        forked_from: None,
+        forked_from: r.forked_from.map(|(session_id, message_id)| {
+            convo_wire::sessions::ForkedFrom {
+                session_id,
+                message_id,
+            }
+        }),
     }
 }
 

@@ -4,6 +4,7 @@
 //! and the clock (`clock`); `spawn` runs a request as a watched task. Workers never touch `App`; they report through `AppEvent`s.
 
 mod clock;
+mod forks;
 mod input;
 mod network;
 mod spawn;
@@ -226,6 +227,12 @@ impl Workers {
                 self.fetch_history(session_id, Some(convo_client::follow::CONFIRM_AFTER))
             }
             Command::Delete { session_id } => self.delete(session_id),
+            Command::Fork {
+                source,
+                new_session_id,
+                at,
+            } => self.fork(source, new_session_id, at),
+            Command::Undo { session_id } => self.undo(session_id),
             Command::WarmTokenCounter => {
                 warm_token_counter_once();
             }
