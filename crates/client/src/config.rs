@@ -846,8 +846,10 @@ impl Config {
                 .map_or(String::new(), redact_key)
                 .into(),
         );
-        engine.insert("temperature".into(), f64::from(e.temperature).into());
-        engine.insert("top_p".into(), f64::from(e.top_p).into());
+        // Through their shortest decimal form: `0.6`, not the f32's `0.6000000238418579`.
+        let decimal = |x: f32| x.to_string().parse::<f64>().unwrap_or(f64::from(x));
+        engine.insert("temperature".into(), decimal(e.temperature).into());
+        engine.insert("top_p".into(), decimal(e.top_p).into());
         if let Some(seed) = e.seed {
             engine.insert("seed".into(), i64::from(seed).into());
         }
@@ -942,6 +944,11 @@ mod tests {
         );
         let c = parse("[engine]\ntemperature = 0.0\nseed = 4294967295\n").unwrap();
         assert_eq!((c.engine.temperature, c.engine.seed), (0.0, Some(u32::MAX)));
+        let shown = Config::defaults().to_redacted_toml();
+        assert!(
+            shown.contains("temperature = 0.6\ntop_p = 0.95\n") && !shown.contains("seed"),
+            "{shown}"
+        );
         for (text, expect) in [
             (
                 "[engine]\ntemperature = -1\n",
