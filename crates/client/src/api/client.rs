@@ -342,7 +342,8 @@ impl Client {
             Extension::Answered(list) => Ok(History::Messages(
                 list.messages.into_iter().map(|m| m.message).collect(),
             )),
-            Extension::SessionNotFound => Ok(History::NotFound),
+            Extension::Refused(ApiError::SessionNotFound { .. }) => Ok(History::NotFound),
+            Extension::Refused(e) => Err(e),
             Extension::Unsupported => Ok(History::Unsupported),
         }
     }
@@ -356,8 +357,8 @@ impl Client {
             .await;
         match extension(answer)? {
             Extension::Answered(list) => Ok(Some(list.sessions)),
-            // No session is named: a 404 with that code is not this endpoint's.
-            Extension::SessionNotFound | Extension::Unsupported => Ok(None),
+            // No session is named: a 404 with an extension's code is not this endpoint's.
+            Extension::Refused(_) | Extension::Unsupported => Ok(None),
         }
     }
 
@@ -381,15 +382,7 @@ impl Client {
                 None,
             )
             .await;
-        match answer {
-            Ok((_, s)) => Ok(Some(s)),
-            Err(Failure {
-                status: Some(StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED),
-                error,
-                ..
-            }) if !matches!(error, ApiError::SessionNotFound { .. }) => Ok(None),
-            Err(f) => Err(f.error),
-        }
+        extension_or_error(answer)
     }
 
     /// `GET /healthz`, an extension of the local service (no credentials): `Ok(true)` when
@@ -552,26 +545,43 @@ pub enum History {
     Unsupported,
 }
 
-/// The answer to a GET of an extension.
+/// The answer to a request of an extension.
 enum Extension<T> {
     Answered(T),
-    SessionNotFound,
+    /// The extension's own 404 or 409 (`session_not_found`, `message_not_found`,
+    /// `reply_in_progress`): the server has the endpoint and refused this request.
+    Refused(ApiError),
+    /// The server has no such endpoint.
     Unsupported,
 }
 
-/// An extension's answer: `session_not_found` apart, a 404 or 405 means the server lacks it.
+/// An extension's answer: apart from the extension's own codes (`session_not_found`,
+/// `message_not_found`, `reply_in_progress`), a 404 or 405 means the server lacks it. The one
+/// rule every extension call (list, history, title, fork, undo) goes by.
 fn extension<T>(answer: Result<(StatusCode, T), Failure>) -> Result<Extension<T>, ApiError> {
     match answer {
         Ok((_, t)) => Ok(Extension::Answered(t)),
         Err(Failure {
-            error: ApiError::SessionNotFound { .. },
+            error: e @ (ApiError::SessionNotFound { .. } | ApiError::ReplyInProgress { .. }),
             ..
-        }) => Ok(Extension::SessionNotFound),
+        }) => Ok(Extension::Refused(e)),
+        Err(Failure { error, .. }) if error.code() == "message_not_found" => {
+            Ok(Extension::Refused(error))
+        }
         Err(Failure {
             status: Some(StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED),
             ..
         }) => Ok(Extension::Unsupported),
         Err(f) => Err(f.error),
+    }
+}
+
+/// For calls whose refusal is an error: `None` when the server lacks the endpoint.
+fn extension_or_error<T>(answer: Result<(StatusCode, T), Failure>) -> Result<Option<T>, ApiError> {
+    match extension(answer)? {
+        Extension::Answered(t) => Ok(Some(t)),
+        Extension::Refused(e) => Err(e),
+        Extension::Unsupported => Ok(None),
     }
 }
 
@@ -714,7 +724,7 @@ impl Client {
                 None,
             )
             .await;
-        extension(answer)
+        extension_or_error(answer)
     }
 
     /// `DELETE /v1/sessions/{sessionId}/messages/last`: removes the last exchange (the last
@@ -726,25 +736,7 @@ impl Client {
         let answer = self
             .request_with_status::<Undone>(Method::DELETE, url, Auth::ApiKey, None, None)
             .await;
-        extension(answer)
-    }
-}
-
-/// An extension's answer: `None` when the server has no such endpoint (404 without one of the
-/// extension's own codes, or 405).
-fn extension<T>(answer: Result<(StatusCode, T), Failure>) -> Result<Option<T>, ApiError> {
-    match answer {
-        Ok((_, value)) => Ok(Some(value)),
-        Err(Failure {
-            error: e @ (ApiError::SessionNotFound { .. } | ApiError::ReplyInProgress { .. }),
-            ..
-        }) => Err(e),
-        Err(Failure { error, .. }) if error.code() == "message_not_found" => Err(error),
-        Err(Failure {
-            status: Some(StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED),
-            ..
-        }) => Ok(None),
-        Err(f) => Err(f.error),
+        extension_or_error(answer)
     }
 }
 
