@@ -5,8 +5,10 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{App, Command, NEW_SESSION_TITLE, StoreOp, StreamState};
+use super::{App, Command, NEW_SESSION_TITLE, StoreOp};
 use crate::event::SessionSummary;
+use crate::render::transcript::EntryState;
+use convo_client::api::Message;
 use convo_client::api::account_stream::{AccountEvent, SessionChange};
 use convo_wire::sessions::SessionSummary as ServiceSession;
 
@@ -23,12 +25,16 @@ impl App {
             }
             AccountEvent::SessionUpdated { session, change } => {
                 self.merge_service_sessions(std::slice::from_ref(&session), out);
-                // A message stored from elsewhere: with no session stream following the open
-                // session, the transcript catches up from the stored history.
+                // A message stored from elsewhere in the open session (the service holds
+                // more than the transcript, and no send of ours is in flight, whose own
+                // events settle it): the transcript catches up from the stored history.
                 if change == SessionChange::Message
                     && let Some(open) = self.transcript.session()
                     && open.id == session.session_id
-                    && open.stream != StreamState::Open
+                    && open.loaded
+                    && open.pending.is_none()
+                    && open.cut_off.is_none()
+                    && session.message_count as usize > open.items.len()
                 {
                     out.push(Command::FetchHistory {
                         session_id: session.session_id,
@@ -93,6 +99,67 @@ impl App {
         }
     }
 
+    /// After the stored history of the open session was read (with no send in flight): the
+    /// messages stored after the last one the transcript has (all of them, for an empty
+    /// transcript) were sent from another device; they are appended, and written to the
+    /// local store.
+    pub(super) fn catch_up_from_history(
+        &mut self,
+        session_id: &str,
+        history: &[Message],
+        out: &mut Vec<Command>,
+    ) {
+        let now = self.now;
+        let Some(open) = self.transcript.session_mut_if(session_id) else {
+            return;
+        };
+        if !open.loaded || open.pending.is_some() || open.cut_off.is_some() {
+            return;
+        }
+        let start = match open.items.last() {
+            None => 0,
+            Some(last) => {
+                let Some(at) = last
+                    .message_id
+                    .as_deref()
+                    .and_then(|id| history.iter().position(|m| m.message_id == id))
+                else {
+                    // The transcript ends with something the service has not stored (or
+                    // whose id is not known here): nothing to line up with.
+                    return;
+                };
+                at + 1
+            }
+        };
+        let mut gained = 0u64;
+        for m in &history[start..] {
+            let at = DateTime::parse_from_rfc3339(&m.created_at)
+                .map(|t| t.with_timezone(&Utc))
+                .unwrap_or(now);
+            let i = open.push(
+                m.role,
+                m.content.clone(),
+                EntryState::Complete,
+                m.tokens,
+                Some(m.message_id.clone()),
+                at,
+            );
+            gained += m.tokens;
+            out.extend(open.stored(i).map(|message| {
+                Command::Persist(StoreOp::AppendMessage {
+                    session_id: session_id.to_string(),
+                    message,
+                })
+            }));
+        }
+        if gained > 0
+            && let Some(s) = self.sessions_pane.get_mut(session_id)
+        {
+            s.tokens += gained;
+            out.push(Command::Persist(StoreOp::UpsertSession(s.clone())));
+        }
+    }
+
     /// A session deleted on the service (here or from another device).
     pub(super) fn service_session_deleted(&mut self, session_id: &str, out: &mut Vec<Command>) {
         if self.sessions_pane.is_deleting(session_id) {
@@ -112,6 +179,7 @@ mod tests {
     use crate::app::Settings;
     use crate::event::{AppEvent, Endpoint};
     use crate::keys::KeyBindings;
+    use convo_client::api::Role;
     use convo_client::api::types::Usage;
 
     const A: &str = "session_AAAAAAAAAAAAAAAA";
@@ -201,28 +269,68 @@ mod tests {
     }
 
     #[test]
-    fn a_message_stored_elsewhere_in_the_open_session_is_read_when_no_stream_follows() {
+    fn a_message_stored_elsewhere_in_the_open_session_is_fetched_and_appended() {
         let mut app = app();
-        let updated = |id: &str, change| {
-            AppEvent::Account(AccountEvent::SessionUpdated {
-                session: service(id, None),
-                change,
-            })
+        app.update(AppEvent::TranscriptLoaded {
+            session_id: A.into(),
+            messages: Vec::new(),
+            draft: None,
+            rendered: None,
+        });
+        let updated = |id: &str, count: u64, change| {
+            let mut session = service(id, None);
+            session.message_count = count;
+            AppEvent::Account(AccountEvent::SessionUpdated { session, change })
         };
         let fetches = |out: &[Command]| {
             out.iter()
                 .filter(|c| matches!(c, Command::FetchHistory { session_id } if session_id == A))
                 .count()
         };
-        assert_eq!(fetches(&app.update(updated(A, SessionChange::Message))), 1);
-        assert_eq!(fetches(&app.update(updated(A, SessionChange::Title))), 0);
-        assert_eq!(fetches(&app.update(updated(B, SessionChange::Message))), 0);
-        // With the session's stream open, the stream brings the reply itself.
-        app.update(AppEvent::Stream {
+        assert_eq!(
+            fetches(&app.update(updated(A, 1, SessionChange::Message))),
+            1
+        );
+        assert_eq!(fetches(&app.update(updated(A, 1, SessionChange::Title))), 0);
+        assert_eq!(
+            fetches(&app.update(updated(B, 1, SessionChange::Message))),
+            0
+        );
+        // The history read: both messages of the other device come in, and are stored.
+        let message = |id: &str, role, content: &str| Message {
+            message_id: id.into(),
             session_id: A.into(),
-            update: convo_client::api::StreamUpdate::Connected,
+            role,
+            content: content.into(),
+            tokens: 3,
+            created_at: "2026-11-22T11:59:00.000Z".into(),
+        };
+        let history = vec![
+            message("msg_1", Role::User, "from the laptop"),
+            message("msg_2", Role::Assistant, "hello laptop"),
+        ];
+        let out = app.update(AppEvent::History {
+            session_id: A.into(),
+            fetch: crate::event::HistoryFetch::Messages(history.clone()),
         });
-        assert_eq!(fetches(&app.update(updated(A, SessionChange::Message))), 0);
+        let open = app.session().unwrap();
+        assert_eq!(open.items.len(), 2);
+        assert_eq!(open.content(1), "hello laptop");
+        let appended = out
+            .iter()
+            .filter(|c| matches!(c, Command::Persist(StoreOp::AppendMessage { .. })))
+            .count();
+        assert_eq!(appended, 2);
+        // Nothing more stored than shown: no fetch; the same history again adds nothing.
+        assert_eq!(
+            fetches(&app.update(updated(A, 2, SessionChange::Message))),
+            0
+        );
+        app.update(AppEvent::History {
+            session_id: A.into(),
+            fetch: crate::event::HistoryFetch::Messages(history),
+        });
+        assert_eq!(app.session().unwrap().items.len(), 2);
     }
 
     #[test]

@@ -517,7 +517,9 @@ impl App {
         let Some(idx) = open.cut_off.as_ref().map(|p| p.reply_item) else {
             // Not a reply the stream lost: the history asked for when the session opened.
             if let HistoryFetch::Messages(messages) = fetch {
-                self.settle_from_history(&session_id, messages, out);
+                self.settle_from_history(&session_id, messages.clone(), out);
+                // Messages stored from another device (the account stream asked).
+                self.catch_up_from_history(&session_id, &messages, out);
             }
             return;
         };
