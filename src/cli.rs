@@ -39,9 +39,9 @@ pub enum CliCommand {
     Metrics(crate::commands::metrics::MetricsArgs),
     /// Show a wallet's details.
     Wallet(crate::commands::wallet::WalletArgs),
-    /// List the sessions this client knows.
+    /// List the configured server's sessions (--all-targets: every server's in the local store).
     Sessions(crate::commands::sessions::SessionsArgs),
-    /// Search the messages of every session in the local store.
+    /// Search the messages of the configured server's sessions in the local store.
     Search(crate::commands::search::SearchArgs),
     /// Write a session's transcript as Markdown or JSON, from the local store.
     Export(crate::commands::export::ExportArgs),

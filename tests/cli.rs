@@ -11,4 +11,5 @@ mod cli {
     mod search;
     mod stream_lost;
     mod support;
+    mod targets;
 }

@@ -10,3 +10,5 @@ mod harness;
 mod search;
 #[path = "pty/session.rs"]
 mod session;
+#[path = "pty/targets.rs"]
+mod targets;

@@ -15,3 +15,5 @@ mod live;
 mod reply_outcome;
 #[path = "tui/snapshots.rs"]
 mod snapshots;
+#[path = "tui/targets.rs"]
+mod targets;

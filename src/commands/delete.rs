@@ -1,12 +1,14 @@
 //! `convo delete`: delete a session and its whole history.
 use std::process::ExitCode;
 
-use super::{check_session_id, connect, fail_api, open_store, out, print_json, record};
+use super::{connect, fail_api, open_store, out, print_json, record, resolve_session_id};
 use convo_client::api::ApiError;
 
 #[derive(Debug, clap::Args)]
 pub struct DeleteArgs {
-    /// The session to delete
+    /// The session: its id, the start of its id, or its title (among the configured
+    /// server's sessions in the local store; a whole id the store does not know is sent as
+    /// it is)
     #[arg(value_name = "SESSION_ID")]
     pub session_id: String,
     /// Print the service's answer as JSON
@@ -15,9 +17,6 @@ pub struct DeleteArgs {
 }
 
 pub async fn run(args: DeleteArgs, global: convo_client::config::GlobalArgs) -> ExitCode {
-    if let Err(code) = check_session_id(&args.session_id) {
-        return code;
-    }
     let (config, client) = match connect(&global) {
         Ok(c) => c,
         Err(code) => return code,
@@ -26,10 +25,14 @@ pub async fn run(args: DeleteArgs, global: convo_client::config::GlobalArgs) -> 
         Ok(s) => s,
         Err(code) => return code,
     };
-    let result = client.delete_session(&args.session_id).await;
+    let session_id = match resolve_session_id(&store, &args.session_id).await {
+        Ok((id, _)) => id,
+        Err(code) => return code,
+    };
+    let result = client.delete_session(&session_id).await;
     // Deleted now or long ago: either way the local copy goes too.
     if matches!(result, Ok(_) | Err(ApiError::SessionNotFound { .. })) {
-        let id = args.session_id.clone();
+        let id = session_id.clone();
         record(store, "the deletion", move |s| s.mark_deleted(&id)).await;
     }
     match result {

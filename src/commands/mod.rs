@@ -32,6 +32,7 @@ use serde_json::Map;
 use convo_client::api::{ApiError, Client, ClientOptions};
 use convo_client::config::{Config, GlobalArgs};
 use convo_client::local_store::Store;
+use convo_client::target::TargetId;
 use convo_wire::exit;
 
 /// What to say when a one-shot command has no server to talk to.
@@ -244,9 +245,13 @@ pub(crate) fn connect(global: &GlobalArgs) -> Result<(Config, Client), ExitCode>
     Ok((config, client))
 }
 
-/// Open the local store in the data dir.
+/// Open the local store in the data dir, for the configuration's target
+/// ([`TargetId::of_config`]): the configured server and key, else the embedded service.
 pub(crate) fn open_store(config: &Config) -> Result<Store, ExitCode> {
-    Store::open(&config.paths.store_file()).map_err(|e| fail(exit::USAGE_ERROR, codes::STORE, e))
+    let target = TargetId::of_config(config).map_err(|e| fail_api(&e))?;
+    Store::open(&config.paths.store_file())
+        .and_then(|s| s.for_target(&target))
+        .map_err(|e| fail(exit::USAGE_ERROR, codes::STORE, e))
 }
 
 /// The local store of the configured data dir, for the commands that read only it (they
@@ -281,6 +286,7 @@ pub(crate) async fn find_session(
     let query = sanitize(query);
     match lookup {
         Ok(Ok(SessionLookup::Found(r))) => Ok(r),
+        Ok(Ok(SessionLookup::Elsewhere { id, target })) => Err(elsewhere(&id, &target)),
         Ok(Ok(SessionLookup::Deleted(id))) => Err(fail(
             exit::SERVICE_ERROR,
             codes::SESSION_NOT_FOUND,
@@ -308,6 +314,43 @@ pub(crate) async fn find_session(
         )),
         Ok(Err(e)) => Err(fail(exit::USAGE_ERROR, codes::STORE, e)),
         Err(e) => Err(fail(exit::USAGE_ERROR, codes::STORE, e)),
+    }
+}
+
+/// A session of another target was named: `session_not_found` (exit 1), saying whose it is.
+fn elsewhere(id: &str, target: &str) -> ExitCode {
+    fail(
+        exit::SERVICE_ERROR,
+        codes::SESSION_NOT_FOUND,
+        format_args!(
+            "session {id} belongs to another server ({}), not the one configured: point convo at it (--base-url, CONVO_BASE_URL) or see `convo sessions --all-targets`",
+            sanitize(target)
+        ),
+    )
+}
+
+/// The id of the session a command that asks the server names (`delete`, `send --session`):
+/// the store's session of this target with that id, start of id or title
+/// ([`find_session`]); a whole id the store does not know passes as it is (the server may
+/// hold it: `None` in the second place says the store did not know it). A session of
+/// another target, or an ambiguous or unknown start, is an error printed here.
+pub(crate) async fn resolve_session_id(
+    store: &Store,
+    query: &str,
+) -> Result<(String, Option<convo_client::local_store::SessionRecord>), ExitCode> {
+    use convo_client::local_store::SessionLookup;
+    let (s, q) = (store.clone(), query.to_string());
+    let lookup = tokio::task::spawn_blocking(move || s.find_session(&q)).await;
+    match lookup {
+        Ok(Ok(SessionLookup::Found(r))) => Ok((r.id.clone(), Some(r))),
+        Ok(Ok(SessionLookup::Deleted(id))) => Ok((id, None)),
+        Ok(Ok(SessionLookup::NotFound)) if convo_client::api::is_valid_session_id(query) => {
+            Ok((query.to_string(), None))
+        }
+        Ok(Ok(SessionLookup::Elsewhere { id, target })) => Err(elsewhere(&id, &target)),
+        _ => find_session(store, query)
+            .await
+            .map(|r| (r.id.clone(), Some(r))),
     }
 }
 
@@ -448,6 +491,7 @@ mod tests {
                 last_activity: at,
                 tokens: 1385,
                 deleted: false,
+                target: "embedded".into(),
             },
             convo_client::local_store::SessionRecord {
                 id: "session_AAAAAAAAAAAAAAAA".into(),
@@ -457,6 +501,7 @@ mod tests {
                 last_activity: at - chrono::Duration::days(2),
                 tokens: 0,
                 deleted: false,
+                target: "embedded".into(),
             },
         ];
         insta::assert_snapshot!("sessions", sessions::render(&sessions));

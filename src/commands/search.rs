@@ -1,5 +1,6 @@
-//! `convo search TEXT`: the stored messages of every session that hold the words typed,
-//! from the local store's full-text index (no server needed).
+//! `convo search TEXT`: the stored messages of the configured server's sessions (its target,
+//! `convo_client::target`) that hold the words typed, from the local store's full-text index
+//! (no server needed).
 use std::process::ExitCode;
 
 use serde::Serialize;

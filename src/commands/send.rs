@@ -37,10 +37,14 @@ impl From<InputRole> for Role {
 pub struct SendArgs {
     /// The message; read from stdin when absent
     pub text: Option<String>,
-    /// Session to send to (default: a new session, whose id is printed on stderr once the
-    /// service has taken the message)
+    /// Session to send to, one the configured server has (default: a new session, whose id
+    /// is printed on stderr once the service has taken the message)
     #[arg(long, short = 's', value_name = "SESSION_ID")]
     pub session: Option<String>,
+    /// With --session: start a new session with that id (without it, an id the server does
+    /// not know is refused)
+    #[arg(long, requires = "session")]
+    pub new: bool,
     /// Role of the message
     #[arg(long, value_enum, default_value = "user")]
     pub role: InputRole,
@@ -135,6 +139,11 @@ pub async fn run(args: SendArgs, global: convo_client::config::GlobalArgs) -> Ex
         Ok(s) => s,
         Err(code) => return code,
     };
+    if let Some(id) = &args.session
+        && let Err(code) = check_known(&client, &store, id, args.new).await
+    {
+        return code;
+    }
     // A new session exists once the service took its first message: its id is printed then.
     let new_session = args.session.is_none();
     let session_id = match &args.session {
@@ -197,6 +206,59 @@ pub async fn run(args: SendArgs, global: convo_client::config::GlobalArgs) -> Ex
             record_failure(store, &session_id, sent, &e).await;
             fail_api(&e)
         }
+    }
+}
+
+/// `--session ID` without `--new`: the configured server must have the session. The store
+/// knowing it on this target is enough; else the server is asked (`GET
+/// /v1/sessions/{id}/messages`, where it has that extension) and, holding it, the session is
+/// filed on this target. Otherwise exit 1 (`session_not_found`), saying how to start it.
+/// With `--new` (`new`) only an id the store files on another target is refused.
+async fn check_known(
+    client: &convo_client::api::Client,
+    store: &convo_client::local_store::Store,
+    id: &str,
+    new: bool,
+) -> Result<(), ExitCode> {
+    use convo_client::api::History;
+    use convo_client::local_store::SessionLookup;
+    let (s, q) = (store.clone(), id.to_string());
+    let lookup = tokio::task::spawn_blocking(move || s.find_session(&q))
+        .await
+        .map_err(|e| fail(exit::USAGE_ERROR, codes::STORE, e))?
+        .map_err(|e| fail(exit::USAGE_ERROR, codes::STORE, e))?;
+    let not_known = |why: &str| {
+        fail(
+            exit::SERVICE_ERROR,
+            codes::SESSION_NOT_FOUND,
+            format_args!(
+                "session {id} {why}: `convo sessions` lists this server's sessions; add --new to start a session with this id"
+            ),
+        )
+    };
+    match lookup {
+        SessionLookup::Elsewhere { target, .. } => {
+            return Err(not_known(&format!(
+                "belongs to another server ({}), not the one configured",
+                sanitize(&target)
+            )));
+        }
+        _ if new => return Ok(()),
+        SessionLookup::Found(r) if r.id == id => return Ok(()),
+        SessionLookup::Deleted(_) => return Err(not_known("was deleted")),
+        _ => {}
+    }
+    match client.history(id).await {
+        Ok(History::Messages(_)) => {
+            let (s, i) = (store.clone(), id.to_string());
+            record(s, "the session", move |s| s.claim_session(&i).map(|_| ())).await;
+            Ok(())
+        }
+        Ok(History::NotFound) => Err(not_known("is not on this server")),
+        Ok(History::Unsupported) => Err(not_known(
+            "is not in the local store for this server (and the server cannot list its sessions)",
+        )),
+        Err(e) => Err(fail_api(&e)),
     }
 }
 

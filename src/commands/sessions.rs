@@ -1,19 +1,27 @@
-//! `convo sessions`: the sessions this client knows, from the local store (the interface
-//! has no list endpoint).
+//! `convo sessions`: the configured server's sessions (the target's, `convo_client::target`):
+//! from the server where it lists them (`GET /v1/sessions`), merged into the local store;
+//! from the local store alone otherwise. `--all-targets`: every server's in the store.
 use std::process::ExitCode;
 
+use chrono::Utc;
 use comfy_table::Cell;
 use serde::Serialize;
 
-use super::{in_store, local_store, out, print_json, sanitize, table};
+use super::{in_store, load_config, open_store, out, print_json, sanitize, table, warn};
+use convo_client::api::{Client, ClientOptions};
+use convo_client::config::Config;
 use convo_client::format::group_digits;
-use convo_client::local_store::SessionRecord;
+use convo_client::local_store::{ServiceSessions, SessionRecord, Store};
 
 #[derive(Debug, clap::Args)]
 pub struct SessionsArgs {
     /// Print the sessions as a JSON array
     #[arg(long)]
     pub json: bool,
+    /// List the sessions of every server in the local store, with a column saying whose
+    /// (without asking any server)
+    #[arg(long)]
+    pub all_targets: bool,
 }
 
 /// One session in `--json` output.
@@ -25,26 +33,45 @@ struct SessionJson<'a> {
     created_at: String,
     last_activity: String,
     tokens: u64,
+    /// With `--all-targets`: the server (and key) the session belongs to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    target: Option<&'a str>,
 }
 
 pub async fn run(args: SessionsArgs, global: convo_client::config::GlobalArgs) -> ExitCode {
-    let store = match local_store(&global) {
+    let config = match load_config(&global) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let store = match open_store(&config) {
         Ok(s) => s,
         Err(code) => return code,
     };
-    let sessions = match in_store(store, |s| s.list_sessions()).await {
+    let listed = if args.all_targets {
+        in_store(store, |s| s.list_all_sessions()).await
+    } else {
+        refresh(&config, &store).await;
+        in_store(store, |s| {
+            let label = s.target().label().to_string();
+            s.list_sessions()
+                .map(|l| l.into_iter().map(|r| (r, label.clone())).collect())
+        })
+        .await
+    };
+    let sessions: Vec<(SessionRecord, String)> = match listed {
         Ok(s) => s,
         Err(code) => return code,
     };
     if args.json {
         let out: Vec<SessionJson<'_>> = sessions
             .iter()
-            .map(|s| SessionJson {
+            .map(|(s, target)| SessionJson {
                 session_id: &s.id,
                 title: s.title.as_deref(),
                 created_at: s.created_at.to_rfc3339(),
                 last_activity: s.last_activity.to_rfc3339(),
                 tokens: s.tokens,
+                target: args.all_targets.then_some(target.as_str()),
             })
             .collect();
         return print_json(&out);
@@ -53,8 +80,65 @@ pub async fn run(args: SessionsArgs, global: convo_client::config::GlobalArgs) -
         eprintln!("no sessions yet: start one with `convo send \"hi\"`");
         return ExitCode::SUCCESS;
     }
-    out(render(&sessions));
+    if args.all_targets {
+        out(render_all(&sessions));
+    } else {
+        let only: Vec<SessionRecord> = sessions.into_iter().map(|(r, _)| r).collect();
+        out(render(&only));
+    }
     ExitCode::SUCCESS
+}
+
+/// With a server configured: its list merged into the store (`Store::merge_service`), and
+/// the titles given here that it does not have yet sent to it. A server without the list
+/// changes nothing; one that fails leaves the store's list, with a warning.
+pub(crate) async fn refresh(config: &Config, store: &Store) {
+    if config.connection.base_url.is_none() {
+        return;
+    }
+    let Ok(client) = ClientOptions::from_config(config).and_then(Client::new) else {
+        return;
+    };
+    let asked_at = Utc::now();
+    let list = match client.list_sessions().await {
+        Ok(Some(list)) => list,
+        Ok(None) => return,
+        Err(e) => {
+            warn(format_args!(
+                "the server's list of sessions is not shown ({e}); this is the local store's"
+            ));
+            return;
+        }
+    };
+    let merged = in_store(store.clone(), move |s| {
+        s.merge_service(ServiceSessions::All {
+            sessions: &list,
+            asked_at,
+        })
+    })
+    .await;
+    let Ok(merged) = merged else { return };
+    for (id, title) in merged.titles_to_send {
+        send_title(&client, store, &id, &title).await;
+    }
+}
+
+/// Sends a title given here to the server (`PATCH`), and notes that it has it. A failure
+/// is a warning: the title stays here and is sent again next time.
+pub(crate) async fn send_title(client: &Client, store: &Store, id: &str, title: &str) {
+    match client.set_title(id, title).await {
+        Ok(Some(_)) => {
+            let (i, t) = (id.to_string(), title.to_string());
+            super::record(store.clone(), "the title sent", move |s| {
+                s.title_sent(&i, &t)
+            })
+            .await;
+        }
+        Ok(None) => {}
+        Err(e) => warn(format_args!(
+            "the title of {id} is kept here but the server did not take it: {e}"
+        )),
+    }
 }
 
 /// The human-readable list.
@@ -63,6 +147,24 @@ pub fn render(sessions: &[SessionRecord]) -> String {
     for s in sessions {
         t.add_row(vec![
             Cell::new(&s.id),
+            Cell::new(sanitize(s.title.as_deref().unwrap_or(""))),
+            Cell::new(s.last_activity.format("%Y-%m-%d %H:%M UTC")),
+            Cell::new(group_digits(s.tokens)),
+        ]);
+    }
+    format!("{t}\n")
+}
+
+/// The list of every target's sessions, with whose each is.
+pub fn render_all(sessions: &[(SessionRecord, String)]) -> String {
+    let mut t = table(
+        &["session", "target", "title", "last activity", "tokens"],
+        &[4],
+    );
+    for (s, target) in sessions {
+        t.add_row(vec![
+            Cell::new(&s.id),
+            Cell::new(sanitize(target)),
             Cell::new(sanitize(s.title.as_deref().unwrap_or(""))),
             Cell::new(s.last_activity.format("%Y-%m-%d %H:%M UTC")),
             Cell::new(group_digits(s.tokens)),

@@ -1,10 +1,14 @@
 //! `convo title`: give a session a title of your own, or go back to the first message's.
-//! Kept in the local store only (the interface has no titles).
+//! Kept in the local store, and sent to a configured server that has titles (`PATCH
+//! /v1/sessions/{id}`, an extension of `convo serve`) so that every device lists the session
+//! by the same words; the seed's interface has none.
 use std::process::ExitCode;
 
 use serde::Serialize;
 
-use super::{codes, fail, find_session, in_store, local_store, out, print_json, sanitize};
+use super::{
+    codes, fail, find_session, in_store, load_config, open_store, out, print_json, sanitize,
+};
 use convo_wire::exit;
 
 #[derive(Debug, clap::Args)]
@@ -30,17 +34,23 @@ struct TitleJson<'a> {
 }
 
 pub async fn run(args: TitleArgs, global: convo_client::config::GlobalArgs) -> ExitCode {
-    let store = match local_store(&global) {
+    let config = match load_config(&global) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let store = match open_store(&config) {
         Ok(s) => s,
         Err(code) => return code,
     };
+    // Where the server lists sessions, those of other devices can be titled too.
+    super::sessions::refresh(&config, &store).await;
     let session = match find_session(&store, &args.session).await {
         Ok(s) => s,
         Err(code) => return code,
     };
     let text = args.text.join(" ");
     let id = session.id.clone();
-    let set = in_store(store, move |s| {
+    let set = in_store(store.clone(), move |s| {
         s.set_title(&id, Some(text.as_str()).filter(|t| !t.trim().is_empty()))
     })
     .await;
@@ -56,6 +66,13 @@ pub async fn run(args: TitleArgs, global: convo_client::config::GlobalArgs) -> E
         }
         Err(code) => return code,
     };
+    if let Some(title) = record.title.as_deref().filter(|_| record.title_set)
+        && config.connection.base_url.is_some()
+        && let Ok(client) = convo_client::api::ClientOptions::from_config(&config)
+            .and_then(convo_client::api::Client::new)
+    {
+        super::sessions::send_title(&client, &store, &record.id, title).await;
+    }
     if args.json {
         return print_json(&TitleJson {
             session_id: &record.id,

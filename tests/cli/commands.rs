@@ -62,13 +62,14 @@ async fn send_sessions_and_delete_twice() {
     );
     assert!(again.stderr.is_empty(), "{}", again.stderr);
 
-    let listed = run(&s, &["sessions", "--json"], &[]).await.expect(0);
+    // The configured server's sessions (the fake lists none: from the local store).
+    let listed = run(&s, &["sessions", "--json"], &e).await.expect(0);
     let list = listed.json();
     assert_eq!(list.as_array().unwrap().len(), 1);
     assert_eq!(list[0]["sessionId"], id.as_str());
     assert_eq!(list[0]["title"], "hi there");
     assert!(list[0]["tokens"].as_u64().unwrap() >= 8, "{list}");
-    let table = run(&s, &["sessions"], &[]).await.expect(0);
+    let table = run(&s, &["sessions"], &e).await.expect(0);
     assert!(
         table.stdout.contains(&id) && table.stdout.contains("hi there"),
         "{}",
@@ -81,11 +82,21 @@ async fn send_sessions_and_delete_twice() {
     assert_eq!(twice.stderr, "convo: session_not_found: no such session\n");
     assert!(twice.stdout.is_empty());
 
-    let listed = run(&s, &["sessions", "--json"], &[]).await.expect(0);
+    let listed = run(&s, &["sessions", "--json"], &e).await.expect(0);
     assert_eq!(listed.json(), serde_json::json!([]));
 
-    // Sending to the deleted session: the service says so, exit 1.
+    // Sending to the deleted session: the local store knows it is gone, exit 1.
     let gone = run(&s, &["send", "--session", &id, "anyone?"], &e)
+        .await
+        .expect(1);
+    assert!(
+        gone.stderr
+            .starts_with(&format!("convo: session {id} was deleted: ")),
+        "{}",
+        gone.stderr
+    );
+    // With --new the service is asked, and says so.
+    let gone = run(&s, &["send", "--new", "--session", &id, "anyone?"], &e)
         .await
         .expect(1);
     assert_eq!(
@@ -102,7 +113,13 @@ async fn send_reads_stdin_and_streams_by_falling_back() {
     let s = Sandbox::new();
     let run = s
         .run_stdin(
-            &["send", "--stream", "--session", "session_AAAAAAAAAAAAAAAA"],
+            &[
+                "send",
+                "--stream",
+                "--new",
+                "--session",
+                "session_AAAAAAAAAAAAAAAA",
+            ],
             &env,
             "from stdin\n",
         )
@@ -252,7 +269,6 @@ async fn bad_input_is_a_usage_error() {
             "is not a session id",
         ),
         (&["send", "   "], "the message is empty"),
-        (&["delete", "nope"], "is not a session id"),
         (
             &["metrics", "--start", "2026-12-01", "--end", "2026-11-01"],
             "is after --end",
@@ -340,8 +356,11 @@ async fn a_dead_server_is_exit_3_in_one_line() {
         );
         assert!(!run.stderr.contains("panicked") && !run.stderr.contains("backtrace"));
     }
-    // A failed first message does not leave a session behind.
-    let listed = s.run(&["sessions", "--json"]).await.expect(0);
+    // A failed first message does not leave a session behind, on any target.
+    let listed = s
+        .run(&["sessions", "--json", "--all-targets"])
+        .await
+        .expect(0);
     assert_eq!(listed.json(), serde_json::json!([]));
 }
 

@@ -33,11 +33,9 @@ async fn run(s: &Sandbox, args: &[&str]) -> Run {
     let data = s.home().join("data");
     s.run_env(
         args,
-        &[
-            ("CONVO_DATA_DIR", data.to_str().unwrap()),
-            // Export reads the local store only: a server that cannot be reached is no matter.
-            ("CONVO_BASE_URL", "http://127.0.0.1:9"),
-        ],
+        // No server configured: the sessions are the embedded service's (the store was filled
+        // through `Store::open`), and export and title read the local store only.
+        &[("CONVO_DATA_DIR", data.to_str().unwrap())],
     )
     .await
 }

@@ -150,7 +150,10 @@ async fn a_new_user_session_from_the_shell() {
         refused.stderr
     );
 
-    let sessions = s.run(&["sessions", "--json"]).await.expect(0).json();
+    let sessions = run(&s, &svc, &["sessions", "--json"])
+        .await
+        .expect(0)
+        .json();
     assert_eq!(sessions[0]["sessionId"], id.as_str());
     assert_eq!(sessions[0]["title"], "hi");
 

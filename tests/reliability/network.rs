@@ -637,7 +637,14 @@ async fn convo_send_stream_prints_a_reply_that_finished_while_its_stream_was_dow
     let home = tempfile::tempdir().unwrap();
     let sid = new_session_id();
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_convo"))
-        .args(["send", "--stream", "--session", &sid, "tell me everything"])
+        .args([
+            "send",
+            "--stream",
+            "--new",
+            "--session",
+            &sid,
+            "tell me everything",
+        ])
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", home.path())

@@ -326,6 +326,7 @@ mod tests {
                 last_activity: at(11),
                 tokens: messages.iter().map(|m| m.tokens).sum(),
                 deleted: false,
+                target: "embedded".into(),
             },
             messages,
         }

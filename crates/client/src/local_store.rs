@@ -1,6 +1,10 @@
 //! The client's local store: one SQLite file (`convo.db` in the data dir) holding the
-//! sessions this client knows, their transcripts and unsent drafts. It is the client's
-//! history of record: the interface has no list or history endpoints.
+//! sessions this client knows, their transcripts and unsent drafts, each session filed under
+//! its *target* (the server and account it lives on, [`crate::target::TargetId`]). It is a
+//! cache per target: a handle ([`Store::for_target`]) lists, finds and searches only its
+//! target's sessions. Against a server that lists sessions (`GET /v1/sessions`) what the
+//! server says is merged in ([`Store::merge_service`], `targets.rs`); against one with the
+//! seed's interface only, the store is the client's history of record.
 //!
 //! The API is blocking; async callers use `tokio::task::spawn_blocking`. `Store` is cheap to
 //! clone (one shared connection behind a mutex). Every write is one transaction; the schema
@@ -28,7 +32,11 @@ use crate::api::{Message, Role};
 
 mod metric_buckets;
 mod search;
+mod targets;
 pub use search::{SearchHit, SnippetPart, fts_query};
+pub use targets::{Merged, ServiceSessions};
+
+use crate::target::TargetId;
 
 pub use convo_wire::title::{TITLE_CHARS, plain_title, user_title};
 
@@ -98,7 +106,27 @@ const MIGRATIONS: &[&str] = &[
          INSERT INTO messages_fts (rowid, content) VALUES (new.id, new.content);
      END;
      INSERT INTO messages_fts (messages_fts) VALUES ('rebuild');",
+    // 5: every session belongs to a target (`crate::target`): the server and account it lives
+    // on. Rows from before belong to the embedded service's target, as a guess
+    // (`target_guessed`): the first target whose service lists the id takes it
+    // (`targets.rs`). `title_pending`: a title the user gave that the service has not
+    // confirmed yet (sent with `PATCH /v1/sessions/{id}` where the service has titles).
+    // `targets` holds the label lists show for each target id.
+    "ALTER TABLE sessions ADD COLUMN target TEXT NOT NULL DEFAULT 'embedded';
+     ALTER TABLE sessions ADD COLUMN target_guessed INTEGER NOT NULL DEFAULT 0;
+     ALTER TABLE sessions ADD COLUMN title_pending INTEGER NOT NULL DEFAULT 0;
+     UPDATE sessions SET target_guessed = 1, title_pending = title_set;
+     CREATE INDEX sessions_by_target ON sessions (target, deleted, last_activity);
+     CREATE TABLE targets (
+         id    TEXT PRIMARY KEY,
+         label TEXT NOT NULL
+     );
+     INSERT INTO targets (id, label) VALUES ('embedded', 'embedded');",
 ];
+
+/// The columns [`SessionRow::read`] reads, in its order.
+const SESSION_COLUMNS: &str =
+    "id, title, created_at, last_activity, tokens, deleted, title_set, target";
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -172,6 +200,8 @@ pub struct SessionRecord {
     /// Sum of the tokens of the session's stored messages.
     pub tokens: u64,
     pub deleted: bool,
+    /// The id of the target the session belongs to ([`TargetId::id`]).
+    pub target: String,
 }
 
 /// One message of a transcript.
@@ -251,6 +281,11 @@ pub enum SessionLookup {
     Deleted(String),
     /// Several sessions match: their ids, most recent first.
     Ambiguous(Vec<String>),
+    /// The store knows the id, on another target (its label): not this one's to use.
+    Elsewhere {
+        id: String,
+        target: String,
+    },
     NotFound,
 }
 
@@ -259,6 +294,8 @@ pub enum SessionLookup {
 pub struct Store {
     conn: Arc<Mutex<Connection>>,
     path: Arc<PathBuf>,
+    /// The target this handle lists, finds and files new sessions under.
+    target: Arc<TargetId>,
 }
 
 impl Store {
@@ -282,6 +319,7 @@ impl Store {
         let store = Store {
             conn: Arc::new(Mutex::new(conn)),
             path: Arc::new(path.to_path_buf()),
+            target: Arc::new(TargetId::embedded()),
         };
         store.init()?;
         Ok(store)
@@ -297,6 +335,7 @@ impl Store {
         let store = Store {
             conn: Arc::new(Mutex::new(conn)),
             path: Arc::new(path),
+            target: Arc::new(TargetId::embedded()),
         };
         store.init()?;
         Ok(store)
@@ -304,6 +343,28 @@ impl Store {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// A handle on the same store for `target`'s sessions (a handle opened with
+    /// [`Store::open`] is the embedded service's), its label kept for lists of every target.
+    pub fn for_target(&self, target: &TargetId) -> Result<Store, StoreError> {
+        self.lock()
+            .execute(
+                "INSERT INTO targets (id, label) VALUES (?1, ?2)
+                 ON CONFLICT (id) DO UPDATE SET label = ?2",
+                params![target.id(), target.label()],
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(Store {
+            conn: self.conn.clone(),
+            path: self.path.clone(),
+            target: Arc::new(target.clone()),
+        })
+    }
+
+    /// The target this handle is for.
+    pub fn target(&self) -> &TargetId {
+        &self.target
     }
 
     fn lock(&self) -> MutexGuard<'_, Connection> {
@@ -366,29 +427,70 @@ impl Store {
         tx.commit().map_err(|e| self.err(e))
     }
 
-    /// Record that the session exists, with activity at `at` (creating it if new).
+    /// Record that the session exists, with activity at `at` (creating it if new, on this
+    /// handle's target).
     pub fn upsert_session(&self, session_id: &str, at: DateTime<Utc>) -> Result<(), StoreError> {
         let conn = self.lock();
-        upsert(&conn, session_id, &at).map_err(|e| self.err(e))
+        upsert(&conn, self.target.id(), session_id, &at).map_err(|e| self.err(e))
     }
 
-    /// Sessions not deleted, most recent activity first.
+    /// This target's sessions not deleted, most recent activity first.
     pub fn list_sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
         let conn = self.lock();
         let mut stmt = conn
-            .prepare(
-                "SELECT id, title, created_at, last_activity, tokens, deleted, title_set
-                 FROM sessions WHERE deleted = 0 ORDER BY last_activity DESC, id",
-            )
+            .prepare(&format!(
+                "SELECT {SESSION_COLUMNS} FROM sessions WHERE target = ?1 AND deleted = 0
+                 ORDER BY last_activity DESC, id"
+            ))
             .map_err(|e| self.err(e))?;
         let rows = stmt
-            .query_map([], SessionRow::read)
+            .query_map(params![self.target.id()], SessionRow::read)
             .map_err(|e| self.err(e))?;
         let mut out = Vec::new();
         for row in rows {
             out.push(self.record(row.map_err(|e| self.err(e))?)?);
         }
         Ok(out)
+    }
+
+    /// The sessions of every target not deleted, most recent activity first, each with its
+    /// target's label (`convo sessions --all-targets`).
+    pub fn list_all_sessions(&self) -> Result<Vec<(SessionRecord, String)>, StoreError> {
+        let conn = self.lock();
+        let columns: Vec<String> = SESSION_COLUMNS
+            .split(", ")
+            .map(|c| format!("s.{c}"))
+            .collect();
+        let mut stmt = conn
+            .prepare(&format!(
+                "SELECT {}, coalesce(t.label, s.target) FROM sessions s
+                 LEFT JOIN targets t ON t.id = s.target
+                 WHERE s.deleted = 0 ORDER BY s.last_activity DESC, s.id",
+                columns.join(", ")
+            ))
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([], |r| Ok((SessionRow::read(r)?, r.get::<_, String>(8)?)))
+            .map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (row, label) = row.map_err(|e| self.err(e))?;
+            out.push((self.record(row)?, label));
+        }
+        Ok(out)
+    }
+
+    /// The label of a target id, as lists show it.
+    pub fn target_label(&self, target_id: &str) -> Result<String, StoreError> {
+        self.lock()
+            .query_row(
+                "SELECT label FROM targets WHERE id = ?1",
+                params![target_id],
+                |r| r.get(0),
+            )
+            .optional()
+            .map(|l| l.unwrap_or_else(|| target_id.to_string()))
+            .map_err(|e| self.err(e))
     }
 
     fn record(&self, row: SessionRow) -> Result<SessionRecord, StoreError> {
@@ -406,6 +508,7 @@ impl Store {
             last_activity: self.time("last_activity", &row.last)?,
             tokens: row.tokens.max(0) as u64,
             deleted: row.deleted,
+            target: row.target,
         })
     }
 
@@ -423,11 +526,12 @@ impl Store {
             let conn = self.lock();
             let changed = match &title {
                 Some(t) => conn.execute(
-                    "UPDATE sessions SET title = ?2, title_set = 1 WHERE id = ?1 AND deleted = 0",
+                    "UPDATE sessions SET title = ?2, title_set = 1, title_pending = 1
+                     WHERE id = ?1 AND deleted = 0",
                     params![session_id, t],
                 ),
                 None => conn.execute(
-                    "UPDATE sessions SET title_set = 0, title = coalesce(
+                    "UPDATE sessions SET title_set = 0, title_pending = 0, title = coalesce(
                          (SELECT content FROM messages WHERE session_id = ?1 AND role = 'user'
                           ORDER BY id LIMIT 1),
                          (SELECT content FROM messages WHERE session_id = ?1 AND role = 'system'
@@ -449,8 +553,7 @@ impl Store {
         let conn = self.lock();
         let row = conn
             .query_row(
-                "SELECT id, title, created_at, last_activity, tokens, deleted, title_set
-                 FROM sessions WHERE id = ?1",
+                &format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?1"),
                 params![session_id],
                 SessionRow::read,
             )
@@ -460,11 +563,23 @@ impl Store {
         row.map(|row| self.record(row)).transpose()
     }
 
-    /// The session `query` names: the one with that id; else the one whose id starts with it
-    /// (with or without `session_`); else the one with that title, ignoring case. Deleted
-    /// sessions are found only by their whole id.
+    /// The session of this target `query` names: the one with that id; else the one whose
+    /// id starts with it (with or without `session_`); else the one with that title, ignoring
+    /// case. Deleted sessions are found only by their whole id, and so are those of another
+    /// target ([`SessionLookup::Elsewhere`]; its deleted ones are not found at all).
     pub fn find_session(&self, query: &str) -> Result<SessionLookup, StoreError> {
         if let Some(session) = self.session(query)? {
+            // Another target's deleted session is only a tombstone: it names nothing here.
+            if session.target != self.target.id() && session.deleted {
+                return Ok(SessionLookup::NotFound);
+            }
+            if session.target != self.target.id() {
+                let target = self.target_label(&session.target)?;
+                return Ok(SessionLookup::Elsewhere {
+                    id: session.id,
+                    target,
+                });
+            }
             return Ok(if session.deleted {
                 SessionLookup::Deleted(session.id)
             } else {
@@ -499,35 +614,9 @@ impl Store {
     pub fn mark_deleted(&self, session_id: &str) -> Result<(), StoreError> {
         let mut conn = self.lock();
         let tx = conn.transaction().map_err(|e| self.err(e))?;
-        let now = fmt_time(&Utc::now());
-        tx.execute(
-            "INSERT INTO sessions (id, created_at, last_activity, deleted) VALUES (?1, ?2, ?2, 1)
-             ON CONFLICT (id) DO UPDATE SET deleted = 1, title = NULL, title_set = 0, tokens = 0",
-            params![session_id, now],
-        )
-        .map_err(|e| self.err(e))?;
-        tx.execute(
-            "DELETE FROM messages WHERE session_id = ?1",
-            params![session_id],
-        )
-        .map_err(|e| self.err(e))?;
-        tx.execute(
-            "DELETE FROM drafts WHERE session_id = ?1",
-            params![session_id],
-        )
-        .map_err(|e| self.err(e))?;
-        tx.execute(
-            "DELETE FROM state WHERE key = 'last_open_session' AND value = ?1",
-            params![session_id],
-        )
-        .map_err(|e| self.err(e))?;
+        delete_in(&tx, self.target.id(), session_id).map_err(|e| self.err(e))?;
         tx.commit().map_err(|e| self.err(e))?;
-        // Older copies of the pages live on in the WAL until a checkpoint; truncate it so
-        // that the deleted text is gone from the files' bytes (secure_delete zeroed it in
-        // the pages themselves). Busy readers only delay this; it is not an error.
-        if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
-            tracing::debug!(error = %e, "checkpoint after delete deferred");
-        }
+        checkpoint_after_delete(&conn);
         Ok(())
     }
 
@@ -559,7 +648,7 @@ impl Store {
         }
         let mut conn = self.lock();
         let tx = conn.transaction().map_err(|e| self.err(e))?;
-        upsert(&tx, session_id, &message.created_at).map_err(|e| self.err(e))?;
+        upsert(&tx, self.target.id(), session_id, &message.created_at).map_err(|e| self.err(e))?;
         tx.execute(
             "INSERT INTO messages (session_id, role, content, tokens, created_at, message_id, status)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
@@ -645,7 +734,7 @@ impl Store {
             ],
         )
         .map_err(|e| self.err(e))?;
-        upsert(&tx, &session_id, &message.created_at).map_err(|e| self.err(e))?;
+        upsert(&tx, self.target.id(), &session_id, &message.created_at).map_err(|e| self.err(e))?;
         refresh_tokens(&tx, &session_id).map_err(|e| self.err(e))?;
         tx.commit().map_err(|e| self.err(e))
     }
@@ -718,25 +807,30 @@ impl Store {
         .map_err(|e| self.err(e))
     }
 
-    /// The session that was open when the TUI last quit, unless it was deleted since.
+    /// The session of this target that was open when the TUI last quit on it, unless it was
+    /// deleted since. (A store from before targets kept one for all: it counts for the target
+    /// its session belongs to.)
     pub fn last_open_session(&self) -> Result<Option<String>, StoreError> {
         let conn = self.lock();
         conn.query_row(
             "SELECT s.value FROM state s JOIN sessions ON sessions.id = s.value
-             WHERE s.key = 'last_open_session' AND sessions.deleted = 0",
-            [],
+             WHERE s.key IN (?1, 'last_open_session') AND sessions.deleted = 0
+                 AND sessions.target = ?2
+             ORDER BY s.key = 'last_open_session' LIMIT 1",
+            params![last_open_key(self.target.id()), self.target.id()],
             |r| r.get(0),
         )
         .optional()
         .map_err(|e| self.err(e))
     }
 
+    /// Remember `session_id` as this target's open session.
     pub fn set_last_open_session(&self, session_id: &str) -> Result<(), StoreError> {
         let conn = self.lock();
         conn.execute(
-            "INSERT INTO state (key, value) VALUES ('last_open_session', ?1)
-             ON CONFLICT (key) DO UPDATE SET value = ?1",
-            params![session_id],
+            "INSERT INTO state (key, value) VALUES (?1, ?2)
+             ON CONFLICT (key) DO UPDATE SET value = ?2",
+            params![last_open_key(self.target.id()), session_id],
         )
         .map(|_| ())
         .map_err(|e| self.err(e))
@@ -764,10 +858,11 @@ struct SessionRow {
     tokens: i64,
     deleted: bool,
     title_set: bool,
+    target: String,
 }
 
 impl SessionRow {
-    /// Reads `id, title, created_at, last_activity, tokens, deleted, title_set`.
+    /// Reads [`SESSION_COLUMNS`].
     fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
         Ok(SessionRow {
             id: r.get(0)?,
@@ -777,6 +872,7 @@ impl SessionRow {
             tokens: r.get(4)?,
             deleted: r.get(5)?,
             title_set: r.get(6)?,
+            target: r.get(7)?,
         })
     }
 }
@@ -792,17 +888,64 @@ fn restrict_to_owner(path: &Path) {
 #[cfg(not(unix))]
 fn restrict_to_owner(_path: &Path) {}
 
-fn upsert(conn: &Connection, session_id: &str, at: &DateTime<Utc>) -> rusqlite::Result<()> {
+/// The `state` key of a target's last open session.
+fn last_open_key(target: &str) -> String {
+    format!("last_open_session:{target}")
+}
+
+/// Creates the session on `target` if new; a known one keeps its target.
+fn upsert(
+    conn: &Connection,
+    target: &str,
+    session_id: &str,
+    at: &DateTime<Utc>,
+) -> rusqlite::Result<()> {
     let at = fmt_time(at);
     // Timestamps are fixed-width UTC RFC 3339, so text order is time order.
     conn.execute(
-        "INSERT INTO sessions (id, created_at, last_activity) VALUES (?1, ?2, ?2)
+        "INSERT INTO sessions (id, target, created_at, last_activity) VALUES (?1, ?3, ?2, ?2)
          ON CONFLICT (id) DO UPDATE SET
              last_activity = max(last_activity, ?2),
              created_at = min(created_at, ?2)",
-        params![session_id, at],
+        params![session_id, at, target],
     )
     .map(|_| ())
+}
+
+/// Marks the session deleted (creating the row on `target` if new) and removes its
+/// transcript, draft and any target's memory of it as the last open session.
+fn delete_in(conn: &Connection, target: &str, session_id: &str) -> rusqlite::Result<()> {
+    let now = fmt_time(&Utc::now());
+    conn.execute(
+        "INSERT INTO sessions (id, target, created_at, last_activity, deleted)
+         VALUES (?1, ?3, ?2, ?2, 1)
+         ON CONFLICT (id) DO UPDATE SET deleted = 1, title = NULL, title_set = 0, tokens = 0,
+             title_pending = 0",
+        params![session_id, now, target],
+    )?;
+    conn.execute(
+        "DELETE FROM messages WHERE session_id = ?1",
+        params![session_id],
+    )?;
+    conn.execute(
+        "DELETE FROM drafts WHERE session_id = ?1",
+        params![session_id],
+    )?;
+    conn.execute(
+        "DELETE FROM state WHERE (key = 'last_open_session' OR key LIKE 'last_open_session:%')
+             AND value = ?1",
+        params![session_id],
+    )?;
+    Ok(())
+}
+
+/// Older copies of the pages live on in the WAL until a checkpoint; truncate it so that the
+/// deleted text is gone from the files' bytes (secure_delete zeroed it in the pages
+/// themselves). Busy readers only delay this; it is not an error.
+fn checkpoint_after_delete(conn: &Connection) {
+    if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
+        tracing::debug!(error = %e, "checkpoint after delete deferred");
+    }
 }
 
 fn refresh_tokens(conn: &Connection, session_id: &str) -> rusqlite::Result<()> {
@@ -1266,6 +1409,58 @@ mod tests {
         assert_eq!(
             (r.title.as_deref(), r.title_set),
             (Some("old title"), false)
+        );
+    }
+
+    #[test]
+    fn a_store_from_before_targets_files_its_rows_on_the_embedded_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("convo.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            for m in &MIGRATIONS[..4] {
+                conn.execute_batch(m).unwrap();
+            }
+            conn.pragma_update(None, "user_version", 4).unwrap();
+            conn.execute(
+                "INSERT INTO sessions (id, title, created_at, last_activity, title_set)
+                 VALUES ('session_OLDOLDOLDOLDOLDO', 'kept', ?1, ?1, 1)",
+                params![fmt_time(&at(0))],
+            )
+            .unwrap();
+            conn.execute(
+                "INSERT INTO messages (session_id, role, content, tokens, created_at, status)
+                 VALUES ('session_OLDOLDOLDOLDOLDO', 'user', 'old words', 2, ?1, 'complete')",
+                params![fmt_time(&at(0))],
+            )
+            .unwrap();
+            conn.execute(
+                "INSERT INTO state (key, value) VALUES ('last_open_session', 'session_OLDOLDOLDOLDOLDO')",
+                [],
+            )
+            .unwrap();
+        }
+        let s = Store::open(&path).unwrap();
+        let listed = s.list_sessions().unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].target, crate::target::EMBEDDED);
+        assert_eq!(listed[0].title.as_deref(), Some("kept"));
+        assert_eq!(s.search("words", 5).unwrap().len(), 1);
+        assert_eq!(
+            s.last_open_session().unwrap().as_deref(),
+            Some("session_OLDOLDOLDOLDOLDO")
+        );
+        // Another target sees none of it.
+        let mut o = crate::api::ClientOptions::new("http://127.0.0.1:9".parse().unwrap());
+        o.api_key = Some("service_live_abcdefghijklmnopqrst".into());
+        let remote = s.for_target(&TargetId::remote(&o)).unwrap();
+        assert!(remote.list_sessions().unwrap().is_empty());
+        assert!(remote.search("words", 5).unwrap().is_empty());
+        assert_eq!(remote.last_open_session().unwrap(), None);
+        // The user's title waits to be sent to a service that has titles.
+        assert_eq!(
+            s.pending_titles().unwrap(),
+            [("session_OLDOLDOLDOLDOLDO".to_string(), "kept".to_string())]
         );
     }
 

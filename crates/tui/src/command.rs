@@ -61,6 +61,13 @@ pub enum Command {
         text: String,
         limit: usize,
     },
+    /// Ask the service for the target's sessions (`GET /v1/sessions`): at connect and on
+    /// `/refresh`, never on a timer. Answered with `AppEvent::ServiceSessions` (nothing when
+    /// the server has no list).
+    ListSessions,
+    /// Send the user's title of a session to the service (`PATCH /v1/sessions/{id}`);
+    /// answered with `AppEvent::TitleSent` when the service took it.
+    SendTitle { session_id: String, title: String },
     /// Leave: restore the terminal and exit.
     Quit,
     /// Hand the terminal to `$VISUAL`/`$EDITOR` on this draft (`tui::editor`); the loop that
@@ -107,5 +114,13 @@ pub enum StoreOp {
     SetTitle {
         session_id: String,
         title: Option<String>,
+    },
+    /// Merge what the service said about the target's sessions; the store answers with
+    /// `AppEvent::SessionsMerged`.
+    MergeService(super::event::ServiceChange),
+    /// The service has the session's title: no longer to be sent.
+    TitleSent {
+        session_id: String,
+        title: String,
     },
 }

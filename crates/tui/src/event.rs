@@ -108,11 +108,47 @@ pub enum AppEvent {
         session_id: String,
         result: Result<Exported, String>,
     },
+    /// What the target's service says about its sessions: the whole list (`GET
+    /// /v1/sessions` at connect or on `/refresh`) or one session created, changed or deleted
+    /// (the account stream). `App::on_service_sessions` is the one place it is merged into
+    /// the local store and the sessions pane.
+    ServiceSessions(ServiceChange),
+    /// The store merged a [`ServiceChange`]: the target's sessions as they are now, the ones
+    /// it marked deleted (the service no longer has them), and the titles given here that the
+    /// service does not have yet (session id, title), to send.
+    SessionsMerged {
+        sessions: Vec<SessionSummary>,
+        deleted: Vec<String>,
+        titles_to_send: Vec<(String, String)>,
+    },
+    /// The service took the session's title (`PATCH /v1/sessions/{id}`).
+    TitleSent { session_id: String, title: String },
+    /// The server has no session list or titles (the seed's interface): the local store
+    /// stays the history of record.
+    ServiceSessionsUnsupported,
+    /// Asking the service for its sessions (or sending a title) failed; the store's list
+    /// stays as it is.
+    ServiceSessionsFailed(String),
     /// An answer for the metrics view (F2): one query of a load (`tui::metrics`).
     Metrics(crate::metrics::MetricsEvent),
     /// A report for the wallet view (F3): a fetched wallet, recent ids, token status
     /// (`tui::wallet`).
     Wallet(crate::wallet::WalletEvent),
+}
+
+/// What the target's service said about its sessions ([`AppEvent::ServiceSessions`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ServiceChange {
+    /// The whole list, asked for at `asked_at` (a session with activity after it that the
+    /// list lacks is not taken as deleted).
+    All {
+        sessions: Vec<convo_wire::sessions::SessionSummary>,
+        asked_at: DateTime<Utc>,
+    },
+    /// One session created or changed (its title, a new message).
+    Upsert(convo_wire::sessions::SessionSummary),
+    /// One session deleted (on this or another device).
+    Deleted(String),
 }
 
 /// A transcript written by `/export`.

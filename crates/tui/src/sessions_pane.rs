@@ -101,6 +101,27 @@ impl SessionsPane {
         self.sort();
     }
 
+    /// The target's sessions as the store has them after merging the service's list, plus
+    /// those of `keep` the list lacks (the open session, one not sent yet); the cursor stays
+    /// on the session it was on.
+    pub fn merge_listed(&mut self, sessions: Vec<SessionSummary>, keep: &[String]) {
+        let selected = self.selected().map(|s| s.id.clone());
+        let kept: Vec<SessionSummary> = self
+            .sessions
+            .drain(..)
+            .filter(|s| keep.contains(&s.id) && !sessions.iter().any(|n| n.id == s.id))
+            .collect();
+        self.sessions = sessions;
+        self.sessions.extend(kept);
+        self.sort();
+        self.deleting
+            .retain(|d| self.sessions.iter().any(|s| &s.id == d));
+        match selected {
+            Some(id) => self.point_at_or_top(&id),
+            None => self.clamp_cursor(),
+        }
+    }
+
     /// A session by id, to change its title, tokens or activity (then [`Self::resort`]).
     pub fn get_mut(&mut self, id: &str) -> Option<&mut SessionSummary> {
         self.sessions.iter_mut().find(|s| s.id == id)

@@ -32,6 +32,7 @@ use super::error::ApiError;
 use super::types::{
     Deleted, ErrorEnvelope, Granularity, Message, Metrics, SendMessage, Usage, Wallet,
 };
+use convo_wire::sessions::{MessageList, SessionList, SessionSummary};
 
 /// Longest `Retry-After` the client waits for by itself; beyond it the 429 is returned.
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
@@ -75,19 +76,9 @@ pub struct ClientOptions {
 
 impl ClientOptions {
     /// Whose numbers this client sees, as the local store files what it keeps of them
-    /// (complete metrics buckets): a hash of the base URL and the API key, so that two keys
-    /// or two deployments never share them and the key itself is not written down.
+    /// (complete metrics buckets, sessions): the id of [`crate::target::TargetId::remote`].
     pub fn account(&self) -> String {
-        use sha2::{Digest, Sha256};
-        let mut h = Sha256::new();
-        h.update(self.base_url.as_str().trim_end_matches('/'));
-        h.update([0]);
-        h.update(self.api_key.as_deref().unwrap_or(""));
-        let hex: String = h.finalize()[..16]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        format!("remote:{hex}")
+        crate::target::TargetId::remote(self).id().to_string()
     }
 }
 
@@ -328,26 +319,75 @@ impl Client {
         &self,
         session_id: &str,
     ) -> Result<Option<Vec<Message>>, ApiError> {
-        #[derive(serde::Deserialize)]
-        struct MessageList {
-            messages: Vec<Message>,
-        }
+        Ok(match self.history(session_id).await? {
+            History::Messages(m) => Some(m),
+            History::NotFound => Some(Vec::new()),
+            History::Unsupported => None,
+        })
+    }
+
+    // ---- the session extensions: list, history, title (docs/client.md, "The service as the
+    // source of truth") ----------------------------------------------------------------------
+
+    /// `GET /v1/sessions/{sessionId}/messages` (`convo_wire::sessions::MessageList`), telling
+    /// a session the server does not hold from a server without the endpoint.
+    pub async fn history(&self, session_id: &str) -> Result<History, ApiError> {
         let url = self
             .options
             .endpoint(&["v1", "sessions", session_id, "messages"]);
-        match self
+        let answer = self
             .request_with_status::<MessageList>(Method::GET, url, Auth::ApiKey, None, None)
-            .await
-        {
-            Ok((_, list)) => Ok(Some(list.messages)),
-            Err(Failure {
-                error: ApiError::SessionNotFound { .. },
-                ..
-            }) => Ok(Some(Vec::new())),
+            .await;
+        match extension(answer)? {
+            Extension::Answered(list) => Ok(History::Messages(
+                list.messages.into_iter().map(|m| m.message).collect(),
+            )),
+            Extension::SessionNotFound => Ok(History::NotFound),
+            Extension::Unsupported => Ok(History::Unsupported),
+        }
+    }
+
+    /// `GET /v1/sessions`: the account's live sessions, most recently active first.
+    /// `Ok(None)` when the server has no such endpoint (404, 405: the seed's interface).
+    pub async fn list_sessions(&self) -> Result<Option<Vec<SessionSummary>>, ApiError> {
+        let url = self.options.endpoint(&["v1", "sessions"]);
+        let answer = self
+            .request_with_status::<SessionList>(Method::GET, url, Auth::ApiKey, None, None)
+            .await;
+        match extension(answer)? {
+            Extension::Answered(list) => Ok(Some(list.sessions)),
+            // No session is named: a 404 with that code is not this endpoint's.
+            Extension::SessionNotFound | Extension::Unsupported => Ok(None),
+        }
+    }
+
+    /// `PATCH /v1/sessions/{sessionId}` `{"title"}`: the session as the server lists it now.
+    /// `Ok(None)` when the server has no titles (404 other than `session_not_found`, 405);
+    /// `session_not_found` is an error.
+    pub async fn set_title(
+        &self,
+        session_id: &str,
+        title: &str,
+    ) -> Result<Option<SessionSummary>, ApiError> {
+        let url = self.options.endpoint(&["v1", "sessions", session_id]);
+        let body = serde_json::to_vec(&serde_json::json!({ "title": title }))
+            .map_err(|e| ApiError::Config(format!("cannot encode the title: {e}")))?;
+        let answer = self
+            .request_with_status::<SessionSummary>(
+                Method::PATCH,
+                url,
+                Auth::ApiKey,
+                Some(body),
+                None,
+            )
+            .await;
+        match answer {
+            Ok((_, s)) => Ok(Some(s)),
             Err(Failure {
                 status: Some(StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED),
+                error,
                 ..
-            }) => Ok(None),
+            }) if !matches!(error, ApiError::SessionNotFound { .. }) => Ok(None),
             Err(f) => Err(f.error),
         }
     }
@@ -497,6 +537,41 @@ impl Client {
             wait: retry_after,
             status: Some(status),
         })
+    }
+}
+
+/// What `GET /v1/sessions/{id}/messages` said ([`Client::history`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum History {
+    /// The stored messages, oldest first.
+    Messages(Vec<Message>),
+    /// `session_not_found`: the server does not hold the session (never used, deleted, or
+    /// another account's).
+    NotFound,
+    /// The server has no such endpoint (the seed's interface).
+    Unsupported,
+}
+
+/// The answer to a GET of an extension.
+enum Extension<T> {
+    Answered(T),
+    SessionNotFound,
+    Unsupported,
+}
+
+/// An extension's answer: `session_not_found` apart, a 404 or 405 means the server lacks it.
+fn extension<T>(answer: Result<(StatusCode, T), Failure>) -> Result<Extension<T>, ApiError> {
+    match answer {
+        Ok((_, t)) => Ok(Extension::Answered(t)),
+        Err(Failure {
+            error: ApiError::SessionNotFound { .. },
+            ..
+        }) => Ok(Extension::SessionNotFound),
+        Err(Failure {
+            status: Some(StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED),
+            ..
+        }) => Ok(Extension::Unsupported),
+        Err(f) => Err(f.error),
     }
 }
 

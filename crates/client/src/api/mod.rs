@@ -8,7 +8,8 @@ pub use convo_wire::types;
 
 pub use account_stream::{AccountStream, AccountUpdate};
 pub use client::{
-    Client, ClientOptions, DEFAULT_MAX_BODY_BYTES, SendReply, Timeouts, new_idempotency_key,
+    Client, ClientOptions, DEFAULT_MAX_BODY_BYTES, History, SendReply, Timeouts,
+    new_idempotency_key,
 };
 pub use error::ApiError;
 pub use stream::{SessionStream, StreamTiming, StreamUpdate, Update, send_streaming};

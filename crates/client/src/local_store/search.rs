@@ -140,7 +140,7 @@ fn snippet_parts(raw: &str) -> Vec<SnippetPart> {
 }
 
 impl Store {
-    /// The stored messages of sessions not deleted that hold every word of `text` (as a
+    /// The stored messages of this target's sessions not deleted that hold every word of `text` (as a
     /// word or the start of one, case and accents ignored), best match first, at most
     /// `limit`. Text with no word in it matches nothing.
     pub fn search(&self, text: &str, limit: usize) -> Result<Vec<SearchHit>, StoreError> {
@@ -157,7 +157,7 @@ impl Store {
                  FROM messages_fts
                  JOIN messages m ON m.id = messages_fts.rowid
                  JOIN sessions s ON s.id = m.session_id
-                 WHERE messages_fts MATCH ?1 AND s.deleted = 0
+                 WHERE messages_fts MATCH ?1 AND s.deleted = 0 AND s.target = ?6
                  ORDER BY rank, m.id DESC
                  LIMIT ?2",
             )
@@ -170,6 +170,7 @@ impl Store {
                     MARK_START.to_string(),
                     MARK_END.to_string(),
                     SNIPPET_TOKENS,
+                    self.target.id(),
                 ],
                 |r| {
                     Ok((

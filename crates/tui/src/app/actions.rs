@@ -102,6 +102,7 @@ impl App {
         if self.open_id() == Some(id.as_str()) {
             return;
         }
+        self.forget_session_gone();
         self.leave_open_session(out);
         // Another session, another history.
         self.composer.forget_recall();
@@ -135,6 +136,18 @@ impl App {
         self.composer.set_send_error(None);
     }
 
+    /// "This session was deleted on the server" is about the session left behind: it goes
+    /// when another one opens or a new one starts (Ctrl-N).
+    fn forget_session_gone(&mut self) {
+        if self
+            .notice
+            .as_ref()
+            .is_some_and(|n| n.text == super::reply::SESSION_GONE)
+        {
+            self.notice = None;
+        }
+    }
+
     /// A session that nothing was sent to yet: the server does not know it.
     pub(super) fn is_unsent(&self, id: &str) -> bool {
         let listed_empty = self
@@ -152,6 +165,7 @@ impl App {
     /// Creates a session locally (the server creates it with the first message). There is at
     /// most one such empty session: if there is one, it is opened instead.
     pub(super) fn new_session(&mut self, draft: String, out: &mut Vec<Command>) {
+        self.forget_session_gone();
         let unsent = self
             .sessions_pane
             .all()

@@ -26,6 +26,7 @@ mod input;
 mod link;
 mod recall;
 mod reply;
+mod service;
 mod settle;
 mod slash;
 mod state;
@@ -60,6 +61,9 @@ pub struct App {
     /// What answers in the embedded service (none for a remote one).
     engine: Option<EngineStatus>,
     store_ready: bool,
+    /// Whether the target's service lists sessions (`GET /v1/sessions`): unknown until it
+    /// answers; then its list and histories are merged in (`service.rs`).
+    service_lists: Option<bool>,
     sessions_pane: SessionsPane,
     /// The open session, the search bar over it, the hits list of a search across sessions.
     transcript: TranscriptPane,
@@ -94,6 +98,7 @@ impl App {
             link: Link::Up,
             engine: None,
             store_ready: false,
+            service_lists: None,
             sessions_pane: SessionsPane::default(),
             transcript: TranscriptPane::default(),
             composer,
@@ -340,6 +345,8 @@ impl App {
                     });
                 }
                 out.push(Command::RefreshUsage);
+                // The target's sessions as its service has them, once (`service.rs`).
+                out.push(Command::ListSessions);
                 // The complete metrics buckets earlier runs kept for this account.
                 out.push(Command::LoadKnownBuckets);
             }
@@ -434,7 +441,25 @@ impl App {
                 session_id,
                 title,
                 title_set,
-            } => self.on_title_changed(session_id, title, title_set),
+            } => {
+                self.on_title_changed(session_id.clone(), title, title_set);
+                if title_set {
+                    self.send_title_to_service(&session_id, &mut out);
+                }
+            }
+            AppEvent::ServiceSessions(change) => self.on_service_sessions(change, &mut out),
+            AppEvent::SessionsMerged {
+                sessions,
+                deleted,
+                titles_to_send,
+            } => self.on_sessions_merged(sessions, deleted, titles_to_send, &mut out),
+            AppEvent::TitleSent { session_id, title } => {
+                out.push(Command::Persist(StoreOp::TitleSent { session_id, title }));
+            }
+            AppEvent::ServiceSessionsUnsupported => self.service_lists = Some(false),
+            AppEvent::ServiceSessionsFailed(e) => {
+                tracing::warn!(error = %e, "the service's sessions are not merged");
+            }
             AppEvent::Exported { result, .. } => match result {
                 Ok(done) => self.notify(
                     Level::Info,

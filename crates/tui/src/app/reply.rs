@@ -15,7 +15,7 @@ use crate::transcript_pane::{
 };
 
 /// Notices of the reply lifecycle.
-const SESSION_GONE: &str =
+pub(super) const SESSION_GONE: &str =
     "this session was deleted on the server; start a new one (Ctrl-N) — your text is kept";
 const REPLY_NOT_KEPT: &str = "the reply was cut short and the service did not keep it; what arrived is kept, marked interrupted";
 const NO_HISTORY: &str = "the stream dropped mid-reply and this service cannot list past messages: the reply stays as far as it came, marked interrupted";
@@ -33,6 +33,7 @@ impl App {
         out: &mut Vec<Command>,
     ) {
         let started = std::time::Instant::now();
+        let from_service = self.history_from_service();
         let Some(open) = self.transcript.session_mut_if(&session_id) else {
             return;
         };
@@ -82,7 +83,8 @@ impl App {
         open.follow = true;
         // Ends unsettled (a reply stopped or cut short, or a message with no reply: the app
         // quit or was killed mid-reply): the service's history says how it ended.
-        if open.unsettled(shift) {
+        // Where the service keeps histories, what other devices added is asked for too.
+        if open.unsettled(shift) || from_service {
             out.push(Command::FetchHistory {
                 session_id: session_id.clone(),
             });
@@ -518,8 +520,7 @@ impl App {
             // Not a reply the stream lost: the history asked for when the session opened.
             if let HistoryFetch::Messages(messages) = fetch {
                 self.settle_from_history(&session_id, messages.clone(), out);
-                // Messages stored from another device (the account stream asked).
-                self.catch_up_from_history(&session_id, &messages, out);
+                self.adopt_history(&session_id, &messages, out);
             }
             return;
         };

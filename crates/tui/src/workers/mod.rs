@@ -28,6 +28,7 @@ use super::event::{AppEvent, EventSender};
 use clock::clock;
 use convo_client::api::client::{Client, ClientOptions};
 use convo_client::api::stream::SessionStream;
+use convo_client::target::TargetId;
 use input::terminal_input;
 use network::connect;
 use store_thread::{StoreJob, spawn_store};
@@ -47,14 +48,21 @@ pub enum Target {
 }
 
 impl Target {
-    /// Whose metrics this target shows, as the local store files them: `embedded` for the
-    /// service in the data directory, else a hash of the base URL and the API key, so that
-    /// two keys (or two deployments) never share cached numbers and no key is written down.
-    pub fn account(&self) -> String {
+    /// Which server and account this is, as the local store files sessions and metrics
+    /// under it (`convo_client::target`, shared with the one-shot commands).
+    pub fn target_id(&self) -> TargetId {
         match self {
-            Target::Embedded { .. } => "embedded".to_string(),
-            Target::Remote(options) => options.account(),
+            Target::Embedded { .. } => TargetId::embedded(),
+            Target::Remote(options) => TargetId::remote(options),
         }
+    }
+
+    /// Whose metrics this target shows, as the local store files them: the id of
+    /// [`Target::target_id`] (`embedded`, else a hash of the base URL and the API key, so
+    /// that two keys or two deployments never share cached numbers and no key is written
+    /// down).
+    pub fn account(&self) -> String {
+        self.target_id().id().to_string()
     }
 }
 
@@ -120,7 +128,11 @@ impl Workers {
             )),
             tokio::spawn(clock(events.clone())),
         ];
-        let store_jobs = spawn_store(config.store_file.clone(), events.clone());
+        let store_jobs = spawn_store(
+            config.store_file.clone(),
+            config.target.target_id(),
+            events.clone(),
+        );
         // Recent wallet ids live beside the store.
         let wallet = crate::wallet::worker::WalletWorker::new(
             config
@@ -242,6 +254,8 @@ impl Workers {
                 };
                 self.wallet.handle(request, self.shared.client.get(), sink);
             }
+            Command::ListSessions => self.list_sessions(),
+            Command::SendTitle { session_id, title } => self.send_title(session_id, title),
             Command::Quit => {}
         }
     }
@@ -342,7 +356,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("convo.db");
         let (events, _rx) = EventSender::new();
-        let jobs = spawn_store(path.clone(), events);
+        let jobs = spawn_store(path.clone(), TargetId::embedded(), events);
         jobs.send(StoreJob::Op(StoreOp::DraftEdited {
             session_id: "session_abcdefgh12345678".into(),
             text: "half a thought".into(),

@@ -9,7 +9,7 @@ use chrono::Utc;
 
 use super::{Shared, Target, Workers};
 use crate::embedded;
-use crate::event::{AppEvent, Endpoint, EventSender, HistoryFetch};
+use crate::event::{AppEvent, Endpoint, EventSender, HistoryFetch, ServiceChange};
 use convo_client::api::SendMessage;
 use convo_client::api::client::Client;
 use convo_client::api::error::ApiError;
@@ -82,6 +82,34 @@ impl Workers {
                 Err(e) => HistoryFetch::Failed(e.to_string()),
             };
             AppEvent::History { session_id, fetch }
+        });
+    }
+
+    /// `GET /v1/sessions`: the target's sessions, answered with `ServiceSessions` (nothing
+    /// when the server has no list; a failure is logged, the store's list stays).
+    pub(super) fn list_sessions(&mut self) {
+        self.spawn_request(None, AppEvent::WorkerError, move |client| async move {
+            let asked_at = Utc::now();
+            match client.list_sessions().await {
+                Ok(Some(sessions)) => {
+                    AppEvent::ServiceSessions(ServiceChange::All { sessions, asked_at })
+                }
+                Ok(None) => AppEvent::ServiceSessionsUnsupported,
+                Err(e) => AppEvent::ServiceSessionsFailed(e.to_string()),
+            }
+        });
+    }
+
+    /// `PATCH /v1/sessions/{id}` with the user's title; answered with `TitleSent` when the
+    /// service took it. A failure is logged: the title stays pending in the store and is sent
+    /// again at the next list.
+    pub(super) fn send_title(&mut self, session_id: String, title: String) {
+        self.spawn_request(None, AppEvent::WorkerError, move |client| async move {
+            match client.set_title(&session_id, &title).await {
+                Ok(Some(_)) => AppEvent::TitleSent { session_id, title },
+                Ok(None) => AppEvent::ServiceSessionsUnsupported,
+                Err(e) => AppEvent::ServiceSessionsFailed(format!("the title was not sent: {e}")),
+            }
         });
     }
 

@@ -7,8 +7,9 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 use super::super::command::StoreOp;
-use super::super::event::{AppEvent, EventSender, Exported, SessionSummary};
-use convo_client::local_store::{self, Store};
+use super::super::event::{AppEvent, EventSender, Exported, ServiceChange, SessionSummary};
+use convo_client::local_store::{self, ServiceSessions, SessionRecord, Store};
+use convo_client::target::TargetId;
 
 pub(super) enum StoreJob {
     Op(StoreOp),
@@ -33,13 +34,18 @@ pub(super) enum StoreJob {
 }
 
 /// The store lives on its own thread: its API blocks, and jobs must stay in order
-/// (a reply is written after its message; a transcript is read after its writes).
-pub(super) fn spawn_store(path: PathBuf, events: EventSender) -> std::sync::mpsc::Sender<StoreJob> {
+/// (a reply is written after its message; a transcript is read after its writes). It lists,
+/// finds and files sessions of `target` only (`local_store::Store::for_target`).
+pub(super) fn spawn_store(
+    path: PathBuf,
+    target: TargetId,
+    events: EventSender,
+) -> std::sync::mpsc::Sender<StoreJob> {
     let (tx, rx) = std::sync::mpsc::channel::<StoreJob>();
     let spawned = std::thread::Builder::new()
         .name("convo-store".into())
         .spawn(move || {
-            let store = match Store::open(&path) {
+            let store = match Store::open(&path).and_then(|s| s.for_target(&target)) {
                 Ok(s) => s,
                 Err(e) => {
                     events.send(AppEvent::WorkerError(format!(
@@ -78,18 +84,7 @@ pub(super) fn spawn_store(path: PathBuf, events: EventSender) -> std::sync::mpsc
                 .and_then(|list| Ok((list, store.last_open_session()?)));
             match loaded {
                 Ok((list, last_open)) => {
-                    let sessions = list
-                        .into_iter()
-                        .map(|r| SessionSummary {
-                            id: r.id,
-                            title: r
-                                .title
-                                .unwrap_or_else(|| crate::app::NEW_SESSION_TITLE.to_string()),
-                            title_set: r.title_set,
-                            last_activity: r.last_activity,
-                            tokens: r.tokens,
-                        })
-                        .collect();
+                    let sessions = summaries(list);
                     events.send(AppEvent::StoreLoaded {
                         sessions,
                         last_open,
@@ -142,6 +137,9 @@ pub(super) fn spawn_store(path: PathBuf, events: EventSender) -> std::sync::mpsc
                     }
                     StoreJob::Op(StoreOp::SetTitle { session_id, title }) => {
                         set_title(&store, session_id, title, &events)
+                    }
+                    StoreJob::Op(StoreOp::MergeService(change)) => {
+                        merge_service(&store, &change, &events)
                     }
                     StoreJob::Export { session_id, path } => {
                         let result = export(&store, &session_id, path.as_deref());
@@ -271,6 +269,50 @@ fn report(result: Result<(), local_store::StoreError>, events: &EventSender) {
     }
 }
 
+/// Sessions as the pane shows them.
+fn summaries(list: Vec<SessionRecord>) -> Vec<SessionSummary> {
+    list.into_iter()
+        .map(|r| SessionSummary {
+            id: r.id,
+            title: r
+                .title
+                .unwrap_or_else(|| crate::app::NEW_SESSION_TITLE.to_string()),
+            title_set: r.title_set,
+            last_activity: r.last_activity,
+            tokens: r.tokens,
+        })
+        .collect()
+}
+
+/// The store's view of a [`ServiceChange`].
+fn said(change: &ServiceChange) -> ServiceSessions<'_> {
+    match change {
+        ServiceChange::All { sessions, asked_at } => ServiceSessions::All {
+            sessions,
+            asked_at: *asked_at,
+        },
+        ServiceChange::Upsert(s) => ServiceSessions::One(s),
+        ServiceChange::Deleted(id) => ServiceSessions::Deleted(id),
+    }
+}
+
+/// Merges what the service said (`Store::merge_service`) and tells the app the target's
+/// sessions as they are now.
+fn merge_service(
+    store: &Store,
+    change: &ServiceChange,
+    events: &EventSender,
+) -> Result<(), local_store::StoreError> {
+    let merged = store.merge_service(said(change))?;
+    let sessions = summaries(store.list_sessions()?);
+    events.send(AppEvent::SessionsMerged {
+        sessions,
+        deleted: merged.deleted,
+        titles_to_send: merged.titles_to_send,
+    });
+    Ok(())
+}
+
 /// Sets or clears a session's title and tells the app what the title is now.
 fn set_title(
     store: &Store,
@@ -357,6 +399,9 @@ fn apply(store: &Store, op: StoreOp) -> Result<(), local_store::StoreError> {
         StoreOp::SetTitle { session_id, title } => {
             store.set_title(&session_id, title.as_deref()).map(|_| ())
         }
+        // The loop answers it (`merge_service`); not reached from there.
+        StoreOp::MergeService(change) => store.merge_service(said(&change)).map(|_| ()),
+        StoreOp::TitleSent { session_id, title } => store.title_sent(&session_id, &title),
     }
 }
 

@@ -1,0 +1,475 @@
+//! The store as a cache of what a target's service says: merging `GET /v1/sessions` (or one
+//! event of the account stream) into the target's sessions, and taking sessions that rows
+//! from before targets (`target_guessed`) left unclaimed.
+//!
+//! The rules, in one place:
+//! - a listed session is this target's: a row of it filed on the embedded target by the
+//!   migration (a guess) moves here the first time this target lists it; a row another
+//!   target confirmed is left alone;
+//! - the service's times, tokens (while the store holds none of its messages) and title come
+//!   in, except a title the user gave that the service has not confirmed yet: that one stays
+//!   and is returned to be sent (`PATCH /v1/sessions/{id}`);
+//! - a session of this target that the service no longer lists is marked deleted only if the
+//!   service is known to have had it (a reply of it is stored), its activity is older than
+//!   the list, and its target was not a guess: never a session of another target, nor one
+//!   nothing was sent to yet.
+
+use std::collections::HashSet;
+
+use chrono::{DateTime, Utc};
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::{Store, StoreError, checkpoint_after_delete, delete_in, fmt_time, parse_time};
+use convo_wire::sessions::SessionSummary;
+
+/// What the target's service said about its sessions.
+#[derive(Debug, Clone, Copy)]
+pub enum ServiceSessions<'a> {
+    /// The whole list (`GET /v1/sessions`), asked for at `asked_at`.
+    All {
+        sessions: &'a [SessionSummary],
+        asked_at: DateTime<Utc>,
+    },
+    /// One session created or changed.
+    One(&'a SessionSummary),
+    /// One session deleted.
+    Deleted(&'a str),
+}
+
+/// What a merge changed that the caller acts on.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Merged {
+    /// Sessions of this target marked deleted because the service no longer has them.
+    pub deleted: Vec<String>,
+    /// Titles the user gave that the service does not have: (session id, title) to send.
+    pub titles_to_send: Vec<(String, String)>,
+}
+
+/// A row as the merge needs it.
+struct Known {
+    target: String,
+    guessed: bool,
+    deleted: bool,
+    title: Option<String>,
+    title_pending: bool,
+    messages: i64,
+}
+
+fn known(conn: &Connection, id: &str) -> rusqlite::Result<Option<Known>> {
+    conn.query_row(
+        "SELECT target, target_guessed, deleted, title, title_pending,
+             (SELECT count(*) FROM messages WHERE session_id = ?1)
+         FROM sessions WHERE id = ?1",
+        params![id],
+        |r| {
+            Ok(Known {
+                target: r.get(0)?,
+                guessed: r.get(1)?,
+                deleted: r.get(2)?,
+                title: r.get(3)?,
+                title_pending: r.get(4)?,
+                messages: r.get(5)?,
+            })
+        },
+    )
+    .optional()
+}
+
+impl Store {
+    /// Merges what this handle's target's service said into the store ([`ServiceSessions`];
+    /// the rules are this file's header). One transaction.
+    pub fn merge_service(&self, said: ServiceSessions<'_>) -> Result<Merged, StoreError> {
+        let target = self.target.id().to_string();
+        let mut merged = Merged::default();
+        let mut conn = self.lock();
+        let tx = conn.transaction().map_err(|e| self.err(e))?;
+        match said {
+            ServiceSessions::All { sessions, asked_at } => {
+                for s in sessions {
+                    merge_one(&tx, &target, s, &mut merged).map_err(|e| self.err(e))?;
+                }
+                let listed: HashSet<&str> =
+                    sessions.iter().map(|s| s.session_id.as_str()).collect();
+                let gone = gone_from(&tx, &target, &asked_at).map_err(|e| self.err(e))?;
+                for id in gone.into_iter().filter(|id| !listed.contains(id.as_str())) {
+                    delete_in(&tx, &target, &id).map_err(|e| self.err(e))?;
+                    merged.deleted.push(id);
+                }
+            }
+            ServiceSessions::One(s) => {
+                merge_one(&tx, &target, s, &mut merged).map_err(|e| self.err(e))?;
+            }
+            ServiceSessions::Deleted(id) => {
+                let row = known(&tx, id).map_err(|e| self.err(e))?;
+                if row.is_some_and(|k| !k.deleted && (k.target == target || k.guessed)) {
+                    delete_in(&tx, &target, id).map_err(|e| self.err(e))?;
+                    merged.deleted.push(id.to_string());
+                }
+            }
+        }
+        tx.commit().map_err(|e| self.err(e))?;
+        if !merged.deleted.is_empty() {
+            checkpoint_after_delete(&conn);
+        }
+        Ok(merged)
+    }
+
+    /// The service of this handle's target holds `session_id` (it answered for it): the
+    /// session is this target's from now on, live, created if the store did not know it.
+    /// False, changing nothing, when another target has it live.
+    pub fn claim_session(&self, session_id: &str) -> Result<bool, StoreError> {
+        let target = self.target.id();
+        let conn = self.lock();
+        let row = known(&conn, session_id).map_err(|e| self.err(e))?;
+        match row {
+            Some(k) if k.target != target && !k.guessed && !k.deleted => Ok(false),
+            Some(_) => conn
+                .execute(
+                    "UPDATE sessions SET target = ?2, target_guessed = 0, deleted = 0
+                     WHERE id = ?1",
+                    params![session_id, target],
+                )
+                .map(|_| true)
+                .map_err(|e| self.err(e)),
+            None => super::upsert(&conn, target, session_id, &Utc::now())
+                .map(|_| true)
+                .map_err(|e| self.err(e)),
+        }
+    }
+
+    /// The service confirmed `title` for the session (`PATCH` answered): it is no longer
+    /// pending, unless the user gave another one meanwhile.
+    pub fn title_sent(&self, session_id: &str, title: &str) -> Result<(), StoreError> {
+        self.lock()
+            .execute(
+                "UPDATE sessions SET title_pending = 0 WHERE id = ?1 AND title = ?2",
+                params![session_id, title],
+            )
+            .map(|_| ())
+            .map_err(|e| self.err(e))
+    }
+
+    /// Titles of this target's sessions the service has not confirmed: (session id, title).
+    pub fn pending_titles(&self) -> Result<Vec<(String, String)>, StoreError> {
+        let conn = self.lock();
+        let mut stmt = conn
+            .prepare(
+                "SELECT id, title FROM sessions WHERE target = ?1 AND deleted = 0
+                     AND title_pending = 1 AND title IS NOT NULL ORDER BY id",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map(params![self.target.id()], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(|e| self.err(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
+    }
+}
+
+/// Merges one listed session (see the file's header). A session whose times do not parse is
+/// left out, changing nothing.
+fn merge_one(
+    conn: &Connection,
+    target: &str,
+    s: &SessionSummary,
+    merged: &mut Merged,
+) -> rusqlite::Result<()> {
+    let (Some(created), Some(last)) = (parse_time(&s.created_at), parse_time(&s.last_activity_at))
+    else {
+        tracing::warn!(session = %s.session_id, "listed session with unreadable times skipped");
+        return Ok(());
+    };
+    let (created, last) = (fmt_time(&created), fmt_time(&last));
+    let title = s
+        .title
+        .as_deref()
+        .map(|t| crate::sanitize::sanitize(t).into_owned());
+    match known(conn, &s.session_id)? {
+        None => {
+            conn.execute(
+                "INSERT INTO sessions (id, target, title, created_at, last_activity, tokens)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![s.session_id, target, title, created, last, s.tokens as i64],
+            )?;
+        }
+        // Another target's, confirmed; or deleted here (the list was older than the delete).
+        Some(k) if (k.target != target && !k.guessed) || k.deleted => {}
+        Some(k) => {
+            conn.execute(
+                "UPDATE sessions SET target = ?2, target_guessed = 0,
+                     created_at = min(created_at, ?3), last_activity = max(last_activity, ?4)
+                 WHERE id = ?1",
+                params![s.session_id, target, created, last],
+            )?;
+            if k.messages == 0 {
+                conn.execute(
+                    "UPDATE sessions SET tokens = ?2 WHERE id = ?1",
+                    params![s.session_id, s.tokens as i64],
+                )?;
+            }
+            if k.title_pending {
+                if let Some(mine) = k.title.filter(|mine| Some(mine) != title.as_ref()) {
+                    merged.titles_to_send.push((s.session_id.clone(), mine));
+                } else {
+                    conn.execute(
+                        "UPDATE sessions SET title_pending = 0 WHERE id = ?1",
+                        params![s.session_id],
+                    )?;
+                }
+            } else if title.is_some() {
+                conn.execute(
+                    "UPDATE sessions SET title = ?2 WHERE id = ?1",
+                    params![s.session_id, title],
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Live sessions of `target` the service is known to have had (a reply of theirs is stored),
+/// filed there for sure, whose last activity is older than `asked_at`.
+fn gone_from(
+    conn: &Connection,
+    target: &str,
+    asked_at: &DateTime<Utc>,
+) -> rusqlite::Result<Vec<String>> {
+    let mut stmt = conn.prepare(
+        "SELECT id FROM sessions s WHERE target = ?1 AND deleted = 0 AND target_guessed = 0
+             AND last_activity < ?2
+             AND EXISTS (SELECT 1 FROM messages m WHERE m.session_id = s.id
+                         AND m.message_id IS NOT NULL AND m.status != 'failed')",
+    )?;
+    let rows = stmt.query_map(params![target, fmt_time(asked_at)], |r| r.get(0))?;
+    rows.collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{ClientOptions, Role};
+    use crate::local_store::{MessageStatus, SessionLookup, StoredMessage};
+    use crate::target::TargetId;
+    use chrono::TimeZone;
+
+    fn at(secs: i64) -> DateTime<Utc> {
+        Utc.timestamp_opt(1_700_000_000 + secs, 0).unwrap()
+    }
+
+    fn remote() -> TargetId {
+        let mut o = ClientOptions::new("http://127.0.0.1:9".parse().unwrap());
+        o.api_key = Some("service_live_abcdefghijklmnopqrst".into());
+        TargetId::remote(&o)
+    }
+
+    fn summary(id: &str, title: Option<&str>, t: i64) -> SessionSummary {
+        SessionSummary {
+            session_id: id.into(),
+            created_at: fmt_time(&at(t)),
+            last_activity_at: fmt_time(&at(t)),
+            message_count: 2,
+            tokens: 40,
+            title: title.map(String::from),
+            forked_from: None,
+        }
+    }
+
+    /// A session with a user message and the service's reply, at `t`.
+    fn exchanged(s: &Store, id: &str, t: i64) {
+        let mut m = StoredMessage::user(Role::User, "hello");
+        m.created_at = at(t);
+        s.append_message(id, &m).unwrap();
+        let reply = StoredMessage {
+            role: Role::Assistant,
+            content: "hi".into(),
+            tokens: 1,
+            created_at: at(t),
+            message_id: Some(format!("msg_{id}")),
+            status: MessageStatus::Complete,
+        };
+        s.append_message(id, &reply).unwrap();
+    }
+
+    fn ids(list: Vec<crate::local_store::SessionRecord>) -> Vec<String> {
+        list.into_iter().map(|r| r.id).collect()
+    }
+
+    #[test]
+    fn each_target_sees_only_its_own_sessions() {
+        let embedded = Store::in_memory().unwrap();
+        let other = embedded.for_target(&remote()).unwrap();
+        exchanged(&embedded, "session_EEEEEEEEEEEEEEEE", 0);
+        exchanged(&other, "session_RRRRRRRRRRRRRRRR", 1);
+        embedded
+            .set_last_open_session("session_EEEEEEEEEEEEEEEE")
+            .unwrap();
+        other
+            .set_last_open_session("session_RRRRRRRRRRRRRRRR")
+            .unwrap();
+        assert_eq!(
+            ids(embedded.list_sessions().unwrap()),
+            ["session_EEEEEEEEEEEEEEEE"]
+        );
+        assert_eq!(
+            ids(other.list_sessions().unwrap()),
+            ["session_RRRRRRRRRRRRRRRR"]
+        );
+        assert_eq!(
+            embedded.last_open_session().unwrap().as_deref(),
+            Some("session_EEEEEEEEEEEEEEEE")
+        );
+        assert_eq!(
+            other.last_open_session().unwrap().as_deref(),
+            Some("session_RRRRRRRRRRRRRRRR")
+        );
+        assert_eq!(embedded.search("hello", 10).unwrap().len(), 1);
+        assert_eq!(
+            embedded.search("hello", 10).unwrap()[0].session_id,
+            "session_EEEEEEEEEEEEEEEE"
+        );
+        // The other target's id is found by its whole id only, as someone else's.
+        assert_eq!(
+            embedded.find_session("session_RRRRRRRRRRRRRRRR").unwrap(),
+            SessionLookup::Elsewhere {
+                id: "session_RRRRRRRRRRRRRRRR".into(),
+                target: remote().label().into()
+            }
+        );
+        assert_eq!(
+            embedded.find_session("RRR").unwrap(),
+            SessionLookup::NotFound
+        );
+        let all = embedded.list_all_sessions().unwrap();
+        let labels: Vec<(&str, &str)> = all
+            .iter()
+            .map(|(r, l)| (r.id.as_str(), l.as_str()))
+            .collect();
+        assert_eq!(
+            labels,
+            [
+                ("session_RRRRRRRRRRRRRRRR", remote().label()),
+                ("session_EEEEEEEEEEEEEEEE", "embedded")
+            ]
+        );
+    }
+
+    #[test]
+    fn a_list_adds_sessions_of_other_devices_and_deletes_only_this_targets_gone_ones() {
+        let embedded = Store::in_memory().unwrap();
+        let s = embedded.for_target(&remote()).unwrap();
+        exchanged(&embedded, "session_EEEEEEEEEEEEEEEE", 0);
+        exchanged(&s, "session_GONEGONEGONEGONE", 0);
+        // Nothing sent yet: the service cannot list it.
+        s.upsert_session("session_NEWNEWNEWNEWNEWN", at(0)).unwrap();
+        // Sent after the list was asked for.
+        exchanged(&s, "session_LATELATELATELATE", 100);
+        let listed = [summary(
+            "session_OTHERDEVICE00001",
+            Some("From the laptop"),
+            5,
+        )];
+        let merged = s
+            .merge_service(ServiceSessions::All {
+                sessions: &listed,
+                asked_at: at(50),
+            })
+            .unwrap();
+        assert_eq!(merged.deleted, ["session_GONEGONEGONEGONE"]);
+        let mut now = ids(s.list_sessions().unwrap());
+        now.sort();
+        assert_eq!(
+            now,
+            [
+                "session_LATELATELATELATE",
+                "session_NEWNEWNEWNEWNEWN",
+                "session_OTHERDEVICE00001"
+            ]
+        );
+        let other = s.session("session_OTHERDEVICE00001").unwrap().unwrap();
+        assert_eq!(other.title.as_deref(), Some("From the laptop"));
+        assert_eq!(other.tokens, 40);
+        // The embedded target's session is untouched.
+        assert_eq!(embedded.list_sessions().unwrap().len(), 1);
+        // A deletion event for a session of another target changes nothing.
+        let none = s
+            .merge_service(ServiceSessions::Deleted("session_EEEEEEEEEEEEEEEE"))
+            .unwrap();
+        assert!(none.deleted.is_empty());
+        assert_eq!(embedded.list_sessions().unwrap().len(), 1);
+        let one = s
+            .merge_service(ServiceSessions::Deleted("session_OTHERDEVICE00001"))
+            .unwrap();
+        assert_eq!(one.deleted, ["session_OTHERDEVICE00001"]);
+    }
+
+    #[test]
+    fn a_guessed_row_moves_to_the_first_target_that_lists_it() {
+        let embedded = Store::in_memory().unwrap();
+        exchanged(&embedded, "session_MOVEMOVEMOVEMOVE", 0);
+        exchanged(&embedded, "session_STAYSTAYSTAYSTAY", 0);
+        embedded
+            .lock()
+            .execute("UPDATE sessions SET target_guessed = 1", [])
+            .unwrap();
+        let s = embedded.for_target(&remote()).unwrap();
+        s.merge_service(ServiceSessions::All {
+            sessions: &[summary("session_MOVEMOVEMOVEMOVE", None, 0)],
+            asked_at: at(50),
+        })
+        .unwrap();
+        assert_eq!(
+            ids(s.list_sessions().unwrap()),
+            ["session_MOVEMOVEMOVEMOVE"]
+        );
+        assert_eq!(
+            ids(embedded.list_sessions().unwrap()),
+            ["session_STAYSTAYSTAYSTAY"]
+        );
+        // The embedded service lists none: a guessed row is never marked deleted.
+        let merged = embedded
+            .merge_service(ServiceSessions::All {
+                sessions: &[],
+                asked_at: at(50),
+            })
+            .unwrap();
+        assert!(merged.deleted.is_empty());
+        // Once confirmed, a row stays with its target.
+        assert!(!embedded.claim_session("session_MOVEMOVEMOVEMOVE").unwrap());
+        assert!(embedded.claim_session("session_STAYSTAYSTAYSTAY").unwrap());
+    }
+
+    #[test]
+    fn a_title_the_service_does_not_have_is_kept_and_sent() {
+        let s = Store::in_memory().unwrap().for_target(&remote()).unwrap();
+        exchanged(&s, "session_TTTTTTTTTTTTTTTT", 0);
+        s.set_title("session_TTTTTTTTTTTTTTTT", Some("Mine"))
+            .unwrap();
+        assert_eq!(
+            s.pending_titles().unwrap(),
+            [("session_TTTTTTTTTTTTTTTT".to_string(), "Mine".to_string())]
+        );
+        let merged = s
+            .merge_service(ServiceSessions::One(&summary(
+                "session_TTTTTTTTTTTTTTTT",
+                Some("hello"),
+                0,
+            )))
+            .unwrap();
+        assert_eq!(
+            merged.titles_to_send,
+            [("session_TTTTTTTTTTTTTTTT".to_string(), "Mine".to_string())]
+        );
+        let r = s.session("session_TTTTTTTTTTTTTTTT").unwrap().unwrap();
+        assert_eq!(r.title.as_deref(), Some("Mine"));
+        s.title_sent("session_TTTTTTTTTTTTTTTT", "Mine").unwrap();
+        assert!(s.pending_titles().unwrap().is_empty());
+        // Confirmed: a title set on another device comes in.
+        s.merge_service(ServiceSessions::One(&summary(
+            "session_TTTTTTTTTTTTTTTT",
+            Some("Renamed elsewhere"),
+            1,
+        )))
+        .unwrap();
+        let r = s.session("session_TTTTTTTTTTTTTTTT").unwrap().unwrap();
+        assert_eq!(r.title.as_deref(), Some("Renamed elsewhere"));
+    }
+}

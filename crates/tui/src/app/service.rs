@@ -1,0 +1,368 @@
+//! The service as the source of truth where it can be: what the target's service says about
+//! its sessions (`GET /v1/sessions` at connect, events of the account stream) merged into the
+//! local store and the sessions pane, titles given here sent to it, and an opened session's
+//! history completed from it (messages written on another device). Against a server without
+//! these extensions nothing here happens: the store's list stays the list.
+
+use chrono::{DateTime, Utc};
+use convo_client::api::{Message, Role};
+
+use super::{App, Command, Level, NEW_SESSION_TITLE, StoreOp};
+use crate::event::{ServiceChange, SessionSummary};
+use crate::render::transcript::EntryState;
+
+impl App {
+    /// THE place where what the target's service says about its sessions comes in: the whole
+    /// list (`ServiceChange::All`, fetched at connect) or one session created, changed or
+    /// deleted (`ServiceChange::Upsert` / `ServiceChange::Deleted`, e.g. from the account
+    /// stream `GET /v1/stream`). Reach it by sending `AppEvent::ServiceSessions(change)`.
+    ///
+    /// The store merges it (`Store::merge_service`: the rules of what is this target's, which
+    /// titles win, what counts as deleted) and answers with `AppEvent::SessionsMerged`, which
+    /// [`App::on_sessions_merged`] shows. A session of another server is never touched, and a
+    /// deletion only removes a session of this target.
+    pub fn on_service_sessions(&mut self, change: ServiceChange, out: &mut Vec<Command>) {
+        out.push(Command::Persist(StoreOp::MergeService(change)));
+    }
+
+    /// The store merged what the service said: the pane shows the target's sessions as they
+    /// are now (keeping the open session and one not sent yet, which the service cannot
+    /// list), sessions the service deleted go (the open one with a notice), and titles given
+    /// here that the service lacks are sent. The first time, the open session's history is
+    /// asked for, to show what other devices added.
+    pub(super) fn on_sessions_merged(
+        &mut self,
+        sessions: Vec<SessionSummary>,
+        deleted: Vec<String>,
+        titles_to_send: Vec<(String, String)>,
+        out: &mut Vec<Command>,
+    ) {
+        let first = self.service_lists != Some(true);
+        self.service_lists = Some(true);
+        for id in &deleted {
+            if self.open_id() == Some(id.as_str()) {
+                let title = self.title_of(id);
+                self.notify(
+                    Level::Warn,
+                    format!("{title} was deleted on the server (by another device)"),
+                );
+            }
+            self.remove_session(id, out);
+        }
+        let keep: Vec<String> = self
+            .sessions_pane
+            .all()
+            .iter()
+            .filter(|s| {
+                self.open_id() == Some(s.id.as_str())
+                    || (s.title == NEW_SESSION_TITLE && s.tokens == 0)
+            })
+            .map(|s| s.id.clone())
+            .collect();
+        self.sessions_pane.merge_listed(sessions, &keep);
+        for (session_id, title) in titles_to_send {
+            out.push(Command::SendTitle { session_id, title });
+        }
+        if first
+            && let Some(open) = self.transcript.session()
+            && open.loaded
+            && open.pending.is_none()
+            && open.cut_off.is_none()
+        {
+            out.push(Command::FetchHistory {
+                session_id: open.id.clone(),
+            });
+        }
+    }
+
+    /// The user gave a session a title: a service that has titles gets it too.
+    pub(super) fn send_title_to_service(&mut self, session_id: &str, out: &mut Vec<Command>) {
+        let connected = matches!(self.connection, super::Connection::Connected(_));
+        if !connected || self.service_lists == Some(false) {
+            return;
+        }
+        if let Some(s) = self.sessions_pane.get(session_id).filter(|s| s.title_set) {
+            out.push(Command::SendTitle {
+                session_id: session_id.to_string(),
+                title: s.title.clone(),
+            });
+        }
+    }
+
+    /// Whether the open session should ask the service for its history when its stored
+    /// transcript is loaded: the service lists sessions, so it keeps their histories too.
+    pub(super) fn history_from_service(&self) -> bool {
+        self.service_lists == Some(true)
+    }
+
+    /// The service's history of the open session holds messages after those shown (written
+    /// on another device, or while convo was away): they are added and stored.
+    pub(super) fn adopt_history(
+        &mut self,
+        session_id: &str,
+        history: &[Message],
+        out: &mut Vec<Command>,
+    ) {
+        let Some(open) = self.transcript.session_mut_if(session_id) else {
+            return;
+        };
+        if !open.loaded || open.pending.is_some() || open.cut_off.is_some() {
+            return;
+        }
+        let shown: Vec<(Role, &str)> = (0..open.items.len())
+            .filter(|&i| !matches!(open.items[i].state, EntryState::Failed(_)))
+            .map(|i| (open.items[i].role, open.content(i)))
+            .collect();
+        let Some(start) = missing_from(&shown, history) else {
+            return;
+        };
+        let mut gained = 0;
+        for m in &history[start..] {
+            let at = DateTime::parse_from_rfc3339(&m.created_at)
+                .map(|t| t.with_timezone(&Utc))
+                .unwrap_or(self.now);
+            let i = open.push(
+                m.role,
+                m.content.clone(),
+                EntryState::Complete,
+                m.tokens,
+                Some(m.message_id.clone()),
+                at,
+            );
+            gained += m.tokens;
+            out.extend(open.stored(i).map(|message| {
+                Command::Persist(StoreOp::AppendMessage {
+                    session_id: session_id.to_string(),
+                    message,
+                })
+            }));
+        }
+        open.follow = true;
+        if let Some(s) = self.sessions_pane.get_mut(session_id) {
+            s.tokens += gained;
+        }
+    }
+}
+
+/// Where the service's `history` goes on past what is `shown` (role and text of each message
+/// kept, oldest first): `Some(shown.len())` when `shown` is the start of `history` and shorter;
+/// `None` when nothing is missing or the two differ (then the transcript is left as it is).
+pub(super) fn missing_from(shown: &[(Role, &str)], history: &[Message]) -> Option<usize> {
+    if shown.len() >= history.len() {
+        return None;
+    }
+    let same = shown
+        .iter()
+        .zip(history)
+        .all(|((role, text), m)| *role == m.role && *text == m.content);
+    same.then_some(shown.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::app::{Notice, Settings};
+    use crate::event::{AppEvent, Endpoint, HistoryFetch};
+    use crate::keys::KeyBindings;
+    use chrono::TimeZone;
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+    const A: &str = "session_AAAAAAAAAAAAAAAA";
+    const B: &str = "session_BBBBBBBBBBBBBBBB";
+    const C: &str = "session_CCCCCCCCCCCCCCCC";
+
+    fn t0() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 11, 22, 12, 0, 0).unwrap()
+    }
+
+    fn summary(id: &str, title: &str, mins_ago: i64, tokens: u64) -> SessionSummary {
+        SessionSummary {
+            id: id.into(),
+            title: title.into(),
+            title_set: false,
+            last_activity: t0() - chrono::Duration::minutes(mins_ago),
+            tokens,
+        }
+    }
+
+    /// Connected, A and B in the store, A open with nothing stored.
+    fn app() -> App {
+        let mut app = App::new(
+            KeyBindings::default(),
+            Settings::default(),
+            ratatui::layout::Rect::new(0, 0, 80, 24),
+            t0(),
+        );
+        app.update(AppEvent::Connected(Endpoint::Remote {
+            base_url: "http://x".into(),
+        }));
+        app.update(AppEvent::StoreLoaded {
+            sessions: vec![summary(A, "first", 1, 20), summary(B, "second", 5, 10)],
+            last_open: Some(A.into()),
+        });
+        app.update(AppEvent::TranscriptLoaded {
+            session_id: A.into(),
+            messages: Vec::new(),
+            draft: None,
+            rendered: None,
+        });
+        app
+    }
+
+    #[test]
+    fn the_services_list_goes_to_the_store_and_its_answer_to_the_pane() {
+        let mut app = app();
+        let cmds = app.update(AppEvent::ServiceSessions(ServiceChange::Deleted(B.into())));
+        assert_eq!(
+            cmds,
+            [Command::Persist(StoreOp::MergeService(
+                ServiceChange::Deleted(B.into())
+            ))]
+        );
+        // The store says: A is gone from the server, C came from another device, and B's
+        // title given here is to be sent.
+        let cmds = app.update(AppEvent::SessionsMerged {
+            sessions: vec![
+                summary(B, "Mine", 5, 10),
+                summary(C, "from the laptop", 0, 7),
+            ],
+            deleted: vec![A.into()],
+            titles_to_send: vec![(B.into(), "Mine".into())],
+        });
+        let ids: Vec<&str> = app
+            .sessions_pane()
+            .all()
+            .iter()
+            .map(|s| s.id.as_str())
+            .collect();
+        assert_eq!(ids, [C, B]);
+        assert_ne!(app.open_id(), Some(A));
+        let notice = app.notice().unwrap();
+        assert!(notice.text.contains("deleted on the server"), "{notice:?}");
+        assert!(cmds.contains(&Command::SendTitle {
+            session_id: B.into(),
+            title: "Mine".into()
+        }));
+    }
+
+    #[test]
+    fn a_session_not_sent_yet_stays_in_the_pane_though_the_service_cannot_list_it() {
+        let mut app = app();
+        app.update(AppEvent::Key(KeyEvent::new(
+            KeyCode::Char('n'),
+            KeyModifiers::CONTROL,
+        )));
+        let new = app.open_id().unwrap().to_string();
+        assert!(new != A && new != B);
+        app.update(AppEvent::SessionsMerged {
+            sessions: vec![summary(A, "first", 1, 20)],
+            deleted: Vec::new(),
+            titles_to_send: Vec::new(),
+        });
+        assert!(app.sessions_pane().get(&new).is_some());
+        assert_eq!(app.open_id(), Some(new.as_str()));
+        // B was not deleted by the list (the store decides that): only what it lists shows.
+        assert!(app.sessions_pane().get(B).is_none());
+    }
+
+    #[test]
+    fn the_open_sessions_history_comes_from_a_service_that_lists_sessions() {
+        let mut app = app();
+        let cmds = app.update(AppEvent::SessionsMerged {
+            sessions: vec![summary(A, "first", 1, 20)],
+            deleted: Vec::new(),
+            titles_to_send: Vec::new(),
+        });
+        assert!(cmds.contains(&Command::FetchHistory {
+            session_id: A.into()
+        }));
+        let message = |id: &str, role, text: &str| Message {
+            message_id: id.into(),
+            session_id: A.into(),
+            role,
+            content: text.into(),
+            tokens: 4,
+            created_at: "2026-11-22T11:00:00Z".into(),
+        };
+        let cmds = app.update(AppEvent::History {
+            session_id: A.into(),
+            fetch: HistoryFetch::Messages(vec![
+                message("msg_1", Role::User, "from the laptop"),
+                message("msg_2", Role::Assistant, "an answer"),
+            ]),
+        });
+        let open = app.session().unwrap();
+        assert_eq!(open.items.len(), 2);
+        assert_eq!(open.content(0), "from the laptop");
+        let stored = cmds
+            .iter()
+            .filter(|c| matches!(c, Command::Persist(StoreOp::AppendMessage { .. })))
+            .count();
+        assert_eq!(stored, 2);
+        // Opening another session now asks the service for its history too.
+        let mut out = Vec::new();
+        app.open_session(B.into(), &mut out);
+        let cmds = app.update(AppEvent::TranscriptLoaded {
+            session_id: B.into(),
+            messages: Vec::new(),
+            draft: None,
+            rendered: None,
+        });
+        assert!(cmds.contains(&Command::FetchHistory {
+            session_id: B.into()
+        }));
+    }
+
+    #[test]
+    fn a_session_gone_notice_goes_with_ctrl_n() {
+        let mut app = app();
+        app.notice = Some(Notice {
+            level: Level::Warn,
+            text: super::super::reply::SESSION_GONE.into(),
+        });
+        app.update(AppEvent::Key(KeyEvent::new(
+            KeyCode::Char('n'),
+            KeyModifiers::CONTROL,
+        )));
+        assert_eq!(app.notice(), None);
+    }
+
+    fn m(role: Role, text: &str) -> Message {
+        Message {
+            message_id: format!("msg_{text}"),
+            session_id: "session_AAAAAAAAAAAAAAAA".into(),
+            role,
+            content: text.into(),
+            tokens: 1,
+            created_at: "2026-11-26T00:00:00Z".into(),
+        }
+    }
+
+    #[test]
+    fn only_a_history_that_goes_on_from_what_is_shown_is_adopted() {
+        let history = [
+            m(Role::User, "a"),
+            m(Role::Assistant, "b"),
+            m(Role::User, "c"),
+        ];
+        assert_eq!(missing_from(&[], &history), Some(0));
+        assert_eq!(
+            missing_from(&[(Role::User, "a"), (Role::Assistant, "b")], &history),
+            Some(2)
+        );
+        // Nothing missing; or the transcript differs from the service's: left alone.
+        assert_eq!(
+            missing_from(
+                &[(Role::User, "a"), (Role::Assistant, "b"), (Role::User, "c")],
+                &history
+            ),
+            None
+        );
+        assert_eq!(missing_from(&[(Role::User, "x")], &history), None);
+        assert_eq!(
+            missing_from(&[(Role::System, "a")], &history),
+            None,
+            "the role counts"
+        );
+    }
+}

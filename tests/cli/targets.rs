@@ -1,0 +1,226 @@
+//! The local store is a cache per target (server and key): the commands see only the
+//! configured server's sessions, `--all-targets` shows every one with whose it is, a session
+//! is sent to only where it lives, and a server that lists sessions (`convo serve`) is the
+//! source of truth, also for a second device. Against two local services started in-process
+//! and the seed-only fake.
+
+use convo_service::{RunningService, ServiceConfig};
+use serde_json::Value;
+
+use super::fake::{self, KEY};
+use super::support::{Run, Sandbox};
+
+async fn start() -> RunningService {
+    convo_service::start(ServiceConfig::ephemeral(1), "127.0.0.1:0".parse().unwrap())
+        .await
+        .expect("service starts")
+}
+
+async fn on(s: &Sandbox, base: &str, key: &str, args: &[&str]) -> Run {
+    s.run_env(args, &[("CONVO_BASE_URL", base), ("CONVO_API_KEY", key)])
+        .await
+}
+
+async fn run(s: &Sandbox, svc: &RunningService, args: &[&str]) -> Run {
+    on(s, &svc.base_url(), &svc.api_key, args).await
+}
+
+fn new_id(sent: &Run) -> String {
+    sent.stderr
+        .trim()
+        .strip_prefix("new session: ")
+        .unwrap_or_else(|| panic!("{}", sent.stderr))
+        .to_string()
+}
+
+fn ids(list: &Value) -> Vec<&str> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["sessionId"].as_str().unwrap())
+        .collect()
+}
+
+const UNKNOWN: &str = "session_UNKNOWN000000000";
+
+#[tokio::test]
+async fn each_server_sees_its_own_sessions_and_all_targets_shows_whose() {
+    let (a, b) = (start().await, start().await);
+    let s = Sandbox::new();
+    let id_a = new_id(&run(&s, &a, &["send", "hello from A"]).await.expect(0));
+    let id_b = new_id(&run(&s, &b, &["send", "hello from B"]).await.expect(0));
+
+    let on_a = run(&s, &a, &["sessions", "--json"]).await.expect(0).json();
+    assert_eq!(ids(&on_a), [id_a.as_str()]);
+    let on_b = run(&s, &b, &["sessions", "--json"]).await.expect(0).json();
+    assert_eq!(ids(&on_b), [id_b.as_str()]);
+    // Search, export and title see only the configured server's sessions.
+    let hits = run(&s, &b, &["search", "--json", "hello"])
+        .await
+        .expect(0)
+        .json();
+    let found = ids(&hits);
+    assert!(
+        !found.is_empty() && found.iter().all(|id| *id == id_b),
+        "{found:?}"
+    );
+    let foreign = run(&s, &b, &["export", &id_a]).await.expect(1);
+    assert!(
+        foreign.stderr.contains("belongs to another server"),
+        "{}",
+        foreign.stderr
+    );
+
+    // Every target's, with whose it is; no server asked.
+    let all = s
+        .run(&["sessions", "--all-targets", "--json"])
+        .await
+        .expect(0)
+        .json();
+    let mut listed: Vec<(String, String)> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["sessionId"].as_str().unwrap().to_string(),
+                s["target"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    listed.sort();
+    let mut want = vec![
+        (id_a.clone(), a.base_url().trim_end_matches('/').to_string()),
+        (id_b.clone(), b.base_url().trim_end_matches('/').to_string()),
+    ];
+    want.sort();
+    for ((id, target), (want_id, url)) in listed.iter().zip(&want) {
+        assert_eq!(id, want_id);
+        assert!(target.starts_with(&format!("{url} #")), "{target}");
+    }
+    let table = s.run(&["sessions", "--all-targets"]).await.expect(0);
+    assert!(
+        table.stdout.contains("target") && table.stdout.contains(&id_a),
+        "{}",
+        table.stdout
+    );
+}
+
+#[tokio::test]
+async fn send_session_goes_only_where_the_session_lives() {
+    let (a, b) = (start().await, start().await);
+    let s = Sandbox::new();
+    let id_a = new_id(&run(&s, &a, &["send", "hello from A"]).await.expect(0));
+
+    // A's session is not sent to B (which would have made a new session of it there).
+    let elsewhere = run(&s, &b, &["send", "--session", &id_a, "hi"])
+        .await
+        .expect(1);
+    assert!(
+        elsewhere.stderr.contains("belongs to another server"),
+        "{}",
+        elsewhere.stderr
+    );
+    // An id nobody knows: exit 1, saying how to start one on purpose.
+    let unknown = run(&s, &a, &["send", "--session", UNKNOWN, "hi"])
+        .await
+        .expect(1);
+    assert!(
+        unknown
+            .stderr
+            .starts_with(&format!("convo: session {UNKNOWN} is not on this server"))
+            && unknown.stderr.contains("--new"),
+        "{}",
+        unknown.stderr
+    );
+    let started = run(&s, &a, &["send", "--new", "--session", UNKNOWN, "hi"])
+        .await
+        .expect(0);
+    assert!(!started.stdout.is_empty());
+    run(&s, &a, &["send", "--session", UNKNOWN, "again"])
+        .await
+        .expect(0);
+
+    // Another device (another data dir) sends to A's session: the server has it.
+    let laptop = Sandbox::new();
+    run(
+        &laptop,
+        &a,
+        &["send", "--session", &id_a, "from the laptop"],
+    )
+    .await
+    .expect(0);
+    let listed = run(&laptop, &a, &["sessions", "--json"])
+        .await
+        .expect(0)
+        .json();
+    let mut got = ids(&listed);
+    got.sort();
+    let mut want = vec![id_a.as_str(), UNKNOWN];
+    want.sort();
+    assert_eq!(got, want, "the server's list, on a device that sent none");
+}
+
+#[tokio::test]
+async fn titles_reach_every_device_and_delete_takes_a_prefix() {
+    let a = start().await;
+    let s = Sandbox::new();
+    let id = new_id(&run(&s, &a, &["send", "plan the trip"]).await.expect(0));
+    run(&s, &a, &["title", &id, "Lisbon", "in", "May"])
+        .await
+        .expect(0);
+    let laptop = Sandbox::new();
+    let listed = run(&laptop, &a, &["sessions", "--json"])
+        .await
+        .expect(0)
+        .json();
+    assert_eq!(listed[0]["sessionId"], id.as_str());
+    assert_eq!(listed[0]["title"], "Lisbon in May");
+
+    // The session deleted from the laptop by the start of its id…
+    let prefix = &id["session_".len().."session_".len() + 6];
+    let deleted = run(&laptop, &a, &["delete", prefix]).await.expect(0);
+    assert_eq!(deleted.stdout, format!("deleted {id}\n"));
+    // …goes from the first device's list too, the server saying so.
+    let listed = run(&s, &a, &["sessions", "--json"]).await.expect(0).json();
+    assert_eq!(listed, serde_json::json!([]));
+    let again = run(&s, &a, &["send", "--session", &id, "still there?"])
+        .await
+        .expect(1);
+    assert!(again.stderr.contains("was deleted"), "{}", again.stderr);
+}
+
+#[tokio::test]
+async fn against_a_seed_only_server_the_store_stays_the_list() {
+    let base = fake::start().await;
+    let s = Sandbox::new();
+    let sent = on(&s, &base, KEY, &["send", "hello"]).await.expect(0);
+    let id = new_id(&sent);
+    let listed = on(&s, &base, KEY, &["sessions", "--json"]).await.expect(0);
+    assert_eq!(ids(&listed.json()), [id.as_str()]);
+    assert!(listed.stderr.is_empty(), "{}", listed.stderr);
+    // A title stays local where the server has none; no warning.
+    let titled = on(&s, &base, KEY, &["title", &id, "Mine"]).await.expect(0);
+    assert!(titled.stderr.is_empty(), "{}", titled.stderr);
+    // Unknown ids are refused before anything is sent.
+    let unknown = on(&s, &base, KEY, &["send", "--session", UNKNOWN, "hi"])
+        .await
+        .expect(1);
+    assert!(
+        unknown
+            .stderr
+            .contains("is not in the local store for this server"),
+        "{}",
+        unknown.stderr
+    );
+    // A prefix that matches nothing, or a word that is no id: exit 1, nothing sent.
+    let nothing = on(&s, &base, KEY, &["delete", "zzzz"]).await.expect(1);
+    assert!(
+        nothing.stderr.contains("no session `zzzz`"),
+        "{}",
+        nothing.stderr
+    );
+    let prefix = &id[..14];
+    let deleted = on(&s, &base, KEY, &["delete", prefix]).await.expect(0);
+    assert_eq!(deleted.stdout, format!("deleted {id}\n"));
+}

@@ -1,0 +1,67 @@
+//! The real binary on one data dir, pointed in turn at the embedded service and at another
+//! server (a `convo serve` started in this process): each shows only its own sessions, and
+//! neither calls the other's session deleted or its stream down (issue 27, item 1).
+
+use std::ffi::OsStr;
+
+use super::harness::{Convo, keys};
+
+/// Sends `text` once the open session's stream is up, and waits for its reply to be complete.
+fn exchange(convo: &mut Convo, text: &str) {
+    convo.wait_text("● live");
+    convo.type_text(text);
+    convo.send(keys::ENTER);
+    convo.wait_for("a complete reply", |s| {
+        s.contains(text)
+            && s.lines()
+                .any(|l| l.contains("assistant ·") && l.contains("tokens"))
+    });
+}
+
+fn quit(mut convo: Convo) {
+    convo.send(keys::CTRL_C);
+    assert!(convo.wait_exit(), "convo exits 0");
+}
+
+fn nothing_foreign(screen: &str, foreign: &str) {
+    assert!(!screen.contains(foreign), "{screen}");
+    assert!(!screen.contains("deleted"), "{screen}");
+    assert!(!screen.contains("stream down"), "{screen}");
+}
+
+#[test]
+fn the_embedded_service_and_a_server_never_show_each_others_sessions() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let svc = rt
+        .block_on(convo_service::start(
+            convo_service::ServiceConfig::ephemeral(0),
+            "127.0.0.1:0".parse().unwrap(),
+        ))
+        .unwrap();
+    let (base, key) = (svc.base_url(), svc.api_key.clone());
+    let remote: [(&str, &OsStr); 2] = [
+        ("CONVO_BASE_URL", OsStr::new(&base)),
+        ("CONVO_API_KEY", OsStr::new(&key)),
+    ];
+    let home = tempfile::tempdir().unwrap();
+
+    let mut convo = Convo::start(home.path(), 100, 30);
+    convo.wait_text("● builtin (no model)");
+    exchange(&mut convo, "words on the embedded one");
+    quit(convo);
+
+    let mut convo = Convo::start_with_env(home.path(), 100, 30, &remote);
+    let screen = convo.wait_text("● live");
+    nothing_foreign(&screen, "words on the embedded one");
+    exchange(&mut convo, "words on the server");
+    nothing_foreign(&convo.screen(), "words on the embedded one");
+    quit(convo);
+
+    let convo = Convo::start(home.path(), 100, 30);
+    let screen = convo.wait_text("words on the embedded one");
+    convo.wait_text("● builtin (no model)");
+    nothing_foreign(&screen, "words on the server");
+    nothing_foreign(&convo.screen(), "words on the server");
+    quit(convo);
+    drop(svc);
+}
