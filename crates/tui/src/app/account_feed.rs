@@ -1,8 +1,9 @@
 //! What the account stream (`GET /v1/stream`, through `workers::usage_feed`) tells the app:
-//! the usage gauges take its `hello` and `usage` events; its sessions go where everything the
-//! service says about sessions goes, [`App::on_service_sessions`] (the `hello` as the whole
-//! list, each event as one session); and a message stored from another device in the open
-//! session makes the transcript read the stored history, which `App::adopt_history` appends.
+//! the usage gauges take its `hello` and `usage` events; its session events go to the one
+//! place where the service's sessions come in ([`App::on_service_sessions`], which has the
+//! local store merge them); and a message stored from another device in the open session
+//! makes the transcript read the stored history, which `App::adopt_history` appends (the App
+//! follows only its own replies on the session stream).
 
 use super::{App, Command};
 use crate::event::ServiceChange;
@@ -13,6 +14,7 @@ impl App {
         match event {
             AccountEvent::Hello { sessions, usage } => {
                 self.on_usage(usage);
+                // The service's whole list as of now: what it lacks and this target had is gone.
                 let asked_at = self.now;
                 self.on_service_sessions(ServiceChange::All { sessions, asked_at }, out);
             }
@@ -21,9 +23,9 @@ impl App {
                 self.on_service_sessions(ServiceChange::Upsert(session), out);
             }
             AccountEvent::SessionUpdated { session, change } => {
-                // A message stored from elsewhere in the open session (the service holds
-                // more than the transcript, and no send of ours is in flight, whose own
-                // events settle it): the transcript catches up from the stored history.
+                // A message stored from elsewhere in the open session (the service holds more
+                // than the transcript, and no send of ours is in flight, whose own events
+                // settle it): the transcript catches up from the stored history.
                 if change == SessionChange::Message
                     && let Some(open) = self.transcript.session()
                     && open.id == session.session_id
@@ -39,7 +41,10 @@ impl App {
                 self.on_service_sessions(ServiceChange::Upsert(session), out);
             }
             AccountEvent::SessionDeleted { session_id } => {
-                self.on_service_sessions(ServiceChange::Deleted(session_id), out);
+                // Our own DELETE: its answer removes it.
+                if !self.sessions_pane.is_deleting(&session_id) {
+                    self.on_service_sessions(ServiceChange::Deleted(session_id), out);
+                }
             }
         }
     }
@@ -47,15 +52,16 @@ impl App {
 
 #[cfg(test)]
 mod tests {
-    use chrono::{DateTime, TimeZone, Utc};
+    use chrono::TimeZone;
     use ratatui::layout::Rect;
 
     use super::*;
     use crate::app::{Settings, StoreOp};
-    use crate::event::{AppEvent, Endpoint, SessionSummary};
+    use crate::event::SessionSummary;
+    use crate::event::{AppEvent, Endpoint};
     use crate::keys::KeyBindings;
+    use chrono::{DateTime, Utc};
     use convo_client::api::types::Usage;
-    use convo_client::api::{Message, Role};
     use convo_wire::sessions::SessionSummary as ServiceSession;
 
     const A: &str = "session_AAAAAAAAAAAAAAAA";
@@ -76,19 +82,19 @@ mod tests {
         .unwrap()
     }
 
-    fn service(id: &str, count: u64) -> ServiceSession {
+    fn service(id: &str, title: Option<&str>) -> ServiceSession {
         ServiceSession {
             session_id: id.into(),
             created_at: "2026-11-22T11:00:00.000Z".into(),
             last_activity_at: "2026-11-22T11:30:00.000Z".into(),
-            message_count: count,
+            message_count: 2,
             tokens: 40,
-            title: Some("from the laptop".into()),
+            title: title.map(String::from),
             forked_from: None,
         }
     }
 
-    /// Connected, with A known and open, its (empty) transcript loaded.
+    /// Connected, with A known and open (its session stream not open yet).
     fn app() -> App {
         let mut app = App::new(
             KeyBindings::default(),
@@ -109,56 +115,55 @@ mod tests {
             }],
             last_open: Some(A.into()),
         });
-        app.update(AppEvent::TranscriptLoaded {
-            session_id: A.into(),
-            messages: Vec::new(),
-            draft: None,
-            rendered: None,
-        });
         app
     }
 
-    fn merges(out: &[Command]) -> Vec<ServiceChange> {
+    /// The store merges what the service said (`StoreOp::MergeService`); `Store::merge_service`
+    /// and `App::on_sessions_merged` have their own tests.
+    fn merges(out: &[Command]) -> Vec<&ServiceChange> {
         out.iter()
             .filter_map(|c| match c {
-                Command::Persist(StoreOp::MergeService(change)) => Some(change.clone()),
+                Command::Persist(StoreOp::MergeService(change)) => Some(change),
                 _ => None,
             })
             .collect()
     }
 
     #[test]
-    fn hello_fills_the_gauges_and_is_the_services_whole_list() {
+    fn hello_fills_the_gauges_and_hands_the_whole_list_to_the_store() {
         let mut app = app();
         let out = app.update(AppEvent::Account(AccountEvent::Hello {
-            sessions: vec![service(B, 2)],
+            sessions: vec![
+                service(A, Some("theirs")),
+                service(B, Some("from the laptop")),
+            ],
             usage: usage(7),
         }));
         assert_eq!(app.usage().usage.as_ref().unwrap().requests.used, 7);
-        assert!(matches!(
-            &merges(&out)[..],
-            [ServiceChange::All { sessions, .. }] if sessions[0].session_id == B
-        ));
+        match merges(&out).as_slice() {
+            [ServiceChange::All { sessions, asked_at }] => {
+                assert_eq!(sessions.len(), 2);
+                assert_eq!(*asked_at, t0());
+            }
+            other => panic!("expected the whole list, got {other:?}"),
+        }
         app.update(AppEvent::Account(AccountEvent::Usage { usage: usage(9) }));
         assert_eq!(app.usage().usage.as_ref().unwrap().requests.used, 9);
-        let out = app.update(AppEvent::Account(AccountEvent::SessionCreated {
-            session: service(B, 1),
-        }));
-        assert!(matches!(&merges(&out)[..], [ServiceChange::Upsert(s)] if s.session_id == B));
-        let out = app.update(AppEvent::Account(AccountEvent::SessionDeleted {
-            session_id: B.into(),
-        }));
-        assert_eq!(merges(&out), vec![ServiceChange::Deleted(B.into())]);
     }
 
     #[test]
     fn a_message_stored_elsewhere_in_the_open_session_is_fetched_and_appended() {
         let mut app = app();
+        app.update(AppEvent::TranscriptLoaded {
+            session_id: A.into(),
+            messages: Vec::new(),
+            draft: None,
+            rendered: None,
+        });
         let updated = |id: &str, count: u64, change| {
-            AppEvent::Account(AccountEvent::SessionUpdated {
-                session: service(id, count),
-                change,
-            })
+            let mut session = service(id, None);
+            session.message_count = count;
+            AppEvent::Account(AccountEvent::SessionUpdated { session, change })
         };
         let fetches = |out: &[Command]| {
             out.iter()
@@ -175,7 +180,7 @@ mod tests {
             0
         );
         // The history read: both messages of the other device come in, and are stored.
-        let message = |id: &str, role, content: &str| Message {
+        let message = |id: &str, role, content: &str| convo_client::api::Message {
             message_id: id.into(),
             session_id: A.into(),
             role,
@@ -184,12 +189,12 @@ mod tests {
             created_at: "2026-11-22T11:59:00.000Z".into(),
         };
         let history = vec![
-            message("msg_1", Role::User, "from the laptop"),
-            message("msg_2", Role::Assistant, "hello laptop"),
+            message("msg_1", convo_client::api::Role::User, "from the laptop"),
+            message("msg_2", convo_client::api::Role::Assistant, "hello laptop"),
         ];
         let out = app.update(AppEvent::History {
             session_id: A.into(),
-            fetch: crate::event::HistoryFetch::Messages(history.clone()),
+            fetch: crate::event::HistoryFetch::Messages(history),
         });
         let open = app.session().unwrap();
         assert_eq!(open.items.len(), 2);
@@ -204,5 +209,19 @@ mod tests {
             fetches(&app.update(updated(A, 2, SessionChange::Message))),
             0
         );
+    }
+
+    #[test]
+    fn session_events_go_to_the_store_one_by_one() {
+        let mut app = app();
+        let out = app.update(AppEvent::Account(AccountEvent::SessionCreated {
+            session: service(B, Some("new")),
+        }));
+        assert!(matches!(merges(&out).as_slice(), [ServiceChange::Upsert(s)] if s.session_id == B));
+        let out = app.update(AppEvent::Account(AccountEvent::SessionDeleted {
+            session_id: B.into(),
+        }));
+        assert!(matches!(merges(&out).as_slice(), [ServiceChange::Deleted(id)] if id == B));
+        assert_eq!(app.open_id(), Some(A), "the open session stays open");
     }
 }
