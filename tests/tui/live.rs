@@ -229,6 +229,15 @@ async fn delete_asks_then_deletes_on_the_server() {
     let doomed = h.rt.app.open_id().unwrap().to_string();
     h.key(KeyCode::Char('n'), KeyModifiers::CONTROL);
     h.send_and_wait("keeper").await;
+    // The account stream's events for keeper bring the service's activity time (until then
+    // keeper's is the app's clock, which may be behind the service's time of doomed's reply).
+    h.until("keeper on top", |app| {
+        app.sessions_pane()
+            .all()
+            .first()
+            .is_some_and(|s| s.title == "keeper")
+    })
+    .await;
     h.press(KeyCode::Tab);
     h.press(KeyCode::Down);
     h.press(KeyCode::Char('d'));

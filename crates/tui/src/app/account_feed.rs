@@ -1,10 +1,11 @@
 //! What the account stream (`GET /v1/stream`, through `workers::usage_feed`) tells the app:
 //! the usage gauges take its `hello` and `usage` events; its session events go to the one
 //! place where the service's sessions come in ([`App::on_service_sessions`], which has the
-//! local store merge them); and the open transcript follows a message stored from another
-//! device when no session stream follows it.
+//! local store merge them); and a message stored from another device in the open session
+//! makes the transcript read the stored history, which `App::adopt_history` appends (the App
+//! follows only its own replies on the session stream).
 
-use super::{App, Command, StreamState};
+use super::{App, Command};
 use crate::event::ServiceChange;
 use convo_client::api::account_stream::{AccountEvent, SessionChange};
 
@@ -22,12 +23,16 @@ impl App {
                 self.on_service_sessions(ServiceChange::Upsert(session), out);
             }
             AccountEvent::SessionUpdated { session, change } => {
-                // A message stored from elsewhere: with no session stream following the open
-                // session, the transcript catches up from the stored history.
+                // A message stored from elsewhere in the open session (the service holds more
+                // than the transcript, and no send of ours is in flight, whose own events
+                // settle it): the transcript catches up from the stored history.
                 if change == SessionChange::Message
                     && let Some(open) = self.transcript.session()
                     && open.id == session.session_id
-                    && open.stream != StreamState::Open
+                    && open.loaded
+                    && open.pending.is_none()
+                    && open.cut_off.is_none()
+                    && session.message_count as usize > open.items.len()
                 {
                     out.push(Command::FetchHistory {
                         session_id: session.session_id.clone(),
@@ -147,28 +152,63 @@ mod tests {
     }
 
     #[test]
-    fn a_message_stored_elsewhere_in_the_open_session_is_read_when_no_stream_follows() {
+    fn a_message_stored_elsewhere_in_the_open_session_is_fetched_and_appended() {
         let mut app = app();
-        let updated = |id: &str, change| {
-            AppEvent::Account(AccountEvent::SessionUpdated {
-                session: service(id, None),
-                change,
-            })
+        app.update(AppEvent::TranscriptLoaded {
+            session_id: A.into(),
+            messages: Vec::new(),
+            draft: None,
+            rendered: None,
+        });
+        let updated = |id: &str, count: u64, change| {
+            let mut session = service(id, None);
+            session.message_count = count;
+            AppEvent::Account(AccountEvent::SessionUpdated { session, change })
         };
         let fetches = |out: &[Command]| {
             out.iter()
                 .filter(|c| matches!(c, Command::FetchHistory { session_id } if session_id == A))
                 .count()
         };
-        assert_eq!(fetches(&app.update(updated(A, SessionChange::Message))), 1);
-        assert_eq!(fetches(&app.update(updated(A, SessionChange::Title))), 0);
-        assert_eq!(fetches(&app.update(updated(B, SessionChange::Message))), 0);
-        // With the session's stream open, the stream brings the reply itself.
-        app.update(AppEvent::Stream {
+        assert_eq!(
+            fetches(&app.update(updated(A, 2, SessionChange::Message))),
+            1
+        );
+        assert_eq!(fetches(&app.update(updated(A, 2, SessionChange::Title))), 0);
+        assert_eq!(
+            fetches(&app.update(updated(B, 2, SessionChange::Message))),
+            0
+        );
+        // The history read: both messages of the other device come in, and are stored.
+        let message = |id: &str, role, content: &str| convo_client::api::Message {
+            message_id: id.into(),
             session_id: A.into(),
-            update: convo_client::api::StreamUpdate::Connected,
+            role,
+            content: content.into(),
+            tokens: 3,
+            created_at: "2026-11-22T11:59:00.000Z".into(),
+        };
+        let history = vec![
+            message("msg_1", convo_client::api::Role::User, "from the laptop"),
+            message("msg_2", convo_client::api::Role::Assistant, "hello laptop"),
+        ];
+        let out = app.update(AppEvent::History {
+            session_id: A.into(),
+            fetch: crate::event::HistoryFetch::Messages(history),
         });
-        assert_eq!(fetches(&app.update(updated(A, SessionChange::Message))), 0);
+        let open = app.session().unwrap();
+        assert_eq!(open.items.len(), 2);
+        assert_eq!(open.content(1), "hello laptop");
+        let appended = out
+            .iter()
+            .filter(|c| matches!(c, Command::Persist(StoreOp::AppendMessage { .. })))
+            .count();
+        assert_eq!(appended, 2);
+        // Nothing more stored than shown: no fetch.
+        assert_eq!(
+            fetches(&app.update(updated(A, 2, SessionChange::Message))),
+            0
+        );
     }
 
     #[test]
