@@ -126,14 +126,14 @@ async fn switching_between_the_embedded_service_and_a_server_never_shows_a_forei
     assert!(listed(&rt.app).is_empty(), "{:?}", listed(&rt.app));
     no_deleted_notice(&rt.app);
     let theirs = send(&mut rt, "on the other server").await;
-    assert_eq!(listed(&rt.app), [theirs.clone()]);
+    assert_eq!(listed(&rt.app), [theirs.as_str()]);
     no_deleted_notice(&rt.app);
     rt.shutdown().await;
 
     // Back on the embedded service: its own session, reopened, not deleted.
     let rt = open(embedded(dir.path()), dir.path()).await;
     assert_eq!(rt.app.open_id(), Some(mine.as_str()));
-    assert_eq!(listed(&rt.app), [mine.clone()]);
+    assert_eq!(listed(&rt.app), [mine.as_str()]);
     no_deleted_notice(&rt.app);
     rt.shutdown().await;
 
