@@ -314,6 +314,31 @@ mod tests {
     }
 
     #[test]
+    fn a_title_given_here_goes_to_a_service_with_titles_only() {
+        let mut app = app();
+        let titled = AppEvent::TitleChanged {
+            session_id: A.into(),
+            title: Some("Mine".into()),
+            title_set: true,
+        };
+        let cmds = app.update(titled.clone());
+        assert!(cmds.contains(&Command::SendTitle {
+            session_id: A.into(),
+            title: "Mine".into()
+        }));
+        // A cleared title is not sent; a server without titles gets none.
+        let cmds = app.update(AppEvent::TitleChanged {
+            session_id: A.into(),
+            title: Some("first".into()),
+            title_set: false,
+        });
+        assert!(!cmds.iter().any(|c| matches!(c, Command::SendTitle { .. })));
+        app.update(AppEvent::ServiceSessionsUnsupported);
+        let cmds = app.update(titled);
+        assert!(!cmds.iter().any(|c| matches!(c, Command::SendTitle { .. })));
+    }
+
+    #[test]
     fn a_session_gone_notice_goes_with_ctrl_n() {
         let mut app = app();
         app.notice = Some(Notice {
