@@ -23,6 +23,8 @@ pub struct Cli {
     pub command: Option<CliCommand>,
 }
 
+// Parsed once per run: the size of `serve`'s flags costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum CliCommand {
     /// Run the local Conversational Session Service.
@@ -47,6 +49,10 @@ pub enum CliCommand {
     Export(crate::commands::export::ExportArgs),
     /// Give a session a title of your own, or clear it (back to the first message's).
     Title(crate::commands::title::TitleArgs),
+    /// Fork a session: a new one with its history up to a message (the last by default).
+    Fork(crate::commands::fork::ForkArgs),
+    /// Remove a session's last exchange (its last message and the reply).
+    Undo(crate::commands::undo::UndoArgs),
     /// Print the effective configuration (key redacted) and the config file's path.
     Config(crate::commands::config_cmd::ConfigArgs),
     /// Manage the local GGUF models: list, import, rm, pull.
@@ -70,9 +76,11 @@ impl CliCommand {
             CliCommand::Wallet(a) => a.json,
             CliCommand::Sessions(a) => a.json,
             CliCommand::Search(a) => a.json,
-            CliCommand::Model(a) => matches!(a.command, ModelCommand::List { json: true }),
+            CliCommand::Model(a) => matches!(a.command, ModelCommand::List { json: true, .. }),
             CliCommand::Export(a) => a.format() == crate::commands::export::Format::Json,
             CliCommand::Title(a) => a.json,
+            CliCommand::Fork(a) => a.json,
+            CliCommand::Undo(a) => a.json,
             CliCommand::Serve(_)
             | CliCommand::Token(_)
             | CliCommand::Config(_)
@@ -189,6 +197,8 @@ pub fn main() -> ExitCode {
             Some(CliCommand::Model(args)) => crate::commands::model::run(args, global).await,
             Some(CliCommand::Export(args)) => crate::commands::export::run(args, global).await,
             Some(CliCommand::Title(args)) => crate::commands::title::run(args, global).await,
+            Some(CliCommand::Fork(args)) => crate::commands::fork::run(args, global).await,
+            Some(CliCommand::Undo(args)) => crate::commands::undo::run(args, global).await,
             Some(CliCommand::Completions(args)) => {
                 crate::commands::completions::run(args, Cli::command())
             }

@@ -6,6 +6,7 @@ mod cli {
     mod config;
     mod export;
     mod fake;
+    mod forks;
     mod local_service;
     mod models;
     mod search;

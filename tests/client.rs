@@ -3,6 +3,8 @@
 //! service in-process.
 
 mod client {
+    mod account_stream;
+    mod forks;
     mod local_service;
     mod other_server;
     mod stream;
@@ -11,3 +13,8 @@ mod client {
 
 #[path = "support/killable.rs"]
 mod killable;
+
+// The service tests' two stores; not every helper is needed here.
+#[allow(dead_code)]
+#[path = "service/backends.rs"]
+mod backends;

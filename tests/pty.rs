@@ -1,7 +1,11 @@
 //! Whole-binary tests: `convo` in a pseudo-terminal with a temporary HOME, read through vt100.
 
+#[path = "pty/devices.rs"]
+mod devices;
 #[path = "pty/editor.rs"]
 mod editor;
+#[path = "pty/fork.rs"]
+mod fork;
 #[path = "pty/harness.rs"]
 mod harness;
 #[path = "pty/search.rs"]

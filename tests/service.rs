@@ -4,6 +4,7 @@ mod service {
     pub mod backends;
     pub mod common;
 
+    mod account_stream;
     mod admission;
     pub mod binary;
     mod http;
@@ -18,6 +19,7 @@ mod service {
     pub mod pg_proxy;
     mod pg_restart;
     mod relay_heal;
+    mod replica_harness;
     mod replica_processes;
     mod replica_stop;
     mod replicas;

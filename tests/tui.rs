@@ -5,6 +5,8 @@
 #[allow(dead_code)]
 #[path = "client/support.rs"]
 mod client_support;
+#[path = "tui/idle_budget.rs"]
+mod idle_budget;
 #[path = "support/killable.rs"]
 mod killable;
 #[path = "tui/live.rs"]

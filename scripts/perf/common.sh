@@ -15,7 +15,7 @@ echo "# $(date -u +%FT%TZ) $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/
 start_serve() {
     dir=$(mktemp -d "${SERVE_TMP:-/tmp}/convo-perf-serve.XXXXXX")
     "$BIN" serve --addr 127.0.0.1:0 --db "$dir/service.db" --api-key "$1=enterprise" \
-        --jwt-secret perf --engine-pace-ms "$2" >"$dir/stdout" 2>"$dir/stderr" &
+        --jwt-secret perf --engine builtin --engine-pace-ms "$2" >"$dir/stdout" 2>"$dir/stderr" &
     serve=$!
     trap 'kill $serve 2>/dev/null; wait $serve 2>/dev/null; rm -rf "$dir"' EXIT
     for _ in $(seq 100); do grep -q '^listening on' "$dir/stdout" 2>/dev/null && break; sleep 0.1; done

@@ -58,7 +58,7 @@ replica() {
     : >"$work/out$n"
     # shellcheck disable=SC2086
     "$BIN" serve --addr 127.0.0.1:0 --db "$1" $args --jwt-secret perf-pg-throughput \
-        --engine-pace-ms 0 >"$work/out$n" 2>"$work/err$n" &
+        --engine builtin --engine-pace-ms 0 >"$work/out$n" 2>"$work/err$n" &
     pids+=($!)
     for _ in $(seq 300); do grep -q '^listening on' "$work/out$n" 2>/dev/null && break; sleep 0.1; done
     local url

@@ -29,7 +29,7 @@ urls=()
 replica() {
     local n=${#pids[@]}
     "$BIN" serve --addr 127.0.0.1:0 --db "$1" --api-key "$key=enterprise" --jwt-secret perf \
-        --engine-pace-ms 0 >"$work/out$n" 2>"$work/err$n" &
+        --engine builtin --engine-pace-ms 0 >"$work/out$n" 2>"$work/err$n" &
     pids+=($!)
     for _ in $(seq 100); do grep -q '^listening on' "$work/out$n" 2>/dev/null && break; sleep 0.1; done
     local url

@@ -9,6 +9,7 @@ pub mod completions;
 pub mod config_cmd;
 pub mod delete;
 pub mod export;
+pub mod fork;
 pub mod man;
 pub mod metrics;
 pub mod model;
@@ -18,6 +19,7 @@ pub mod send;
 pub mod series;
 pub mod sessions;
 pub mod title;
+pub mod undo;
 pub mod usage;
 pub mod wallet;
 

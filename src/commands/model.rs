@@ -8,8 +8,11 @@ use std::time::{Duration, Instant};
 use comfy_table::Cell;
 
 use super::{codes, fail, load_config, out, print_json, sanitize, table};
+use convo_client::config::{Config, EngineKind};
 use convo_client::format::bytes;
-use convo_service::models::{self, HfFile, InstalledModel, ModelError, Progress, PullOptions};
+use convo_service::models::{
+    self, InstalledModel, ModelError, Progress, PullOptions, Selected, catalogue,
+};
 
 #[derive(Debug, clap::Args)]
 pub struct ModelArgs {
@@ -19,13 +22,17 @@ pub struct ModelArgs {
 
 #[derive(Debug, clap::Subcommand)]
 pub enum ModelCommand {
-    /// List the installed models and which one is the default.
+    /// List the installed models and which one convo runs; with --available, the catalogue.
     List {
         /// Print the models as a JSON array
         #[arg(long)]
         json: bool,
+        /// List the catalogue of models `convo model pull NAME` knows, marking what fits this
+        /// machine's memory
+        #[arg(long)]
+        available: bool,
     },
-    /// Copy a GGUF file into the models directory.
+    /// Copy a GGUF file into the models directory, after checking the whole file.
     Import {
         /// The .gguf file
         #[arg(value_name = "FILE")]
@@ -34,21 +41,26 @@ pub enum ModelCommand {
         #[arg(long, value_name = "NAME")]
         name: Option<String>,
     },
-    /// Delete an installed model.
+    /// Delete an installed model (not the one in use, unless --force).
     Rm {
         /// The model's name, as `convo model list` shows it
         #[arg(value_name = "NAME")]
         name: String,
+        /// Delete it even if it is the configured or default model, or a running convo has it
+        /// loaded
+        #[arg(long)]
+        force: bool,
     },
-    /// Download a GGUF file from Hugging Face (HF_ENDPOINT, HF_TOKEN), resumably, and verify it.
+    /// Download a model from Hugging Face (HF_ENDPOINT, HF_TOKEN), resumably, and verify it.
     Pull {
-        /// The file, as OWNER/REPO/FILE.gguf
-        #[arg(value_name = "OWNER/REPO/FILE.gguf")]
+        /// A name from `convo model list --available`, or any GGUF file as OWNER/REPO/FILE.gguf
+        #[arg(value_name = "NAME|OWNER/REPO/FILE.gguf")]
         file: String,
-        /// Branch, tag or commit of the repository
-        #[arg(long, value_name = "REV", default_value = "main")]
-        revision: String,
-        /// Install under this name instead of the file's stem
+        /// Branch, tag or commit of the repository (default: the catalogue's pinned commit,
+        /// else main)
+        #[arg(long, value_name = "REV")]
+        revision: Option<String>,
+        /// Install under this name instead of the catalogue's name or the file's stem
         #[arg(long, value_name = "NAME")]
         name: Option<String>,
     },
@@ -73,22 +85,30 @@ pub async fn run(args: ModelArgs, global: convo_client::config::GlobalArgs) -> E
     };
     let dir = models::models_dir(&config.paths.data_dir);
     match args.command {
-        ModelCommand::List { json } => list(&dir, json),
+        ModelCommand::List { json, available } if available => list_available(&dir, json),
+        ModelCommand::List { json, .. } => list(&dir, &config, json),
         ModelCommand::Import { file, name } => match models::import(&dir, &file, name.as_deref()) {
             Ok(m) => installed(&m),
             Err(e) => fail_model(&e),
         },
-        ModelCommand::Rm { name } => match models::remove(&dir, &name) {
-            Ok(path) => {
-                out(format!(
-                    "removed {} ({})\n",
-                    sanitize(&name),
-                    path.display()
-                ));
-                ExitCode::SUCCESS
+        ModelCommand::Rm { name, force } => {
+            let selected = selected_model(&dir, &config);
+            let selected = selected.as_ref().map(|(name, configured)| Selected {
+                name,
+                configured: *configured,
+            });
+            match models::remove(&dir, &name, force, selected) {
+                Ok(path) => {
+                    out(format!(
+                        "removed {} ({})\n",
+                        sanitize(&name),
+                        path.display()
+                    ));
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail_model(&e),
             }
-            Err(e) => fail_model(&e),
-        },
+        }
         ModelCommand::Pull {
             file,
             revision,
@@ -97,23 +117,80 @@ pub async fn run(args: ModelArgs, global: convo_client::config::GlobalArgs) -> E
     }
 }
 
-fn list(dir: &Path, json: bool) -> ExitCode {
-    let models = match models::list(dir, None) {
+/// The `[engine] model` the configuration names, when it names an installed-model name (not a
+/// path) and the engine may be local.
+fn configured_name(config: &Config) -> Option<&str> {
+    if !matches!(config.engine.kind, EngineKind::Auto | EngineKind::Local) {
+        return None;
+    }
+    config
+        .engine
+        .model
+        .as_deref()
+        .filter(|m| !m.contains('/') && !m.ends_with(".gguf"))
+}
+
+/// The installed model the configuration runs, and whether it names it (rather than takes the
+/// default); `None` when its engine is not local.
+fn selected_model(dir: &Path, config: &Config) -> Option<(String, bool)> {
+    if !matches!(config.engine.kind, EngineKind::Auto | EngineKind::Local) {
+        return None;
+    }
+    if let Some(name) = configured_name(config) {
+        return Some((name.to_string(), true));
+    }
+    if config.engine.model.is_some() {
+        return None; // a path: not one of the installed models by name
+    }
+    models::list(dir, None)
+        .ok()?
+        .into_iter()
+        .find(|m| m.default)
+        .map(|m| (m.name, false))
+}
+
+fn list(dir: &Path, config: &Config, json: bool) -> ExitCode {
+    let configured = configured_name(config);
+    let models = match models::list(dir, configured) {
         Ok(m) => m,
         Err(e) => return fail_model(&e),
     };
     if json {
         return print_json(&models);
     }
+    let memory = catalogue::total_memory();
     if models.is_empty() {
-        eprintln!("no models in {}: {}", dir.display(), models::HOW_TO_GET);
+        let suggest = memory
+            .and_then(catalogue::suggestion)
+            .map(|m| format!("; for this machine: `convo model pull {}`", m.name))
+            .unwrap_or_default();
+        eprintln!(
+            "no models in {}: {}{suggest}",
+            dir.display(),
+            models::HOW_TO_GET
+        );
         return ExitCode::SUCCESS;
     }
     out(render(&models));
+    if let Some(name) = configured.filter(|c| !models.iter().any(|m| m.name == *c)) {
+        eprintln!(
+            "[engine] model = \"{}\" in {} is not installed: `convo model pull {}`, or choose one above",
+            sanitize(name),
+            config.paths.config_file.display(),
+            sanitize(name),
+        );
+    }
+    if let Some(hint) = models
+        .iter()
+        .find(|m| m.default)
+        .and_then(|m| catalogue::tiny_model_hint(&m.name, memory))
+    {
+        eprintln!("{hint}");
+    }
     ExitCode::SUCCESS
 }
 
-/// The human-readable list.
+/// The human-readable list: `*` marks the model convo runs.
 pub fn render(models: &[InstalledModel]) -> String {
     let mut t = table(&["model", "size", "default", "path"], &[1]);
     for m in models {
@@ -127,6 +204,90 @@ pub fn render(models: &[InstalledModel]) -> String {
     format!("{t}\n")
 }
 
+/// One catalogue entry as `list --available --json` prints it.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Available<'a> {
+    name: &'a str,
+    repo: &'a str,
+    file: &'a str,
+    revision: &'a str,
+    sha256: Option<&'a str>,
+    size_mb: u64,
+    ram_mb: u64,
+    licence: &'a str,
+    good_for: &'a str,
+    /// Needs no more memory than this machine has (`null` when it cannot be read).
+    fits: Option<bool>,
+    /// The one `convo model list` suggests here.
+    suggested: bool,
+    installed: bool,
+}
+
+fn list_available(dir: &Path, json: bool) -> ExitCode {
+    let memory = catalogue::total_memory();
+    let installed = match models::list(dir, None) {
+        Ok(m) => m,
+        Err(e) => return fail_model(&e),
+    };
+    let suggested = memory.and_then(catalogue::suggestion);
+    let rows: Vec<Available> = catalogue::catalogue()
+        .iter()
+        .map(|m| Available {
+            name: &m.name,
+            repo: &m.repo,
+            file: &m.file,
+            revision: &m.revision,
+            sha256: m.sha256.as_deref(),
+            size_mb: m.size_mb,
+            ram_mb: m.ram_mb,
+            licence: &m.licence,
+            good_for: &m.good_for,
+            fits: memory.map(|total| catalogue::fits(m, total)),
+            suggested: suggested.is_some_and(|s| s.name == m.name),
+            installed: installed.iter().any(|i| i.name == m.name),
+        })
+        .collect();
+    if json {
+        return print_json(&rows);
+    }
+    out(render_available(&rows, memory));
+    ExitCode::SUCCESS
+}
+
+/// The catalogue as a table, and a line on the machine's memory and the marks.
+fn render_available(rows: &[Available], memory: Option<u64>) -> String {
+    let mut t = table(
+        &["model", "size", "needs", "fits", "licence", "good for"],
+        &[1, 2],
+    );
+    for r in rows {
+        let mark = match (r.installed, r.suggested, r.fits) {
+            (true, _, _) => "installed",
+            (_, true, _) => "yes *",
+            (_, _, Some(true)) => "yes",
+            (_, _, Some(false)) => "no",
+            (_, _, None) => "?",
+        };
+        t.add_row(vec![
+            Cell::new(r.name),
+            Cell::new(bytes(r.size_mb * 1_000_000)),
+            Cell::new(bytes(r.ram_mb * 1_000_000)),
+            Cell::new(mark),
+            Cell::new(r.licence),
+            Cell::new(r.good_for),
+        ]);
+    }
+    let machine = match memory {
+        Some(total) => format!(
+            "This machine has {} of memory; * is the model suggested here (it needs at most half). ",
+            bytes(total)
+        ),
+        None => "This machine's memory cannot be read here. ".to_string(),
+    };
+    format!("{t}\n{machine}Install one with `convo model pull NAME`.\n")
+}
+
 fn installed(m: &InstalledModel) -> ExitCode {
     out(format!(
         "installed {} ({}): {}\n",
@@ -137,22 +298,38 @@ fn installed(m: &InstalledModel) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-async fn pull(dir: &Path, spec: &str, revision: String, name: Option<String>) -> ExitCode {
-    let file = match HfFile::parse(spec) {
-        Ok(f) => f,
+async fn pull(dir: &Path, spec: &str, revision: Option<String>, name: Option<String>) -> ExitCode {
+    let target = match catalogue::pull_target(spec) {
+        Ok(t) => t,
         Err(e) => return fail_model(&e),
     };
     let mut options = match PullOptions::from_env() {
         Ok(o) => o,
         Err(e) => return fail_model(&e),
     };
-    options.revision = revision;
-    options.name = name;
+    // The catalogue's SHA-256 is the file's at its pinned commit only.
+    options.sha256 = if revision.is_none() {
+        target.sha256
+    } else {
+        None
+    };
+    options.revision = revision
+        .or(target.revision)
+        .unwrap_or_else(|| "main".to_string());
+    options.name = name.or(target.name);
     let mut bar = Bar::new(std::io::stderr().is_terminal());
-    let result = models::pull(dir, &file, &options, &mut |p| bar.show(p)).await;
+    let result = models::pull(dir, &target.file, &options, &mut |p| bar.show(p)).await;
     bar.finish();
     match result {
-        Ok(m) => installed(&m),
+        Ok(m) => {
+            let code = installed(&m);
+            eprintln!(
+                "to use it: set [engine] model = \"{}\" in the config file (`convo config` shows where), or `convo serve --model {}`",
+                sanitize(&m.name),
+                sanitize(&m.name)
+            );
+            code
+        }
         Err(e) => fail_model(&e),
     }
 }
@@ -275,5 +452,31 @@ mod tests {
             },
         ];
         insta::assert_snapshot!("models", render(&models));
+    }
+
+    #[test]
+    fn the_catalogue_renders_with_its_marks() {
+        let row = |name, size_mb, ram_mb, fits, suggested, installed| Available {
+            name,
+            repo: "someone/x-GGUF",
+            file: "x.gguf",
+            revision: "0123",
+            sha256: None,
+            size_mb,
+            ram_mb,
+            licence: "Apache-2.0",
+            good_for: "short answers",
+            fits,
+            suggested,
+            installed,
+        };
+        let rows = vec![
+            row("small", 398, 800, Some(true), false, true),
+            row("middle", 986, 1600, Some(true), true, false),
+            row("large", 2020, 3300, Some(true), false, false),
+            row("huge", 9000, 12000, Some(false), false, false),
+        ];
+        insta::assert_snapshot!("available", render_available(&rows, Some(4_000_000_000)));
+        assert!(render_available(&rows[..1], None).contains("cannot be read"));
     }
 }

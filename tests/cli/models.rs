@@ -12,12 +12,25 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use sha2::{Digest, Sha256};
 
+use convo_service::models::catalogue::{self, catalogue};
+
 use super::support::Sandbox;
 
-/// Bytes that pass convo's GGUF check: the magic, version 3, then `len - 8` varied bytes.
+/// A whole GGUF model file of exactly `len` bytes (at least 64) that passes convo's checks:
+/// the header, one I8 tensor, and its `len - 64` varied bytes of data.
 fn gguf_bytes(len: usize) -> Vec<u8> {
+    assert!(len >= 64);
     let mut bytes = b"GGUF".to_vec();
     bytes.extend_from_slice(&3u32.to_le_bytes());
+    bytes.extend_from_slice(&1u64.to_le_bytes()); // one tensor
+    bytes.extend_from_slice(&0u64.to_le_bytes()); // no metadata
+    bytes.extend_from_slice(&1u64.to_le_bytes());
+    bytes.push(b'w');
+    bytes.extend_from_slice(&1u32.to_le_bytes());
+    bytes.extend_from_slice(&((len - 64) as u64).to_le_bytes());
+    bytes.extend_from_slice(&24u32.to_le_bytes()); // I8
+    bytes.extend_from_slice(&0u64.to_le_bytes());
+    bytes.resize(64, 0);
     let mut x: u32 = 12345;
     while bytes.len() < len {
         x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
@@ -220,9 +233,9 @@ async fn bad_files_are_usage_errors_naming_the_path() {
 /// A fake hub serving one file.
 struct Hub {
     /// `owner/repo`, revision and file it serves.
-    repo: &'static str,
-    revision: &'static str,
-    file: &'static str,
+    repo: String,
+    revision: String,
+    file: String,
     content: Vec<u8>,
     /// What it claims the SHA-256 is (the truth unless a test makes it lie).
     claimed_sha256: String,
@@ -235,9 +248,9 @@ struct Hub {
 impl Hub {
     fn new(content: Vec<u8>) -> Hub {
         Hub {
-            repo: "someone/tiny-GGUF",
-            revision: "main",
-            file: "Tiny-Model.Q4.gguf",
+            repo: "someone/tiny-GGUF".into(),
+            revision: "main".into(),
+            file: "Tiny-Model.Q4.gguf".into(),
             claimed_sha256: sha256_hex(&content),
             content,
             ranges: Mutex::new(Vec::new()),
@@ -388,8 +401,11 @@ async fn pull_downloads_verifies_and_installs() {
         "HF_TOKEN goes to the hub: {:?}",
         hub.auth.lock().unwrap()
     );
-    // no progress bar when stderr is not a terminal
-    assert_eq!(run.stderr, "");
+    // no progress bar when stderr is not a terminal; how to use the model
+    assert_eq!(
+        run.stderr,
+        "to use it: set [engine] model = \"Tiny-Model.Q4\" in the config file (`convo config` shows where), or `convo serve --model Tiny-Model.Q4`\n"
+    );
 
     // an installed name is refused before anything is fetched; --name installs a second copy
     let taken = pull(&s, &endpoint, &data, &[]).await.expect(2);
@@ -437,6 +453,14 @@ async fn pull_downloads_verifies_and_installs() {
         "{}",
         bad.stderr
     );
+    // a name that is not in the catalogue lists the names that are
+    assert!(
+        bad.stderr
+            .contains("no model named `just-a-name` in the catalogue")
+    );
+    for m in catalogue() {
+        assert!(bad.stderr.contains(&m.name), "{}", bad.stderr);
+    }
 }
 
 #[tokio::test]
@@ -498,4 +522,298 @@ async fn a_checksum_mismatch_installs_nothing() {
         .expect(0)
         .json();
     assert_eq!(listed, serde_json::json!([]));
+}
+
+/// `convo model pull NAME` takes the catalogue's repository, file and pinned commit, installs
+/// under the catalogue's name, and checks the catalogue's SHA-256 against the hub's before
+/// downloading anything.
+#[tokio::test]
+async fn pull_by_catalogue_name() {
+    // An entry without a SHA-256: the hub's is checked, as for any file.
+    let entry = catalogue()
+        .iter()
+        .find(|m| m.sha256.is_none())
+        .expect("the catalogue has an entry the hub's checksum verifies");
+    let content = gguf_bytes(120_000);
+    let mut hub = Hub::new(content.clone());
+    hub.repo = entry.repo.clone();
+    hub.revision = entry.revision.clone();
+    hub.file = entry.file.clone();
+    let hub = Arc::new(hub);
+    let endpoint = start_hub(hub.clone()).await;
+    let s = Sandbox::new();
+    let data = s.home().join("d");
+    let data_arg = data.to_str().unwrap();
+    let run = s
+        .run_env(
+            &[
+                "model",
+                "pull",
+                &entry.name.to_uppercase(),
+                "--data-dir",
+                data_arg,
+            ],
+            &[("HF_ENDPOINT", &endpoint)],
+        )
+        .await
+        .expect(0);
+    let path = data.join("models").join(format!("{}.gguf", entry.name));
+    assert_eq!(
+        run.stdout,
+        format!("installed {} (120.0 kB): {}\n", entry.name, path.display())
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), content);
+    assert!(
+        run.stderr
+            .contains(&format!("[engine] model = \"{}\"", entry.name)),
+        "{}",
+        run.stderr
+    );
+    // It shows as installed in the catalogue.
+    let listed = s
+        .run(&[
+            "model",
+            "list",
+            "--available",
+            "--json",
+            "--data-dir",
+            data_arg,
+        ])
+        .await
+        .expect(0)
+        .json();
+    let row = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == entry.name.as_str())
+        .unwrap();
+    assert_eq!(row["installed"], true);
+
+    // An entry with a SHA-256 the hub does not agree with: refused before any download.
+    let pinned = catalogue()
+        .iter()
+        .find(|m| m.sha256.is_some())
+        .expect("an entry with a SHA-256");
+    let mut hub = Hub::new(gguf_bytes(1_000));
+    hub.repo = pinned.repo.clone();
+    hub.revision = pinned.revision.clone();
+    hub.file = pinned.file.clone();
+    let hub = Arc::new(hub);
+    let endpoint = start_hub(hub.clone()).await;
+    let run = s
+        .run_env(
+            &["model", "pull", &pinned.name, "--data-dir", data_arg],
+            &[("HF_ENDPOINT", &endpoint)],
+        )
+        .await
+        .expect(1);
+    assert!(
+        run.stderr.contains("not the catalogue's model")
+            && run.stderr.contains(pinned.sha256.as_deref().unwrap()),
+        "{}",
+        run.stderr
+    );
+    assert!(hub.ranges.lock().unwrap().is_empty(), "nothing downloaded");
+    assert!(
+        !data
+            .join("models")
+            .join(format!("{}.gguf", pinned.name))
+            .exists()
+    );
+}
+
+#[tokio::test]
+async fn import_refuses_a_truncated_model() {
+    let s = Sandbox::new();
+    let whole = gguf_bytes(10_000);
+    let head = s.home().join("head.gguf");
+    std::fs::write(&head, &whole[..5_000]).unwrap();
+    let run = s
+        .run(&["model", "import", head.to_str().unwrap()])
+        .await
+        .expect(2);
+    assert!(
+        run.stderr.contains("is truncated")
+            && run
+                .stderr
+                .contains("declares 10000 bytes, the file has 5000"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        s.run(&["model", "list", "--json"]).await.expect(0).json(),
+        serde_json::json!([])
+    );
+}
+
+/// `list` marks the model the configuration selects; `rm` keeps it (and the default) unless
+/// forced.
+#[tokio::test]
+async fn list_marks_the_configured_model_and_rm_keeps_it() {
+    let s = Sandbox::new();
+    let dir = models_in(&s);
+    std::fs::create_dir_all(&dir).unwrap();
+    for name in ["alpha", "beta", "SmolLM2-135M-Instruct"] {
+        std::fs::write(dir.join(format!("{name}.gguf")), gguf_bytes(100)).unwrap();
+    }
+    let default_of = |listed: &serde_json::Value| {
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["default"] == true)
+            .map(|m| m["name"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    let listed = s.run(&["model", "list", "--json"]).await.expect(0).json();
+    assert_eq!(default_of(&listed), ["SmolLM2-135M-Instruct"]);
+    // The tiny default: `list` says which pull would be better here.
+    let table = s.run(&["model", "list"]).await.expect(0);
+    match catalogue::total_memory().and_then(catalogue::suggestion) {
+        Some(better) => assert!(
+            table.stderr.contains("tiny model")
+                && table
+                    .stderr
+                    .contains(&format!("convo model pull {}", better.name)),
+            "{}",
+            table.stderr
+        ),
+        None => assert_eq!(table.stderr, ""),
+    }
+    let rm = s
+        .run(&["model", "rm", "SmolLM2-135M-Instruct"])
+        .await
+        .expect(2);
+    assert!(
+        rm.stderr.contains("is in use: it is the default model") && rm.stderr.contains("--force"),
+        "{}",
+        rm.stderr
+    );
+
+    let config = s.default_config_file();
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    std::fs::write(&config, "[engine]\nmodel = \"beta\"\n").unwrap();
+    let listed = s.run(&["model", "list", "--json"]).await.expect(0).json();
+    assert_eq!(default_of(&listed), ["beta"]);
+    let table = s.run(&["model", "list"]).await.expect(0);
+    assert_eq!(table.stderr, "", "beta is not the tiny one");
+    let rm = s.run(&["model", "rm", "beta"]).await.expect(2);
+    assert!(
+        rm.stderr
+            .contains("it is the model the configuration selects ([engine] model)"),
+        "{}",
+        rm.stderr
+    );
+    // Not the selected one any more: the old default goes without --force.
+    s.run(&["model", "rm", "SmolLM2-135M-Instruct"])
+        .await
+        .expect(0);
+    s.run(&["model", "rm", "beta", "--force"]).await.expect(0);
+    // A configured model that is not installed is pointed out.
+    let table = s.run(&["model", "list"]).await.expect(0);
+    assert!(
+        table.stderr.contains("[engine] model = \"beta\"")
+            && table.stderr.contains("is not installed"),
+        "{}",
+        table.stderr
+    );
+    // An engine that is not local keeps nothing.
+    std::fs::write(&config, "[engine]\nkind = \"openai\"\nmodel = \"alpha\"\n").unwrap();
+    s.run(&["model", "rm", "alpha"]).await.expect(0);
+}
+
+#[tokio::test]
+async fn list_available_shows_the_catalogue_and_what_fits() {
+    let s = Sandbox::new();
+    let run = s.run(&["model", "list", "--available"]).await.expect(0);
+    for m in catalogue() {
+        assert!(run.stdout.contains(&m.name), "{}", run.stdout);
+    }
+    assert!(
+        run.stdout.contains("convo model pull NAME"),
+        "{}",
+        run.stdout
+    );
+    let listed = s
+        .run(&["model", "list", "--available", "--json"])
+        .await
+        .expect(0)
+        .json();
+    let rows = listed.as_array().unwrap();
+    assert_eq!(rows.len(), catalogue().len());
+    let memory = catalogue::total_memory();
+    for (row, m) in rows.iter().zip(catalogue()) {
+        assert_eq!(row["name"], m.name.as_str());
+        assert_eq!(row["repo"], m.repo.as_str());
+        assert_eq!(row["ramMb"], m.ram_mb);
+        assert_eq!(row["installed"], false);
+        let fits = memory.map(|t| catalogue::fits(m, t));
+        assert_eq!(row["fits"], serde_json::json!(fits), "{row}");
+    }
+    let suggested: Vec<_> = rows.iter().filter(|r| r["suggested"] == true).collect();
+    let expected = memory.and_then(catalogue::suggestion);
+    assert_eq!(suggested.len(), usize::from(expected.is_some()));
+}
+
+/// A running `convo serve` has its model loaded: `rm` refuses it even when no configuration
+/// selects it, and deletes it once the service has stopped.
+#[tokio::test]
+#[cfg(feature = "local-model")]
+async fn rm_refuses_the_model_a_running_service_has_loaded() {
+    use tokio::io::AsyncBufReadExt;
+    let model = std::env::var_os("CONVO_TEST_MODEL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            convo_client::config::default_data_dir()
+                .expect("a data dir")
+                .join("models/SmolLM2-135M-Instruct.gguf")
+        });
+    assert!(
+        model.is_file(),
+        "{} is missing: run scripts/fetch-model.sh",
+        model.display()
+    );
+    let s = Sandbox::new();
+    let dir = models_in(&s);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::os::unix::fs::symlink(&model, dir.join("loaded.gguf")).unwrap();
+    // The client's configuration runs another engine: only the running service holds it.
+    let config = s.default_config_file();
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    std::fs::write(&config, "[engine]\nkind = \"builtin\"\n").unwrap();
+    let mut serve = s
+        .command(&[
+            "serve",
+            "--engine",
+            "local",
+            "--model",
+            "loaded",
+            "--addr",
+            "127.0.0.1:0",
+            "--db",
+            ":memory:",
+        ])
+        .env("RUST_LOG", "off")
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    tokio::io::BufReader::new(serve.stdout.take().unwrap())
+        .read_line(&mut line)
+        .await
+        .unwrap();
+    assert!(line.starts_with("listening on"), "{line}");
+    let rm = s.run(&["model", "rm", "loaded"]).await.expect(2);
+    assert!(
+        rm.stderr
+            .contains("a running convo (the TUI or `convo serve`) has it loaded"),
+        "{}",
+        rm.stderr
+    );
+    assert!(dir.join("loaded.gguf").exists());
+    serve.kill().await.unwrap();
+    s.run(&["model", "rm", "loaded"]).await.expect(0);
+    assert!(!dir.join("loaded.gguf").exists());
+    assert!(model.is_file(), "only the link is removed");
 }

@@ -45,7 +45,15 @@ impl Serve {
             .arg("-c")
             .arg(script)
             .arg(BIN)
-            .args(["serve", "--addr", "127.0.0.1:0", "--db", ":memory:"])
+            .args([
+                "serve",
+                "--engine",
+                "builtin",
+                "--addr",
+                "127.0.0.1:0",
+                "--db",
+                ":memory:",
+            ])
             .args(["--api-key", KEY, "--engine-pace-ms", "0"])
             .args(["--jwt-secret", "a-jwt-secret-of-32-bytes-or-more-0123"])
             .args(flags)

@@ -564,6 +564,8 @@ fn keys_tokens_and_secrets_never_reach_the_log() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_convo"))
         .args([
             "serve",
+            "--engine",
+            "builtin",
             "--addr",
             "127.0.0.1:0",
             "--db",

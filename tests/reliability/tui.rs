@@ -50,7 +50,7 @@ impl Tui {
                 target: Target::Remote(options),
                 store_file: store_file.clone(),
                 // Polls come from kicks (after a send, `r`); the timer stays out of the way.
-                usage_refresh: Duration::from_secs(3600),
+                usage: convo_tui::workers::UsagePacing::every(Duration::from_secs(3600)),
             },
         );
         Tui { rt, store_file }

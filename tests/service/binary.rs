@@ -51,6 +51,8 @@ fn serve_prints_one_line_serves_and_stops_on_sigterm() {
         Command::new(BIN)
             .args([
                 "serve",
+                "--engine",
+                "builtin",
                 "--addr",
                 "127.0.0.1:0",
                 "--engine-pace-ms",
@@ -111,6 +113,8 @@ fn serve_takes_repeated_api_keys_with_tiers() {
         Command::new(BIN)
             .args([
                 "serve",
+                "--engine",
+                "builtin",
                 "--addr",
                 "127.0.0.1:0",
                 "--db",
@@ -163,6 +167,8 @@ fn bad_serve_arguments_exit_2_without_echoing_the_key() {
     let out = Command::new(BIN)
         .args([
             "serve",
+            "--engine",
+            "builtin",
             "--db",
             ":memory:",
             "--api-key",
@@ -209,7 +215,14 @@ fn a_stderr_nobody_reads_holds_neither_requests_nor_the_stop() {
     let dir = tempfile::tempdir().unwrap();
     let (mut child, base, _stdout) = started(
         Command::new(BIN)
-            .args(["serve", "--addr", "127.0.0.1:0", "--db"])
+            .args([
+                "serve",
+                "--engine",
+                "builtin",
+                "--addr",
+                "127.0.0.1:0",
+                "--db",
+            ])
             .arg(dir.path().join("svc.db"))
             .args(["--api-key", "service_live_AAAAbbbbCCCCdddd1111"])
             .env_remove("CONVO_SERVE_API_KEYS")

@@ -227,7 +227,15 @@ async fn a_configured_leeway_allows_that_much_clock_skew_and_no_more() {
 fn serve_stderr(secret: &str) -> String {
     let (mut child, _base, _stdout) = started(
         std::process::Command::new(BIN)
-            .args(["serve", "--addr", "127.0.0.1:0", "--db", ":memory:"])
+            .args([
+                "serve",
+                "--engine",
+                "builtin",
+                "--addr",
+                "127.0.0.1:0",
+                "--db",
+                ":memory:",
+            ])
             .args(["--jwt-secret", secret])
             .env_remove("CONVO_SERVE_API_KEYS")
             .env_remove("RUST_LOG"),

@@ -1,6 +1,7 @@
 //! The `local` engine on the real model (SmolLM2-135M-Instruct, installed by
 //! `scripts/fetch-model.sh`; `CONVO_TEST_MODEL` names another file). Replies are sampled
-//! greedily (temperature 0), so they are the same on every run.
+//! greedily (temperature 0), so they are the same on every run, except in the tests of
+//! sampling itself.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -264,6 +265,87 @@ async fn the_models_window_lowers_the_context_limit() {
     let (status, body) = svc.post(&session(), json!({"content": long})).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     assert_eq!(body["error"]["code"], "context_overflow");
+}
+
+/// Without a seed, every reply draws a fresh one: asking again in the same session (what
+/// `/retry` does) gets another answer. With a seed, the same conversation gets the same reply.
+#[tokio::test]
+async fn replies_differ_without_a_seed_and_repeat_with_one() {
+    let history = [entry(Role::User, "Write a short poem about the sea.")];
+    let sampled = |seed| LocalOptions {
+        temperature: 1.0,
+        max_reply_tokens: 16,
+        seed,
+        ..options()
+    };
+    let engine = LocalEngine::start(sampled(None)).unwrap();
+    engine.ready().await.unwrap();
+    let mut replies = Vec::new();
+    for _ in 0..3 {
+        replies.push(collect(&engine, "s1", &history).await);
+    }
+    assert!(
+        replies.iter().all(|r| !r.is_empty()),
+        "three replies: {replies:?}"
+    );
+    assert!(
+        replies[0] != replies[1] || replies[1] != replies[2],
+        "three retries gave one reply: {replies:?}"
+    );
+    drop(engine);
+    // A fixed seed: two engines (so that nothing is reused between them) answer alike.
+    let mut seeded = Vec::new();
+    for _ in 0..2 {
+        let engine = LocalEngine::start(sampled(Some(42))).unwrap();
+        engine.ready().await.unwrap();
+        seeded.push(collect(&engine, "s1", &history).await);
+    }
+    assert!(!seeded[0].is_empty());
+    assert_eq!(seeded[0], seeded[1]);
+}
+
+/// `convo serve` without `--engine` (auto): the default installed model when there is one,
+/// else the builtin engine, saying which and how to get a model.
+#[test]
+fn serve_auto_runs_the_installed_model_or_builtin() {
+    use std::io::BufRead;
+    let start = |data_dir: &std::path::Path| {
+        let mut child = std::process::Command::new(BIN)
+            .args(["serve", "--addr", "127.0.0.1:0", "--db", ":memory:"])
+            .env("CONVO_DATA_DIR", data_dir)
+            .env("RUST_LOG", "off")
+            .env_remove("CONVO_SERVE_API_KEYS")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("convo runs");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.starts_with("listening on"), "{line}");
+        child.kill().unwrap();
+        let out = child.wait_with_output().unwrap();
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let empty = tempfile::tempdir().unwrap();
+    let err = start(empty.path());
+    assert!(
+        err.contains("engine builtin (--engine auto: no model installed"),
+        "{err}"
+    );
+    assert!(err.contains("convo model pull"), "{err}");
+    let with_model = tempfile::tempdir().unwrap();
+    let models = with_model.path().join("models");
+    std::fs::create_dir_all(&models).unwrap();
+    std::os::unix::fs::symlink(test_model(), models.join("SmolLM2-135M-Instruct.gguf")).unwrap();
+    let err = start(with_model.path());
+    assert!(
+        err.contains(
+            "engine local · SmolLM2-135M-Instruct (--engine auto: the default installed model)"
+        ),
+        "{err}"
+    );
 }
 
 fn entry(role: Role, content: &str) -> HistoryEntry {

@@ -288,3 +288,64 @@ async fn two_new_sessions_decided_at_once_on_the_last_slot_give_one_session() {
         .get(0);
     assert_eq!(live, limit);
 }
+
+/// Near the limit, every shard's allowance runs dry again and again: 800 requests at once (a
+/// quarter counted alone, the rest starting a turn in a new session) over two stores on one
+/// database (two pools of connections, so up to 32 shards), with 100 requests left. Exactly
+/// 100 are counted and 700 refused, and none fails: a request that finds its shard dry is
+/// counted by the statement that refills the shards, so no concurrent refill can take its
+/// share first, and no transaction holds a shard's lock while it waits for a refill's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_at_the_edge_of_the_limit_over_two_pools_are_exact_and_never_fail() {
+    let (backend, a, account) = store_with_account(Tier::Enterprise).await;
+    let b = Db::open(&backend.location()).await.unwrap();
+    let limit = Tier::Enterprise.limits().requests as i64;
+    let left = 100;
+    connect(&backend)
+        .await
+        .execute(
+            "INSERT INTO usage_totals (account_id, period_start, requests) VALUES ($1, $2, $3)",
+            &[&account.id, &period_start(), &(limit - left)],
+        )
+        .await
+        .unwrap();
+    let stores = [std::sync::Arc::new(a), std::sync::Arc::new(b)];
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..800 {
+        let store = stores[i % 2].clone();
+        tasks.spawn(async move {
+            let request = RequestCount::new(account, "POST", "/test", Utc::now());
+            if i % 4 == 0 {
+                store.count_request(request).await.map(|c| c.is_some())
+            } else {
+                let id = format!("msg_edge{i}");
+                match store
+                    .start_turn(request, turn(account, &session(), &id))
+                    .await
+                {
+                    Ok(Some(Ok(TurnStarted::Ready { .. }))) => Ok(true),
+                    Ok(None) => Ok(false),
+                    other => panic!("unexpected {other:?}"),
+                }
+            }
+        });
+    }
+    let (mut counted, mut refused, mut failed) = (0, 0, Vec::new());
+    while let Some(result) = tasks.join_next().await {
+        match result.unwrap() {
+            Ok(true) => counted += 1,
+            Ok(false) => refused += 1,
+            Err(e) => failed.push(e.to_string()),
+        }
+    }
+    assert!(failed.is_empty(), "{} failed: {failed:?}", failed.len());
+    assert_eq!((counted, refused), (left, 700));
+    let usage = stores[0]
+        .usage_counts(account.id, period_start())
+        .await
+        .unwrap();
+    assert_eq!(usage.requests, limit as u64);
+    for store in &stores {
+        store.close().await.unwrap();
+    }
+}

@@ -5,92 +5,17 @@
 //! takes messages again, nothing of the failed turn left), and the request quota exact over
 //! both.
 
-use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use convo_client::api::StreamEvent;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use super::backends::TestDb;
-use super::binary::{BIN, started, stderr_of};
-use super::common::{GUARD, Ws, json as body_json, next_event, session, until_end};
+use super::common::{GUARD, json as body_json, next_event, session, until_end};
+use super::replica_harness::Replica;
 
 const KEY: &str = "service_live_replicaTestKey0123456789";
-const SECRET: &str = "a-jwt-secret-shared-by-every-replica";
-
-/// A `convo serve` process; killed (SIGKILL) if still running when dropped.
-struct Replica {
-    child: Child,
-    base: String,
-    http: reqwest::Client,
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Replica {
-    fn start(db: &TestDb, pace_ms: u64) -> Replica {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let (child, base, _stdout) = started(
-            Command::new(BIN)
-                .args(["serve", "--addr", "127.0.0.1:0", "--api-key", KEY])
-                .args(["--jwt-secret", SECRET])
-                .args(["--engine-pace-ms", &pace_ms.to_string()])
-                .env_remove("CONVO_SERVE_API_KEYS")
-                .env("CONVO_SERVE_DB", db.url()),
-        );
-        Replica {
-            child,
-            base,
-            http: reqwest::Client::new(),
-        }
-    }
-
-    async fn post(&self, sid: &str, body: Value) -> (StatusCode, Value) {
-        let resp = self
-            .http
-            .post(format!("{}/v1/sessions/{sid}/messages", self.base))
-            .bearer_auth(KEY)
-            .json(&body)
-            .send()
-            .await
-            .expect("request");
-        body_json(resp).await
-    }
-
-    async fn get(&self, path: &str) -> (StatusCode, Value) {
-        let resp = self
-            .http
-            .get(format!("{}{path}", self.base))
-            .bearer_auth(KEY)
-            .send()
-            .await
-            .expect("request");
-        body_json(resp).await
-    }
-
-    async fn ws(&self, sid: &str) -> Ws {
-        let url = format!(
-            "{}/v1/sessions/{sid}/stream",
-            self.base.replace("http://", "ws://")
-        );
-        let mut request = url.into_client_request().unwrap();
-        request
-            .headers_mut()
-            .insert("authorization", format!("Bearer {KEY}").parse().unwrap());
-        tokio::time::timeout(GUARD, tokio_tungstenite::connect_async(request))
-            .await
-            .expect("connect in time")
-            .expect("websocket connects")
-            .0
-    }
-}
 
 fn roles(history: &Value) -> Vec<String> {
     history["messages"]
@@ -105,8 +30,8 @@ fn roles(history: &Value) -> Vec<String> {
 async fn a_replica_killed_mid_reply_has_its_turn_failed_by_the_other() {
     let db = TestDb::create().await;
     // a generates slowly (so it is killed mid-reply), b at once.
-    let a = Replica::start(&db, 400);
-    let b = Replica::start(&db, 0);
+    let a = Replica::start(&db, KEY, 400, None);
+    let b = Replica::start(&db, KEY, 0, None);
     let sid = session();
     // Shared sessions and history: made through b, read through a.
     let (status, first) = b.post(&sid, json!({"content": "hello from b"})).await;
@@ -168,8 +93,7 @@ async fn a_replica_killed_mid_reply_has_its_turn_failed_by_the_other() {
 
     // kill -9 a mid-reply.
     let mut a = a;
-    a.child.kill().unwrap();
-    a.child.wait().unwrap();
+    a.kill();
     let killed = Instant::now();
     for listener in [&mut early, &mut late] {
         let events = tokio::time::timeout(Duration::from_secs(40), until_end(listener, &reply_id))
@@ -216,8 +140,8 @@ async fn a_replica_killed_mid_reply_has_its_turn_failed_by_the_other() {
 #[tokio::test]
 async fn the_request_quota_is_exact_over_two_processes() {
     let db = TestDb::create().await;
-    let mut a = Replica::start(&db, 0);
-    let mut b = Replica::start(&db, 0);
+    let a = Replica::start(&db, KEY, 0, None);
+    let b = Replica::start(&db, KEY, 0, None);
     let period_start = convo_service::time::billing_period(chrono::Utc::now())
         .0
         .timestamp_millis();
@@ -259,19 +183,11 @@ async fn the_request_quota_is_exact_over_two_processes() {
             other => unexpected.push(other),
         }
     }
-    if !unexpected.is_empty() {
-        // What the replicas logged says why (a 500 hides its cause from the client).
-        let mut logs = String::new();
-        for (name, replica) in [("a", &mut a), ("b", &mut b)] {
-            let _ = replica.child.kill();
-            let _ = replica.child.wait();
-            logs.push_str(&format!(
-                "--- replica {name}:\n{}\n",
-                stderr_of(&mut replica.child)
-            ));
-        }
-        panic!("unexpected answers {unexpected:?} ({ok} ok, {over} over)\n{logs}");
-    }
+    // On a failure the replicas print their logs (a 500 hides its cause from the client).
+    assert!(
+        unexpected.is_empty(),
+        "unexpected answers {unexpected:?} ({ok} ok, {over} over)"
+    );
     assert_eq!((ok, over), (1000, 40));
     let (_, usage) = a.get("/v1/analytics/usage").await;
     // The usage request itself is over the limit too.

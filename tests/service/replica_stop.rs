@@ -4,117 +4,19 @@
 //! another replica) before the close 1001; the lease of a replica killed with SIGKILL is
 //! removed by the live one, and its turn failed.
 
-use std::process::{Child, Command};
 use std::time::Duration;
 
 use convo_client::api::StreamEvent;
 use futures_util::StreamExt;
-use reqwest::StatusCode;
-use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use super::backends::TestDb;
-use super::binary::{BIN, started};
-use super::common::{GUARD, Ws, json as body_json, next_event, session, until_end};
+use super::common::{GUARD, Ws, next_event, session, until_end};
 use super::pg_proxy::eventually;
+use super::replica_harness::Replica;
 
 const KEY: &str = "service_live_replicaStopKey0123456789";
-
-/// A `convo serve` process; killed (SIGKILL) if still running when dropped.
-struct Replica {
-    child: Child,
-    base: String,
-    http: reqwest::Client,
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Replica {
-    fn start(db: &TestDb, pace_ms: u64, lease_ms: Option<u64>) -> Replica {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let mut command = Command::new(BIN);
-        command
-            .args(["serve", "--addr", "127.0.0.1:0", "--api-key", KEY])
-            .args(["--jwt-secret", "a-secret-shared-by-the-replicas-here"])
-            .args(["--engine-pace-ms", &pace_ms.to_string()])
-            .env_remove("CONVO_SERVE_API_KEYS")
-            .env_remove("CONVO_SERVE_LEASE_MS")
-            .env("CONVO_SERVE_DB", db.url());
-        if let Some(ms) = lease_ms {
-            command.env("CONVO_SERVE_LEASE_MS", ms.to_string());
-        }
-        let (child, base, _stdout) = started(&mut command);
-        Replica {
-            child,
-            base,
-            http: reqwest::Client::new(),
-        }
-    }
-
-    async fn post(&self, sid: &str, body: Value) -> (StatusCode, Value) {
-        let resp = self
-            .http
-            .post(format!("{}/v1/sessions/{sid}/messages", self.base))
-            .bearer_auth(KEY)
-            .json(&body)
-            .send()
-            .await
-            .expect("request");
-        body_json(resp).await
-    }
-
-    async fn start_reply(&self, sid: &str, text: &str) -> String {
-        let (status, accepted) = self
-            .post(sid, json!({"content": text, "stream": true}))
-            .await;
-        assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
-        accepted["messageId"].as_str().unwrap().to_string()
-    }
-
-    async fn history(&self, sid: &str) -> Vec<Value> {
-        let resp = self
-            .http
-            .get(format!("{}/v1/sessions/{sid}/messages", self.base))
-            .bearer_auth(KEY)
-            .send()
-            .await
-            .expect("request");
-        let (status, body) = body_json(resp).await;
-        assert_eq!(status, StatusCode::OK, "{body}");
-        body["messages"].as_array().unwrap().clone()
-    }
-
-    async fn ws(&self, sid: &str) -> Ws {
-        let url = format!(
-            "{}/v1/sessions/{sid}/stream",
-            self.base.replace("http://", "ws://")
-        );
-        let mut request = url.into_client_request().unwrap();
-        request
-            .headers_mut()
-            .insert("authorization", format!("Bearer {KEY}").parse().unwrap());
-        tokio::time::timeout(GUARD, tokio_tungstenite::connect_async(request))
-            .await
-            .expect("connect in time")
-            .expect("websocket connects")
-            .0
-    }
-
-    fn signal(&self, signal: &str) {
-        let status = Command::new("kill")
-            .args([signal, &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-}
 
 /// Every event up to the close frame, and the close code.
 async fn until_close(ws: &mut Ws) -> (Vec<StreamEvent>, Option<CloseCode>) {
@@ -147,8 +49,8 @@ fn stopping_error<'a>(events: &'a [StreamEvent], reply: &str) -> &'a convo_wire:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_sigterm_each_listener_gets_an_error_for_its_replies_before_the_close() {
     let db = TestDb::create().await;
-    let a = Replica::start(&db, 100, None);
-    let b = Replica::start(&db, 100, None);
+    let a = Replica::start(&db, KEY, 100, None);
+    let b = Replica::start(&db, KEY, 100, None);
     // On a: one listener follows a reply generated on b, another a reply generated on a.
     let (elsewhere, here) = (session(), session());
     let mut relayed = a.ws(&elsewhere).await;
@@ -177,7 +79,7 @@ async fn on_sigterm_each_listener_gets_an_error_for_its_replies_before_the_close
     assert_eq!(error.code, "replica_stopping");
     assert!(error.message.contains("cancelled"), "{}", error.message);
     let mut a = a;
-    let status = a.child.wait().unwrap();
+    let status = a.wait();
     assert!(status.success(), "{status}");
 
     // The reply generated on b did go on; the one cancelled with a was rolled back.
@@ -196,8 +98,8 @@ async fn on_sigterm_each_listener_gets_an_error_for_its_replies_before_the_close
 async fn the_lease_of_a_killed_replica_is_removed_by_the_live_one_and_its_turn_failed() {
     let db = TestDb::create().await;
     let lease_ms = 1_500;
-    let a = Replica::start(&db, 300, Some(lease_ms));
-    let b = Replica::start(&db, 0, Some(lease_ms));
+    let a = Replica::start(&db, KEY, 300, Some(lease_ms));
+    let b = Replica::start(&db, KEY, 0, Some(lease_ms));
     let client = db.client().await;
     let leases = || async {
         client
@@ -223,8 +125,7 @@ async fn the_lease_of_a_killed_replica_is_removed_by_the_live_one_and_its_turn_f
         .get(0);
 
     let mut a = a;
-    a.child.kill().unwrap();
-    a.child.wait().unwrap();
+    a.kill();
     let events = tokio::time::timeout(GUARD, until_end(&mut ws, &reply))
         .await
         .expect("the turn is failed in time");

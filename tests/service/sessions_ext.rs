@@ -293,6 +293,11 @@ async fn a_fork_at_a_user_or_an_assistant_message_copies_the_history_up_to_it() 
         assert_ne!(at_user, source, "{name}");
         assert_eq!(body["messageCount"], json!(3), "{name}");
         assert_eq!(body["title"], json!("first question"), "{name}");
+        assert_eq!(
+            body["forkedFrom"],
+            json!({"sessionId": source, "messageId": ids[2]}),
+            "{name}: the origin, in the source's ids"
+        );
         assert_eq!(history(&svc, &at_user).await, full[..3].to_vec(), "{name}");
         let copied = message_ids(&svc, &at_user).await;
         assert!(copied.iter().all(|id| !ids.contains(id)), "{name}: new ids");
@@ -443,5 +448,59 @@ async fn a_fork_at_the_session_limit_is_refused_like_a_new_session() {
         assert_eq!(svc.delete(&sessions[limit - 1]).await.0, StatusCode::OK);
         let (status, body) = fork(&svc, &sessions[0], json!({"messageId": ids[1]})).await;
         assert_eq!(status, StatusCode::CREATED, "{name}: {body}");
+    }
+}
+
+/// `forkedFrom` of `session` as `GET /v1/sessions` lists it.
+async fn listed_origin(svc: &Svc, session: &str) -> Value {
+    let (status, list) = svc.get("/v1/sessions").await;
+    assert_eq!(status, StatusCode::OK, "{list}");
+    list["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["sessionId"] == session)
+        .unwrap_or_else(|| panic!("{session} not listed: {list}"))
+        .get("forkedFrom")
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fork_lists_its_origin_also_after_a_title_and_the_sources_delete() {
+    for (name, backend) in backends().await {
+        let (svc, _) = start_on(&backend).await;
+        let source = session();
+        svc.send_text(&source, "first question").await;
+        let ids = message_ids(&svc, &source).await;
+        let (status, body) = fork(&svc, &source, json!({"messageId": ids[1]})).await;
+        assert_eq!(status, StatusCode::CREATED, "{name}: {body}");
+        let forked = body["sessionId"].as_str().unwrap().to_string();
+        let origin = json!({"sessionId": source, "messageId": ids[1]});
+
+        assert_eq!(listed_origin(&svc, &forked).await, origin, "{name}");
+        assert_eq!(
+            listed_origin(&svc, &source).await,
+            Value::Null,
+            "{name}: not a fork, no field"
+        );
+        let (status, body) = patch(&svc, &forked, json!({"title": "the other way"})).await;
+        assert_eq!(status, StatusCode::OK, "{name}: {body}");
+        assert_eq!(body["forkedFrom"], origin, "{name}: PATCH answers it too");
+
+        // A fork of a fork names its own source.
+        let again = message_ids(&svc, &forked).await;
+        let (status, body) = fork(&svc, &forked, json!({"messageId": again[0]})).await;
+        assert_eq!(status, StatusCode::CREATED, "{name}: {body}");
+        assert_eq!(
+            body["forkedFrom"],
+            json!({"sessionId": forked, "messageId": again[0]}),
+            "{name}"
+        );
+
+        // The source deleted: the fork still says where it came from.
+        let (status, body) = svc.delete(&source).await;
+        assert_eq!(status, StatusCode::OK, "{name}: {body}");
+        assert_eq!(listed_origin(&svc, &forked).await, origin, "{name}");
     }
 }

@@ -63,7 +63,7 @@ fn runtime(options: ClientOptions, dir: &tempfile::TempDir) -> Runtime {
             target: Target::Remote(options),
             store_file: dir.path().join("convo.db"),
             // Polls come from the kicks after each send and from `r`; the timer stays out of the way.
-            usage_refresh: Duration::from_secs(3600),
+            usage: convo_tui::workers::UsagePacing::every(Duration::from_secs(3600)),
         },
     )
 }
@@ -393,7 +393,7 @@ async fn a_wrong_key_says_to_check_it_and_keeps_the_text() {
         WorkerConfig {
             target: Target::Remote(options),
             store_file: dir.path().join("convo.db"),
-            usage_refresh: Duration::from_secs(3600),
+            usage: convo_tui::workers::UsagePacing::every(Duration::from_secs(3600)),
         },
     );
     rt.run_until("connected and loaded", GUARD, |app| {

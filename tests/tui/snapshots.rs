@@ -43,6 +43,7 @@ fn summary(id: &str, title: &str, mins_ago: i64, tokens: u64) -> SessionSummary 
         title_set: false,
         last_activity: t0() - chrono::Duration::minutes(mins_ago),
         tokens,
+        forked_from: None,
     }
 }
 
@@ -1172,4 +1173,83 @@ fn the_composer_wraps_between_words_without_a_leading_space() {
             "{row:?} is a row of its own in {composer:#?}"
         );
     }
+}
+
+/// A fork of `source` in the sessions list.
+fn fork_of(id: &str, title: &str, mins_ago: i64, source: &str) -> SessionSummary {
+    SessionSummary {
+        forked_from: Some(source.into()),
+        ..summary(id, title, mins_ago, 300)
+    }
+}
+
+#[test]
+fn fork_tree() {
+    snap("fork_tree", |w, h| {
+        let mut app = chat(w, h);
+        app.update(AppEvent::StoreLoaded {
+            sessions: vec![
+                summary(A, "Rust lifetimes", 2, 1234),
+                // The same title as its source: the end of the id tells them apart.
+                fork_of("session_FORK1AAAAAAAAAAA", "Rust lifetimes", 1, A),
+                fork_of(
+                    "session_FORK2AAAAAAAAAAA",
+                    "Lifetimes, the short answer",
+                    30,
+                    "session_FORK1AAAAAAAAAAA",
+                ),
+                summary(B, "Dinner ideas for a rainy Tuesday evening", 90, 420),
+                // Its source was deleted: at the top level, marked.
+                fork_of(
+                    "session_ORPHANAAAAAAAAAA",
+                    "Packing list",
+                    200,
+                    "session_GONEAAAAAAAAAAAA",
+                ),
+                summary(C, "Trip to Lisbon", 3 * 24 * 60, 9800),
+            ],
+            last_open: Some(A.into()),
+        });
+        app.update(key(KeyCode::Tab));
+        app
+    });
+}
+
+#[test]
+fn message_selection() {
+    snap("message_selection", |w, h| {
+        let mut app = chat(w, h);
+        app.update(AppEvent::Key(KeyEvent::new(
+            KeyCode::Char('o'),
+            KeyModifiers::CONTROL,
+        )));
+        app.update(key(KeyCode::Up));
+        app
+    });
+}
+
+#[test]
+fn delete_dialog_of_a_session_never_sent() {
+    snap("delete_unsent", |w, h| {
+        let mut app = chat(w, h);
+        let new = "session_NEWAAAAAAAAAAAAA";
+        app.update(AppEvent::StoreLoaded {
+            sessions: vec![
+                summary(new, convo_tui::app::NEW_SESSION_TITLE, 0, 0),
+                summary(A, "Rust lifetimes", 2, 1234),
+            ],
+            last_open: Some(new.into()),
+        });
+        app.update(AppEvent::TranscriptLoaded {
+            session_id: new.into(),
+            messages: Vec::new(),
+            draft: None,
+            rendered: None,
+        });
+        for c in "/delete".chars() {
+            app.update(key(KeyCode::Char(c)));
+        }
+        app.update(key(KeyCode::Enter));
+        app
+    });
 }

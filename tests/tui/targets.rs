@@ -55,7 +55,7 @@ async fn open(target: Target, dir: &Path) -> Runtime {
         WorkerConfig {
             target,
             store_file: dir.join("convo.db"),
-            usage_refresh: Duration::from_secs(3600),
+            usage: convo_tui::workers::UsagePacing::every(Duration::from_secs(3600)),
         },
     );
     rt.run_until("connected, store loaded, stream open", GUARD, |app| {

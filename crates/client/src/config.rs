@@ -138,6 +138,13 @@ pub struct Engine {
     pub url: String,
     /// `openai`: its bearer key, if it needs one.
     pub api_key: Option<String>,
+    /// `local`: the sampling temperature (0: always the likeliest token).
+    pub temperature: f32,
+    /// `local`: top-p, the share of the probability the next token is drawn from.
+    pub top_p: f32,
+    /// `local`: a fixed sampling seed, for repeatable replies. `None`: a fresh seed for every
+    /// reply, so that `/retry` gets another answer.
+    pub seed: Option<u32>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -147,6 +154,9 @@ impl std::fmt::Debug for Engine {
             .field("model", &self.model)
             .field("url", &self.url)
             .field("api_key", &self.api_key.as_deref().map(redact_key))
+            .field("temperature", &self.temperature)
+            .field("top_p", &self.top_p)
+            .field("seed", &self.seed)
             .finish()
     }
 }
@@ -287,6 +297,26 @@ struct EngineLayer {
     model: Option<String>,
     url: Option<Spanned<String>>,
     api_key: Option<String>,
+    temperature: Option<Spanned<Number>>,
+    top_p: Option<Spanned<Number>>,
+    seed: Option<Spanned<i64>>,
+}
+
+/// A TOML number: `1` and `1.0` alike.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(untagged)]
+enum Number {
+    Int(i64),
+    Float(f64),
+}
+
+impl Number {
+    fn as_f32(self) -> f32 {
+        match self {
+            Number::Int(n) => n as f32,
+            Number::Float(x) => x as f32,
+        }
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -571,6 +601,9 @@ impl Config {
                 model: None,
                 url: "http://127.0.0.1:11434".into(),
                 api_key: None,
+                temperature: convo_wire::engine::sampling::DEFAULT_TEMPERATURE,
+                top_p: convo_wire::engine::sampling::DEFAULT_TOP_P,
+                seed: None,
             },
             keys: toml::Table::new(),
             paths: Paths {
@@ -688,6 +721,28 @@ impl Config {
             if let Some(k) = e.api_key {
                 self.engine.api_key = non_empty(Some(k.trim().to_string()));
             }
+            if let Some(t) = e.temperature {
+                let span = t.span();
+                self.engine.temperature =
+                    convo_wire::engine::sampling::check_temperature(t.into_inner().as_f32())
+                        .map_err(|m| source.invalid(span, Some("engine.temperature"), m))?;
+            }
+            if let Some(p) = e.top_p {
+                let span = p.span();
+                self.engine.top_p =
+                    convo_wire::engine::sampling::check_top_p(p.into_inner().as_f32())
+                        .map_err(|m| source.invalid(span, Some("engine.top_p"), m))?;
+            }
+            if let Some(seed) = e.seed {
+                let span = seed.span();
+                self.engine.seed = Some(u32::try_from(seed.into_inner()).map_err(|_| {
+                    source.invalid(
+                        span,
+                        Some("engine.seed"),
+                        format!("the seed must be 0 to {}", u32::MAX),
+                    )
+                })?);
+            }
         }
         if let Some(keys) = layer.keys {
             for (k, v) in keys {
@@ -791,6 +846,11 @@ impl Config {
                 .map_or(String::new(), redact_key)
                 .into(),
         );
+        engine.insert("temperature".into(), f64::from(e.temperature).into());
+        engine.insert("top_p".into(), f64::from(e.top_p).into());
+        if let Some(seed) = e.seed {
+            engine.insert("seed".into(), i64::from(seed).into());
+        }
         root.insert("connection".into(), conn.into());
         root.insert("ui".into(), ui.into());
         root.insert("engine".into(), engine.into());
@@ -865,6 +925,43 @@ mod tests {
         assert_eq!(c.connection.request_timeout, Duration::from_secs(30));
         assert_eq!(c.keys["send"].as_str(), Some("<Ctrl-s>"));
         assert!(c.keys.contains_key("quit"));
+    }
+
+    #[test]
+    fn engine_sampling_is_set_and_checked() {
+        let c = Config::defaults();
+        assert_eq!(
+            (c.engine.temperature, c.engine.top_p, c.engine.seed),
+            (0.6, 0.95, None),
+            "the defaults: a fresh seed for every reply"
+        );
+        let c = parse("[engine]\ntemperature = 1\ntop_p = 0.5\nseed = 42\n").unwrap();
+        assert_eq!(
+            (c.engine.temperature, c.engine.top_p, c.engine.seed),
+            (1.0, 0.5, Some(42))
+        );
+        let c = parse("[engine]\ntemperature = 0.0\nseed = 4294967295\n").unwrap();
+        assert_eq!((c.engine.temperature, c.engine.seed), (0.0, Some(u32::MAX)));
+        for (text, expect) in [
+            (
+                "[engine]\ntemperature = -1\n",
+                "test.toml:2: engine.temperature: the temperature must be 0 or more, not -1",
+            ),
+            (
+                "[engine]\n\ntop_p = 1.5\n",
+                "test.toml:3: engine.top_p: top-p must be more than 0 and at most 1, not 1.5",
+            ),
+            (
+                "[engine]\nseed = -3\n",
+                "test.toml:2: engine.seed: the seed must be 0 to 4294967295",
+            ),
+        ] {
+            assert_eq!(parse(text).unwrap_err().to_string(), expect);
+        }
+        let e = parse("[engine]\ntemperature = \"hot\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("test.toml:2: engine.temperature: "), "{e}");
     }
 
     #[test]

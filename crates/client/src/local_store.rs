@@ -30,6 +30,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::api::{Message, Role};
 
+mod forks;
 mod metric_buckets;
 mod search;
 mod targets;
@@ -122,11 +123,15 @@ const MIGRATIONS: &[&str] = &[
          label TEXT NOT NULL
      );
      INSERT INTO targets (id, label) VALUES ('embedded', 'embedded');",
+    // 6: where a fork came from (`local_store/forks.rs`): the source session and the source's
+    // message it was forked at; NULL for a session that is not a fork.
+    "ALTER TABLE sessions ADD COLUMN forked_from TEXT;
+     ALTER TABLE sessions ADD COLUMN forked_at_message TEXT;",
 ];
 
 /// The columns [`SessionRow::read`] reads, in its order.
 const SESSION_COLUMNS: &str =
-    "id, title, created_at, last_activity, tokens, deleted, title_set, target";
+    "id, title, created_at, last_activity, tokens, deleted, title_set, target, forked_from";
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -202,6 +207,8 @@ pub struct SessionRecord {
     pub deleted: bool,
     /// The id of the target the session belongs to ([`TargetId::id`]).
     pub target: String,
+    /// The session it was forked from, if it is a fork (`local_store/forks.rs`).
+    pub forked_from: Option<String>,
 }
 
 /// One message of a transcript.
@@ -509,6 +516,7 @@ impl Store {
             tokens: row.tokens.max(0) as u64,
             deleted: row.deleted,
             target: row.target,
+            forked_from: row.forked_from,
         })
     }
 
@@ -859,6 +867,7 @@ struct SessionRow {
     deleted: bool,
     title_set: bool,
     target: String,
+    forked_from: Option<String>,
 }
 
 impl SessionRow {
@@ -873,6 +882,7 @@ impl SessionRow {
             deleted: r.get(5)?,
             title_set: r.get(6)?,
             target: r.get(7)?,
+            forked_from: r.get(8)?,
         })
     }
 }

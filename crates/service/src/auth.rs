@@ -78,6 +78,8 @@ pub(crate) async fn count(
 ) -> Result<(), HttpError> {
     let request = RequestCount::new(account, method, route, chrono::Utc::now());
     let admitted = state.store.count_request(request).await?;
+    // The account stream's listeners get the new request count.
+    state.hub.usage_changed(account.id);
     answer(&request, admitted)
 }
 

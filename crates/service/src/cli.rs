@@ -16,6 +16,8 @@ use convo_wire::exit;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum EngineKind {
+    /// The local model when one is installed (or --model names one), else builtin.
+    Auto,
     /// Offline, deterministic replies built from the conversation.
     Builtin,
     /// A GGUF model run in-process by llama.cpp (--model; scripts/fetch-model.sh installs one).
@@ -77,8 +79,8 @@ pub struct ServeArgs {
     /// (0: no cap per address; behind a load balancer, all come from its address).
     #[arg(long, value_name = "N", default_value_t = ConnectionLimits::DEFAULT_MAX_CONNECTIONS_PER_ADDRESS)]
     pub max_connections_per_address: usize,
-    /// Reply engine.
-    #[arg(long, value_enum, default_value = "builtin")]
+    /// Reply engine; `auto` runs the default installed model, or builtin when there is none.
+    #[arg(long, value_enum, default_value = "auto")]
     pub engine: EngineKind,
     /// The local engine's model: a name from `convo model list`, or a path to a GGUF file.
     /// Default: the default installed model.
@@ -96,8 +98,16 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = LocalOptions::DEFAULT_SESSIONS, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub model_sessions: u32,
     /// Sampling temperature of the local engine (0: always the most likely token).
-    #[arg(long, default_value_t = LocalOptions::DEFAULT_TEMPERATURE)]
+    #[arg(long, default_value_t = LocalOptions::DEFAULT_TEMPERATURE, value_parser = parse_temperature)]
     pub temperature: f32,
+    /// Top-p of the local engine's sampling: draw from the likeliest tokens holding this much
+    /// of the probability (1: all).
+    #[arg(long, default_value_t = LocalOptions::DEFAULT_TOP_P, value_parser = parse_top_p)]
+    pub top_p: f32,
+    /// Seed of the local engine's sampling, to make replies repeatable. Default: a fresh seed
+    /// for every reply (asking again gets another answer).
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u32>,
     /// CPU threads of the local engine (0: one per core).
     #[arg(long, default_value_t = 0)]
     pub model_threads: u32,
@@ -132,6 +142,16 @@ pub struct TokenArgs {
     pub ttl: u64,
 }
 
+fn parse_temperature(arg: &str) -> Result<f32, String> {
+    let t: f32 = arg.parse().map_err(|e| format!("`{arg}`: {e}"))?;
+    convo_wire::engine::sampling::check_temperature(t)
+}
+
+fn parse_top_p(arg: &str) -> Result<f32, String> {
+    let p: f32 = arg.parse().map_err(|e| format!("`{arg}`: {e}"))?;
+    convo_wire::engine::sampling::check_top_p(p)
+}
+
 /// Parses `KEY[=TIER]`.
 pub fn parse_key_arg(arg: &str) -> Result<(String, Tier), String> {
     let (key, tier) = match arg.split_once('=') {
@@ -154,7 +174,8 @@ fn default_db_path(data_dir: Option<&std::path::Path>) -> Result<PathBuf, String
     Ok(dir.join("service.db"))
 }
 
-/// The service configuration of `args`, and the secrets that were generated (to print once).
+/// The service configuration of `args`, and the lines to print once it has started: the
+/// secrets that were generated, and which engine answers (what `auto` chose, and why).
 fn config_from_args(
     args: &ServeArgs,
     data_dir: Option<&std::path::Path>,
@@ -188,36 +209,8 @@ fn config_from_args(
         Some(arg) => DbLocation::parse(arg),
         None => DbLocation::File(default_db_path(data_dir)?),
     };
-    let engine = match args.engine {
-        EngineKind::Builtin => EngineConfig::Builtin {
-            pace_ms: args.engine_pace_ms,
-        },
-        EngineKind::Openai => EngineConfig::OpenAi {
-            url: args.engine_url.clone(),
-            model: args.engine_model.clone(),
-            api_key: args.engine_api_key.clone(),
-        },
-        EngineKind::Local => {
-            if !cfg!(feature = "local-model") {
-                return Err(super::engine::WITHOUT_LOCAL_MODELS.into());
-            }
-            if !args.temperature.is_finite() || args.temperature < 0.0 {
-                return Err(format!(
-                    "--temperature must be 0 or more, not {}",
-                    args.temperature
-                ));
-            }
-            let path = resolve_model(args.model.as_deref(), data_dir)?;
-            EngineConfig::Local(LocalOptions {
-                max_reply_tokens: args.max_reply_tokens,
-                kv_tokens: args.model_kv_tokens,
-                sessions: args.model_sessions,
-                temperature: args.temperature,
-                threads: args.model_threads,
-                ..LocalOptions::new(path)
-            })
-        }
-    };
+    let (engine, engine_notes) = engine_from_args(args, data_dir)?;
+    generated.extend(engine_notes);
     Ok((
         ServiceConfig {
             db,
@@ -236,6 +229,77 @@ fn config_from_args(
         },
         generated,
     ))
+}
+
+/// The engine `args` ask for, and what to say about it: which engine `auto` chose and why,
+/// how to get a model, and a better model than the tiny default when one fits.
+fn engine_from_args(
+    args: &ServeArgs,
+    data_dir: Option<&std::path::Path>,
+) -> Result<(EngineConfig, Vec<String>), String> {
+    let builtin = EngineConfig::Builtin {
+        pace_ms: args.engine_pace_ms,
+    };
+    let local = |path: PathBuf| {
+        let config = EngineConfig::Local(LocalOptions {
+            max_reply_tokens: args.max_reply_tokens,
+            kv_tokens: args.model_kv_tokens,
+            sessions: args.model_sessions,
+            temperature: args.temperature,
+            top_p: args.top_p,
+            seed: args.seed,
+            threads: args.model_threads,
+            ..LocalOptions::new(path)
+        });
+        let hint = super::engine::better_model_hint(&config);
+        (config, hint.into_iter().collect::<Vec<_>>())
+    };
+    match args.engine {
+        EngineKind::Builtin => Ok((builtin, Vec::new())),
+        EngineKind::Openai => Ok((
+            EngineConfig::OpenAi {
+                url: args.engine_url.clone(),
+                model: args.engine_model.clone(),
+                api_key: args.engine_api_key.clone(),
+            },
+            Vec::new(),
+        )),
+        EngineKind::Local => {
+            if !cfg!(feature = "local-model") {
+                return Err(super::engine::WITHOUT_LOCAL_MODELS.into());
+            }
+            Ok(local(resolve_model(args.model.as_deref(), data_dir)?))
+        }
+        EngineKind::Auto => {
+            let dir = data_dir.map(crate::models::models_dir);
+            match super::engine::auto_model(dir.as_deref(), args.model.as_deref())? {
+                Some(path) => {
+                    let (config, mut notes) = local(path.clone());
+                    notes.insert(
+                        0,
+                        format!(
+                            "engine local · {} (--engine auto: the default installed model)",
+                            super::engine::local_options::model_name(&path)
+                        ),
+                    );
+                    Ok((config, notes))
+                }
+                None if !super::engine::LOCAL_MODELS => Ok((
+                    builtin,
+                    vec![
+                        "engine builtin (--engine auto: this convo was built without local models; canned replies)".into(),
+                    ],
+                )),
+                None => Ok((
+                    builtin,
+                    vec![format!(
+                        "engine builtin (--engine auto: no model installed, so replies are canned); {}",
+                        crate::models::HOW_TO_GET
+                    )],
+                )),
+            }
+        }
+    }
 }
 
 /// The GGUF file `--model` names: a path, or a model installed in the data dir's `models/`

@@ -10,6 +10,7 @@
 //! # Ok(()) }
 //! ```
 
+mod account_events;
 pub mod auth;
 pub mod cli;
 pub mod config;

@@ -22,7 +22,8 @@ pub const GGUF_VERSIONS: [u32; 2] = [2, 3];
 
 /// What to do when there is no model, in every message that says so.
 pub const HOW_TO_GET: &str = "install one with `scripts/fetch-model.sh`, \
-     `convo model pull OWNER/REPO/FILE.gguf` or `convo model import FILE`";
+     `convo model pull NAME` (`convo model list --available` shows the names) or \
+     `convo model import FILE`";
 
 /// The models directory inside a data directory.
 pub fn models_dir(data_dir: &Path) -> PathBuf {
@@ -53,6 +54,19 @@ pub enum ModelError {
     NotAFile { path: PathBuf },
     #[error("{} is not a GGUF model file ({reason})", path.display())]
     NotGguf { path: PathBuf, reason: String },
+    #[error("{} is truncated: {}", path.display(), truncated(*needed, *actual))]
+    Truncated {
+        path: PathBuf,
+        /// The bytes its header declares (0: the header itself is cut).
+        needed: u64,
+        actual: u64,
+    },
+    #[error(
+        "no model named `{name}` in the catalogue; the names are: {known} (or give OWNER/REPO/FILE.gguf)"
+    )]
+    UnknownModel { name: String, known: String },
+    #[error("`{name}` is in use: {why}; remove it anyway with `convo model rm {name} --force`")]
+    InUse { name: String, why: String },
     #[error("{}: {source}", path.display())]
     Io {
         path: PathBuf,
@@ -111,6 +125,18 @@ impl ModelError {
             path: path.to_path_buf(),
             source,
         }
+    }
+}
+
+/// The end of a `Truncated` message.
+fn truncated(needed: u64, actual: u64) -> String {
+    if needed == 0 {
+        format!("it ends inside its header, at {actual} bytes (an interrupted download or copy?)")
+    } else {
+        format!(
+            "its header declares {needed} bytes, the file has {actual} ({} missing; an interrupted download or copy?)",
+            needed - actual
+        )
     }
 }
 
@@ -328,9 +354,10 @@ fn name_for(file: &Path, name: Option<&str>) -> Result<String, ModelError> {
 }
 
 /// Copies a GGUF file into `dir` as `name` (default: the file's stem), through a partial
-/// file and a rename. Refuses a file that is not GGUF, a bad name, and a name that is taken.
+/// file and a rename. Refuses a file that is not a whole GGUF model (`verify_gguf`: a
+/// truncated one too), a bad name, and a name that is taken.
 pub fn import(dir: &Path, file: &Path, name: Option<&str>) -> Result<InstalledModel, ModelError> {
-    check_gguf(file)?;
+    verify_gguf(file)?;
     let name = name_for(file, name)?;
     refuse_existing(dir, &name)?;
     fs::create_dir_all(dir).map_err(|e| ModelError::io(dir, e))?;
@@ -344,12 +371,46 @@ pub fn import(dir: &Path, file: &Path, name: Option<&str>) -> Result<InstalledMo
     })
 }
 
+/// The model a configuration runs, which `remove` keeps unless forced.
+#[derive(Debug, Clone, Copy)]
+pub struct Selected<'a> {
+    pub name: &'a str,
+    /// Named by the configuration (`[engine] model`), rather than the default.
+    pub configured: bool,
+}
+
 /// Deletes the model called `name` (and `scripts/fetch-model.sh`'s stamp beside it); returns
-/// the path it had.
-pub fn remove(dir: &Path, name: &str) -> Result<PathBuf, ModelError> {
+/// the path it had. Unless `force`, refuses a model in use: one a running convo has loaded
+/// (`mark_in_use`), or the one the configuration runs (`selected`).
+pub fn remove(
+    dir: &Path,
+    name: &str,
+    force: bool,
+    selected: Option<Selected<'_>>,
+) -> Result<PathBuf, ModelError> {
     let name = clean_name(name);
     validate_name(name)?;
     let path = dir.join(file_name(name));
+    if !force {
+        let in_use = |why: &str| {
+            Err(ModelError::InUse {
+                name: name.to_string(),
+                why: why.to_string(),
+            })
+        };
+        if loaded_elsewhere(&path) {
+            return in_use("a running convo (the TUI or `convo serve`) has it loaded");
+        }
+        match selected {
+            Some(s) if s.name == name && s.configured => {
+                return in_use("it is the model the configuration selects ([engine] model)");
+            }
+            Some(s) if s.name == name => {
+                return in_use("it is the default model, which convo runs when none is configured");
+            }
+            _ => {}
+        }
+    }
     match fs::remove_file(&path) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -364,7 +425,36 @@ pub fn remove(dir: &Path, name: &str) -> Result<PathBuf, ModelError> {
     Ok(path)
 }
 
+/// A shared lock on a model file, held for as long as an engine has the model loaded, so that
+/// `remove` can tell (an advisory lock, which the system drops when the process ends however
+/// it ends).
+#[derive(Debug)]
+pub struct InUse {
+    _file: fs::File,
+}
+
+/// Marks the model at `path` as loaded by this process until the returned value is dropped;
+/// `None` when the file cannot be opened or locked (the model still loads; `rm` just cannot
+/// tell).
+pub fn mark_in_use(path: &Path) -> Option<InUse> {
+    let file = fs::File::open(path).ok()?;
+    file.try_lock_shared().ok()?;
+    Some(InUse { _file: file })
+}
+
+/// Whether some process holds `mark_in_use`'s lock on the file at `path`.
+fn loaded_elsewhere(path: &Path) -> bool {
+    let Ok(file) = fs::File::open(path) else {
+        return false;
+    };
+    matches!(file.try_lock(), Err(fs::TryLockError::WouldBlock))
+}
+
+pub mod catalogue;
+mod gguf;
 mod pull;
+pub use catalogue::{CatalogueModel, catalogue};
+pub use gguf::{GgufSummary, verify_gguf};
 pub use pull::{HfFile, Progress, PullOptions, pull};
 
 #[cfg(test)]

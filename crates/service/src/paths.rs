@@ -7,6 +7,7 @@ pub const SESSION: &str = "/v1/sessions/{sessionId}";
 pub const LAST_EXCHANGE: &str = "/v1/sessions/{sessionId}/messages/last";
 pub const FORK: &str = "/v1/sessions/{sessionId}/fork";
 pub const STREAM: &str = "/v1/sessions/{sessionId}/stream";
+pub const ACCOUNT_STREAM: &str = "/v1/stream";
 pub const METRICS: &str = "/v1/analytics/metrics";
 pub const USAGE: &str = "/v1/analytics/usage";
 pub const WALLET: &str = "/v1/wallets/{walletId}";

@@ -18,8 +18,8 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use super::AppState;
 use super::error::HttpError;
 pub use super::paths::{
-    FORK, HEALTH, LAST_EXCHANGE, MAX_BODY_BYTES, MESSAGES, METRICS, READY, SESSION, SESSIONS,
-    STREAM, USAGE, WALLET,
+    ACCOUNT_STREAM, FORK, HEALTH, LAST_EXCHANGE, MAX_BODY_BYTES, MESSAGES, METRICS, READY, SESSION,
+    SESSIONS, STREAM, USAGE, WALLET,
 };
 use super::routes;
 pub use super::routes::analytics::MAX_QUERY_BYTES;
@@ -34,6 +34,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("DELETE", LAST_EXCHANGE),
     ("POST", FORK),
     ("GET", STREAM),
+    ("GET", ACCOUNT_STREAM),
     ("GET", METRICS),
     ("GET", USAGE),
     ("GET", WALLET),
@@ -56,6 +57,7 @@ pub(crate) fn build(state: Arc<AppState>) -> Router {
         .route(LAST_EXCHANGE, delete(routes::sessions::undo))
         .route(FORK, post(routes::sessions::fork))
         .route(STREAM, get(routes::stream::connect))
+        .route(ACCOUNT_STREAM, get(routes::account_stream::connect))
         .route(METRICS, get(routes::analytics::metrics))
         .route(USAGE, get(routes::analytics::usage))
         .route(WALLET, get(routes::wallets::get))

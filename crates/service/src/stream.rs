@@ -10,12 +10,21 @@
 //! (its begin and every delta so far), so the watcher sees it as if it had watched from the
 //! start. Every message a hub publishes is queued under the hub's lock, so the others see a
 //! reply's pieces in the order its state changed.
+//!
+//! The hub also carries the account stream (`GET /v1/stream`, `routes::account_stream`): one
+//! broadcast channel per account with a listener here, of `AccountSignal`s. Across replicas
+//! it works as for sessions: a replica with a listener on an account says so (`AccountWatch`,
+//! `AccountUnwatch`), and a replica publishes an account's events (`AccountEvent`) and usage
+//! changes (`AccountUsage`) only while another replica watches that account. After the relay
+//! was lost and came back, every account listener here is told to resync (`Resync`: it sends
+//! a fresh `hello`, since what changed meanwhile was not relayed).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Mutex, OnceLock};
 
 use tokio::sync::{broadcast, mpsc, oneshot};
 
+use convo_wire::account_stream::AccountEvent;
 use convo_wire::{ErrorBody, StreamEvent};
 
 /// Events buffered per listener before it counts as lagging.
@@ -139,7 +148,58 @@ pub enum Relayed {
     Unwatch { s: String },
     /// The sender's relay (re)connected: it knows nothing of what others watch.
     Hello,
+    /// The sender has a listener on the account stream of account `a` now.
+    AccountWatch { a: i64 },
+    /// The sender's last listener on account `a`'s stream left.
+    AccountUnwatch { a: i64 },
+    /// An event of account `a` (never a `hello`: each replica builds its own).
+    AccountEvent { a: i64, e: AccountEvent },
+    /// Account `a`'s usage changed (each listener reads it, at most a few times a second).
+    AccountUsage { a: i64 },
 }
+
+/// What an account stream listener is told.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AccountSignal {
+    /// An event to send as it is.
+    Event(AccountEvent),
+    /// The account's usage changed: send a `usage` event (coalesced by the listener).
+    Usage,
+    /// What changed may not all have been told (the relay was lost): send a fresh `hello`.
+    Resync,
+}
+
+/// The listeners of one account here, and the other replicas that listen to it.
+struct AccountChannel {
+    tx: broadcast::Sender<AccountSignal>,
+    watchers: HashSet<String>,
+}
+
+impl AccountChannel {
+    fn new() -> Self {
+        AccountChannel {
+            tx: broadcast::channel(ACCOUNT_CHANNEL_CAPACITY).0,
+            watchers: HashSet::new(),
+        }
+    }
+
+    fn listened(&self) -> bool {
+        self.tx.receiver_count() > 0
+    }
+
+    fn idle(&self) -> bool {
+        !self.listened() && self.watchers.is_empty()
+    }
+
+    fn send(&self, signal: AccountSignal) {
+        if self.listened() {
+            let _ = self.tx.send(signal);
+        }
+    }
+}
+
+/// Account signals buffered per listener before it counts as lagging (it then resyncs).
+const ACCOUNT_CHANNEL_CAPACITY: usize = 256;
 
 /// What the hub hands the relay: a message to publish, or a request to be told once every
 /// message queued before it was published.
@@ -161,6 +221,8 @@ pub struct RemoteReply {
 #[derive(Default)]
 pub struct StreamHub {
     sessions: Mutex<HashMap<String, SessionChannel>>,
+    /// The account streams' channels, by account id (locked after `sessions` when both are).
+    accounts: Mutex<HashMap<i64, AccountChannel>>,
     /// Set on PostgreSQL: what this hub tells the other replicas.
     relay: OnceLock<mpsc::UnboundedSender<Outgoing>>,
 }
@@ -181,6 +243,115 @@ impl StreamHub {
     fn with_sessions<T>(&self, f: impl FnOnce(&mut HashMap<String, SessionChannel>) -> T) -> T {
         let mut guard = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         f(&mut guard)
+    }
+
+    fn with_accounts<T>(&self, f: impl FnOnce(&mut HashMap<i64, AccountChannel>) -> T) -> T {
+        let mut guard = self.accounts.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut guard)
+    }
+
+    /// A listener of account `account`'s stream: the receiver of its signals. The first one
+    /// here is announced to the other replicas.
+    pub fn subscribe_account(&self, account: i64) -> broadcast::Receiver<AccountSignal> {
+        self.with_accounts(|map| {
+            let channel = map.entry(account).or_insert_with(AccountChannel::new);
+            if !channel.listened() {
+                self.publish(Relayed::AccountWatch { a: account });
+            }
+            channel.tx.subscribe()
+        })
+    }
+
+    /// An account listener left (after dropping its receiver).
+    pub fn release_account(&self, account: i64) {
+        self.with_accounts(|map| {
+            let Some(channel) = map.get(&account) else {
+                return;
+            };
+            if !channel.listened() {
+                self.publish(Relayed::AccountUnwatch { a: account });
+            }
+            if channel.idle() {
+                map.remove(&account);
+            }
+        });
+    }
+
+    /// True when someone listens to the account's stream, here or on another replica (else
+    /// there is nothing to tell, and nothing to read for it).
+    pub fn account_watched(&self, account: i64) -> bool {
+        self.with_accounts(|map| map.get(&account).is_some_and(|c| !c.idle()))
+    }
+
+    /// An event of the account: to its listeners here and on the replicas that watch it.
+    pub fn account_event(&self, account: i64, event: AccountEvent) {
+        self.with_accounts(|map| {
+            let Some(channel) = map.get(&account) else {
+                return;
+            };
+            if !channel.watchers.is_empty() {
+                self.publish(Relayed::AccountEvent {
+                    a: account,
+                    e: event.clone(),
+                });
+            }
+            channel.send(AccountSignal::Event(event));
+        });
+    }
+
+    /// The account's usage changed (a request was counted, a message stored or removed, a
+    /// session made or deleted).
+    pub fn usage_changed(&self, account: i64) {
+        self.with_accounts(|map| {
+            let Some(channel) = map.get(&account) else {
+                return;
+            };
+            if !channel.watchers.is_empty() {
+                self.publish(Relayed::AccountUsage { a: account });
+            }
+            channel.send(AccountSignal::Usage);
+        });
+    }
+
+    /// The account part of `apply`.
+    fn apply_account(&self, sender: &str, message: Relayed) {
+        self.with_accounts(|map| match message {
+            Relayed::AccountWatch { a } => {
+                map.entry(a)
+                    .or_insert_with(AccountChannel::new)
+                    .watchers
+                    .insert(sender.to_string());
+            }
+            Relayed::AccountUnwatch { a } => {
+                if let Some(channel) = map.get_mut(&a) {
+                    channel.watchers.remove(sender);
+                    if channel.idle() {
+                        map.remove(&a);
+                    }
+                }
+            }
+            Relayed::AccountEvent { a, e } => {
+                if let Some(channel) = map.get(&a) {
+                    channel.send(AccountSignal::Event(e));
+                }
+            }
+            Relayed::AccountUsage { a } => {
+                if let Some(channel) = map.get(&a) {
+                    channel.send(AccountSignal::Usage);
+                }
+            }
+            Relayed::Hello => {
+                // It forgot which accounts are listened to here: tell it again.
+                for (a, channel) in map.iter_mut() {
+                    channel.watchers.remove(sender);
+                    if channel.listened() {
+                        self.publish(Relayed::AccountWatch { a: *a });
+                    }
+                }
+                map.retain(|_, c| !c.idle());
+            }
+            _ => {}
+        });
     }
 
     /// From now on, this hub talks to the other replicas through `relay`.
@@ -288,6 +459,19 @@ impl StreamHub {
 
     /// What another replica told this one (`sender`: its replica id).
     pub fn apply(&self, sender: &str, message: Relayed) {
+        if matches!(
+            message,
+            Relayed::AccountWatch { .. }
+                | Relayed::AccountUnwatch { .. }
+                | Relayed::AccountEvent { .. }
+                | Relayed::AccountUsage { .. }
+        ) {
+            return self.apply_account(sender, message);
+        }
+        if message == Relayed::Hello {
+            // Both parts forget what the sender watched.
+            self.apply_account(sender, Relayed::Hello);
+        }
         self.with_sessions(|map| match message {
             Relayed::Begin { s, m } => {
                 if let Some(channel) = map.get_mut(&s).filter(|c| c.listened())
@@ -366,6 +550,10 @@ impl StreamHub {
                 }
                 map.retain(|_, c| !c.idle());
             }
+            Relayed::AccountWatch { .. }
+            | Relayed::AccountUnwatch { .. }
+            | Relayed::AccountEvent { .. }
+            | Relayed::AccountUsage { .. } => {}
         });
     }
 
@@ -529,15 +717,30 @@ impl StreamHub {
             }
             map.retain(|_, c| !c.idle());
         });
+        self.with_accounts(|map| {
+            for channel in map.values_mut() {
+                channel.watchers.clear();
+            }
+            map.retain(|_, c| !c.idle());
+        });
     }
 
-    /// The relay is back: it says `Hello`, then watches every session listened to here.
+    /// The relay is back: it says `Hello`, then watches every session and account listened
+    /// to here; the account listeners here resync (what changed meanwhile was not relayed).
     pub fn relay_back(&self) {
         self.with_sessions(|map| {
             self.publish(Relayed::Hello);
             for (s, channel) in map.iter() {
                 if channel.listened() {
                     self.publish(Relayed::Watch { s: s.clone() });
+                }
+            }
+        });
+        self.with_accounts(|map| {
+            for (a, channel) in map.iter() {
+                if channel.listened() {
+                    self.publish(Relayed::AccountWatch { a: *a });
+                    channel.send(AccountSignal::Resync);
                 }
             }
         });
@@ -601,6 +804,12 @@ impl StreamHub {
     /// Forgets watchers that are not live replicas any more (their lease is gone), and idle
     /// sessions; one announced for a listener that never came is unwatched.
     pub fn keep_watchers(&self, live: &HashSet<String>) {
+        self.with_accounts(|map| {
+            for channel in map.values_mut() {
+                channel.watchers.retain(|w| live.contains(w));
+            }
+            map.retain(|_, c| !c.idle());
+        });
         self.with_sessions(|map| {
             for channel in map.values_mut() {
                 channel.watchers.retain(|w| live.contains(w));
@@ -963,5 +1172,95 @@ mod tests {
         hub.keep_watchers(&HashSet::new());
         assert_eq!(published(&mut rx), vec![Relayed::Watch { s: "t".into() }]);
         drop(kept);
+    }
+
+    fn deleted(id: &str) -> AccountEvent {
+        AccountEvent::SessionDeleted {
+            session_id: id.into(),
+        }
+    }
+
+    #[test]
+    fn account_events_reach_listeners_here_and_replicas_that_watch() {
+        let hub = StreamHub::default();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        hub.relay_to(tx);
+        assert!(!hub.account_watched(7));
+        hub.account_event(7, deleted("s"));
+        hub.usage_changed(7);
+        assert_eq!(published(&mut rx), vec![], "nobody listens anywhere");
+
+        let mut listener = hub.subscribe_account(7);
+        assert_eq!(published(&mut rx), vec![Relayed::AccountWatch { a: 7 }]);
+        assert!(hub.account_watched(7));
+        hub.account_event(7, deleted("s"));
+        hub.usage_changed(7);
+        assert_eq!(
+            listener.try_recv().unwrap(),
+            AccountSignal::Event(deleted("s"))
+        );
+        assert_eq!(listener.try_recv().unwrap(), AccountSignal::Usage);
+        assert_eq!(published(&mut rx), vec![], "no other replica watches");
+
+        // Another replica watches: its events reach the listener, ours reach it.
+        hub.apply("b", Relayed::AccountWatch { a: 7 });
+        hub.apply(
+            "b",
+            Relayed::AccountEvent {
+                a: 7,
+                e: deleted("t"),
+            },
+        );
+        assert_eq!(
+            listener.try_recv().unwrap(),
+            AccountSignal::Event(deleted("t"))
+        );
+        hub.account_event(7, deleted("u"));
+        let _ = listener.try_recv();
+        assert_eq!(
+            published(&mut rx),
+            vec![Relayed::AccountEvent {
+                a: 7,
+                e: deleted("u")
+            }]
+        );
+        // Other accounts are nobody's business.
+        hub.account_event(8, deleted("v"));
+        assert!(listener.try_recv().is_err());
+        assert_eq!(published(&mut rx), vec![]);
+
+        // The last listener here leaves: the others stop relaying to us; b still watches.
+        drop(listener);
+        hub.release_account(7);
+        assert_eq!(published(&mut rx), vec![Relayed::AccountUnwatch { a: 7 }]);
+        assert!(hub.account_watched(7));
+        hub.apply("b", Relayed::AccountUnwatch { a: 7 });
+        assert!(!hub.account_watched(7));
+    }
+
+    #[test]
+    fn after_the_relay_heals_account_listeners_resync_and_watch_again() {
+        let hub = StreamHub::default();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        hub.relay_to(tx);
+        let mut listener = hub.subscribe_account(7);
+        hub.apply("b", Relayed::AccountWatch { a: 9 });
+        let _ = published(&mut rx);
+        hub.relay_lost();
+        assert!(!hub.account_watched(9), "b says again what it watches");
+        hub.relay_back();
+        assert_eq!(
+            published(&mut rx),
+            vec![Relayed::Hello, Relayed::AccountWatch { a: 7 }]
+        );
+        assert_eq!(listener.try_recv().unwrap(), AccountSignal::Resync);
+        // Another replica's relay came back: it is told again what is listened to here.
+        hub.apply("c", Relayed::AccountWatch { a: 7 });
+        hub.apply("c", Relayed::Hello);
+        assert_eq!(published(&mut rx), vec![Relayed::AccountWatch { a: 7 }]);
+        hub.keep_watchers(&HashSet::new());
+        drop(listener);
+        hub.release_account(7);
+        assert!(!hub.account_watched(7));
     }
 }

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{OwnedMutexGuard, mpsc, oneshot, watch};
 
 use super::AppState;
+use super::account_events::{Change, tell};
 use super::engine::{EngineError, ReplyRequest};
 use super::error::HttpError;
 use super::storage::Storage;
@@ -14,6 +15,7 @@ use super::storage::rows::Reply;
 use super::time;
 use convo_core::{Account, Recorded};
 use convo_tokens as tokens;
+use convo_wire::account_stream::SessionChange;
 use convo_wire::{ErrorBody, Message, Role, StreamEvent};
 
 pub(crate) struct Turn {
@@ -168,6 +170,13 @@ async fn run(state: &AppState, turn: Turn) -> TurnOutcome {
                 Err(store) => HttpError::from(store),
             };
             finish_with_error(state, &session_id, &reply_id, &error);
+            tell(
+                state,
+                account.id,
+                &session_id,
+                Change::Updated(SessionChange::Message),
+            )
+            .await;
             return Err(error);
         }
     };
@@ -209,7 +218,7 @@ async fn run(state: &AppState, turn: Turn) -> TurnOutcome {
             time::now_ms(),
         )
         .await;
-    match stored {
+    let outcome = match stored {
         Ok(true) => {
             state.hub.finish(
                 &session_id,
@@ -230,7 +239,15 @@ async fn run(state: &AppState, turn: Turn) -> TurnOutcome {
             finish_with_error(state, &session_id, &reply_id, &error);
             Err(error)
         }
-    }
+    };
+    tell(
+        state,
+        account.id,
+        &session_id,
+        Change::Updated(SessionChange::Message),
+    )
+    .await;
+    outcome
 }
 
 fn finish_with_error(state: &AppState, session_id: &str, reply_id: &str, error: &HttpError) {

@@ -68,6 +68,16 @@ pub enum Command {
     /// Send the user's title of a session to the service (`PATCH /v1/sessions/{id}`);
     /// answered with `AppEvent::TitleSent` when the service took it.
     SendTitle { session_id: String, title: String },
+    /// Fork `source` at `at` into the new session `new_session_id` (`POST …/fork`, an
+    /// extension); the answer comes back as `AppEvent::Forked`.
+    Fork {
+        source: String,
+        new_session_id: String,
+        at: crate::transcript_pane::ForkPoint,
+    },
+    /// Remove the session's last exchange on the server (`DELETE …/messages/last`, an
+    /// extension); the answer comes back as `AppEvent::Undone`.
+    Undo { session_id: String },
     /// Leave: restore the terminal and exit.
     Quit,
     /// Hand the terminal to `$VISUAL`/`$EDITOR` on this draft (`tui::editor`); the loop that
@@ -122,5 +132,15 @@ pub enum StoreOp {
     TitleSent {
         session_id: String,
         title: String,
+    },
+    /// The session is a fork of `source` at the source's message `message_id`.
+    SetForkedFrom {
+        session_id: String,
+        source: String,
+        message_id: String,
+    },
+    /// The service removed the session's last exchange: the store removes it too.
+    RemoveLastExchange {
+        session_id: String,
     },
 }

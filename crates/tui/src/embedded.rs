@@ -17,8 +17,8 @@ const WALLET_TOKEN_TTL_SECS: u64 = 30 * 24 * 3600;
 
 /// What the TUI shows while there is no language model: how to get one.
 pub const NO_MODEL_HINT: &str = "No language model is installed, so replies are canned \
-     (the builtin engine). Run scripts/fetch-model.sh, or `convo model pull OWNER/REPO/FILE.gguf`, \
-     then restart convo for real replies.";
+     (the builtin engine). Run scripts/fetch-model.sh, or `convo model pull NAME` (`convo model \
+     list --available` shows the names), then restart convo for real replies.";
 
 /// The same for a build without the `local-model` feature.
 pub const NO_LOCAL_MODELS_HINT: &str = "This convo was built without local models, so replies \
@@ -33,7 +33,14 @@ pub fn engine_config(
     pace_ms: u64,
 ) -> Result<(EngineConfig, Option<&'static str>), String> {
     let models = convo_service::models::models_dir(data_dir);
-    let local = |path| EngineConfig::Local(LocalOptions::new(path));
+    let local = |path| {
+        EngineConfig::Local(LocalOptions {
+            temperature: choice.temperature,
+            top_p: choice.top_p,
+            seed: choice.seed,
+            ..LocalOptions::new(path)
+        })
+    };
     match choice.kind {
         EngineKind::Builtin => Ok((EngineConfig::Builtin { pace_ms }, None)),
         EngineKind::Openai => Ok((
@@ -59,11 +66,9 @@ pub fn engine_config(
                     Some(NO_LOCAL_MODELS_HINT),
                 ));
             }
-            match convo_service::models::resolve(&models, choice.model.as_deref(), None) {
-                Ok(path) => Ok((local(path), None)),
-                // A model the user named must be there; without one, builtin says how to get it.
-                Err(e) if choice.model.is_some() => Err(e.to_string()),
-                Err(_) => Ok((EngineConfig::Builtin { pace_ms }, Some(NO_MODEL_HINT))),
+            match convo_service::engine::auto_model(Some(&models), choice.model.as_deref())? {
+                Some(path) => Ok((local(path), None)),
+                None => Ok((EngineConfig::Builtin { pace_ms }, Some(NO_MODEL_HINT))),
             }
         }
     }
@@ -87,6 +92,9 @@ pub async fn start(
     slot: &Mutex<Option<RunningService>>,
 ) -> Result<Started, String> {
     let (engine_config, hint) = engine_config(engine, data_dir, pace_ms)?;
+    let hint = hint
+        .map(str::to_string)
+        .or_else(|| convo_service::engine::better_model_hint(&engine_config));
     let key =
         local_key(data_dir).map_err(|e| format!("cannot prepare {}: {e}", data_dir.display()))?;
     let jwt_secret = convo_service::ids::random_alnum(48);
@@ -122,7 +130,7 @@ pub async fn start(
     let engine = EngineStatus {
         label: service.engine_label(),
         state: load.borrow().clone(),
-        hint: hint.map(str::to_string),
+        hint,
     };
     tracing::info!(addr = %service.addr, engine = %engine.label, "embedded service started");
     if let Ok(mut slot) = slot.lock() {
@@ -161,6 +169,9 @@ mod tests {
             model: model.map(str::to_string),
             url: "http://127.0.0.1:11434".into(),
             api_key: None,
+            temperature: convo_service::config::LocalOptions::DEFAULT_TEMPERATURE,
+            top_p: convo_service::config::LocalOptions::DEFAULT_TOP_P,
+            seed: None,
         }
     }
 

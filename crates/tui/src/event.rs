@@ -87,6 +87,9 @@ pub enum AppEvent {
         session_id: String,
         failure: ApiError,
     },
+    /// An event of the account stream (`GET /v1/stream`): usage, and sessions changed here or
+    /// on another device.
+    Account(convo_client::api::account_stream::AccountEvent),
     /// A usage poll succeeded.
     UsageFetched(Usage),
     /// A usage poll failed; the gauges keep their last values and get a stale mark.
@@ -126,6 +129,17 @@ pub enum AppEvent {
     /// Asking the service for its sessions (or sending a title) failed; the store's list
     /// stays as it is.
     ServiceSessionsFailed(String),
+    /// The answer to `Command::Fork`.
+    Forked {
+        source: String,
+        new_session_id: String,
+        outcome: ForkOutcome,
+    },
+    /// The answer to `Command::Undo`.
+    Undone {
+        session_id: String,
+        outcome: UndoOutcome,
+    },
     /// An answer for the metrics view (F2): one query of a load (`tui::metrics`).
     Metrics(crate::metrics::MetricsEvent),
     /// A report for the wallet view (F3): a fetched wallet, recent ids, token status
@@ -146,6 +160,33 @@ pub enum ServiceChange {
     Upsert(convo_wire::sessions::SessionSummary),
     /// One session deleted (on this or another device).
     Deleted(String),
+}
+
+/// What forking a session came to.
+#[derive(Debug, Clone)]
+pub enum ForkOutcome {
+    /// The new session as the server lists it, its copied history, and the source's message
+    /// it was forked at.
+    Forked {
+        summary: convo_wire::sessions::SessionSummary,
+        messages: Vec<Message>,
+        message_id: String,
+    },
+    /// The server has no fork endpoint.
+    Unsupported,
+    /// The message is not in the server's history of the source (not stored yet, or gone).
+    NotOnServer,
+    Failed(ApiError),
+}
+
+/// What undoing a session's last exchange came to.
+#[derive(Debug, Clone)]
+pub enum UndoOutcome {
+    /// The ids of the removed messages.
+    Undone(Vec<String>),
+    /// The server has no undo endpoint.
+    Unsupported,
+    Failed(ApiError),
 }
 
 /// A transcript written by `/export`.
@@ -204,6 +245,8 @@ pub struct SessionSummary {
     pub title_set: bool,
     pub last_activity: DateTime<Utc>,
     pub tokens: u64,
+    /// The session this one was forked from (which may be deleted), if it is a fork.
+    pub forked_from: Option<String>,
 }
 
 /// A message of a transcript as the store keeps it.
@@ -266,6 +309,9 @@ pub fn describe_failure(failure: &ApiError, now: DateTime<Utc>) -> String {
         ApiError::InvalidRequest { message } => format!("rejected: {message}"),
         ApiError::Network(message) => format!("network error: {message}"),
         ApiError::StreamLost(message) => format!("reply lost: {message}"),
+        ApiError::ReplyInProgress { .. } => {
+            "a reply is being generated in this session; wait for it (or stop it) first".into()
+        }
         ApiError::Service { code, message, .. } => format!("{code}: {message}"),
         ApiError::Protocol(message) => format!("protocol: {message}"),
         ApiError::Config(message) => format!("config: {message}"),

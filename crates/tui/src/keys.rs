@@ -364,6 +364,12 @@ bindings! {
     search_next => "next match",
     search_prev => "previous match",
     search_sessions => "search all sessions",
+    /// Select a message of the transcript (the last): Up/Down move, Esc leaves.
+    select_message => "select a message",
+    /// Fork the session at the selected message (user or assistant).
+    fork_message => "fork at the selected message",
+    /// Edit the selected user message: fork just before it, its text in the composer.
+    edit_message => "edit the selected message",
 }
 
 impl KeyBindings {
@@ -417,6 +423,7 @@ impl KeyBindings {
             ("back", &self.back),
             ("edit_in_editor", &self.edit_in_editor),
             ("search", &self.search),
+            ("select_message", &self.select_message),
         ];
         let with_global =
             |own: &[(&'static str, &'a Binding)]| -> Vec<(&'static str, &'a Binding)> {
@@ -457,6 +464,8 @@ impl KeyBindings {
                     ("copy_reply", &self.copy_reply),
                     ("quit", &self.quit),
                     ("copy_code", &self.copy_code),
+                    ("fork_message", &self.fork_message),
+                    ("edit_message", &self.edit_message),
                     ("refresh", &self.refresh),
                     ("scroll_top", &self.scroll_top),
                     ("scroll_bottom", &self.scroll_bottom),

@@ -99,7 +99,9 @@ pub async fn run(global: GlobalArgs) -> ExitCode {
     let worker_config = WorkerConfig {
         target,
         store_file: config.paths.store_file(),
-        usage_refresh: Duration::from_secs(config.ui.usage_refresh_secs.max(1)),
+        usage: crate::workers::UsagePacing::every(Duration::from_secs(
+            config.ui.usage_refresh_secs.max(1),
+        )),
     };
     let settings = Settings {
         usage_refresh_secs: config.ui.usage_refresh_secs,
@@ -260,11 +262,16 @@ impl TerminalGuard {
         Ok(TerminalGuard { terminal, mouse })
     }
 
-    /// OSC 52: the terminal puts `text` on the system clipboard.
+    /// OSC 52: the terminal puts `text` on the system clipboard. Inside tmux, tmux is asked
+    /// first (`tmux load-buffer -w -`: its buffer, and the outer terminal's clipboard through
+    /// its own OSC 52); if that fails, OSC 52 goes through tmux's passthrough
+    /// (`app::clipboard_sequence`).
     fn copy(&mut self, text: &str) -> std::io::Result<()> {
-        use base64::Engine;
-        let b64 = base64::engine::general_purpose::STANDARD.encode(text);
-        self.write_raw(&format!("\x1b]52;c;{b64}\x07"))
+        let in_tmux = std::env::var_os("TMUX").is_some_and(|v| !v.is_empty());
+        if in_tmux && tmux_load_buffer(text) {
+            return Ok(());
+        }
+        self.write_raw(&app::clipboard_sequence(text, in_tmux))
     }
 
     /// Writes `bytes` to the terminal as they are (a bell, an OSC sequence).
@@ -355,4 +362,24 @@ fn init_logging(data_dir: &std::path::Path) -> Option<tracing_appender::non_bloc
         .try_init()
         .ok()?;
     Some(guard)
+}
+
+/// `tmux load-buffer -w -` with `text` on its stdin: true when tmux took it.
+fn tmux_load_buffer(text: &str) -> bool {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let Ok(mut child) = Command::new("tmux")
+        .args(["load-buffer", "-w", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+    else {
+        return false;
+    };
+    let written = child
+        .stdin
+        .take()
+        .is_some_and(|mut stdin| stdin.write_all(text.as_bytes()).is_ok());
+    child.wait().is_ok_and(|s| s.success()) && written
 }

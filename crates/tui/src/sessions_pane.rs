@@ -22,6 +22,72 @@ pub struct SessionsPane {
     deleting: Vec<String>,
 }
 
+/// A row of the sessions list: a session, how deep under its source it is drawn (0: at the
+/// top level), and whether it is a fork whose source is no longer listed (deleted).
+#[derive(Debug, Clone, Copy)]
+pub struct Row<'a> {
+    pub session: &'a SessionSummary,
+    pub depth: usize,
+    pub orphan: bool,
+}
+
+/// The order of the sessions pane: the sessions that are not forks of a listed session in
+/// their order (most recent first), each followed by its forks, and theirs, in the same order
+/// (depth first). Returns `(index into sessions, depth, orphan)`; a fork whose source is not
+/// listed is at the top level, marked orphan. Every session appears once, whatever the
+/// origins say (a cycle is cut where it closes).
+pub fn tree_order(sessions: &[SessionSummary]) -> Vec<(usize, usize, bool)> {
+    use std::collections::HashMap;
+    let index: HashMap<&str, usize> = sessions
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.id.as_str(), i))
+        .collect();
+    let parent = |i: usize| {
+        sessions[i]
+            .forked_from
+            .as_deref()
+            .and_then(|p| index.get(p).copied())
+            .filter(|&p| p != i)
+    };
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); sessions.len()];
+    let mut roots = Vec::new();
+    for i in 0..sessions.len() {
+        match parent(i) {
+            Some(p) => children[p].push(i),
+            None => roots.push(i),
+        }
+    }
+    let mut out = Vec::with_capacity(sessions.len());
+    let mut placed = vec![false; sessions.len()];
+    fn walk(
+        i: usize,
+        depth: usize,
+        orphan: bool,
+        children: &[Vec<usize>],
+        placed: &mut [bool],
+        out: &mut Vec<(usize, usize, bool)>,
+    ) {
+        if placed[i] {
+            return;
+        }
+        placed[i] = true;
+        out.push((i, depth, orphan));
+        for &c in &children[i] {
+            walk(c, depth + 1, false, children, placed, out);
+        }
+    }
+    for &r in &roots {
+        let orphan = sessions[r].forked_from.is_some();
+        walk(r, 0, orphan, &children, &mut placed, &mut out);
+    }
+    // Sessions in a cycle of origins (no root leads to them): at the top level, in order.
+    for i in 0..sessions.len() {
+        walk(i, 0, false, &children, &mut placed, &mut out);
+    }
+    out
+}
+
 /// What a key in the sessions pane asks of the app.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SessionsKey {
@@ -50,17 +116,35 @@ impl SessionsPane {
         &self.sessions
     }
 
-    /// Sessions matching the filter, most recent first.
+    /// Sessions matching the filter, in the order of the fork tree ([`tree_order`]).
     pub fn visible(&self) -> Vec<&SessionSummary> {
+        self.visible_rows().into_iter().map(|r| r.session).collect()
+    }
+
+    /// [`SessionsPane::visible`] with where each row sits in the fork tree.
+    pub fn visible_rows(&self) -> Vec<Row<'_>> {
         let needle = self.filter.to_lowercase();
-        self.sessions
-            .iter()
-            .filter(|s| {
+        tree_order(&self.sessions)
+            .into_iter()
+            .map(|(i, depth, orphan)| Row {
+                session: &self.sessions[i],
+                depth,
+                orphan,
+            })
+            .filter(|r| {
                 needle.is_empty()
-                    || s.title.to_lowercase().contains(&needle)
-                    || s.id.to_lowercase().contains(&needle)
+                    || r.session.title.to_lowercase().contains(&needle)
+                    || r.session.id.to_lowercase().contains(&needle)
             })
             .collect()
+    }
+
+    /// Whether another session has the same title as `s` (the pane then shows the end of
+    /// its id to tell them apart).
+    pub fn title_shared(&self, s: &SessionSummary) -> bool {
+        self.sessions
+            .iter()
+            .any(|o| o.id != s.id && o.title == s.title)
     }
 
     /// The cursor: an index into [`SessionsPane::visible`].
@@ -304,5 +388,80 @@ impl ChatComponent for SessionsPane {
             (k.filter_sessions.first_label(), "filter"),
             (k.quit.first_label(), "quit"),
         ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::{Duration, TimeZone, Utc};
+
+    fn s(id: &str, mins_ago: i64, from: Option<&str>) -> SessionSummary {
+        SessionSummary {
+            id: id.into(),
+            title: format!("title {id}"),
+            title_set: false,
+            last_activity: Utc.with_ymd_and_hms(2026, 11, 26, 12, 0, 0).unwrap()
+                - Duration::minutes(mins_ago),
+            tokens: 0,
+            forked_from: from.map(str::to_string),
+        }
+    }
+
+    fn order(pane: &SessionsPane) -> Vec<(String, usize, bool)> {
+        pane.visible_rows()
+            .iter()
+            .map(|r| (r.session.id.clone(), r.depth, r.orphan))
+            .collect()
+    }
+
+    #[test]
+    fn a_fork_is_listed_under_its_source_and_an_orphan_at_the_top() {
+        let mut pane = SessionsPane::default();
+        pane.load(vec![
+            s("a", 30, None),
+            s("b", 1, None),
+            s("a1", 5, Some("a")),
+            s("a2", 2, Some("a")),
+            s("a1x", 20, Some("a1")),
+            s("gone1", 10, Some("deleted")),
+            // A cycle of origins (a damaged store) still lists both, once.
+            s("c1", 40, Some("c2")),
+            s("c2", 41, Some("c1")),
+        ]);
+        let o = |id: &str, depth, orphan| (id.to_string(), depth, orphan);
+        assert_eq!(
+            order(&pane),
+            vec![
+                o("b", 0, false),
+                o("gone1", 0, true),
+                o("a", 0, false),
+                o("a2", 1, false),
+                o("a1", 1, false),
+                o("a1x", 2, false),
+                o("c1", 0, false),
+                o("c2", 1, false),
+            ]
+        );
+        // The cursor walks the tree's order; a filter keeps it, without the rows it hides.
+        let keys = KeyBindings::default();
+        let down = KeyEvent::new(KeyCode::Down, KeyModifiers::NONE);
+        for _ in 0..3 {
+            pane.key(&keys, &down, ());
+        }
+        assert_eq!(pane.selected().unwrap().id, "a2");
+        pane.key(
+            &keys,
+            &KeyEvent::new(KeyCode::Char('/'), KeyModifiers::NONE),
+            (),
+        );
+        pane.key(
+            &keys,
+            &KeyEvent::new(KeyCode::Char('1'), KeyModifiers::NONE),
+            (),
+        );
+        let ids: Vec<String> = order(&pane).into_iter().map(|r| r.0).collect();
+        assert_eq!(ids, ["gone1", "a1", "a1x", "c1"]);
+        assert!(!pane.title_shared(&pane.all()[0]));
     }
 }

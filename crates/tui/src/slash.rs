@@ -27,6 +27,8 @@ pub enum SlashCommand {
     Export(Option<String>),
     /// `/search TEXT`: the messages of every session holding TEXT.
     Search(String),
+    /// `/undo`: remove the last exchange (on servers with the extension).
+    Undo,
 }
 
 impl SlashCommand {
@@ -44,6 +46,7 @@ impl SlashCommand {
         ("/title [TEXT]", "rename session (none: clear)"),
         ("/export [PATH]", "session to a Markdown file"),
         ("/search TEXT", "search all sessions"),
+        ("/undo", "remove the last exchange"),
     ];
 
     /// The command in `text` (already trimmed): `None` when it is a message (no leading `/`,
@@ -65,6 +68,7 @@ impl SlashCommand {
             "title" => SlashCommand::Title(arg),
             "export" => SlashCommand::Export((!arg.is_empty()).then_some(arg)),
             "search" => SlashCommand::Search(arg),
+            "undo" => SlashCommand::Undo,
             other => return Some(Err(other.to_string())),
         }))
     }
@@ -122,7 +126,7 @@ mod tests {
     fn the_unknown_notice_lists_every_command() {
         assert_eq!(
             SlashCommand::unknown("x"),
-            "unknown command /x: try /new, /delete, /system, /meta, /metrics, /wallet, /help, /quit, /retry, /title, /export, /search (// sends a literal /)"
+            "unknown command /x: try /new, /delete, /system, /meta, /metrics, /wallet, /help, /quit, /retry, /title, /export, /search, /undo (// sends a literal /)"
         );
     }
 }

@@ -32,7 +32,7 @@ use super::error::ApiError;
 use super::types::{
     Deleted, ErrorEnvelope, Granularity, Message, Metrics, SendMessage, Usage, Wallet,
 };
-use convo_wire::sessions::{MessageList, SessionList, SessionSummary};
+use convo_wire::sessions::{ForkRequest, MessageList, SessionList, SessionSummary, Undone};
 
 /// Longest `Retry-After` the client waits for by itself; beyond it the 429 is returned.
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
@@ -692,6 +692,71 @@ pub fn backoff(attempt: u32) -> Duration {
     // ±25 % jitter so that many clients do not retry in lockstep.
     let factor = rand::rng().random_range(0.75..1.25);
     capped.mul_f64(factor)
+}
+
+/// The session extensions fork and undo (docs/service.md, "Extensions"). Each answers
+/// `Ok(None)` when the server has no such endpoint (a 404 other than `session_not_found` or
+/// `message_not_found`, or a 405), so that a front end can say the server cannot do it.
+impl Client {
+    /// `POST /v1/sessions/{sessionId}/fork`: a new session, `new_session_id` (chosen here so
+    /// that a retry cannot make two), holding the source's history up to and including
+    /// `message_id`. A repeat of a fork that was made (its answer lost) finds the new
+    /// session taken: the server answers 409 `session_exists`.
+    pub async fn fork(
+        &self,
+        session_id: &str,
+        message_id: &str,
+        new_session_id: &str,
+    ) -> Result<Option<SessionSummary>, ApiError> {
+        let url = self
+            .options
+            .endpoint(&["v1", "sessions", session_id, "fork"]);
+        let body = serde_json::to_vec(&ForkRequest {
+            message_id: message_id.to_string(),
+            session_id: Some(new_session_id.to_string()),
+        })
+        .map_err(|e| ApiError::Protocol(format!("cannot encode the fork request: {e}")))?;
+        let answer = self
+            .request_with_status::<SessionSummary>(
+                Method::POST,
+                url,
+                Auth::ApiKey,
+                Some(body),
+                None,
+            )
+            .await;
+        extension(answer)
+    }
+
+    /// `DELETE /v1/sessions/{sessionId}/messages/last`: removes the last exchange (the last
+    /// user message and what followed it). `ApiError::ReplyInProgress` while a reply streams.
+    pub async fn undo(&self, session_id: &str) -> Result<Option<Undone>, ApiError> {
+        let url = self
+            .options
+            .endpoint(&["v1", "sessions", session_id, "messages", "last"]);
+        let answer = self
+            .request_with_status::<Undone>(Method::DELETE, url, Auth::ApiKey, None, None)
+            .await;
+        extension(answer)
+    }
+}
+
+/// An extension's answer: `None` when the server has no such endpoint (404 without one of the
+/// extension's own codes, or 405).
+fn extension<T>(answer: Result<(StatusCode, T), Failure>) -> Result<Option<T>, ApiError> {
+    match answer {
+        Ok((_, value)) => Ok(Some(value)),
+        Err(Failure {
+            error: e @ (ApiError::SessionNotFound { .. } | ApiError::ReplyInProgress { .. }),
+            ..
+        }) => Err(e),
+        Err(Failure { error, .. }) if error.code() == "message_not_found" => Err(error),
+        Err(Failure {
+            status: Some(StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED),
+            ..
+        }) => Ok(None),
+        Err(f) => Err(f.error),
+    }
 }
 
 #[cfg(test)]

@@ -35,6 +35,10 @@ pub enum ApiError {
     /// `invalid_request`: the request was malformed; `message` names the field.
     #[error("invalid_request: {message}")]
     InvalidRequest { message: String },
+    /// `reply_in_progress` (409, an extension): the session has a reply being generated, so
+    /// it cannot be changed (undo) until the reply is complete.
+    #[error("reply_in_progress: {message}")]
+    ReplyInProgress { message: String },
     /// Any other error code the server sent, kept with its message.
     #[error("{code}: {message}")]
     Service {
@@ -110,6 +114,7 @@ impl ApiError {
                 message,
             },
             "invalid_request" => ApiError::InvalidRequest { message },
+            "reply_in_progress" => ApiError::ReplyInProgress { message },
             _ => ApiError::Service {
                 status,
                 code,
@@ -127,6 +132,7 @@ impl ApiError {
             ApiError::Unauthorized { .. } => "unauthorized",
             ApiError::QuotaExceeded { .. } => "quota_exceeded",
             ApiError::InvalidRequest { .. } => "invalid_request",
+            ApiError::ReplyInProgress { .. } => "reply_in_progress",
             ApiError::Service { code, .. } => code,
             ApiError::Network(_) => "network",
             ApiError::StreamLost(_) => "stream_lost",

@@ -30,11 +30,15 @@ use super::error::ApiError;
 use super::types::{ErrorEnvelope, Message, SendMessage, StreamEvent};
 use crate::follow::{CONFIRM_AFTER, Change, Next, ReplyFailure, ReplyFollower, ReplyStatus};
 
-/// What the stream task tells its owner.
+/// What a session stream task tells its owner.
+pub type StreamUpdate = Update<StreamEvent>;
+
+/// What a stream task (a session's, or the account's: `super::account_stream`) tells its owner.
 #[derive(Debug, Clone, PartialEq)]
-pub enum StreamUpdate {
-    /// An event of the session, as the server sent it (a [`ReplyFollower`] drops duplicates).
-    Event(StreamEvent),
+pub enum Update<E> {
+    /// An event, as the server sent it (on a session stream a [`ReplyFollower`] drops
+    /// duplicates).
+    Event(E),
     /// The stream is open (again). After a reconnect, a reply in flight arrives as a snapshot.
     Connected,
     /// The stream dropped. `retry_in: Some(d)`: reconnecting after `d`; `None`: given up
@@ -105,19 +109,20 @@ impl SessionStream {
         session_id: &str,
         timing: StreamTiming,
     ) -> (SessionStream, mpsc::Receiver<StreamUpdate>) {
-        let (tx, rx) = mpsc::channel(256);
-        let (close_tx, close_rx) = oneshot::channel();
-        let task = StreamTask {
+        let (close, rx) = spawn_task(
             options,
-            session_id: session_id.to_string(),
+            vec![
+                "v1".into(),
+                "sessions".into(),
+                session_id.to_string(),
+                "stream".into(),
+            ],
             timing,
-            tx,
-        };
-        tokio::spawn(task.run(close_rx));
+        );
         (
             SessionStream {
                 session_id: session_id.to_string(),
-                _close: close_tx,
+                _close: close,
             },
             rx,
         )
@@ -139,14 +144,53 @@ enum Ending {
     Unsupported,
 }
 
-struct StreamTask {
-    options: ClientOptions,
-    session_id: String,
-    timing: StreamTiming,
-    tx: mpsc::Sender<StreamUpdate>,
+/// The events of a stream, as a stream task reads them from its text frames.
+pub(super) trait Frame: Sized + Send + 'static {
+    /// The event in `text`; `None` (after logging why) for a frame to skip.
+    fn parse(text: &str) -> Option<Self>;
 }
 
-impl StreamTask {
+impl Frame for StreamEvent {
+    fn parse(text: &str) -> Option<Self> {
+        match serde_json::from_str(text) {
+            Ok(e) => Some(e),
+            Err(e) => {
+                // Unknown event types from other servers are not an error.
+                tracing::debug!(error = %e, "ignoring a stream frame");
+                None
+            }
+        }
+    }
+}
+
+/// Starts a task holding the WebSocket at `path` (segments under the base URL) open: the
+/// handle that stops it when dropped, and its updates.
+pub(super) fn spawn_task<E: Frame>(
+    options: ClientOptions,
+    path: Vec<String>,
+    timing: StreamTiming,
+) -> (oneshot::Sender<()>, mpsc::Receiver<Update<E>>) {
+    let (tx, rx) = mpsc::channel(256);
+    let (close_tx, close_rx) = oneshot::channel();
+    let task = StreamTask {
+        options,
+        path,
+        timing,
+        tx,
+    };
+    tokio::spawn(task.run(close_rx));
+    (close_tx, rx)
+}
+
+struct StreamTask<E> {
+    options: ClientOptions,
+    /// The segments of the stream's path.
+    path: Vec<String>,
+    timing: StreamTiming,
+    tx: mpsc::Sender<Update<E>>,
+}
+
+impl<E: Frame> StreamTask<E> {
     async fn run(mut self, mut close: oneshot::Receiver<()>) {
         let mut failures: u32 = 0;
         loop {
@@ -157,13 +201,13 @@ impl StreamTask {
             match ending {
                 Ending::Closed => return,
                 Ending::Unsupported => {
-                    let _ = self.tx.send(StreamUpdate::Unsupported).await;
+                    let _ = self.tx.send(Update::Unsupported).await;
                     return;
                 }
                 Ending::Fatal(error) => {
                     let _ = self
                         .tx
-                        .send(StreamUpdate::Disconnected {
+                        .send(Update::Disconnected {
                             error,
                             retry_in: None,
                         })
@@ -173,10 +217,10 @@ impl StreamTask {
                 Ending::Retry(error) => {
                     let wait = self.backoff(failures);
                     failures = failures.saturating_add(1);
-                    tracing::debug!(session = %self.session_id, %error, ?wait, "stream dropped");
+                    tracing::debug!(path = %self.path.join("/"), %error, ?wait, "stream dropped");
                     if self
                         .tx
-                        .send(StreamUpdate::Disconnected {
+                        .send(Update::Disconnected {
                             error,
                             retry_in: Some(wait),
                         })
@@ -210,9 +254,8 @@ impl StreamTask {
         ) {
             return Ending::Fatal(ApiError::Config(e.to_string()));
         }
-        let mut url = self
-            .options
-            .endpoint(&["v1", "sessions", &self.session_id, "stream"]);
+        let segments: Vec<&str> = self.path.iter().map(String::as_str).collect();
+        let mut url = self.options.endpoint(&segments);
         let scheme = if url.scheme() == "https" { "wss" } else { "ws" };
         if url.set_scheme(scheme).is_err() {
             return Ending::Fatal(ApiError::Config(format!(
@@ -250,7 +293,7 @@ impl StreamTask {
             Ok(Err(e)) => return classify_connect_error(e),
             Ok(Ok((ws, _response))) => ws,
         };
-        if self.tx.send(StreamUpdate::Connected).await.is_err() {
+        if self.tx.send(Update::Connected).await.is_err() {
             return Ending::Closed;
         }
         let (mut sink, mut source) = ws.split();
@@ -310,15 +353,10 @@ impl StreamTask {
 
     /// Parse one text frame and pass it on. False when the owner is gone.
     async fn forward(&mut self, text: &str) -> bool {
-        let event: StreamEvent = match serde_json::from_str(text) {
-            Ok(e) => e,
-            Err(e) => {
-                // Unknown event types from other servers are not an error.
-                tracing::debug!(error = %e, "ignoring a stream frame");
-                return true;
-            }
+        let Some(event) = E::parse(text) else {
+            return true;
         };
-        self.tx.send(StreamUpdate::Event(event)).await.is_ok()
+        self.tx.send(Update::Event(event)).await.is_ok()
     }
 }
 

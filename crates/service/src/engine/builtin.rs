@@ -235,8 +235,10 @@ pub fn compose(request: &ReplyRequest) -> String {
         ));
     }
     text.push_str(
-        "\nFor real answers, run `convo serve --engine openai --engine-url http://127.0.0.1:11434` \
-         against any OpenAI-compatible server (Ollama, llama.cpp, vLLM).",
+        "\nThese are canned replies. For real answers, install a model with `convo model pull \
+         NAME` (`convo model list --available` lists them) and run `convo serve --engine local`, \
+         or `convo serve --engine openai` against an OpenAI-compatible server (Ollama, \
+         llama.cpp, vLLM).",
     );
     text
 }
@@ -290,6 +292,20 @@ mod tests {
         assert!(streamed.len() > 5);
         let paced = pieces(&BuiltinEngine::new(1), asked).await;
         assert_eq!(paced, words(&text));
+    }
+
+    /// The canned reply says how to get real ones: a model and the local engine.
+    #[test]
+    fn the_reply_names_the_local_engine_and_the_pull() {
+        let text = compose(&request(&[(Role::User, "What is a monad?")]));
+        for needle in [
+            "--engine local",
+            "convo model pull",
+            "convo model list --available",
+            "--engine openai",
+        ] {
+            assert!(text.contains(needle), "{needle}: {text}");
+        }
     }
 
     #[test]

@@ -17,8 +17,13 @@ pub struct LocalOptions {
     pub sessions: u32,
     /// Sampling temperature; 0 picks the most likely token every time (deterministic).
     pub temperature: f32,
-    /// Seed of the sampler when the temperature is above 0.
-    pub seed: u32,
+    /// Nucleus sampling: the next token comes from the likeliest ones holding this much of
+    /// the probability (1: all of them).
+    pub top_p: f32,
+    /// Seed of the sampler when the temperature is above 0. `None`: a fresh one for every
+    /// reply, so that asking again (`/retry`) gets another answer; a fixed seed makes the
+    /// reply to the same conversation repeat.
+    pub seed: Option<u32>,
     /// CPU threads for llama.cpp (0: one per core).
     pub threads: u32,
 }
@@ -27,7 +32,8 @@ impl LocalOptions {
     pub const DEFAULT_MAX_REPLY_TOKENS: u32 = 512;
     pub const DEFAULT_KV_TOKENS: u32 = 8192;
     pub const DEFAULT_SESSIONS: u32 = 8;
-    pub const DEFAULT_TEMPERATURE: f32 = 0.6;
+    pub const DEFAULT_TEMPERATURE: f32 = convo_wire::engine::sampling::DEFAULT_TEMPERATURE;
+    pub const DEFAULT_TOP_P: f32 = convo_wire::engine::sampling::DEFAULT_TOP_P;
 
     pub fn new(model: PathBuf) -> LocalOptions {
         LocalOptions {
@@ -36,7 +42,8 @@ impl LocalOptions {
             kv_tokens: Self::DEFAULT_KV_TOKENS,
             sessions: Self::DEFAULT_SESSIONS,
             temperature: Self::DEFAULT_TEMPERATURE,
-            seed: 0x5eed,
+            top_p: Self::DEFAULT_TOP_P,
+            seed: None,
             threads: 0,
         }
     }

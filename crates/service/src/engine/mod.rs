@@ -109,6 +109,49 @@ pub fn build(config: &EngineConfig) -> Result<Box<dyn ReplyEngine>, String> {
     }
 }
 
+/// What the `auto` engine runs, for `convo serve` and the TUI alike: the local model when this
+/// build has local models and one is installed in `models_dir` (`model` if it names one, which
+/// must then be there; else the default), `Ok(None)` for the builtin engine otherwise.
+pub fn auto_model(
+    models_dir: Option<&std::path::Path>,
+    model: Option<&str>,
+) -> Result<Option<std::path::PathBuf>, String> {
+    if !LOCAL_MODELS {
+        return match model {
+            Some(_) => Err(WITHOUT_LOCAL_MODELS.into()),
+            None => Ok(None),
+        };
+    }
+    let resolved = match models_dir {
+        Some(dir) => crate::models::resolve(dir, model, None),
+        // No data dir: only a path can name a model.
+        None => match model {
+            Some(m) => crate::models::resolve(std::path::Path::new(""), Some(m), None),
+            None => return Ok(None),
+        },
+    };
+    match resolved {
+        Ok(path) => Ok(Some(path)),
+        // None installed: builtin, which says how to get one. A model asked for must be there,
+        // and an installed default that is not a model is an error, not a silent builtin.
+        Err(crate::models::ModelError::NoModels { .. }) if model.is_none() => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// When `config` runs the tiny default model and a better one fits this machine's memory: one
+/// line naming the pull (`models::catalogue::tiny_model_hint`), for `convo serve` to print and
+/// the TUI to show in an empty transcript.
+pub fn better_model_hint(config: &EngineConfig) -> Option<String> {
+    match config {
+        EngineConfig::Local(options) => crate::models::catalogue::tiny_model_hint(
+            &local_options::model_name(&options.model),
+            crate::models::catalogue::total_memory(),
+        ),
+        _ => None,
+    }
+}
+
 /// Why `--engine local` fails in a build without the `local-model` feature.
 pub const WITHOUT_LOCAL_MODELS: &str = "this convo was built without local models (the \
      `local-model` feature, which needs cmake and libclang); rebuild with default features, or \

@@ -19,7 +19,7 @@ use reqwest::header::{self, HeaderMap};
 use sha2::{Digest, Sha256};
 use url::Url;
 
-use super::{InstalledModel, ModelError, check_gguf, install_part, name_for, part_path};
+use super::{InstalledModel, ModelError, install_part, name_for, part_path, verify_gguf};
 
 /// The hub when `HF_ENDPOINT` is not set.
 pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
@@ -87,6 +87,9 @@ pub struct PullOptions {
     pub revision: String,
     /// The name to install under; the file's stem by default.
     pub name: Option<String>,
+    /// The SHA-256 the file must have (the catalogue's); the hub's must agree. Without one,
+    /// the hub's is the one checked.
+    pub sha256: Option<String>,
 }
 
 impl PullOptions {
@@ -108,6 +111,7 @@ impl PullOptions {
             token,
             revision: "main".to_string(),
             name: None,
+            sha256: None,
         })
     }
 }
@@ -127,7 +131,8 @@ pub struct Progress {
 struct Head {
     /// Where the content is (the redirect target, or the resolve URL itself).
     content: Url,
-    sha256: String,
+    /// The hub's SHA-256 of the file, when it gives one.
+    sha256: Option<String>,
     size: Option<u64>,
 }
 
@@ -155,11 +160,11 @@ pub async fn pull(
         })?;
     let resolve = file.resolve_url(&options.endpoint, &options.revision)?;
     let head = head(&resolve, options).await?;
+    let expected = expected_sha256(&resolve, head.sha256.as_deref(), options.sha256.as_deref())?;
 
     let part = part_path(dir, &name);
     download(&client, &head, &resolve, options, &part, progress).await?;
 
-    let expected = head.sha256.clone();
     let hashed = part.clone();
     let actual = tokio::task::spawn_blocking(move || sha256_file(&hashed))
         .await
@@ -173,11 +178,34 @@ pub async fn pull(
             part,
         });
     }
-    if let Err(e) = check_gguf(&part) {
+    if let Err(e) = verify_gguf(&part) {
         let _ = fs::remove_file(&part);
         return Err(e);
     }
     install_part(dir, &part, &name)
+}
+
+/// The SHA-256 the download must have: the catalogue's (`wanted`), which the hub's must equal
+/// when it gives one, else the hub's; a file with neither cannot be verified and is refused.
+fn expected_sha256(
+    resolve: &Url,
+    hub: Option<&str>,
+    wanted: Option<&str>,
+) -> Result<String, ModelError> {
+    match (hub, wanted.map(str::to_ascii_lowercase)) {
+        (Some(hub), Some(wanted)) if hub != wanted => Err(ModelError::Protocol {
+            url: resolve.to_string(),
+            message: format!(
+                "the hub's file has SHA-256 {hub}, the catalogue's has {wanted}: it is not the catalogue's model, so nothing is downloaded"
+            ),
+        }),
+        (_, Some(wanted)) => Ok(wanted),
+        (Some(hub), None) => Ok(hub.to_string()),
+        (None, None) => Err(ModelError::Protocol {
+            url: resolve.to_string(),
+            message: "the hub gives no SHA-256 for this file (no x-linked-etag: it is not an LFS file), so it cannot be verified".to_string(),
+        }),
+    }
 }
 
 /// The bearer token goes only to the hub itself, never to the CDN it redirects to.
@@ -262,11 +290,7 @@ async fn head(resolve: &Url, options: &PullOptions) -> Result<Head, ModelError> 
     };
     let sha256 = header_str(headers, "x-linked-etag")
         .and_then(sha256_etag)
-        .or_else(|| header_str(headers, "etag").and_then(sha256_etag))
-        .ok_or_else(|| ModelError::Protocol {
-            url: resolve.to_string(),
-            message: "the hub gives no SHA-256 for this file (no x-linked-etag: it is not an LFS file), so it cannot be verified".to_string(),
-        })?;
+        .or_else(|| header_str(headers, "etag").and_then(sha256_etag));
     let size = header_str(headers, "x-linked-size")
         .and_then(|s| s.trim().parse().ok())
         .or_else(|| {

@@ -11,6 +11,25 @@ fn fake_gguf(path: &Path, len: usize) {
     fs::write(path, bytes).unwrap();
 }
 
+/// A whole GGUF model file of exactly `len` bytes (at least 64): one I8 tensor holding the
+/// bytes past the header, so `verify_gguf` passes it.
+pub(super) fn whole_gguf(len: usize) -> Vec<u8> {
+    assert!(len >= 64);
+    let mut b = b"GGUF".to_vec();
+    b.extend(3u32.to_le_bytes());
+    b.extend(1u64.to_le_bytes()); // tensors
+    b.extend(0u64.to_le_bytes()); // metadata
+    b.extend(1u64.to_le_bytes());
+    b.push(b'w');
+    b.extend(1u32.to_le_bytes());
+    b.extend(((len - 64) as u64).to_le_bytes());
+    b.extend(24u32.to_le_bytes()); // I8
+    b.extend(0u64.to_le_bytes());
+    b.resize(64, 0);
+    b.extend((0..len - 64).map(|i| (i * 7) as u8));
+    b
+}
+
 fn dir_with(names: &[&str]) -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = models_dir(tmp.path());
@@ -173,7 +192,7 @@ fn import_copies_refuses_overwrite_and_remove_deletes() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = models_dir(tmp.path());
     let src = tmp.path().join("Some-Model.Q4.gguf");
-    fake_gguf(&src, 64);
+    fs::write(&src, whole_gguf(64)).unwrap();
 
     let m = import(&dir, &src, None).unwrap();
     assert_eq!(m.name, "Some-Model.Q4");
@@ -216,14 +235,24 @@ fn import_copies_refuses_overwrite_and_remove_deletes() {
         ["Some-Model.Q4", "other"]
     );
 
+    // a truncated copy: nothing installed
+    let head = tmp.path().join("head.gguf");
+    fs::write(&head, &whole_gguf(200)[..150]).unwrap();
+    let e = import(&dir, &head, None).unwrap_err();
+    assert!(matches!(e, ModelError::Truncated { .. }), "{e}");
+    assert!(!dir.join("head.gguf").exists() && !part_path(&dir, "head").exists());
+
     // remove takes the stamp along
     fs::write(dir.join(".other.verified"), "1 2").unwrap();
-    assert_eq!(remove(&dir, "other").unwrap(), dir.join("other.gguf"));
+    assert_eq!(
+        remove(&dir, "other", false, None).unwrap(),
+        dir.join("other.gguf")
+    );
     assert!(!dir.join(".other.verified").exists());
-    let e = remove(&dir, "other").unwrap_err();
+    let e = remove(&dir, "other", false, None).unwrap_err();
     assert!(matches!(e, ModelError::NotInstalled { .. }), "{e}");
     assert!(matches!(
-        remove(&dir, "../x"),
+        remove(&dir, "../x", false, None),
         Err(ModelError::BadName { .. })
     ));
     assert_eq!(names(&list(&dir, None).unwrap()), ["Some-Model.Q4"]);
@@ -269,4 +298,33 @@ fn installed_models_serialize_in_camel_case() {
         serde_json::to_value(&m).unwrap(),
         serde_json::json!({"name": "m", "path": "/d/models/m.gguf", "sizeBytes": 12, "default": true})
     );
+}
+
+#[test]
+fn remove_refuses_the_model_in_use_unless_forced() {
+    let (_tmp, dir) = dir_with(&["a", "b", "c"]);
+    let selected = |name, configured| Some(Selected { name, configured });
+    // the configured one, and the default one
+    let e = remove(&dir, "a", false, selected("a", true)).unwrap_err();
+    let msg = e.to_string();
+    assert!(matches!(e, ModelError::InUse { .. }), "{msg}");
+    assert!(
+        msg.contains("[engine] model") && msg.contains("--force"),
+        "{msg}"
+    );
+    let e = remove(&dir, "a", false, selected("a", false)).unwrap_err();
+    assert!(e.to_string().contains("default model"), "{e}");
+    assert_eq!(e.exit_code(), convo_wire::exit::USAGE_ERROR);
+    // one a running engine has loaded (the lock `mark_in_use` takes)
+    let held = mark_in_use(&dir.join("b.gguf")).expect("a lock");
+    let e = remove(&dir, "b", false, selected("a", true)).unwrap_err();
+    assert!(e.to_string().contains("has it loaded"), "{e}");
+    assert!(dir.join("b.gguf").exists());
+    drop(held);
+    remove(&dir, "b", false, selected("a", true)).unwrap();
+    // --force removes any of them
+    let _held = mark_in_use(&dir.join("c.gguf")).expect("a lock");
+    remove(&dir, "c", true, None).unwrap();
+    remove(&dir, "a", true, selected("a", true)).unwrap();
+    assert!(list(&dir, None).unwrap().is_empty());
 }

@@ -12,6 +12,7 @@ use crate::paths::{METRICS, USAGE};
 use crate::storage::Storage;
 use crate::storage::rows::MetricCounts;
 use crate::{AppState, auth, time};
+use convo_core::Account;
 use convo_wire::{
     BillingPeriod, ContextWindow, Granularity, MessageMetrics, Metrics, MetricsPeriod, Quota,
     SessionMetrics, SessionQuota, TokenMetrics, Usage,
@@ -43,13 +44,19 @@ pub(crate) async fn usage(
     headers: HeaderMap,
 ) -> Result<Json<Usage>, HttpError> {
     let account = auth::admit(&state, &headers, "GET", USAGE).await?;
+    Ok(Json(usage_of(&state, account).await?))
+}
+
+/// The account's usage now, as `GET /v1/analytics/usage` answers it (and the account
+/// stream's `hello` and `usage` events carry it).
+pub(crate) async fn usage_of(state: &AppState, account: Account) -> Result<Usage, HttpError> {
     let (start, end) = time::billing_period(Utc::now());
     let counts = state
         .store
         .usage_counts(account.id, start.timestamp_millis())
         .await?;
     let limits = account.tier.limits();
-    Ok(Json(Usage {
+    Ok(Usage {
         billing_period: BillingPeriod {
             start: time::to_rfc3339(start),
             end: time::to_rfc3339(end),
@@ -74,7 +81,7 @@ pub(crate) async fn usage(
         context: Some(ContextWindow {
             max_tokens: state.context_limit(),
         }),
-    }))
+    })
 }
 
 /// A validated metrics query.

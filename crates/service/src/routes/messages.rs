@@ -9,6 +9,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
 use serde_json::Value;
 
+use crate::account_events::{Change, tell};
 use crate::engine::ReplyRequest;
 use crate::error::HttpError;
 use crate::paths::MESSAGES;
@@ -18,6 +19,7 @@ use crate::{AppState, auth, ids, time};
 use convo_core::Recorded;
 use convo_core::{TurnRefusal, TurnStart, TurnStarted, UserMessage};
 use convo_tokens as tokens;
+use convo_wire::account_stream::SessionChange;
 use convo_wire::{Message, Role};
 
 use convo_wire::limits::MAX_CONTENT_CHARS;
@@ -207,6 +209,13 @@ pub(crate) async fn send(
             context_tokens,
         }) => (history, context_tokens),
     };
+    // The first message creates the session.
+    let change = if history.len() == 1 {
+        Change::Created
+    } else {
+        Change::Updated(SessionChange::Message)
+    };
+    tell(&state, account.id, &session_id, change).await;
     let streamed = request.stream || state.hub.has_listeners(&session_id);
     let outcome = turn::spawn(
         state.clone(),

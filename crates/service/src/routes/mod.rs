@@ -1,5 +1,6 @@
 //! HTTP handlers, one file per resource; shared request helpers here.
 
+pub mod account_stream;
 pub mod analytics;
 pub mod health;
 pub mod messages;

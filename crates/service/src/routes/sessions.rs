@@ -11,11 +11,13 @@ use axum::http::{HeaderMap, StatusCode};
 
 use serde::Deserialize;
 
+use crate::account_events::{Change, summary, tell};
 use crate::error::HttpError;
 use crate::paths::{FORK, LAST_EXCHANGE, MESSAGES, SESSION, SESSIONS};
 use crate::storage::Storage;
-use crate::storage::rows::{Fork, ForkRequest, SessionRow, Undo};
+use crate::storage::rows::{Fork, ForkRequest, Undo};
 use crate::{AppState, auth, time};
+use convo_wire::account_stream::SessionChange;
 pub use convo_wire::sessions::{MessageList, SessionList, SessionSummary, StoredMessage, Undone};
 use convo_wire::{Deleted, Message};
 
@@ -32,6 +34,7 @@ pub(crate) async fn delete(
         .await?;
     if deleted {
         state.stoppers.stop(&session_id);
+        tell(&state, account.id, &session_id, Change::Deleted).await;
         tracing::info!(account = account.id, session = %session_id, "session deleted");
         Ok(Json(Deleted {
             deleted: true,
@@ -39,24 +42,6 @@ pub(crate) async fn delete(
         }))
     } else {
         Err(HttpError::session_not_found(&session_id))
-    }
-}
-
-/// A stored session as the extensions list it (`GET /v1/sessions`, `PATCH`, `fork`).
-pub(crate) fn summary(r: SessionRow) -> SessionSummary {
-    let title = r.title.or_else(|| {
-        r.first_user_message
-            .as_deref()
-            .and_then(|m| convo_wire::title::plain_title(m, convo_wire::title::TITLE_CHARS))
-    });
-    SessionSummary {
-        session_id: r.id,
-        created_at: time::ms_to_rfc3339(r.created_at_ms),
-        last_activity_at: time::ms_to_rfc3339(r.last_activity_ms),
-        message_count: r.messages,
-        tokens: r.tokens,
-        title,
-        forked_from: None,
     }
 }
 
@@ -112,6 +97,13 @@ pub(crate) async fn patch(
         // Deleted between the two transactions.
         .ok_or_else(|| HttpError::session_not_found(&session_id))?;
     tracing::info!(account = account.id, session = %session_id, "session titled");
+    tell(
+        &state,
+        account.id,
+        &session_id,
+        Change::Updated(SessionChange::Title),
+    )
+    .await;
     Ok(Json(summary(row)))
 }
 
@@ -180,6 +172,13 @@ pub(crate) async fn undo(
         Undo::Busy => Err(busy()),
         Undo::Removed(removed_message_ids) => {
             tracing::info!(account = account.id, session = %session_id, removed = removed_message_ids.len(), "last exchange undone");
+            tell(
+                &state,
+                account.id,
+                &session_id,
+                Change::Updated(SessionChange::Undo),
+            )
+            .await;
             Ok(Json(Undone {
                 session_id,
                 removed_message_ids,
@@ -253,6 +252,7 @@ pub(crate) async fn fork(
         Fork::Forked => {}
     }
     tracing::info!(account = account.id, source = %source, session = %new_session_id, "session forked");
+    tell(&state, account.id, &new_session_id, Change::Created).await;
     let row = state
         .store
         .list_sessions(account.id)

@@ -81,6 +81,9 @@ pub struct SessionRow {
     pub title: Option<String>,
     /// The content of its first user message, if any (the title's fallback).
     pub first_user_message: Option<String>,
+    /// Where a fork came from: the source session and the source's message it was forked
+    /// at (kept when the source is deleted); none for a session that is not a fork.
+    pub forked_from: Option<(String, String)>,
 }
 
 /// What undoing a session's last exchange did.

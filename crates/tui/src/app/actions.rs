@@ -148,6 +148,12 @@ impl App {
         }
     }
 
+    /// Whether `id` is a session that nothing was sent to yet (only this device has it): the
+    /// delete dialog says so instead of "removed from the service".
+    pub fn is_local_only(&self, id: &str) -> bool {
+        self.is_unsent(id)
+    }
+
     /// A session that nothing was sent to yet: the server does not know it.
     pub(super) fn is_unsent(&self, id: &str) -> bool {
         let listed_empty = self
@@ -195,6 +201,7 @@ impl App {
             title_set: false,
             last_activity: self.now,
             tokens: 0,
+            forked_from: None,
         };
         self.sessions_pane.insert_new(summary.clone());
         out.push(Command::Persist(StoreOp::UpsertSession(summary)));

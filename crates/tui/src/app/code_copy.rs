@@ -19,7 +19,7 @@ impl App {
         out.push(Command::CopyToClipboard(content));
         self.notify(
             Level::Info,
-            format!("copied {n} characters to the clipboard"),
+            format!("sent {n} characters to the terminal's clipboard {DELIVERY_UNKNOWN}"),
         );
     }
 
@@ -74,9 +74,42 @@ impl App {
         self.notify(
             Level::Info,
             format!(
-                "copied code block {n} ({})",
+                "sent code block {n} ({}) to the clipboard {DELIVERY_UNKNOWN}",
                 convo_client::format::counted(lines as u64, "line")
             ),
+        );
+    }
+}
+
+/// What a copy says of its delivery: the terminal (or tmux) takes OSC 52 without an answer,
+/// and may drop it (tmux's default `set-clipboard external` does, outside its passthrough).
+pub const DELIVERY_UNKNOWN: &str = "(OSC 52; delivery cannot be confirmed)";
+
+/// The bytes that put `text` on the clipboard: OSC 52, and inside tmux (`$TMUX` set) wrapped
+/// in tmux's passthrough (`ESC P tmux; … ESC \`, each ESC of the sequence doubled), which
+/// tmux hands to the outer terminal when `allow-passthrough` is on. (The terminal loop first
+/// tries `tmux load-buffer -w -`, which works whatever that option says.)
+pub fn clipboard_sequence(text: &str, in_tmux: bool) -> String {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(text);
+    let osc = format!("\x1b]52;c;{b64}\x07");
+    if in_tmux {
+        format!("\x1bPtmux;{}\x1b\\", osc.replace('\x1b', "\x1b\x1b"))
+    } else {
+        osc
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::clipboard_sequence;
+
+    #[test]
+    fn osc52_is_wrapped_for_tmux_with_its_escapes_doubled() {
+        assert_eq!(clipboard_sequence("hi", false), "\x1b]52;c;aGk=\x07");
+        assert_eq!(
+            clipboard_sequence("hi", true),
+            "\x1bPtmux;\x1b\x1b]52;c;aGk=\x07\x1b\\"
         );
     }
 }

@@ -102,6 +102,8 @@ impl App {
             self.dialogs.help();
         } else if k.search.matches(key) {
             self.open_search();
+        } else if k.select_message.matches(key) {
+            self.enter_selection();
         } else if k.metrics_view.matches(key) {
             self.open_metrics(out);
         } else if k.wallet_view.matches(key) {
@@ -111,7 +113,11 @@ impl App {
         } else if k.back.matches(key) && !self.sessions_pane.is_filtering() {
             // Esc: stop following a stream, else clear the notice or a send error.
             let area = self.transcript_area();
-            if self.transcript.stop_following(area) {
+            if self.focus == Focus::Transcript && self.transcript.clear_selection() {
+                // Leaving the message selection: back to typing.
+                self.notice = None;
+                self.focus = Focus::Composer;
+            } else if self.transcript.stop_following(area) {
                 let hint = format!("stopped following; {} to follow again", self.follow_hint());
                 self.notify(Level::Info, hint);
             } else if self.notice.is_some() || self.composer.send_error().is_some() {
@@ -218,6 +224,16 @@ impl App {
             }
             TranscriptKey::CopyCode => self.copy_code(out),
             TranscriptKey::CopyReply => self.copy_reply(out),
+            TranscriptKey::Fork(idx) => self.fork_at(idx, false, out),
+            TranscriptKey::Edit(idx) => self.fork_at(idx, true, out),
+            TranscriptKey::NothingSelected => {
+                let select = self.keys.select_message.first_label();
+                let up = self.keys.move_up.first_label();
+                self.notify(
+                    Level::Info,
+                    format!("select a message first ({select}, or {up} here)"),
+                );
+            }
         }
         EventState::Consumed
     }
@@ -230,6 +246,15 @@ impl App {
             Jump::Found => self.focus = Focus::Composer,
             Jump::Gone => self.notify(Level::Warn, "that message is no longer in the session"),
             Jump::Waiting | Jump::Selected => {}
+        }
+    }
+
+    /// `select_message`: the transcript takes the keys with its last message selected.
+    pub(super) fn enter_selection(&mut self) {
+        if self.transcript.select_last(self.transcript_area()) {
+            self.focus = Focus::Transcript;
+        } else {
+            self.notify(Level::Info, "no message to select yet");
         }
     }
 

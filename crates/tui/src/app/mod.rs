@@ -18,9 +18,11 @@ use convo_client::api::ApiError;
 
 pub use crate::command::{Command, StoreOp};
 
+mod account_feed;
 mod actions;
 mod code_copy;
 mod editor;
+mod fork;
 mod input;
 mod link;
 mod recall;
@@ -33,12 +35,16 @@ mod state;
 mod tests;
 #[cfg(test)]
 mod tests_editor_notify_code;
+#[cfg(test)]
+mod tests_fork;
 
 pub use crate::dialogs::{CodeChoice, Overlay};
 pub use crate::slash::SlashCommand;
 pub use crate::transcript_pane::{
     OpenSession, PendingJump, PendingSend, StreamState, TranscriptItem, match_line, render_stored,
 };
+pub use code_copy::{DELIVERY_UNKNOWN, clipboard_sequence};
+pub use fork::{CANNOT_FORK, CANNOT_UNDO, UNDO_WHILE_STREAMING};
 pub use link::{LimitReached, Link, Tone};
 use recall::sent_messages;
 pub use state::*;
@@ -81,6 +87,10 @@ pub struct App {
     quit: bool,
     /// Whether the terminal has focus, as its focus reports say (assumed until one comes).
     terminal_focused: bool,
+    /// A fork asked of the server and not answered yet.
+    forking: Option<fork::PendingFork>,
+    /// The extensions the server turned out not to have.
+    missing: fork::Missing,
 }
 
 impl App {
@@ -110,6 +120,8 @@ impl App {
             quit_when_loaded: false,
             quit: false,
             terminal_focused: true,
+            forking: None,
+            missing: fork::Missing::default(),
         }
     }
 
@@ -431,6 +443,7 @@ impl App {
                     self.notify(Level::Error, text);
                 }
             }
+            AppEvent::Account(event) => self.on_account(event, &mut out),
             AppEvent::UsageFetched(usage) => self.on_usage(usage),
             AppEvent::UsageFailed(e) => self.on_usage_failed(e),
             AppEvent::WorkerError(e) => self.notify(Level::Error, e),
@@ -469,6 +482,15 @@ impl App {
                 ),
                 Err(e) => self.notify(Level::Error, format!("export failed: {e}")),
             },
+            AppEvent::Forked {
+                source,
+                new_session_id,
+                outcome,
+            } => self.on_forked(source, new_session_id, outcome, &mut out),
+            AppEvent::Undone {
+                session_id,
+                outcome,
+            } => self.on_undone(session_id, outcome, &mut out),
             AppEvent::Metrics(ev) => {
                 let complete = self.metrics.on_event(ev);
                 if let Some(account) = self

@@ -104,6 +104,7 @@ impl App {
                 self.composer.clear();
                 out.push(Command::Export { session_id, path });
             }
+            SlashCommand::Undo => self.undo(out),
             SlashCommand::Search(text) if text.is_empty() => {
                 self.notify(Level::Warn, "usage: /search TEXT")
             }

@@ -23,10 +23,11 @@ fn session(id: &str, title: &str, mins_ago: i64, tokens: u64) -> SessionSummary 
         title_set: false,
         last_activity: t0() - chrono::Duration::minutes(mins_ago),
         tokens,
+        forked_from: None,
     }
 }
 
-const A: &str = "session_AAAAAAAAAAAAAAAA";
+pub(super) const A: &str = "session_AAAAAAAAAAAAAAAA";
 const B: &str = "session_BBBBBBBBBBBBBBBB";
 const C: &str = "session_CCCCCCCCCCCCCCCC";
 
@@ -36,7 +37,7 @@ fn app() -> App {
 }
 
 /// [`app`] with A's transcript holding `messages`.
-fn app_loaded(messages: Vec<StoredMessage>) -> App {
+pub(super) fn app_loaded(messages: Vec<StoredMessage>) -> App {
     let mut app = App::new(
         KeyBindings::default(),
         Settings::default(),

@@ -45,6 +45,7 @@ fn app_with(settings: Settings, messages: Vec<StoredMessage>) -> App {
             last_activity: t0(),
             tokens: 0,
             title_set: false,
+            forked_from: None,
         }],
         last_open: Some(A.into()),
     });
@@ -306,7 +307,11 @@ fn one_code_block_is_copied_at_once_and_none_is_said() {
     assert_eq!(copied(&cmds).as_deref(), Some("ls -l"));
     assert_eq!(
         notice(&app),
-        Some((Level::Info, "copied code block 1 (1 line)".into()))
+        Some((
+            Level::Info,
+            "sent code block 1 (1 line) to the clipboard (OSC 52; delivery cannot be confirmed)"
+                .into()
+        ))
     );
     let mut app = in_transcript(vec![stored(Role::Assistant, "No code, only `inline`.")]);
     let cmds = app.update(key(KeyCode::Char('c')));
@@ -347,7 +352,11 @@ fn several_blocks_are_numbered_and_a_digit_copies_one() {
     );
     assert_eq!(
         notice(&app),
-        Some((Level::Info, "copied code block 1 (3 lines)".into()))
+        Some((
+            Level::Info,
+            "sent code block 1 (3 lines) to the clipboard (OSC 52; delivery cannot be confirmed)"
+                .into()
+        ))
     );
     assert!(app.code_choice().is_none());
     // Esc cancels; another key cancels and does what it does.

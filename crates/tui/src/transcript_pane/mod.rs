@@ -7,6 +7,7 @@
 //! [`TranscriptPane::session_mut`]; `view/transcript.rs` and `view/search.rs` draw it from
 //! the read-only methods.
 
+mod fork_point;
 mod open_session;
 mod search;
 
@@ -17,6 +18,7 @@ use crate::component::ChatComponent;
 use crate::keys::KeyBindings;
 use crate::search::{SessionSearch, TranscriptSearch};
 
+pub use fork_point::{ForkPoint, edit_base};
 pub use open_session::{
     OpenSession, PendingSend, StreamState, TranscriptItem, header_for, render_stored, reply_slot,
     stored_state,
@@ -37,6 +39,8 @@ pub struct TranscriptPane {
     hits: Option<SessionSearch>,
     /// A hit chosen in the hits list, shown once its session has loaded.
     pending_jump: Option<PendingJump>,
+    /// The server has no fork endpoint: the selection's hints leave fork and edit out.
+    cannot_fork: bool,
 }
 
 /// What a key (or a paste) in the transcript pane asks of the app.
@@ -63,6 +67,12 @@ pub enum TranscriptKey {
     CopyCode,
     /// `copy_reply` on the selected message or the last reply.
     CopyReply,
+    /// `fork_message`: fork the session at the selected message (this index of `items`).
+    Fork(usize),
+    /// `edit_message`: edit the selected message (this index of `items`).
+    Edit(usize),
+    /// `fork_message` or `edit_message` with no message selected.
+    NothingSelected,
 }
 
 /// What a chosen hit came to once its session loaded.
@@ -130,7 +140,34 @@ impl TranscriptPane {
         })
     }
 
+    /// The selected message's index in the open session's items, if any.
+    pub fn selected(&self) -> Option<usize> {
+        let open = self.open.as_ref()?;
+        open.selected.filter(|&i| i < open.items.len())
+    }
+
     // ---- change --------------------------------------------------------------------------
+
+    /// `select_message`: selects the last message (the selection mode: Up/Down move, Esc
+    /// leaves) and scrolls it into view; false when there is no message to select.
+    pub fn select_last(&mut self, area: Viewport) -> bool {
+        let Some(open) = self.open.as_mut().filter(|o| !o.items.is_empty()) else {
+            return false;
+        };
+        open.selected = Some(open.items.len() - 1);
+        self.reveal_selected(area);
+        true
+    }
+
+    /// The server turned out to have no fork endpoint: fork and edit leave the hints.
+    pub fn set_cannot_fork(&mut self) {
+        self.cannot_fork = true;
+    }
+
+    /// Leaves the selection mode; false when no message was selected.
+    pub fn clear_selection(&mut self) -> bool {
+        self.open.as_mut().and_then(|o| o.selected.take()).is_some()
+    }
 
     /// The open session, to change (the reply lifecycle, settling, sending).
     pub fn session_mut(&mut self) -> Option<&mut OpenSession> {
@@ -279,6 +316,15 @@ impl TranscriptPane {
             return TranscriptKey::CopyCode;
         } else if keys.copy_reply.matches(key) {
             return TranscriptKey::CopyReply;
+        } else if keys.fork_message.matches(key) || keys.edit_message.matches(key) {
+            let Some(i) = open.selected.filter(|&i| i < n) else {
+                return TranscriptKey::NothingSelected;
+            };
+            return if keys.fork_message.matches(key) {
+                TranscriptKey::Fork(i)
+            } else {
+                TranscriptKey::Edit(i)
+            };
         } else {
             return TranscriptKey::NotConsumed;
         }
@@ -329,6 +375,22 @@ impl ChatComponent for TranscriptPane {
                 hints.push((k.search_prev.first_label(), "previous"));
             }
             hints.push((k.back.first_label(), "close"));
+            return hints;
+        }
+        if self.selected().is_some() {
+            let mut hints = Vec::new();
+            if !self.cannot_fork {
+                hints.push((k.fork_message.first_label(), "fork"));
+                hints.push((k.edit_message.first_label(), "edit"));
+            }
+            hints.extend([
+                (k.copy_reply.first_label(), "copy"),
+                (
+                    format!("{}/{}", k.move_up.first_label(), k.move_down.first_label()),
+                    "move",
+                ),
+                (k.back.first_label(), "leave"),
+            ]);
             return hints;
         }
         vec![
@@ -458,5 +520,59 @@ mod tests {
         // Another session shown than the hit's: the jump is dropped.
         assert_eq!(pane.apply_jump(AREA), Jump::Waiting);
         assert!(!pane.is_jumping());
+    }
+
+    #[test]
+    fn the_message_selection_moves_forks_edits_and_leaves() {
+        let keys = KeyBindings::default();
+        let mut pane = TranscriptPane::default();
+        assert!(!pane.select_last(AREA), "no session");
+        let mut open = OpenSession::new("session_a".into(), 8192);
+        open.loaded = true;
+        pane.show(open);
+        assert!(!pane.select_last(AREA), "no message");
+        for (role, text) in [
+            (Role::User, "q1"),
+            (Role::Assistant, "a1"),
+            (Role::User, "q2"),
+        ] {
+            pane.session_mut().unwrap().push(
+                role,
+                text.into(),
+                EntryState::Complete,
+                1,
+                None,
+                chrono::Utc::now(),
+            );
+        }
+        let f = press(KeyCode::Char('f'));
+        assert_eq!(pane.key(&keys, &f, AREA), TranscriptKey::NothingSelected);
+        assert!(pane.select_last(AREA));
+        assert_eq!(pane.selected(), Some(2));
+        assert_eq!(
+            pane.key(&keys, &press(KeyCode::Char('k')), AREA),
+            TranscriptKey::Consumed
+        );
+        assert_eq!(
+            pane.key(&keys, &press(KeyCode::Up), AREA),
+            TranscriptKey::Consumed
+        );
+        assert_eq!(
+            pane.key(&keys, &press(KeyCode::Up), AREA),
+            TranscriptKey::Consumed
+        );
+        assert_eq!(pane.selected(), Some(0), "stops at the first");
+        assert_eq!(
+            pane.key(&keys, &press(KeyCode::Char('j')), AREA),
+            TranscriptKey::Consumed
+        );
+        assert_eq!(pane.key(&keys, &f, AREA), TranscriptKey::Fork(1));
+        let e = press(KeyCode::Char('e'));
+        assert_eq!(pane.key(&keys, &e, AREA), TranscriptKey::Edit(1));
+        assert_eq!(pane.hints(&keys)[0], ("f".to_string(), "fork"));
+        assert!(pane.clear_selection());
+        assert!(!pane.clear_selection(), "left already");
+        assert_eq!(pane.selected(), None);
+        assert_eq!(pane.hints(&keys)[0].1, "help");
     }
 }

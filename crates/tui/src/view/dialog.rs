@@ -39,7 +39,11 @@ pub fn confirm_delete(app: &App, session_id: &str, title: &str, screen: Rect, bu
         ]),
         Line::from(Span::styled(session_id.to_string(), theme::dim())),
         Line::from(""),
-        Line::from("Its whole history is removed from the service for good."),
+        Line::from(if app.is_local_only(session_id) {
+            "Nothing was sent in it: it is removed from this device only."
+        } else {
+            "Its whole history is removed from the service for good."
+        }),
         Line::from(""),
         Line::from(vec![
             Span::styled(format!("[{}]", k.confirm.label()), theme::error()),

@@ -1,4 +1,5 @@
-//! The sessions pane: most recent first, title, relative time, token total; `/` filters.
+//! The sessions pane: most recent first, a fork under its source (`↳`), title, relative
+//! time, token total (and the end of the id when two titles are the same); `/` filters.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -31,7 +32,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         .title(Line::from(title));
     let inner = block.inner(area);
     block.render(area, buf);
-    let sessions = pane.visible();
+    let sessions = pane.visible_rows();
     if !app.store_ready() {
         Paragraph::new(Span::styled("loading…", theme::dim())).render(inner, buf);
         return;
@@ -47,7 +48,8 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     }
     let first = first_visible_session(pane.cursor(), inner.height);
     let width = inner.width as usize;
-    for (row, (idx, s)) in sessions.iter().enumerate().skip(first).enumerate() {
+    for (row, (idx, r)) in sessions.iter().enumerate().skip(first).enumerate() {
+        let s = r.session;
         let y = inner.y + (row * SESSION_ROW_HEIGHT) as u16;
         if y >= inner.bottom() {
             break;
@@ -63,29 +65,58 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         if is_cursor && focused {
             style = style.patch(theme::selected());
         }
-        let title = truncate(&s.title, width.saturating_sub(2));
+        let branch = fork_branch(r.depth, r.orphan);
+        let room = width.saturating_sub(2 + branch.chars().count());
+        let title = truncate(&s.title, room);
         let line = Line::from(vec![
             Span::styled(marker, theme::hint()),
-            Span::styled(format!("{title:<w$}", w = width.saturating_sub(2)), style),
+            Span::styled(branch, theme::dim()),
+            Span::styled(format!("{title:<room$}"), style),
         ]);
         line.render(Rect::new(inner.x, y, inner.width, 1), buf);
         if y + 1 < inner.bottom() {
             let meta = if pane.is_deleting(&s.id) {
                 Span::styled("  deleting…", theme::warn())
             } else {
-                Span::styled(
-                    truncate(
-                        &format!(
-                            "  {} · {} tok",
-                            format::relative(app.now(), s.last_activity),
-                            format::count(s.tokens)
-                        ),
-                        width,
-                    ),
-                    theme::dim(),
-                )
+                // What tells the row apart comes first, where a narrow pane still shows it.
+                let mut parts = Vec::new();
+                if pane.title_shared(s) {
+                    parts.push(id_tail(&s.id));
+                }
+                if r.orphan {
+                    parts.push("source deleted".to_string());
+                }
+                parts.push(format::relative(app.now(), s.last_activity));
+                parts.push(format!("{} tok", format::count(s.tokens)));
+                let meta = format!("  {}{}", "  ".repeat(r.depth.min(4)), parts.join(" · "));
+                Span::styled(truncate(&meta, width), theme::dim())
             };
             Line::from(meta).render(Rect::new(inner.x, y + 1, inner.width, 1), buf);
         }
     }
+}
+
+/// What stands before a session's title: nothing at the top level, `↳ ` under its source
+/// (two more columns a level, at most four levels deep), `↳ ` too for a fork whose source is
+/// gone.
+pub fn fork_branch(depth: usize, orphan: bool) -> String {
+    match (depth, orphan) {
+        (0, false) => String::new(),
+        (0, true) => "↳ ".to_string(),
+        (d, _) => format!("{}↳ ", "  ".repeat(d.min(4) - 1)),
+    }
+}
+
+/// The end of a session id, to tell two sessions of the same title apart: `#` and its last
+/// four characters.
+pub fn id_tail(id: &str) -> String {
+    let tail: String = id
+        .chars()
+        .rev()
+        .take(4)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    format!("#{tail}")
 }

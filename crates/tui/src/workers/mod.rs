@@ -1,17 +1,20 @@
 //! Background work, one file per worker: the store thread (`store`), the network (`network`:
-//! connecting or starting the embedded service, sends, deletes, the session stream, the usage
-//! poller), terminal input (`input`) and the clock (`clock`); `spawn` runs a request as a
-//! watched task. Workers never touch `App`; they report through `AppEvent`s.
+//! connecting or starting the embedded service, sends, deletes, the session stream), the account
+//! feed (`usage_feed`: the account stream, or the adaptive usage poll), terminal input (`input`)
+//! and the clock (`clock`); `spawn` runs a request as a watched task. Workers never touch `App`; they report through `AppEvent`s.
 
 mod clock;
+mod forks;
 mod input;
 mod network;
 mod spawn;
 mod store_thread;
+mod usage_feed;
 
 pub use network::at_arrival;
 pub use spawn::spawn_reporting;
 pub use store_thread::DRAFT_SAVE_DELAY;
+pub use usage_feed::{UsagePacing, next_poll_in, usage_changed};
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -28,8 +31,9 @@ use convo_client::api::client::{Client, ClientOptions};
 use convo_client::api::stream::SessionStream;
 use convo_client::target::TargetId;
 use input::terminal_input;
-use network::{connect, poll_usage};
+use network::connect;
 use store_thread::{StoreJob, spawn_store};
+use usage_feed::{Activity, account_feed};
 
 /// Where to connect.
 #[derive(Debug, Clone)]
@@ -68,7 +72,8 @@ impl Target {
 pub struct WorkerConfig {
     pub target: Target,
     pub store_file: PathBuf,
-    pub usage_refresh: Duration,
+    /// How often the usage is polled when the server has no account stream.
+    pub usage: UsagePacing,
 }
 
 /// What connecting produced, shared with the tasks that need it.
@@ -87,6 +92,8 @@ pub struct Workers {
     store_jobs: std::sync::mpsc::Sender<StoreJob>,
     stream: Option<(SessionStream, JoinHandle<()>)>,
     usage_kick: Arc<Notify>,
+    /// When the user last typed, sent or saw a reply stream (the usage poll's pace).
+    activity: Arc<Activity>,
     tasks: Vec<JoinHandle<()>>,
     /// Text for the terminal's clipboard (OSC 52), written by the loop that owns the terminal.
     pub clipboard: Vec<String>,
@@ -106,16 +113,18 @@ impl Workers {
     pub fn start(config: WorkerConfig, events: EventSender) -> Workers {
         let shared = Arc::new(Shared::default());
         let usage_kick = Arc::new(Notify::new());
+        let (activity, activity_rx) = tokio::sync::watch::channel(None);
         let tasks = vec![
             tokio::spawn(connect(
                 config.target.clone(),
                 shared.clone(),
                 events.clone(),
             )),
-            tokio::spawn(poll_usage(
+            tokio::spawn(account_feed(
                 shared.clone(),
                 usage_kick.clone(),
-                config.usage_refresh,
+                activity_rx,
+                config.usage,
                 events.clone(),
             )),
             tokio::spawn(clock(events.clone())),
@@ -142,6 +151,7 @@ impl Workers {
             store_jobs,
             stream: None,
             usage_kick,
+            activity: Arc::new(activity),
             tasks,
             clipboard: Vec::new(),
             notifications: Vec::new(),
@@ -185,6 +195,13 @@ impl Workers {
     }
 
     pub fn dispatch(&mut self, command: Command) {
+        if matches!(
+            command,
+            Command::Send { .. } | Command::Persist(crate::command::StoreOp::DraftEdited { .. })
+        ) {
+            self.activity
+                .send_replace(Some(tokio::time::Instant::now()));
+        }
         match command {
             Command::LoadTranscript {
                 session_id,
@@ -210,6 +227,12 @@ impl Workers {
                 self.fetch_history(session_id, Some(convo_client::follow::CONFIRM_AFTER))
             }
             Command::Delete { session_id } => self.delete(session_id),
+            Command::Fork {
+                source,
+                new_session_id,
+                at,
+            } => self.fork(source, new_session_id, at),
+            Command::Undo { session_id } => self.undo(session_id),
             Command::WarmTokenCounter => {
                 warm_token_counter_once();
             }

@@ -1,12 +1,11 @@
-//! The network side: connecting (or starting the embedded service), the usage poller, the
-//! session stream, and the requests the app sends (POST a message, DELETE a session, fetch
+//! The network side: connecting (or starting the embedded service), the session stream, and
+//! the requests the app sends (POST a message, DELETE a session, fetch
 //! a session's history), each reported back as an event.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use tokio::sync::Notify;
 
 use super::{Shared, Target, Workers};
 use crate::embedded;
@@ -152,8 +151,13 @@ impl Workers {
         let Some(client) = self.client() else { return };
         let (handle, mut rx) = SessionStream::connect(client.options().clone(), &session_id);
         let events = self.events.clone();
+        let activity = self.activity.clone();
         let task = tokio::spawn(async move {
             while let Some(update) = rx.recv().await {
+                // A reply streaming keeps a usage poll (without the account stream) at its pace.
+                if matches!(update, convo_client::api::StreamUpdate::Event(_)) {
+                    activity.send_replace(Some(tokio::time::Instant::now()));
+                }
                 if !events.send(AppEvent::Stream {
                     session_id: session_id.clone(),
                     update,
@@ -268,31 +272,6 @@ async fn follow_engine(
         status.state = load.borrow_and_update().clone();
     }
     events.send(AppEvent::Engine(status));
-}
-
-pub(super) async fn poll_usage(
-    shared: Arc<Shared>,
-    kick: Arc<Notify>,
-    every: Duration,
-    events: EventSender,
-) {
-    let every = every.max(Duration::from_secs(1));
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(every) => {}
-            _ = kick.notified() => {}
-        }
-        let Some(client) = shared.client.get() else {
-            continue;
-        };
-        let ev = match client.usage().await {
-            Ok(u) => AppEvent::UsageFetched(u),
-            Err(e) => AppEvent::UsageFailed(e),
-        };
-        if !events.send(ev) {
-            return;
-        }
-    }
 }
 
 #[cfg(test)]

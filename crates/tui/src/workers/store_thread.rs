@@ -280,6 +280,7 @@ fn summaries(list: Vec<SessionRecord>) -> Vec<SessionSummary> {
             title_set: r.title_set,
             last_activity: r.last_activity,
             tokens: r.tokens,
+            forked_from: r.forked_from,
         })
         .collect()
 }
@@ -402,6 +403,14 @@ fn apply(store: &Store, op: StoreOp) -> Result<(), local_store::StoreError> {
         // The loop answers it (`merge_service`); not reached from there.
         StoreOp::MergeService(change) => store.merge_service(said(&change)).map(|_| ()),
         StoreOp::TitleSent { session_id, title } => store.title_sent(&session_id, &title),
+        StoreOp::SetForkedFrom {
+            session_id,
+            source,
+            message_id,
+        } => store.set_forked_from(&session_id, &source, &message_id),
+        StoreOp::RemoveLastExchange { session_id } => {
+            store.remove_last_exchange(&session_id).map(|_| ())
+        }
     }
 }
 

@@ -52,6 +52,8 @@ pub struct LocalEngine {
     window: Arc<AtomicU64>,
     counters: Arc<Counters>,
     label: String,
+    /// Tells `convo model rm` that the model is loaded (`models::mark_in_use`).
+    _in_use: Option<crate::models::InUse>,
 }
 
 impl LocalEngine {
@@ -62,6 +64,7 @@ impl LocalEngine {
         let (load_tx, load) = watch::channel(LoadState::Loading { fraction: 0.0 });
         let window = Arc::new(AtomicU64::new(0));
         let label = format!("local · {}", model_name(&options.model));
+        let in_use = crate::models::mark_in_use(&options.model);
         let counters = Arc::new(Counters::default());
         let (thread_window, thread_counters) = (window.clone(), counters.clone());
         std::thread::Builder::new()
@@ -76,6 +79,7 @@ impl LocalEngine {
             window,
             counters,
             label,
+            _in_use: in_use,
         })
     }
 

@@ -355,19 +355,23 @@ impl Scheduler<'_> {
         })
     }
 
+    /// A reply's sampler: greedy at temperature 0; else drawn with the configured temperature
+    /// and top-p, from the configured seed or, without one, a fresh seed for every reply.
     fn sampler(&self) -> LlamaSampler {
         let penalties = LlamaSampler::penalties(self.model.n_vocab(), 64, 1.1, 0.0, 0.0);
         let t = self.options.temperature;
         if t <= 0.0 {
             LlamaSampler::chain_simple([penalties, LlamaSampler::greedy()])
         } else {
+            let seed = self.options.seed.unwrap_or_else(rand::random);
+            tracing::debug!(seed, temperature = t, top_p = self.options.top_p, "sampler");
             LlamaSampler::chain_simple([
                 penalties,
                 LlamaSampler::top_k(40),
-                LlamaSampler::top_p(0.95, 1),
+                LlamaSampler::top_p(self.options.top_p, 1),
                 LlamaSampler::min_p(0.05, 1),
                 LlamaSampler::temp(t),
-                LlamaSampler::dist(self.options.seed),
+                LlamaSampler::dist(seed),
             ])
         }
     }

@@ -6,25 +6,38 @@
 //! - **Tokens** (a soft limit, `used >= limit` refuses): the ledger's trigger adds a message's
 //!   tokens to its connection's shard, so no two connections of an account share a row lock.
 //! - **Requests** (exact): each shard also holds an allowance, its share of what the limit
-//!   leaves. A request is counted on its connection's shard while the shard's count is below
-//!   its allowance (`convo_count_request`, SQLSTATE `CVQ01` when not). Then
-//!   `convo_usage_rebalance` locks the totals row and every shard (in order), folds the shards
-//!   into the totals and hands what is left out again, the caller's shard first; with nothing
-//!   left the request is refused. Every counted request is within some allowance and the
-//!   allowances never sum past the limit, so the limit is exact across any number of replicas;
-//!   and a refusal comes only from a fold that found the limit reached.
+//!   leaves. `convo_count_request` counts a request on its connection's shard while the
+//!   shard's count is below its allowance; when it is not, in the same statement,
+//!   `convo_usage_refill` (migration 5) locks the totals row and every shard (in order), folds
+//!   the shards into the totals and, if the limit leaves any request, counts this one on the
+//!   caller's shard and hands the rest out again, the caller's shard first. With nothing left
+//!   the statement raises SQLSTATE `CVQ01` and the request is refused (and the fold, rolled
+//!   back with it, is done again in a transaction of its own: `fold`). (A shard read with
+//!   allowance left and found without when updated raises `CVQ02`: the transaction runs
+//!   again, holding no shard's lock, see migration 5.) Every counted request
+//!   is within some allowance and the allowances never sum past the limit, so the limit is
+//!   exact across any number of replicas; a refusal comes only from a fold that found the
+//!   limit reached; and a request that found its shard dry is counted by its own refill, so
+//!   no concurrent refill can take its unit first (when the fold and the count were separate
+//!   steps, requests near the limit could lose their unit to other folds 64 times in a row).
 
 use deadpool_postgres::ClientWrapper;
 
 use super::super::rows::RequestCount;
 use crate::error::StoreError;
 
-/// SQLSTATE of `convo_count_request` when its shard has no allowance left.
-pub(super) const ALLOWANCE_USED_UP: &str = "CVQ01";
+/// SQLSTATE of `convo_count_request` when the limit is reached (nothing counted).
+pub(super) const LIMIT_REACHED: &str = "CVQ01";
 
-/// How often one request may find its shard's allowance taken and hand the rest out again
-/// before it gives up (near the limit, other requests take the last units first).
-pub(super) const REBALANCES: u32 = 64;
+/// SQLSTATE of `convo_count_request` when its shard's allowance was taken between its read
+/// and its update (nothing counted): the transaction runs again, and then refills the shard.
+pub(super) const TAKEN: &str = "CVQ02";
+
+/// How often one request may find its shard taken before it gives up. Each time, a
+/// concurrent request was counted or a refill ran between two statements of one function;
+/// the next run finds the shard dry and refills it (counting itself), so more than a few in
+/// a row do not happen.
+pub(super) const TAKEN_TIMES: u32 = 64;
 
 /// The statement that counts one request on the connection's shard.
 pub(super) const COUNT: &str = "SELECT convo_count_request($1, $2, $3)";
@@ -39,34 +52,11 @@ pub(super) fn request_limit(request: &RequestCount) -> i64 {
     i64::try_from(request.account().tier.limits().requests).unwrap_or(i64::MAX)
 }
 
-/// Folds the account's shards and hands out what is left of its limit (its own transaction).
-/// False when nothing is left: the request is over the limit.
-pub(super) async fn rebalance(
-    c: &ClientWrapper,
-    request: &RequestCount,
-) -> Result<bool, StoreError> {
-    let stmt = c
-        .prepare_cached("SELECT convo_usage_rebalance($1, $2, $3)")
-        .await?;
-    let left: i64 = c
-        .query_one(
-            &stmt,
-            &[
-                &request.account().id,
-                &request.period_start_ms(),
-                &request_limit(request),
-            ],
-        )
-        .await?
-        .get(0);
-    Ok(left > 0)
-}
-
 /// Counts one request in a transaction of its own (one statement); false when the limit is
 /// reached (nothing counted).
 pub(super) async fn count(c: &ClientWrapper, request: &RequestCount) -> Result<bool, StoreError> {
     let stmt = c.prepare_cached(COUNT).await?;
-    for _ in 0..REBALANCES {
+    for _ in 0..TAKEN_TIMES {
         let counted = c
             .execute(
                 &stmt,
@@ -79,20 +69,40 @@ pub(super) async fn count(c: &ClientWrapper, request: &RequestCount) -> Result<b
             .await;
         match counted {
             Ok(_) => return Ok(true),
-            Err(e) if raised(&e, ALLOWANCE_USED_UP) => {
-                if !rebalance(c, request).await? {
-                    return Ok(false);
-                }
+            Err(e) if raised(&e, LIMIT_REACHED) => {
+                fold(c, request).await?;
+                return Ok(false);
             }
+            Err(e) if raised(&e, TAKEN) => continue,
             Err(e) => return Err(e.into()),
         }
     }
-    Err(gave_up())
+    Err(taken_too_often())
 }
 
-/// The error of a request that kept finding its share taken.
-pub(super) fn gave_up() -> StoreError {
-    StoreError::Commit("the request budget kept being taken by concurrent requests".into())
+/// After a refusal for the limit (whose transaction rolled back the refill that found it),
+/// folds the shards into `usage_totals` in a transaction of its own, so that the totals row
+/// holds the month's total once the limit is reached. Counts nothing (migration 3's
+/// `convo_usage_rebalance`).
+pub(super) async fn fold(c: &ClientWrapper, request: &RequestCount) -> Result<(), StoreError> {
+    let stmt = c
+        .prepare_cached("SELECT convo_usage_rebalance($1, $2, $3)")
+        .await?;
+    c.execute(
+        &stmt,
+        &[
+            &request.account().id,
+            &request.period_start_ms(),
+            &request_limit(request),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// The error of a request whose shard kept being taken (see `TAKEN_TIMES`).
+pub(super) fn taken_too_often() -> StoreError {
+    StoreError::Commit("the request's counter kept changing concurrently".into())
 }
 
 /// The month's requests and tokens of the account.

@@ -356,6 +356,85 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE sessions ADD COLUMN title TEXT;
     "#,
+    // 5: a request whose shard is dry is counted by the statement that folds the shards and
+    // hands the rest out (convo_usage_refill, called by convo_count_request), under the same
+    // locks; before, the fold was a transaction of its own and the request ran again after
+    // it, by which time concurrent folds could have handed its unit to other shards, again
+    // and again (counters.rs). `convo_usage_rebalance` (migration 3) stays: it records the
+    // fold after a refusal (whose own refill was rolled back with it), and replicas of older
+    // builds call it during an upgrade.
+    r#"
+    -- Folds the shards into `usage_totals` and, when the limit leaves any request, counts one
+    -- on the caller's shard and hands out what is left, the caller's shard first (so its
+    -- allowance covers that request); true when it counted. Under the lock of the totals row
+    -- and of every shard (taken in order), so the sum is exact.
+    CREATE FUNCTION convo_usage_refill(p_account BIGINT, p_period BIGINT, p_limit BIGINT)
+    RETURNS BOOLEAN LANGUAGE plpgsql AS $$
+    DECLARE
+        n INTEGER := convo_usage_shards();
+        me INTEGER := convo_usage_shard();
+        v_requests BIGINT;
+        v_tokens BIGINT;
+        v_total BIGINT;
+        v_left BIGINT;
+    BEGIN
+        INSERT INTO usage_totals (account_id, period_start) VALUES (p_account, p_period)
+        ON CONFLICT (account_id, period_start) DO NOTHING;
+        PERFORM 1 FROM usage_totals
+        WHERE account_id = p_account AND period_start = p_period FOR UPDATE;
+        INSERT INTO usage_shards (account_id, period_start, shard)
+        SELECT p_account, p_period, s FROM generate_series(0, n - 1) s
+        ON CONFLICT (account_id, period_start, shard) DO NOTHING;
+        PERFORM 1 FROM usage_shards
+        WHERE account_id = p_account AND period_start = p_period ORDER BY shard FOR UPDATE;
+        SELECT COALESCE(SUM(requests), 0), COALESCE(SUM(tokens), 0) INTO v_requests, v_tokens
+        FROM usage_shards WHERE account_id = p_account AND period_start = p_period;
+        UPDATE usage_totals SET requests = requests + v_requests, tokens = tokens + v_tokens
+        WHERE account_id = p_account AND period_start = p_period
+        RETURNING requests INTO v_total;
+        v_left := GREATEST(p_limit - v_total, 0);
+        UPDATE usage_shards
+        SET requests = CASE WHEN shard = me AND v_left > 0 THEN 1 ELSE 0 END,
+            tokens = 0, request_limit = p_limit,
+            allowance = v_left / n + CASE WHEN (shard - me + n) % n < v_left % n THEN 1 ELSE 0 END
+        WHERE account_id = p_account AND period_start = p_period;
+        RETURN v_left > 0;
+    END $$;
+
+    -- Counts a request on the connection's shard, within its allowance, or else by a refill;
+    -- SQLSTATE CVQ01 when the refill found the limit reached (nothing counted). The shard is
+    -- read before it is updated: a transaction that waits for a refill's locks must hold no
+    -- shard's lock (a refill holding the totals row waits for every shard), and an UPDATE
+    -- that finds its row changed by a concurrent transaction keeps the row locked even when
+    -- it then updates nothing. So a shard taken meanwhile (read with allowance left, updated
+    -- without) raises SQLSTATE CVQ02 instead: the transaction runs again, and then finds its
+    -- shard dry and refills it.
+    CREATE OR REPLACE FUNCTION convo_count_request(p_account BIGINT, p_period BIGINT, p_limit BIGINT)
+    RETURNS VOID LANGUAGE plpgsql AS $$
+    DECLARE
+        me SMALLINT := convo_usage_shard();
+    BEGIN
+        IF EXISTS (SELECT 1 FROM usage_shards
+                   WHERE account_id = p_account AND period_start = p_period AND shard = me
+                     AND request_limit = p_limit AND requests < allowance) THEN
+            UPDATE usage_shards SET requests = requests + 1
+            WHERE account_id = p_account AND period_start = p_period AND shard = me
+              AND request_limit = p_limit AND requests < allowance;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'the shard''s allowance was taken meanwhile' USING ERRCODE = 'CVQ02';
+            END IF;
+        ELSIF NOT convo_usage_refill(p_account, p_period, p_limit) THEN
+            RAISE EXCEPTION 'the request limit is reached' USING ERRCODE = 'CVQ01';
+        END IF;
+    END $$;
+    "#,
+    // 6: where a fork came from
+    // (`POST /v1/sessions/{id}/fork`): the source session and the source's message it was
+    // forked at; NULL for a session that is not a fork.
+    r#"
+    ALTER TABLE sessions ADD COLUMN forked_from_session TEXT;
+    ALTER TABLE sessions ADD COLUMN forked_from_message TEXT;
+    "#,
 ];
 
 /// Brings the schema to the newest version under the advisory lock.

@@ -351,7 +351,8 @@ impl Storage for PgStore {
                 "SELECT s.id, s.created_at, COALESCE(MAX(m.created_at), s.created_at),
                         COUNT(m.pk), COALESCE(SUM(m.tokens), 0)::BIGINT, s.title,
                         (SELECT f.content FROM messages f
-                         WHERE f.session_id = s.id AND f.role = 'user' ORDER BY f.pk LIMIT 1)
+                         WHERE f.session_id = s.id AND f.role = 'user' ORDER BY f.pk LIMIT 1),
+                        s.forked_from_session, s.forked_from_message
                  FROM sessions s LEFT JOIN messages m ON m.session_id = s.id
                  WHERE s.account_id = $1 AND s.deleted_at IS NULL
                  GROUP BY s.id ORDER BY 3 DESC, s.id",
@@ -368,6 +369,10 @@ impl Storage for PgStore {
                 tokens: r.get::<_, i64>(4).max(0) as u64,
                 title: r.get(5),
                 first_user_message: r.get(6),
+                forked_from: match (r.get::<_, Option<String>>(7), r.get(8)) {
+                    (Some(session), Some(message)) => Some((session, message)),
+                    _ => None,
+                },
             })
             .collect())
     }
@@ -411,9 +416,17 @@ impl Storage for PgStore {
         }
         let inserted = tx
             .execute(
-                "INSERT INTO sessions (id, account_id, created_at) VALUES ($1, $2, $3)
+                "INSERT INTO sessions
+                     (id, account_id, created_at, forked_from_session, forked_from_message)
+                 VALUES ($1, $2, $3, $4, $5)
                  ON CONFLICT (id) DO NOTHING",
-                &[&f.new_session_id, &f.account.id, &f.now_ms],
+                &[
+                    &f.new_session_id,
+                    &f.account.id,
+                    &f.now_ms,
+                    &f.source,
+                    &f.message_id,
+                ],
             )
             .await?;
         if inserted == 0 {

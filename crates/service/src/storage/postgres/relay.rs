@@ -22,6 +22,12 @@
 //! replica the same way (their ends could not be relayed while it was away), and at every
 //! probe the replies followed here are settled too, so an end the relay could not carry is
 //! found in the database within `PROBE_EVERY`.
+//!
+//! The account stream (`GET /v1/stream`) rides the same relay: a replica with a listener on
+//! an account's stream watches it (`Relayed::AccountWatch`), and the changes made elsewhere
+//! reach it as `AccountEvent`/`AccountUsage` messages. Nothing of an account stream is
+//! settled from the database after a heal: the hub tells each account listener to resync,
+//! and it sends a fresh `hello` read from the database.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

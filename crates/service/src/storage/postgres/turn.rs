@@ -1,9 +1,12 @@
 //! A turn on PostgreSQL in three round trips, each one statement calling a function of
-//! migration 3: `convo_turn_facts` (sent with `BEGIN`) reads what the admission needs under
-//! the session's lock (a new session's count of live sessions is checked again when written); `convo_core::admission::admit` decides; `convo_turn_write` (or only the
-//! request count, for a refusal or a replay) is sent with `COMMIT`; later
-//! `convo_turn_complete` stores the reply in a transaction of its own. The account's counters
-//! are shard rows (counters.rs), so turns of one account hold no row in common.
+//! migration 3 (the request count's is migration 5's): `convo_turn_facts` (sent with `BEGIN`)
+//! reads what the admission needs under the session's lock (a new session's count of live
+//! sessions is checked again when written); `convo_core::admission::admit` decides;
+//! `convo_turn_write` (or only the request count, for a refusal or a replay) is sent with
+//! `COMMIT`, which for a send answered with its reply does not wait for the WAL flush
+//! (`turn_commit`); later `convo_turn_complete` stores the reply in a transaction of its own.
+//! The account's counters are shard rows (counters.rs), so turns of one account hold no row in
+//! common.
 
 use std::time::Duration;
 
@@ -11,7 +14,7 @@ use deadpool_postgres::{ClientWrapper, Object};
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
-use super::counters::{self, ALLOWANCE_USED_UP, raised};
+use super::counters::{self, LIMIT_REACHED, TAKEN, raised};
 use super::{PgStore, role, status_of};
 use crate::error::StoreError;
 use crate::storage::interface::TurnAdmission;
@@ -59,15 +62,34 @@ impl Pipelined {
         Ok(row?)
     }
 
-    /// The last statement and `COMMIT`, in one round trip; the connection comes back with the
-    /// statement's own result. After an error the transaction was rolled back (a `COMMIT`
-    /// after an error does that).
-    async fn last(mut self, stmt: &str, params: &Params<'_>) -> Result<Ended, StoreError> {
+    /// The last statement and `COMMIT` (after `SET LOCAL synchronous_commit TO off` for an
+    /// unflushed commit), in one round trip; the statement's own result (the connection goes
+    /// back to the pool). After an error the transaction was rolled back (a `COMMIT` after an
+    /// error does that).
+    async fn last(
+        mut self,
+        stmt: &str,
+        params: &Params<'_>,
+        commit: Commit,
+    ) -> Result<Result<(), tokio_postgres::Error>, StoreError> {
         let c = self.client();
         let stmt = c.prepare_cached(stmt).await?;
-        let (done, commit) = tokio::join!(c.execute(&stmt, params), c.batch_execute("COMMIT"));
-        commit?;
-        Ok((done.map(drop), self.close()))
+        let (done, committed) = match commit {
+            Commit::Flushed => {
+                tokio::join!(c.execute(&stmt, params), c.batch_execute("COMMIT"))
+            }
+            Commit::Unflushed => {
+                let (set, done, committed) = tokio::join!(
+                    c.batch_execute("SET LOCAL synchronous_commit TO off"),
+                    c.execute(&stmt, params),
+                    c.batch_execute("COMMIT")
+                );
+                (set.and(done), committed)
+            }
+        };
+        committed?;
+        drop(self.close());
+        Ok(done.map(drop))
     }
 
     async fn rollback(mut self) -> Result<Object, StoreError> {
@@ -84,9 +106,6 @@ impl Pipelined {
     }
 }
 
-/// How the last statement went, and the connection.
-type Ended = (Result<(), tokio_postgres::Error>, Object);
-
 impl Drop for Pipelined {
     fn drop(&mut self) {
         if self.open
@@ -94,6 +113,29 @@ impl Drop for Pipelined {
         {
             drop(Object::take(client));
         }
+    }
+}
+
+/// Whether a transaction's `COMMIT` waits for its WAL to be flushed to disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Commit {
+    Flushed,
+    /// Answered once written to the WAL buffers; PostgreSQL's WAL writer flushes it within
+    /// `wal_writer_delay`. A crash of the PostgreSQL host before that loses the transaction.
+    Unflushed,
+}
+
+/// How the writes of an admitted turn are committed. Those of a turn whose sender waits for
+/// the reply (not streamed) are acknowledged only with it, after `convo_turn_complete`'s
+/// commit, which waits for the WAL to be flushed up to itself, and so past this earlier
+/// commit: they need not wait for a flush of their own. Nothing acknowledged is lost in a
+/// crash; a start lost in one is a send whose reply never came. A streamed turn's start is
+/// acknowledged at once (202), so it waits for the flush.
+fn turn_commit(t: &TurnStart) -> Commit {
+    if t.accepted_response.is_some() {
+        Commit::Flushed
+    } else {
+        Commit::Unflushed
     }
 }
 
@@ -199,19 +241,14 @@ pub(super) async fn start(
     // A session first used by two replicas at once: the loser runs again and finds it (so
     // does a new session whose account's live sessions changed past the admission's bound). A
     // session with a turn in flight elsewhere: wait (without a connection) and run again. A
-    // shard whose allowance is used up: hand the rest out again and run again. Nothing of an
-    // attempt that runs again is kept, not even its request count.
-    let (mut races, mut rebalances, mut pause) = (0, 0, Duration::from_millis(2));
+    // counter shard taken between the count's read and its update (`TAKEN`): run again.
+    // Nothing of an attempt that runs again is kept, not even its request count. The request
+    // limit reached (`LIMIT_REACHED`): nothing is kept and the request is refused.
+    let (mut races, mut taken, mut pause) = (0, 0, Duration::from_millis(2));
     let account_id = t.account.id;
     let (period, limit) = (request.period_start_ms(), counters::request_limit(&request));
-    // After a rebalance the same connection runs again: its shard was served first.
-    let mut again: Option<Object> = None;
     loop {
-        let client = match again.take() {
-            Some(client) => client,
-            None => store.client().await?,
-        };
-        let mut tx = Pipelined::new(client);
+        let mut tx = Pipelined::new(store.client().await?);
         let expired = t.now_ms - IDEMPOTENCY_TTL_MS;
         let row = tx
             .first(
@@ -241,9 +278,12 @@ pub(super) async fn start(
         let decided = admission::admit(facts.clone());
         let max_live = i64::try_from(live_sessions_bound(&facts, &decided)).unwrap_or(i64::MAX);
         let (written, answer) = match decided {
-            Admission::Refused(refusal) => (tx.last(counters::COUNT, &count).await?, Err(refusal)),
+            Admission::Refused(refusal) => (
+                tx.last(counters::COUNT, &count, Commit::Flushed).await?,
+                Err(refusal),
+            ),
             Admission::Replay(recorded) => (
-                tx.last(counters::COUNT, &count).await?,
+                tx.last(counters::COUNT, &count, Commit::Flushed).await?,
                 Ok(TurnStarted::Replay(recorded)),
             ),
             Admission::Admitted {
@@ -278,6 +318,7 @@ pub(super) async fn start(
                             &period,
                             &limit,
                         ],
+                        turn_commit(&t),
                     )
                     .await?;
                 history.push(HistoryEntry {
@@ -294,18 +335,17 @@ pub(super) async fn start(
                 )
             }
         };
-        let (written, client) = written;
         match written {
             Ok(()) => return Ok(Some(answer)),
-            Err(e) if raised(&e, ALLOWANCE_USED_UP) => {
-                if !counters::rebalance(&client, &request).await? {
-                    return Ok(None);
+            Err(e) if raised(&e, LIMIT_REACHED) => {
+                counters::fold(&*store.client().await?, &request).await?;
+                return Ok(None);
+            }
+            Err(e) if raised(&e, TAKEN) => {
+                taken += 1;
+                if taken >= counters::TAKEN_TIMES {
+                    return Err(counters::taken_too_often());
                 }
-                rebalances += 1;
-                if rebalances >= counters::REBALANCES {
-                    return Err(counters::gave_up());
-                }
-                again = Some(client);
             }
             Err(e) if raised(&e, RACED) => {
                 races += 1;
@@ -367,5 +407,46 @@ pub(super) async fn complete(
         _ => Err(StoreError::Commit(
             "the turn was rolled back by another replica (its lease expired)".into(),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use convo_core::{Account, Tier, UserMessage};
+
+    fn start(accepted_response: Option<Recorded>) -> TurnStart {
+        TurnStart {
+            account: Account {
+                id: 1,
+                tier: Tier::Free,
+            },
+            session_id: "session_a".into(),
+            reply_id: "msg_reply".into(),
+            message: UserMessage {
+                id: "msg_user".into(),
+                role: Role::User,
+                content: "hello".into(),
+                tokens: 1,
+                metadata: None,
+            },
+            idempotency_key: None,
+            accepted_response,
+            max_context_tokens: 8192,
+            period_start_ms: 0,
+            now_ms: 0,
+        }
+    }
+
+    /// A streamed send is answered (202) when its start commits: that commit waits for the
+    /// flush. A send answered with its reply leaves the flush to the reply's commit.
+    #[test]
+    fn only_a_start_answered_at_once_waits_for_its_own_flush() {
+        let accepted = Recorded {
+            status: 202,
+            body: "{}".into(),
+        };
+        assert_eq!(turn_commit(&start(Some(accepted))), Commit::Flushed);
+        assert_eq!(turn_commit(&start(None)), Commit::Unflushed);
     }
 }

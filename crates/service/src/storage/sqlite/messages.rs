@@ -264,7 +264,8 @@ pub fn list_sessions(conn: &Connection, account_id: i64) -> Result<Vec<SessionRo
     let mut stmt = conn.prepare(
         "SELECT s.id, s.created_at, COALESCE(MAX(m.created_at), s.created_at), COUNT(m.pk), COALESCE(SUM(m.tokens), 0),
                 s.title,
-                (SELECT f.content FROM messages f WHERE f.session_id = s.id AND f.role = 'user' ORDER BY f.pk LIMIT 1)
+                (SELECT f.content FROM messages f WHERE f.session_id = s.id AND f.role = 'user' ORDER BY f.pk LIMIT 1),
+                s.forked_from_session, s.forked_from_message
          FROM sessions s LEFT JOIN messages m ON m.session_id = s.id
          WHERE s.account_id = ?1 AND s.deleted_at IS NULL
          GROUP BY s.id ORDER BY 3 DESC, s.id",
@@ -278,6 +279,10 @@ pub fn list_sessions(conn: &Connection, account_id: i64) -> Result<Vec<SessionRo
             tokens: r.get::<_, i64>(4)? as u64,
             title: r.get(5)?,
             first_user_message: r.get(6)?,
+            forked_from: match (r.get::<_, Option<String>>(7)?, r.get(8)?) {
+                (Some(session), Some(message)) => Some((session, message)),
+                _ => None,
+            },
         })
     })?;
     Ok(rows.collect::<Result<_, _>>()?)
@@ -320,8 +325,17 @@ pub fn fork_session(conn: &mut Connection, f: &ForkRequest) -> Result<Fork, Stor
     if convo_core::admission::session_limit_reached(live, f.account.tier.limits()) {
         return Ok(Fork::SessionLimit);
     }
-    tx.prepare_cached("INSERT INTO sessions (id, account_id, created_at) VALUES (?1, ?2, ?3)")?
-        .execute(params![f.new_session_id, f.account.id, f.now_ms])?;
+    tx.prepare_cached(
+        "INSERT INTO sessions (id, account_id, created_at, forked_from_session, forked_from_message)
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?
+    .execute(params![
+        f.new_session_id,
+        f.account.id,
+        f.now_ms,
+        f.source,
+        f.message_id
+    ])?;
     type Copied = (String, String, i64, Option<String>, i64);
     let rows: Vec<Copied> = tx
         .prepare_cached(

@@ -271,6 +271,12 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE sessions ADD COLUMN title TEXT;
     "#,
+    // 6: where a fork came from (`POST /v1/sessions/{id}/fork`): the source session and the
+    // source's message it was forked at; NULL for a session that is not a fork.
+    r#"
+    ALTER TABLE sessions ADD COLUMN forked_from_session TEXT;
+    ALTER TABLE sessions ADD COLUMN forked_from_message TEXT;
+    "#,
 ];
 
 /// Brings the schema up to date; each migration runs in its own transaction.

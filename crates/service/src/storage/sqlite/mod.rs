@@ -79,6 +79,37 @@ struct WalState {
     writes_when_asked: AtomicU64,
     /// The writer's checkpoints so far (logged with each).
     catch_ups: AtomicU64,
+    /// Set by the checkpointer before it waits for a commit with no timeout (an idle database
+    /// wakes nothing); the writer's next commit clears it and wakes the checkpointer (`wake`).
+    asleep: AtomicBool,
+    /// The checkpointer's background passes so far.
+    passes: AtomicU64,
+}
+
+/// What the checkpointer thread is told.
+enum Signal {
+    /// Stop (`Checkpointer::stop`).
+    Stop,
+    /// The writer committed while the checkpointer was asleep.
+    Wake,
+}
+
+/// The writer's side of the checkpointer's channel: counts a commit and wakes the checkpointer
+/// if it sleeps. `None` for a database with no checkpointer (in memory).
+struct Committed {
+    wake: Option<mpsc::Sender<Signal>>,
+}
+
+impl Committed {
+    fn count(&self, wal: &WalState) {
+        wal.writes.fetch_add(1, Ordering::SeqCst);
+        if wal.asleep.swap(false, Ordering::SeqCst)
+            && let Some(wake) = &self.wake
+        {
+            // The checkpointer may be gone already (stopped): nothing to wake then.
+            let _ = wake.send(Signal::Wake);
+        }
+    }
 }
 
 /// Answers a closure's caller once the fate of its transaction is known: `None` when it was
@@ -105,10 +136,11 @@ pub struct SqliteStore {
 /// The thread that checkpoints a file database in the background (PASSIVE: it never blocks
 /// the writer), so that copying the WAL into the database file and syncing it happen off the
 /// writer thread, but for the writer's one checkpoint per WAL restart (`catch_up`). It stops
-/// when told to or when the last `SqliteStore` handle goes.
+/// when told to or when the last `SqliteStore` handle goes. While nothing is written it sleeps
+/// until the writer's next commit wakes it (no timer).
 #[derive(Default)]
 struct Checkpointer {
-    stop: Mutex<Option<mpsc::Sender<()>>>,
+    stop: Mutex<Option<mpsc::Sender<Signal>>>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
@@ -122,16 +154,18 @@ impl Checkpointer {
                 "cannot open the database file to sync it: {e}"
             ))
         })?;
-        let (stop, stopped) = mpsc::channel::<()>();
+        let (stop, stopped) = mpsc::channel::<Signal>();
         let thread = std::thread::Builder::new()
             .name("convo-checkpoint".into())
             .spawn(move || {
                 let mut wait = CHECKPOINT_INTERVAL;
-                let mut seen = wal.writes.load(Ordering::Relaxed);
+                let mut seen = wal.writes.load(Ordering::SeqCst);
                 // How many times this thread found the writer asked and not yet done.
                 let mut looks = 0;
-                // Ends on a stop message or when the sender is dropped.
-                while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(wait) {
+                // Ends on a stop message or when every sender is dropped.
+                while let Ok(Signal::Wake) | Err(mpsc::RecvTimeoutError::Timeout) =
+                    stopped.recv_timeout(wait)
+                {
                     if wal.catch_up.load(Ordering::Acquire) {
                         looks += 1;
                         // The writer's checkpoint comes first (it would find this one's lock),
@@ -146,8 +180,21 @@ impl Checkpointer {
                         }
                         wal.catch_up.store(false, Ordering::Release);
                     }
-                    let now = wal.writes.load(Ordering::Relaxed);
+                    let now = wal.writes.load(Ordering::SeqCst);
                     if now == seen {
+                        // Idle: sleep until the writer's next commit (`Committed::count`). The
+                        // flag is set before the last look, so a commit after that look
+                        // finds it and wakes this thread.
+                        wal.asleep.store(true, Ordering::SeqCst);
+                        if wal.writes.load(Ordering::SeqCst) == seen {
+                            match stopped.recv() {
+                                Ok(Signal::Wake) => {}
+                                Ok(Signal::Stop) | Err(_) => break,
+                            }
+                        } else {
+                            wal.asleep.store(false, Ordering::SeqCst);
+                        }
+                        // A burst's first commit: let the writer add to it before the pass.
                         wait = CHECKPOINT_INTERVAL;
                         continue;
                     }
@@ -163,6 +210,7 @@ impl Checkpointer {
                     let (done, wrote_during) = loop {
                         let writes_before = wal.writes.load(Ordering::Relaxed);
                         let done = background_pass(&conn, &file);
+                        wal.passes.fetch_add(1, Ordering::Relaxed);
                         passes += 1;
                         let wrote_during = wal.writes.load(Ordering::Relaxed) != writes_before;
                         match &done {
@@ -212,9 +260,17 @@ impl Checkpointer {
         })
     }
 
+    /// A sender for the writer's wake-ups; `None` when there is no thread.
+    fn waker(&self) -> Option<mpsc::Sender<Signal>> {
+        self.stop.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
     /// Stops the thread and waits for its checkpoint in progress, if any.
     fn stop(&self) {
-        drop(self.stop.lock().unwrap_or_else(|p| p.into_inner()).take());
+        // A message, not only the dropped sender: the writer holds a sender too (`Committed`).
+        if let Some(stop) = self.stop.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = stop.send(Signal::Stop);
+        }
         let thread = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(thread) = thread {
             let _ = thread.join();
@@ -330,9 +386,12 @@ impl SqliteStore {
         let wal_for_tests = wal.clone();
         let (jobs, queue) = mpsc::channel();
         let writer_conn = conn.clone();
+        let committed = Committed {
+            wake: checkpointer.waker(),
+        };
         std::thread::Builder::new()
             .name("convo-store".into())
-            .spawn(move || write_groups(&writer_conn, &queue, &wal))
+            .spawn(move || write_groups(&writer_conn, &queue, &wal, &committed))
             .map_err(|e| {
                 rusqlite::Error::InvalidParameterName(format!("cannot start the store thread: {e}"))
             })?;
@@ -444,7 +503,12 @@ impl SqliteStore {
 }
 
 /// The writer thread: takes the closures waiting, runs them as one group, answers them.
-fn write_groups(conn: &Mutex<Connection>, queue: &mpsc::Receiver<Job>, wal: &WalState) {
+fn write_groups(
+    conn: &Mutex<Connection>,
+    queue: &mpsc::Receiver<Job>,
+    wal: &WalState,
+    committed: &Committed,
+) {
     let mut next = None;
     loop {
         let first = match next.take() {
@@ -460,7 +524,7 @@ fn write_groups(conn: &Mutex<Connection>, queue: &mpsc::Receiver<Job>, wal: &Wal
             if let Some(done) = run_job(&mut guard, first) {
                 done(None);
             }
-            wal.writes.fetch_add(1, Ordering::Relaxed);
+            committed.count(wal);
             catch_up(&guard, wal);
             continue;
         }
@@ -477,7 +541,7 @@ fn write_groups(conn: &Mutex<Connection>, queue: &mpsc::Receiver<Job>, wal: &Wal
         }
         run_group(&mut guard, group);
         // After the commit: the checkpointer then copies this group's frames too.
-        wal.writes.fetch_add(1, Ordering::Relaxed);
+        committed.count(wal);
         catch_up(&guard, wal);
     }
 }
@@ -713,6 +777,55 @@ mod tests {
         store.close().await.unwrap();
     }
 
+    /// An idle database's checkpointer sleeps with no timer, and the next commit wakes it for a
+    /// pass.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_checkpointer_sleeps_while_idle_and_a_commit_wakes_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&DbLocation::File(dir.path().join("idle.db"))).unwrap();
+        let write = || {
+            store.call(|conn| {
+                let sp = conn.savepoint()?;
+                sp.execute("CREATE TABLE IF NOT EXISTS t (x INTEGER)", [])?;
+                sp.execute("INSERT INTO t VALUES (1)", [])?;
+                sp.commit()?;
+                Ok(())
+            })
+        };
+        let until = |what: &str, done: &dyn Fn() -> bool| {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while !done() {
+                assert!(std::time::Instant::now() < deadline, "{what}");
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        };
+        write().await.unwrap();
+        let wal = store.wal.clone();
+        until("the checkpointer made no pass after a write", &|| {
+            wal.passes.load(Ordering::Relaxed) >= 1
+        });
+        until("the checkpointer never went to sleep", &|| {
+            wal.asleep.load(Ordering::SeqCst)
+        });
+        let passes = wal.passes.load(Ordering::Relaxed);
+        std::thread::sleep(CHECKPOINT_INTERVAL * 3);
+        assert_eq!(
+            wal.passes.load(Ordering::Relaxed),
+            passes,
+            "a pass with nothing written"
+        );
+        assert!(wal.asleep.load(Ordering::SeqCst));
+        write().await.unwrap();
+        until(
+            "the commit did not wake the checkpointer for a pass",
+            &|| wal.passes.load(Ordering::Relaxed) > passes,
+        );
+        until("the checkpointer did not go back to sleep", &|| {
+            wal.asleep.load(Ordering::SeqCst)
+        });
+        store.close().await.unwrap();
+    }
+
     /// Under writes that never pause, the checkpointer asks the writer to finish once the WAL
     /// has grown past its limit, again and again (the limits are tiny here, and the writer's
     /// automatic checkpoint is off: only this scheme restarts the WAL).
@@ -765,6 +878,12 @@ mod tests {
         let writes = store.wal.writes.load(Ordering::Relaxed);
         store.wal.writes_when_asked.store(writes, Ordering::Relaxed);
         store.wal.catch_up.store(true, Ordering::Release);
+        // The checkpointer sleeps once nothing is written: wake it as a commit would.
+        let waker = store
+            .checkpointer
+            .waker()
+            .expect("a file database has a checkpointer");
+        waker.send(Signal::Wake).unwrap();
         let asked_until = std::time::Instant::now() + std::time::Duration::from_secs(5);
         while store.wal.catch_up.load(Ordering::Acquire) {
             assert!(

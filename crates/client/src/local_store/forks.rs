@@ -1,0 +1,101 @@
+//! Forks and undo in the local store: where a forked session came from (so the sessions pane
+//! draws the tree without the server), and the removal of a session's last exchange once the
+//! service has removed it (`DELETE /v1/sessions/{id}/messages/last`).
+
+use rusqlite::params;
+
+use super::{Store, StoreError, refresh_tokens};
+
+impl Store {
+    /// Records that `session_id` was forked from `source` at the source's message
+    /// `message_id` (the session is created if the store does not know it yet).
+    pub fn set_forked_from(
+        &self,
+        session_id: &str,
+        source: &str,
+        message_id: &str,
+    ) -> Result<(), StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction().map_err(|e| self.err(e))?;
+        super::upsert(&tx, self.target.id(), session_id, &chrono::Utc::now()).map_err(|e| self.err(e))?;
+        tx.execute(
+            "UPDATE sessions SET forked_from = ?2, forked_at_message = ?3 WHERE id = ?1",
+            params![session_id, source, message_id],
+        )
+        .map_err(|e| self.err(e))?;
+        tx.commit().map_err(|e| self.err(e))
+    }
+
+    /// Removes the session's last exchange as the service did: its last user message and
+    /// everything after it. Returns how many messages went (none when it has no user message).
+    pub fn remove_last_exchange(&self, session_id: &str) -> Result<usize, StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction().map_err(|e| self.err(e))?;
+        let removed = tx
+            .execute(
+                "DELETE FROM messages WHERE session_id = ?1 AND id >=
+                     (SELECT max(id) FROM messages WHERE session_id = ?1 AND role = 'user'
+                          AND status <> 'failed')",
+                params![session_id],
+            )
+            .map_err(|e| self.err(e))?;
+        refresh_tokens(&tx, session_id).map_err(|e| self.err(e))?;
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(removed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::Role;
+    use crate::local_store::{MessageStatus, StoredMessage};
+
+    const A: &str = "session_aaaaaaaaaaaaaaaa";
+    const B: &str = "session_bbbbbbbbbbbbbbbb";
+
+    #[test]
+    fn a_fork_keeps_its_origin_and_undo_removes_the_last_exchange_only() {
+        let store = Store::in_memory().unwrap();
+        for (role, text) in [
+            (Role::User, "one"),
+            (Role::Assistant, "reply one"),
+            (Role::User, "two"),
+            (Role::Assistant, "reply two"),
+        ] {
+            store
+                .append_message(A, &StoredMessage::user(role, text))
+                .unwrap();
+        }
+        // A message that never reached the service is not the exchange the service removed.
+        store
+            .append_message(
+                A,
+                &StoredMessage::user(Role::User, "lost").with_status(MessageStatus::Failed),
+            )
+            .unwrap();
+        assert_eq!(store.session(B).unwrap(), None);
+        store.set_forked_from(B, A, "msg_1").unwrap();
+        assert_eq!(
+            store.session(B).unwrap().unwrap().forked_from.as_deref(),
+            Some(A)
+        );
+
+        assert_eq!(store.remove_last_exchange(A).unwrap(), 3);
+        let left: Vec<String> = store
+            .transcript(A)
+            .unwrap()
+            .into_iter()
+            .map(|m| m.content)
+            .collect();
+        assert_eq!(left, ["one", "reply one"]);
+        let tokens = store.session(A).unwrap().unwrap().tokens;
+        assert_eq!(
+            tokens,
+            crate::local_store::estimate_tokens("one")
+                + crate::local_store::estimate_tokens("reply one")
+        );
+        assert_eq!(store.remove_last_exchange(A).unwrap(), 2);
+        assert_eq!(store.remove_last_exchange(A).unwrap(), 0, "nothing left");
+    }
+}

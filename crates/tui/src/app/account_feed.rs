@@ -1,0 +1,187 @@
+//! What the account stream (`GET /v1/stream`, through `workers::usage_feed`) tells the app:
+//! the usage gauges take its `hello` and `usage` events; its session events go to the one
+//! place where the service's sessions come in ([`App::on_service_sessions`], which has the
+//! local store merge them); and the open transcript follows a message stored from another
+//! device when no session stream follows it.
+
+use super::{App, Command, StreamState};
+use crate::event::ServiceChange;
+use convo_client::api::account_stream::{AccountEvent, SessionChange};
+
+impl App {
+    pub(super) fn on_account(&mut self, event: AccountEvent, out: &mut Vec<Command>) {
+        match event {
+            AccountEvent::Hello { sessions, usage } => {
+                self.on_usage(usage);
+                // The service's whole list as of now: what it lacks and this target had is gone.
+                let asked_at = self.now;
+                self.on_service_sessions(ServiceChange::All { sessions, asked_at }, out);
+            }
+            AccountEvent::Usage { usage } => self.on_usage(usage),
+            AccountEvent::SessionCreated { session } => {
+                self.on_service_sessions(ServiceChange::Upsert(session), out);
+            }
+            AccountEvent::SessionUpdated { session, change } => {
+                // A message stored from elsewhere: with no session stream following the open
+                // session, the transcript catches up from the stored history.
+                if change == SessionChange::Message
+                    && let Some(open) = self.transcript.session()
+                    && open.id == session.session_id
+                    && open.stream != StreamState::Open
+                {
+                    out.push(Command::FetchHistory {
+                        session_id: session.session_id.clone(),
+                    });
+                }
+                self.on_service_sessions(ServiceChange::Upsert(session), out);
+            }
+            AccountEvent::SessionDeleted { session_id } => {
+                // Our own DELETE: its answer removes it.
+                if !self.sessions_pane.is_deleting(&session_id) {
+                    self.on_service_sessions(ServiceChange::Deleted(session_id), out);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+    use ratatui::layout::Rect;
+
+    use super::*;
+    use crate::app::{Settings, StoreOp};
+    use crate::event::SessionSummary;
+    use crate::event::{AppEvent, Endpoint};
+    use crate::keys::KeyBindings;
+    use chrono::{DateTime, Utc};
+    use convo_client::api::types::Usage;
+    use convo_wire::sessions::SessionSummary as ServiceSession;
+
+    const A: &str = "session_AAAAAAAAAAAAAAAA";
+    const B: &str = "session_BBBBBBBBBBBBBBBB";
+
+    fn t0() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 11, 22, 12, 0, 0).unwrap()
+    }
+
+    fn usage(requests: u64) -> Usage {
+        serde_json::from_value(serde_json::json!({
+            "billingPeriod": {"start": "2026-11-01T00:00:00Z", "end": "2026-12-01T00:00:00Z"},
+            "requests": {"used": requests, "limit": 1000, "percentage": 0.5},
+            "tokens": {"used": 5, "limit": 200000, "percentage": 0.0},
+            "sessions": {"active": 1, "limit": 10, "percentage": 10.0},
+            "tier": "free",
+        }))
+        .unwrap()
+    }
+
+    fn service(id: &str, title: Option<&str>) -> ServiceSession {
+        ServiceSession {
+            session_id: id.into(),
+            created_at: "2026-11-22T11:00:00.000Z".into(),
+            last_activity_at: "2026-11-22T11:30:00.000Z".into(),
+            message_count: 2,
+            tokens: 40,
+            title: title.map(String::from),
+            forked_from: None,
+        }
+    }
+
+    /// Connected, with A known and open (its session stream not open yet).
+    fn app() -> App {
+        let mut app = App::new(
+            KeyBindings::default(),
+            Settings::default(),
+            Rect::new(0, 0, 80, 24),
+            t0(),
+        );
+        app.update(AppEvent::Connected(Endpoint::Embedded {
+            addr: "127.0.0.1:1".into(),
+        }));
+        app.update(AppEvent::StoreLoaded {
+            sessions: vec![SessionSummary {
+                id: A.into(),
+                title: "mine".into(),
+                title_set: true,
+                last_activity: t0(),
+                tokens: 10,
+            }],
+            last_open: Some(A.into()),
+        });
+        app
+    }
+
+    /// The store merges what the service said (`StoreOp::MergeService`); `Store::merge_service`
+    /// and `App::on_sessions_merged` have their own tests.
+    fn merges(out: &[Command]) -> Vec<&ServiceChange> {
+        out.iter()
+            .filter_map(|c| match c {
+                Command::Persist(StoreOp::MergeService(change)) => Some(change),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn hello_fills_the_gauges_and_hands_the_whole_list_to_the_store() {
+        let mut app = app();
+        let out = app.update(AppEvent::Account(AccountEvent::Hello {
+            sessions: vec![
+                service(A, Some("theirs")),
+                service(B, Some("from the laptop")),
+            ],
+            usage: usage(7),
+        }));
+        assert_eq!(app.usage().usage.as_ref().unwrap().requests.used, 7);
+        match merges(&out).as_slice() {
+            [ServiceChange::All { sessions, asked_at }] => {
+                assert_eq!(sessions.len(), 2);
+                assert_eq!(*asked_at, t0());
+            }
+            other => panic!("expected the whole list, got {other:?}"),
+        }
+        app.update(AppEvent::Account(AccountEvent::Usage { usage: usage(9) }));
+        assert_eq!(app.usage().usage.as_ref().unwrap().requests.used, 9);
+    }
+
+    #[test]
+    fn a_message_stored_elsewhere_in_the_open_session_is_read_when_no_stream_follows() {
+        let mut app = app();
+        let updated = |id: &str, change| {
+            AppEvent::Account(AccountEvent::SessionUpdated {
+                session: service(id, None),
+                change,
+            })
+        };
+        let fetches = |out: &[Command]| {
+            out.iter()
+                .filter(|c| matches!(c, Command::FetchHistory { session_id } if session_id == A))
+                .count()
+        };
+        assert_eq!(fetches(&app.update(updated(A, SessionChange::Message))), 1);
+        assert_eq!(fetches(&app.update(updated(A, SessionChange::Title))), 0);
+        assert_eq!(fetches(&app.update(updated(B, SessionChange::Message))), 0);
+        // With the session's stream open, the stream brings the reply itself.
+        app.update(AppEvent::Stream {
+            session_id: A.into(),
+            update: convo_client::api::StreamUpdate::Connected,
+        });
+        assert_eq!(fetches(&app.update(updated(A, SessionChange::Message))), 0);
+    }
+
+    #[test]
+    fn session_events_go_to_the_store_one_by_one() {
+        let mut app = app();
+        let out = app.update(AppEvent::Account(AccountEvent::SessionCreated {
+            session: service(B, Some("new")),
+        }));
+        assert!(matches!(merges(&out).as_slice(), [ServiceChange::Upsert(s)] if s.session_id == B));
+        let out = app.update(AppEvent::Account(AccountEvent::SessionDeleted {
+            session_id: B.into(),
+        }));
+        assert!(matches!(merges(&out).as_slice(), [ServiceChange::Deleted(id)] if id == B));
+        assert_eq!(app.open_id(), Some(A), "the open session stays open");
+    }
+}

@@ -1,0 +1,180 @@
+//! `convo fork` and `convo undo` from the binary, against the local service started
+//! in-process and against a server without the extensions.
+
+use axum::Router;
+use convo_service::{RunningService, ServiceConfig};
+
+use super::support::{Run, Sandbox};
+
+async fn start() -> RunningService {
+    convo_service::start(ServiceConfig::ephemeral(0), "127.0.0.1:0".parse().unwrap())
+        .await
+        .expect("service starts")
+}
+
+async fn run(s: &Sandbox, svc: &RunningService, args: &[&str]) -> Run {
+    let base = svc.base_url();
+    s.run_env(
+        args,
+        &[
+            ("CONVO_BASE_URL", base.as_str()),
+            ("CONVO_API_KEY", svc.api_key.as_str()),
+        ],
+    )
+    .await
+}
+
+/// A session with two exchanges, made with `convo send`; its id.
+async fn two_exchanges(s: &Sandbox, svc: &RunningService) -> String {
+    let hi = run(s, svc, &["send", "first question"]).await.expect(0);
+    let id = hi
+        .stderr
+        .trim()
+        .strip_prefix("new session: ")
+        .unwrap()
+        .to_string();
+    run(s, svc, &["send", "--session", &id, "second question"])
+        .await
+        .expect(0);
+    id
+}
+
+#[tokio::test]
+async fn fork_by_an_id_prefix_at_the_last_or_a_chosen_message() {
+    let svc = start().await;
+    let s = Sandbox::new();
+    let id = two_exchanges(&s, &svc).await;
+    let prefix = &id[..12];
+
+    // Default: at the last message, the whole history.
+    let forked = run(&s, &svc, &["fork", prefix, "--json"])
+        .await
+        .expect(0)
+        .json();
+    let new_id = forked["sessionId"].as_str().unwrap().to_string();
+    assert_ne!(new_id, id);
+    assert_eq!(forked["messageCount"], 4);
+    assert_eq!(forked["forkedFrom"]["sessionId"], id.as_str());
+    // The local store has it (export reads only the store), with its origin.
+    let export = run(&s, &svc, &["export", &new_id, "--json"])
+        .await
+        .expect(0)
+        .json();
+    assert_eq!(export["messages"].as_array().unwrap().len(), 4, "{export}");
+
+    // --at the first message (a user message): one message.
+    let at = forked["forkedFrom"]["messageId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let listed: serde_json::Value = reqwest::Client::new()
+        .get(format!("{}/v1/sessions/{id}/messages", svc.base_url()))
+        .bearer_auth(&svc.api_key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        listed["messages"][3]["messageId"],
+        at.as_str(),
+        "the last one"
+    );
+    let first = listed["messages"][0]["messageId"].as_str().unwrap();
+    let text = run(&s, &svc, &["fork", &id, "--at", first]).await.expect(0);
+    assert!(
+        text.stdout
+            .starts_with(&format!("forked {id} at {first} into session_"))
+            && text.stdout.contains("(1 message)"),
+        "{}",
+        text.stdout
+    );
+
+    // Errors: an unknown message (exit 1, the service's code), an unknown session, --at "".
+    let bad = run(&s, &svc, &["fork", &id, "--at", "msg_nope", "--json"])
+        .await
+        .expect(1);
+    let err: serde_json::Value = serde_json::from_str(bad.stderr.trim()).unwrap();
+    assert_eq!(err["error"]["code"], "message_not_found", "{}", bad.stderr);
+    let none = run(&s, &svc, &["fork", "session_nothere"]).await.expect(1);
+    assert!(
+        none.stderr
+            .contains("no session `session_nothere` in the local store"),
+        "{}",
+        none.stderr
+    );
+    run(&s, &svc, &["fork", &id, "--at", " "]).await.expect(2);
+}
+
+#[tokio::test]
+async fn undo_removes_the_last_exchange_here_and_on_the_service() {
+    let svc = start().await;
+    let s = Sandbox::new();
+    let id = two_exchanges(&s, &svc).await;
+
+    let undone = run(&s, &svc, &["undo", &id[..14], "--json"])
+        .await
+        .expect(0)
+        .json();
+    assert_eq!(undone["sessionId"], id.as_str());
+    assert_eq!(undone["removedMessageIds"].as_array().unwrap().len(), 2);
+    let export = run(&s, &svc, &["export", &id, "--json"])
+        .await
+        .expect(0)
+        .json();
+    let contents: Vec<&str> = export["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(contents.len(), 2, "{export}");
+    assert_eq!(contents[0], "first question");
+
+    let text = run(&s, &svc, &["undo", &id]).await.expect(0);
+    assert_eq!(
+        text.stdout,
+        format!("removed the last exchange of {id} (2 messages)\n")
+    );
+    let nothing = run(&s, &svc, &["undo", &id]).await.expect(1);
+    assert!(
+        nothing.stderr.contains("message_not_found"),
+        "{}",
+        nothing.stderr
+    );
+}
+
+#[tokio::test]
+async fn a_server_without_the_extensions_is_named_and_nothing_is_lost() {
+    let svc = start().await;
+    let s = Sandbox::new();
+    let id = two_exchanges(&s, &svc).await;
+    // Another server at another address: it answers 404 to everything.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, Router::new()).await;
+    });
+    let base = format!("http://{addr}");
+    let env = [
+        ("CONVO_BASE_URL", base.as_str()),
+        ("CONVO_API_KEY", svc.api_key.as_str()),
+    ];
+    let fork = s.run_env(&["fork", &id], &env).await.expect(1);
+    assert!(
+        fork.stderr.contains("this server cannot fork sessions"),
+        "{}",
+        fork.stderr
+    );
+    let undo = s.run_env(&["undo", &id, "--json"], &env).await.expect(1);
+    let err: serde_json::Value = serde_json::from_str(undo.stderr.trim()).unwrap();
+    assert_eq!(err["error"]["code"], "unsupported", "{}", undo.stderr);
+    // The local transcript is untouched.
+    let export = run(&s, &svc, &["export", &id, "--json"])
+        .await
+        .expect(0)
+        .json();
+    assert_eq!(export["messages"].as_array().unwrap().len(), 4, "{export}");
+}

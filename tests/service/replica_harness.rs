@@ -1,0 +1,176 @@
+//! `convo serve` processes on one PostgreSQL database, as the replica tests start and drive
+//! them from the outside (HTTP, WebSocket, signals). Each process's stdout and stderr are read
+//! by a thread of its own into a buffer, so a chatty replica never blocks on a full pipe and
+//! its log is there to print: a test that fails (panics) while a replica is alive prints that
+//! replica's log when the replica is dropped.
+
+use std::io::Read;
+use std::process::{Child, Command};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use reqwest::StatusCode;
+use serde_json::Value;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+use super::backends::TestDb;
+use super::binary::{BIN, started};
+use super::common::{GUARD, Ws, json as body_json};
+
+/// The JWT secret every replica of a test shares.
+const SECRET: &str = "a-jwt-secret-shared-by-every-replica";
+
+/// A `convo serve` process; killed (SIGKILL) if still running when dropped.
+pub struct Replica {
+    pub child: Child,
+    pub base: String,
+    pub http: reqwest::Client,
+    key: &'static str,
+    log: Arc<Mutex<Vec<u8>>>,
+    readers: Vec<JoinHandle<()>>,
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        self.kill();
+        if std::thread::panicking() {
+            eprintln!("--- log of the replica at {}:\n{}", self.base, self.log());
+        }
+    }
+}
+
+/// Copies everything `from` writes into `log`, on a thread of its own, until it closes.
+fn drain(mut from: impl Read + Send + 'static, log: Arc<Mutex<Vec<u8>>>) -> JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 8192];
+        loop {
+            match from.read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => log
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+}
+
+impl Replica {
+    /// A replica on `db` taking `key`, generating at `pace_ms` per token, with the lease of
+    /// `lease_ms` (the service's default when `None`).
+    pub fn start(db: &TestDb, key: &'static str, pace_ms: u64, lease_ms: Option<u64>) -> Replica {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut command = Command::new(BIN);
+        command
+            .args(["serve", "--engine", "builtin", "--addr", "127.0.0.1:0", "--api-key", key])
+            .args(["--jwt-secret", SECRET])
+            .args(["--engine-pace-ms", &pace_ms.to_string()])
+            .env_remove("CONVO_SERVE_API_KEYS")
+            .env_remove("CONVO_SERVE_LEASE_MS")
+            .env("CONVO_SERVE_DB", db.url());
+        if let Some(ms) = lease_ms {
+            command.env("CONVO_SERVE_LEASE_MS", ms.to_string());
+        }
+        let (mut child, base, stdout) = started(&mut command);
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let readers = vec![drain(stderr, log.clone()), drain(stdout, log.clone())];
+        Replica {
+            child,
+            base,
+            http: reqwest::Client::new(),
+            key,
+            log,
+            readers,
+        }
+    }
+
+    /// What the process wrote to stderr (and to stdout after its first line) so far; all of
+    /// it once the process has been killed or has exited.
+    pub fn log(&self) -> String {
+        String::from_utf8_lossy(&self.log.lock().unwrap_or_else(|p| p.into_inner())).into_owned()
+    }
+
+    /// SIGKILL, then waits for the process and for its log to be read to the end.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        for reader in self.readers.drain(..) {
+            let _ = reader.join();
+        }
+    }
+
+    /// Waits for the process to exit (after a signal) and for its log.
+    pub fn wait(&mut self) -> std::process::ExitStatus {
+        let status = self.child.wait().unwrap();
+        for reader in self.readers.drain(..) {
+            let _ = reader.join();
+        }
+        status
+    }
+
+    /// Sends `signal` (`-TERM`, …) to the process.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    pub async fn post(&self, sid: &str, body: Value) -> (StatusCode, Value) {
+        let resp = self
+            .http
+            .post(format!("{}/v1/sessions/{sid}/messages", self.base))
+            .bearer_auth(self.key)
+            .json(&body)
+            .send()
+            .await
+            .expect("request");
+        body_json(resp).await
+    }
+
+    pub async fn get(&self, path: &str) -> (StatusCode, Value) {
+        let resp = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(self.key)
+            .send()
+            .await
+            .expect("request");
+        body_json(resp).await
+    }
+
+    /// A streamed send (202); the id of the reply.
+    pub async fn start_reply(&self, sid: &str, text: &str) -> String {
+        let (status, accepted) = self
+            .post(sid, serde_json::json!({"content": text, "stream": true}))
+            .await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
+        accepted["messageId"].as_str().unwrap().to_string()
+    }
+
+    /// The session's messages.
+    pub async fn history(&self, sid: &str) -> Vec<Value> {
+        let (status, body) = self.get(&format!("/v1/sessions/{sid}/messages")).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        body["messages"].as_array().unwrap().clone()
+    }
+
+    pub async fn ws(&self, sid: &str) -> Ws {
+        let url = format!(
+            "{}/v1/sessions/{sid}/stream",
+            self.base.replace("http://", "ws://")
+        );
+        let mut request = url.into_client_request().unwrap();
+        request.headers_mut().insert(
+            "authorization",
+            format!("Bearer {}", self.key).parse().unwrap(),
+        );
+        tokio::time::timeout(GUARD, tokio_tungstenite::connect_async(request))
+            .await
+            .expect("connect in time")
+            .expect("websocket connects")
+            .0
+    }
+}
