@@ -349,7 +349,7 @@ impl Client {
         let answer = self
             .request_with_status::<MessageList>(Method::GET, url, Auth::ApiKey, None, None)
             .await;
-        match extension(answer)? {
+        match session_extension(answer)? {
             Extension::Answered(list) => Ok(History::Messages(
                 list.messages.into_iter().map(|m| m.message).collect(),
             )),
@@ -365,7 +365,7 @@ impl Client {
         let answer = self
             .request_with_status::<SessionList>(Method::GET, url, Auth::ApiKey, None, None)
             .await;
-        match extension(answer)? {
+        match session_extension(answer)? {
             Extension::Answered(list) => Ok(Some(list.sessions)),
             // No session is named: a 404 with that code is not this endpoint's.
             Extension::SessionNotFound | Extension::Unsupported => Ok(None),
@@ -392,15 +392,7 @@ impl Client {
                 None,
             )
             .await;
-        match answer {
-            Ok((_, s)) => Ok(Some(s)),
-            Err(Failure {
-                status: Some(StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED),
-                error,
-                ..
-            }) if !matches!(error, ApiError::SessionNotFound { .. }) => Ok(None),
-            Err(f) => Err(f.error),
-        }
+        extension(answer)
     }
 
     /// `GET /healthz`, an extension of the local service (no credentials): `Ok(true)` when
@@ -570,19 +562,16 @@ enum Extension<T> {
     Unsupported,
 }
 
-/// An extension's answer: `session_not_found` apart, a 404 or 405 means the server lacks it.
-fn extension<T>(answer: Result<(StatusCode, T), Failure>) -> Result<Extension<T>, ApiError> {
-    match answer {
-        Ok((_, t)) => Ok(Extension::Answered(t)),
-        Err(Failure {
-            error: ApiError::SessionNotFound { .. },
-            ..
-        }) => Ok(Extension::SessionNotFound),
-        Err(Failure {
-            status: Some(StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED),
-            ..
-        }) => Ok(Extension::Unsupported),
-        Err(f) => Err(f.error),
+/// An extension's answer ([`extension`], the one rule of what a server without it answers),
+/// with `session_not_found` as an answer rather than an error.
+fn session_extension<T>(
+    answer: Result<(StatusCode, T), Failure>,
+) -> Result<Extension<T>, ApiError> {
+    match extension(answer) {
+        Ok(Some(t)) => Ok(Extension::Answered(t)),
+        Ok(None) => Ok(Extension::Unsupported),
+        Err(ApiError::SessionNotFound { .. }) => Ok(Extension::SessionNotFound),
+        Err(e) => Err(e),
     }
 }
 
