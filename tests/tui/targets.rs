@@ -30,6 +30,9 @@ fn embedded(dir: &Path) -> Target {
             model: None,
             url: String::new(),
             api_key: None,
+            temperature: convo_wire::engine::sampling::DEFAULT_TEMPERATURE,
+            top_p: convo_wire::engine::sampling::DEFAULT_TOP_P,
+            seed: None,
         },
         pace_ms: 0,
     }

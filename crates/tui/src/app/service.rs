@@ -182,6 +182,7 @@ mod tests {
             title_set: false,
             last_activity: t0() - chrono::Duration::minutes(mins_ago),
             tokens,
+            forked_from: None,
         }
     }
 
