@@ -494,6 +494,7 @@ mod tests {
                 tokens: 1385,
                 deleted: false,
                 target: "embedded".into(),
+                forked_from: None,
             },
             convo_client::local_store::SessionRecord {
                 id: "session_AAAAAAAAAAAAAAAA".into(),
@@ -504,6 +505,7 @@ mod tests {
                 tokens: 0,
                 deleted: false,
                 target: "embedded".into(),
+                forked_from: None,
             },
         ];
         insta::assert_snapshot!("sessions", sessions::render(&sessions));

@@ -62,7 +62,15 @@ impl Replica {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let mut command = Command::new(BIN);
         command
-            .args(["serve", "--engine", "builtin", "--addr", "127.0.0.1:0", "--api-key", key])
+            .args([
+                "serve",
+                "--engine",
+                "builtin",
+                "--addr",
+                "127.0.0.1:0",
+                "--api-key",
+                key,
+            ])
             .args(["--jwt-secret", SECRET])
             .args(["--engine-pace-ms", &pace_ms.to_string()])
             .env_remove("CONVO_SERVE_API_KEYS")

@@ -30,6 +30,9 @@ fn embedded(dir: &Path) -> Target {
             model: None,
             url: String::new(),
             api_key: None,
+            temperature: convo_wire::engine::sampling::DEFAULT_TEMPERATURE,
+            top_p: convo_wire::engine::sampling::DEFAULT_TOP_P,
+            seed: None,
         },
         pace_ms: 0,
     }
@@ -126,14 +129,14 @@ async fn switching_between_the_embedded_service_and_a_server_never_shows_a_forei
     assert!(listed(&rt.app).is_empty(), "{:?}", listed(&rt.app));
     no_deleted_notice(&rt.app);
     let theirs = send(&mut rt, "on the other server").await;
-    assert_eq!(listed(&rt.app), std::slice::from_ref(&theirs));
+    assert_eq!(listed(&rt.app), [theirs.as_str()]);
     no_deleted_notice(&rt.app);
     rt.shutdown().await;
 
     // Back on the embedded service: its own session, reopened, not deleted.
     let rt = open(embedded(dir.path()), dir.path()).await;
     assert_eq!(rt.app.open_id(), Some(mine.as_str()));
-    assert_eq!(listed(&rt.app), std::slice::from_ref(&mine));
+    assert_eq!(listed(&rt.app), [mine.as_str()]);
     no_deleted_notice(&rt.app);
     rt.shutdown().await;
 

@@ -327,6 +327,7 @@ mod tests {
                 tokens: messages.iter().map(|m| m.tokens).sum(),
                 deleted: false,
                 target: "embedded".into(),
+                forked_from: None,
             },
             messages,
         }

@@ -477,7 +477,11 @@ impl Store {
             ))
             .map_err(|e| self.err(e))?;
         let rows = stmt
-            .query_map([], |r| Ok((SessionRow::read(r)?, r.get::<_, String>(8)?)))
+            .query_map([], |r| {
+                // The label comes after the session's columns.
+                let label = r.get::<_, String>(columns.len())?;
+                Ok((SessionRow::read(r)?, label))
+            })
             .map_err(|e| self.err(e))?;
         let mut out = Vec::new();
         for row in rows {

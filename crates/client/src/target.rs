@@ -30,21 +30,18 @@ impl TargetId {
         }
     }
 
-    /// The server and account of these options.
+    /// The server and account of these options: [`ClientOptions::account`] (a hash of the
+    /// base URL and the key), labelled with the base URL and the hash's first six digits.
     pub fn remote(options: &ClientOptions) -> TargetId {
-        use sha2::{Digest, Sha256};
-        let base = options.base_url.as_str().trim_end_matches('/');
-        let mut h = Sha256::new();
-        h.update(base);
-        h.update([0]);
-        h.update(options.api_key.as_deref().unwrap_or(""));
-        let hex: String = h.finalize()[..16]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let id = options.account();
+        let hash = id.strip_prefix("remote:").unwrap_or(&id);
         TargetId {
-            label: format!("{base} #{}", &hex[..6]),
-            id: format!("remote:{hex}"),
+            label: format!(
+                "{} #{}",
+                options.base_url.as_str().trim_end_matches('/'),
+                &hash[..6.min(hash.len())]
+            ),
+            id,
         }
     }
 

@@ -75,10 +75,21 @@ pub struct ClientOptions {
 }
 
 impl ClientOptions {
-    /// Whose numbers this client sees, as the local store files what it keeps of them
-    /// (complete metrics buckets, sessions): the id of [`crate::target::TargetId::remote`].
+    /// Whose numbers and sessions this client sees, as the local store files what it keeps
+    /// of them (complete metrics buckets, sessions; the id of `target::TargetId::remote`): a
+    /// hash of the base URL and the API key, so that two keys or two deployments never share
+    /// them and the key itself is not written down.
     pub fn account(&self) -> String {
-        crate::target::TargetId::remote(self).id().to_string()
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        h.update(self.base_url.as_str().trim_end_matches('/'));
+        h.update([0]);
+        h.update(self.api_key.as_deref().unwrap_or(""));
+        let hex: String = h.finalize()[..16]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        format!("remote:{hex}")
     }
 }
 

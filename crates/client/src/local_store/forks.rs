@@ -17,7 +17,8 @@ impl Store {
     ) -> Result<(), StoreError> {
         let mut conn = self.lock();
         let tx = conn.transaction().map_err(|e| self.err(e))?;
-        super::upsert(&tx, self.target.id(), session_id, &chrono::Utc::now()).map_err(|e| self.err(e))?;
+        super::upsert(&tx, self.target.id(), session_id, &chrono::Utc::now())
+            .map_err(|e| self.err(e))?;
         tx.execute(
             "UPDATE sessions SET forked_from = ?2, forked_at_message = ?3 WHERE id = ?1",
             params![session_id, source, message_id],

@@ -112,6 +112,7 @@ mod tests {
                 title_set: true,
                 last_activity: t0(),
                 tokens: 10,
+                forked_from: None,
             }],
             last_open: Some(A.into()),
         });

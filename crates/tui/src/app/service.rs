@@ -182,6 +182,7 @@ mod tests {
             title_set: false,
             last_activity: t0() - chrono::Duration::minutes(mins_ago),
             tokens,
+            forked_from: None,
         }
     }
 
@@ -311,6 +312,31 @@ mod tests {
         assert!(cmds.contains(&Command::FetchHistory {
             session_id: B.into()
         }));
+    }
+
+    #[test]
+    fn a_title_given_here_goes_to_a_service_with_titles_only() {
+        let mut app = app();
+        let titled = AppEvent::TitleChanged {
+            session_id: A.into(),
+            title: Some("Mine".into()),
+            title_set: true,
+        };
+        let cmds = app.update(titled.clone());
+        assert!(cmds.contains(&Command::SendTitle {
+            session_id: A.into(),
+            title: "Mine".into()
+        }));
+        // A cleared title is not sent; a server without titles gets none.
+        let cmds = app.update(AppEvent::TitleChanged {
+            session_id: A.into(),
+            title: Some("first".into()),
+            title_set: false,
+        });
+        assert!(!cmds.iter().any(|c| matches!(c, Command::SendTitle { .. })));
+        app.update(AppEvent::ServiceSessionsUnsupported);
+        let cmds = app.update(titled);
+        assert!(!cmds.iter().any(|c| matches!(c, Command::SendTitle { .. })));
     }
 
     #[test]
