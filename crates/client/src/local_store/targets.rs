@@ -223,6 +223,15 @@ fn merge_one(
             }
         }
     }
+    // Where a fork came from, as the service recorded it: a fork made on another device is
+    // drawn under its source here too (`forks.rs`).
+    if let Some(from) = &s.forked_from {
+        conn.execute(
+            "UPDATE sessions SET forked_from = ?2, forked_at_message = ?3
+             WHERE id = ?1 AND target = ?4 AND forked_from IS NULL",
+            params![s.session_id, from.session_id, from.message_id, target],
+        )?;
+    }
     Ok(())
 }
 
@@ -291,6 +300,34 @@ mod tests {
 
     fn ids(list: Vec<crate::local_store::SessionRecord>) -> Vec<String> {
         list.into_iter().map(|r| r.id).collect()
+    }
+
+    #[test]
+    fn a_fork_listed_by_the_service_keeps_its_origin() {
+        let store = Store::in_memory().unwrap().for_target(&remote()).unwrap();
+        let mut fork = summary("session_FFFFFFFFFFFFFFFF", Some("fork"), 1);
+        fork.forked_from = Some(convo_wire::sessions::ForkedFrom {
+            session_id: "session_SSSSSSSSSSSSSSSS".into(),
+            message_id: "msg_1".into(),
+        });
+        store.merge_service(ServiceSessions::One(&fork)).unwrap();
+        let listed = store.list_sessions().unwrap();
+        assert_eq!(
+            listed[0].forked_from.as_deref(),
+            Some("session_SSSSSSSSSSSSSSSS")
+        );
+        // Listed again without an origin (an older server): the one known stays.
+        store
+            .merge_service(ServiceSessions::One(&summary(
+                "session_FFFFFFFFFFFFFFFF",
+                Some("fork"),
+                2,
+            )))
+            .unwrap();
+        assert_eq!(
+            store.list_sessions().unwrap()[0].forked_from.as_deref(),
+            Some("session_SSSSSSSSSSSSSSSS")
+        );
     }
 
     #[test]
