@@ -13,6 +13,7 @@
 # and removed at exit. Every run gets a database of its own. wrk: CONNECTIONS (32) connections
 # in all for DURATION (10s), split evenly over the replicas (one wrk per replica); builtin
 # engine at pace 0, SESSIONS (8000) sessions. KEY_SETS ("1 $KEYS") lists the key counts to run.
+# Each row ends with the 1-minute load average when its run ended.
 source "$(dirname "$0")/common.sh"
 need_wrk
 command -v psql >/dev/null || { echo "psql is missing: apt-get install -y postgresql-client" >&2; exit 2; }
@@ -108,12 +109,12 @@ measure() {
     wait "${wrks[@]}"
     local replica_cpu=$(($(ticks "${pids[@]}") - replica_before)) pg_cpu=$(($(pg_ticks) - pg_before))
     awk -v name="$name" -v keys="$keys" -v tick="$tick" -v rc="$replica_cpu" -v pc="$pg_cpu" \
-        -v sqlite="$([[ $name == SQLite* ]] && echo 1)" '
+        -v sqlite="$([[ $name == SQLite* ]] && echo 1)" -v loadavg="$(cut -d' ' -f1 /proc/loadavg)" '
         /^requests/ { n += $2; rate += $7; bad += $NF + $(NF - 2) + $(NF - 4) + $(NF - 6) + $(NF - 8) }
         /^latency/ { p = $9 + 0; if (p > p99) p99 = p }
         END {
             pg = sqlite ? "-" : sprintf("%.0f", pc / tick / n * 1e6)
-            printf "| %s | %d | %.0f | %.2f ms | %d | %.0f | %s |\n", name, keys, rate, p99, bad, rc / tick / n * 1e6, pg
+            printf "| %s | %d | %.0f | %.2f ms | %d | %.0f | %s | %s |\n", name, keys, rate, p99, bad, rc / tick / n * 1e6, pg, loadavg
         }' "$work"/wrk*
     rm -f "$work"/wrk*
 }
@@ -131,8 +132,8 @@ new_db() {
     db=$PG/convo_perf_$runs
 }
 
-echo "| setup | keys | POSTs/s | p99 | errors | replica CPU µs/POST | PostgreSQL CPU µs/POST |"
-echo "|---|---|---|---|---|---|---|"
+echo "| setup | keys | POSTs/s | p99 | errors | replica CPU µs/POST | PostgreSQL CPU µs/POST | load |"
+echo "|---|---|---|---|---|---|---|---|"
 for round in $(seq "$ROUNDS"); do
     for keys in ${KEY_SETS:-1 $KEYS}; do
         rm -f "$work"/service.db*
