@@ -640,7 +640,7 @@ impl Client {
                 None,
             )
             .await;
-        extension(answer)
+        changing_extension(answer)
     }
 
     /// `DELETE /v1/sessions/{sessionId}/messages/last`: removes the last exchange (the last
@@ -652,13 +652,14 @@ impl Client {
         let answer = self
             .request_with_status::<Undone>(Method::DELETE, url, Auth::ApiKey, None, None)
             .await;
-        extension(answer)
+        changing_extension(answer)
     }
 }
 
-/// An extension's answer: `None` when the server has no such endpoint (404 without one of the
-/// extension's own codes, or 405).
-fn extension<T>(answer: Result<(StatusCode, T), Failure>) -> Result<Option<T>, ApiError> {
+/// The answer of an extension that changes a session (fork, undo): `None` when the server has
+/// no such endpoint (404 without one of the extension's own codes, or 405); its own 404s
+/// (`session_not_found`, `message_not_found`) and 409s are errors.
+fn changing_extension<T>(answer: Result<(StatusCode, T), Failure>) -> Result<Option<T>, ApiError> {
     match answer {
         Ok((_, value)) => Ok(Some(value)),
         Err(Failure {
