@@ -25,10 +25,36 @@ fn type_a_message_and_see_the_streamed_reply() {
     convo.send(keys::TAB);
     convo.wait_text("y copy");
     convo.send(b"y");
-    convo.wait_text("copied");
+    convo.wait_text("to the terminal's clipboard (OSC 52;");
     assert!(
         contains(&convo.output(), b"\x1b]52;c;"),
         "an OSC 52 sequence was written"
+    );
+    convo.send(keys::CTRL_C);
+    assert!(convo.wait_exit(), "convo exits 0");
+}
+
+#[test]
+fn inside_tmux_a_copy_that_tmux_does_not_take_goes_through_its_passthrough() {
+    let home = tempfile::tempdir().unwrap();
+    // A tmux session that does not exist: `tmux load-buffer` fails (or tmux is not installed).
+    let tmux = std::ffi::OsStr::new("/nonexistent/tmux-socket,1,0");
+    let mut convo = Convo::start_with_env(home.path(), 100, 30, &[("TMUX", tmux)]);
+    convo.wait_text("● builtin (no model)");
+    convo.type_text("copy me");
+    convo.send(keys::ENTER);
+    convo.wait_for("a complete reply", |s| {
+        s.lines()
+            .any(|l| l.contains("assistant ·") && l.contains("tokens"))
+    });
+    convo.send(keys::TAB);
+    convo.send(keys::TAB);
+    convo.wait_text("y copy");
+    convo.send(b"y");
+    convo.wait_text("delivery cannot be");
+    assert!(
+        contains(&convo.output(), b"\x1bPtmux;\x1b\x1b]52;c;"),
+        "OSC 52 wrapped in tmux's passthrough"
     );
     convo.send(keys::CTRL_C);
     assert!(convo.wait_exit(), "convo exits 0");

@@ -73,7 +73,7 @@ pub enum Command {
     Fork {
         source: String,
         new_session_id: String,
-        at: crate::transcript_pane::ForkPoint,
+        at: ForkPoint,
     },
     /// Remove the session's last exchange on the server (`DELETE …/messages/last`, an
     /// extension); the answer comes back as `AppEvent::Undone`.
@@ -86,6 +86,19 @@ pub enum Command {
     /// Ring the bell or show a desktop notification (`[notify]`), written by the loop that
     /// owns the terminal.
     Notify(super::notify::Notification),
+}
+
+/// A message of the open transcript to fork at (`Command::Fork`): how the network worker
+/// finds it in the service's history (`transcript_pane::fork_point` makes and resolves it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForkPoint {
+    /// The service's id, when the transcript has it.
+    pub message_id: Option<String>,
+    pub role: convo_client::api::Role,
+    pub content: String,
+    /// How many earlier messages of the transcript (that reached the service) have the same
+    /// role and text.
+    pub occurrence: usize,
 }
 
 /// A write to the local store.

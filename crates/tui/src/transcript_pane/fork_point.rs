@@ -3,22 +3,11 @@
 //! message of its role with its text (a message sent from here, whose id the interface does
 //! not return).
 
-use convo_client::api::{Message, Role};
+use convo_client::api::Message;
 
 use super::OpenSession;
+pub use crate::command::ForkPoint;
 use crate::render::transcript::EntryState;
-
-/// A message of the open transcript to fork at.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ForkPoint {
-    /// The service's id, when the transcript has it.
-    pub message_id: Option<String>,
-    pub role: Role,
-    pub content: String,
-    /// How many earlier messages of the transcript (that reached the service) have the same
-    /// role and text.
-    pub occurrence: usize,
-}
 
 impl ForkPoint {
     /// Item `idx` of `open` as a fork point; `None` for a message that never reached the
@@ -72,6 +61,7 @@ pub fn edit_base(open: &OpenSession, idx: usize) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use convo_client::api::Role;
 
     fn message(id: &str, role: Role, content: &str) -> Message {
         Message {

@@ -2,8 +2,8 @@
 //! (`AppEvent::Forked`, `AppEvent::Undone`).
 
 use super::Workers;
+use crate::command::ForkPoint;
 use crate::event::{AppEvent, ForkOutcome, UndoOutcome};
-use crate::transcript_pane::ForkPoint;
 use convo_client::api::error::ApiError;
 
 impl Workers {
