@@ -1,9 +1,9 @@
 //! `convo fork` and `convo undo` from the binary, against the local service started
 //! in-process and against a server without the extensions.
 
-use axum::Router;
 use convo_service::{RunningService, ServiceConfig};
 
+use super::fake;
 use super::support::{Run, Sandbox};
 
 async fn start() -> RunningService {
@@ -148,20 +148,21 @@ async fn undo_removes_the_last_exchange_here_and_on_the_service() {
 
 #[tokio::test]
 async fn a_server_without_the_extensions_is_named_and_nothing_is_lost() {
-    let svc = start().await;
+    // A server with the seed's interface only (no list, history, fork or undo): the session
+    // is its own, made there with `convo send`.
+    let base = fake::start().await;
     let s = Sandbox::new();
-    let id = two_exchanges(&s, &svc).await;
-    // Another server at another address: it answers 404 to everything.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, Router::new()).await;
-    });
-    let base = format!("http://{addr}");
     let env = [
         ("CONVO_BASE_URL", base.as_str()),
-        ("CONVO_API_KEY", svc.api_key.as_str()),
+        ("CONVO_API_KEY", fake::KEY),
     ];
+    let sent = s.run_env(&["send", "first question"], &env).await.expect(0);
+    let id = sent
+        .stderr
+        .trim()
+        .strip_prefix("new session: ")
+        .unwrap()
+        .to_string();
     let fork = s.run_env(&["fork", &id], &env).await.expect(1);
     assert!(
         fork.stderr.contains("this server cannot fork sessions"),
@@ -172,9 +173,10 @@ async fn a_server_without_the_extensions_is_named_and_nothing_is_lost() {
     let err: serde_json::Value = serde_json::from_str(undo.stderr.trim()).unwrap();
     assert_eq!(err["error"]["code"], "unsupported", "{}", undo.stderr);
     // The local transcript is untouched.
-    let export = run(&s, &svc, &["export", &id, "--json"])
+    let export = s
+        .run_env(&["export", &id, "--json"], &env)
         .await
         .expect(0)
         .json();
-    assert_eq!(export["messages"].as_array().unwrap().len(), 4, "{export}");
+    assert_eq!(export["messages"].as_array().unwrap().len(), 2, "{export}");
 }
