@@ -1,7 +1,7 @@
 //! `convo delete`: delete a session and its whole history.
 use std::process::ExitCode;
 
-use super::{connect, fail_api, open_store, out, print_json, record, resolve_session_id};
+use super::{connect_with_store, fail_api, out, print_json, record, resolve_session_id};
 use convo_client::api::ApiError;
 
 #[derive(Debug, clap::Args)]
@@ -17,12 +17,8 @@ pub struct DeleteArgs {
 }
 
 pub async fn run(args: DeleteArgs, global: convo_client::config::GlobalArgs) -> ExitCode {
-    let (config, client) = match connect(&global) {
+    let (client, store) = match connect_with_store(&global) {
         Ok(c) => c,
-        Err(code) => return code,
-    };
-    let store = match open_store(&config) {
-        Ok(s) => s,
         Err(code) => return code,
     };
     let session_id = match resolve_session_id(&store, &args.session_id).await {

@@ -3,7 +3,7 @@
 //! kept in the local store with where it came from.
 use std::process::ExitCode;
 
-use super::{codes, connect, fail, fail_api, find_session, open_store, out, print_json, record};
+use super::{codes, connect_with_store, fail, fail_api, find_session, out, print_json, record};
 use convo_client::api::{Message, new_session_id};
 use convo_client::local_store::StoredMessage;
 use convo_wire::exit;
@@ -27,12 +27,8 @@ pub struct ForkArgs {
 }
 
 pub async fn run(args: ForkArgs, global: convo_client::config::GlobalArgs) -> ExitCode {
-    let (config, client) = match connect(&global) {
+    let (client, store) = match connect_with_store(&global) {
         Ok(c) => c,
-        Err(code) => return code,
-    };
-    let store = match open_store(&config) {
-        Ok(s) => s,
         Err(code) => return code,
     };
     let source = match find_session(&store, &args.session).await {

@@ -247,6 +247,14 @@ pub(crate) fn connect(global: &GlobalArgs) -> Result<(Config, Client), ExitCode>
     Ok((config, client))
 }
 
+/// A client for the configured server and the local store of its target: what the commands
+/// that change a session on the server (`send`, `delete`, `fork`, `undo`) start with.
+pub(crate) fn connect_with_store(global: &GlobalArgs) -> Result<(Client, Store), ExitCode> {
+    let (config, client) = connect(global)?;
+    let store = open_store(&config)?;
+    Ok((client, store))
+}
+
 /// Open the local store in the data dir, for the configuration's target
 /// ([`TargetId::of_config`]): the configured server and key, else the embedded service.
 pub(crate) fn open_store(config: &Config) -> Result<Store, ExitCode> {

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use chrono::Utc;
 
 use super::{
-    check_session_id, codes, connect, fail, fail_api, open_store, out, print_json, record, sanitize,
+    check_session_id, codes, connect_with_store, fail, fail_api, out, print_json, record, sanitize,
 };
 use convo_client::api::{
     ApiError, Role, SendMessage, new_idempotency_key, new_session_id, send_streaming,
@@ -131,12 +131,8 @@ pub async fn run(args: SendArgs, global: convo_client::config::GlobalArgs) -> Ex
     {
         return code;
     }
-    let (config, client) = match connect(&global) {
+    let (client, store) = match connect_with_store(&global) {
         Ok(c) => c,
-        Err(code) => return code,
-    };
-    let store = match open_store(&config) {
-        Ok(s) => s,
         Err(code) => return code,
     };
     if let Some(id) = &args.session

@@ -3,7 +3,7 @@
 //! store. Refused while a reply is being generated.
 use std::process::ExitCode;
 
-use super::{connect, fail, fail_api, find_session, open_store, out, print_json, record};
+use super::{connect_with_store, fail, fail_api, find_session, out, print_json, record};
 use convo_wire::exit;
 
 /// What a server without the extension is told.
@@ -21,12 +21,8 @@ pub struct UndoArgs {
 }
 
 pub async fn run(args: UndoArgs, global: convo_client::config::GlobalArgs) -> ExitCode {
-    let (config, client) = match connect(&global) {
+    let (client, store) = match connect_with_store(&global) {
         Ok(c) => c,
-        Err(code) => return code,
-    };
-    let store = match open_store(&config) {
-        Ok(s) => s,
         Err(code) => return code,
     };
     let session = match find_session(&store, &args.session).await {
