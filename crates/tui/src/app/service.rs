@@ -116,7 +116,6 @@ impl App {
         let Some(start) = missing_from(&shown, history) else {
             return;
         };
-        let mut gained = 0;
         for m in &history[start..] {
             let at = DateTime::parse_from_rfc3339(&m.created_at)
                 .map(|t| t.with_timezone(&Utc))
@@ -129,7 +128,6 @@ impl App {
                 Some(m.message_id.clone()),
                 at,
             );
-            gained += m.tokens;
             out.extend(open.stored(i).map(|message| {
                 Command::Persist(StoreOp::AppendMessage {
                     session_id: session_id.to_string(),
@@ -138,8 +136,10 @@ impl App {
             }));
         }
         open.follow = true;
+        // What the transcript now holds (the listed count may already include what came in).
+        let tokens = open.context_tokens();
         if let Some(s) = self.sessions_pane.get_mut(session_id) {
-            s.tokens += gained;
+            s.tokens = tokens;
         }
     }
 }
@@ -300,6 +300,8 @@ mod tests {
             .filter(|c| matches!(c, Command::Persist(StoreOp::AppendMessage { .. })))
             .count();
         assert_eq!(stored, 2);
+        // The list's count is what the transcript holds, not that plus what came in.
+        assert_eq!(app.sessions_pane().get(A).unwrap().tokens, 8);
         // Opening another session now asks the service for its history too.
         let mut out = Vec::new();
         app.open_session(B.into(), &mut out);
