@@ -1,5 +1,8 @@
 //! Whole-binary tests: `convo` in a pseudo-terminal with a temporary HOME, read through vt100.
 
+#[path = "service/backends.rs"]
+#[allow(dead_code)]
+mod backends;
 #[path = "pty/devices.rs"]
 mod devices;
 #[path = "pty/editor.rs"]

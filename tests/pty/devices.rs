@@ -1,15 +1,18 @@
-//! Two devices on one service: two `convo` TUIs (two data dirs) against one `convo serve`
-//! (started in-process), each in its own pseudo-terminal. A session made on one shows in the
-//! other's sessions pane through the account stream, with no request from the other.
+//! Two devices on one service: two `convo` TUIs (two data dirs), each in its own
+//! pseudo-terminal, against one `convo serve` (started in-process, SQLite), and against two
+//! replicas of it on one PostgreSQL database (one TUI on each). What one device does — a new
+//! session, a title, a message, a delete — shows on the other through the account stream,
+//! with no request from the other.
 
 use std::ffi::OsStr;
 
-use convo_service::ServiceConfig;
+use convo_service::{DbLocation, RunningService, ServiceConfig};
 
+use super::backends::TestDb;
 use super::harness::{Convo, keys};
 
 #[test]
-fn a_session_made_on_one_device_shows_on_the_other() {
+fn what_one_device_does_shows_on_the_other() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let service = runtime
@@ -18,18 +21,51 @@ fn a_session_made_on_one_device_shows_on_the_other() {
             "127.0.0.1:0".parse().unwrap(),
         ))
         .unwrap();
-    let base = service.base_url().to_string();
-    let env = [
-        ("CONVO_BASE_URL", OsStr::new(&base)),
-        ("CONVO_API_KEY", OsStr::new(&service.api_key)),
-    ];
+    two_devices(&service, &service);
+    runtime.block_on(service.shutdown());
+}
+
+#[test]
+fn what_one_device_does_shows_on_the_other_across_postgresql_replicas() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let db = runtime.block_on(TestDb::create());
+    let mut config = ServiceConfig::ephemeral(0);
+    config.db = DbLocation::Postgres(db.url());
+    let (a, b) = runtime.block_on(async {
+        let addr = "127.0.0.1:0".parse().unwrap();
+        let (a, b) = tokio::join!(
+            convo_service::start(config.clone(), addr),
+            convo_service::start(config, addr)
+        );
+        (a.unwrap(), b.unwrap())
+    });
+    two_devices(&a, &b);
+    runtime.block_on(async {
+        a.shutdown().await;
+        b.shutdown().await;
+    });
+}
+
+/// Device one on `one`, device two on `two` (the same service, or two replicas of it).
+fn two_devices(one: &RunningService, two: &RunningService) {
+    let device = |svc: &RunningService, home: &std::path::Path| {
+        let base = svc.base_url().to_string();
+        let env = [
+            ("CONVO_BASE_URL", OsStr::new(&base)),
+            ("CONVO_API_KEY", OsStr::new(&svc.api_key)),
+        ];
+        Convo::start_with_env(home, 100, 30, &env)
+    };
     let (home_one, home_two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let mut one = Convo::start_with_env(home_one.path(), 100, 30, &env);
-    let mut two = Convo::start_with_env(home_two.path(), 100, 30, &env);
+    let mut one = device(one, home_one.path());
+    let mut two = device(two, home_two.path());
     // Both connected, their new session open (its stream live), the usage shown.
     for convo in [&one, &two] {
         convo.wait_for("ready", |s| s.contains("● live") && s.contains("/50k"));
     }
+
+    // A new session on one: listed on two, which stays where it was.
     one.type_text("lisbon trip");
     one.send(keys::ENTER);
     one.wait_text("you ·");
@@ -38,9 +74,56 @@ fn a_session_made_on_one_device_shows_on_the_other() {
         !screen.contains("you ·"),
         "only the list changed on the other device: {screen}"
     );
+
+    // Two opens it: its history, from the service.
+    focus_sessions(&mut two);
+    two.send(keys::UP);
+    two.send(keys::ENTER);
+    two.wait_for("the session opened with its history", |s| {
+        s.contains("you ·") && s.contains("lisbon trip") && s.contains("assistant ·")
+    });
+
+    // A message on one reaches two's open transcript.
+    one.type_text("book the hotel");
+    one.send(keys::ENTER);
+    two.wait_text("book the hotel");
+
+    // A title given on one names the session on two.
+    one.type_text("/title Lisbon in May");
+    one.send(keys::ENTER);
+    two.wait_text("Lisbon in May");
+
+    // Two deletes it: one, which has it open, is told.
+    focus_sessions(&mut two);
+    two.send(b"d");
+    two.wait_text("Delete session?");
+    two.send(b"y");
+    one.wait_text("was deleted on the server");
+
     one.send(keys::CTRL_C);
     two.send(keys::CTRL_C);
     assert!(one.wait_exit());
     assert!(two.wait_exit());
-    runtime.block_on(service.shutdown());
+}
+
+/// Tab until the sessions pane has the focus (its hints offer `d delete`).
+fn focus_sessions(convo: &mut Convo) {
+    for _ in 0..4 {
+        convo.send(keys::TAB);
+        // The hint line follows the focus: give the frame a moment before looking again.
+        let asked = std::time::Instant::now();
+        while asked.elapsed() < std::time::Duration::from_millis(500) {
+            if last_line(&convo.screen()).contains("d delete") {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+    convo.wait_for("the sessions pane focused", |s| {
+        last_line(s).contains("d delete")
+    });
+}
+
+fn last_line(screen: &str) -> &str {
+    screen.trim_end().lines().last().unwrap_or("")
 }

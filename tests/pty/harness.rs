@@ -246,6 +246,7 @@ pub mod keys {
     pub const CTRL_C: &[u8] = b"\x03";
     pub const CTRL_N: &[u8] = b"\x0e";
     pub const DOWN: &[u8] = b"\x1b[B";
+    pub const UP: &[u8] = b"\x1b[A";
     pub const DELETE: &[u8] = b"\x1b[3~";
     pub const CTRL_G: &[u8] = b"\x07";
 }
