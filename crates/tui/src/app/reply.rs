@@ -11,7 +11,7 @@ use crate::dialogs::Overlay;
 use crate::event::{HistoryFetch, StoredMessage, describe_failure};
 use crate::render::transcript::{EntryId, EntryState, Transcript};
 use crate::transcript_pane::{
-    PendingSend, TranscriptItem, header_for, render_stored, reply_slot, stored_state,
+    ForeignStep, PendingSend, TranscriptItem, header_for, render_stored, reply_slot, stored_state,
 };
 
 /// Notices of the reply lifecycle.
@@ -363,7 +363,20 @@ impl App {
             StreamUpdate::Event(ev) => match ev {
                 StreamEvent::Delta { ref message_id, .. }
                 | StreamEvent::Snapshot { ref message_id, .. } => {
-                    let Some(idx) = reply_slot(open, message_id) else {
+                    // A reply another device started: followed on its own.
+                    let foreign = open
+                        .foreign
+                        .as_ref()
+                        .is_some_and(|f| &f.message_id == message_id);
+                    let slot = if foreign {
+                        None
+                    } else {
+                        reply_slot(open, message_id)
+                    };
+                    let Some(idx) = slot else {
+                        if open.foreign_event(&ev) == ForeignStep::FetchHistory {
+                            out.push(Command::FetchHistory { session_id });
+                        }
                         return;
                     };
                     // Only the reply in flight (or lost by the stream) is followed; one the
@@ -398,6 +411,11 @@ impl App {
                     }
                 }
                 StreamEvent::Done { message } => {
+                    // Another device's reply not shown yet: the history brings it whole.
+                    if open.end_foreign(&message.message_id) == Some(None) {
+                        out.push(Command::FetchHistory { session_id });
+                        return;
+                    }
                     if let Some(idx) = reply_slot(open, &message.message_id) {
                         open.items[idx].message_id = Some(message.message_id.clone());
                         open.resume(idx);
@@ -414,7 +432,21 @@ impl App {
                     }
                     self.finish_reply(&session_id, message, out);
                 }
-                StreamEvent::Error { ref message_id, .. } => {
+                StreamEvent::Error {
+                    ref message_id,
+                    ref error,
+                    ..
+                } => {
+                    // Another device's reply failed: shown failed here, as it is stored.
+                    if let Some(shown) = open.end_foreign(message_id) {
+                        if let Some(idx) = shown {
+                            let text = sanitize_owned(&error.message);
+                            open.items[idx].state = EntryState::Failed(text.clone());
+                            open.transcript
+                                .set_state(open.items[idx].entry, EntryState::Failed(text));
+                        }
+                        return;
+                    }
                     let Some(idx) = reply_slot(open, message_id) else {
                         return;
                     };

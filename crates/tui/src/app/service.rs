@@ -103,13 +103,38 @@ impl App {
         history: &[Message],
         out: &mut Vec<Command>,
     ) {
+        // Another device's reply that the history already holds whole: it is done.
+        let ended = self.transcript.session_mut_if(session_id).and_then(|open| {
+            let id = open.foreign.as_ref()?.message_id.clone();
+            let reply = history.iter().find(|m| m.message_id == id)?;
+            open.end_foreign(&id).map(|shown| (shown, reply.clone()))
+        });
+        if let Some((Some(_), reply)) = ended {
+            self.finish_reply(session_id, reply, out);
+        }
+        self.append_from_history(session_id, history, out);
+        // Another device's reply followed on the stream shows after what it answers.
+        if let Some(open) = self.transcript.session_mut_if(session_id) {
+            open.show_foreign();
+        }
+    }
+
+    fn append_from_history(
+        &mut self,
+        session_id: &str,
+        history: &[Message],
+        out: &mut Vec<Command>,
+    ) {
         let Some(open) = self.transcript.session_mut_if(session_id) else {
             return;
         };
         if !open.loaded || open.pending.is_some() || open.cut_off.is_some() {
             return;
         }
+        // Another device's reply still coming is not in the history yet.
+        let foreign = open.foreign_item();
         let shown: Vec<(Role, &str)> = (0..open.items.len())
+            .filter(|&i| Some(i) != foreign)
             .filter(|&i| !matches!(open.items[i].state, EntryState::Failed(_)))
             .map(|i| (open.items[i].role, open.content(i)))
             .collect();
@@ -392,5 +417,132 @@ mod tests {
             None,
             "the role counts"
         );
+    }
+
+    #[test]
+    fn another_devices_reply_is_followed_live_and_stored_once() {
+        use convo_client::api::StreamEvent;
+        use convo_client::api::stream::StreamUpdate;
+        let mut app = app();
+        app.update(AppEvent::Stream {
+            session_id: A.into(),
+            update: StreamUpdate::Connected,
+        });
+        let message = |id: &str, role, text: &str| Message {
+            message_id: id.into(),
+            session_id: A.into(),
+            role,
+            content: text.into(),
+            tokens: 3,
+            created_at: "2026-11-22T11:00:00Z".into(),
+        };
+        let delta = |seq, content: &str| AppEvent::Stream {
+            session_id: A.into(),
+            update: StreamUpdate::Event(StreamEvent::Delta {
+                session_id: A.into(),
+                message_id: "msg_r".into(),
+                seq,
+                content: content.into(),
+            }),
+        };
+        // The first piece of a reply this device did not ask for: the message it answers
+        // is read first.
+        let cmds = app.update(delta(0, "Hel"));
+        assert!(cmds.contains(&Command::FetchHistory {
+            session_id: A.into()
+        }));
+        assert!(app.session().unwrap().items.is_empty());
+        let question = message("msg_q", Role::User, "from the laptop");
+        app.update(AppEvent::History {
+            session_id: A.into(),
+            fetch: HistoryFetch::Messages(vec![question.clone()]),
+        });
+        let open = app.session().unwrap();
+        assert_eq!(open.items.len(), 2, "the question, then the reply so far");
+        assert_eq!(open.content(0), "from the laptop");
+        assert_eq!(open.content(1), "Hel");
+        assert_eq!(open.items[1].state, EntryState::Streaming);
+        // Later pieces go on live.
+        app.update(delta(1, "lo"));
+        assert_eq!(app.session().unwrap().content(1), "Hello");
+        // Done: stored once, complete.
+        let reply = message("msg_r", Role::Assistant, "Hello");
+        let cmds = app.update(AppEvent::Stream {
+            session_id: A.into(),
+            update: StreamUpdate::Event(StreamEvent::Done {
+                message: reply.clone(),
+            }),
+        });
+        let stored = |cmds: &[Command]| {
+            cmds.iter()
+                .filter(|c| {
+                    matches!(c, Command::Persist(StoreOp::AppendMessage { message, .. })
+                        if message.message_id.as_deref() == Some("msg_r"))
+                })
+                .count()
+        };
+        assert_eq!(stored(&cmds), 1);
+        assert_eq!(app.session().unwrap().items[1].state, EntryState::Complete);
+        // The history read after it adds nothing twice.
+        let cmds = app.update(AppEvent::History {
+            session_id: A.into(),
+            fetch: HistoryFetch::Messages(vec![question, reply]),
+        });
+        assert_eq!(stored(&cmds), 0);
+        assert_eq!(app.session().unwrap().items.len(), 2);
+    }
+
+    #[test]
+    fn another_devices_reply_the_history_holds_whole_is_not_shown_twice() {
+        use convo_client::api::StreamEvent;
+        use convo_client::api::stream::StreamUpdate;
+        let mut app = app();
+        app.update(AppEvent::Stream {
+            session_id: A.into(),
+            update: StreamUpdate::Connected,
+        });
+        let message = |id: &str, role, text: &str| Message {
+            message_id: id.into(),
+            session_id: A.into(),
+            role,
+            content: text.into(),
+            tokens: 3,
+            created_at: "2026-11-22T11:00:00Z".into(),
+        };
+        let question = message("msg_q", Role::User, "from the laptop");
+        app.update(AppEvent::Stream {
+            session_id: A.into(),
+            update: StreamUpdate::Event(StreamEvent::Delta {
+                session_id: A.into(),
+                message_id: "msg_r".into(),
+                seq: 0,
+                content: "Hel".into(),
+            }),
+        });
+        app.update(AppEvent::History {
+            session_id: A.into(),
+            fetch: HistoryFetch::Messages(vec![question.clone()]),
+        });
+        // The reply is stored before its `done` reaches this device: the history has it.
+        let reply = message("msg_r", Role::Assistant, "Hello");
+        app.update(AppEvent::History {
+            session_id: A.into(),
+            fetch: HistoryFetch::Messages(vec![question, reply.clone()]),
+        });
+        let open = app.session().unwrap();
+        assert_eq!(open.items.len(), 2);
+        assert_eq!(open.content(1), "Hello");
+        assert_eq!(open.items[1].state, EntryState::Complete);
+        // Its `done` then changes nothing.
+        let cmds = app.update(AppEvent::Stream {
+            session_id: A.into(),
+            update: StreamUpdate::Event(StreamEvent::Done { message: reply }),
+        });
+        assert!(
+            !cmds
+                .iter()
+                .any(|c| matches!(c, Command::Persist(StoreOp::AppendMessage { .. })))
+        );
+        assert_eq!(app.session().unwrap().items.len(), 2);
     }
 }

@@ -7,6 +7,7 @@
 //! [`TranscriptPane::session_mut`]; `view/transcript.rs` and `view/search.rs` draw it from
 //! the read-only methods.
 
+mod foreign_reply;
 mod fork_point;
 mod open_session;
 mod search;
@@ -18,6 +19,7 @@ use crate::component::ChatComponent;
 use crate::keys::KeyBindings;
 use crate::search::{SessionSearch, TranscriptSearch};
 
+pub use foreign_reply::{ForeignReply, ForeignStep};
 pub use fork_point::{ForkPoint, edit_base};
 pub use open_session::{
     OpenSession, PendingSend, StreamState, TranscriptItem, header_for, render_stored, reply_slot,

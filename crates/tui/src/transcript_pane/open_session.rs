@@ -70,6 +70,8 @@ pub struct OpenSession {
     /// the reconnect makes it pending again; otherwise the stored history, fetched on the
     /// reconnect, settles it (`App::on_history`).
     pub cut_off: Option<PendingSend>,
+    /// A reply another device started in this session, followed live (`foreign_reply.rs`).
+    pub foreign: Option<super::foreign_reply::ForeignReply>,
     pub stream: StreamState,
 }
 
@@ -86,6 +88,7 @@ impl OpenSession {
             selected: None,
             pending: None,
             cut_off: None,
+            foreign: None,
             stream: StreamState::Connecting,
         }
     }
