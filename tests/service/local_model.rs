@@ -136,9 +136,33 @@ async fn turn_two_decodes_only_what_is_new() {
         turn_2 < decoded_1 + 20,
         "turn 2 decoded {turn_2} tokens (turn 1: {decoded_1})"
     );
-    // Another session takes another slot and starts from nothing.
+    // Another session takes another slot (sharing only the prefix its history has in common).
     let other = collect(&engine, "s2", &history[..1]).await;
     assert!(other.contains("Paris"), "{other}");
+}
+
+#[tokio::test]
+async fn a_fork_starts_from_its_sources_computed_state() {
+    let engine = LocalEngine::start(options()).unwrap();
+    engine.ready().await.unwrap();
+    let mut history = vec![entry(Role::User, "What is the capital of France?")];
+    let reply = collect(&engine, "source", &history).await;
+    history.push(entry(Role::Assistant, &reply));
+    history.push(entry(Role::User, "And of Germany?"));
+    collect(&engine, "source", &history).await;
+    let (_, reused_before) = engine.counters();
+    // A fork of the source after its first exchange, asking something else: a session this
+    // engine never saw, whose history begins as the source's.
+    let mut fork = history[..2].to_vec();
+    fork.push(entry(Role::User, "And of Italy?"));
+    let reply = collect(&engine, "fork", &fork).await;
+    assert!(reply.contains("Rome"), "{reply}");
+    let (_, reused_after) = engine.counters();
+    assert!(
+        reused_after - reused_before >= 20,
+        "the fork reused {} tokens of its source",
+        reused_after - reused_before
+    );
 }
 
 #[tokio::test]

@@ -59,6 +59,11 @@ pub fn backend() -> Result<&'static LlamaBackend, String> {
 }
 
 /// A sequence of the KV cache and what it holds.
+/// The shortest prefix shared from another slot (`share_prefix`). Any shared prefix is right
+/// (the same tokens at the same positions have the same cells); below this, only the chat
+/// template's opening would match, not worth a copy.
+const MIN_SHARED_PREFIX: usize = 8;
+
 struct Slot {
     session: Option<String>,
     /// The tokens in the KV cache for this sequence, in position order.
@@ -287,6 +292,34 @@ impl Scheduler<'_> {
         self.slots[slot].session = None;
     }
 
+    /// A session new to `slot` (a fork, or a session whose history begins like another's)
+    /// starts from the longest prefix of `tokens` that another slot holds: those cells are
+    /// shared into this slot's sequence (llama.cpp's sequence copy, which copies no memory
+    /// in the unified cache) instead of being computed again. Between steps every slot's
+    /// `tokens` are exactly its cells, so any slot may be the source.
+    fn share_prefix(&mut self, slot: usize, tokens: &[LlamaToken]) {
+        let best = (0..self.slots.len())
+            .filter(|&i| i != slot)
+            .map(|i| {
+                let held = &self.slots[i].tokens;
+                (
+                    i,
+                    held.iter().zip(tokens).take_while(|(a, b)| a == b).count(),
+                )
+            })
+            .max_by_key(|&(_, n)| n);
+        let Some((src, n)) = best.filter(|&(_, n)| n >= MIN_SHARED_PREFIX) else {
+            return;
+        };
+        let copied = self
+            .ctx
+            .copy_kv_cache_seq(src as i32, slot as i32, Some(0), Some(n as u32));
+        if copied.is_ok() {
+            self.slots[slot].tokens = tokens[..n].to_vec();
+            tracing::debug!(from = src, to = slot, tokens = n, "prompt prefix shared");
+        }
+    }
+
     fn admit(&mut self, job: Job, slot: usize) -> Option<Active> {
         let reserve = self.options.max_reply_tokens as usize;
         let tokens = match prompt::tokens(
@@ -309,6 +342,7 @@ impl Scheduler<'_> {
         if self.slots[slot].session.as_deref() != Some(job.session_id.as_str()) {
             self.forget(slot);
             self.slots[slot].session = Some(job.session_id.clone());
+            self.share_prefix(slot, &tokens);
         }
         // Keep what the cache already holds of this prompt; at least the last token is
         // decoded again, for its logits.
