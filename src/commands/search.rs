@@ -25,6 +25,10 @@ pub struct SearchArgs {
     #[arg(long, value_name = "N", default_value_t = DEFAULT_LIMIT,
           value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub limit: u32,
+    /// Search the sessions of every server in the local store, not only the configured one's;
+    /// each hit names its server
+    #[arg(long)]
+    pub all_targets: bool,
 }
 
 /// One hit in `--json` output.
@@ -37,6 +41,9 @@ struct HitJson<'a> {
     role: &'a str,
     created_at: String,
     snippet: String,
+    /// With `--all-targets`: the server the session belongs to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    target: Option<&'a str>,
 }
 
 pub async fn run(args: SearchArgs, global: convo_client::config::GlobalArgs) -> ExitCode {
@@ -53,20 +60,33 @@ pub async fn run(args: SearchArgs, global: convo_client::config::GlobalArgs) -> 
         Err(code) => return code,
     };
     let limit = args.limit as usize;
-    let hits = match in_store(store, move |s| s.search(&text, limit)).await {
+    let all_targets = args.all_targets;
+    // Each hit with the label of its target, asked for with --all-targets.
+    let hits: Vec<(SearchHit, Option<String>)> = match in_store(store, move |s| {
+        if all_targets {
+            s.search_all_targets(&text, limit)
+                .map(|hits| hits.into_iter().map(|(h, t)| (h, Some(t))).collect())
+        } else {
+            s.search(&text, limit)
+                .map(|hits| hits.into_iter().map(|h| (h, None)).collect())
+        }
+    })
+    .await
+    {
         Ok(h) => h,
         Err(code) => return code,
     };
     if args.json {
         let out: Vec<HitJson<'_>> = hits
             .iter()
-            .map(|h| HitJson {
+            .map(|(h, target)| HitJson {
                 session_id: &h.session_id,
                 session_title: h.session_title.as_deref(),
                 message_id: h.message_id.as_deref(),
                 role: h.role.as_str(),
                 created_at: h.created_at.to_rfc3339(),
                 snippet: h.snippet_text(),
+                target: target.as_deref(),
             })
             .collect();
         return print_json(&out);
@@ -81,12 +101,16 @@ pub async fn run(args: SearchArgs, global: convo_client::config::GlobalArgs) -> 
 
 /// The human-readable list: per hit, a line naming the session, the time and the role, and
 /// the snippet indented under it.
-pub fn render(hits: &[SearchHit]) -> String {
+pub fn render(hits: &[(SearchHit, Option<String>)]) -> String {
     let mut text = String::new();
-    for h in hits {
+    for (h, target) in hits {
         let title = h.session_title.as_deref().unwrap_or("(untitled)");
+        let on = target
+            .as_deref()
+            .map(|t| format!(" · on {}", convo_client::sanitize::sanitize(t)))
+            .unwrap_or_default();
         text.push_str(&format!(
-            "{} · {} · {} · {}\n    {}\n",
+            "{} · {} · {} · {}{on}\n    {}\n",
             convo_client::sanitize::sanitize(title),
             h.created_at.format("%Y-%m-%d %H:%M UTC"),
             h.role.as_str(),

@@ -104,6 +104,39 @@ async fn each_server_sees_its_own_sessions_and_all_targets_shows_whose() {
         "{}",
         table.stdout
     );
+
+    // Search over every target's sessions: each hit says whose it is.
+    let hits = run(&s, &b, &["search", "--all-targets", "--json", "hello"])
+        .await
+        .expect(0)
+        .json();
+    let mut whose: Vec<(String, String)> = hits
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| h["role"] == "user")
+        .map(|h| {
+            (
+                h["sessionId"].as_str().unwrap().to_string(),
+                h["target"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    whose.sort();
+    assert_eq!(whose.len(), 2, "{hits}");
+    for ((id, target), (want_id, url)) in whose.iter().zip(&want) {
+        assert_eq!(id, want_id);
+        assert!(target.starts_with(&format!("{url} #")), "{target}");
+    }
+    let text = run(&s, &b, &["search", "--all-targets", "hello"])
+        .await
+        .expect(0);
+    assert!(
+        text.stdout
+            .contains(&format!("on {} #", a.base_url().trim_end_matches('/'))),
+        "{}",
+        text.stdout
+    );
 }
 
 #[tokio::test]

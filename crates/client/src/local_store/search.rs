@@ -144,6 +144,28 @@ impl Store {
     /// word or the start of one, case and accents ignored), best match first, at most
     /// `limit`. Text with no word in it matches nothing.
     pub fn search(&self, text: &str, limit: usize) -> Result<Vec<SearchHit>, StoreError> {
+        let hits = self.search_in(text, limit, Some(self.target.id()))?;
+        Ok(hits.into_iter().map(|(hit, _)| hit).collect())
+    }
+
+    /// As [`Store::search`], over the sessions of every target (`convo search --all-targets`),
+    /// each hit with the label of its target (`embedded`, or the server and the start of the
+    /// key's hash).
+    pub fn search_all_targets(
+        &self,
+        text: &str,
+        limit: usize,
+    ) -> Result<Vec<(SearchHit, String)>, StoreError> {
+        self.search_in(text, limit, None)
+    }
+
+    /// The search, over one target's sessions or (`None`) every target's.
+    fn search_in(
+        &self,
+        text: &str,
+        limit: usize,
+        target: Option<&str>,
+    ) -> Result<Vec<(SearchHit, String)>, StoreError> {
         let Some(query) = fts_query(text) else {
             return Ok(Vec::new());
         };
@@ -153,11 +175,14 @@ impl Store {
                 "SELECT m.session_id, s.title, m.message_id, m.role, m.created_at,
                      snippet(messages_fts, 0, ?3, ?4, '…', ?5),
                      (SELECT count(*) FROM messages p
-                      WHERE p.session_id = m.session_id AND p.id < m.id)
+                      WHERE p.session_id = m.session_id AND p.id < m.id),
+                     coalesce(t.label, s.target)
                  FROM messages_fts
                  JOIN messages m ON m.id = messages_fts.rowid
                  JOIN sessions s ON s.id = m.session_id
-                 WHERE messages_fts MATCH ?1 AND s.deleted = 0 AND s.target = ?6
+                 LEFT JOIN targets t ON t.id = s.target
+                 WHERE messages_fts MATCH ?1 AND s.deleted = 0
+                     AND (?6 IS NULL OR s.target = ?6)
                  ORDER BY rank, m.id DESC
                  LIMIT ?2",
             )
@@ -170,7 +195,7 @@ impl Store {
                     MARK_START.to_string(),
                     MARK_END.to_string(),
                     SNIPPET_TOKENS,
-                    self.target.id(),
+                    target,
                 ],
                 |r| {
                     Ok((
@@ -181,15 +206,16 @@ impl Store {
                         r.get::<_, String>(4)?,
                         r.get::<_, Option<String>>(5)?,
                         r.get::<_, i64>(6)?,
+                        r.get::<_, String>(7)?,
                     ))
                 },
             )
             .map_err(|e| self.err(e))?;
         let mut out = Vec::new();
         for row in rows {
-            let (session_id, title, message_id, role, created, snippet, position) =
+            let (session_id, title, message_id, role, created, snippet, position, label) =
                 row.map_err(|e| self.err(e))?;
-            out.push(SearchHit {
+            let hit = SearchHit {
                 session_id,
                 session_title: title.and_then(|t| title_of(&t)),
                 position: position.max(0) as usize,
@@ -197,7 +223,8 @@ impl Store {
                 role: role.parse().map_err(|_| self.corrupt("role", &role))?,
                 created_at: self.time("created_at", &created)?,
                 snippet: snippet_parts(snippet.as_deref().unwrap_or("")),
-            });
+            };
+            out.push((hit, label));
         }
         Ok(out)
     }
