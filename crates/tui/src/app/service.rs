@@ -190,6 +190,8 @@ mod tests {
     use crate::event::{AppEvent, Endpoint, HistoryFetch};
     use crate::keys::KeyBindings;
     use chrono::TimeZone;
+    use convo_client::api::StreamEvent;
+    use convo_client::api::stream::StreamUpdate;
     use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
     const A: &str = "session_AAAAAAAAAAAAAAAA";
@@ -209,6 +211,28 @@ mod tests {
             tokens,
             forked_from: None,
         }
+    }
+
+    /// A stored message of session A, as the service's history gives it.
+    fn message(id: &str, role: Role, text: &str) -> Message {
+        Message {
+            message_id: id.into(),
+            session_id: A.into(),
+            role,
+            content: text.into(),
+            tokens: 4,
+            created_at: "2026-11-22T11:00:00Z".into(),
+        }
+    }
+
+    /// As [`app`], with A's session stream connected.
+    fn streaming_app() -> App {
+        let mut app = app();
+        app.update(AppEvent::Stream {
+            session_id: A.into(),
+            update: StreamUpdate::Connected,
+        });
+        app
     }
 
     /// Connected, A and B in the store, A open with nothing stored.
@@ -302,14 +326,6 @@ mod tests {
         assert!(cmds.contains(&Command::FetchHistory {
             session_id: A.into()
         }));
-        let message = |id: &str, role, text: &str| Message {
-            message_id: id.into(),
-            session_id: A.into(),
-            role,
-            content: text.into(),
-            tokens: 4,
-            created_at: "2026-11-22T11:00:00Z".into(),
-        };
         let cmds = app.update(AppEvent::History {
             session_id: A.into(),
             fetch: HistoryFetch::Messages(vec![
@@ -421,21 +437,7 @@ mod tests {
 
     #[test]
     fn another_devices_reply_is_followed_live_and_stored_once() {
-        use convo_client::api::StreamEvent;
-        use convo_client::api::stream::StreamUpdate;
-        let mut app = app();
-        app.update(AppEvent::Stream {
-            session_id: A.into(),
-            update: StreamUpdate::Connected,
-        });
-        let message = |id: &str, role, text: &str| Message {
-            message_id: id.into(),
-            session_id: A.into(),
-            role,
-            content: text.into(),
-            tokens: 3,
-            created_at: "2026-11-22T11:00:00Z".into(),
-        };
+        let mut app = streaming_app();
         let delta = |seq, content: &str| AppEvent::Stream {
             session_id: A.into(),
             update: StreamUpdate::Event(StreamEvent::Delta {
@@ -494,21 +496,7 @@ mod tests {
 
     #[test]
     fn another_devices_reply_the_history_holds_whole_is_not_shown_twice() {
-        use convo_client::api::StreamEvent;
-        use convo_client::api::stream::StreamUpdate;
-        let mut app = app();
-        app.update(AppEvent::Stream {
-            session_id: A.into(),
-            update: StreamUpdate::Connected,
-        });
-        let message = |id: &str, role, text: &str| Message {
-            message_id: id.into(),
-            session_id: A.into(),
-            role,
-            content: text.into(),
-            tokens: 3,
-            created_at: "2026-11-22T11:00:00Z".into(),
-        };
+        let mut app = streaming_app();
         let question = message("msg_q", Role::User, "from the laptop");
         app.update(AppEvent::Stream {
             session_id: A.into(),
