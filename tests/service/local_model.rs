@@ -9,7 +9,7 @@ use std::time::Duration;
 use convo_client::api::{Role, StreamEvent};
 use convo_core::HistoryEntry;
 use convo_service::engine::local::{LocalEngine, LocalOptions};
-use convo_service::engine::{ReplyEngine, ReplyRequest};
+use convo_service::engine::{EngineEvent, ReplyEngine, ReplyRequest};
 use convo_service::{EngineConfig, ServiceConfig};
 use reqwest::StatusCode;
 use serde_json::json;
@@ -395,8 +395,10 @@ async fn collect(engine: &LocalEngine, session: &str, history: &[HistoryEntry]) 
     let reply = engine.reply(request(session, history), tx);
     let mut text = String::new();
     let reading = async {
-        while let Some(piece) = rx.recv().await {
-            text.push_str(&piece);
+        while let Some(event) = rx.recv().await {
+            if let EngineEvent::Text(piece) = event {
+                text.push_str(&piece);
+            }
         }
     };
     let (result, ()) = tokio::time::timeout(GUARD, futures_util::future::join(reply, reading))

@@ -226,6 +226,7 @@ fn config_from_args(
             engine,
             max_context_tokens: args.max_context_tokens,
             warm_token_counter: true,
+            admin_key: None,
         },
         generated,
     ))
@@ -362,28 +363,54 @@ impl Logging {
     }
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// SIGINT and SIGTERM, registered when made: a signal that arrives after the service says it
+/// listens always stops it gracefully, however soon it comes.
+struct ShutdownSignal {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+    term: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    int: Option<tokio::signal::unix::Signal>,
+}
+
+impl ShutdownSignal {
+    fn register() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            ShutdownSignal {
+                term: signal(SignalKind::terminate()).ok(),
+                int: signal(SignalKind::interrupt()).ok(),
             }
-            Err(_) => std::future::pending::<()>().await,
         }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {}
-        _ = term => {}
+        #[cfg(not(unix))]
+        ShutdownSignal {}
+    }
+
+    async fn recv(mut self) {
+        #[cfg(unix)]
+        {
+            async fn one(s: Option<&mut tokio::signal::unix::Signal>) {
+                match s {
+                    Some(s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            }
+            tokio::select! {
+                _ = one(self.term.as_mut()) => {}
+                _ = one(self.int.as_mut()) => {}
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
 
 pub async fn serve(args: ServeArgs, data_dir: Option<PathBuf>) -> ExitCode {
+    let stop = ShutdownSignal::register();
     let log = init_logging();
     let (config, generated) = match config_from_args(&args, data_dir.as_deref()) {
         Ok(c) => c,
@@ -425,7 +452,7 @@ pub async fn serve(args: ServeArgs, data_dir: Option<PathBuf>) -> ExitCode {
     let _ = writeln!(stdout, "listening on {}", service.base_url());
     let _ = stdout.flush();
     drop(stdout);
-    shutdown_signal().await;
+    stop.recv().await;
     // Through the log, not `eprintln!`: a stderr nobody reads must not hold the stop.
     tracing::info!("shutting down");
     service.shutdown().await;

@@ -27,6 +27,9 @@ pub struct ServiceConfig {
     /// that the first send does not wait for it. The TUI's embedded service leaves this off
     /// and warms it when the user starts typing: a user who only reads history never pays.
     pub warm_token_counter: bool,
+    /// The operator's key (`--admin-key`): the only credential the admin endpoints and
+    /// `/metrics` take, never accepted on the interface's endpoints. `None`: those are off.
+    pub admin_key: Option<String>,
 }
 
 /// Default context window (docs/design.md, "Limits").
@@ -44,6 +47,7 @@ impl ServiceConfig {
             engine: EngineConfig::Builtin { pace_ms },
             max_context_tokens: DEFAULT_MAX_CONTEXT_TOKENS,
             warm_token_counter: true,
+            admin_key: None,
         }
     }
 }
@@ -129,6 +133,7 @@ impl ServiceConfig {
             engine: EngineConfig::Builtin { pace_ms },
             max_context_tokens: DEFAULT_MAX_CONTEXT_TOKENS,
             warm_token_counter: true,
+            admin_key: None,
         })
     }
 }

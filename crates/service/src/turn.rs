@@ -8,7 +8,7 @@ use tokio::sync::{OwnedMutexGuard, mpsc, oneshot, watch};
 
 use super::AppState;
 use super::account_events::{Change, tell};
-use super::engine::{EngineError, ReplyRequest};
+use super::engine::{EngineError, EngineEvent, ReplyRequest};
 use super::error::HttpError;
 use super::storage::Storage;
 use super::storage::rows::Reply;
@@ -94,7 +94,7 @@ async fn generate(
     reply_id: &str,
     session_id: &str,
 ) -> Result<String, EngineError> {
-    let (tx, mut rx) = mpsc::channel::<String>(64);
+    let (tx, mut rx) = mpsc::channel::<EngineEvent>(64);
     let engine = state.engine.reply(request, tx);
     tokio::pin!(engine);
     let mut shutdown = state.shutdown.clone();
@@ -112,12 +112,14 @@ async fn generate(
     loop {
         tokio::select! {
             piece = rx.recv() => match piece {
-                Some(piece) => {
+                Some(EngineEvent::Text(piece)) => {
                     if !piece.is_empty() {
                         state.hub.delta(session_id, reply_id, &piece);
                         content.push_str(&piece);
                     }
                 }
+                // Not on the stream yet.
+                Some(EngineEvent::Progress { .. }) => {}
                 // The engine dropped its sender: it has finished.
                 None => break,
             },

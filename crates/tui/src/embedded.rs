@@ -108,6 +108,7 @@ pub async fn start(
         max_context_tokens: convo_service::config::DEFAULT_MAX_CONTEXT_TOKENS,
         // Warmed by the TUI when the user starts typing (`workers`), not at start.
         warm_token_counter: false,
+        admin_key: None,
     };
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
     let service = convo_service::start(config, addr)

@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod account_stream;
+pub mod admin;
 pub mod api_key;
 pub mod engine;
 pub mod exit;

@@ -7,7 +7,7 @@ use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use tokio::sync::mpsc;
 
-use super::{EngineError, ReplyEngine, ReplyRequest};
+use super::{EngineError, EngineEvent, Finish, ReplyEngine, ReplyRequest};
 use convo_wire::Role;
 
 pub struct BuiltinEngine {
@@ -34,24 +34,24 @@ impl ReplyEngine for BuiltinEngine {
     fn reply<'a>(
         &'a self,
         request: ReplyRequest,
-        out: mpsc::Sender<String>,
-    ) -> BoxFuture<'a, Result<(), EngineError>> {
+        out: mpsc::Sender<EngineEvent>,
+    ) -> BoxFuture<'a, Result<Finish, EngineError>> {
         async move {
             let text = compose(&request);
             if self.pace.is_zero() && !request.streamed {
                 // Nothing to pace and nobody watching: the reply in one piece.
-                let _ = out.send(text).await;
-                return Ok(());
+                let _ = out.send(EngineEvent::Text(text)).await;
+                return Ok(Finish::Complete);
             }
             for (i, piece) in words(&text).into_iter().enumerate() {
                 if i > 0 && !self.pace.is_zero() {
                     tokio::time::sleep(self.pace).await;
                 }
-                if out.send(piece.to_string()).await.is_err() {
+                if out.send(piece.into()).await.is_err() {
                     break;
                 }
             }
-            Ok(())
+            Ok(Finish::Complete)
         }
         .boxed()
     }
@@ -269,7 +269,7 @@ mod tests {
         let (tx, mut rx) = mpsc::channel(1024);
         engine.reply(request, tx).await.unwrap();
         let mut out = Vec::new();
-        while let Some(piece) = rx.recv().await {
+        while let Some(EngineEvent::Text(piece)) = rx.recv().await {
             out.push(piece);
         }
         out

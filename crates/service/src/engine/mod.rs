@@ -30,6 +30,58 @@ pub struct ReplyRequest {
     pub streamed: bool,
 }
 
+/// What an engine sends while it answers, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EngineEvent {
+    /// The next piece of the reply's text.
+    Text(String),
+    /// The prompt is being read: `read` of its `total` tokens so far (engines that read a
+    /// prompt for a noticeable time send these, at most every ~250 ms, before any text).
+    Progress { read: u64, total: u64 },
+}
+
+impl From<String> for EngineEvent {
+    fn from(text: String) -> Self {
+        EngineEvent::Text(text)
+    }
+}
+
+impl From<&str> for EngineEvent {
+    fn from(text: &str) -> Self {
+        EngineEvent::Text(text.to_string())
+    }
+}
+
+/// How a reply the engine produced ended. (A reply stopped on request is the turn's doing, not
+/// the engine's: the turn closes the channel and keeps the text so far.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finish {
+    /// The model ended the reply itself.
+    Complete,
+    /// A limit cut the reply after `tokens` tokens (the reply cap, or what the context left).
+    Length { tokens: u64 },
+}
+
+/// What an engine has done since it started, for `/metrics`. Counters only grow; an engine
+/// without a figure leaves it 0.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct EngineStats {
+    /// Prompt tokens read (decoded), not counting those reused from a cached state.
+    pub prompt_tokens: u64,
+    /// Prompt tokens reused from a cached state instead of being read again.
+    pub reused_tokens: u64,
+    /// Reply tokens generated.
+    pub generated_tokens: u64,
+    /// Seconds spent reading prompts and generating replies (for tokens/s rates).
+    pub prompt_seconds: f64,
+    pub generation_seconds: f64,
+    /// Replies waiting for a free slot.
+    pub queue_depth: u64,
+    /// Sequences (sessions) whose state the engine holds, and how many it can hold.
+    pub kv_slots_used: u64,
+    pub kv_slots_total: u64,
+}
+
 /// Why an engine could not produce a reply.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
@@ -77,13 +129,23 @@ pub trait ReplyEngine: Send + Sync + 'static {
         None
     }
 
-    /// Sends the reply's pieces to `out` in order and resolves when the reply is complete.
-    /// A closed `out` means nobody wants the rest: stop and return Ok.
+    /// What the engine has done so far (`/metrics`).
+    fn stats(&self) -> EngineStats {
+        EngineStats::default()
+    }
+
+    /// The session was deleted: forget whatever the engine keeps for it (cached state, in
+    /// memory and on disk).
+    fn forget_session(&self, _session_id: &str) {}
+
+    /// Sends the reply's events to `out` in order and resolves, with how it ended, when the
+    /// reply is complete. A closed `out` means nobody wants the rest: stop as soon as possible
+    /// (within ~100 ms) and return Ok.
     fn reply<'a>(
         &'a self,
         request: ReplyRequest,
-        out: mpsc::Sender<String>,
-    ) -> BoxFuture<'a, Result<(), EngineError>>;
+        out: mpsc::Sender<EngineEvent>,
+    ) -> BoxFuture<'a, Result<Finish, EngineError>>;
 }
 
 /// Builds the configured engine (a local model starts loading in the background; its

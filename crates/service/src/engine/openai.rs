@@ -8,7 +8,7 @@ use futures_util::{FutureExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::{EngineError, ReplyEngine, ReplyRequest};
+use super::{EngineError, EngineEvent, Finish, ReplyEngine, ReplyRequest};
 
 /// Longest silence accepted from the upstream (before its first byte and between chunks); a
 /// local model may take long to load, but a hung upstream must not hold the session forever.
@@ -60,8 +60,8 @@ impl OpenAiEngine {
     async fn run(
         &self,
         request: ReplyRequest,
-        out: mpsc::Sender<String>,
-    ) -> Result<(), EngineError> {
+        out: mpsc::Sender<EngineEvent>,
+    ) -> Result<Finish, EngineError> {
         let messages: Vec<Value> = request
             .history
             .iter()
@@ -105,18 +105,18 @@ impl OpenAiEngine {
                 let line = String::from_utf8_lossy(&line);
                 match parse_sse_line(line.trim_end_matches(['\r', '\n']))? {
                     SseLine::Content(piece) => {
-                        if out.send(piece).await.is_err() {
-                            return Ok(());
+                        if out.send(EngineEvent::Text(piece)).await.is_err() {
+                            return Ok(Finish::Complete);
                         }
                     }
                     SseLine::Finished => finished = true,
-                    SseLine::Done => return Ok(()),
+                    SseLine::Done => return Ok(Finish::Complete),
                     SseLine::Other => {}
                 }
             }
         }
         if finished {
-            Ok(())
+            Ok(Finish::Complete)
         } else {
             Err(EngineError(
                 "the engine closed the stream before the reply was complete".into(),
@@ -183,8 +183,8 @@ impl ReplyEngine for OpenAiEngine {
     fn reply<'a>(
         &'a self,
         request: ReplyRequest,
-        out: mpsc::Sender<String>,
-    ) -> BoxFuture<'a, Result<(), EngineError>> {
+        out: mpsc::Sender<EngineEvent>,
+    ) -> BoxFuture<'a, Result<Finish, EngineError>> {
         self.run(request, out).boxed()
     }
 }

@@ -34,6 +34,7 @@ pub(crate) async fn delete(
         .await?;
     if deleted {
         state.stoppers.stop(&session_id);
+        state.engine.forget_session(&session_id);
         tell(&state, account.id, &session_id, Change::Deleted).await;
         tracing::info!(account = account.id, session = %session_id, "session deleted");
         Ok(Json(Deleted {

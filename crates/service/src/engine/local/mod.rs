@@ -20,7 +20,7 @@ use futures_util::future::BoxFuture;
 use tokio::sync::{mpsc, watch};
 
 pub use super::local_options::{LocalOptions, model_name};
-use super::{EngineError, LoadState, ReplyEngine, ReplyRequest};
+use super::{EngineError, EngineEvent, EngineStats, Finish, LoadState, ReplyEngine, ReplyRequest};
 pub use scheduler::backend;
 
 /// A reply for the model thread to compute.
@@ -118,6 +118,15 @@ impl ReplyEngine for LocalEngine {
         self.load.clone()
     }
 
+    fn stats(&self) -> EngineStats {
+        let (decoded, reused) = self.counters();
+        EngineStats {
+            prompt_tokens: decoded,
+            reused_tokens: reused,
+            ..EngineStats::default()
+        }
+    }
+
     fn context_window(&self) -> Option<u64> {
         match self.window.load(Ordering::Relaxed) {
             0 => None,
@@ -128,8 +137,8 @@ impl ReplyEngine for LocalEngine {
     fn reply<'a>(
         &'a self,
         request: ReplyRequest,
-        out: mpsc::Sender<String>,
-    ) -> BoxFuture<'a, Result<(), EngineError>> {
+        out: mpsc::Sender<EngineEvent>,
+    ) -> BoxFuture<'a, Result<Finish, EngineError>> {
         async move {
             self.ready().await?;
             let (tx, mut pieces) = mpsc::unbounded_channel();
@@ -153,11 +162,11 @@ impl ReplyEngine for LocalEngine {
             while let Some(piece) = pieces.recv().await {
                 match piece {
                     Piece::Text(text) => {
-                        if out.send(text).await.is_err() {
-                            return Ok(());
+                        if out.send(EngineEvent::Text(text)).await.is_err() {
+                            return Ok(Finish::Complete);
                         }
                     }
-                    Piece::Done => return Ok(()),
+                    Piece::Done => return Ok(Finish::Complete),
                     Piece::Failed(e) => return Err(EngineError(e)),
                 }
             }
