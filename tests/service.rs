@@ -7,10 +7,13 @@ mod service {
     mod account_stream;
     mod admission;
     pub mod binary;
+    mod cancel;
     mod http;
     mod jwt;
     #[cfg(feature = "local-model")]
     mod local_model;
+    #[cfg(feature = "local-model")]
+    mod local_model_turns;
     mod openai;
     mod openapi;
     mod pg_counters;

@@ -119,6 +119,7 @@ async fn a_total_written_by_hand_is_the_months_total() {
             content: "reply".into(),
             tokens: 3,
             created_at_ms: time::now_ms(),
+            finish_reason: convo_wire::FinishReason::Stop,
         };
         assert!(
             store
@@ -166,6 +167,7 @@ async fn a_turn_cancelled_between_its_round_trips_leaves_no_lock_behind() {
         content: "reply".into(),
         tokens: 3,
         created_at_ms: time::now_ms(),
+        finish_reason: convo_wire::FinishReason::Stop,
     };
     assert!(
         store

@@ -202,6 +202,7 @@ async fn a_rolled_back_turn_takes_its_tokens_back_out_of_the_totals(backend: Bac
             content: String::new(),
             tokens: 0,
             created_at_ms: now.timestamp_millis(),
+            finish_reason: convo_wire::FinishReason::Stop,
         };
         let stored = store
             .complete_turn(account.id, sid.clone(), reply, None, time::now_ms())

@@ -91,6 +91,12 @@ impl HttpError {
         Self::new(StatusCode::BAD_GATEWAY, "engine_error", message)
     }
 
+    /// 409 `reply_stopped`: a cancel stopped the reply before it had any text, so the turn
+    /// was rolled back (the plain send's answer, and the stream's `error`).
+    pub fn reply_stopped(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, "reply_stopped", message)
+    }
+
     /// 413 `payload_too_large`: a request body over `paths::MAX_BODY_BYTES`.
     pub fn payload_too_large() -> Self {
         HttpError::new(

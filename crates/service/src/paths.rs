@@ -5,6 +5,7 @@ pub const MESSAGES: &str = "/v1/sessions/{sessionId}/messages";
 pub const SESSIONS: &str = "/v1/sessions";
 pub const SESSION: &str = "/v1/sessions/{sessionId}";
 pub const LAST_EXCHANGE: &str = "/v1/sessions/{sessionId}/messages/last";
+pub const CANCEL: &str = "/v1/sessions/{sessionId}/messages/{messageId}/cancel";
 pub const FORK: &str = "/v1/sessions/{sessionId}/fork";
 pub const STREAM: &str = "/v1/sessions/{sessionId}/stream";
 pub const ACCOUNT_STREAM: &str = "/v1/stream";

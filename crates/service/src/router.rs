@@ -18,8 +18,8 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use super::AppState;
 use super::error::HttpError;
 pub use super::paths::{
-    ACCOUNT_STREAM, FORK, HEALTH, LAST_EXCHANGE, MAX_BODY_BYTES, MESSAGES, METRICS, READY, SESSION,
-    SESSIONS, STREAM, USAGE, WALLET,
+    ACCOUNT_STREAM, CANCEL, FORK, HEALTH, LAST_EXCHANGE, MAX_BODY_BYTES, MESSAGES, METRICS, READY,
+    SESSION, SESSIONS, STREAM, USAGE, WALLET,
 };
 use super::routes;
 pub use super::routes::analytics::MAX_QUERY_BYTES;
@@ -32,6 +32,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("DELETE", SESSION),
     ("PATCH", SESSION),
     ("DELETE", LAST_EXCHANGE),
+    ("POST", CANCEL),
     ("POST", FORK),
     ("GET", STREAM),
     ("GET", ACCOUNT_STREAM),
@@ -55,6 +56,7 @@ pub(crate) fn build(state: Arc<AppState>) -> Router {
             delete(routes::sessions::delete).patch(routes::sessions::patch),
         )
         .route(LAST_EXCHANGE, delete(routes::sessions::undo))
+        .route(CANCEL, post(routes::cancel::cancel))
         .route(FORK, post(routes::sessions::fork))
         .route(STREAM, get(routes::stream::connect))
         .route(ACCOUNT_STREAM, get(routes::account_stream::connect))

@@ -22,7 +22,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Mutex, OnceLock};
 
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use convo_wire::account_stream::AccountEvent;
 use convo_wire::{ErrorBody, StreamEvent};
@@ -45,6 +45,11 @@ struct InFlight {
     stale: bool,
     /// Generated here: where each delta ends in `content`, to replay them to a new watcher.
     pieces: Vec<usize>,
+    /// The last prompt progress (read, total), while no text has come: a new listener gets it
+    /// after the snapshot.
+    progress: Option<(u64, u64)>,
+    /// Generated here: the switch that asks its turn to stop (`cancel`).
+    cancel: Option<watch::Sender<bool>>,
 }
 
 impl InFlight {
@@ -60,6 +65,27 @@ impl InFlight {
             content: self.content.clone(),
         }
     }
+
+    fn progress_event(&self, session_id: &str) -> Option<StreamEvent> {
+        let (read, total) = self.progress.filter(|_| self.content.is_empty())?;
+        Some(StreamEvent::Progress {
+            session_id: session_id.to_string(),
+            message_id: self.message_id.clone(),
+            prompt_tokens: read,
+            prompt_total: total,
+        })
+    }
+}
+
+/// What `StreamHub::cancel` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cancel {
+    /// The reply runs here: its turn was asked to stop.
+    Here,
+    /// The reply runs on another replica that this one follows: the cancel was relayed.
+    Relayed,
+    /// This hub knows no such reply in flight.
+    Unknown,
 }
 
 struct SessionChannel {
@@ -136,6 +162,15 @@ pub enum Relayed {
         q: u64,
         c: String,
     },
+    /// Its prompt is being read: `r` of `t` tokens.
+    Progress {
+        s: String,
+        m: String,
+        r: u64,
+        t: u64,
+    },
+    /// Someone asked to stop the reply (told to every replica; the one generating it stops it).
+    Cancel { s: String, m: String },
     /// It ended with `e` (`done` or `error`).
     Finish {
         s: String,
@@ -376,8 +411,10 @@ impl StreamHub {
         Some(rx)
     }
 
-    /// A reply starts: listeners connecting from now on get a snapshot of it.
-    pub fn begin(&self, session_id: &str, message_id: &str) {
+    /// A reply starts: listeners connecting from now on get a snapshot of it. The receiver
+    /// turns true when someone asks to stop it (`cancel`, here or from another replica).
+    pub fn begin(&self, session_id: &str, message_id: &str) -> watch::Receiver<bool> {
+        let (cancel, cancelled) = watch::channel(false);
         self.with_sessions(|s| {
             let channel = s
                 .entry(session_id.to_string())
@@ -389,6 +426,8 @@ impl StreamHub {
                 owner: None,
                 stale: false,
                 pieces: Vec::new(),
+                progress: None,
+                cancel: Some(cancel),
             });
             if !channel.watchers.is_empty() {
                 self.publish(Relayed::Begin {
@@ -397,6 +436,71 @@ impl StreamHub {
                 });
             }
         });
+        cancelled
+    }
+
+    /// The prompt of a reply of this replica is being read: `read` of `total` tokens (the turn
+    /// calls this at most every ~250 ms).
+    pub fn progress(&self, session_id: &str, message_id: &str, read: u64, total: u64) {
+        self.with_sessions(|s| {
+            let Some(channel) = s.get_mut(session_id) else {
+                return;
+            };
+            let watched = !channel.watchers.is_empty();
+            let Some(flight) = channel.flight(message_id) else {
+                return;
+            };
+            flight.progress = Some((read, total));
+            if let Some(event) = flight.progress_event(session_id) {
+                channel.send(event);
+                if watched {
+                    self.publish(Relayed::Progress {
+                        s: session_id.to_string(),
+                        m: message_id.to_string(),
+                        r: read,
+                        t: total,
+                    });
+                }
+            }
+        })
+    }
+
+    /// Asks the reply `message_id` of `session_id` to stop: its turn, when it runs here; the
+    /// replica generating it, when this one follows it (the relay carries the request).
+    pub fn cancel(&self, session_id: &str, message_id: &str) -> Cancel {
+        self.with_sessions(|s| {
+            let Some(flight) = s.get_mut(session_id).and_then(|c| c.flight(message_id)) else {
+                return Cancel::Unknown;
+            };
+            match &flight.cancel {
+                Some(cancel) => {
+                    let _ = cancel.send(true);
+                    Cancel::Here
+                }
+                None => {
+                    self.publish(Relayed::Cancel {
+                        s: session_id.to_string(),
+                        m: message_id.to_string(),
+                    });
+                    Cancel::Relayed
+                }
+            }
+        })
+    }
+
+    /// Tells every other replica to stop the reply, for a replica that does not follow it
+    /// (the store said its turn runs elsewhere). False on a single service.
+    pub fn cancel_elsewhere(&self, session_id: &str, message_id: &str) -> bool {
+        if self.relay.get().is_none() {
+            return false;
+        }
+        self.with_sessions(|_| {
+            self.publish(Relayed::Cancel {
+                s: session_id.to_string(),
+                m: message_id.to_string(),
+            })
+        });
+        true
     }
 
     /// Publishes the next piece of a reply; returns its seq.
@@ -485,6 +589,8 @@ impl StreamHub {
                         owner: Some(sender.to_string()),
                         stale: false,
                         pieces: Vec::new(),
+                        progress: None,
+                        cancel: None,
                     });
                 }
             }
@@ -511,6 +617,27 @@ impl StreamHub {
                     content: c,
                 });
             }
+            Relayed::Progress { s, m, r, t } => {
+                let Some(channel) = map.get_mut(&s) else {
+                    return;
+                };
+                let Some(flight) = channel.flight(&m).filter(|f| !f.here()) else {
+                    return;
+                };
+                flight.progress = Some((r, t));
+                if let Some(event) = flight.progress_event(&s) {
+                    channel.send(event);
+                }
+            }
+            Relayed::Cancel { s, m } => {
+                if let Some(cancel) = map
+                    .get_mut(&s)
+                    .and_then(|c| c.flight(&m))
+                    .and_then(|f| f.cancel.as_ref())
+                {
+                    let _ = cancel.send(true);
+                }
+            }
             Relayed::Finish { s, m, e } => end(map, &s, &m, e),
             Relayed::Watch { s } => {
                 let channel = map.entry(s.clone()).or_insert_with(SessionChannel::new);
@@ -529,6 +656,14 @@ impl StreamHub {
                             c: flight.content[start..end].to_string(),
                         });
                         start = end;
+                    }
+                    if let Some((r, t)) = flight.progress.filter(|_| flight.content.is_empty()) {
+                        self.publish(Relayed::Progress {
+                            s: s.clone(),
+                            m: flight.message_id.clone(),
+                            r,
+                            t,
+                        });
                     }
                 }
             }
@@ -573,6 +708,7 @@ impl StreamHub {
             let mut snapshots = Vec::new();
             for f in &channel.in_flight {
                 snapshots.push(f.snapshot(session_id));
+                snapshots.extend(f.progress_event(session_id));
                 if f.stale {
                     snapshots.push(error_event(
                         session_id,
@@ -865,7 +1001,8 @@ pub fn event_message_id(event: &StreamEvent) -> &str {
     match event {
         StreamEvent::Delta { message_id, .. }
         | StreamEvent::Error { message_id, .. }
-        | StreamEvent::Snapshot { message_id, .. } => message_id,
+        | StreamEvent::Snapshot { message_id, .. }
+        | StreamEvent::Progress { message_id, .. } => message_id,
         StreamEvent::Done { message } => &message.message_id,
     }
 }
@@ -873,6 +1010,78 @@ pub fn event_message_id(event: &StreamEvent) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn progress_reaches_listeners_and_late_subscribers_until_text_comes() {
+        let hub = StreamHub::default();
+        let _cancel = hub.begin("s", "m");
+        let mut early = hub.subscribe("s");
+        hub.progress("s", "m", 512, 1100);
+        assert_eq!(
+            early.events.try_recv().unwrap(),
+            StreamEvent::Progress {
+                session_id: "s".into(),
+                message_id: "m".into(),
+                prompt_tokens: 512,
+                prompt_total: 1100
+            }
+        );
+        let late = hub.subscribe("s");
+        assert_eq!(late.snapshots.len(), 2);
+        assert!(matches!(
+            late.snapshots[1],
+            StreamEvent::Progress {
+                prompt_tokens: 512,
+                ..
+            }
+        ));
+        hub.delta("s", "m", "Hi");
+        // Once text came, progress is over: a new listener gets the snapshot alone.
+        assert_eq!(hub.subscribe("s").snapshots.len(), 1);
+    }
+
+    #[test]
+    fn a_cancel_reaches_the_turn_here_or_is_relayed_to_the_replica_generating_it() {
+        let hub = StreamHub::default();
+        let cancelled = hub.begin("s", "m");
+        assert_eq!(hub.cancel("s", "other"), Cancel::Unknown);
+        assert!(!*cancelled.borrow());
+        assert_eq!(hub.cancel("s", "m"), Cancel::Here);
+        assert!(*cancelled.borrow());
+        assert!(
+            !hub.cancel_elsewhere("s", "m"),
+            "no relay on a single service"
+        );
+
+        // A replica following another's reply relays the cancel; the owner's turn gets it.
+        let follower = StreamHub::default();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        follower.relay_to(tx);
+        let _listener = follower.subscribe("s2");
+        follower.apply(
+            "owner",
+            Relayed::Begin {
+                s: "s2".into(),
+                m: "r".into(),
+            },
+        );
+        assert_eq!(follower.cancel("s2", "r"), Cancel::Relayed);
+        let sent = published(&mut rx);
+        assert!(sent.contains(&Relayed::Cancel {
+            s: "s2".into(),
+            m: "r".into()
+        }));
+        let owner = StreamHub::default();
+        let owner_cancelled = owner.begin("s2", "r");
+        owner.apply(
+            "follower",
+            Relayed::Cancel {
+                s: "s2".into(),
+                m: "r".into(),
+            },
+        );
+        assert!(*owner_cancelled.borrow());
+    }
 
     #[test]
     fn a_late_subscriber_gets_a_snapshot_then_the_rest() {
@@ -929,6 +1138,7 @@ mod tests {
                 content: "x".into(),
                 tokens: 1,
                 created_at: "2026-11-22T00:00:00.000Z".into(),
+                finish_reason: None,
             },
         };
         hub.finish("s", "ended", done.clone());
@@ -980,6 +1190,7 @@ mod tests {
                 content: content.into(),
                 tokens: 1,
                 created_at: "2026-11-22T00:00:00.000Z".into(),
+                finish_reason: None,
             },
         }
     }

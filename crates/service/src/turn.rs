@@ -1,14 +1,18 @@
 //! One turn of a conversation after the user message is stored: run the engine, relay its
-//! pieces to the session's listeners, then store the reply, or roll the turn back on failure.
+//! pieces (and its prompt progress) to the session's listeners, then store the reply with how
+//! it ended, or roll the turn back on failure. A cancel (`StreamHub::cancel`) closes the
+//! engine's channel and keeps the text so far as a `stopped` reply; with no text yet, the
+//! turn is rolled back with `reply_stopped`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedMutexGuard, mpsc, oneshot, watch};
 
 use super::AppState;
 use super::account_events::{Change, tell};
-use super::engine::{EngineError, EngineEvent, ReplyRequest};
+use super::engine::{EngineError, EngineEvent, Finish, ReplyRequest};
 use super::error::HttpError;
 use super::storage::Storage;
 use super::storage::rows::Reply;
@@ -16,7 +20,7 @@ use super::time;
 use convo_core::{Account, Recorded};
 use convo_tokens as tokens;
 use convo_wire::account_stream::SessionChange;
-use convo_wire::{ErrorBody, Message, Role, StreamEvent};
+use convo_wire::{ErrorBody, FinishReason, Message, Role, StreamEvent};
 
 pub(crate) struct Turn {
     pub account: Account,
@@ -36,6 +40,16 @@ pub(crate) type TurnOutcome = Result<(Message, String), HttpError>;
 
 /// Why a reply stopped when its session was deleted.
 const SESSION_DELETED: &str = "the session was deleted";
+/// Why a turn was rolled back when it was cancelled before any text.
+const STOPPED_EMPTY: &str = "the reply was stopped before any text; the turn was rolled back";
+/// Prompt progress reaches the listeners at most this often (the last report always does).
+const PROGRESS_EVERY: Duration = Duration::from_millis(250);
+
+/// A reply the engine ended, or that was stopped: its text and how it ended.
+struct Generated {
+    content: String,
+    finish: FinishReason,
+}
 
 /// The turns being generated, by session, with a switch that stops each (a deleted
 /// session's reply is not worth computing).
@@ -76,12 +90,12 @@ pub(crate) fn spawn(
     guard: OwnedMutexGuard<()>,
 ) -> oneshot::Receiver<TurnOutcome> {
     let (tx, rx) = oneshot::channel();
-    state.hub.begin(&turn.session_id, &turn.reply_id);
+    let cancelled = state.hub.begin(&turn.session_id, &turn.reply_id);
     let task_state = state.clone();
     let mut turns = state.turns.lock().unwrap_or_else(|p| p.into_inner());
     while turns.try_join_next().is_some() {}
     turns.spawn(async move {
-        let outcome = run(&task_state, turn).await;
+        let outcome = run(&task_state, turn, cancelled).await;
         drop(guard);
         let _ = tx.send(outcome);
     });
@@ -93,7 +107,8 @@ async fn generate(
     request: ReplyRequest,
     reply_id: &str,
     session_id: &str,
-) -> Result<String, EngineError> {
+    mut cancelled: watch::Receiver<bool>,
+) -> Result<Generated, EngineError> {
     let (tx, mut rx) = mpsc::channel::<EngineEvent>(64);
     let engine = state.engine.reply(request, tx);
     tokio::pin!(engine);
@@ -107,8 +122,13 @@ async fn generate(
         let _ = stop.wait_for(|stop| *stop).await;
     };
     tokio::pin!(deleted);
+    let cancel = async move {
+        let _ = cancelled.wait_for(|stop| *stop).await;
+    };
+    tokio::pin!(cancel);
     let mut content = String::new();
     let mut result = None;
+    let mut progress = Progress::default();
     loop {
         tokio::select! {
             piece = rx.recv() => match piece {
@@ -118,28 +138,62 @@ async fn generate(
                         content.push_str(&piece);
                     }
                 }
-                // Not on the stream yet.
-                Some(EngineEvent::Progress { .. }) => {}
+                Some(EngineEvent::Progress { read, total }) => {
+                    if content.is_empty() && progress.due(read, total, Instant::now()) {
+                        state.hub.progress(session_id, reply_id, read, total);
+                    }
+                }
                 // The engine dropped its sender: it has finished.
                 None => break,
             },
             r = &mut engine, if result.is_none() => result = Some(r),
             _ = &mut stopping => return Err(EngineError("the service is shutting down".into())),
             _ = &mut deleted => return Err(EngineError(SESSION_DELETED.into())),
+            _ = &mut cancel => {
+                // Closing the channel is the engine's signal to stop; the text so far stays.
+                drop(rx);
+                if content.trim().is_empty() {
+                    return Err(EngineError(STOPPED_EMPTY.into()));
+                }
+                return Ok(Generated { content, finish: FinishReason::Stopped });
+            }
         }
     }
     let result = match result {
         Some(r) => r,
         None => engine.await,
     };
-    result?;
+    let finish = match result? {
+        Finish::Complete => FinishReason::Stop,
+        Finish::Length { .. } => FinishReason::Length,
+    };
     if content.trim().is_empty() {
         return Err(EngineError("the engine returned an empty reply".into()));
     }
-    Ok(content)
+    Ok(Generated { content, finish })
 }
 
-async fn run(state: &AppState, turn: Turn) -> TurnOutcome {
+/// When prompt progress is worth telling: at most every `PROGRESS_EVERY`, and the last
+/// report (the whole prompt read) always.
+#[derive(Default)]
+struct Progress {
+    last: Option<Instant>,
+}
+
+impl Progress {
+    fn due(&mut self, read: u64, total: u64, now: Instant) -> bool {
+        let due = read >= total
+            || self
+                .last
+                .is_none_or(|last| now.duration_since(last) >= PROGRESS_EVERY);
+        if due {
+            self.last = Some(now);
+        }
+        due
+    }
+}
+
+async fn run(state: &AppState, turn: Turn, cancelled: watch::Receiver<bool>) -> TurnOutcome {
     let Turn {
         account,
         session_id,
@@ -150,10 +204,10 @@ async fn run(state: &AppState, turn: Turn) -> TurnOutcome {
         record_response,
         request,
     } = turn;
-    let generated = generate(state, request, &reply_id, &session_id).await;
+    let generated = generate(state, request, &reply_id, &session_id, cancelled).await;
     state.stoppers.unregister(&session_id, &reply_id);
-    let content = match generated {
-        Ok(content) => content,
+    let Generated { content, finish } = match generated {
+        Ok(generated) => generated,
         Err(e) => {
             tracing::warn!(session = %session_id, error = %e, "reply failed; turn rolled back");
             let rolled = state
@@ -168,6 +222,7 @@ async fn run(state: &AppState, turn: Turn) -> TurnOutcome {
                 .await;
             let error = match rolled {
                 Ok(()) if e.0 == SESSION_DELETED => HttpError::session_not_found(&session_id),
+                Ok(()) if e.0 == STOPPED_EMPTY => HttpError::reply_stopped(STOPPED_EMPTY),
                 Ok(()) => HttpError::engine(e.0),
                 Err(store) => HttpError::from(store),
             };
@@ -190,6 +245,7 @@ async fn run(state: &AppState, turn: Turn) -> TurnOutcome {
         content: content.clone(),
         tokens,
         created_at: time::ms_to_rfc3339(created_at_ms),
+        finish_reason: Some(finish),
     };
     let body = serde_json::to_string(&message).unwrap_or_default();
     let reply = Reply {
@@ -197,6 +253,7 @@ async fn run(state: &AppState, turn: Turn) -> TurnOutcome {
         content,
         tokens,
         created_at_ms,
+        finish_reason: finish,
     };
     let record = record_response
         .then_some(idempotency_key)
@@ -263,4 +320,20 @@ fn finish_with_error(state: &AppState, session_id: &str, reply_id: &str, error: 
             error: body,
         },
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_is_told_at_most_every_250_ms_and_always_at_the_end() {
+        let start = Instant::now();
+        let mut p = Progress::default();
+        assert!(p.due(64, 1000, start));
+        assert!(!p.due(128, 1000, start + Duration::from_millis(100)));
+        assert!(p.due(512, 1000, start + Duration::from_millis(260)));
+        assert!(!p.due(600, 1000, start + Duration::from_millis(300)));
+        assert!(p.due(1000, 1000, start + Duration::from_millis(310)));
+    }
 }

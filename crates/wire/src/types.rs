@@ -67,6 +67,64 @@ pub struct Message {
     pub tokens: u64,
     /// ISO 8601 timestamp, kept as sent so that a server with another format still parses.
     pub created_at: String,
+    /// Not in the interface: how an assistant reply ended (`convo serve` adds it to replies;
+    /// absent on user and system messages, on replies stored before it existed and from
+    /// other servers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<FinishReason>,
+}
+
+/// How an assistant reply ended (`finishReason`, an extension).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FinishReason {
+    /// The engine ended the reply itself.
+    Stop,
+    /// A limit cut it: the reply cap or what the context window left.
+    Length,
+    /// A client asked the service to stop it (`POST .../messages/{id}/cancel`); the text so
+    /// far was kept.
+    Stopped,
+}
+
+impl FinishReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FinishReason::Stop => "stop",
+            FinishReason::Length => "length",
+            FinishReason::Stopped => "stopped",
+        }
+    }
+}
+
+impl std::fmt::Display for FinishReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for FinishReason {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "stop" => Ok(FinishReason::Stop),
+            "length" => Ok(FinishReason::Length),
+            "stopped" => Ok(FinishReason::Stopped),
+            other => Err(format!(
+                "unknown finish reason `{other}` (expected stop, length or stopped)"
+            )),
+        }
+    }
+}
+
+/// The answer of `POST /v1/sessions/{sessionId}/messages/{messageId}/cancel` (an extension):
+/// the reply is stopping; its `done` (with `finishReason: "stopped"`) follows on the stream.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Cancelled {
+    pub session_id: String,
+    pub message_id: String,
+    pub stopping: bool,
 }
 
 /// Body of a successful DELETE `/v1/sessions/{sessionId}`.
@@ -313,6 +371,16 @@ pub enum StreamEvent {
         seq: u64,
         content: String,
     },
+    /// Not in the interface: the engine is reading the prompt of the reply `message_id`,
+    /// `prompt_tokens` of `prompt_total` so far (sent at most every ~250 ms, before the first
+    /// delta; clients that do not know it ignore it).
+    #[serde(rename_all = "camelCase")]
+    Progress {
+        session_id: String,
+        message_id: String,
+        prompt_tokens: u64,
+        prompt_total: u64,
+    },
 }
 
 /// True when `id` is a well-formed session id: `session_` + 16 of `[A-Za-z0-9]`.
@@ -353,6 +421,35 @@ mod tests {
         let back = serde_json::to_value(&ev).unwrap();
         assert_eq!(back["type"], "delta");
         assert_eq!(back["messageId"], "msg_1");
+    }
+
+    #[test]
+    fn finish_reason_is_optional_and_round_trips() {
+        let old = r#"{"messageId":"m","sessionId":"s","role":"assistant","content":"x","tokens":1,"createdAt":"t"}"#;
+        let m: Message = serde_json::from_str(old).unwrap();
+        assert_eq!(m.finish_reason, None);
+        assert!(!serde_json::to_string(&m).unwrap().contains("finishReason"));
+        let cut = r#"{"messageId":"m","sessionId":"s","role":"assistant","content":"x","tokens":1,"createdAt":"t","finishReason":"length"}"#;
+        let m: Message = serde_json::from_str(cut).unwrap();
+        assert_eq!(m.finish_reason, Some(FinishReason::Length));
+        assert_eq!(serde_json::to_value(&m).unwrap()["finishReason"], "length");
+        assert_eq!("stopped".parse::<FinishReason>(), Ok(FinishReason::Stopped));
+    }
+
+    #[test]
+    fn progress_events_round_trip() {
+        let json = r#"{"type":"progress","sessionId":"s","messageId":"m","promptTokens":512,"promptTotal":1100}"#;
+        let ev: StreamEvent = serde_json::from_str(json).unwrap();
+        assert_eq!(
+            ev,
+            StreamEvent::Progress {
+                session_id: "s".into(),
+                message_id: "m".into(),
+                prompt_tokens: 512,
+                prompt_total: 1100
+            }
+        );
+        assert_eq!(serde_json::to_string(&ev).unwrap(), json);
     }
 
     #[test]

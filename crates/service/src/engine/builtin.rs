@@ -1,5 +1,7 @@
 //! The offline engine: deterministic replies built from the conversation itself (what was
-//! asked, how many messages and tokens so far), in markdown, streamed word by word.
+//! asked, how many messages and tokens so far), in markdown, streamed word by word. A reply
+//! is cut (`Finish::Length`) where the context window leaves no more room, as a model's
+//! would be; its first word always comes.
 
 use std::time::Duration;
 
@@ -38,12 +40,16 @@ impl ReplyEngine for BuiltinEngine {
     ) -> BoxFuture<'a, Result<Finish, EngineError>> {
         async move {
             let text = compose(&request);
+            let room = request
+                .max_context_tokens
+                .saturating_sub(request.context_tokens);
+            let (pieces, finish) = within(words(&text), room);
             if self.pace.is_zero() && !request.streamed {
                 // Nothing to pace and nobody watching: the reply in one piece.
-                let _ = out.send(EngineEvent::Text(text)).await;
-                return Ok(Finish::Complete);
+                let _ = out.send(EngineEvent::Text(pieces.concat())).await;
+                return Ok(finish);
             }
-            for (i, piece) in words(&text).into_iter().enumerate() {
+            for (i, piece) in pieces.into_iter().enumerate() {
                 if i > 0 && !self.pace.is_zero() {
                     tokio::time::sleep(self.pace).await;
                 }
@@ -51,10 +57,25 @@ impl ReplyEngine for BuiltinEngine {
                     break;
                 }
             }
-            Ok(Finish::Complete)
+            Ok(finish)
         }
         .boxed()
     }
+}
+
+/// The leading `pieces` that fit in `room` tokens (counted piece by piece; the first always),
+/// and how the reply ends: `Length` when some were left out.
+fn within(pieces: Vec<&str>, room: u64) -> (Vec<&str>, Finish) {
+    let mut used = 0;
+    for (i, piece) in pieces.iter().enumerate() {
+        let tokens = convo_tokens::count(piece);
+        if i > 0 && used + tokens > room {
+            let kept = pieces[..i].to_vec();
+            return (kept, Finish::Length { tokens: used });
+        }
+        used += tokens;
+    }
+    (pieces, Finish::Complete)
 }
 
 /// Splits `text` into pieces of one word plus the whitespace after it; they concatenate to `text`.
@@ -247,6 +268,21 @@ pub fn compose(request: &ReplyRequest) -> String {
 mod tests {
     use super::*;
     use convo_core::HistoryEntry;
+
+    #[test]
+    fn a_reply_is_cut_where_the_context_leaves_no_room() {
+        let pieces = words("one two three four five");
+        let (all, finish) = within(pieces.clone(), 1000);
+        assert_eq!(all, pieces);
+        assert_eq!(finish, Finish::Complete);
+        let (cut, finish) = within(pieces.clone(), 2);
+        assert_eq!(cut.concat(), "one two ");
+        assert_eq!(finish, Finish::Length { tokens: 2 });
+        // The first word comes even with no room at all.
+        let (first, finish) = within(pieces, 0);
+        assert_eq!(first, vec!["one "]);
+        assert_eq!(finish, Finish::Length { tokens: 1 });
+    }
 
     fn request(texts: &[(Role, &str)]) -> ReplyRequest {
         ReplyRequest {

@@ -95,7 +95,7 @@ impl OpenAiEngine {
         }
         let mut bytes = resp.bytes_stream();
         let mut buffer: Vec<u8> = Vec::new();
-        let mut finished = false;
+        let mut finished = None;
         while let Some(chunk) = bytes.next().await {
             let chunk =
                 chunk.map_err(|e| EngineError(format!("the engine's stream broke: {e}")))?;
@@ -104,19 +104,20 @@ impl OpenAiEngine {
                 let line: Vec<u8> = buffer.drain(..=pos).collect();
                 let line = String::from_utf8_lossy(&line);
                 match parse_sse_line(line.trim_end_matches(['\r', '\n']))? {
-                    SseLine::Content(piece) => {
+                    SseLine::Content(piece, finish) => {
                         if out.send(EngineEvent::Text(piece)).await.is_err() {
                             return Ok(Finish::Complete);
                         }
+                        finished = finished.or(finish);
                     }
-                    SseLine::Finished => finished = true,
-                    SseLine::Done => return Ok(Finish::Complete),
+                    SseLine::Finished(finish) => finished = Some(finish),
+                    SseLine::Done => return Ok(finished.unwrap_or(Finish::Complete)),
                     SseLine::Other => {}
                 }
             }
         }
-        if finished {
-            Ok(Finish::Complete)
+        if let Some(finish) = finished {
+            Ok(finish)
         } else {
             Err(EngineError(
                 "the engine closed the stream before the reply was complete".into(),
@@ -128,9 +129,10 @@ impl OpenAiEngine {
 /// One line of the SSE stream, interpreted.
 #[derive(Debug, PartialEq, Eq)]
 pub enum SseLine {
-    Content(String),
-    /// A chunk carrying a `finish_reason`.
-    Finished,
+    /// A piece of the reply, and the chunk's `finish_reason` when it carries one too.
+    Content(String, Option<Finish>),
+    /// A chunk carrying a `finish_reason` (`length` is a cut; any other, the model's end).
+    Finished(Finish),
     /// `data: [DONE]`.
     Done,
     /// Comments, empty lines, other fields, role-only chunks.
@@ -158,21 +160,27 @@ pub fn parse_sse_line(line: &str) -> Result<SseLine, EngineError> {
         )));
     }
     let choice = value.get("choices").and_then(|c| c.get(0));
+    let finish = choice
+        .and_then(|c| c.get("finish_reason"))
+        .filter(|r| !r.is_null())
+        .map(|r| match r.as_str() {
+            Some("length") => Finish::Length {
+                tokens: value
+                    .pointer("/usage/completion_tokens")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0),
+            },
+            _ => Finish::Complete,
+        });
     if let Some(content) = choice
         .and_then(|c| c.get("delta"))
         .and_then(|d| d.get("content"))
         .and_then(Value::as_str)
         && !content.is_empty()
     {
-        return Ok(SseLine::Content(content.to_string()));
+        return Ok(SseLine::Content(content.to_string(), finish));
     }
-    if choice
-        .and_then(|c| c.get("finish_reason"))
-        .is_some_and(|r| !r.is_null())
-    {
-        return Ok(SseLine::Finished);
-    }
-    Ok(SseLine::Other)
+    Ok(finish.map_or(SseLine::Other, SseLine::Finished))
 }
 
 impl ReplyEngine for OpenAiEngine {
@@ -215,11 +223,25 @@ mod tests {
     fn sse_lines_are_interpreted() {
         assert_eq!(
             parse_sse_line(r#"data: {"choices":[{"delta":{"content":"Hi"}}]}"#).unwrap(),
-            SseLine::Content("Hi".into())
+            SseLine::Content("Hi".into(), None)
         );
         assert_eq!(
             parse_sse_line(r#"data: {"choices":[{"delta":{},"finish_reason":"stop"}]}"#).unwrap(),
-            SseLine::Finished
+            SseLine::Finished(Finish::Complete)
+        );
+        assert_eq!(
+            parse_sse_line(
+                r#"data: {"choices":[{"delta":{},"finish_reason":"length"}],"usage":{"completion_tokens":7}}"#
+            )
+            .unwrap(),
+            SseLine::Finished(Finish::Length { tokens: 7 })
+        );
+        assert_eq!(
+            parse_sse_line(
+                r#"data: {"choices":[{"delta":{"content":"end"},"finish_reason":"length"}]}"#
+            )
+            .unwrap(),
+            SseLine::Content("end".into(), Some(Finish::Length { tokens: 0 }))
         );
         assert_eq!(parse_sse_line("data: [DONE]").unwrap(), SseLine::Done);
         assert_eq!(parse_sse_line(": keep-alive").unwrap(), SseLine::Other);

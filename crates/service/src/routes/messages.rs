@@ -162,6 +162,7 @@ pub(crate) async fn send(
             content: String::new(),
             tokens: 0,
             created_at,
+            finish_reason: None,
         };
         serde_json::to_string(&placeholder).unwrap_or_default()
     });

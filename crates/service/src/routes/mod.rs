@@ -2,6 +2,7 @@
 
 pub mod account_stream;
 pub mod analytics;
+pub mod cancel;
 pub mod health;
 pub mod messages;
 pub mod sessions;

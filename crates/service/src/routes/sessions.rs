@@ -133,6 +133,7 @@ pub(crate) async fn history(
                     content: r.content,
                     tokens: r.tokens,
                     created_at: time::ms_to_rfc3339(r.created_at_ms),
+                    finish_reason: r.finish_reason,
                 },
                 metadata: r.metadata.and_then(|m| serde_json::from_str(&m).ok()),
             })

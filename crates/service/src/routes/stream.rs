@@ -169,5 +169,7 @@ fn track(open: &mut HashSet<String>, event: &StreamEvent) {
         StreamEvent::Done { .. } | StreamEvent::Error { .. } => {
             open.remove(event_message_id(event));
         }
+        // Before any text: the reply's snapshot opened it already.
+        StreamEvent::Progress { .. } => {}
     }
 }

@@ -146,6 +146,15 @@ impl Storage for SqliteStore {
         .await
     }
 
+    async fn turn_running(
+        &self,
+        _account_id: i64,
+        _session_id: String,
+        _reply_id: String,
+    ) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+
     async fn usage_counts(
         &self,
         account_id: i64,
@@ -312,6 +321,15 @@ impl Storage for Db {
         session_id: String,
     ) -> Result<Option<Vec<MessageRow>>, StoreError> {
         dispatch!(self.session_messages(account_id, session_id))
+    }
+
+    async fn turn_running(
+        &self,
+        account_id: i64,
+        session_id: String,
+        reply_id: String,
+    ) -> Result<bool, StoreError> {
+        dispatch!(self.turn_running(account_id, session_id, reply_id))
     }
 
     async fn usage_counts(

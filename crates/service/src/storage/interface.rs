@@ -108,6 +108,16 @@ pub trait Storage: Send + Sync {
         session_id: String,
     ) -> impl Future<Output = Result<Option<Vec<MessageRow>>, StoreError>> + Send;
 
+    /// Whether the turn of reply `reply_id` of the account's session runs on some replica (a
+    /// cancel that reached a replica not following it). SQLite records no turns (a single
+    /// service's stream hub knows its own): always false there.
+    fn turn_running(
+        &self,
+        account_id: i64,
+        session_id: String,
+        reply_id: String,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
     fn usage_counts(
         &self,
         account_id: i64,

@@ -2,7 +2,7 @@
 //! count, the key hash. The domain types (turns, accounts, plans) are `convo_core`'s.
 
 use chrono::{DateTime, Utc};
-use convo_wire::Role;
+use convo_wire::{FinishReason, Role};
 use sha2::{Digest, Sha256};
 
 use convo_core::Account;
@@ -66,6 +66,8 @@ pub struct Reply {
     pub content: String,
     pub tokens: u64,
     pub created_at_ms: i64,
+    /// How the reply ended (stored with it, so that a reloaded history says so).
+    pub finish_reason: FinishReason,
 }
 
 /// A live session of an account, for the `GET /v1/sessions` extension.
@@ -133,6 +135,17 @@ pub struct MessageRow {
     pub tokens: u64,
     pub metadata: Option<String>,
     pub created_at_ms: i64,
+    /// Replies stored since the column exists; `None` for user and system messages.
+    pub finish_reason: Option<FinishReason>,
+}
+
+/// A stored `finish_reason` column, read back.
+pub fn finish_reason(
+    stored: Option<String>,
+) -> Result<Option<FinishReason>, crate::error::StoreError> {
+    stored
+        .map(|s| s.parse().map_err(crate::error::StoreError::Corrupt))
+        .transpose()
 }
 
 /// Raw numbers of the usage resource.

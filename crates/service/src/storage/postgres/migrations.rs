@@ -435,6 +435,43 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE sessions ADD COLUMN forked_from_session TEXT;
     ALTER TABLE sessions ADD COLUMN forked_from_message TEXT;
     "#,
+    // 7: how a reply ended (`finishReason`: stop, length or stopped); NULL for user and
+    // system messages and for replies stored before this column. `convo_turn_complete_2` is
+    // `convo_turn_complete` storing it; the old function stays for replicas of older builds
+    // during an upgrade.
+    r#"
+    ALTER TABLE messages ADD COLUMN finish_reason TEXT;
+    CREATE FUNCTION convo_turn_complete_2(p_account BIGINT, p_session TEXT, p_reply TEXT,
+        p_role TEXT, p_content TEXT, p_tokens BIGINT, p_created BIGINT, p_key TEXT,
+        p_status INTEGER, p_body TEXT, p_now BIGINT, p_finish TEXT)
+    RETURNS INTEGER LANGUAGE plpgsql AS $$
+    DECLARE
+        v_owner BIGINT;
+        v_deleted BIGINT;
+    BEGIN
+        SELECT s.account_id, s.deleted_at INTO v_owner, v_deleted
+        FROM sessions s WHERE s.id = p_session FOR UPDATE;
+        IF NOT FOUND OR v_owner <> p_account OR v_deleted IS NOT NULL THEN
+            RETURN 1;
+        END IF;
+        DELETE FROM turns t WHERE t.session_id = p_session AND t.reply_id = p_reply;
+        IF NOT FOUND THEN
+            RETURN 2;
+        END IF;
+        INSERT INTO messages (id, session_id, role, content, tokens, metadata, created_at,
+                              finish_reason)
+        VALUES (p_reply, p_session, p_role, p_content, p_tokens, NULL, p_created, p_finish);
+        IF p_key IS NOT NULL THEN
+            INSERT INTO idempotency_keys (account_id, session_id, key, status, body, created_at)
+            VALUES (p_account, p_session, p_key, p_status, p_body, p_now)
+            ON CONFLICT (account_id, session_id, key) DO UPDATE
+            SET status = excluded.status, body = excluded.body, created_at = excluded.created_at;
+        END IF;
+        INSERT INTO message_log (message_id, account_id, session_id, role, tokens, created_at)
+        VALUES (p_reply, p_account, p_session, p_role, p_tokens, p_created);
+        RETURN 0;
+    END $$;
+    "#,
 ];
 
 /// Brings the schema to the newest version under the advisory lock.

@@ -344,6 +344,23 @@ impl Storage for PgStore {
         status(&client, account_id, &session_id).await
     }
 
+    async fn turn_running(
+        &self,
+        account_id: i64,
+        session_id: String,
+        reply_id: String,
+    ) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT 1 FROM turns
+                 WHERE session_id = $1 AND reply_id = $2 AND account_id = $3",
+                &[&session_id, &reply_id, &account_id],
+            )
+            .await?;
+        Ok(row.is_some())
+    }
+
     async fn list_sessions(&self, account_id: i64) -> Result<Vec<SessionRow>, StoreError> {
         let client = self.client().await?;
         let rows = client
@@ -436,20 +453,22 @@ impl Storage for PgStore {
         }
         let rows = tx
             .query(
-                "SELECT role, content, tokens, metadata, created_at FROM messages
+                "SELECT role, content, tokens, metadata, created_at, finish_reason FROM messages
                  WHERE session_id = $1 ORDER BY pk LIMIT $2",
                 &[&f.source, &(length as i64)],
             )
             .await?;
         let insert = tx
             .prepare_cached(
-                "INSERT INTO messages (id, session_id, role, content, tokens, metadata, created_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                "INSERT INTO messages
+                 (id, session_id, role, content, tokens, metadata, created_at, finish_reason)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
             )
             .await?;
         for r in &rows {
             let (role, content, tokens): (String, String, i64) = (r.get(0), r.get(1), r.get(2));
             let (metadata, created_at): (Option<String>, i64) = (r.get(3), r.get(4));
+            let finish: Option<String> = r.get(5);
             tx.execute(
                 &insert,
                 &[
@@ -460,6 +479,7 @@ impl Storage for PgStore {
                     &tokens,
                     &metadata,
                     &created_at,
+                    &finish,
                 ],
             )
             .await?;
@@ -552,8 +572,8 @@ impl Storage for PgStore {
         }
         let rows = tx
             .query(
-                "SELECT id, role, content, tokens, metadata, created_at FROM messages
-                 WHERE session_id = $1 ORDER BY pk",
+                "SELECT id, role, content, tokens, metadata, created_at, finish_reason
+                 FROM messages WHERE session_id = $1 ORDER BY pk",
                 &[&session_id],
             )
             .await?;
@@ -567,6 +587,7 @@ impl Storage for PgStore {
                     tokens: r.get::<_, i64>(3).max(0) as u64,
                     metadata: r.get(4),
                     created_at_ms: r.get(5),
+                    finish_reason: crate::storage::rows::finish_reason(r.get(6))?,
                 })
             })
             .collect::<Result<Vec<_>, StoreError>>()?;

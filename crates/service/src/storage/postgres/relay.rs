@@ -463,7 +463,7 @@ async fn settle(
         .collect();
     let stored = client
         .query(
-            "SELECT id, session_id, content, tokens, created_at FROM messages
+            "SELECT id, session_id, content, tokens, created_at, finish_reason FROM messages
              WHERE role = 'assistant' AND (id = ANY($1) OR (session_id = ANY($2) AND created_at >= $3))
              ORDER BY pk",
             &[&ids, &listened, &since],
@@ -479,6 +479,8 @@ async fn settle(
             content: row.get(2),
             tokens: row.get::<_, i64>(3).max(0) as u64,
             created_at: time::ms_to_rfc3339(row.get(4)),
+            // An unreadable value is left out: the end of the reply is what matters here.
+            finish_reason: row.get::<_, Option<String>>(5).and_then(|s| s.parse().ok()),
         };
         done.insert(message.message_id.clone());
         ends.push(StreamEvent::Done { message });

@@ -371,7 +371,9 @@ pub(super) async fn complete(
 ) -> Result<bool, StoreError> {
     let client = store.client().await?;
     let stmt = client
-        .prepare_cached("SELECT convo_turn_complete($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)")
+        .prepare_cached(
+            "SELECT convo_turn_complete_2($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+        )
         .await?;
     let (key, status, body) = match idempotent {
         Some((key, r)) => (
@@ -396,6 +398,7 @@ pub(super) async fn complete(
                 &status,
                 &body,
                 &now_ms,
+                &reply.finish_reason.as_str(),
             ],
         )
         .await?

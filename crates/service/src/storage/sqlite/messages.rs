@@ -11,7 +11,7 @@ use convo_core::admission::{self, Admission, SessionFacts, TurnFacts};
 pub use convo_core::{
     HistoryEntry, SessionStatus, TurnRefusal, TurnStart, TurnStarted, UserMessage,
 };
-use convo_wire::Role;
+use convo_wire::{FinishReason, Role};
 
 /// What `session_id` means to `account_id`: one look-up of the session's row.
 pub fn session_status(
@@ -118,6 +118,7 @@ pub fn start_turn(
         m.tokens,
         m.metadata.as_deref(),
         t.now_ms,
+        None,
     )?;
     if let (Some(key), Some(resp)) = (&t.idempotency_key, &t.accepted_response) {
         idempotency::record(&tx, t.account.id, &t.session_id, key, resp, t.now_ms)?;
@@ -145,10 +146,12 @@ fn insert_message(
     tokens: u64,
     metadata: Option<&str>,
     created_at: i64,
+    finish_reason: Option<FinishReason>,
 ) -> Result<(), StoreError> {
     conn.prepare_cached(
-        "INSERT INTO messages (id, session_id, role, content, tokens, metadata, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        "INSERT INTO messages
+         (id, session_id, role, content, tokens, metadata, created_at, finish_reason)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     )?
     .execute(params![
         id,
@@ -157,7 +160,8 @@ fn insert_message(
         content,
         tokens as i64,
         metadata,
-        created_at
+        created_at,
+        finish_reason.map(FinishReason::as_str)
     ])?;
     conn.prepare_cached(
         "INSERT INTO message_log (message_id, account_id, session_id, role, tokens, created_at)
@@ -198,6 +202,7 @@ pub fn complete_turn(
         reply.tokens,
         None,
         reply.created_at_ms,
+        Some(reply.finish_reason),
     )?;
     if let Some((key, resp)) = idempotent {
         idempotency::record(&tx, account_id, session_id, key, resp, now_ms)?;
@@ -336,20 +341,28 @@ pub fn fork_session(conn: &mut Connection, f: &ForkRequest) -> Result<Fork, Stor
         f.source,
         f.message_id
     ])?;
-    type Copied = (String, String, i64, Option<String>, i64);
+    type Copied = (String, String, i64, Option<String>, i64, Option<String>);
     let rows: Vec<Copied> = tx
         .prepare_cached(
-            "SELECT role, content, tokens, metadata, created_at FROM messages
+            "SELECT role, content, tokens, metadata, created_at, finish_reason FROM messages
              WHERE session_id = ?1 ORDER BY pk LIMIT ?2",
         )?
         .query_map(params![f.source, length as i64], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+            ))
         })?
         .collect::<Result<_, _>>()?;
-    for (role, content, tokens, metadata, created_at) in rows {
+    for (role, content, tokens, metadata, created_at, finish) in rows {
         tx.prepare_cached(
-            "INSERT INTO messages (id, session_id, role, content, tokens, metadata, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            "INSERT INTO messages
+             (id, session_id, role, content, tokens, metadata, created_at, finish_reason)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         )?
         .execute(params![
             crate::ids::new_message_id(),
@@ -358,7 +371,8 @@ pub fn fork_session(conn: &mut Connection, f: &ForkRequest) -> Result<Fork, Stor
             content,
             tokens,
             metadata,
-            created_at
+            created_at,
+            finish
         ])?;
     }
     tx.commit()?;
@@ -406,7 +420,7 @@ pub fn session_messages(
     session_id: &str,
 ) -> Result<Vec<MessageRow>, StoreError> {
     let mut stmt = conn.prepare(
-        "SELECT id, role, content, tokens, metadata, created_at FROM messages WHERE session_id = ?1 ORDER BY pk",
+        "SELECT id, role, content, tokens, metadata, created_at, finish_reason FROM messages WHERE session_id = ?1 ORDER BY pk",
     )?;
     let rows = stmt.query_map([session_id], |r| {
         Ok((
@@ -416,11 +430,12 @@ pub fn session_messages(
             r.get::<_, i64>(3)?,
             r.get::<_, Option<String>>(4)?,
             r.get::<_, i64>(5)?,
+            r.get::<_, Option<String>>(6)?,
         ))
     })?;
     let mut out = Vec::new();
     for row in rows {
-        let (id, role, content, tokens, metadata, created_at_ms) = row?;
+        let (id, role, content, tokens, metadata, created_at_ms, finish) = row?;
         out.push(MessageRow {
             id,
             role: role.parse::<Role>().map_err(StoreError::Corrupt)?,
@@ -428,6 +443,7 @@ pub fn session_messages(
             tokens: tokens as u64,
             metadata,
             created_at_ms,
+            finish_reason: crate::storage::rows::finish_reason(finish)?,
         });
     }
     Ok(out)

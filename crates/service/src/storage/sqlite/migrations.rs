@@ -277,6 +277,11 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE sessions ADD COLUMN forked_from_session TEXT;
     ALTER TABLE sessions ADD COLUMN forked_from_message TEXT;
     "#,
+    // 7: how a reply ended (`finishReason`: stop, length or stopped); NULL for user and
+    // system messages and for replies stored before this column.
+    r#"
+    ALTER TABLE messages ADD COLUMN finish_reason TEXT;
+    "#,
 ];
 
 /// Brings the schema up to date; each migration runs in its own transaction.

@@ -1,0 +1,185 @@
+//! Stopping a reply (`POST /v1/sessions/{id}/messages/{messageId}/cancel`) and how a reply
+//! ended (`finishReason`): a cancel mid-reply keeps the text so far, marked `stopped`, on the
+//! stream and in the history; a cancel before any text rolls the turn back; a cancel of a
+//! finished or unknown reply says so; a reply cut by the context window ends with `length`.
+//! On two PostgreSQL replicas, a cancel reaching the replica that does not run the reply
+//! stops it on the other.
+
+use convo_client::api::StreamEvent;
+use convo_service::ServiceConfig;
+use convo_wire::FinishReason;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use super::backends::TestDb;
+use super::common::{Svc, close, json as body_json, next_event, session, start_with, until_end};
+use super::replica_harness::Replica;
+use super::upstream::{Upstream, chunk};
+
+async fn cancel(svc: &Svc, sid: &str, message_id: &str) -> (StatusCode, Value) {
+    let resp = svc
+        .http
+        .post(svc.url(&format!("/v1/sessions/{sid}/messages/{message_id}/cancel")))
+        .bearer_auth(&svc.key)
+        .send()
+        .await
+        .expect("request");
+    body_json(resp).await
+}
+
+/// A service answering with the fake upstream, whose reply the test writes.
+async fn with_live_upstream() -> (Svc, Upstream, tokio::sync::mpsc::UnboundedSender<String>) {
+    let (upstream, tx) = Upstream::live().await;
+    let mut config = ServiceConfig::ephemeral(0);
+    config.engine = upstream.engine_config();
+    (start_with(config).await, upstream, tx)
+}
+
+#[tokio::test]
+async fn a_cancel_mid_reply_stores_the_text_so_far_marked_stopped() {
+    let (svc, _upstream, tx) = with_live_upstream().await;
+    let sid = session();
+    let mut ws = svc.ws(&sid).await;
+    let (status, accepted) = svc
+        .post(&sid, json!({"content": "write an essay", "stream": true}))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
+    let id = accepted["messageId"].as_str().unwrap().to_string();
+    tx.send(chunk("The first ")).unwrap();
+    tx.send(chunk("words")).unwrap();
+    let mut seen = String::new();
+    while seen != "The first words" {
+        match next_event(&mut ws).await {
+            StreamEvent::Delta { content, .. } => seen.push_str(&content),
+            other => panic!("expected deltas, got {other:?}"),
+        }
+    }
+
+    let (status, body) = cancel(&svc, &sid, &id).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(
+        body,
+        json!({"sessionId": sid, "messageId": id, "stopping": true})
+    );
+    let events = until_end(&mut ws, &id).await;
+    let Some(StreamEvent::Done { message }) = events.last() else {
+        panic!("expected done, got {events:?}");
+    };
+    assert_eq!(message.content, "The first words");
+    assert_eq!(message.finish_reason, Some(FinishReason::Stopped));
+    assert_eq!(message.tokens, convo_tokens::count("The first words"));
+
+    // Stored so, and said so by the history.
+    let (status, history) = svc.get(&format!("/v1/sessions/{sid}/messages")).await;
+    assert_eq!(status, StatusCode::OK);
+    let reply = &history["messages"][1];
+    assert_eq!(reply["messageId"], id.as_str());
+    assert_eq!(reply["content"], "The first words");
+    assert_eq!(reply["finishReason"], "stopped");
+    assert!(
+        history["messages"][0].get("finishReason").is_none(),
+        "not on user messages"
+    );
+
+    // Once stored there is nothing to stop.
+    let (status, body) = cancel(&svc, &sid, &id).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["error"]["code"], "reply_finished");
+    close(ws).await;
+}
+
+#[tokio::test]
+async fn a_cancel_before_any_text_rolls_the_turn_back() {
+    let (svc, _upstream, _tx) = with_live_upstream().await;
+    let sid = session();
+    let mut ws = svc.ws(&sid).await;
+    let (status, accepted) = svc
+        .post(&sid, json!({"content": "think long", "stream": true}))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let id = accepted["messageId"].as_str().unwrap().to_string();
+    let (status, body) = cancel(&svc, &sid, &id).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let events = until_end(&mut ws, &id).await;
+    match events.last() {
+        Some(StreamEvent::Error { error, .. }) => assert_eq!(error.code, "reply_stopped"),
+        other => panic!("expected the turn's error, got {other:?}"),
+    }
+    // The turn is gone: the session holds nothing.
+    let (status, body) = svc.get(&format!("/v1/sessions/{sid}/messages")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["messages"], json!([]));
+    close(ws).await;
+}
+
+#[tokio::test]
+async fn a_cancel_of_an_unknown_reply_or_session_says_which() {
+    let svc = start_with(ServiceConfig::ephemeral(0)).await;
+    let sid = session();
+    let (status, body) = cancel(&svc, &sid, "msg_nothing").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(body["error"]["code"], "session_not_found");
+    svc.send_text(&sid, "hello").await;
+    let (status, body) = cancel(&svc, &sid, "msg_nothing").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert_eq!(body["error"]["code"], "message_not_found");
+    let (status, body) = cancel(&svc, "not-a-session", "msg_nothing").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+}
+
+#[tokio::test]
+async fn a_reply_cut_by_the_context_window_ends_with_length_and_others_with_stop() {
+    let svc = start_with(ServiceConfig::ephemeral(0)).await;
+    let sid = session();
+    let whole = svc.send_text(&sid, "hello").await;
+    assert_eq!(whole["finishReason"], "stop");
+    let used = whole["tokens"].as_u64().unwrap() + convo_tokens::count("hello");
+
+    let mut config = ServiceConfig::ephemeral(0);
+    // Room for a few words of the reply after the message.
+    config.max_context_tokens = 12;
+    let small = start_with(config).await;
+    let sid = session();
+    let cut = small.send_text(&sid, "hello").await;
+    assert_eq!(cut["finishReason"], "length", "{cut}");
+    let tokens = cut["tokens"].as_u64().unwrap();
+    assert!(tokens < used, "cut: {tokens} tokens");
+    let (_, history) = small.get(&format!("/v1/sessions/{sid}/messages")).await;
+    assert_eq!(history["messages"][1]["finishReason"], "length");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_replicas_a_cancel_sent_to_the_other_replica_stops_the_reply() {
+    const KEY: &str = "service_live_replicaCancelKey0123456";
+    let db = TestDb::create().await;
+    // Paced, so the reply is still being generated when the cancel comes.
+    let a = Replica::start(&db, KEY, 100, None);
+    let b = Replica::start(&db, KEY, 100, None);
+    let sid = session();
+    let mut ws = a.ws(&sid).await;
+    let id = a.start_reply(&sid, "write a long answer with code").await;
+    // The first words came: the reply runs on a, and b follows nothing of it.
+    loop {
+        if let StreamEvent::Delta { seq: 2, .. } = next_event(&mut ws).await {
+            break;
+        }
+    }
+    let resp = b
+        .http
+        .post(format!("{}/v1/sessions/{sid}/messages/{id}/cancel", b.base))
+        .bearer_auth(KEY)
+        .send()
+        .await
+        .expect("request");
+    let (status, body) = body_json(resp).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let events = until_end(&mut ws, &id).await;
+    let Some(StreamEvent::Done { message }) = events.last() else {
+        panic!("expected done, got {events:?}");
+    };
+    assert_eq!(message.finish_reason, Some(FinishReason::Stopped));
+    let history = b.history(&sid).await;
+    assert_eq!(history[1]["finishReason"], "stopped");
+    assert_eq!(history[1]["content"], message.content.as_str());
+    close(ws).await;
+}
