@@ -53,6 +53,8 @@ pub enum CliCommand {
     Fork(crate::commands::fork::ForkArgs),
     /// Remove a session's last exchange (its last message and the reply).
     Undo(crate::commands::undo::UndoArgs),
+    /// Stop a reply being generated; the text so far is kept as the reply.
+    Cancel(crate::commands::cancel::CancelArgs),
     /// Print the effective configuration (key redacted) and the config file's path.
     Config(crate::commands::config_cmd::ConfigArgs),
     /// Manage the local GGUF models: list, import, rm, pull.
@@ -81,6 +83,7 @@ impl CliCommand {
             CliCommand::Title(a) => a.json,
             CliCommand::Fork(a) => a.json,
             CliCommand::Undo(a) => a.json,
+            CliCommand::Cancel(a) => a.json,
             CliCommand::Serve(_)
             | CliCommand::Token(_)
             | CliCommand::Config(_)
@@ -199,6 +202,7 @@ pub fn main() -> ExitCode {
             Some(CliCommand::Title(args)) => crate::commands::title::run(args, global).await,
             Some(CliCommand::Fork(args)) => crate::commands::fork::run(args, global).await,
             Some(CliCommand::Undo(args)) => crate::commands::undo::run(args, global).await,
+            Some(CliCommand::Cancel(args)) => crate::commands::cancel::run(args, global).await,
             Some(CliCommand::Completions(args)) => {
                 crate::commands::completions::run(args, Cli::command())
             }

@@ -195,6 +195,9 @@ pub async fn run(args: SendArgs, global: convo_client::config::GlobalArgs) -> Ex
                 if !args.stream {
                     out(format!("{}\n", sanitize(&reply.content)));
                 }
+                if let Some(note) = reply.finish_reason.and_then(finish_note) {
+                    eprintln!("{note}");
+                }
                 ExitCode::SUCCESS
             }
         }
@@ -279,4 +282,18 @@ async fn record_failure(
         Ok(())
     })
     .await;
+}
+
+/// What `convo send` says on stderr about a reply that did not end by itself (the reason is
+/// in `--json`'s `finishReason` too).
+fn finish_note(reason: convo_wire::FinishReason) -> Option<&'static str> {
+    match reason {
+        convo_wire::FinishReason::Stop => None,
+        convo_wire::FinishReason::Length => {
+            Some("finish reason: length (the reply was cut by the reply or context limit)")
+        }
+        convo_wire::FinishReason::Stopped => {
+            Some("finish reason: stopped (the reply was cancelled; its text so far was kept)")
+        }
+    }
 }

@@ -147,6 +147,7 @@ async fn events_arrive_typed_and_the_follower_drops_duplicates_across_reconnects
             StreamEvent::Snapshot { seq, content, .. } => format!("snapshot:{seq}:{content}"),
             StreamEvent::Done { message } => format!("done:{}", message.content),
             StreamEvent::Error { .. } => "error".into(),
+            StreamEvent::Progress { .. } => "progress".into(),
         })
         .collect();
     assert_eq!(

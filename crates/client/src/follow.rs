@@ -151,6 +151,8 @@ pub struct ReplyFollower {
     heard_since_connect: bool,
     /// The history showed the message without its reply once since the reconnect.
     looked_once: bool,
+    /// The last `progress` event: prompt tokens read, of the total (`convo serve`'s extension).
+    progress: Option<(u64, u64)>,
 }
 
 impl ReplyFollower {
@@ -166,6 +168,22 @@ impl ReplyFollower {
             connected: true,
             heard_since_connect: false,
             looked_once: false,
+            progress: None,
+        }
+    }
+
+    /// While the service reads the prompt and no text has come: tokens read and the total,
+    /// from its `progress` events (servers without them send none).
+    pub fn progress(&self) -> Option<(u64, u64)> {
+        self.progress
+            .filter(|_| self.text.is_empty() && self.status == ReplyStatus::Coming)
+    }
+
+    /// How the reply ended, once done, when the server says (`finishReason`).
+    pub fn finish_reason(&self) -> Option<convo_wire::FinishReason> {
+        match &self.status {
+            ReplyStatus::Done(message) => message.finish_reason,
+            _ => None,
         }
     }
 
@@ -229,7 +247,8 @@ impl ReplyFollower {
         let id = match event {
             StreamEvent::Delta { message_id, .. }
             | StreamEvent::Snapshot { message_id, .. }
-            | StreamEvent::Error { message_id, .. } => message_id,
+            | StreamEvent::Error { message_id, .. }
+            | StreamEvent::Progress { message_id, .. } => message_id,
             StreamEvent::Done { message } => &message.message_id,
         };
         self.reply_id.as_deref().is_none_or(|mine| mine == id)
@@ -287,6 +306,19 @@ impl ReplyFollower {
                     return Step::NOTHING;
                 }
                 self.finish(message.clone())
+            }
+            StreamEvent::Progress {
+                message_id,
+                prompt_tokens,
+                prompt_total,
+                ..
+            } => {
+                if !self.is_mine(message_id) {
+                    return Step::NOTHING;
+                }
+                self.heard_since_connect = true;
+                self.progress = Some((*prompt_tokens, *prompt_total));
+                Step::NOTHING
             }
             StreamEvent::Error {
                 message_id, error, ..
@@ -413,6 +445,35 @@ mod tests {
         }
     }
 
+    #[test]
+    fn progress_shows_until_the_first_text_and_the_finish_reason_once_done() {
+        let mut f = ReplyFollower::new(Role::User, "hi");
+        f.reply_id_known("r");
+        let progress = |read| StreamEvent::Progress {
+            session_id: "s".into(),
+            message_id: "r".into(),
+            prompt_tokens: read,
+            prompt_total: 1000,
+        };
+        assert_eq!(f.progress(), None);
+        f.event(&progress(470));
+        assert_eq!(f.progress(), Some((470, 1000)));
+        // Another reply's progress is not this one's.
+        f.event(&StreamEvent::Progress {
+            session_id: "s".into(),
+            message_id: "other".into(),
+            prompt_tokens: 1,
+            prompt_total: 2,
+        });
+        assert_eq!(f.progress(), Some((470, 1000)));
+        f.event(&delta("r", 0, "Hel"));
+        assert_eq!(f.progress(), None);
+        let mut done = message("r", Role::Assistant, "Hel");
+        done.finish_reason = Some(convo_wire::FinishReason::Stopped);
+        f.event(&StreamEvent::Done { message: done });
+        assert_eq!(f.finish_reason(), Some(convo_wire::FinishReason::Stopped));
+    }
+
     fn message(id: &str, role: Role, content: &str) -> Message {
         Message {
             message_id: id.into(),
@@ -421,6 +482,7 @@ mod tests {
             content: content.into(),
             tokens: 3,
             created_at: "2026-01-01T00:00:00Z".into(),
+            finish_reason: None,
         }
     }
 

@@ -30,7 +30,7 @@ use url::Url;
 
 use super::error::ApiError;
 use super::types::{
-    Deleted, ErrorEnvelope, Granularity, Message, Metrics, SendMessage, Usage, Wallet,
+    Cancelled, Deleted, ErrorEnvelope, Granularity, Message, Metrics, SendMessage, Usage, Wallet,
 };
 use convo_wire::sessions::{ForkRequest, MessageList, SessionList, SessionSummary, Undone};
 
@@ -734,6 +734,24 @@ impl Client {
                 Some(body),
                 None,
             )
+            .await;
+        extension_or_error(answer)
+    }
+
+    /// `POST /v1/sessions/{sessionId}/messages/{messageId}/cancel`: asks the service to stop
+    /// the reply `message_id`; its `done` (`finishReason: "stopped"`, the text so far) follows
+    /// on the stream. `Ok(None)`: the server cannot stop replies. A reply that already ended
+    /// is an error coded `reply_finished`, an unknown one `message_not_found`.
+    pub async fn cancel(
+        &self,
+        session_id: &str,
+        message_id: &str,
+    ) -> Result<Option<Cancelled>, ApiError> {
+        let url = self.options.endpoint(&[
+            "v1", "sessions", session_id, "messages", message_id, "cancel",
+        ]);
+        let answer = self
+            .request_with_status::<Cancelled>(Method::POST, url, Auth::ApiKey, None, None)
             .await;
         extension_or_error(answer)
     }
