@@ -15,5 +15,7 @@ mod harness;
 mod search;
 #[path = "pty/session.rs"]
 mod session;
+#[path = "pty/stop.rs"]
+mod stop;
 #[path = "pty/targets.rs"]
 mod targets;

@@ -100,10 +100,8 @@ fn two_devices(one: &RunningService, two: &RunningService) {
     two.send(b"y");
     one.wait_text("was deleted on the server");
 
-    one.send(keys::CTRL_C);
-    two.send(keys::CTRL_C);
-    assert!(one.wait_exit());
-    assert!(two.wait_exit());
+    assert!(one.quit());
+    assert!(two.quit());
 }
 
 /// Tab until the sessions pane has the focus (its hints offer `d delete`).

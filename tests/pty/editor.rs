@@ -63,8 +63,7 @@ fn ctrl_g_edits_the_draft_in_the_editor_and_keeps_it_unsent() {
     convo.type_text(" and more");
     convo.wait_text("a line from the keyboard and more");
     // It is the session's draft: it is there after a restart.
-    convo.send(keys::CTRL_C);
-    assert!(convo.wait_exit(), "convo exits 0");
+    assert!(convo.quit(), "convo exits 0");
     let convo = Convo::start(home.path(), 100, 30);
     convo.wait_text("edited draft");
     convo.wait_text("a line from the keyboard and more");
@@ -87,6 +86,5 @@ fn a_failing_editor_keeps_the_draft_and_says_why() {
     convo.wait_for("the message cleared", |s| !s.contains("exited with status"));
     convo.type_text("!");
     convo.wait_text("my precious draft!");
-    convo.send(keys::CTRL_C);
-    assert!(convo.wait_exit(), "convo exits 0");
+    assert!(convo.quit(), "convo exits 0");
 }

@@ -131,6 +131,26 @@ impl Convo {
         }
     }
 
+    /// Quits with Ctrl-C: a second one when the first only says how (right after a reply
+    /// ended, `press Ctrl-C again to quit`); returns whether it exited successfully.
+    pub fn quit(&mut self) -> bool {
+        self.send(keys::CTRL_C);
+        let start = Instant::now();
+        loop {
+            if self.child.try_wait().expect("try_wait").is_some() {
+                return self.wait_exit();
+            }
+            if self.screen().contains("press Ctrl-C again to quit") {
+                self.send(keys::CTRL_C);
+                return self.wait_exit();
+            }
+            if start.elapsed() > GUARD {
+                return self.wait_exit();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Waits for the process to end and returns whether it exited successfully.
     pub fn wait_exit(&mut self) -> bool {
         let start = Instant::now();

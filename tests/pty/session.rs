@@ -30,8 +30,7 @@ fn type_a_message_and_see_the_streamed_reply() {
         contains(&convo.output(), b"\x1b]52;c;"),
         "an OSC 52 sequence was written"
     );
-    convo.send(keys::CTRL_C);
-    assert!(convo.wait_exit(), "convo exits 0");
+    assert!(convo.quit(), "convo exits 0");
 }
 
 #[test]
@@ -56,8 +55,7 @@ fn inside_tmux_a_copy_that_tmux_does_not_take_goes_through_its_passthrough() {
         contains(&convo.output(), b"\x1bPtmux;\x1b\x1b]52;c;"),
         "OSC 52 wrapped in tmux's passthrough"
     );
-    convo.send(keys::CTRL_C);
-    assert!(convo.wait_exit(), "convo exits 0");
+    assert!(convo.quit(), "convo exits 0");
 }
 
 #[test]
@@ -120,8 +118,7 @@ fn a_second_convo_on_the_same_data_dir_says_one_is_running() {
         "{stderr}"
     );
     // The first one goes on as before.
-    convo.send(keys::CTRL_C);
-    assert!(convo.wait_exit(), "convo exits 0");
+    assert!(convo.quit(), "convo exits 0");
 }
 
 #[test]
@@ -184,8 +181,7 @@ fn quitting_restores_the_terminal_and_keeps_the_draft() {
         convo.wait_text("/ 10000");
         convo.type_text("an unsent draft");
         convo.wait_text("an unsent draft");
-        convo.send(keys::CTRL_C);
-        assert!(convo.wait_exit());
+        assert!(convo.quit());
         let restored = convo.restored();
         assert!(!restored.alternate_screen, "{restored:?}");
         assert!(!restored.cursor_hidden, "{restored:?}");
@@ -196,8 +192,7 @@ fn quitting_restores_the_terminal_and_keeps_the_draft() {
     // Everything typed is still there after starting again.
     let mut convo = Convo::start(home.path(), 80, 24);
     convo.wait_text("an unsent draft");
-    convo.send(keys::CTRL_C);
-    assert!(convo.wait_exit());
+    assert!(convo.quit());
     let log = std::fs::read_to_string(home.path().join("data/convo.log")).unwrap_or_default();
     assert!(!log.contains("service_live_"), "no key in the log");
 }
@@ -222,8 +217,7 @@ fn a_signal_from_outside_quits_as_ctrl_c_does() {
         }
         let mut convo = Convo::start(home.path(), 80, 24);
         convo.wait_text(&draft);
-        convo.send(keys::CTRL_C);
-        assert!(convo.wait_exit());
+        assert!(convo.quit());
     }
 }
 
@@ -251,8 +245,7 @@ fn the_layout_follows_a_resize() {
                 .nth(23)
                 .is_some_and(|l| l.contains("builtin (no model)"))
     });
-    convo.send(keys::CTRL_C);
-    assert!(convo.wait_exit());
+    assert!(convo.quit());
 }
 
 #[test]
@@ -286,8 +279,7 @@ fn a_draft_survives_kill_9_once_the_edits_pause() {
     }
     let mut convo = Convo::start(home.path(), 80, 24);
     convo.wait_text("typed, then the power went");
-    convo.send(keys::CTRL_C);
-    assert!(convo.wait_exit());
+    assert!(convo.quit());
 }
 
 /// With a model installed, the TUI answers with it: the status bar names it and the reply
@@ -324,8 +316,7 @@ fn with_a_model_installed_the_local_model_answers() {
         !screen.contains("No language model is installed"),
         "{screen}"
     );
-    convo.send(keys::CTRL_C);
-    assert!(convo.wait_exit(), "convo exits 0");
+    assert!(convo.quit(), "convo exits 0");
 }
 
 #[test]
@@ -370,6 +361,5 @@ fn title_and_export_a_session_from_the_composer() {
         std::fs::read_to_string(home.path().join("kept.md")).unwrap(),
         md
     );
-    convo.send(keys::CTRL_C);
-    assert!(convo.wait_exit(), "convo exits 0");
+    assert!(convo.quit(), "convo exits 0");
 }

@@ -19,8 +19,7 @@ fn exchange(convo: &mut Convo, text: &str) {
 }
 
 fn quit(mut convo: Convo) {
-    convo.send(keys::CTRL_C);
-    assert!(convo.wait_exit(), "convo exits 0");
+    assert!(convo.quit(), "convo exits 0");
 }
 
 fn nothing_foreign(screen: &str, foreign: &str) {

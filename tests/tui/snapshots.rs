@@ -225,6 +225,7 @@ fn streaming_reply() {
                 content: String::new(),
                 tokens: 0,
                 created_at: "2026-11-22T12:00:00Z".into(),
+                finish_reason: None,
             },
             prompt_tokens: 6,
         });
@@ -522,6 +523,7 @@ fn stopped_and_failed_replies_with_the_stream_down() {
                     content: String::new(),
                     tokens: 0,
                     created_at: "2026-11-22T12:00:00Z".into(),
+                    finish_reason: None,
                 },
                 prompt_tokens: 2,
             });
@@ -592,6 +594,7 @@ fn a_reply_cut_off_by_the_stream_reads_interrupted() {
                 content: String::new(),
                 tokens: 0,
                 created_at: "2026-11-22T12:00:00Z".into(),
+                finish_reason: None,
             },
             prompt_tokens: 3,
         });
@@ -642,6 +645,7 @@ fn session_titles_from_markdown_messages_are_plain() {
                 content: String::new(),
                 tokens: 0,
                 created_at: "2026-11-22T12:00:00Z".into(),
+                finish_reason: None,
             },
             prompt_tokens: 9,
         });
@@ -860,6 +864,7 @@ fn chat_with_code(w: u16, h: u16) -> App {
         content: content.into(),
         tokens: 30,
         created_at: "2026-11-22T12:00:00Z".into(),
+        finish_reason: None,
     };
     app.update(AppEvent::SendAccepted {
         session_id: A.into(),
@@ -1250,6 +1255,82 @@ fn delete_dialog_of_a_session_never_sent() {
             app.update(key(KeyCode::Char(c)));
         }
         app.update(key(KeyCode::Enter));
+        app
+    });
+}
+
+/// A reply sent and accepted as `msg_1`, nothing arrived yet.
+fn reply_pending(w: u16, h: u16) -> App {
+    let mut app = chat(w, h);
+    type_text(&mut app, "Write an essay about Rome");
+    let id = send_id(&app.update(key(KeyCode::Enter)));
+    app.update(AppEvent::SendAccepted {
+        session_id: A.into(),
+        send_id: id,
+        reply: Message {
+            message_id: "msg_1".into(),
+            session_id: A.into(),
+            role: Role::Assistant,
+            content: String::new(),
+            tokens: 0,
+            created_at: "2026-11-22T12:00:00Z".into(),
+            finish_reason: None,
+        },
+        prompt_tokens: 6,
+    });
+    app
+}
+
+fn reply_done(app: &mut App, content: &str, tokens: u64, reason: convo_wire::FinishReason) {
+    app.update(AppEvent::Stream {
+        session_id: A.into(),
+        update: StreamUpdate::Event(StreamEvent::Done {
+            message: Message {
+                message_id: "msg_1".into(),
+                session_id: A.into(),
+                role: Role::Assistant,
+                content: content.into(),
+                tokens,
+                created_at: "2026-11-22T12:00:00Z".into(),
+                finish_reason: Some(reason),
+            },
+        }),
+    });
+}
+
+#[test]
+fn a_reply_reading_the_conversation_stopped_or_cut() {
+    snap("reply_progress", |w, h| {
+        let mut app = reply_pending(w, h);
+        app.update(AppEvent::Stream {
+            session_id: A.into(),
+            update: StreamUpdate::Event(StreamEvent::Progress {
+                session_id: A.into(),
+                message_id: "msg_1".into(),
+                prompt_tokens: 517,
+                prompt_total: 1100,
+            }),
+        });
+        app
+    });
+    snap("reply_stopped", |w, h| {
+        let mut app = reply_pending(w, h);
+        reply_done(
+            &mut app,
+            "Rome began as a village",
+            5,
+            convo_wire::FinishReason::Stopped,
+        );
+        app
+    });
+    snap("reply_cut", |w, h| {
+        let mut app = reply_pending(w, h);
+        reply_done(
+            &mut app,
+            "Rome began as a village on seven hills and grew",
+            12,
+            convo_wire::FinishReason::Length,
+        );
         app
     });
 }

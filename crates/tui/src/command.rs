@@ -78,6 +78,15 @@ pub enum Command {
     /// Remove the session's last exchange on the server (`DELETE …/messages/last`, an
     /// extension); the answer comes back as `AppEvent::Undone`.
     Undo { session_id: String },
+    /// Ask the service to stop the reply `message_id` (`POST …/messages/{id}/cancel`, an
+    /// extension); the answer comes back as `AppEvent::CancelAnswered`.
+    CancelReply {
+        session_id: String,
+        message_id: String,
+    },
+    /// Send `AppEvent::ReplyTick` after `after`: a reply waiting for its first text shows
+    /// the time it has waited (the app asks again while it waits, so an idle TUI sleeps).
+    ReplyTick { after: std::time::Duration },
     /// Leave: restore the terminal and exit.
     Quit,
     /// Hand the terminal to `$VISUAL`/`$EDITOR` on this draft (`tui::editor`); the loop that

@@ -140,6 +140,14 @@ pub enum AppEvent {
         session_id: String,
         outcome: UndoOutcome,
     },
+    /// The answer to `Command::CancelReply`.
+    CancelAnswered {
+        session_id: String,
+        message_id: String,
+        outcome: CancelOutcome,
+    },
+    /// Asked for by `Command::ReplyTick`: time to show how long a reply has waited.
+    ReplyTick,
     /// An answer for the metrics view (F2): one query of a load (`tui::metrics`).
     Metrics(crate::metrics::MetricsEvent),
     /// A report for the wallet view (F3): a fetched wallet, recent ids, token status
@@ -176,6 +184,16 @@ pub enum ForkOutcome {
     Unsupported,
     /// The message is not in the server's history of the source (not stored yet, or gone).
     NotOnServer,
+    Failed(ApiError),
+}
+
+/// What asking the service to stop a reply came to.
+#[derive(Debug, Clone)]
+pub enum CancelOutcome {
+    /// The reply is stopping: its `done` (marked stopped, with the text so far) follows.
+    Stopping,
+    /// The server cannot stop replies (no cancel endpoint).
+    Unsupported,
     Failed(ApiError),
 }
 

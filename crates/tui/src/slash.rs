@@ -29,6 +29,9 @@ pub enum SlashCommand {
     Search(String),
     /// `/undo`: remove the last exchange (on servers with the extension).
     Undo,
+    /// `/continue`: ask for the rest of a reply cut by a limit (sends
+    /// `transcript_pane::reply_marks::CONTINUE_PROMPT` as a user message).
+    Continue,
 }
 
 impl SlashCommand {
@@ -47,6 +50,7 @@ impl SlashCommand {
         ("/export [PATH]", "session to a Markdown file"),
         ("/search TEXT", "search all sessions"),
         ("/undo", "remove the last exchange"),
+        ("/continue", "the rest of a cut reply"),
     ];
 
     /// The command in `text` (already trimmed): `None` when it is a message (no leading `/`,
@@ -69,6 +73,7 @@ impl SlashCommand {
             "export" => SlashCommand::Export((!arg.is_empty()).then_some(arg)),
             "search" => SlashCommand::Search(arg),
             "undo" => SlashCommand::Undo,
+            "continue" => SlashCommand::Continue,
             other => return Some(Err(other.to_string())),
         }))
     }

@@ -188,6 +188,7 @@ mod tests {
             content: content.into(),
             tokens: 3,
             created_at: "2026-11-22T11:59:00.000Z".into(),
+            finish_reason: None,
         };
         let history = vec![
             message("msg_1", convo_client::api::Role::User, "from the laptop"),

@@ -63,28 +63,6 @@ impl App {
         (h as usize).saturating_sub(2).max(1)
     }
 
-    pub(super) fn stop_stream(&mut self, out: &mut Vec<Command>) {
-        let Some(open) = self.transcript.session_mut() else {
-            return;
-        };
-        let Some(p) = open.pending.take() else { return };
-        open.set_state(p.reply_item, EntryState::Interrupted);
-        if p.accepted
-            && let Some(message) = open.stored(p.reply_item)
-        {
-            out.push(Command::Persist(StoreOp::AppendMessage {
-                session_id: open.id.clone(),
-                message,
-            }));
-        }
-        // "a reply is still coming" no longer holds.
-        self.composer.set_send_error(None);
-        self.notify(
-            Level::Info,
-            "stopped; the service finishes the reply, and it is shown whole when it is stored",
-        );
-    }
-
     pub(super) fn open_selected(&mut self, out: &mut Vec<Command>) {
         if let Some(id) = self.sessions_pane.selected().map(|s| s.id.clone()) {
             // A notice about the session left behind (or its metadata, which stays with it)
@@ -288,6 +266,11 @@ impl App {
             reply_done: false,
             started: std::time::Instant::now(),
             follower: ReplyFollower::new(role, text.clone()),
+            cancel_sent: false,
+        });
+        // The reply's header shows how long it waits once it passes two seconds empty.
+        out.push(Command::ReplyTick {
+            after: std::time::Duration::from_secs(1),
         });
         let body = SendMessage {
             content: text,

@@ -67,11 +67,7 @@ impl App {
             return EventState::NotConsumed;
         }
         if k.stop_or_quit.matches(key) {
-            if self.session().is_some_and(|o| o.is_streaming()) {
-                self.stop_stream(out);
-            } else {
-                self.quit(out);
-            }
+            self.stop_or_quit(out);
         } else if k.new_session.matches(key) {
             self.new_session(String::new(), out);
         } else if k.toggle_role.matches(key) {

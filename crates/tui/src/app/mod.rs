@@ -31,12 +31,15 @@ mod service;
 mod settle;
 mod slash;
 mod state;
+mod stop;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_editor_notify_code;
 #[cfg(test)]
 mod tests_fork;
+#[cfg(test)]
+mod tests_stop;
 
 pub use crate::dialogs::{CodeChoice, Overlay};
 pub use crate::slash::SlashCommand;
@@ -91,6 +94,8 @@ pub struct App {
     forking: Option<fork::PendingFork>,
     /// The extensions the server turned out not to have.
     missing: fork::Missing,
+    /// Ctrl-C right after a reply ended asks for a second one (`stop.rs`).
+    quit_guard: stop::QuitGuard,
 }
 
 impl App {
@@ -122,6 +127,7 @@ impl App {
             terminal_focused: true,
             forking: None,
             missing: fork::Missing::default(),
+            quit_guard: stop::QuitGuard::default(),
         }
     }
 
@@ -491,6 +497,12 @@ impl App {
                 session_id,
                 outcome,
             } => self.on_undone(session_id, outcome, &mut out),
+            AppEvent::CancelAnswered {
+                session_id,
+                message_id,
+                outcome,
+            } => self.on_cancel_answered(session_id, message_id, outcome, &mut out),
+            AppEvent::ReplyTick => self.on_reply_tick(&mut out),
             AppEvent::Metrics(ev) => {
                 let complete = self.metrics.on_event(ev);
                 if let Some(account) = self

@@ -10,6 +10,7 @@ use super::{App, Command, Focus, Level, NEW_SESSION_TITLE, StoreOp, StreamState,
 use crate::dialogs::Overlay;
 use crate::event::{HistoryFetch, StoredMessage, describe_failure};
 use crate::render::transcript::{EntryId, EntryState, Transcript};
+use crate::transcript_pane::reply_marks::{finish_mark, with_note};
 use crate::transcript_pane::{
     ForeignStep, PendingSend, TranscriptItem, header_for, render_stored, reply_slot, stored_state,
 };
@@ -231,8 +232,14 @@ impl App {
             open.transcript.set_content(entry, reply.content);
         }
         open.transcript.set_state(entry, EntryState::Complete);
+        // A reply stopped or cut by a limit says so (`cut at N tokens · /continue`).
+        let mark = finish_mark(reply.finish_reason, reply.tokens);
         open.transcript
-            .set_header(entry, header_for(role, at, reply.tokens));
+            .set_header(entry, with_note(header_for(role, at, reply.tokens), mark));
+        self.reply_ended();
+        let Some(open) = self.transcript.session_mut_if(session_id) else {
+            return;
+        };
         match open.pending.as_mut().filter(|p| p.reply_item == idx) {
             // The stream beat the POST's answer: the reply is stored after the message.
             Some(p) if !p.accepted => {
@@ -398,6 +405,10 @@ impl App {
                     let step = p.follower.event(&ev);
                     let text = p.follower.text().to_string();
                     let e = open.items[idx].entry;
+                    // The first text replaces what the header said while it waited.
+                    if step.change != Change::None && open.content(idx).is_empty() {
+                        open.set_note(idx, None);
+                    }
                     match step.change {
                         Change::None => {}
                         Change::Appended(piece) => {
@@ -409,6 +420,17 @@ impl App {
                             open.transcript.set_content(e, text);
                         }
                     }
+                }
+                StreamEvent::Progress { ref message_id, .. } => {
+                    let Some(p) = open.pending.as_mut() else {
+                        return;
+                    };
+                    let mine = open.items[p.reply_item].message_id.as_deref();
+                    if mine.is_some_and(|id| id != message_id) {
+                        return;
+                    }
+                    p.follower.event(&ev);
+                    self.show_waiting();
                 }
                 StreamEvent::Done { message } => {
                     // Another device's reply not shown yet: the history brings it whole.
@@ -510,12 +532,17 @@ impl App {
         else {
             return;
         };
-        let mut text = format!(
-            "the reply failed: {}: {}",
-            error.code,
-            sanitize_owned(&error.message)
-        );
+        let mut text = if error.code == "reply_stopped" {
+            "stopped before any text came: the turn was undone".to_string()
+        } else {
+            format!(
+                "the reply failed: {}: {}",
+                error.code,
+                sanitize_owned(&error.message)
+            )
+        };
         open.set_state(idx, EntryState::Failed(error.code.clone()));
+        open.set_note(idx, None);
         let message = Some(p.user_item).filter(|&i| {
             open.items
                 .get(i)
@@ -531,6 +558,7 @@ impl App {
                 false => "; your message was not kept: it is marked not sent",
             });
         }
+        self.reply_ended();
         self.notify(Level::Error, text);
     }
 

@@ -222,6 +222,7 @@ mod tests {
             content: text.into(),
             tokens: 4,
             created_at: "2026-11-22T11:00:00Z".into(),
+            finish_reason: None,
         }
     }
 
@@ -404,6 +405,7 @@ mod tests {
             content: text.into(),
             tokens: 1,
             created_at: "2026-11-26T00:00:00Z".into(),
+            finish_reason: None,
         }
     }
 

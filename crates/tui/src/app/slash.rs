@@ -105,6 +105,14 @@ impl App {
                 out.push(Command::Export { session_id, path });
             }
             SlashCommand::Undo => self.undo(out),
+            SlashCommand::Continue => {
+                if self.open_id().is_none() {
+                    return self.notify(Level::Warn, "/continue: no session is open");
+                }
+                self.composer.clear();
+                let prompt = crate::transcript_pane::reply_marks::CONTINUE_PROMPT;
+                self.send(prompt.to_string(), Role::User, out);
+            }
             SlashCommand::Search(text) if text.is_empty() => {
                 self.notify(Level::Warn, "usage: /search TEXT")
             }

@@ -32,7 +32,7 @@ const B: &str = "session_BBBBBBBBBBBBBBBB";
 const C: &str = "session_CCCCCCCCCCCCCCCC";
 
 /// An app that is connected, has three sessions and has A open with its stream up.
-fn app() -> App {
+pub(super) fn app() -> App {
     app_loaded(Vec::new())
 }
 
@@ -105,7 +105,7 @@ fn sent(cmds: &[Command]) -> Option<(String, u64, convo_client::api::SendMessage
     })
 }
 
-fn reply(id: &str, content: &str, tokens: u64) -> Message {
+pub(super) fn reply(id: &str, content: &str, tokens: u64) -> Message {
     Message {
         message_id: id.into(),
         session_id: A.into(),
@@ -113,10 +113,11 @@ fn reply(id: &str, content: &str, tokens: u64) -> Message {
         content: content.into(),
         tokens,
         created_at: "2026-11-22T12:00:00Z".into(),
+        finish_reason: None,
     }
 }
 
-fn delta(id: &str, seq: u64, content: &str) -> AppEvent {
+pub(super) fn delta(id: &str, seq: u64, content: &str) -> AppEvent {
     AppEvent::Stream {
         session_id: A.into(),
         update: StreamUpdate::Event(StreamEvent::Delta {
@@ -128,7 +129,7 @@ fn delta(id: &str, seq: u64, content: &str) -> AppEvent {
     }
 }
 
-fn open(app: &App) -> &OpenSession {
+pub(super) fn open(app: &App) -> &OpenSession {
     app.session().unwrap()
 }
 
@@ -703,7 +704,18 @@ fn ctrl_c_stops_a_stream_and_otherwise_quits() {
     let mut app = app();
     send_accepted(&mut app, "hello", "msg_1", 1);
     app.update(delta("msg_1", 0, "partial"));
+    // The service is asked to stop it; this one cannot (no cancel endpoint): the reply is
+    // no longer watched instead.
     let cmds = app.update(ctrl('c'));
+    assert!(cmds.contains(&Command::CancelReply {
+        session_id: A.into(),
+        message_id: "msg_1".into()
+    }));
+    let cmds = app.update(AppEvent::CancelAnswered {
+        session_id: A.into(),
+        message_id: "msg_1".into(),
+        outcome: CancelOutcome::Unsupported,
+    });
     assert!(!app.quit);
     assert_eq!(open(&app).items[1].state, EntryState::Interrupted);
     assert!(cmds.iter().any(|c| matches!(c, Command::Persist(StoreOp::AppendMessage { message, .. }) if message.content == "partial")));
@@ -711,6 +723,9 @@ fn ctrl_c_stops_a_stream_and_otherwise_quits() {
     app.update(delta("msg_1", 1, " more"));
     assert_eq!(open(&app).content(1), "partial");
     type_text(&mut app, "draft");
+    // Right after the reply ended, a first Ctrl-C only says how to quit.
+    app.update(ctrl('c'));
+    assert!(!app.quit);
     let cmds = app.update(ctrl('c'));
     assert!(app.quit);
     assert!(cmds.contains(&Command::Persist(StoreOp::SaveDraft {
@@ -1581,7 +1596,7 @@ fn stopping_a_reply_clears_the_error_that_said_one_was_coming() {
 
 /// Types `text`, sends it, and has the service accept it in A with reply `reply_id` (empty so
 /// far): the send's id.
-fn send_accepted(app: &mut App, text: &str, reply_id: &str, prompt_tokens: u64) -> u64 {
+pub(super) fn send_accepted(app: &mut App, text: &str, reply_id: &str, prompt_tokens: u64) -> u64 {
     type_text(app, text);
     let (_, send_id, _) = sent(&app.update(key(KeyCode::Enter))).unwrap();
     app.update(AppEvent::SendAccepted {
@@ -1602,7 +1617,7 @@ fn error_event(message_id: &str, code: &str, message: &str) -> AppEvent {
     }))
 }
 
-fn stream(update: StreamUpdate) -> AppEvent {
+pub(super) fn stream(update: StreamUpdate) -> AppEvent {
     AppEvent::Stream {
         session_id: A.into(),
         update,

@@ -174,6 +174,7 @@ fn reply(id: &str, content: &str) -> Message {
         content: content.into(),
         tokens: 2,
         created_at: "2026-11-22T12:00:00Z".into(),
+        finish_reason: None,
     }
 }
 

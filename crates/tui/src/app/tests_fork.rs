@@ -52,6 +52,7 @@ fn server_message(session: &str, id: &str, role: Role, content: &str) -> Message
         content: content.into(),
         tokens: 3,
         created_at: "2026-11-22T12:00:00Z".into(),
+        finish_reason: None,
     }
 }
 

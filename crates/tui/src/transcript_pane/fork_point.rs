@@ -71,6 +71,7 @@ mod tests {
             content: content.into(),
             tokens: 1,
             created_at: "2026-11-26T00:00:00Z".into(),
+            finish_reason: None,
         }
     }
 

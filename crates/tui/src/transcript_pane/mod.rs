@@ -10,6 +10,7 @@
 mod foreign_reply;
 mod fork_point;
 mod open_session;
+pub mod reply_marks;
 mod search;
 
 use crossterm::event::KeyEvent;

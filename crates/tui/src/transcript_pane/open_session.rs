@@ -40,6 +40,9 @@ pub struct PendingSend {
     /// The reply, followed: duplicates by `seq`, the loss and the settling against the
     /// stored history (the same follower `convo send --stream` drives).
     pub follower: ReplyFollower,
+    /// The user asked the service to stop the reply (`Command::CancelReply`): a second stop
+    /// stops watching it instead.
+    pub cancel_sent: bool,
 }
 
 /// State of the open session's stream.
@@ -228,6 +231,15 @@ impl OpenSession {
             session_id: self.id.clone(),
             message,
         }))
+    }
+
+    /// The header of item `idx` as `header_for` makes it, with `note` after it.
+    pub fn set_note(&mut self, idx: usize, note: Option<String>) {
+        if let Some(item) = self.items.get(idx) {
+            let header = header_for(item.role, item.created_at, item.tokens);
+            self.transcript
+                .set_header(item.entry, super::reply_marks::with_note(header, note));
+        }
     }
 
     pub fn set_state(&mut self, idx: usize, state: EntryState) {

@@ -1,9 +1,9 @@
-//! The requests of the session extensions fork and undo, each reported back as an event
+//! Fork, undo and cancel requests (extensions of the service), each a watched task.
 //! (`AppEvent::Forked`, `AppEvent::Undone`).
 
 use super::Workers;
 use crate::command::ForkPoint;
-use crate::event::{AppEvent, ForkOutcome, UndoOutcome};
+use crate::event::{AppEvent, CancelOutcome, ForkOutcome, UndoOutcome};
 use convo_client::api::error::ApiError;
 
 impl Workers {
@@ -79,6 +79,31 @@ impl Workers {
                 Ok(Some(undone)) => UndoOutcome::Undone(undone.removed_message_ids),
                 Ok(None) => UndoOutcome::Unsupported,
                 Err(e) => UndoOutcome::Failed(e),
+            })
+        });
+    }
+
+    pub(super) fn cancel(&mut self, session_id: String, message_id: String) {
+        let answer = {
+            let (session_id, message_id) = (session_id.clone(), message_id.clone());
+            move |outcome| AppEvent::CancelAnswered {
+                session_id,
+                message_id,
+                outcome,
+            }
+        };
+        let offline = answer.clone()(CancelOutcome::Failed(ApiError::Network(
+            "not connected".into(),
+        )));
+        let failed = {
+            let answer = answer.clone();
+            move |why: String| answer(CancelOutcome::Failed(ApiError::Network(why)))
+        };
+        self.spawn_request(Some(offline), failed, move |client| async move {
+            answer(match client.cancel(&session_id, &message_id).await {
+                Ok(Some(_)) => CancelOutcome::Stopping,
+                Ok(None) => CancelOutcome::Unsupported,
+                Err(e) => CancelOutcome::Failed(e),
             })
         });
     }

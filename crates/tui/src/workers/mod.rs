@@ -233,6 +233,17 @@ impl Workers {
                 at,
             } => self.fork(source, new_session_id, at),
             Command::Undo { session_id } => self.undo(session_id),
+            Command::CancelReply {
+                session_id,
+                message_id,
+            } => self.cancel(session_id, message_id),
+            Command::ReplyTick { after } => {
+                let events = self.events.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(after).await;
+                    events.send(AppEvent::ReplyTick);
+                });
+            }
             Command::WarmTokenCounter => {
                 warm_token_counter_once();
             }

@@ -1,0 +1,214 @@
+//! Stopping a reply and quitting with Ctrl-C: the stop asks the service to stop the reply
+//! (`Command::CancelReply`) where the server can, and otherwise stops watching it (the
+//! service finishes it and it is shown whole when stored); a reply waiting for its first
+//! text shows the service's progress or the time waited; right after a reply ended, a first
+//! Ctrl-C on the idle composer only says how to quit, and a second within a second quits.
+
+use std::time::{Duration, Instant};
+
+use super::{App, Command, Level, StoreOp};
+use crate::event::CancelOutcome;
+use crate::render::transcript::EntryState;
+use crate::transcript_pane::reply_marks::{SHOW_ELAPSED_AFTER, waiting_note};
+
+/// A Ctrl-C this soon after a reply ended asks for a second one.
+pub(super) const QUIT_GUARD: Duration = Duration::from_secs(2);
+/// The second Ctrl-C must come this soon after the first.
+pub(super) const QUIT_AGAIN_WITHIN: Duration = Duration::from_secs(1);
+/// What the first of the two says.
+pub(super) const PRESS_AGAIN: &str = "press Ctrl-C again to quit";
+/// How often the time waited is shown again.
+const TICK: Duration = Duration::from_secs(1);
+
+/// The Ctrl-C guard's memory.
+#[derive(Debug, Default)]
+pub(super) struct QuitGuard {
+    /// When the last reply of this run ended (done, failed or stopped).
+    pub reply_ended: Option<Instant>,
+    /// When a guarded Ctrl-C asked for a second one.
+    pub armed: Option<Instant>,
+    /// The server turned out to have no cancel endpoint.
+    pub cancel_missing: bool,
+}
+
+impl QuitGuard {
+    /// Whether a Ctrl-C on the idle composer at `now` quits; if not, it arms the guard.
+    pub fn quits(&mut self, now: Instant) -> bool {
+        if self
+            .armed
+            .take()
+            .is_some_and(|at| now.duration_since(at) <= QUIT_AGAIN_WITHIN)
+        {
+            return true;
+        }
+        let guarded = self
+            .reply_ended
+            .is_some_and(|at| now.duration_since(at) <= QUIT_GUARD);
+        if guarded {
+            self.armed = Some(now);
+        }
+        !guarded
+    }
+}
+
+impl App {
+    /// Ctrl-C (the stop-or-quit key): stops the reply in flight, else quits, asking for a
+    /// second press right after a reply ended.
+    pub(super) fn stop_or_quit(&mut self, out: &mut Vec<Command>) {
+        if self.session().is_some_and(|o| o.is_streaming()) {
+            self.stop_stream(out);
+        } else if self.quit_guard.quits(Instant::now()) {
+            self.quit(out);
+        } else {
+            self.notify(Level::Info, PRESS_AGAIN);
+        }
+    }
+
+    /// A reply ended here (stored, failed or stopped): a Ctrl-C right after asks again.
+    pub(super) fn reply_ended(&mut self) {
+        self.quit_guard.reply_ended = Some(Instant::now());
+    }
+
+    /// Stops the reply in flight: asks the service to stop it when its id is known and the
+    /// server may have the cancel; otherwise (or on a second stop) stops watching it.
+    pub(super) fn stop_stream(&mut self, out: &mut Vec<Command>) {
+        let cancel_missing = self.quit_guard.cancel_missing;
+        let Some(open) = self.transcript.session_mut() else {
+            return;
+        };
+        let Some(p) = open.pending.as_mut() else {
+            return;
+        };
+        let reply_id = open.items[p.reply_item].message_id.clone();
+        if let Some(message_id) = reply_id.filter(|_| !cancel_missing && !p.cancel_sent) {
+            p.cancel_sent = true;
+            out.push(Command::CancelReply {
+                session_id: open.id.clone(),
+                message_id,
+            });
+            self.notify(Level::Info, "stopping the reply…");
+            return;
+        }
+        self.stop_watching(out);
+    }
+
+    /// Today's stop, for servers that cannot stop a reply: the reply shows as interrupted
+    /// here, and the service finishes it (shown whole when it is stored).
+    fn stop_watching(&mut self, out: &mut Vec<Command>) {
+        let Some(open) = self.transcript.session_mut() else {
+            return;
+        };
+        let Some(p) = open.pending.take() else { return };
+        open.set_state(p.reply_item, EntryState::Interrupted);
+        open.set_note(p.reply_item, None);
+        if p.accepted
+            && let Some(message) = open.stored(p.reply_item)
+        {
+            out.push(Command::Persist(StoreOp::AppendMessage {
+                session_id: open.id.clone(),
+                message,
+            }));
+        }
+        // "a reply is still coming" no longer holds.
+        self.composer.set_send_error(None);
+        self.reply_ended();
+        self.notify(
+            Level::Info,
+            "stopped; the service finishes the reply, and it is shown whole when it is stored",
+        );
+    }
+
+    /// The service's answer to a stop.
+    pub(super) fn on_cancel_answered(
+        &mut self,
+        session_id: String,
+        message_id: String,
+        outcome: CancelOutcome,
+        out: &mut Vec<Command>,
+    ) {
+        let still_pending = self.transcript.session().is_some_and(|o| {
+            o.id == session_id
+                && o.pending.as_ref().is_some_and(|p| {
+                    o.items[p.reply_item].message_id.as_deref() == Some(message_id.as_str())
+                })
+        });
+        match outcome {
+            // Its `done` (marked stopped) follows on the stream.
+            CancelOutcome::Stopping => {}
+            CancelOutcome::Unsupported => {
+                self.quit_guard.cancel_missing = true;
+                if still_pending {
+                    self.stop_watching(out);
+                }
+            }
+            // It ended meanwhile: its `done` or `error` says how.
+            CancelOutcome::Failed(e)
+                if matches!(e.code(), "reply_finished" | "message_not_found") => {}
+            CancelOutcome::Failed(e) => {
+                if still_pending {
+                    self.stop_watching(out);
+                }
+                self.notify(
+                    Level::Warn,
+                    format!("the service could not stop the reply: {e}"),
+                );
+            }
+        }
+    }
+
+    /// Shows what the reply waiting for its first text is doing (progress, time waited) and,
+    /// while it waits, asks for the next tick.
+    pub(super) fn on_reply_tick(&mut self, out: &mut Vec<Command>) {
+        if self.show_waiting() {
+            out.push(Command::ReplyTick { after: TICK });
+        }
+    }
+
+    /// Updates the waiting reply's header; false when no reply waits.
+    pub(super) fn show_waiting(&mut self) -> bool {
+        let Some(open) = self.transcript.session_mut() else {
+            return false;
+        };
+        let Some(p) = open.pending.as_ref() else {
+            return false;
+        };
+        let idx = p.reply_item;
+        let waiting =
+            open.items[idx].state == EntryState::Streaming && open.content(idx).is_empty();
+        if !waiting {
+            return false;
+        }
+        let note = waiting_note(p.follower.progress(), p.started.elapsed());
+        if note.is_some() || p.started.elapsed() >= SHOW_ELAPSED_AFTER {
+            open.set_note(idx, note);
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ctrl_c_right_after_a_reply_asks_for_a_second_within_a_second() {
+        let start = Instant::now();
+        let mut g = QuitGuard::default();
+        // No reply ended: quits at once.
+        assert!(g.quits(start));
+        g.reply_ended = Some(start);
+        let first = start + Duration::from_millis(500);
+        assert!(!g.quits(first));
+        assert!(g.quits(first + Duration::from_millis(400)));
+        // Too slow a second press arms the guard again instead.
+        g.reply_ended = Some(start);
+        assert!(!g.quits(first));
+        assert!(!g.quits(first + Duration::from_millis(1200)));
+        // Long after the reply, one press quits.
+        let mut g = QuitGuard {
+            reply_ended: Some(start),
+            ..QuitGuard::default()
+        };
+        assert!(g.quits(start + Duration::from_secs(5)));
+    }
+}

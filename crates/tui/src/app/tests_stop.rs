@@ -1,0 +1,194 @@
+//! Stopping a reply, its waiting note, how it ended, `/continue` and Ctrl-C twice
+//! (`stop.rs`, `transcript_pane::reply_marks`).
+
+use crossterm::event::KeyCode;
+
+use super::tests::{A, app, ctrl, delta, key, open, reply, send_accepted, stream, type_text};
+use super::*;
+use crate::event::*;
+use crate::render::transcript::EntryState;
+use convo_client::api::stream::StreamUpdate;
+use convo_client::api::{ApiError, ErrorBody, StreamEvent};
+use convo_wire::FinishReason;
+
+/// The header text of transcript item `idx` of the open session.
+fn header(app: &App, idx: usize) -> String {
+    let open = open(app);
+    open.transcript
+        .get(open.items[idx].entry)
+        .unwrap()
+        .header
+        .clone()
+}
+
+fn done(message: convo_client::api::Message) -> AppEvent {
+    stream(StreamUpdate::Event(StreamEvent::Done { message }))
+}
+
+fn notice_text(app: &App) -> String {
+    app.notice().map(|n| n.text.clone()).unwrap_or_default()
+}
+
+#[test]
+fn progress_shows_in_the_replys_header_until_the_first_text() {
+    let mut app = app();
+    send_accepted(&mut app, "summarise this", "msg_1", 1);
+    app.update(stream(StreamUpdate::Event(StreamEvent::Progress {
+        session_id: A.into(),
+        message_id: "msg_1".into(),
+        prompt_tokens: 470,
+        prompt_total: 1000,
+    })));
+    assert!(
+        header(&app, 1).ends_with("· reading the conversation · 47 %"),
+        "{}",
+        header(&app, 1)
+    );
+    // The first text replaces the note.
+    app.update(delta("msg_1", 0, "Sure"));
+    assert!(!header(&app, 1).contains("reading"), "{}", header(&app, 1));
+    assert_eq!(open(&app).content(1), "Sure");
+}
+
+#[test]
+fn an_empty_reply_asks_for_ticks_and_stops_asking_once_text_comes() {
+    let mut app = app();
+    type_text(&mut app, "hello");
+    let cmds = app.update(key(KeyCode::Enter));
+    assert!(cmds.iter().any(|c| matches!(c, Command::ReplyTick { .. })));
+    // Still empty: the next tick is asked for.
+    let cmds = app.update(AppEvent::ReplyTick);
+    assert!(cmds.iter().any(|c| matches!(c, Command::ReplyTick { .. })));
+    app.update(delta("msg_1", 0, "Hi"));
+    let cmds = app.update(AppEvent::ReplyTick);
+    assert!(!cmds.iter().any(|c| matches!(c, Command::ReplyTick { .. })));
+}
+
+#[test]
+fn a_stop_asks_the_service_and_the_reply_shows_stopped_with_its_text() {
+    let mut app = app();
+    send_accepted(&mut app, "write an essay", "msg_1", 1);
+    app.update(delta("msg_1", 0, "The first"));
+    let cmds = app.update(ctrl('c'));
+    assert!(cmds.contains(&Command::CancelReply {
+        session_id: A.into(),
+        message_id: "msg_1".into()
+    }));
+    assert!(!app.quit);
+    assert_eq!(notice_text(&app), "stopping the reply…");
+    app.update(AppEvent::CancelAnswered {
+        session_id: A.into(),
+        message_id: "msg_1".into(),
+        outcome: CancelOutcome::Stopping,
+    });
+    // Still followed until the service's `done`.
+    assert!(open(&app).is_streaming());
+    let mut stopped = reply("msg_1", "The first", 2);
+    stopped.finish_reason = Some(FinishReason::Stopped);
+    let cmds = app.update(done(stopped));
+    assert!(!open(&app).is_streaming());
+    assert_eq!(open(&app).items[1].state, EntryState::Complete);
+    assert_eq!(open(&app).content(1), "The first");
+    assert!(
+        header(&app, 1).ends_with("· 2 tokens · stopped"),
+        "{}",
+        header(&app, 1)
+    );
+    assert!(cmds.iter().any(|c| matches!(c, Command::Persist(StoreOp::AppendMessage { message, .. }) if message.content == "The first")));
+}
+
+#[test]
+fn a_second_stop_or_a_failed_cancel_stops_watching_instead() {
+    let mut app = app();
+    send_accepted(&mut app, "write an essay", "msg_1", 1);
+    app.update(delta("msg_1", 0, "partial"));
+    app.update(ctrl('c'));
+    app.update(AppEvent::CancelAnswered {
+        session_id: A.into(),
+        message_id: "msg_1".into(),
+        outcome: CancelOutcome::Failed(ApiError::Network("refused".into())),
+    });
+    assert_eq!(open(&app).items[1].state, EntryState::Interrupted);
+    assert!(
+        notice_text(&app).contains("could not stop the reply"),
+        "{}",
+        notice_text(&app)
+    );
+
+    let mut app = super::tests::app();
+    send_accepted(&mut app, "again", "msg_2", 1);
+    app.update(delta("msg_2", 0, "x"));
+    app.update(ctrl('c'));
+    let cmds = app.update(ctrl('c'));
+    assert!(
+        !cmds
+            .iter()
+            .any(|c| matches!(c, Command::CancelReply { .. }))
+    );
+    assert_eq!(open(&app).items[1].state, EntryState::Interrupted);
+}
+
+#[test]
+fn a_reply_stopped_before_any_text_gives_the_message_back() {
+    let mut app = app();
+    send_accepted(&mut app, "think long", "msg_1", 1);
+    app.update(ctrl('c'));
+    app.update(stream(StreamUpdate::Event(StreamEvent::Error {
+        session_id: A.into(),
+        message_id: "msg_1".into(),
+        error: ErrorBody::new("reply_stopped", "the reply was stopped before any text"),
+    })));
+    assert!(!open(&app).is_streaming());
+    assert_eq!(
+        notice_text(&app),
+        "stopped before any text came: the turn was undone; your message was not kept: it is back in the composer, marked not sent — send it again"
+    );
+    assert_eq!(app.composer_text(), "think long");
+}
+
+#[test]
+fn a_reply_cut_by_a_limit_is_marked_and_continue_asks_for_the_rest() {
+    let mut app = app();
+    send_accepted(&mut app, "write an essay", "msg_1", 1);
+    let mut cut = reply("msg_1", "Rome was founded", 512);
+    cut.finish_reason = Some(FinishReason::Length);
+    app.update(done(cut));
+    assert!(
+        header(&app, 1).ends_with("· 512 tokens · cut at 512 tokens · /continue"),
+        "{}",
+        header(&app, 1)
+    );
+    type_text(&mut app, "/continue");
+    let cmds = app.update(key(KeyCode::Enter));
+    let body = cmds
+        .iter()
+        .find_map(|c| match c {
+            Command::Send { body, .. } => Some(body.clone()),
+            _ => None,
+        })
+        .expect("a send");
+    assert_eq!(
+        body.content,
+        crate::transcript_pane::reply_marks::CONTINUE_PROMPT
+    );
+    assert_eq!(body.role, None);
+}
+
+#[test]
+fn ctrl_c_right_after_a_reply_asks_again_before_quitting() {
+    let mut app = app();
+    // No reply yet: one Ctrl-C quits.
+    let mut fresh = super::tests::app();
+    fresh.update(ctrl('c'));
+    assert!(fresh.quit);
+
+    send_accepted(&mut app, "hello", "msg_1", 1);
+    app.update(done(reply("msg_1", "Hi", 1)));
+    let cmds = app.update(ctrl('c'));
+    assert!(!app.quit);
+    assert!(!cmds.contains(&Command::Quit));
+    assert_eq!(notice_text(&app), "press Ctrl-C again to quit");
+    let cmds = app.update(ctrl('c'));
+    assert!(app.quit);
+    assert!(cmds.contains(&Command::Quit));
+}
