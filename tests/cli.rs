@@ -2,6 +2,7 @@
 //! `convo` with a temporary HOME and XDG dirs, so nothing touches the real user's files.
 
 mod cli {
+    mod cancel;
     mod commands;
     mod config;
     mod export;

@@ -42,6 +42,7 @@ fn ctrl_c_stops_the_reply_on_the_service_then_twice_quits() {
     convo.send(keys::CTRL_C);
     assert!(convo.wait_exit(), "convo exits 0");
     // The service kept it so: its history says `stopped`.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let history: serde_json::Value = rt.block_on(async {
         let client = reqwest::Client::new();
         let sessions: serde_json::Value = client

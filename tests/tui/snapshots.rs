@@ -537,11 +537,17 @@ fn stopped_and_failed_replies_with_the_stream_down() {
                 }),
             });
             if msg_id == "m1" {
-                // Ctrl-C stops the first.
+                // Ctrl-C stops the first (a server without the cancel: it is no longer
+                // watched).
                 app.update(AppEvent::Key(KeyEvent::new(
                     KeyCode::Char('c'),
                     KeyModifiers::CONTROL,
                 )));
+                app.update(AppEvent::CancelAnswered {
+                    session_id: A.into(),
+                    message_id: msg_id.into(),
+                    outcome: convo_tui::event::CancelOutcome::Unsupported,
+                });
             } else {
                 app.update(AppEvent::Stream {
                     session_id: A.into(),

@@ -131,7 +131,7 @@ mod tests {
     fn the_unknown_notice_lists_every_command() {
         assert_eq!(
             SlashCommand::unknown("x"),
-            "unknown command /x: try /new, /delete, /system, /meta, /metrics, /wallet, /help, /quit, /retry, /title, /export, /search, /undo (// sends a literal /)"
+            "unknown command /x: try /new, /delete, /system, /meta, /metrics, /wallet, /help, /quit, /retry, /title, /export, /search, /undo, /continue (// sends a literal /)"
         );
     }
 }

@@ -275,13 +275,19 @@ mod tests {
         let (all, finish) = within(pieces.clone(), 1000);
         assert_eq!(all, pieces);
         assert_eq!(finish, Finish::Complete);
-        let (cut, finish) = within(pieces.clone(), 2);
+        let room = convo_tokens::count("one ") + convo_tokens::count("two ");
+        let (cut, finish) = within(pieces.clone(), room);
         assert_eq!(cut.concat(), "one two ");
-        assert_eq!(finish, Finish::Length { tokens: 2 });
+        assert_eq!(finish, Finish::Length { tokens: room });
         // The first word comes even with no room at all.
         let (first, finish) = within(pieces, 0);
         assert_eq!(first, vec!["one "]);
-        assert_eq!(finish, Finish::Length { tokens: 1 });
+        assert_eq!(
+            finish,
+            Finish::Length {
+                tokens: convo_tokens::count("one ")
+            }
+        );
     }
 
     fn request(texts: &[(Role, &str)]) -> ReplyRequest {

@@ -213,7 +213,13 @@ impl App {
             .as_ref()
             .filter(|p| p.reply_item == idx)
             .map(|p| p.started.elapsed());
+        // Nor is one the user asked the service to stop.
+        let cancelled = open
+            .pending
+            .as_ref()
+            .is_some_and(|p| p.reply_item == idx && p.cancel_sent);
         let announce = !stopped
+            && !cancelled
             && crate::notify::should_notify(&self.settings.notify, self.terminal_focused, took);
         if announce {
             let title = self
@@ -232,10 +238,13 @@ impl App {
             open.transcript.set_content(entry, reply.content);
         }
         open.transcript.set_state(entry, EntryState::Complete);
-        // A reply stopped or cut by a limit says so (`cut at N tokens · /continue`).
+        // A reply stopped or cut by a limit says so (`cut at N tokens · /continue`, which
+        // says the tokens itself).
         let mark = finish_mark(reply.finish_reason, reply.tokens);
+        let cut = reply.finish_reason == Some(convo_wire::FinishReason::Length);
+        let shown_tokens = if cut { 0 } else { reply.tokens };
         open.transcript
-            .set_header(entry, with_note(header_for(role, at, reply.tokens), mark));
+            .set_header(entry, with_note(header_for(role, at, shown_tokens), mark));
         self.reply_ended();
         let Some(open) = self.transcript.session_mut_if(session_id) else {
             return;

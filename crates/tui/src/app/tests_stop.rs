@@ -154,7 +154,7 @@ fn a_reply_cut_by_a_limit_is_marked_and_continue_asks_for_the_rest() {
     cut.finish_reason = Some(FinishReason::Length);
     app.update(done(cut));
     assert!(
-        header(&app, 1).ends_with("· 512 tokens · cut at 512 tokens · /continue"),
+        header(&app, 1).ends_with("· 12:00 · cut at 512 tokens · /continue"),
         "{}",
         header(&app, 1)
     );
