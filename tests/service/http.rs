@@ -32,10 +32,12 @@ async fn a_sent_message_returns_the_complete_reply() {
     );
     assert!(body["tokens"].as_u64().unwrap() > 0);
     assert!(chrono::DateTime::parse_from_rfc3339(body["createdAt"].as_str().unwrap()).is_ok());
+    // The Message fields, and the extension `finishReason`.
+    assert_eq!(body["finishReason"], "stop");
     assert_eq!(
         body.as_object().unwrap().len(),
-        6,
-        "exactly the Message fields: {body}"
+        7,
+        "exactly the Message fields and finishReason: {body}"
     );
 }
 

@@ -123,7 +123,10 @@ async fn generate(
     };
     tokio::pin!(deleted);
     let cancel = async move {
-        let _ = cancelled.wait_for(|stop| *stop).await;
+        // A switch dropped without being turned (the hub forgot the reply) is no cancel.
+        if cancelled.wait_for(|stop| *stop).await.is_err() {
+            std::future::pending::<()>().await;
+        }
     };
     tokio::pin!(cancel);
     let mut content = String::new();
