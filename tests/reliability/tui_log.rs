@@ -3,7 +3,7 @@
 
 use convo_service::{ServiceConfig, generate_api_key};
 
-use crate::harness::{Convo, keys};
+use crate::harness::Convo;
 
 #[test]
 fn a_refused_key_is_not_written_to_the_tui_log() {
@@ -41,8 +41,7 @@ fn a_refused_key_is_not_written_to_the_tui_log() {
         !screen.contains(&wrong[14..]),
         "the key is not shown:\n{screen}"
     );
-    convo.send(keys::CTRL_C);
-    assert!(convo.wait_exit());
+    assert!(convo.quit());
     let log_path = home.path().join("data/convo.log");
     let log = std::fs::read_to_string(&log_path).expect("the TUI writes its log");
     assert!(!log.contains(&wrong), "the key is in the log:\n{log}");

@@ -55,8 +55,7 @@ fn f2_charts_the_chat_and_f3_shows_a_wallet() {
     assert!(screen.contains("8/100 low risk"), "{screen}");
     assert!(screen.contains("1,842.317 SOL"), "{screen}");
 
-    convo.send(keys::CTRL_C);
-    assert!(convo.wait_exit(), "convo exits 0");
+    assert!(convo.quit(), "convo exits 0");
 
     // Every file the client wrote (the stores, the key, the log, the recent wallets) is its
     // owner's alone.
