@@ -5,12 +5,14 @@ mod service {
     pub mod common;
 
     mod account_stream;
+    mod admin;
     mod admission;
     pub mod binary;
     mod http;
     mod jwt;
     #[cfg(feature = "local-model")]
     mod local_model;
+    mod metrics;
     mod openai;
     mod openapi;
     mod pg_counters;

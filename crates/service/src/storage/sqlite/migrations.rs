@@ -277,6 +277,11 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE sessions ADD COLUMN forked_from_session TEXT;
     ALTER TABLE sessions ADD COLUMN forked_from_message TEXT;
     "#,
+    // 7: an account's keys found from the account (the operator's list of accounts shows
+    // each one's key hints, `admin.rs`).
+    r#"
+    CREATE INDEX api_keys_by_account ON api_keys(account_id, created_at);
+    "#,
 ];
 
 /// Brings the schema up to date; each migration runs in its own transaction.
