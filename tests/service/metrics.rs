@@ -150,12 +150,7 @@ async fn metrics_are_prometheus_text_and_move_with_requests() {
 fn exposed(text: &str) -> BTreeSet<String> {
     text.lines()
         .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-        .map(|l| {
-            l.split(|c: char| c == '{' || c == ' ')
-                .next()
-                .unwrap()
-                .to_string()
-        })
+        .map(|l| l.split(['{', ' ']).next().unwrap().to_string())
         .collect()
 }
 

@@ -44,6 +44,9 @@ pub struct Snapshot {
     pub accounts: Vec<AccountUsage>,
 }
 
+/// A per-account gauge: its name, its help, and its value of an account.
+type AccountSeries = (&'static str, &'static str, fn(&AccountUsage) -> u64);
+
 #[derive(Debug, Default)]
 pub(super) struct Scraped {
     snapshot: Mutex<Snapshot>,
@@ -226,7 +229,7 @@ impl Collector for Scraped {
             "Accounts of the deployment",
             s.accounts_total as i64,
         )?;
-        let series = |f: fn(&super::AccountUsage) -> u64| -> Vec<(AccountLabel, i64)> {
+        let series = |f: fn(&AccountUsage) -> u64| -> Vec<(AccountLabel, i64)> {
             s.accounts
                 .iter()
                 .map(|a| {
@@ -239,7 +242,7 @@ impl Collector for Scraped {
                 })
                 .collect()
         };
-        let per_account: [(&str, &str, fn(&super::AccountUsage) -> u64); 6] = [
+        let per_account: [AccountSeries; 6] = [
             (
                 "convo_account_requests_used",
                 "Requests the account made this billing period",
