@@ -5,6 +5,7 @@ mod service {
     pub mod common;
 
     mod account_stream;
+    mod admin;
     mod admission;
     pub mod binary;
     mod cancel;
@@ -14,6 +15,7 @@ mod service {
     mod local_model;
     #[cfg(feature = "local-model")]
     mod local_model_turns;
+    mod metrics;
     mod openai;
     mod openapi;
     mod pg_counters;

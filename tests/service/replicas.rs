@@ -29,8 +29,8 @@ async fn replicas_started_together_migrate_once_and_share_everything() {
         backend
             .int("SELECT CAST(version AS BIGINT) FROM schema_version", &[])
             .await,
-        // The number of PostgreSQL migrations (the replies' finish reason is the last).
-        7
+        // The number of PostgreSQL migrations (the operators' `api_keys_by_account` is the last).
+        8
     );
     // Both replicas hold a lease.
     assert_eq!(backend.int("SELECT COUNT(*) FROM replicas", &[]).await, 2);

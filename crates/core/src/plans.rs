@@ -18,6 +18,9 @@ pub struct PlanLimits {
 }
 
 impl Tier {
+    /// Every tier, in the order of their plans.
+    pub const ALL: [Tier; 3] = [Tier::Free, Tier::Pro, Tier::Enterprise];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Tier::Free => "free",

@@ -2,7 +2,8 @@
 //! (`GET /v1/stream`, `routes::account_stream`): one call per change, [`tell`], which reads
 //! the session's state after the change and hands the event to the hub (`stream::StreamHub`:
 //! its listeners here, and the replicas that watch the account). Nothing is read when nobody
-//! listens to the account anywhere.
+//! listens to the account anywhere; the usage change is told in any case (the admin stream
+//! hears of every account's).
 
 use convo_wire::account_stream::{AccountEvent, SessionChange};
 use convo_wire::sessions::SessionSummary;
@@ -53,6 +54,8 @@ pub(crate) fn summary(r: SessionRow) -> SessionSummary {
 /// change itself happened, and a listener catches up with its next `hello`.
 pub(crate) async fn tell(state: &AppState, account: i64, session_id: &str, change: Change) {
     if !state.hub.account_watched(account) {
+        // Nothing to read for the account's stream; the admin stream still hears of it.
+        state.hub.usage_changed(account);
         return;
     }
     let deleted = || AccountEvent::SessionDeleted {

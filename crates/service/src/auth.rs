@@ -1,5 +1,7 @@
 //! Bearer authentication: API keys on the session, message and analytics endpoints (each
-//! request counted against the plan first), HS256 JWTs on the wallet endpoint.
+//! request counted against the plan first), HS256 JWTs on the wallet endpoint, the admin key
+//! (`--admin-key`) on the operator's endpoints and `/metrics`. Each kind of credential is
+//! refused, saying so, where another is expected.
 
 use axum::http::{HeaderMap, header};
 
@@ -11,6 +13,8 @@ use super::storage::Storage;
 pub use super::storage::rows::RequestCount;
 use super::storage::rows::hash_key;
 use convo_core::Account;
+use convo_wire::admin::{ADMIN_KEY_PREFIX, is_valid_admin_key};
+use subtle::ConstantTimeEq;
 
 /// The bearer credential of a request.
 fn bearer(headers: &HeaderMap) -> Result<&str, HttpError> {
@@ -43,6 +47,11 @@ pub(crate) fn account(state: &AppState, headers: &HeaderMap) -> Result<Account, 
             "this endpoint takes an API key (`service_live_…`), not a JWT",
         ));
     }
+    if credential.starts_with(ADMIN_KEY_PREFIX) {
+        return Err(HttpError::forbidden(
+            "the admin key is not accepted here: this endpoint takes an API key (`service_live_…`)",
+        ));
+    }
     if !is_valid_api_key(credential) {
         return Err(HttpError::unauthorized(
             "malformed API key: expected `service_live_` followed by at least 16 letters or digits",
@@ -53,6 +62,68 @@ pub(crate) fn account(state: &AppState, headers: &HeaderMap) -> Result<Account, 
         .get(&hash_key(credential))
         .copied()
         .ok_or_else(|| HttpError::unauthorized("unknown API key"))
+}
+
+/// The admin key as the service keeps it: its SHA-256 digest, never the key itself.
+pub(crate) struct AdminKey([u8; 32]);
+
+impl AdminKey {
+    /// `key` checked for the admin key's form (`service_admin_` + at least 32 of
+    /// `[A-Za-z0-9]`); the error says what is wrong without showing it.
+    pub fn new(key: &str) -> Result<AdminKey, String> {
+        if key.starts_with("service_live_") {
+            return Err(
+                "the admin key must not be an API key: it is `service_admin_` followed by at least 32 letters or digits"
+                    .into(),
+            );
+        }
+        if !is_valid_admin_key(key) {
+            return Err(format!(
+                "the admin key must be `{ADMIN_KEY_PREFIX}` followed by at least {} letters or digits",
+                convo_wire::admin::ADMIN_KEY_MIN_CHARS
+            ));
+        }
+        Ok(AdminKey(digest(key)))
+    }
+
+    /// Whether `credential` is this key; the digests are compared in constant time.
+    fn matches(&self, credential: &str) -> bool {
+        bool::from(digest(credential).ct_eq(&self.0))
+    }
+}
+
+fn digest(text: &str) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(text.as_bytes()).into()
+}
+
+/// Authenticates a request to an operator's endpoint (`/v1/admin/…`, `/metrics`): the admin
+/// key only. Nothing is counted against any account. With no admin key configured the
+/// endpoints answer 404 `admin_disabled` saying how to turn them on.
+pub(crate) fn admin(state: &AppState, headers: &HeaderMap) -> Result<(), HttpError> {
+    let Some(key) = &state.admin_key else {
+        return Err(HttpError::new(
+            axum::http::StatusCode::NOT_FOUND,
+            "admin_disabled",
+            "the operator's endpoints are off: start `convo serve` with `--admin-key` (or CONVO_SERVE_ADMIN_KEY)",
+        ));
+    };
+    let credential = bearer(headers)?;
+    if credential.starts_with("service_live_") {
+        return Err(HttpError::forbidden(
+            "an API key is not accepted here: the operator's endpoints take the admin key (`service_admin_…`)",
+        ));
+    }
+    if looks_like_jwt(credential) {
+        return Err(HttpError::forbidden(
+            "a JWT is not accepted here: the operator's endpoints take the admin key (`service_admin_…`)",
+        ));
+    }
+    if key.matches(credential) {
+        Ok(())
+    } else {
+        Err(HttpError::unauthorized("unknown admin key"))
+    }
 }
 
 /// Authenticates an API-key request and counts it against the plan's request limit; a request
@@ -106,6 +177,11 @@ pub(crate) fn wallet_token(
     if credential.starts_with("service_live_") {
         return Err(HttpError::unauthorized(
             "the wallet endpoint takes a JWT access token, not an API key",
+        ));
+    }
+    if credential.starts_with(ADMIN_KEY_PREFIX) {
+        return Err(HttpError::forbidden(
+            "the admin key is not accepted here: the wallet endpoint takes a JWT access token",
         ));
     }
     jwt::verify_with_leeway(&state.jwt_secret, credential, state.jwt_leeway_secs)

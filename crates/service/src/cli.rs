@@ -58,6 +58,20 @@ pub struct ServeArgs {
     /// printed once to stderr.
     #[arg(long, env = "CONVO_JWT_SECRET", hide_env_values = true)]
     pub jwt_secret: Option<String>,
+    /// The operator's key: `service_admin_` and at least 32 letters or digits. It alone opens
+    /// the operator's endpoints (`/v1/admin/…`) and `/metrics`, and is refused everywhere
+    /// else. Without one those endpoints are off. Generate one with `convo serve
+    /// --new-admin-key`.
+    #[arg(
+        long,
+        value_name = "KEY",
+        env = "CONVO_SERVE_ADMIN_KEY",
+        hide_env_values = true
+    )]
+    pub admin_key: Option<String>,
+    /// Print a fresh admin key to stdout and exit.
+    #[arg(long)]
+    pub new_admin_key: bool,
     /// Seconds of clock skew allowed on a wallet JWT's `exp` and `nbf` (0: a token is expired
     /// from the second its `exp` names).
     #[arg(long, value_name = "SECS", default_value_t = 0)]
@@ -226,7 +240,11 @@ fn config_from_args(
             engine,
             max_context_tokens: args.max_context_tokens,
             warm_token_counter: true,
-            admin_key: None,
+            admin_key: match args.admin_key.as_deref() {
+                Some("") => return Err("--admin-key must not be empty".into()),
+                Some(key) => Some(key.to_string()),
+                None => None,
+            },
         },
         generated,
     ))
@@ -410,6 +428,10 @@ impl ShutdownSignal {
 }
 
 pub async fn serve(args: ServeArgs, data_dir: Option<PathBuf>) -> ExitCode {
+    if args.new_admin_key {
+        println!("{}", super::generate_admin_key());
+        return ExitCode::SUCCESS;
+    }
     let stop = ShutdownSignal::register();
     let log = init_logging();
     let (config, generated) = match config_from_args(&args, data_dir.as_deref()) {

@@ -51,6 +51,12 @@ impl HttpError {
         Self::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
     }
 
+    /// 403 `forbidden`: a credential of the wrong kind for the endpoint (the admin key on the
+    /// interface's endpoints, an API key on the operator's).
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "forbidden", message)
+    }
+
     pub fn session_not_found(session_id: &str) -> Self {
         Self::new(
             StatusCode::NOT_FOUND,

@@ -17,6 +17,15 @@ pub fn generate_api_key() -> String {
     format!("service_live_{}", random_alnum(32))
 }
 
+/// A fresh admin key (`--admin-key`): `service_admin_` + 40 alphanumerics.
+pub fn generate_admin_key() -> String {
+    format!(
+        "{}{}",
+        convo_wire::admin::ADMIN_KEY_PREFIX,
+        random_alnum(convo_wire::admin::ADMIN_KEY_MIN_CHARS + 8)
+    )
+}
+
 /// Digits of the time prefix, in ASCII order so that ids compare like their times.
 const ORDERED_DIGITS: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 /// Characters of the time prefix: 62^8 milliseconds is about 6,900 years.

@@ -20,6 +20,7 @@ pub mod error;
 pub mod head_errors;
 pub mod ids;
 pub mod jwt;
+pub mod metrics;
 pub mod models;
 pub mod paths;
 pub mod router;
@@ -42,7 +43,7 @@ pub use config::{DbLocation, EngineConfig, ServiceConfig, Tier};
 pub use connections::ConnectionLimits;
 use convo_core::Account;
 pub use error::ServiceError;
-pub use ids::generate_api_key;
+pub use ids::{generate_admin_key, generate_api_key};
 use storage::{Db, Storage};
 
 /// Shared state of a running service.
@@ -69,6 +70,10 @@ pub(crate) struct AppState {
     pub stoppers: turn::Stoppers,
     /// Becomes true when the service shuts down.
     pub shutdown: watch::Receiver<bool>,
+    /// The operator's key (`--admin-key`), hashed; `None`: the operator's endpoints are off.
+    pub admin_key: Option<auth::AdminKey>,
+    /// What `/metrics` exposes: the request counters and histograms, and what a scrape reads.
+    pub metrics: metrics::Metrics,
 }
 
 impl AppState {
@@ -231,6 +236,12 @@ pub async fn start(
             config::redact_key(bad)
         )));
     }
+    let admin_key = config
+        .admin_key
+        .as_deref()
+        .map(auth::AdminKey::new)
+        .transpose()
+        .map_err(ServiceError::Config)?;
     if config.jwt_secret.is_empty() {
         return Err(ServiceError::Config(
             "the JWT secret must not be empty".into(),
@@ -303,6 +314,8 @@ pub async fn start(
         turns: Mutex::new(JoinSet::new()),
         stoppers: turn::Stoppers::default(),
         shutdown: shutdown_rx.clone(),
+        admin_key,
+        metrics: metrics::Metrics::new(),
     });
     let app = router::build(state.clone());
     let server = tokio::spawn(server::serve(listener, app, limits, counter, shutdown_rx));

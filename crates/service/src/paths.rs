@@ -14,6 +14,11 @@ pub const USAGE: &str = "/v1/analytics/usage";
 pub const WALLET: &str = "/v1/wallets/{walletId}";
 pub const HEALTH: &str = "/healthz";
 pub const READY: &str = "/readyz";
+pub const ADMIN_ACCOUNTS: &str = "/v1/admin/accounts";
+pub const ADMIN_ACCOUNT_METRICS: &str = "/v1/admin/accounts/{accountId}/metrics";
+pub const ADMIN_STREAM: &str = "/v1/admin/stream";
+/// Prometheus's scrape target (not `METRICS`, the interface's analytics).
+pub const PROMETHEUS: &str = "/metrics";
 
 /// Largest accepted request body: room for 10,000 characters of content written as JSON
 /// `\uXXXX` surrogate pairs (12 bytes each) plus 16 KiB of metadata, escaped.

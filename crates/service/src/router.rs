@@ -7,8 +7,8 @@ use std::panic::AssertUnwindSafe;
 
 use axum::Router;
 use axum::body::{Body, HttpBody};
-use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
@@ -18,8 +18,9 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use super::AppState;
 use super::error::HttpError;
 pub use super::paths::{
-    ACCOUNT_STREAM, CANCEL, FORK, HEALTH, LAST_EXCHANGE, MAX_BODY_BYTES, MESSAGES, METRICS, READY,
-    SESSION, SESSIONS, STREAM, USAGE, WALLET,
+    ACCOUNT_STREAM, ADMIN_ACCOUNT_METRICS, ADMIN_ACCOUNTS, ADMIN_STREAM, CANCEL, FORK, HEALTH,
+    LAST_EXCHANGE, MAX_BODY_BYTES, MESSAGES, METRICS, PROMETHEUS, READY, SESSION, SESSIONS, STREAM,
+    USAGE, WALLET,
 };
 use super::routes;
 pub use super::routes::analytics::MAX_QUERY_BYTES;
@@ -41,6 +42,10 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", WALLET),
     ("GET", HEALTH),
     ("GET", READY),
+    ("GET", ADMIN_ACCOUNTS),
+    ("GET", ADMIN_ACCOUNT_METRICS),
+    ("GET", ADMIN_STREAM),
+    ("GET", PROMETHEUS),
 ];
 
 pub(crate) fn build(state: Arc<AppState>) -> Router {
@@ -65,6 +70,10 @@ pub(crate) fn build(state: Arc<AppState>) -> Router {
         .route(WALLET, get(routes::wallets::get))
         .route(HEALTH, get(routes::health::healthz))
         .route(READY, get(routes::health::readyz))
+        .route(ADMIN_ACCOUNTS, get(routes::admin::accounts))
+        .route(ADMIN_ACCOUNT_METRICS, get(routes::admin::account_metrics))
+        .route(ADMIN_STREAM, get(routes::admin::stream))
+        .route(PROMETHEUS, get(routes::prometheus::scrape))
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         // `read_body` has read the body whole, under `MAX_BODY_BYTES`: no second limit.
@@ -73,7 +82,46 @@ pub(crate) fn build(state: Arc<AppState>) -> Router {
         .layer(axum::middleware::from_fn(limit_query))
         .layer(axum::middleware::from_fn(catch_panic))
         .layer(axum::middleware::from_fn(log_request))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            record_request,
+        ))
         .with_state(state)
+}
+
+/// Counts every answered request for `/metrics`: by method, the route's path template
+/// (never the ids in the path; `metrics::route_label`) and status, with the time to the
+/// answer's head.
+async fn record_request(
+    State(state): State<Arc<AppState>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let method = match *request.method() {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    };
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or(crate::metrics::UNMATCHED.to_string(), |path| {
+            crate::metrics::route_label(path.as_str())
+        });
+    let started = std::time::Instant::now();
+    let response = next.run(request).await;
+    state.metrics.record(
+        method,
+        &route,
+        response.status().as_u16(),
+        started.elapsed().as_secs_f64(),
+    );
+    response
 }
 
 /// One log line per request: method, path (ids only, never credentials), status, duration.

@@ -19,6 +19,8 @@
 //! was lost and came back, every account listener here is told to resync (`Resync`: it sends
 //! a fresh `hello`, since what changed meanwhile was not relayed).
 
+mod admin;
+
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Mutex, OnceLock};
 
@@ -26,6 +28,8 @@ use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use convo_wire::account_stream::AccountEvent;
 use convo_wire::{ErrorBody, StreamEvent};
+
+pub use admin::AdminSignal;
 
 /// Events buffered per listener before it counts as lagging.
 const CHANNEL_CAPACITY: usize = 1024;
@@ -191,6 +195,10 @@ pub enum Relayed {
     AccountEvent { a: i64, e: AccountEvent },
     /// Account `a`'s usage changed (each listener reads it, at most a few times a second).
     AccountUsage { a: i64 },
+    /// The sender has an admin stream listener now (it wants every `AccountUsage`).
+    AdminWatch,
+    /// The sender's last admin stream listener left.
+    AdminUnwatch,
 }
 
 /// What an account stream listener is told.
@@ -258,6 +266,8 @@ pub struct StreamHub {
     sessions: Mutex<HashMap<String, SessionChannel>>,
     /// The account streams' channels, by account id (locked after `sessions` when both are).
     accounts: Mutex<HashMap<i64, AccountChannel>>,
+    /// The admin stream's listeners (`stream/admin.rs`; locked after `accounts`).
+    admin: Mutex<admin::AdminChannel>,
     /// Set on PostgreSQL: what this hub tells the other replicas.
     relay: OnceLock<mpsc::UnboundedSender<Outgoing>>,
 }
@@ -337,15 +347,18 @@ impl StreamHub {
     /// The account's usage changed (a request was counted, a message stored or removed, a
     /// session made or deleted).
     pub fn usage_changed(&self, account: i64) {
-        self.with_accounts(|map| {
+        let relayed = self.with_accounts(|map| {
             let Some(channel) = map.get(&account) else {
-                return;
+                return false;
             };
-            if !channel.watchers.is_empty() {
+            let relayed = !channel.watchers.is_empty();
+            if relayed {
                 self.publish(Relayed::AccountUsage { a: account });
             }
             channel.send(AccountSignal::Usage);
+            relayed
         });
+        self.admin_usage(account, relayed);
     }
 
     /// The account part of `apply`.
@@ -374,6 +387,7 @@ impl StreamHub {
                 if let Some(channel) = map.get(&a) {
                     channel.send(AccountSignal::Usage);
                 }
+                self.apply_admin(sender, &Relayed::AccountUsage { a });
             }
             Relayed::Hello => {
                 // It forgot which accounts are listened to here: tell it again.
@@ -572,9 +586,13 @@ impl StreamHub {
         ) {
             return self.apply_account(sender, message);
         }
+        if matches!(message, Relayed::AdminWatch | Relayed::AdminUnwatch) {
+            return self.apply_admin(sender, &message);
+        }
         if message == Relayed::Hello {
-            // Both parts forget what the sender watched.
+            // Every part forgets what the sender watched.
             self.apply_account(sender, Relayed::Hello);
+            self.apply_admin(sender, &Relayed::Hello);
         }
         self.with_sessions(|map| match message {
             Relayed::Begin { s, m } => {
@@ -688,7 +706,9 @@ impl StreamHub {
             Relayed::AccountWatch { .. }
             | Relayed::AccountUnwatch { .. }
             | Relayed::AccountEvent { .. }
-            | Relayed::AccountUsage { .. } => {}
+            | Relayed::AccountUsage { .. }
+            | Relayed::AdminWatch
+            | Relayed::AdminUnwatch => {}
         });
     }
 
@@ -859,6 +879,7 @@ impl StreamHub {
             }
             map.retain(|_, c| !c.idle());
         });
+        self.admin_relay(false);
     }
 
     /// The relay is back: it says `Hello`, then watches every session and account listened
@@ -880,6 +901,7 @@ impl StreamHub {
                 }
             }
         });
+        self.admin_relay(true);
     }
 
     /// Sessions with a listener here.
@@ -946,6 +968,7 @@ impl StreamHub {
             }
             map.retain(|_, c| !c.idle());
         });
+        self.keep_admin_watchers(live);
         self.with_sessions(|map| {
             for channel in map.values_mut() {
                 channel.watchers.retain(|w| live.contains(w));
@@ -962,6 +985,19 @@ impl StreamHub {
     /// True when the session has a listener now.
     pub fn has_listeners(&self, session_id: &str) -> bool {
         self.with_sessions(|s| s.get(session_id).is_some_and(SessionChannel::listened))
+    }
+
+    /// WebSocket listeners here now: of session streams, of account streams, of the admin
+    /// stream (`/metrics`).
+    pub fn listeners(&self) -> (usize, usize, usize) {
+        let sessions = self.with_sessions(|s| {
+            s.values()
+                .filter_map(|c| c.tx.as_ref())
+                .map(|tx| tx.receiver_count())
+                .sum()
+        });
+        let accounts = self.with_accounts(|a| a.values().map(|c| c.tx.receiver_count()).sum());
+        (sessions, accounts, self.with_admin(|a| a.listeners()))
     }
 
     /// Number of sessions with listeners or replies in flight (for tests and logs).

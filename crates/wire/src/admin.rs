@@ -7,6 +7,19 @@ use serde::{Deserialize, Serialize};
 
 use crate::types::{BillingPeriod, Quota, SessionQuota};
 
+/// What every admin key starts with; API keys start with `service_live_`, so neither is ever
+/// taken for the other.
+pub const ADMIN_KEY_PREFIX: &str = "service_admin_";
+/// Fewest `[A-Za-z0-9]` characters after the prefix.
+pub const ADMIN_KEY_MIN_CHARS: usize = 32;
+
+/// True when `key` is `service_admin_` followed by at least 32 of `[A-Za-z0-9]`.
+pub fn is_valid_admin_key(key: &str) -> bool {
+    key.strip_prefix(ADMIN_KEY_PREFIX).is_some_and(|rest| {
+        rest.len() >= ADMIN_KEY_MIN_CHARS && rest.bytes().all(|b| b.is_ascii_alphanumeric())
+    })
+}
+
 /// One account as an operator sees it: its plan, how it is reached (key hints only) and what
 /// it used this billing period.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -81,6 +94,18 @@ pub enum AdminEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn admin_keys_are_validated() {
+        let rest = "a1".repeat(16);
+        assert!(is_valid_admin_key(&format!("service_admin_{rest}")));
+        assert!(!is_valid_admin_key(&format!(
+            "service_admin_{}",
+            &rest[1..]
+        )));
+        assert!(!is_valid_admin_key(&format!("service_admin_{rest}-")));
+        assert!(!is_valid_admin_key(&format!("service_live_{rest}")));
+    }
 
     #[test]
     fn accounts_are_camel_case_and_events_tagged() {

@@ -1,10 +1,12 @@
 //! HTTP handlers, one file per resource; shared request helpers here.
 
 pub mod account_stream;
+pub mod admin;
 pub mod analytics;
 pub mod cancel;
 pub mod health;
 pub mod messages;
+pub mod prometheus;
 pub mod sessions;
 pub mod stream;
 pub mod wallets;

@@ -10,9 +10,10 @@ use super::SqliteStore;
 use super::interface::{Storage, TurnAdmission};
 use super::postgres::PgStore;
 use super::rows::{
-    Fork, ForkRequest, MessageRow, MetricCounts, Reply, RequestCount, SessionRow, Undo, UsageCounts,
+    AccountPage, AccountsQuery, Fork, ForkRequest, MessageRow, MetricCounts, Reply, RequestCount,
+    SessionRow, Undo, UsageCounts,
 };
-use super::sqlite::{accounts, messages, usage};
+use super::sqlite::{accounts, admin, messages, usage};
 use crate::error::StoreError;
 use convo_core::Account;
 use convo_core::Tier;
@@ -172,6 +173,10 @@ impl Storage for SqliteStore {
     ) -> Result<MetricCounts, StoreError> {
         self.call(move |c| usage::metric_counts(c, account_id, start_ms, end_ms))
             .await
+    }
+
+    async fn admin_accounts(&self, query: AccountsQuery) -> Result<AccountPage, StoreError> {
+        self.call(move |c| admin::accounts(c, &query)).await
     }
 
     async fn ready(&self, within: std::time::Duration) -> Result<(), String> {
@@ -347,6 +352,10 @@ impl Storage for Db {
         end_ms: i64,
     ) -> Result<MetricCounts, StoreError> {
         dispatch!(self.metric_counts(account_id, start_ms, end_ms))
+    }
+
+    async fn admin_accounts(&self, query: AccountsQuery) -> Result<AccountPage, StoreError> {
+        dispatch!(self.admin_accounts(query))
     }
 
     async fn ready(&self, within: std::time::Duration) -> Result<(), String> {

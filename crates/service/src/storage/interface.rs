@@ -5,7 +5,8 @@ use std::collections::HashMap;
 use std::future::Future;
 
 use super::rows::{
-    Fork, ForkRequest, MessageRow, MetricCounts, Reply, RequestCount, SessionRow, Undo, UsageCounts,
+    AccountPage, AccountsQuery, Fork, ForkRequest, MessageRow, MetricCounts, Reply, RequestCount,
+    SessionRow, Undo, UsageCounts,
 };
 use crate::error::StoreError;
 use convo_core::Account;
@@ -130,6 +131,13 @@ pub trait Storage: Send + Sync {
         start_ms: i64,
         end_ms: i64,
     ) -> impl Future<Output = Result<MetricCounts, StoreError>> + Send;
+
+    /// One page of every account with its usage, sorted and filtered as `query` asks, read in
+    /// one query (the operator's `GET /v1/admin/accounts`, the admin stream, `/metrics`).
+    fn admin_accounts(
+        &self,
+        query: AccountsQuery,
+    ) -> impl Future<Output = Result<AccountPage, StoreError>> + Send;
 
     /// Readiness: a trivial query answers within `within`; else why not, for the log.
     fn ready(&self, within: std::time::Duration)

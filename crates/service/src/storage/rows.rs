@@ -5,7 +5,8 @@ use chrono::{DateTime, Utc};
 use convo_wire::{FinishReason, Role};
 use sha2::{Digest, Sha256};
 
-use convo_core::Account;
+use convo_core::{Account, Tier};
+use convo_wire::admin::AccountSort;
 
 use crate::time;
 
@@ -169,6 +170,84 @@ pub struct MetricCounts {
     pub assistant_messages: u64,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+}
+
+/// What `Storage::admin_accounts` reads: one page of the deployment's accounts with their
+/// usage in the billing period starting at `period_start_ms`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AccountsQuery {
+    pub period_start_ms: i64,
+    pub sort: AccountSort,
+    pub limit: u32,
+    pub offset: u64,
+    /// Only accounts with this tier, this id, or a key hint containing it (ignoring case).
+    pub q: Option<String>,
+    /// Only these accounts (the admin stream reads the accounts that changed).
+    pub ids: Option<Vec<i64>>,
+}
+
+impl AccountsQuery {
+    /// The plans' limits as SQL rows `(tier, requests, tokens, sessions)`, from
+    /// `convo_core`'s plans (constants, never user input), for both storages' queries.
+    pub fn limits_sql() -> String {
+        Tier::ALL
+            .iter()
+            .map(|t| {
+                let l = t.limits();
+                format!(
+                    "('{}', {}, {}, {})",
+                    t.as_str(),
+                    l.requests.max(1),
+                    l.tokens.max(1),
+                    l.sessions.max(1)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The order of a page, the same in both storages: descending by the sort key (except
+    /// `name`), then by account id so that pages never overlap.
+    pub fn order_sql(&self) -> &'static str {
+        match self.sort {
+            AccountSort::Share => "share DESC, id",
+            AccountSort::Requests => "requests DESC, id",
+            AccountSort::Tokens => "tokens DESC, id",
+            AccountSort::Name => "first_hint, id",
+        }
+    }
+}
+
+/// One account of a page: what the operator's list shows of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AccountRow {
+    pub id: i64,
+    pub tier: String,
+    /// The last 4 characters of each of its keys, oldest first.
+    pub key_hints: Vec<String>,
+    pub requests: u64,
+    pub tokens: u64,
+    pub sessions: u64,
+    /// The largest of used / limit over requests, tokens and sessions.
+    pub share: f64,
+    /// When its last message was stored.
+    pub last_active_ms: Option<i64>,
+}
+
+/// A page of accounts and how many match the query in all.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct AccountPage {
+    pub total: u64,
+    pub rows: Vec<AccountRow>,
+}
+
+/// Key hints as both storages aggregate them: joined by commas (hints are letters and digits).
+pub fn split_hints(joined: &str) -> Vec<String> {
+    joined
+        .split(',')
+        .filter(|h| !h.is_empty())
+        .map(str::to_string)
+        .collect()
 }
 
 /// Hex SHA-256 of an API key.

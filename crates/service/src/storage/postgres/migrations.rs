@@ -472,6 +472,11 @@ const MIGRATIONS: &[&str] = &[
         RETURN 0;
     END $$;
     "#,
+    // 8: an account's keys found from the account (the operator's list of accounts shows
+    // each one's key hints, `admin.rs`).
+    r#"
+    CREATE INDEX api_keys_by_account ON api_keys (account_id, created_at);
+    "#,
 ];
 
 /// Brings the schema to the newest version under the advisory lock.

@@ -7,7 +7,9 @@
 //! SQLite's, checked under the account's row lock; a session's row is locked (`FOR UPDATE`)
 //! by every write to the session.
 
+mod admin;
 mod counters;
+pub use admin::PoolUse;
 pub mod leases;
 mod migrations;
 pub mod relay;
@@ -23,8 +25,8 @@ use tokio_postgres::NoTls;
 
 use super::interface::{Storage, TurnAdmission};
 use super::rows::{
-    Fork, ForkRequest, MessageRow, MetricCounts, Reply, RequestCount, SessionRow, Undo,
-    UsageCounts, hash_key,
+    AccountPage, AccountsQuery, Fork, ForkRequest, MessageRow, MetricCounts, Reply, RequestCount,
+    SessionRow, Undo, UsageCounts, hash_key,
 };
 use crate::error::StoreError;
 use convo_core::Account;
@@ -684,6 +686,10 @@ impl Storage for PgStore {
             }
         }
         Ok(m)
+    }
+
+    async fn admin_accounts(&self, query: AccountsQuery) -> Result<AccountPage, StoreError> {
+        admin::accounts(&self.client().await?, &query).await
     }
 
     async fn ready(&self, within: Duration) -> Result<(), String> {

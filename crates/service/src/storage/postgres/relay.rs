@@ -31,7 +31,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -68,6 +68,8 @@ pub struct Relay {
     /// Tells the task to send what is queued and stop.
     stop: Option<oneshot::Sender<()>>,
     connected: Arc<AtomicBool>,
+    /// The round trip of the last probe, in microseconds (`/metrics`: the relay's lag).
+    probe_micros: Arc<AtomicU64>,
 }
 
 impl Relay {
@@ -88,6 +90,7 @@ impl Relay {
         hub.relay_to(tx);
         let (stop, stopped) = oneshot::channel();
         let connected = Arc::new(AtomicBool::new(true));
+        let probe_micros = Arc::new(AtomicU64::new(0));
         let task = tokio::spawn(
             Relaying {
                 config,
@@ -96,6 +99,7 @@ impl Relay {
                 rx,
                 stopped,
                 connected: connected.clone(),
+                probe_micros: probe_micros.clone(),
             }
             .run(link),
         );
@@ -103,7 +107,14 @@ impl Relay {
             task,
             stop: Some(stop),
             connected,
+            probe_micros,
         })
+    }
+
+    /// How long the last probe of the relay's connection took to answer (every
+    /// `PROBE_EVERY`; zero before the first): what a message waits on PostgreSQL's side.
+    pub fn probe_seconds(&self) -> f64 {
+        self.probe_micros.load(Ordering::Relaxed) as f64 / 1e6
     }
 
     /// Whether the relay's connection is up now (readiness).
@@ -272,6 +283,7 @@ struct Relaying {
     rx: mpsc::UnboundedReceiver<Outgoing>,
     stopped: oneshot::Receiver<()>,
     connected: Arc<AtomicBool>,
+    probe_micros: Arc<AtomicU64>,
 }
 
 /// Why `serve` returned.
@@ -423,9 +435,12 @@ impl Relaying {
                     }
                 }
                 _ = probe.tick() => {
+                    let started = std::time::Instant::now();
                     if let Err(e) = link.probe().await {
                         return Ended::Lost(e);
                     }
+                    let micros = started.elapsed().as_micros().min(u128::from(u64::MAX)) as u64;
+                    self.probe_micros.store(micros, Ordering::Relaxed);
                     // A safety net: an end the relay could not carry (its owner's relay was
                     // away when it ended) is found in the database.
                     let followed = self.hub.remote_replies(None);

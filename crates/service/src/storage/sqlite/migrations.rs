@@ -282,6 +282,11 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE messages ADD COLUMN finish_reason TEXT;
     "#,
+    // 8: an account's keys found from the account (the operator's list of accounts shows
+    // each one's key hints, `admin.rs`).
+    r#"
+    CREATE INDEX api_keys_by_account ON api_keys(account_id, created_at);
+    "#,
 ];
 
 /// Brings the schema up to date; each migration runs in its own transaction.

@@ -7,6 +7,7 @@
 //! many requests instead of one each. Nothing is answered before it is committed.
 
 pub mod accounts;
+pub mod admin;
 pub mod idempotency;
 pub mod messages;
 mod migrations;
