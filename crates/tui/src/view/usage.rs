@@ -147,6 +147,19 @@ fn freshness(app: &App) -> Span<'static> {
     }
 }
 
+/// What the gauges measure against: the plan, and on the embedded service whose plan it is
+/// (`embedded service · pro plan of the local account`), so an offline user does not take it
+/// for a subscription.
+pub fn plan_label(app: &App, tier: &str) -> String {
+    let tier = convo_client::sanitize::sanitize(tier);
+    match app.connection() {
+        crate::app::Connection::Connected(crate::event::Endpoint::Embedded { .. }) => {
+            format!("embedded service · {tier} plan of the local account")
+        }
+        _ => tier.into_owned(),
+    }
+}
+
 pub fn render(app: &App, layout: &AppLayout, buf: &mut Buffer) {
     if layout.usage_is_column {
         column(app, layout.usage, buf);
@@ -160,7 +173,7 @@ fn column(app: &App, area: Rect, buf: &mut Buffer) {
         .usage()
         .usage
         .as_ref()
-        .map(|u| convo_client::sanitize::sanitize_owned(&u.tier))
+        .map(|u| plan_label(app, &u.tier))
         .unwrap_or_else(|| "…".into());
     let block = Block::default()
         .borders(Borders::ALL)
@@ -258,7 +271,7 @@ fn band(app: &App, area: Rect, buf: &mut Buffer) {
     }
     if let Some(u) = &app.usage().usage {
         spans.push(Span::styled(
-            format!("{} ", convo_client::sanitize::sanitize(&u.tier)),
+            format!("{} ", plan_label(app, &u.tier)),
             theme::hint(),
         ));
         if let Some(end) = period_end(app) {
