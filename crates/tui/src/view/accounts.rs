@@ -23,12 +23,13 @@ use convo_client::api::{AccountSort, AdminAccount};
 use convo_client::format::{count, gauge_bar, group_digits};
 
 /// What to do when no admin key is configured, one line each.
-pub const NO_ADMIN_KEY_HELP: [&str; 5] = [
-    "The accounts view needs the deployment's admin key (the key `convo serve --admin-key`",
-    "was started with). Set one of:",
+pub const NO_ADMIN_KEY_HELP: [&str; 6] = [
+    "The accounts view needs the deployment's admin key:",
+    "the key `convo serve --admin-key` was started with. Set one of:",
     "  • the CONVO_ADMIN_KEY environment variable",
-    "  • admin_key under [connection] in the config file (see `convo config`)",
-    "The embedded local service (convo with no base URL) sets one up by itself.",
+    "  • admin_key under [connection] in the config file",
+    "    (`convo config` prints its path)",
+    "The embedded local service (no base URL) sets one up by itself.",
 ];
 
 /// The colour of a share: ≥ 100 % reached, ≥ 80 % warn, else fine.
@@ -91,15 +92,11 @@ impl FullView for AccountsState {
         (
             format!("Accounts view ({})", keys.accounts_view.first_label()),
             vec![
-                ("↑ ↓ PgUp PgDn".into(), "move in the list".into()),
-                ("s".into(), "sort: share, requests, tokens, name".into()),
+                ("s".into(), "sort: share, requests, tokens…".into()),
                 (
                     keys.filter_sessions.first_label(),
-                    "filter (key hint, tier, id)".into(),
+                    "filter; Enter: one account".into(),
                 ),
-                ("Enter".into(), "the account's usage by day".into()),
-                (keys.refresh.first_label(), "reload (and re-sort)".into()),
-                (keys.back.first_label(), "back".into()),
             ],
         )
     }
@@ -182,16 +179,14 @@ fn title_line(s: &AccountsState, keys: &KeyBindings) -> Line<'static> {
 /// Column widths for a width: name, tier, keys, and each gauge.
 fn columns(width: u16) -> (usize, usize, usize, usize) {
     let width = width as usize;
-    let name = if width >= 160 {
-        24
+    let (name, tier, keys) = if width >= 160 {
+        (24, 10, 14)
     } else if width >= 110 {
-        18
+        (18, 10, 14)
     } else {
-        13
+        (12, 8, 8)
     };
-    let tier = 10;
-    let keys = if width >= 110 { 14 } else { 7 };
-    let gauge = width.saturating_sub(name + tier + keys + 4) / 3;
+    let gauge = width.saturating_sub(name + tier + keys + 5) / 3;
     (name, tier, keys, gauge)
 }
 

@@ -152,12 +152,18 @@ fn freshness(app: &App) -> Span<'static> {
 /// for a subscription.
 pub fn plan_label(app: &App, tier: &str) -> String {
     let tier = convo_client::sanitize::sanitize(tier);
-    match app.connection() {
-        crate::app::Connection::Connected(crate::event::Endpoint::Embedded { .. }) => {
-            format!("embedded service · {tier} plan of the local account")
-        }
-        _ => tier.into_owned(),
+    if embedded(app) {
+        format!("embedded service · {tier} plan of the local account")
+    } else {
+        tier.into_owned()
     }
+}
+
+fn embedded(app: &App) -> bool {
+    matches!(
+        app.connection(),
+        crate::app::Connection::Connected(crate::event::Endpoint::Embedded { .. })
+    )
 }
 
 pub fn render(app: &App, layout: &AppLayout, buf: &mut Buffer) {
@@ -173,7 +179,7 @@ fn column(app: &App, area: Rect, buf: &mut Buffer) {
         .usage()
         .usage
         .as_ref()
-        .map(|u| plan_label(app, &u.tier))
+        .map(|u| convo_client::sanitize::sanitize_owned(&u.tier))
         .unwrap_or_else(|| "…".into());
     let block = Block::default()
         .borders(Borders::ALL)
@@ -212,7 +218,15 @@ fn column(app: &App, area: Rect, buf: &mut Buffer) {
                 g.style(stale),
             )));
         }
-        if let Some(end) = period_end(app) {
+        // The embedded service's plan is the local account's own: no period to watch.
+        if embedded(app)
+            && let Some(u) = &app.usage().usage
+        {
+            lines.push(Line::from(Span::styled(
+                plan_label(app, &u.tier),
+                theme::dim(),
+            )));
+        } else if let Some(end) = period_end(app) {
             lines.push(Line::from(Span::styled(
                 format!("period ends {}", format::time_until(app.now(), end)),
                 theme::dim(),
@@ -274,7 +288,8 @@ fn band(app: &App, area: Rect, buf: &mut Buffer) {
             format!("{} ", plan_label(app, &u.tier)),
             theme::hint(),
         ));
-        if let Some(end) = period_end(app) {
+        // The embedded service's plan is the local account's own: no period to watch.
+        if let Some(end) = period_end(app).filter(|_| !embedded(app)) {
             spans.push(Span::styled(
                 format!("· period ends {} ", format::time_until(app.now(), end)),
                 theme::dim(),
