@@ -153,8 +153,8 @@ async fn list(
         });
     }
     match query.sort.as_deref().unwrap_or("share") {
-        "requests" => all.sort_by(|a, b| b.requests.used.cmp(&a.requests.used)),
-        "tokens" => all.sort_by(|a, b| b.tokens.used.cmp(&a.tokens.used)),
+        "requests" => all.sort_by_key(|a| std::cmp::Reverse(a.requests.used)),
+        "tokens" => all.sort_by_key(|a| std::cmp::Reverse(a.tokens.used)),
         "name" => all.sort_by(|a, b| a.name.cmp(&b.name)),
         _ => all.sort_by(|a, b| b.share.total_cmp(&a.share)),
     }

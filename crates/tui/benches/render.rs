@@ -433,7 +433,7 @@ fn admin_account(id: u64) -> convo_wire::admin::AdminAccount {
     convo_wire::admin::AdminAccount {
         account_id: id,
         name: format!("key …{:04}", id % 10_000),
-        tier: if id % 3 == 0 { "pro" } else { "free" }.into(),
+        tier: if id.is_multiple_of(3) { "pro" } else { "free" }.into(),
         key_hints: vec![format!("{:04}", id % 10_000)],
         requests: Quota {
             used: r,

@@ -137,6 +137,9 @@ impl Alerts {
 }
 
 #[cfg(test)]
+pub use tests::account as test_account;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use convo_client::api::{Quota, SessionQuota};
@@ -212,6 +215,3 @@ mod tests {
         assert_eq!(Limit::Requests.share(&a), 0.0);
     }
 }
-
-#[cfg(test)]
-pub use tests::account as test_account;
