@@ -37,6 +37,8 @@ pub enum CliCommand {
     Delete(crate::commands::delete::DeleteArgs),
     /// Show usage of the current billing period against the plan's limits.
     Usage(crate::commands::usage::UsageArgs),
+    /// List a deployment's accounts against their plans (needs the admin key).
+    Accounts(crate::commands::accounts::AccountsArgs),
     /// Show metrics over a date range.
     Metrics(crate::commands::metrics::MetricsArgs),
     /// Show a wallet's details.
@@ -74,6 +76,7 @@ impl CliCommand {
             CliCommand::Send(a) => a.json,
             CliCommand::Delete(a) => a.json,
             CliCommand::Usage(a) => a.json,
+            CliCommand::Accounts(a) => a.json,
             CliCommand::Metrics(a) => a.json,
             CliCommand::Wallet(a) => a.json,
             CliCommand::Sessions(a) => a.json,
@@ -193,6 +196,7 @@ pub fn main() -> ExitCode {
             Some(CliCommand::Send(args)) => crate::commands::send::run(args, global).await,
             Some(CliCommand::Delete(args)) => crate::commands::delete::run(args, global).await,
             Some(CliCommand::Usage(args)) => crate::commands::usage::run(args, global).await,
+            Some(CliCommand::Accounts(args)) => crate::commands::accounts::run(args, global).await,
             Some(CliCommand::Metrics(args)) => crate::commands::metrics::run(args, global).await,
             Some(CliCommand::Wallet(args)) => crate::commands::wallet::run(args, global).await,
             Some(CliCommand::Sessions(args)) => crate::commands::sessions::run(args, global).await,

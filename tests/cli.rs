@@ -2,6 +2,7 @@
 //! `convo` with a temporary HOME and XDG dirs, so nothing touches the real user's files.
 
 mod cli {
+    mod accounts;
     mod cancel;
     mod commands;
     mod config;
@@ -15,3 +16,7 @@ mod cli {
     mod support;
     mod targets;
 }
+
+#[allow(dead_code)]
+#[path = "client/fake_admin.rs"]
+mod fake_admin;

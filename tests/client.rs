@@ -4,6 +4,8 @@
 
 mod client {
     mod account_stream;
+    mod admin;
+    pub mod fake_admin;
     mod forks;
     mod local_service;
     mod other_server;

@@ -1,6 +1,11 @@
 //! Tests of the operator views: snapshots of the metrics (F2) and wallet (F3) views through
 //! `TestBackend` in every state, and both views against the local service in-process.
 
+#[path = "views/accounts.rs"]
+mod accounts;
+#[allow(dead_code)]
+#[path = "client/fake_admin.rs"]
+mod fake_admin;
 #[path = "views/service.rs"]
 mod service;
 #[path = "views/snapshots.rs"]

@@ -12,7 +12,7 @@ use ratatui::backend::TestBackend;
 
 use crate::fixture::{app, key};
 
-fn render(app: &App) -> String {
+pub fn render(app: &App) -> String {
     let backend = TestBackend::new(app.size().width, app.size().height);
     let mut terminal = Terminal::new(backend).unwrap();
     terminal.draw(|f| view::draw(f, app)).unwrap();

@@ -29,6 +29,8 @@ pub const DEFAULT_CONFIG: &str = include_str!("../../../assets/config.toml");
 /// `--allow-insecure`; a flag wins over its variable.
 /// The client's API key variable (the `--api-key` flag wins over it).
 pub const API_KEY_ENV: &str = "CONVO_API_KEY";
+/// The operator's admin key variable (`[connection] admin_key` in the file; the variable wins).
+pub const ADMIN_KEY_ENV: &str = "CONVO_ADMIN_KEY";
 
 #[derive(Clone, Default, clap::Args)]
 #[command(next_help_heading = "Global options")]
@@ -104,6 +106,8 @@ pub struct Connection {
     pub base_url: Option<Url>,
     pub api_key: Option<String>,
     pub wallet_token: Option<String>,
+    /// The operator's key (`service_admin_…`) for the admin endpoints (F4, `convo accounts`).
+    pub admin_key: Option<String>,
     pub allow_insecure: bool,
     pub connect_timeout: Duration,
     pub request_timeout: Duration,
@@ -119,6 +123,7 @@ impl std::fmt::Debug for Connection {
                 "wallet_token",
                 &self.wallet_token.as_deref().map(redact_key),
             )
+            .field("admin_key", &self.admin_key.as_deref().map(redact_key))
             .field("allow_insecure", &self.allow_insecure)
             .field("connect_timeout", &self.connect_timeout)
             .field("request_timeout", &self.request_timeout)
@@ -325,6 +330,7 @@ struct ConnectionLayer {
     base_url: Option<Spanned<String>>,
     api_key: Option<String>,
     wallet_token: Option<String>,
+    admin_key: Option<String>,
     allow_insecure: Option<bool>,
     connect_timeout_ms: Option<Spanned<u64>>,
     request_timeout_ms: Option<Spanned<u64>>,
@@ -522,6 +528,7 @@ impl Config {
             let file_has_secret = layer.connection.as_ref().is_some_and(|c| {
                 non_empty(c.api_key.clone()).is_some()
                     || non_empty(c.wallet_token.clone()).is_some()
+                    || non_empty(c.admin_key.clone()).is_some()
             }) || layer
                 .engine
                 .as_ref()
@@ -550,6 +557,9 @@ impl Config {
             .or_else(|| non_empty(std::env::var(API_KEY_ENV).ok()));
         if let Some(key) = key {
             config.connection.api_key = Some(key.trim().to_string());
+        }
+        if let Some(key) = non_empty(std::env::var(ADMIN_KEY_ENV).ok()) {
+            config.connection.admin_key = Some(key.trim().to_string());
         }
         if let Some(token) = non_empty(global.wallet_token.clone()) {
             config.connection.wallet_token = Some(token.trim().to_string());
@@ -585,6 +595,7 @@ impl Config {
                 base_url: None,
                 api_key: None,
                 wallet_token: None,
+                admin_key: None,
                 allow_insecure: false,
                 connect_timeout: Duration::from_secs(5),
                 request_timeout: Duration::from_secs(30),
@@ -641,6 +652,9 @@ impl Config {
             }
             if let Some(t) = c.wallet_token {
                 self.connection.wallet_token = non_empty(Some(t.trim().to_string()));
+            }
+            if let Some(k) = c.admin_key {
+                self.connection.admin_key = non_empty(Some(k.trim().to_string()));
             }
             if let Some(b) = c.allow_insecure {
                 self.connection.allow_insecure = b;
@@ -777,7 +791,9 @@ impl Config {
         match &self.connection.base_url {
             Some(url) => check_transport(
                 url,
-                self.connection.api_key.is_some() || self.connection.wallet_token.is_some(),
+                self.connection.api_key.is_some()
+                    || self.connection.wallet_token.is_some()
+                    || self.connection.admin_key.is_some(),
                 self.connection.allow_insecure,
             ),
             None => Ok(()),
@@ -806,6 +822,13 @@ impl Config {
         conn.insert(
             "wallet_token".into(),
             c.wallet_token
+                .as_deref()
+                .map_or(String::new(), redact_key)
+                .into(),
+        );
+        conn.insert(
+            "admin_key".into(),
+            c.admin_key
                 .as_deref()
                 .map_or(String::new(), redact_key)
                 .into(),

@@ -13,6 +13,8 @@
 //!   and kept, and scanned.
 //! - `search/typed_latency/10000`, `search/typed_zebra/10000`: a later character (the lines
 //!   are kept): the scan alone, for a word found about 10,000 times and for one found nowhere.
+//! - `accounts/visible/10000`: one frame of the accounts view (F4) at 120×40 with 10,000
+//!   accounts, the selection in the middle (only the rows on screen are drawn).
 //!
 //! The clock is the wall clock. With `RENDER_BENCH_CLOCK=cpu` it is this thread's time on a
 //! CPU (`CLOCK_THREAD_CPUTIME_ID`, Linux), which leaves out the time spent waiting
@@ -424,9 +426,74 @@ fn search(c: &mut Criterion) {
     group.finish();
 }
 
+/// Account `id` with some usage of each limit.
+fn admin_account(id: u64) -> convo_wire::admin::AdminAccount {
+    use convo_wire::types::{Quota, SessionQuota};
+    let (r, t, s) = ((id * 7) % 111, (id * 37) % 1000, id % 6);
+    convo_wire::admin::AdminAccount {
+        account_id: id,
+        name: format!("key …{:04}", id % 10_000),
+        tier: if id.is_multiple_of(3) { "pro" } else { "free" }.into(),
+        key_hints: vec![format!("{:04}", id % 10_000)],
+        requests: Quota {
+            used: r,
+            limit: 100,
+            percentage: r as f64,
+        },
+        tokens: Quota {
+            used: t,
+            limit: 1000,
+            percentage: t as f64 / 10.0,
+        },
+        sessions: SessionQuota {
+            active: s,
+            limit: 5,
+            percentage: s as f64 * 20.0,
+        },
+        share: (r as f64 / 100.0)
+            .max(t as f64 / 1000.0)
+            .max(s as f64 / 5.0),
+        last_active_at: None,
+    }
+}
+
+fn accounts(c: &mut Criterion) {
+    if breakdown_only() {
+        return;
+    }
+    use convo_tui::accounts_view::{AccountsState, Availability};
+    let keys = convo_tui::keys::KeyBindings::defaults().expect("default keys");
+    let mut group = c.benchmark_group("accounts");
+    group
+        .sample_size(30)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(2));
+    let n = 10_000u64;
+    let mut state = AccountsState::default();
+    state.availability = Availability::Available;
+    state.rows = (1..=n).map(admin_account).collect();
+    state.total = n;
+    state.loaded = true;
+    state.live = true;
+    state.selected = 5_000;
+    state.offset = 4_990;
+    state.page_rows = (HEIGHT - 2) as usize;
+    let mut buf = Buffer::empty(area());
+    group.bench_function(BenchmarkId::new("visible", n), |b| {
+        b.iter_custom(|iters| {
+            timed(iters, || {
+                buf.reset();
+                convo_tui::view::accounts::render(black_box(&state), &keys, area(), &mut buf)
+            })
+        })
+    });
+    group.finish();
+}
+
 criterion_group!(
     benches,
     visible,
+    accounts,
     naive_paragraph,
     stream_delta,
     resize,

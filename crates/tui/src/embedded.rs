@@ -98,6 +98,8 @@ pub async fn start(
     let key =
         local_key(data_dir).map_err(|e| format!("cannot prepare {}: {e}", data_dir.display()))?;
     let jwt_secret = convo_service::ids::random_alnum(48);
+    // The operator's key for the accounts view (F4): new each start, known only to this TUI.
+    let admin_key = format!("service_admin_{}", convo_service::ids::random_alnum(40));
     let config = ServiceConfig {
         db: DbLocation::File(data_dir.join("service.db")),
         api_keys: vec![(key.clone(), Tier::Pro)],
@@ -108,7 +110,7 @@ pub async fn start(
         max_context_tokens: convo_service::config::DEFAULT_MAX_CONTEXT_TOKENS,
         // Warmed by the TUI when the user starts typing (`workers`), not at start.
         warm_token_counter: false,
-        admin_key: None,
+        admin_key: Some(admin_key.clone()),
     };
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
     let service = convo_service::start(config, addr)
@@ -117,6 +119,7 @@ pub async fn start(
     let base = url::Url::parse(&service.base_url()).map_err(|e| e.to_string())?;
     let mut options = ClientOptions::new(base);
     options.api_key = Some(key);
+    options.admin_key = Some(admin_key);
     // A wallet token for the wallet view, valid for this run (the secret is new each start).
     options.wallet_token = Some(convo_service::jwt::mint(
         &jwt_secret,

@@ -153,6 +153,9 @@ pub enum AppEvent {
     /// A report for the wallet view (F3): a fetched wallet, recent ids, token status
     /// (`tui::wallet`).
     Wallet(crate::wallet::WalletEvent),
+    /// A report for the accounts view (F4) and its alerts: a load, a day of an account's
+    /// details, the admin feed's changes (`tui::accounts_view`).
+    Accounts(crate::accounts_view::AccountsEvent),
 }
 
 /// What the target's service said about its sessions ([`AppEvent::ServiceSessions`]).

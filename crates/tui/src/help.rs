@@ -5,6 +5,7 @@
 use ratatui::layout::Rect;
 use unicode_width::UnicodeWidthStr;
 
+use crate::accounts_view::AccountsState;
 use crate::full_view::FullView;
 use crate::keys::KeyBindings;
 use crate::layout::centered;
@@ -43,6 +44,7 @@ pub fn lines(keys: &KeyBindings) -> Vec<HelpRow> {
     ];
     sections.push(MetricsState::help(keys));
     sections.push(WalletState::help(keys));
+    sections.push(AccountsState::help(keys));
     let mut out = Vec::new();
     for (title, entries) in sections {
         if !out.is_empty() {

@@ -347,6 +347,8 @@ bindings! {
     filter_sessions => "filter sessions",
     metrics_view => "metrics view",
     wallet_view => "wallet view",
+    /// The accounts view of an operator (F4; docs/tui.md, "Accounts").
+    accounts_view => "accounts view",
     help => "this help",
     back => "close / unfollow",
     stop_or_quit => "stop stream / quit",
@@ -420,6 +422,7 @@ impl KeyBindings {
             ("help", &self.help),
             ("metrics_view", &self.metrics_view),
             ("wallet_view", &self.wallet_view),
+            ("accounts_view", &self.accounts_view),
             ("back", &self.back),
             ("edit_in_editor", &self.edit_in_editor),
             ("search", &self.search),

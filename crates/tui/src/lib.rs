@@ -3,6 +3,7 @@
 //! render path from markdown to styled lines (`render`) and the key bindings (`keys`).
 #![deny(unsafe_code)] // allowed in one module: render::cells
 
+pub mod accounts_view;
 pub mod app;
 pub mod command;
 pub mod component;

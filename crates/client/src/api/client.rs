@@ -66,6 +66,8 @@ pub struct ClientOptions {
     pub api_key: Option<String>,
     /// JWT for the wallet endpoint.
     pub wallet_token: Option<String>,
+    /// `service_admin_…`, for the operator's endpoints (`super::admin`).
+    pub admin_key: Option<String>,
     pub timeouts: Timeouts,
     /// Retries after the first attempt (0: no retry).
     pub max_retries: u32,
@@ -105,6 +107,10 @@ impl std::fmt::Debug for ClientOptions {
                 "wallet_token",
                 &self.wallet_token.as_deref().map(crate::config::redact_key),
             )
+            .field(
+                "admin_key",
+                &self.admin_key.as_deref().map(crate::config::redact_key),
+            )
             .field("timeouts", &self.timeouts)
             .field("max_retries", &self.max_retries)
             .field("max_body_bytes", &self.max_body_bytes)
@@ -120,6 +126,7 @@ impl ClientOptions {
             base_url,
             api_key: None,
             wallet_token: None,
+            admin_key: None,
             timeouts: Timeouts::default(),
             max_retries: 3,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
@@ -138,6 +145,7 @@ impl ClientOptions {
             base_url,
             api_key: c.api_key.clone(),
             wallet_token: c.wallet_token.clone(),
+            admin_key: c.admin_key.clone(),
             timeouts: Timeouts {
                 connect: c.connect_timeout,
                 request: c.request_timeout,
@@ -176,9 +184,10 @@ pub struct Client {
 }
 
 #[derive(Clone, Copy)]
-enum Auth {
+pub(super) enum Auth {
     ApiKey,
     WalletToken,
+    AdminKey,
 }
 
 /// A fresh `Idempotency-Key` for one send (reused by its retries).
@@ -191,12 +200,12 @@ pub fn new_idempotency_key() -> String {
 }
 
 /// An attempt's failure, with whether another attempt may help and how long to wait.
-struct Failure {
-    error: ApiError,
+pub(super) struct Failure {
+    pub(super) error: ApiError,
     retryable: bool,
     wait: Option<Duration>,
     /// The HTTP status of an error answer (none when no answer came).
-    status: Option<StatusCode>,
+    pub(super) status: Option<StatusCode>,
 }
 
 impl Client {
@@ -205,7 +214,9 @@ impl Client {
     pub fn new(options: ClientOptions) -> Result<Client, ApiError> {
         crate::config::check_transport(
             &options.base_url,
-            options.api_key.is_some() || options.wallet_token.is_some(),
+            options.api_key.is_some()
+                || options.wallet_token.is_some()
+                || options.admin_key.is_some(),
             options.allow_insecure,
         )
         .map_err(|e| ApiError::Config(e.to_string()))?;
@@ -437,7 +448,7 @@ impl Client {
     }
 
     /// [`Client::request`], keeping the status of an error answer.
-    async fn request_with_status<T: DeserializeOwned>(
+    pub(super) async fn request_with_status<T: DeserializeOwned>(
         &self,
         method: Method,
         url: Url,
@@ -481,6 +492,7 @@ impl Client {
         let credential = match auth {
             Auth::ApiKey => self.options.api_key.as_deref(),
             Auth::WalletToken => self.options.wallet_token.as_deref(),
+            Auth::AdminKey => self.options.admin_key.as_deref(),
         };
         if let Some(c) = credential {
             req = req.bearer_auth(c);
@@ -557,7 +569,7 @@ pub enum History {
 }
 
 /// The answer to a request of an extension.
-enum Extension<T> {
+pub(super) enum Extension<T> {
     Answered(T),
     /// The extension's own 404 or 409 (`session_not_found`, `message_not_found`,
     /// `reply_in_progress`): the server has the endpoint and refused this request.
@@ -569,7 +581,9 @@ enum Extension<T> {
 /// An extension's answer: apart from the extension's own codes (`session_not_found`,
 /// `message_not_found`, `reply_in_progress`), a 404 or 405 means the server lacks it. The one
 /// rule every extension call (list, history, title, fork, undo) goes by.
-fn extension<T>(answer: Result<(StatusCode, T), Failure>) -> Result<Extension<T>, ApiError> {
+pub(super) fn extension<T>(
+    answer: Result<(StatusCode, T), Failure>,
+) -> Result<Extension<T>, ApiError> {
     match answer {
         Ok((_, t)) => Ok(Extension::Answered(t)),
         Err(Failure {

@@ -104,6 +104,8 @@ impl App {
             self.open_metrics(out);
         } else if k.wallet_view.matches(key) {
             self.open_wallet(None, out);
+        } else if k.accounts_view.matches(key) {
+            self.open_accounts(out);
         } else if k.edit_in_editor.matches(key) {
             self.open_editor(out);
         } else if k.back.matches(key) && !self.sessions_pane.is_filtering() {

@@ -19,6 +19,7 @@ use convo_client::api::ApiError;
 pub use crate::command::{Command, StoreOp};
 
 mod account_feed;
+mod accounts;
 mod actions;
 mod code_copy;
 mod editor;
@@ -84,6 +85,8 @@ pub struct App {
     pub metrics: super::metrics::MetricsState,
     /// The wallet view's state (F3).
     wallet: super::wallet::WalletState,
+    /// The accounts view's state (F4) and the operator's alerts.
+    accounts: super::accounts_view::AccountsState,
     next_send_id: u64,
     /// Quit was asked for before the store loaded, with text to keep.
     quit_when_loaded: bool,
@@ -121,6 +124,7 @@ impl App {
             notice: None,
             metrics: Default::default(),
             wallet: Default::default(),
+            accounts: Default::default(),
             next_send_id: 1,
             quit_when_loaded: false,
             quit: false,
@@ -522,6 +526,7 @@ impl App {
                 self.wallet.on_event(ev, &mut reqs);
                 out.extend(reqs.into_iter().map(Command::Wallet));
             }
+            AppEvent::Accounts(ev) => self.on_accounts(ev, &mut out),
         }
         self.apply_pending_jump();
         self.refresh_search();
@@ -533,6 +538,7 @@ impl App {
             self.composer.set_send_error(None);
         }
         self.fetch_metrics_on_screen(&mut out);
+        self.flush_accounts(&mut out);
         out
     }
 
@@ -616,6 +622,7 @@ impl App {
             View::Chat => None,
             View::Metrics => Some(&self.metrics),
             View::Wallet => Some(&self.wallet),
+            View::Accounts => Some(&self.accounts),
         }
     }
 
@@ -624,6 +631,7 @@ impl App {
             View::Chat => None,
             View::Metrics => Some(&mut self.metrics),
             View::Wallet => Some(&mut self.wallet),
+            View::Accounts => Some(&mut self.accounts),
         }
     }
 
@@ -634,6 +642,7 @@ impl App {
             View::Chat => return false,
             View::Metrics => &mut self.metrics,
             View::Wallet => &mut self.wallet,
+            View::Accounts => &mut self.accounts,
         };
         match view.key(&self.keys, key, self.now, out) {
             KeyResult::Consumed => {}
@@ -646,6 +655,8 @@ impl App {
                     self.open_metrics(out);
                 } else if self.keys.wallet_view.matches(key) && self.view != View::Wallet {
                     self.open_wallet(None, out);
+                } else if self.keys.accounts_view.matches(key) && self.view != View::Accounts {
+                    self.open_accounts(out);
                 }
             }
         }

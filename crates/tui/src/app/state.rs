@@ -30,6 +30,8 @@ pub enum View {
     Metrics,
     /// Wallet details (F3, `/wallet ID`; `tui::wallet`).
     Wallet,
+    /// Every account of the deployment, for an operator (F4; `tui::accounts_view`).
+    Accounts,
 }
 
 /// Connection to the service.

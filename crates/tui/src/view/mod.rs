@@ -1,5 +1,6 @@
 //! Views: pure functions of `App` that draw into a frame. One file per pane.
 
+pub mod accounts;
 pub mod composer;
 pub mod dialog;
 pub mod help;
@@ -35,7 +36,7 @@ pub fn draw(frame: &mut Frame, app: &App) {
             }
         }
         // A full-screen view takes the screen above the status bar.
-        View::Metrics | View::Wallet => {
+        View::Metrics | View::Wallet | View::Accounts => {
             let area = buf.area;
             let above = Rect::new(
                 area.x,

@@ -45,7 +45,11 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         return;
     }
     let mut spans = vec![conn.clone()];
-    let used = conn.width();
+    // Alerts not yet seen in F4 come first, in the warning colour.
+    if let Some((key, label)) = app.accounts_alert_hint() {
+        spans.push(Span::styled(format!("{key} {label} "), theme::warn()));
+    }
+    let used: usize = spans.iter().map(Span::width).sum();
     let room = width.saturating_sub(used);
     let mut text = String::new();
     for (key, what) in hints {

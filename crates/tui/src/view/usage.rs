@@ -147,6 +147,25 @@ fn freshness(app: &App) -> Span<'static> {
     }
 }
 
+/// What the gauges measure against: the plan, and on the embedded service whose plan it is
+/// (`embedded service · pro plan of the local account`), so an offline user does not take it
+/// for a subscription.
+pub fn plan_label(app: &App, tier: &str) -> String {
+    let tier = convo_client::sanitize::sanitize(tier);
+    if embedded(app) {
+        format!("embedded service · {tier} plan of the local account")
+    } else {
+        tier.into_owned()
+    }
+}
+
+fn embedded(app: &App) -> bool {
+    matches!(
+        app.connection(),
+        crate::app::Connection::Connected(crate::event::Endpoint::Embedded { .. })
+    )
+}
+
 pub fn render(app: &App, layout: &AppLayout, buf: &mut Buffer) {
     if layout.usage_is_column {
         column(app, layout.usage, buf);
@@ -199,7 +218,15 @@ fn column(app: &App, area: Rect, buf: &mut Buffer) {
                 g.style(stale),
             )));
         }
-        if let Some(end) = period_end(app) {
+        // The embedded service's plan is the local account's own: no period to watch.
+        if embedded(app)
+            && let Some(u) = &app.usage().usage
+        {
+            lines.push(Line::from(Span::styled(
+                plan_label(app, &u.tier),
+                theme::dim(),
+            )));
+        } else if let Some(end) = period_end(app) {
             lines.push(Line::from(Span::styled(
                 format!("period ends {}", format::time_until(app.now(), end)),
                 theme::dim(),
@@ -258,10 +285,11 @@ fn band(app: &App, area: Rect, buf: &mut Buffer) {
     }
     if let Some(u) = &app.usage().usage {
         spans.push(Span::styled(
-            format!("{} ", convo_client::sanitize::sanitize(&u.tier)),
+            format!("{} ", plan_label(app, &u.tier)),
             theme::hint(),
         ));
-        if let Some(end) = period_end(app) {
+        // The embedded service's plan is the local account's own: no period to watch.
+        if let Some(end) = period_end(app).filter(|_| !embedded(app)) {
             spans.push(Span::styled(
                 format!("· period ends {} ", format::time_until(app.now(), end)),
                 theme::dim(),

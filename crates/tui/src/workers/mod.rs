@@ -3,6 +3,7 @@
 //! feed (`usage_feed`: the account stream, or the adaptive usage poll), terminal input (`input`)
 //! and the clock (`clock`); `spawn` runs a request as a watched task. Workers never touch `App`; they report through `AppEvent`s.
 
+mod admin_feed;
 mod clock;
 mod forks;
 mod input;
@@ -26,6 +27,7 @@ use tokio::task::JoinHandle;
 use super::command::Command;
 use super::embedded::RunningService;
 use super::event::{AppEvent, EventSender};
+use admin_feed::admin_feed;
 use clock::clock;
 use convo_client::api::client::{Client, ClientOptions};
 use convo_client::api::stream::SessionStream;
@@ -92,6 +94,8 @@ pub struct Workers {
     store_jobs: std::sync::mpsc::Sender<StoreJob>,
     stream: Option<(SessionStream, JoinHandle<()>)>,
     usage_kick: Arc<Notify>,
+    /// Wakes the admin feed once connected.
+    admin_kick: Arc<Notify>,
     /// When the user last typed, sent or saw a reply stream (the usage poll's pace).
     activity: Arc<Activity>,
     tasks: Vec<JoinHandle<()>>,
@@ -106,6 +110,8 @@ pub struct Workers {
     /// The metrics view's load in flight and the wallet view's fetches.
     metrics: crate::metrics::worker::MetricsWorker,
     wallet: crate::wallet::worker::WalletWorker,
+    /// The accounts view's loads and details (F4).
+    accounts: crate::accounts_view::worker::AccountsWorker,
 }
 
 impl Workers {
@@ -113,6 +119,7 @@ impl Workers {
     pub fn start(config: WorkerConfig, events: EventSender) -> Workers {
         let shared = Arc::new(Shared::default());
         let usage_kick = Arc::new(Notify::new());
+        let admin_kick = Arc::new(Notify::new());
         let (activity, activity_rx) = tokio::sync::watch::channel(None);
         let tasks = vec![
             tokio::spawn(connect(
@@ -128,6 +135,11 @@ impl Workers {
                 events.clone(),
             )),
             tokio::spawn(clock(events.clone())),
+            tokio::spawn(admin_feed(
+                shared.clone(),
+                admin_kick.clone(),
+                events.clone(),
+            )),
         ];
         let store_jobs = spawn_store(
             config.store_file.clone(),
@@ -151,6 +163,7 @@ impl Workers {
             store_jobs,
             stream: None,
             usage_kick,
+            admin_kick,
             activity: Arc::new(activity),
             tasks,
             clipboard: Vec::new(),
@@ -159,6 +172,7 @@ impl Workers {
             input: None,
             metrics: Default::default(),
             wallet,
+            accounts: Default::default(),
         }
     }
 
@@ -247,7 +261,10 @@ impl Workers {
             Command::WarmTokenCounter => {
                 warm_token_counter_once();
             }
-            Command::RefreshUsage => self.usage_kick.notify_one(),
+            Command::RefreshUsage => {
+                self.usage_kick.notify_one();
+                self.admin_kick.notify_one();
+            }
             Command::LoadKnownBuckets => {
                 if let Some(account) = self.shared.account.get() {
                     self.store_job(StoreJob::KnownBuckets(account.clone()));
@@ -271,6 +288,14 @@ impl Workers {
                     tx.send(AppEvent::Wallet(ev));
                 };
                 self.wallet.handle(request, self.shared.client.get(), sink);
+            }
+            Command::Accounts(request) => {
+                let tx = self.events.clone();
+                let sink = move |ev| {
+                    tx.send(AppEvent::Accounts(ev));
+                };
+                self.accounts
+                    .handle(request, self.shared.client.get(), sink);
             }
             Command::ListSessions => self.list_sessions(),
             Command::SendTitle { session_id, title } => self.send_title(session_id, title),
