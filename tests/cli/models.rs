@@ -777,6 +777,10 @@ async fn rm_refuses_the_model_a_running_service_has_loaded() {
     let s = Sandbox::new();
     let dir = models_in(&s);
     std::fs::create_dir_all(&dir).unwrap();
+    // A private copy: the lock is on the file, and other tests running now load the shared one.
+    let private = dir.parent().unwrap().join("private-model.gguf");
+    std::fs::copy(&model, &private).unwrap();
+    let model = private;
     std::os::unix::fs::symlink(&model, dir.join("loaded.gguf")).unwrap();
     // The client's configuration runs another engine: only the running service holds it.
     let config = s.default_config_file();

@@ -156,11 +156,13 @@ impl Checkpointer {
             ))
         })?;
         let (stop, stopped) = mpsc::channel::<Signal>();
+        // Read before the thread starts: a commit made before its first look must count as
+        // new, or the thread would fall asleep past it with nothing left to wake it.
+        let mut seen = wal.writes.load(Ordering::SeqCst);
         let thread = std::thread::Builder::new()
             .name("convo-checkpoint".into())
             .spawn(move || {
                 let mut wait = CHECKPOINT_INTERVAL;
-                let mut seen = wal.writes.load(Ordering::SeqCst);
                 // How many times this thread found the writer asked and not yet done.
                 let mut looks = 0;
                 // Ends on a stop message or when every sender is dropped.
