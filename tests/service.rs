@@ -11,6 +11,8 @@ mod service {
     mod jwt;
     #[cfg(feature = "local-model")]
     mod local_model;
+    #[cfg(feature = "local-model")]
+    mod local_model_state;
     mod openai;
     mod openapi;
     mod pg_counters;
