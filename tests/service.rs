@@ -14,6 +14,8 @@ mod service {
     #[cfg(feature = "local-model")]
     mod local_model;
     #[cfg(feature = "local-model")]
+    mod local_model_state;
+    #[cfg(feature = "local-model")]
     mod local_model_turns;
     mod metrics;
     mod openai;

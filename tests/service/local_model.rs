@@ -35,10 +35,10 @@ pub fn test_model() -> PathBuf {
     path
 }
 
-fn options() -> LocalOptions {
+pub(super) fn options() -> LocalOptions {
     LocalOptions {
         temperature: 0.0,
-        max_reply_tokens: 96,
+        max_reply_tokens: Some(96),
         ..LocalOptions::new(test_model())
     }
 }
@@ -189,7 +189,7 @@ async fn four_sessions_at_once_are_all_answered() {
 #[tokio::test]
 async fn a_stopped_reply_stops_computing() {
     let engine = LocalEngine::start(LocalOptions {
-        max_reply_tokens: 2_000,
+        max_reply_tokens: Some(2_000),
         ..options()
     })
     .unwrap();
@@ -231,7 +231,7 @@ async fn a_stopped_reply_stops_computing() {
 #[tokio::test]
 async fn deleting_a_session_stops_its_reply() {
     let svc = start_local(LocalOptions {
-        max_reply_tokens: 2_000,
+        max_reply_tokens: Some(2_000),
         ..options()
     })
     .await;
@@ -298,7 +298,7 @@ async fn replies_differ_without_a_seed_and_repeat_with_one() {
     let history = [entry(Role::User, "Write a short poem about the sea.")];
     let sampled = |seed| LocalOptions {
         temperature: 1.0,
-        max_reply_tokens: 16,
+        max_reply_tokens: Some(16),
         seed,
         ..options()
     };
@@ -372,7 +372,7 @@ fn serve_auto_runs_the_installed_model_or_builtin() {
     );
 }
 
-fn entry(role: Role, content: &str) -> HistoryEntry {
+pub(super) fn entry(role: Role, content: &str) -> HistoryEntry {
     HistoryEntry {
         role,
         content: content.to_string(),
@@ -380,7 +380,7 @@ fn entry(role: Role, content: &str) -> HistoryEntry {
     }
 }
 
-fn request(session: &str, history: &[HistoryEntry]) -> ReplyRequest {
+pub(super) fn request(session: &str, history: &[HistoryEntry]) -> ReplyRequest {
     ReplyRequest {
         session_id: session.to_string(),
         history: history.to_vec(),
@@ -390,7 +390,11 @@ fn request(session: &str, history: &[HistoryEntry]) -> ReplyRequest {
     }
 }
 
-async fn collect(engine: &LocalEngine, session: &str, history: &[HistoryEntry]) -> String {
+pub(super) async fn collect(
+    engine: &LocalEngine,
+    session: &str,
+    history: &[HistoryEntry],
+) -> String {
     let (tx, mut rx) = mpsc::channel(64);
     let reply = engine.reply(request(session, history), tx);
     let mut text = String::new();
@@ -409,7 +413,7 @@ async fn collect(engine: &LocalEngine, session: &str, history: &[HistoryEntry]) 
 }
 
 /// The decoded-token count once it stops moving.
-async fn settled(engine: &LocalEngine) -> u64 {
+pub(super) async fn settled(engine: &LocalEngine) -> u64 {
     let deadline = tokio::time::Instant::now() + GUARD;
     let mut last = engine.counters().0;
     loop {

@@ -38,7 +38,6 @@ fn options(max_reply_tokens: u32) -> LocalOptions {
 }
 
 #[tokio::test]
-#[ignore = "needs the local engine's progress events"]
 async fn a_long_prompt_sends_progress_before_the_first_text() {
     let svc = start_local(options(16)).await;
     let sid = session();
@@ -133,7 +132,6 @@ async fn a_cancel_mid_reply_stores_the_text_so_far() {
 }
 
 #[tokio::test]
-#[ignore = "needs the local engine's Finish::Length"]
 async fn a_reply_cut_by_the_reply_cap_ends_with_length_and_continue_goes_on() {
     let svc = start_local(options(12)).await;
     let sid = session();

@@ -33,6 +33,7 @@ fn embedded(dir: &Path) -> Target {
             temperature: convo_wire::engine::sampling::DEFAULT_TEMPERATURE,
             top_p: convo_wire::engine::sampling::DEFAULT_TOP_P,
             seed: None,
+            max_reply_tokens: None,
         },
         pace_ms: 0,
     }

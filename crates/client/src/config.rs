@@ -150,6 +150,8 @@ pub struct Engine {
     /// `local`: a fixed sampling seed, for repeatable replies. `None`: a fresh seed for every
     /// reply, so that `/retry` gets another answer.
     pub seed: Option<u32>,
+    /// `local`: the most tokens one reply may have. `None`: what the context window leaves.
+    pub max_reply_tokens: Option<u32>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -162,6 +164,7 @@ impl std::fmt::Debug for Engine {
             .field("temperature", &self.temperature)
             .field("top_p", &self.top_p)
             .field("seed", &self.seed)
+            .field("max_reply_tokens", &self.max_reply_tokens)
             .finish()
     }
 }
@@ -305,6 +308,7 @@ struct EngineLayer {
     temperature: Option<Spanned<Number>>,
     top_p: Option<Spanned<Number>>,
     seed: Option<Spanned<i64>>,
+    max_reply_tokens: Option<Spanned<i64>>,
 }
 
 /// A TOML number: `1` and `1.0` alike.
@@ -615,6 +619,7 @@ impl Config {
                 temperature: convo_wire::engine::sampling::DEFAULT_TEMPERATURE,
                 top_p: convo_wire::engine::sampling::DEFAULT_TOP_P,
                 seed: None,
+                max_reply_tokens: None,
             },
             keys: toml::Table::new(),
             paths: Paths {
@@ -757,6 +762,18 @@ impl Config {
                     )
                 })?);
             }
+            if let Some(cap) = e.max_reply_tokens {
+                let span = cap.span();
+                let n = cap.into_inner();
+                self.engine.max_reply_tokens =
+                    Some(u32::try_from(n).ok().filter(|&n| n > 0).ok_or_else(|| {
+                        source.invalid(
+                            span,
+                            Some("engine.max_reply_tokens"),
+                            format!("the reply cap must be 1 to {}, not {n}", u32::MAX),
+                        )
+                    })?);
+            }
         }
         if let Some(keys) = layer.keys {
             for (k, v) in keys {
@@ -876,6 +893,9 @@ impl Config {
         if let Some(seed) = e.seed {
             engine.insert("seed".into(), i64::from(seed).into());
         }
+        if let Some(cap) = e.max_reply_tokens {
+            engine.insert("max_reply_tokens".into(), i64::from(cap).into());
+        }
         root.insert("connection".into(), conn.into());
         root.insert("ui".into(), ui.into());
         root.insert("engine".into(), engine.into());
@@ -950,6 +970,25 @@ mod tests {
         assert_eq!(c.connection.request_timeout, Duration::from_secs(30));
         assert_eq!(c.keys["send"].as_str(), Some("<Ctrl-s>"));
         assert!(c.keys.contains_key("quit"));
+    }
+
+    #[test]
+    fn the_reply_cap_is_optional_and_checked() {
+        assert_eq!(Config::defaults().engine.max_reply_tokens, None);
+        let c = parse("[engine]\nmax_reply_tokens = 300\n").unwrap();
+        assert_eq!(c.engine.max_reply_tokens, Some(300));
+        assert!(c.to_redacted_toml().contains("max_reply_tokens = 300\n"));
+        for bad in ["0", "-1", "4294967296"] {
+            let e = parse(&format!("[engine]\nmax_reply_tokens = {bad}\n"))
+                .unwrap_err()
+                .to_string();
+            assert_eq!(
+                e,
+                format!(
+                    "test.toml:2: engine.max_reply_tokens: the reply cap must be 1 to 4294967295, not {bad}"
+                )
+            );
+        }
     }
 
     #[test]

@@ -5,10 +5,14 @@
 //! --engine local --temperature 0` in its own process, driven from here as a client would
 //! (POST `stream: true`, the deltas over the session's WebSocket). Both answer the same
 //! prompts, so greedy decoding gives the same tokens; rounds alternate so that both see the
-//! same machine. It prints first-token times, tokens/s, turn 7 against turn 1, and the
-//! service's RSS. `scripts/perf/local-model.sh` builds and runs it.
+//! same machine. It prints first-token times, tokens/s, turn 7 against turn 1, a 2,000-token
+//! prompt (raw with llama-cpp-2's default cache, f16 with flash attention where llama.cpp
+//! chooses it, and with 8-bit cells, against the stack), the next turn of a 1,500-token
+//! conversation after `convo serve` restarts, how soon a stop stops the model, and the RSS of
+//! both. `--raw-only` prints the raw figures alone (the portable build's run, for native
+//! against portable). `scripts/perf/local-model.sh` builds and runs it.
 //!
-//!     cargo run --release --example local_model_bench -- MODEL.gguf [ROUNDS]
+//!     cargo run --release --example local_model_bench -- MODEL.gguf [ROUNDS] [--raw-only]
 
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
@@ -50,11 +54,26 @@ fn rate(tokens: u32, after_first_s: f64) -> f64 {
     tokens.saturating_sub(1) as f64 / after_first_s.max(1e-9)
 }
 
+/// About 2,000 tokens.
+fn long_prompt() -> String {
+    "Summarise this: ".to_string() + &"the quick brown fox jumps over the lazy dog. ".repeat(200)
+}
+
+/// The raw side's KV cache: llama-cpp-2's defaults (f16 cells, flash attention when
+/// llama.cpp finds it faster), or 8-bit cells with flash attention.
+#[derive(Clone, Copy)]
+enum Cache {
+    Default,
+    Q8,
+}
+
 fn main() {
-    let mut args = std::env::args().skip(1);
+    let all: Vec<String> = std::env::args().skip(1).collect();
+    let raw_only = all.iter().any(|a| a == "--raw-only");
+    let mut args = all.into_iter().filter(|a| a != "--raw-only");
     let model_path = PathBuf::from(
         args.next()
-            .expect("usage: local_model_bench MODEL.gguf [ROUNDS]"),
+            .expect("usage: local_model_bench MODEL.gguf [ROUNDS] [--raw-only]"),
     );
     let rounds: usize = args
         .next()
@@ -71,13 +90,65 @@ fn main() {
     let model = LlamaModel::load_from_file(backend, &model_path, &LlamaModelParams::default())
         .expect("the model loads");
 
+    // Raw alone: the short prompt's speed and the long prompt's first token, per cache.
+    let mut raw_long = Vec::new();
+    for (name, cache) in [
+        ("f16 (defaults)", Cache::Default),
+        ("q8_0 + flash", Cache::Q8),
+    ] {
+        let mut firsts = Vec::new();
+        for _ in 0..rounds {
+            let (run, _) = raw_reply(backend, &model, threads as i32, &long_prompt(), 1, cache);
+            firsts.push(run.first_ms);
+        }
+        let first = median(firsts);
+        println!("raw, a 2,000-token prompt, {name} cache: first token {first:.1} ms (median)");
+        raw_long.push(first);
+    }
+    let raw_long = raw_long[0];
+    if raw_only {
+        let mut tps = Vec::new();
+        let mut firsts = Vec::new();
+        for _ in 0..rounds {
+            let (run, tokens) = raw_reply(
+                backend,
+                &model,
+                threads as i32,
+                PROMPT,
+                MAX_TOKENS,
+                Cache::Default,
+            );
+            tps.push(rate(tokens, run.after_first_s));
+            firsts.push(run.first_ms);
+        }
+        println!(
+            "raw, the short prompt: first token {:.1} ms, {:.1} tok/s (median)",
+            median(firsts),
+            median(tps)
+        );
+        let (rss, hwm) = rss_of(std::process::id());
+        println!(
+            "raw process RSS {:.1} MB (peak {:.1} MB)",
+            rss / 1e3,
+            hwm / 1e3
+        );
+        return;
+    }
+
     let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
     let (mut serve, url) = start_serve(&model_path);
     let (mut raw_first, mut raw_tps, mut stack_first, mut stack_tps) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for round in 0..rounds {
-        let (raw, tokens) = raw_reply(backend, &model, threads as i32);
+        let (raw, tokens) = raw_reply(
+            backend,
+            &model,
+            threads as i32,
+            PROMPT,
+            MAX_TOKENS,
+            Cache::Default,
+        );
         let stack = runtime.block_on(stack_reply(&url, PROMPT));
         // The stack's tokens: its text through the model's tokenizer.
         let vocab = model.vocab();
@@ -98,10 +169,8 @@ fn main() {
         stack_first.push(stack.first_ms);
         stack_tps.push(s);
     }
-    let median = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
+    // The raw side's peak: the model and one 8,192-token context at a time.
+    let (_, raw_hwm) = rss_of(std::process::id());
     let (raw_first, raw_tps) = (median(raw_first), median(raw_tps));
     let (stack_first, stack_tps) = (median(stack_first), median(stack_tps));
     println!(
@@ -119,28 +188,31 @@ fn main() {
         "turn 7 / turn 1 first delta: {:.2}",
         firsts[6] / firsts[0].max(0.001)
     );
-    let long_prompt = "Summarise this: ".to_string()
-        + &"the quick brown fox jumps over the lazy dog. ".repeat(200);
-    let (first, _, _) = runtime.block_on(streamed(&url, &new_session(), &long_prompt));
+    let mut firsts = Vec::new();
+    for _ in 0..rounds {
+        let (first, _, _) = runtime.block_on(streamed(&url, &new_session(), &long_prompt()));
+        firsts.push(first.as_secs_f64() * 1e3);
+    }
+    let stack_long = median(firsts);
     println!(
-        "a 2,000-token prompt: first delta {:.1} ms",
-        first.as_secs_f64() * 1e3
+        "a 2,000-token prompt: stack first delta {stack_long:.1} ms, raw (defaults) {raw_long:.1} ms: {:.2}x raw (median)",
+        stack_long / raw_long
     );
+    restart(&runtime, &model_path);
 
     // A stopped reply: how long the model thread computes after the turn is dropped, while
     // generating and while reading a long prompt.
     let engine = convo_service::engine::local::LocalEngine::start(
         convo_service::engine::local::LocalOptions {
             temperature: 0.0,
-            max_reply_tokens: 2_000,
+            max_reply_tokens: Some(2_000),
             ..convo_service::engine::local::LocalOptions::new(model_path.clone())
         },
     )
     .expect("the engine starts");
     runtime.block_on(engine.ready()).expect("the engine loads");
     let counting = "Count from 1 to 500, one number per line.".to_string();
-    let long = "Summarise this: ".to_string()
-        + &"the quick brown fox jumps over the lazy dog. ".repeat(200);
+    let long = long_prompt();
     for (what, text, pieces) in [
         ("generating", counting, 5),
         ("reading a 2,000-token prompt", long, 0),
@@ -157,28 +229,45 @@ fn main() {
 
     let (rss, hwm) = rss_of(serve.id());
     println!(
-        "convo serve RSS {:.1} MB (peak {:.1} MB); model file {:.1} MB; peak - file = {:.1} MB",
+        "convo serve RSS {:.1} MB (peak {:.1} MB); raw process peak {:.1} MB; stack peak - raw peak = {:.1} MB; model file {:.1} MB",
         rss / 1e3,
         hwm / 1e3,
+        raw_hwm / 1e3,
+        (hwm - raw_hwm) / 1e3,
         std::fs::metadata(&model_path).map_or(0, |m| m.len()) as f64 / 1e6,
-        hwm / 1e3 - std::fs::metadata(&model_path).map_or(0, |m| m.len()) as f64 / 1e6
     );
     let _ = serve.kill();
     let _ = serve.wait();
 }
 
-fn raw_reply(backend: &LlamaBackend, model: &LlamaModel, threads: i32) -> (Run, u32) {
-    // The engine's cache settings (8-bit K and V, flash attention), so both compute the same.
-    let params = LlamaContextParams::default()
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// `text` answered by llama-cpp-2 directly, in a context of 8,192 tokens (the engine's), the
+/// prompt in one batch, at most `max_tokens` tokens.
+fn raw_reply(
+    backend: &LlamaBackend,
+    model: &LlamaModel,
+    threads: i32,
+    text: &str,
+    max_tokens: u32,
+    cache: Cache,
+) -> (Run, u32) {
+    let mut params = LlamaContextParams::default()
         .with_n_ctx(NonZeroU32::new(8192))
-        .with_flash_attention_policy(1)
-        .with_type_k(KvCacheType::Q8_0)
-        .with_type_v(KvCacheType::Q8_0)
         .with_n_threads(threads)
         .with_n_threads_batch(threads);
+    if let Cache::Q8 = cache {
+        params = params
+            .with_flash_attention_policy(1)
+            .with_type_k(KvCacheType::Q8_0)
+            .with_type_v(KvCacheType::Q8_0);
+    }
     let mut ctx = model.new_context(backend, params).expect("a context");
     let template = model.chat_template(None).expect("a chat template");
-    let chat = [LlamaChatMessage::new("user".into(), PROMPT.into()).expect("a message")];
+    let chat = [LlamaChatMessage::new("user".into(), text.into()).expect("a message")];
     let prompt = model
         .apply_chat_template(&template, &chat, true)
         .expect("the template applies");
@@ -212,7 +301,7 @@ fn raw_reply(backend: &LlamaBackend, model: &LlamaModel, threads: i32) -> (Run, 
         }
         generated += 1;
         bytes.extend(vocab.token_to_piece(token, false, None));
-        if generated >= MAX_TOKENS {
+        if generated >= max_tokens {
             break;
         }
         batch.clear();
@@ -231,9 +320,21 @@ fn raw_reply(backend: &LlamaBackend, model: &LlamaModel, threads: i32) -> (Run, 
 }
 
 fn start_serve(model: &Path) -> (Child, String) {
+    start_serve_in(model, None)
+}
+
+/// `convo serve` on `model`; with `data_dir`, its database and saved KV state are there.
+fn start_serve_in(model: &Path, data_dir: Option<&Path>) -> (Child, String) {
     let bin = std::env::var("CONVO_BIN").unwrap_or_else(|_| "target/release/convo".into());
-    let mut child = Command::new(&bin)
-        .args(["serve", "--addr", "127.0.0.1:0", "--db", ":memory:"])
+    let db = data_dir.map_or(":memory:".into(), |d| {
+        d.join("service.db").display().to_string()
+    });
+    let mut command = Command::new(&bin);
+    if let Some(dir) = data_dir {
+        command.env("CONVO_DATA_DIR", dir);
+    }
+    let mut child = command
+        .args(["serve", "--addr", "127.0.0.1:0", "--db", &db])
         .args([
             "--api-key",
             &format!("{KEY}=enterprise"),
@@ -321,6 +422,33 @@ async fn streamed(url: &str, session: &str, text: &str) -> (Duration, Duration, 
     }
     let first = first.unwrap_or_default();
     (first, started.elapsed() - first, content)
+}
+
+/// The next turn of a 1,500-token conversation after `convo serve` restarts (its state was
+/// saved at the stop), against a fresh short prompt's first delta on the restarted service.
+fn restart(runtime: &tokio::runtime::Runtime, model: &Path) {
+    let dir = tempfile::tempdir().expect("a temporary dir");
+    let session = new_session();
+    let long = "Summarise this: ".to_string()
+        + &"the quick brown fox jumps over the lazy dog. ".repeat(150);
+    let (mut serve, url) = start_serve_in(model, Some(dir.path()));
+    runtime.block_on(streamed(&url, &session, &long));
+    let stopped = Instant::now();
+    let _ = Command::new("kill")
+        .args(["-TERM", &serve.id().to_string()])
+        .status();
+    let _ = serve.wait();
+    let stop_ms = stopped.elapsed().as_secs_f64() * 1e3;
+    let (mut serve, url) = start_serve_in(model, Some(dir.path()));
+    let (next, _, _) = runtime.block_on(streamed(&url, &session, "Thanks. How many words?"));
+    let (fresh, _, _) = runtime.block_on(streamed(&url, &new_session(), "Hi!"));
+    let (next, fresh) = (next.as_secs_f64() * 1e3, fresh.as_secs_f64() * 1e3);
+    println!(
+        "after a restart: the next turn of a 1,500-token conversation first delta {next:.1} ms, a fresh short prompt {fresh:.1} ms: {:.2}x (the stop, saving the state, took {stop_ms:.0} ms)",
+        next / fresh.max(0.001)
+    );
+    let _ = serve.kill();
+    let _ = serve.wait();
 }
 
 async fn conversation(url: &str) -> Vec<f64> {

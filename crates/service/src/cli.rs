@@ -100,9 +100,16 @@ pub struct ServeArgs {
     /// Default: the default installed model.
     #[arg(long, value_name = "NAME|PATH")]
     pub model: Option<String>,
-    /// The most tokens one reply of the local engine may have.
-    #[arg(long, default_value_t = LocalOptions::DEFAULT_MAX_REPLY_TOKENS, value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_reply_tokens: u32,
+    /// The most tokens one reply of the local engine may have. Default: what the context
+    /// window leaves after the conversation (a reply cut by either ends with
+    /// `finishReason: "length"`).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_reply_tokens: Option<u32>,
+    /// Disk the local engine may use for sessions' saved KV state (`<data dir>/kv`, kept
+    /// across restarts; least recently used first out), in MB; 0 saves nothing. Nothing is
+    /// saved with `--db :memory:`.
+    #[arg(long, value_name = "MB", default_value_t = LocalOptions::DEFAULT_KV_DISK_BYTES >> 20)]
+    pub model_kv_disk_mb: u64,
     /// KV cache of the local engine, in model tokens, shared by all sessions (about 23 KB each
     /// for SmolLM2-135M). A session's window is the smaller of this and the model's own.
     #[arg(long, default_value_t = LocalOptions::DEFAULT_KV_TOKENS, value_parser = clap::value_parser!(u32).range(256..))]
@@ -223,7 +230,12 @@ fn config_from_args(
         Some(arg) => DbLocation::parse(arg),
         None => DbLocation::File(default_db_path(data_dir)?),
     };
-    let (engine, engine_notes) = engine_from_args(args, data_dir)?;
+    // Saved KV state outlives the process only for sessions that do.
+    let kv_dir = match db {
+        DbLocation::Memory => None,
+        _ => data_dir.map(|d| d.join("kv")),
+    };
+    let (engine, engine_notes) = engine_from_args(args, data_dir, kv_dir)?;
     generated.extend(engine_notes);
     Ok((
         ServiceConfig {
@@ -255,6 +267,7 @@ fn config_from_args(
 fn engine_from_args(
     args: &ServeArgs,
     data_dir: Option<&std::path::Path>,
+    kv_dir: Option<PathBuf>,
 ) -> Result<(EngineConfig, Vec<String>), String> {
     let builtin = EngineConfig::Builtin {
         pace_ms: args.engine_pace_ms,
@@ -268,6 +281,8 @@ fn engine_from_args(
             top_p: args.top_p,
             seed: args.seed,
             threads: args.model_threads,
+            kv_dir: kv_dir.clone().filter(|_| args.model_kv_disk_mb > 0),
+            kv_disk_bytes: args.model_kv_disk_mb << 20,
             ..LocalOptions::new(path)
         });
         let hint = super::engine::better_model_hint(&config);

@@ -38,6 +38,9 @@ pub fn engine_config(
             temperature: choice.temperature,
             top_p: choice.top_p,
             seed: choice.seed,
+            max_reply_tokens: choice.max_reply_tokens,
+            // Sessions live in `data_dir`'s database: their KV state is kept beside it.
+            kv_dir: Some(data_dir.join("kv")),
             ..LocalOptions::new(path)
         })
     };
@@ -176,6 +179,7 @@ mod tests {
             temperature: convo_service::config::LocalOptions::DEFAULT_TEMPERATURE,
             top_p: convo_service::config::LocalOptions::DEFAULT_TOP_P,
             seed: None,
+            max_reply_tokens: None,
         }
     }
 

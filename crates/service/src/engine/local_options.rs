@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 pub struct LocalOptions {
     /// The GGUF file.
     pub model: PathBuf,
-    /// The most tokens one reply may have.
-    pub max_reply_tokens: u32,
+    /// The most tokens one reply may have. `None`: what the context window leaves after the
+    /// prompt (a reply cut by either ends with `Finish::Length`).
+    pub max_reply_tokens: Option<u32>,
     /// KV cache cells shared by all sessions: the memory for context (about 23 KB per cell
     /// for SmolLM2-135M). A session's window is the smaller of this and the model's own.
     pub kv_tokens: u32,
@@ -26,10 +27,16 @@ pub struct LocalOptions {
     pub seed: Option<u32>,
     /// CPU threads for llama.cpp (0: one per core).
     pub threads: u32,
+    /// Where sessions' KV state is saved when it leaves memory and at shutdown, so that a
+    /// conversation continues without being read again after a restart (`<data dir>/kv`).
+    /// `None`: nothing is saved (e.g. a `:memory:` service).
+    pub kv_dir: Option<PathBuf>,
+    /// The most bytes the saved states may take on disk; the least recently used go first.
+    pub kv_disk_bytes: u64,
 }
 
 impl LocalOptions {
-    pub const DEFAULT_MAX_REPLY_TOKENS: u32 = 512;
+    pub const DEFAULT_KV_DISK_BYTES: u64 = 1 << 30;
     pub const DEFAULT_KV_TOKENS: u32 = 8192;
     pub const DEFAULT_SESSIONS: u32 = 8;
     pub const DEFAULT_TEMPERATURE: f32 = convo_wire::engine::sampling::DEFAULT_TEMPERATURE;
@@ -38,13 +45,15 @@ impl LocalOptions {
     pub fn new(model: PathBuf) -> LocalOptions {
         LocalOptions {
             model,
-            max_reply_tokens: Self::DEFAULT_MAX_REPLY_TOKENS,
+            max_reply_tokens: None,
             kv_tokens: Self::DEFAULT_KV_TOKENS,
             sessions: Self::DEFAULT_SESSIONS,
             temperature: Self::DEFAULT_TEMPERATURE,
             top_p: Self::DEFAULT_TOP_P,
             seed: None,
             threads: 0,
+            kv_dir: None,
+            kv_disk_bytes: Self::DEFAULT_KV_DISK_BYTES,
         }
     }
 }

@@ -4,12 +4,16 @@
 //! (`scheduler.rs`) decodes the replies of several sessions together in one llama.cpp batch,
 //! one sequence per session, and keeps the KV state of recently active sessions so that a
 //! follow-up only computes what is new (`prompt.rs` builds the prompt from the session's
-//! history with the model's own chat template). The reply future here only forwards the
-//! thread's pieces; dropping it (the client, a deletion or the shutdown stopped the turn)
-//! closes the channel the thread checks before every step.
+//! history with the model's own chat template). With a `kv_dir`, a session's state is saved
+//! when it leaves memory and when the engine stops, and read back on its next turn
+//! (`kv_store.rs`). The reply future here only forwards the thread's pieces; dropping it (the
+//! client, a deletion or the shutdown stopped the turn) closes the channel the thread checks
+//! before every step.
 
+mod kv_store;
 mod prompt;
 mod scheduler;
+mod step_cost;
 mod utf8;
 
 use std::sync::Arc;
@@ -30,28 +34,53 @@ struct Job {
     session_id: String,
 }
 
+/// What the model thread is asked to do.
+enum Msg {
+    Reply(Job),
+    /// The session was deleted: drop its state, in memory and on disk.
+    Forget(String),
+    /// The engine is going away: finish, save the sessions' state and stop.
+    Shutdown,
+}
+
 /// What the model thread sends back for one job.
 enum Piece {
     Text(String),
-    Done,
+    Progress { read: u64, total: u64 },
+    Done(Finish),
     Failed(String),
 }
 
-/// What the model thread has computed since it started, for tests and measurements.
+/// What the model thread has computed since it started, for tests, measurements and
+/// `stats()`.
 #[derive(Debug, Default)]
 pub struct Counters {
     /// Tokens decoded (prompt and reply).
     pub decoded: AtomicU64,
-    /// Prompt tokens that were already in the KV cache and not decoded again.
+    /// Prompt tokens that were already in the KV cache (or a saved state) and not decoded
+    /// again.
     pub reused: AtomicU64,
+    /// Prompt tokens decoded.
+    pub prompt: AtomicU64,
+    /// Reply tokens generated.
+    pub generated: AtomicU64,
+    /// Nanoseconds of steps that read prompt tokens, and of steps that only generated.
+    pub prompt_ns: AtomicU64,
+    pub generation_ns: AtomicU64,
+    /// Replies waiting for a slot, and slots holding a session's state.
+    pub queue: AtomicU64,
+    pub slots_used: AtomicU64,
+    pub slots_total: AtomicU64,
 }
 
 pub struct LocalEngine {
-    jobs: std::sync::mpsc::Sender<Job>,
+    jobs: std::sync::mpsc::Sender<Msg>,
     load: watch::Receiver<LoadState>,
     window: Arc<AtomicU64>,
     counters: Arc<Counters>,
     label: String,
+    /// The model thread, joined on drop (it saves the sessions' state before it ends).
+    thread: Option<std::thread::JoinHandle<()>>,
     /// Tells `convo model rm` that the model is loaded (`models::mark_in_use`).
     _in_use: Option<crate::models::InUse>,
 }
@@ -67,7 +96,7 @@ impl LocalEngine {
         let in_use = crate::models::mark_in_use(&options.model);
         let counters = Arc::new(Counters::default());
         let (thread_window, thread_counters) = (window.clone(), counters.clone());
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("convo-model".into())
             .spawn(move || {
                 scheduler::run(options, jobs_rx, load_tx, thread_window, thread_counters)
@@ -79,8 +108,14 @@ impl LocalEngine {
             window,
             counters,
             label,
+            thread: Some(thread),
             _in_use: in_use,
         })
+    }
+
+    /// Everything the model thread has counted so far.
+    pub fn all_counters(&self) -> &Counters {
+        &self.counters
     }
 
     /// Tokens decoded and reused so far.
@@ -119,12 +154,22 @@ impl ReplyEngine for LocalEngine {
     }
 
     fn stats(&self) -> EngineStats {
-        let (decoded, reused) = self.counters();
+        let c = &*self.counters;
+        let get = |n: &AtomicU64| n.load(Ordering::Relaxed);
         EngineStats {
-            prompt_tokens: decoded,
-            reused_tokens: reused,
-            ..EngineStats::default()
+            prompt_tokens: get(&c.prompt),
+            reused_tokens: get(&c.reused),
+            generated_tokens: get(&c.generated),
+            prompt_seconds: get(&c.prompt_ns) as f64 / 1e9,
+            generation_seconds: get(&c.generation_ns) as f64 / 1e9,
+            queue_depth: get(&c.queue),
+            kv_slots_used: get(&c.slots_used),
+            kv_slots_total: get(&c.slots_total),
         }
+    }
+
+    fn forget_session(&self, session_id: &str) {
+        let _ = self.jobs.send(Msg::Forget(session_id.to_string()));
     }
 
     fn context_window(&self) -> Option<u64> {
@@ -155,7 +200,7 @@ impl ReplyEngine for LocalEngine {
                 session_id: request.session_id,
             };
             self.jobs
-                .send(job)
+                .send(Msg::Reply(job))
                 .map_err(|_| EngineError("the model thread stopped".into()))?;
             // Returning (or being dropped) drops `pieces`: the thread sees it closed and
             // stops computing this reply before its next step.
@@ -166,12 +211,31 @@ impl ReplyEngine for LocalEngine {
                             return Ok(Finish::Complete);
                         }
                     }
-                    Piece::Done => return Ok(Finish::Complete),
+                    Piece::Progress { read, total } => {
+                        if out
+                            .send(EngineEvent::Progress { read, total })
+                            .await
+                            .is_err()
+                        {
+                            return Ok(Finish::Complete);
+                        }
+                    }
+                    Piece::Done(finish) => return Ok(finish),
                     Piece::Failed(e) => return Err(EngineError(e)),
                 }
             }
             Err(EngineError("the model thread stopped".into()))
         }
         .boxed()
+    }
+}
+
+impl Drop for LocalEngine {
+    /// Lets the model thread save the sessions' state before the process goes on (or ends).
+    fn drop(&mut self) {
+        let _ = self.jobs.send(Msg::Shutdown);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
     }
 }

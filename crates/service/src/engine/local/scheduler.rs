@@ -6,18 +6,24 @@
 //! the longest prefix already computed: only the new messages are decoded. A new session
 //! takes a free slot, or the one used least recently. Every step decodes one token for each
 //! reply being generated, plus as many prompt tokens of replies still reading their prompt as
-//! fit in about `STEP_MS` (measured as it goes); between steps a reply nobody waits for any
-//! more is dropped, so a stopped reply stops computing within one step.
+//! fit in about `STEP_MS` (the cost of steps is measured as they go: `step_cost.rs`); between
+//! steps a reply nobody waits for any more is dropped, so a stopped reply stops computing
+//! within one step. A prompt read for
+//! longer than `PROGRESS_MS` reports how far it got, at most every `PROGRESS_MS`.
+//!
+//! With a KV store (`kv_store.rs`), a session's state is saved when its slot goes to another
+//! session or the cache needs its cells, and when the engine stops; a session new to its slot
+//! starts from its saved state (up to the prefix it shares with the prompt).
 
 use std::collections::VecDeque;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::{Arc, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use llama_cpp_2::context::LlamaContext;
-use llama_cpp_2::context::params::{KvCacheType, LlamaContextParams};
+use llama_cpp_2::context::params::LlamaContextParams;
 use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::params::LlamaModelParams;
@@ -26,9 +32,11 @@ use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
 use tokio::sync::watch;
 
+use super::kv_store::KvStore;
+use super::step_cost::StepCost;
 use super::utf8::Utf8Pieces;
-use super::{Counters, Job, LocalOptions, Piece, prompt};
-use crate::engine::LoadState;
+use super::{Counters, Job, LocalOptions, Msg, Piece, prompt};
+use crate::engine::{Finish, LoadState};
 
 /// The most prompt tokens decoded in one step, over all replies (the batch's size).
 const STEP_TOKENS: usize = 512;
@@ -40,8 +48,12 @@ const MIN_STEP_TOKENS: usize = 8;
 /// replies' next tokens come, within about this; long enough to read a prompt at full speed.
 const STEP_MS: f64 = 80.0;
 
-/// llama.cpp's `LLAMA_FLASH_ATTN_TYPE_ENABLED`.
-const FLASH_ATTENTION_ENABLED: i32 = 1;
+/// A prompt read for longer than this reports its progress, at most this often.
+const PROGRESS_MS: u64 = 250;
+
+/// Without a reply cap, the prompt leaves at least this many tokens of the window for the
+/// reply (older messages are left out to make room).
+const MIN_REPLY_ROOM: usize = 256;
 
 /// llama.cpp's backend may be started once per process.
 static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
@@ -85,13 +97,17 @@ struct Active {
     text: Utf8Pieces,
     /// Where this reply's logits are in the batch just decoded.
     logits_at: Option<i32>,
+    /// Tokens of the whole prompt, and how many of them are in the cache so far.
+    prompt_total: usize,
+    prompt_read: usize,
+    last_progress: Option<Instant>,
     started: Instant,
     first_token: Option<Instant>,
 }
 
 pub(super) fn run(
     options: LocalOptions,
-    jobs: Receiver<Job>,
+    jobs: Receiver<Msg>,
     load: watch::Sender<LoadState>,
     window: Arc<AtomicU64>,
     counters: Arc<Counters>,
@@ -113,10 +129,8 @@ pub(super) fn run(
         .with_n_ubatch(STEP_TOKENS as u32 + sessions)
         .with_n_seq_max(sessions)
         .with_kv_unified(true)
-        // The KV cache in 8-bit: half the memory of f16 (quantized V needs flash attention).
-        .with_flash_attention_policy(FLASH_ATTENTION_ENABLED)
-        .with_type_k(KvCacheType::Q8_0)
-        .with_type_v(KvCacheType::Q8_0)
+        // llama.cpp's defaults for the cache: f16 cells, flash attention where it is faster
+        // (measured against 8-bit cells with flash attention: docs/performance.md).
         .with_n_threads(threads)
         .with_n_threads_batch(threads);
     let backend = match backend() {
@@ -141,6 +155,14 @@ pub(super) fn run(
         threads,
         "model loaded"
     );
+    let store = options.kv_dir.as_ref().and_then(|dir| {
+        KvStore::open(dir, &options.model, options.kv_disk_bytes)
+            .inspect_err(|e| tracing::warn!(error = %e, "sessions' state will not be saved"))
+            .ok()
+    });
+    counters
+        .slots_total
+        .store(sessions as u64, Ordering::Relaxed);
     load.send_replace(LoadState::Ready);
     let template = prompt::template(&model);
     let mut scheduler = Scheduler {
@@ -159,11 +181,13 @@ pub(super) fn run(
             })
             .collect(),
         clock: 0,
-        ms_per_token: 0.5,
+        cost: StepCost::new(0.5),
         counters,
         batch: LlamaBatch::new(STEP_TOKENS + sessions as usize, sessions as i32),
+        store,
     };
     scheduler.serve(jobs);
+    scheduler.save_all();
 }
 
 fn load_model(
@@ -194,11 +218,17 @@ fn load_model(
 }
 
 /// The model could not be loaded: say so to whoever waits, and to every job that comes.
-fn fail_everything(load: &watch::Sender<LoadState>, jobs: Receiver<Job>, error: String) {
+fn fail_everything(load: &watch::Sender<LoadState>, jobs: Receiver<Msg>, error: String) {
     tracing::error!(error = %error, "the local model is not available");
     load.send_replace(LoadState::Failed(error.clone()));
-    while let Ok(job) = jobs.recv() {
-        let _ = job.out.send(Piece::Failed(error.clone()));
+    while let Ok(msg) = jobs.recv() {
+        match msg {
+            Msg::Reply(job) => {
+                let _ = job.out.send(Piece::Failed(error.clone()));
+            }
+            Msg::Forget(_) => {}
+            Msg::Shutdown => return,
+        }
     }
 }
 
@@ -212,14 +242,15 @@ struct Scheduler<'m> {
     kv_tokens: usize,
     slots: Vec<Slot>,
     clock: u64,
-    /// Milliseconds per token of a step, measured (a moving average).
-    ms_per_token: f64,
+    /// What steps cost, measured as they go.
+    cost: StepCost,
     counters: Arc<Counters>,
     batch: LlamaBatch<'static>,
+    store: Option<KvStore>,
 }
 
 impl Scheduler<'_> {
-    fn serve(&mut self, jobs: Receiver<Job>) {
+    fn serve(&mut self, jobs: Receiver<Msg>) {
         let mut waiting: VecDeque<Job> = VecDeque::new();
         let mut active: Vec<Active> = Vec::new();
         let mut open = true;
@@ -230,13 +261,13 @@ impl Scheduler<'_> {
                 }
                 // Idle: block until there is work (no CPU while nobody asks).
                 match jobs.recv() {
-                    Ok(job) => waiting.push_back(job),
+                    Ok(msg) => open &= self.take(msg, &mut waiting),
                     Err(_) => return,
                 }
             }
             loop {
                 match jobs.try_recv() {
-                    Ok(job) => waiting.push_back(job),
+                    Ok(msg) => open &= self.take(msg, &mut waiting),
                     Err(TryRecvError::Empty) => break,
                     Err(TryRecvError::Disconnected) => {
                         open = false;
@@ -265,10 +296,133 @@ impl Scheduler<'_> {
                     active.push(a);
                 }
             }
+            self.counters
+                .queue
+                .store(waiting.len() as u64, Ordering::Relaxed);
             if active.is_empty() {
                 continue;
             }
             self.step(&mut active);
+        }
+    }
+
+    /// Takes in one message; false when it asks the thread to stop.
+    fn take(&mut self, msg: Msg, waiting: &mut VecDeque<Job>) -> bool {
+        match msg {
+            Msg::Reply(job) => waiting.push_back(job),
+            Msg::Forget(session) => {
+                // A reply of the session still running (its turn is being stopped) keeps its
+                // slot until it ends, as nobody's.
+                for i in 0..self.slots.len() {
+                    if self.slots[i].session.as_deref() == Some(session.as_str()) {
+                        if self.slots[i].busy {
+                            self.slots[i].session = None;
+                        } else {
+                            self.clear(i);
+                        }
+                    }
+                }
+                if let Some(store) = &self.store {
+                    store.forget(&session);
+                }
+                self.count_slots();
+            }
+            Msg::Shutdown => return false,
+        }
+        true
+    }
+
+    fn count_slots(&self) {
+        let used = self.slots.iter().filter(|s| s.session.is_some()).count();
+        self.counters
+            .slots_used
+            .store(used as u64, Ordering::Relaxed);
+    }
+
+    /// Saves every session's state (the engine stops).
+    fn save_all(&mut self) {
+        for i in 0..self.slots.len() {
+            self.save(i);
+        }
+    }
+
+    /// Saves the state of the session in `slot` to the store, if there is one.
+    fn save(&self, slot: usize) {
+        let (Some(store), Some(session)) = (&self.store, &self.slots[slot].session) else {
+            return;
+        };
+        let tokens = &self.slots[slot].tokens;
+        if tokens.len() < MIN_SHARED_PREFIX {
+            return;
+        }
+        let started = Instant::now();
+        let saved = self
+            .ctx
+            .state_seq_save_file(store.temp_path(session), slot as i32, tokens)
+            .map_err(|e| e.to_string())
+            .and_then(|bytes| {
+                store.commit(session).map_err(|e| e.to_string())?;
+                Ok(bytes)
+            });
+        match saved {
+            Ok(bytes) => tracing::debug!(
+                session = %session,
+                tokens = tokens.len(),
+                bytes,
+                elapsed = ?started.elapsed(),
+                "session state saved"
+            ),
+            Err(e) => {
+                tracing::warn!(session = %session, error = %e, "cannot save the session's state")
+            }
+        }
+    }
+
+    /// Reads `session`'s saved state into `slot` (empty) when it shares at least
+    /// `MIN_SHARED_PREFIX` tokens with `prompt`; the admission then keeps that common prefix.
+    fn load(&mut self, slot: usize, session: &str, prompt: &[LlamaToken]) -> bool {
+        let Some(store) = &self.store else {
+            return false;
+        };
+        let path = store.path(session);
+        if !path.is_file() {
+            return false;
+        }
+        let started = Instant::now();
+        match self
+            .ctx
+            .state_seq_load_file(&path, slot as i32, self.kv_tokens)
+        {
+            Ok((tokens, bytes)) => {
+                let common = tokens
+                    .iter()
+                    .zip(prompt)
+                    .take_while(|(a, b)| a == b)
+                    .count();
+                if common < MIN_SHARED_PREFIX {
+                    tracing::debug!(session, "saved state does not match the conversation");
+                    let _ = self.ctx.clear_kv_cache_seq(Some(slot as u32), None, None);
+                    return false;
+                }
+                store.touch(session);
+                tracing::debug!(
+                    session,
+                    tokens = tokens.len(),
+                    common,
+                    bytes,
+                    elapsed = ?started.elapsed(),
+                    "session state loaded"
+                );
+                self.slots[slot].tokens = tokens;
+                true
+            }
+            Err(e) => {
+                // Not enough free cells, or a file llama.cpp refuses (another cache layout,
+                // damaged): read the conversation afresh.
+                tracing::debug!(session, error = %e, "saved state not used");
+                let _ = self.ctx.clear_kv_cache_seq(Some(slot as u32), None, None);
+                false
+            }
         }
     }
 
@@ -286,7 +440,14 @@ impl Scheduler<'_> {
             .map(|(i, _)| i)
     }
 
+    /// The slot's session leaves memory: its state is saved, then dropped.
     fn forget(&mut self, slot: usize) {
+        self.save(slot);
+        self.clear(slot);
+    }
+
+    /// Drops the slot's state (not saved).
+    fn clear(&mut self, slot: usize) {
         let _ = self.ctx.clear_kv_cache_seq(Some(slot as u32), None, None);
         self.slots[slot].tokens.clear();
         self.slots[slot].session = None;
@@ -321,7 +482,10 @@ impl Scheduler<'_> {
     }
 
     fn admit(&mut self, job: Job, slot: usize) -> Option<Active> {
-        let reserve = self.options.max_reply_tokens as usize;
+        let reserve = self
+            .options
+            .max_reply_tokens
+            .map_or(MIN_REPLY_ROOM, |cap| cap as usize);
         let tokens = match prompt::tokens(
             self.model,
             &self.template,
@@ -342,7 +506,10 @@ impl Scheduler<'_> {
         if self.slots[slot].session.as_deref() != Some(job.session_id.as_str()) {
             self.forget(slot);
             self.slots[slot].session = Some(job.session_id.clone());
-            self.share_prefix(slot, &tokens);
+            if !self.load(slot, &job.session_id, &tokens) {
+                self.share_prefix(slot, &tokens);
+            }
+            self.count_slots();
         }
         // Keep what the cache already holds of this prompt; at least the last token is
         // decoded again, for its logits.
@@ -357,7 +524,7 @@ impl Scheduler<'_> {
                 self.slots[slot].tokens.truncate(common);
             } else {
                 // A model whose cache cannot be cut in the middle: start over.
-                self.forget(slot);
+                self.clear(slot);
                 self.slots[slot].session = Some(job.session_id.clone());
                 common = 0;
             }
@@ -384,6 +551,9 @@ impl Scheduler<'_> {
             generated: 0,
             text: Utf8Pieces::default(),
             logits_at: None,
+            prompt_total: tokens.len(),
+            prompt_read: common,
+            last_progress: None,
             started: Instant::now(),
             first_token: None,
         })
@@ -419,9 +589,9 @@ impl Scheduler<'_> {
         s.used_at = self.clock;
     }
 
-    /// Prompt tokens the next step takes: about `STEP_MS` of work at the measured speed.
+    /// Prompt tokens the next step takes: about `STEP_MS` of work at the measured cost.
     fn step_tokens(&self) -> usize {
-        ((STEP_MS / self.ms_per_token.max(1e-3)) as usize).clamp(MIN_STEP_TOKENS, STEP_TOKENS)
+        self.cost.tokens(STEP_MS, MIN_STEP_TOKENS, STEP_TOKENS)
     }
 
     /// Cells of the KV cache in use.
@@ -441,7 +611,10 @@ impl Scheduler<'_> {
                 .min_by_key(|(_, s)| s.used_at)
                 .map(|(i, _)| i);
             match victim {
-                Some(i) => self.forget(i),
+                Some(i) => {
+                    self.forget(i);
+                    self.count_slots();
+                }
                 None => return false,
             }
         }
@@ -468,7 +641,8 @@ impl Scheduler<'_> {
                 (0..active.len()).max_by_key(|&i| self.slots[active[i].slot].tokens.len())
             {
                 let a = active.swap_remove(i);
-                self.finish(a, None);
+                let tokens = a.generated as u64;
+                self.finish(a, Finish::Length { tokens });
             }
             return;
         }
@@ -503,6 +677,7 @@ impl Scheduler<'_> {
                     break;
                 }
                 slot.tokens.push(token);
+                a.prompt_read += 1;
                 if last {
                     a.logits_at = Some(at);
                 }
@@ -511,26 +686,37 @@ impl Scheduler<'_> {
         }
         let started = Instant::now();
         let decoded = self.ctx.decode(&mut self.batch);
-        // The speed of reading prompts, from steps that read one (a step of single tokens
-        // costs more per token and would shrink the steps for nothing).
+        // Every step tells the cost model something: steps of a few tokens its fixed part,
+        // steps that read a prompt its part per token.
         let prompt_tokens = self.batch.n_tokens() as usize - generating;
-        if prompt_tokens >= MIN_STEP_TOKENS {
-            let per_token = started.elapsed().as_secs_f64() * 1e3 / self.batch.n_tokens() as f64;
-            self.ms_per_token = 0.7 * self.ms_per_token + 0.3 * per_token;
-        }
+        self.cost.record(
+            self.batch.n_tokens() as usize,
+            started.elapsed().as_secs_f64() * 1e3,
+        );
         // Counted once computed: a stopped reply's last step shows when it ends.
-        self.counters
-            .decoded
+        let c = &self.counters;
+        c.decoded
             .fetch_add(self.batch.n_tokens() as u64, Ordering::Relaxed);
+        c.prompt.fetch_add(prompt_tokens as u64, Ordering::Relaxed);
+        let ns = started.elapsed().as_nanos() as u64;
+        match prompt_tokens {
+            0 => c.generation_ns.fetch_add(ns, Ordering::Relaxed),
+            _ => c.prompt_ns.fetch_add(ns, Ordering::Relaxed),
+        };
         if let Err(e) = decoded {
             // The batch's tokens are not in the cache: forget those slots, fail the replies.
             let error = format!("the model failed to compute the reply: {e}");
             for a in active.drain(..) {
-                self.forget(a.slot);
+                self.clear(a.slot);
                 let _ = a.job.out.send(Piece::Failed(error.clone()));
                 self.release(&a);
             }
             return;
+        }
+        for a in active.iter_mut() {
+            if !a.prompt.is_empty() {
+                progress(a);
+            }
         }
         let mut i = 0;
         while i < active.len() {
@@ -546,19 +732,25 @@ impl Scheduler<'_> {
             let vocab = self.model.vocab();
             if vocab.is_eog(token) {
                 let a = active.swap_remove(i);
-                self.finish(a, None);
+                self.finish(a, Finish::Complete);
                 continue;
             }
             a.generated += 1;
+            self.counters.generated.fetch_add(1, Ordering::Relaxed);
             let bytes = vocab.token_to_piece(token, false, None);
             let text = a.text.push(&bytes);
             if !text.is_empty() {
                 let _ = a.job.out.send(Piece::Text(text));
             }
             let full = self.slots[a.slot].tokens.len() + 1 >= self.window;
-            if a.generated >= self.options.max_reply_tokens || full {
+            let capped = self
+                .options
+                .max_reply_tokens
+                .is_some_and(|cap| a.generated >= cap);
+            if capped || full {
                 let a = active.swap_remove(i);
-                self.finish(a, None);
+                let tokens = a.generated as u64;
+                self.finish(a, Finish::Length { tokens });
                 continue;
             }
             a.next = Some(token);
@@ -566,15 +758,12 @@ impl Scheduler<'_> {
         }
     }
 
-    fn finish(&mut self, mut a: Active, error: Option<String>) {
+    fn finish(&mut self, mut a: Active, finish: Finish) {
         let rest = a.text.finish();
         if !rest.is_empty() {
             let _ = a.job.out.send(Piece::Text(rest));
         }
-        let _ = a.job.out.send(match error {
-            Some(e) => Piece::Failed(e),
-            None => Piece::Done,
-        });
+        let _ = a.job.out.send(Piece::Done(finish));
         if let Some(first) = a.first_token {
             let secs = first.elapsed().as_secs_f64();
             tracing::debug!(
@@ -587,4 +776,19 @@ impl Scheduler<'_> {
         }
         self.release(&a);
     }
+}
+
+/// Tells how far the reply's prompt is read, when it has been read for `PROGRESS_MS` and the
+/// last report is that old.
+fn progress(a: &mut Active) {
+    let every = Duration::from_millis(PROGRESS_MS);
+    let since = a.last_progress.unwrap_or(a.started);
+    if since.elapsed() < every {
+        return;
+    }
+    a.last_progress = Some(Instant::now());
+    let _ = a.job.out.send(Piece::Progress {
+        read: a.prompt_read as u64,
+        total: a.prompt_total as u64,
+    });
 }
