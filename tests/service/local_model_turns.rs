@@ -32,7 +32,7 @@ async fn start_local(options: LocalOptions) -> Svc {
 fn options(max_reply_tokens: u32) -> LocalOptions {
     LocalOptions {
         temperature: 0.0,
-        max_reply_tokens,
+        max_reply_tokens: Some(max_reply_tokens),
         ..LocalOptions::new(test_model())
     }
 }
