@@ -1017,10 +1017,29 @@ fn end(
     let Some(channel) = map.get_mut(session_id) else {
         return;
     };
+    // A reply followed from another replica whose last pieces never reached this one (they
+    // were sent while the relay was healing): its listeners get the whole text before the end,
+    // so that what they rebuilt is what was stored.
+    let catch_up = match &event {
+        StreamEvent::Done { message } => channel
+            .in_flight
+            .iter()
+            .find(|f| f.message_id == message_id && !f.here() && f.content != message.content)
+            .map(|f| StreamEvent::Snapshot {
+                session_id: session_id.to_string(),
+                message_id: message_id.to_string(),
+                seq: f.seq,
+                content: message.content.clone(),
+            }),
+        _ => None,
+    };
     let before = channel.in_flight.len();
     channel.in_flight.retain(|f| f.message_id != message_id);
     if channel.in_flight.len() == before && channel.ended(message_id) {
         return;
+    }
+    if let Some(snapshot) = catch_up {
+        channel.send(snapshot);
     }
     channel.send(event.clone());
     channel.recent.push_back(event);
@@ -1370,6 +1389,13 @@ mod tests {
                 e: done("s", "m", "one two three four"),
             },
         );
+        // The last piece ("four") was never relayed: the whole text comes before the end.
+        match sub.events.try_recv() {
+            Ok(StreamEvent::Snapshot {
+                seq: 3, content, ..
+            }) => assert_eq!(content, "one two three four"),
+            other => panic!("unexpected {other:?}"),
+        }
         assert!(matches!(
             sub.events.try_recv(),
             Ok(StreamEvent::Done { .. })

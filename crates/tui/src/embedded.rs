@@ -207,7 +207,11 @@ mod tests {
         let (config, hint) =
             engine_config(&choice(EngineKind::Auto, None), data.path(), 5).unwrap();
         if convo_service::engine::LOCAL_MODELS {
-            assert_eq!(config, EngineConfig::Local(LocalOptions::new(path)));
+            let expected = LocalOptions {
+                kv_dir: Some(data.path().join("kv")),
+                ..LocalOptions::new(path)
+            };
+            assert_eq!(config, EngineConfig::Local(expected));
             assert_eq!(hint, None);
         }
     }
