@@ -15,6 +15,8 @@ use crate::transcript_pane::reply_marks::{SHOW_ELAPSED_AFTER, waiting_note};
 pub(super) const QUIT_GUARD: Duration = Duration::from_secs(2);
 /// The second Ctrl-C must come this soon after the first.
 pub(super) const QUIT_AGAIN_WITHIN: Duration = Duration::from_secs(1);
+/// What the status bar says between a stop asked of the service and the reply's end.
+const STOPPING: &str = "stopping the reply…";
 /// What the first of the two says.
 pub(super) const PRESS_AGAIN: &str = "press Ctrl-C again to quit";
 /// How often the time waited is shown again.
@@ -67,6 +69,10 @@ impl App {
     /// A reply ended here (stored, failed or stopped): a Ctrl-C right after asks again.
     pub(super) fn reply_ended(&mut self) {
         self.quit_guard.reply_ended = Some(Instant::now());
+        // "stopping…" no longer holds once the reply ended, however it ended.
+        if self.notice.as_ref().is_some_and(|n| n.text == STOPPING) {
+            self.notice = None;
+        }
     }
 
     /// Stops the reply in flight: asks the service to stop it when its id is known and the
@@ -86,7 +92,7 @@ impl App {
                 session_id: open.id.clone(),
                 message_id,
             });
-            self.notify(Level::Info, "stopping the reply…");
+            self.notify(Level::Info, STOPPING);
             return;
         }
         self.stop_watching(out);

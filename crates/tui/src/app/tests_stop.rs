@@ -95,6 +95,7 @@ fn a_stop_asks_the_service_and_the_reply_shows_stopped_with_its_text() {
         header(&app, 1)
     );
     assert!(cmds.iter().any(|c| matches!(c, Command::Persist(StoreOp::AppendMessage { message, .. }) if message.content == "The first")));
+    assert!(app.notice.is_none(), "the stop is over: {:?}", app.notice);
 }
 
 #[test]
