@@ -39,7 +39,7 @@ pub struct AdminAccount {
     pub sessions: SessionQuota,
     /// The largest of the three shares (used / limit, 1.0 = the limit reached; may exceed 1.0).
     pub share: f64,
-    /// When it last made a request (ISO 8601), if ever.
+    /// When its last message was stored (ISO 8601), if ever (requests are counted, not timed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_active_at: Option<String>,
 }
