@@ -217,8 +217,10 @@ impl SessionsPane {
         self.point_at_or_top(id);
     }
 
-    /// A session just created: at the top, the filter gone, the cursor on it.
+    /// A session just created: at the top, the filter gone, the cursor on it. Listed once:
+    /// the account stream may have brought it in before the answer that created it here.
     pub fn insert_new(&mut self, summary: SessionSummary) {
+        self.sessions.retain(|s| s.id != summary.id);
         self.sessions.insert(0, summary);
         self.clear_filter();
         self.cursor = 0;
@@ -413,6 +415,19 @@ mod tests {
             .iter()
             .map(|r| (r.session.id.clone(), r.depth, r.orphan))
             .collect()
+    }
+
+    #[test]
+    fn a_session_the_service_listed_first_is_listed_once_when_created_here() {
+        let mut pane = SessionsPane::default();
+        pane.load(vec![s("a", 30, None)]);
+        // The account stream's `session.created` of a fork came before the fork's answer.
+        pane.merge_listed(vec![s("a", 30, None), s("a1", 0, Some("a"))], &[]);
+        pane.insert_new(s("a1", 0, Some("a")));
+        assert_eq!(
+            order(&pane),
+            [("a".to_string(), 0, false), ("a1".to_string(), 1, false)]
+        );
     }
 
     #[test]

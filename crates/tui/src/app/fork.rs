@@ -248,10 +248,18 @@ impl App {
                         s.tokens = s.tokens.saturating_sub(gone);
                     }
                 }
-                if self.open_id() == Some(session_id.as_str()) {
+                if let Some(stream) = self
+                    .transcript
+                    .session_mut_if(&session_id)
+                    .map(|open| open.stream.clone())
+                {
                     // Read again from the store, after the removal (the store keeps order).
+                    // The session's stream stays as it is: the network worker keeps it open.
                     self.leave_open_session(out);
                     self.open_session(session_id.clone(), out);
+                    if let Some(open) = self.transcript.session_mut_if(&session_id) {
+                        open.stream = stream;
+                    }
                 }
                 let n = convo_client::format::counted(removed.len() as u64, "message");
                 self.notify(Level::Info, format!("undone: removed {n}"));

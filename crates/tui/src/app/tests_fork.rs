@@ -248,10 +248,16 @@ fn undo_asks_the_server_then_the_store_and_reloads_and_is_refused_while_a_reply_
         session_id: A.into()
     }));
     assert_eq!(app.composer_text(), "");
+    app.transcript.session_mut_if(A).unwrap().stream = StreamState::Open;
     let cmds = app.update(AppEvent::Undone {
         session_id: A.into(),
         outcome: UndoOutcome::Undone(vec!["m3".into(), "m4".into()]),
     });
+    assert_eq!(
+        app.transcript.session_mut_if(A).unwrap().stream,
+        StreamState::Open,
+        "the session's stream stays open through the reload (the worker keeps it)"
+    );
     let removal = cmds
         .iter()
         .position(|c| {
