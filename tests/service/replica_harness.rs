@@ -11,11 +11,10 @@ use std::thread::JoinHandle;
 
 use reqwest::StatusCode;
 use serde_json::Value;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use super::backends::TestDb;
 use super::binary::{BIN, started};
-use super::common::{GUARD, Ws, json as body_json};
+use super::common::{Ws, json as body_json, ws_connect};
 
 /// The JWT secret every replica of a test shares.
 const SECRET: &str = "a-jwt-secret-shared-by-every-replica";
@@ -170,15 +169,6 @@ impl Replica {
             "{}/v1/sessions/{sid}/stream",
             self.base.replace("http://", "ws://")
         );
-        let mut request = url.into_client_request().unwrap();
-        request.headers_mut().insert(
-            "authorization",
-            format!("Bearer {}", self.key).parse().unwrap(),
-        );
-        tokio::time::timeout(GUARD, tokio_tungstenite::connect_async(request))
-            .await
-            .expect("connect in time")
-            .expect("websocket connects")
-            .0
+        ws_connect(&url, self.key).await
     }
 }
