@@ -31,11 +31,16 @@ async fn scrape_text(svc: &Svc, key: &str) -> (StatusCode, String) {
 async fn scrape(svc: &Svc, key: &str) -> Scrape {
     let (status, text) = scrape_text(svc, key).await;
     assert_eq!(status, StatusCode::OK, "{text}");
+    parse(&text)
+}
+
+/// A scrape's text, read by a Prometheus text parser.
+pub fn parse(text: &str) -> Scrape {
     Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).expect("Prometheus text")
 }
 
 /// The value of the series `name` whose labels include `labels` (0 when there is none).
-fn value(scrape: &Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
+pub fn value(scrape: &Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
     scrape
         .samples
         .iter()
