@@ -15,6 +15,7 @@ mod cli {
     mod stream_lost;
     mod support;
     mod targets;
+    mod usage;
 }
 
 #[allow(dead_code)]

@@ -1,5 +1,7 @@
 //! Whole-binary tests: `convo` in a pseudo-terminal with a temporary HOME, read through vt100.
 
+#[path = "pty/accounts.rs"]
+mod accounts;
 #[path = "service/backends.rs"]
 #[allow(dead_code)]
 mod backends;

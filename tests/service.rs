@@ -6,6 +6,7 @@ mod service {
 
     mod account_stream;
     mod admin;
+    mod admin_processes;
     mod admission;
     pub mod binary;
     mod cancel;

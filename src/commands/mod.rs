@@ -50,7 +50,8 @@ pub(crate) mod codes {
     pub const INVALID_ARGUMENT: &str = "invalid_argument";
     /// The configuration is unusable: the config file, no base URL, insecure transport.
     pub const CONFIG: &str = "config";
-    /// The local store cannot be opened or read.
+    /// The local store cannot be opened or read (or, for `convo usage` with no base URL, the
+    /// embedded service's data).
     pub const STORE: &str = "store";
     /// Reading input or writing output failed (stdin, files, encoding the JSON).
     pub const IO: &str = "io";
@@ -234,19 +235,25 @@ pub(crate) fn load_config(global: &GlobalArgs) -> Result<Config, ExitCode> {
 }
 
 /// The configuration and a client for it. Needs a base URL: one-shot commands never
-/// embed the service.
+/// embed the service (but `convo usage`, which reads the embedded service's data without one).
 pub(crate) fn connect(global: &GlobalArgs) -> Result<(Config, Client), ExitCode> {
     let config = load_config(global)?;
+    let client = client_for(&config)?;
+    Ok((config, client))
+}
+
+/// A client for the configured server; on error, the exit code (no base URL, insecure
+/// transport, a bad option).
+pub(crate) fn client_for(config: &Config) -> Result<Client, ExitCode> {
     if config.connection.base_url.is_none() {
         return Err(fail(exit::USAGE_ERROR, codes::CONFIG, NO_BASE_URL));
     }
     config
         .check_transport()
         .map_err(|e| fail(exit::USAGE_ERROR, codes::CONFIG, e))?;
-    let client = ClientOptions::from_config(&config)
+    ClientOptions::from_config(config)
         .and_then(Client::new)
-        .map_err(|e| fail_api(&e))?;
-    Ok((config, client))
+        .map_err(|e| fail_api(&e))
 }
 
 /// A client for the configured server and the local store of its target: what the commands

@@ -1,11 +1,15 @@
-//! `convo usage`: the current billing period against the plan's limits.
+//! `convo usage`: the current billing period against the plan's limits, of the configured
+//! server's account, or with no base URL of the embedded service's local account (read from
+//! the data dir as the TUI runs it: `convo_tui::embedded::start_for_reading`).
 use std::process::ExitCode;
 
 use comfy_table::Cell;
 
-use super::{connect, fail_api, out, print_json, sanitize, table};
+use super::{client_for, codes, fail, fail_api, load_config, out, print_json, sanitize, table};
 use convo_client::api::Usage;
+use convo_client::config::Config;
 use convo_client::format::group_digits;
+use convo_wire::exit;
 
 #[derive(Debug, clap::Args)]
 pub struct UsageArgs {
@@ -14,9 +18,26 @@ pub struct UsageArgs {
     pub json: bool,
 }
 
+/// `--json` on the embedded service: the Usage object as it is, and one more field saying
+/// whose usage it is.
+#[derive(serde::Serialize)]
+struct EmbeddedUsage<'a> {
+    #[serde(flatten)]
+    usage: &'a Usage,
+    /// Always true: the embedded service's local account, not a subscription.
+    embedded: bool,
+}
+
 pub async fn run(args: UsageArgs, global: convo_client::config::GlobalArgs) -> ExitCode {
-    let (_config, client) = match connect(&global) {
-        Ok(c) => c,
+    let config = match load_config(&global) {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
+    if config.connection.base_url.is_none() {
+        return embedded(&args, &config).await;
+    }
+    let client = match client_for(&config) {
+        Ok(client) => client,
         Err(code) => return code,
     };
     match client.usage().await {
@@ -24,6 +45,47 @@ pub async fn run(args: UsageArgs, global: convo_client::config::GlobalArgs) -> E
         Ok(usage) => {
             out(render(&usage));
             ExitCode::SUCCESS
+        }
+        Err(e) => fail_api(&e),
+    }
+}
+
+/// The usage of the embedded service's local account, from the data dir (a TUI may be running
+/// on it: `start_for_reading` says why that is safe). Its context window is left out: it is the
+/// model's, known only once a TUI has loaded it.
+async fn embedded(args: &UsageArgs, config: &Config) -> ExitCode {
+    let data_dir = &config.paths.data_dir;
+    let (service, client) = match convo_tui::embedded::start_for_reading(data_dir).await {
+        Ok(started) => started,
+        Err(e) => {
+            return fail(
+                exit::USAGE_ERROR,
+                codes::STORE,
+                format_args!(
+                    "no base URL configured, and the embedded service's data in {} cannot be read: {e}",
+                    data_dir.display()
+                ),
+            );
+        }
+    };
+    let usage = client.usage().await;
+    service.shutdown().await;
+    match usage {
+        Ok(usage) => {
+            let usage = Usage {
+                context: None,
+                ..usage
+            };
+            if args.json {
+                print_json(&EmbeddedUsage {
+                    usage: &usage,
+                    embedded: true,
+                })
+            } else {
+                let label = convo_tui::embedded::plan_label(&sanitize(&usage.tier));
+                out(format!("{label}\n{}", render(&usage)));
+                ExitCode::SUCCESS
+            }
         }
         Err(e) => fail_api(&e),
     }

@@ -305,9 +305,9 @@ async fn bad_input_is_a_usage_error() {
 #[tokio::test]
 async fn without_a_server_commands_say_what_to_do() {
     let s = Sandbox::new();
+    // (`convo usage` reads the embedded service's data instead: tests/cli/usage.rs.)
     for args in [
         &["send", "hi"][..],
-        &["usage"],
         &["metrics"],
         &["delete", "session_abcdefgh12345678"],
         &["wallet", "w"],
@@ -521,7 +521,7 @@ async fn with_json_errors_are_one_json_object_on_stderr() {
             "unexpected argument '--bogus'",
         ),
         (
-            &["usage", "--json"],
+            &["metrics", "--json"],
             &[],
             "config",
             "no base URL configured",

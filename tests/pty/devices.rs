@@ -4,24 +4,18 @@
 //! session, a title, a message, a delete — shows on the other through the account stream,
 //! with no request from the other.
 
-use std::ffi::OsStr;
-
 use convo_service::{DbLocation, RunningService, ServiceConfig};
 
 use super::backends::TestDb;
-use super::harness::{Convo, keys};
+use super::harness::{Convo, Server, keys};
 
 #[test]
 fn what_one_device_does_shows_on_the_other() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let service = runtime
-        .block_on(convo_service::start(
-            ServiceConfig::ephemeral(0),
-            "127.0.0.1:0".parse().unwrap(),
-        ))
-        .unwrap();
-    two_devices(&service, &service);
+    let server = Server::start(0);
+    two_devices(&server.service, &server.service);
+    let Server {
+        service, runtime, ..
+    } = server;
     runtime.block_on(service.shutdown());
 }
 
@@ -49,17 +43,9 @@ fn what_one_device_does_shows_on_the_other_across_postgresql_replicas() {
 
 /// Device one on `one`, device two on `two` (the same service, or two replicas of it).
 fn two_devices(one: &RunningService, two: &RunningService) {
-    let device = |svc: &RunningService, home: &std::path::Path| {
-        let base = svc.base_url().to_string();
-        let env = [
-            ("CONVO_BASE_URL", OsStr::new(&base)),
-            ("CONVO_API_KEY", OsStr::new(&svc.api_key)),
-        ];
-        Convo::start_with_env(home, 100, 30, &env)
-    };
     let (home_one, home_two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let mut one = device(one, home_one.path());
-    let mut two = device(two, home_two.path());
+    let mut one = Convo::start_remote(home_one.path(), 100, 30, one);
+    let mut two = Convo::start_remote(home_two.path(), 100, 30, two);
     // Both connected, their new session open (its stream live), the usage shown.
     for convo in [&one, &two] {
         convo.wait_for("ready", |s| s.contains("● live") && s.contains("/50k"));

@@ -5,10 +5,34 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use convo_service::RunningService;
 use portable_pty::{Child, CommandBuilder, MasterPty, PtySize, native_pty_system};
 
 /// Generous: the machine is shared; this only stops a hung test.
 pub const GUARD: Duration = Duration::from_secs(60);
+
+/// A `convo serve` started in this process (in memory, the builtin engine), for the binary to
+/// be pointed at ([`Convo::start_remote`]).
+pub struct Server {
+    // Dropped before the runtime it runs on.
+    pub service: RunningService,
+    pub runtime: tokio::runtime::Runtime,
+}
+
+impl Server {
+    /// Generating a word every `pace_ms`.
+    pub fn start(pace_ms: u64) -> Server {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let service = runtime
+            .block_on(convo_service::start(
+                convo_service::ServiceConfig::ephemeral(pace_ms),
+                "127.0.0.1:0".parse().unwrap(),
+            ))
+            .expect("the service starts");
+        Server { service, runtime }
+    }
+}
 
 pub struct Convo {
     parser: Arc<Mutex<vt100::Parser>>,
@@ -23,6 +47,16 @@ impl Convo {
     /// Starts `convo` with HOME, the data dir and the XDG dirs under `home`.
     pub fn start(home: &Path, cols: u16, rows: u16) -> Convo {
         Convo::start_with_env(home, cols, rows, &[])
+    }
+
+    /// [`Convo::start`] pointed at `service` with its key (`CONVO_BASE_URL`, `CONVO_API_KEY`).
+    pub fn start_remote(home: &Path, cols: u16, rows: u16, service: &RunningService) -> Convo {
+        let base = service.base_url();
+        let env = [
+            ("CONVO_BASE_URL", std::ffi::OsStr::new(&base)),
+            ("CONVO_API_KEY", std::ffi::OsStr::new(&service.api_key)),
+        ];
+        Convo::start_with_env(home, cols, rows, &env)
     }
 
     /// [`Convo::start`] with more environment variables (`EDITOR`).
@@ -269,4 +303,6 @@ pub mod keys {
     pub const UP: &[u8] = b"\x1b[A";
     pub const DELETE: &[u8] = b"\x1b[3~";
     pub const CTRL_G: &[u8] = b"\x07";
+    pub const ESC: &[u8] = b"\x1b";
+    pub const F4: &[u8] = b"\x1bOS";
 }

@@ -2,27 +2,14 @@
 //! process with a slow builtin engine: the service stops it, the reply keeps its text marked
 //! `stopped`, and right after it a first Ctrl-C only says how to quit, a second quits.
 
-use std::ffi::OsStr;
-
-use super::harness::{Convo, keys};
+use super::harness::{Convo, Server, keys};
 
 #[test]
 fn ctrl_c_stops_the_reply_on_the_service_then_twice_quits() {
-    let rt = tokio::runtime::Runtime::new().unwrap();
     // A word every 300 ms: the reply is still coming when Ctrl-C comes.
-    let svc = rt
-        .block_on(convo_service::start(
-            convo_service::ServiceConfig::ephemeral(300),
-            "127.0.0.1:0".parse().unwrap(),
-        ))
-        .unwrap();
-    let (base, key) = (svc.base_url(), svc.api_key.clone());
-    let remote: [(&str, &OsStr); 2] = [
-        ("CONVO_BASE_URL", OsStr::new(&base)),
-        ("CONVO_API_KEY", OsStr::new(&key)),
-    ];
+    let server = Server::start(300);
     let home = tempfile::tempdir().unwrap();
-    let mut convo = Convo::start_with_env(home.path(), 100, 30, &remote);
+    let mut convo = Convo::start_remote(home.path(), 100, 30, &server.service);
     convo.wait_text("● live");
     convo.type_text("write a long answer");
     convo.send(keys::ENTER);
@@ -42,12 +29,12 @@ fn ctrl_c_stops_the_reply_on_the_service_then_twice_quits() {
     convo.send(keys::CTRL_C);
     assert!(convo.wait_exit(), "convo exits 0");
     // The service kept it so: its history says `stopped`.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let history: serde_json::Value = rt.block_on(async {
+    let (base, key) = (server.service.base_url(), &server.service.api_key);
+    let history: serde_json::Value = server.runtime.block_on(async {
         let client = reqwest::Client::new();
         let sessions: serde_json::Value = client
             .get(format!("{base}/v1/sessions"))
-            .bearer_auth(&key)
+            .bearer_auth(key)
             .send()
             .await
             .unwrap()
@@ -60,7 +47,7 @@ fn ctrl_c_stops_the_reply_on_the_service_then_twice_quits() {
             .to_string();
         client
             .get(format!("{base}/v1/sessions/{sid}/messages"))
-            .bearer_auth(&key)
+            .bearer_auth(key)
             .send()
             .await
             .unwrap()

@@ -2,9 +2,7 @@
 //! server (a `convo serve` started in this process): each shows only its own sessions, and
 //! neither calls the other's session deleted or its stream down (issue 27, item 1).
 
-use std::ffi::OsStr;
-
-use super::harness::{Convo, keys};
+use super::harness::{Convo, Server, keys};
 
 /// Sends `text` once the open session's stream is up, and waits for its reply to be complete.
 fn exchange(convo: &mut Convo, text: &str) {
@@ -30,18 +28,7 @@ fn nothing_foreign(screen: &str, foreign: &str) {
 
 #[test]
 fn the_embedded_service_and_a_server_never_show_each_others_sessions() {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let svc = rt
-        .block_on(convo_service::start(
-            convo_service::ServiceConfig::ephemeral(0),
-            "127.0.0.1:0".parse().unwrap(),
-        ))
-        .unwrap();
-    let (base, key) = (svc.base_url(), svc.api_key.clone());
-    let remote: [(&str, &OsStr); 2] = [
-        ("CONVO_BASE_URL", OsStr::new(&base)),
-        ("CONVO_API_KEY", OsStr::new(&key)),
-    ];
+    let server = Server::start(0);
     let home = tempfile::tempdir().unwrap();
 
     let mut convo = Convo::start(home.path(), 100, 30);
@@ -49,7 +36,7 @@ fn the_embedded_service_and_a_server_never_show_each_others_sessions() {
     exchange(&mut convo, "words on the embedded one");
     quit(convo);
 
-    let mut convo = Convo::start_with_env(home.path(), 100, 30, &remote);
+    let mut convo = Convo::start_remote(home.path(), 100, 30, &server.service);
     let screen = convo.wait_text("● live");
     nothing_foreign(&screen, "words on the embedded one");
     exchange(&mut convo, "words on the server");
@@ -62,5 +49,5 @@ fn the_embedded_service_and_a_server_never_show_each_others_sessions() {
     nothing_foreign(&screen, "words on the server");
     nothing_foreign(&convo.screen(), "words on the server");
     quit(convo);
-    drop(svc);
+    drop(server);
 }

@@ -10,42 +10,18 @@ use futures_util::StreamExt;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use super::backends::{Backend, TestDb};
-use super::common::{GUARD, Svc, Ws, close, json, session, start_with};
+use super::common::{GUARD, Svc, Ws, close, json, next_json, session, start_with};
 use super::pg_proxy::{PgProxy, eventually};
 
 async fn account_ws(svc: &Svc, key: &str) -> Ws {
-    let url = format!("ws://{}/v1/stream", svc.service.addr);
-    let mut request = url.into_client_request().unwrap();
-    request
-        .headers_mut()
-        .insert("authorization", format!("Bearer {key}").parse().unwrap());
-    let (ws, _) = tokio::time::timeout(GUARD, tokio_tungstenite::connect_async(request))
-        .await
-        .expect("connect in time")
-        .expect("the account stream opens");
-    ws
+    svc.ws_at("/v1/stream", key).await
 }
 
 /// The next account event (pings skipped).
 async fn next(ws: &mut Ws) -> AccountEvent {
-    loop {
-        let frame = tokio::time::timeout(GUARD, ws.next())
-            .await
-            .expect("an event in time")
-            .expect("the stream stays open")
-            .expect("a frame");
-        match frame {
-            WsMessage::Text(text) => {
-                return serde_json::from_str(text.as_str())
-                    .unwrap_or_else(|e| panic!("not an account event ({e}): {text}"));
-            }
-            WsMessage::Ping(_) | WsMessage::Pong(_) => continue,
-            other => panic!("unexpected frame {other:?}"),
-        }
-    }
+    next_json(ws).await
 }
 
 /// Reads until an event other than `usage`; the `usage` events read on the way are counted.

@@ -8,15 +8,12 @@ use std::process::Command;
 
 use convo_service::{ServiceConfig, Tier, generate_admin_key};
 use convo_wire::admin::{AdminAccounts, AdminEvent};
-use futures_util::StreamExt;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use tokio_tungstenite::tungstenite::Message as WsMessage;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use super::backends::Backend;
 use super::binary::{BIN, started};
-use super::common::{GUARD, Svc, Ws, json as body_json, session, start_with};
+use super::common::{Svc, Ws, json as body_json, next_json, session, start_with};
 
 const FREE: &str = "service_live_adminTestFreeKeyAAAA";
 const PRO_A: &str = "service_live_adminTestProKeyBBBBB";
@@ -214,34 +211,7 @@ async fn without_an_admin_key_the_operators_endpoints_are_off_and_a_bad_key_is_r
 }
 
 async fn admin_ws(svc: &Svc, key: &str) -> Ws {
-    let url = format!("ws://{}/v1/admin/stream", svc.service.addr);
-    let mut request = url.into_client_request().unwrap();
-    request
-        .headers_mut()
-        .insert("authorization", format!("Bearer {key}").parse().unwrap());
-    let (ws, _) = tokio::time::timeout(GUARD, tokio_tungstenite::connect_async(request))
-        .await
-        .expect("connect in time")
-        .expect("the admin stream opens");
-    ws
-}
-
-async fn next_admin(ws: &mut Ws) -> AdminEvent {
-    loop {
-        let frame = tokio::time::timeout(GUARD, ws.next())
-            .await
-            .expect("an event in time")
-            .expect("the stream stays open")
-            .expect("a frame");
-        match frame {
-            WsMessage::Text(text) => {
-                return serde_json::from_str(text.as_str())
-                    .unwrap_or_else(|e| panic!("not an admin event ({e}): {text}"));
-            }
-            WsMessage::Ping(_) | WsMessage::Pong(_) => continue,
-            other => panic!("unexpected frame {other:?}"),
-        }
-    }
+    svc.ws_at("/v1/admin/stream", key).await
 }
 
 #[tokio::test]
@@ -251,12 +221,15 @@ async fn two_postgres_replicas_give_the_same_numbers_and_stream_each_others_chan
     let config = three_accounts(&backend, &admin);
     let (a, b) = tokio::join!(start_with(config.clone()), start_with(config));
     let mut ws = admin_ws(&a, &admin).await;
-    assert_eq!(next_admin(&mut ws).await, AdminEvent::Hello { total: 3 });
+    assert_eq!(
+        next_json::<AdminEvent>(&mut ws).await,
+        AdminEvent::Hello { total: 3 }
+    );
 
     send_as(&b, PRO_A, 2).await;
     // The send made on `b` reaches the admin listener on `a`, with its state after it.
     let account = loop {
-        match next_admin(&mut ws).await {
+        match next_json::<AdminEvent>(&mut ws).await {
             AdminEvent::Account { account } if account.requests.used == 2 => break account,
             AdminEvent::Account { account } => assert_eq!(account.key_hints, ["BBBB"]),
             other => panic!("unexpected {other:?}"),

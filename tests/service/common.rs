@@ -128,17 +128,13 @@ impl Svc {
     }
 
     pub async fn ws(&self, session: &str) -> Ws {
-        let url = format!("ws://{}/v1/sessions/{session}/stream", self.service.addr);
-        let mut request = url.into_client_request().unwrap();
-        request.headers_mut().insert(
-            "authorization",
-            format!("Bearer {}", self.key).parse().unwrap(),
-        );
-        let (ws, _) = tokio::time::timeout(GUARD, tokio_tungstenite::connect_async(request))
+        self.ws_at(&format!("/v1/sessions/{session}/stream"), &self.key)
             .await
-            .expect("connect in time")
-            .expect("websocket connects");
-        ws
+    }
+
+    /// The WebSocket at `path` (`/v1/stream`, `/v1/admin/stream`, …) opened with `key`.
+    pub async fn ws_at(&self, path: &str, key: &str) -> Ws {
+        ws_connect(&format!("ws://{}{path}", self.service.addr), key).await
     }
 
     /// The status of a refused WebSocket handshake.
@@ -156,8 +152,21 @@ impl Svc {
     }
 }
 
-/// The next stream event (pings skipped).
-pub async fn next_event(ws: &mut Ws) -> StreamEvent {
+/// Opens the WebSocket at `url` (`ws://…`) with `key` as the bearer.
+pub async fn ws_connect(url: &str, key: &str) -> Ws {
+    let mut request = url.into_client_request().unwrap();
+    request
+        .headers_mut()
+        .insert("authorization", format!("Bearer {key}").parse().unwrap());
+    let (ws, _) = tokio::time::timeout(GUARD, tokio_tungstenite::connect_async(request))
+        .await
+        .expect("connect in time")
+        .unwrap_or_else(|e| panic!("the WebSocket {url} opens: {e}"));
+    ws
+}
+
+/// The next event of a WebSocket, a text frame of JSON read as `T` (pings skipped).
+pub async fn next_json<T: serde::de::DeserializeOwned>(ws: &mut Ws) -> T {
     loop {
         let frame = tokio::time::timeout(GUARD, ws.next())
             .await
@@ -166,12 +175,19 @@ pub async fn next_event(ws: &mut Ws) -> StreamEvent {
             .expect("a frame");
         match frame {
             WsMessage::Text(text) => {
-                return serde_json::from_str(text.as_str()).expect("a stream event");
+                return serde_json::from_str(text.as_str()).unwrap_or_else(|e| {
+                    panic!("not a {} ({e}): {text}", std::any::type_name::<T>())
+                });
             }
             WsMessage::Ping(_) | WsMessage::Pong(_) => continue,
             other => panic!("unexpected frame {other:?}"),
         }
     }
+}
+
+/// The next session stream event (pings skipped).
+pub async fn next_event(ws: &mut Ws) -> StreamEvent {
+    next_json(ws).await
 }
 
 /// Reads events until the `done` or `error` of `message_id`; returns everything read.

@@ -31,11 +31,16 @@ async fn scrape_text(svc: &Svc, key: &str) -> (StatusCode, String) {
 async fn scrape(svc: &Svc, key: &str) -> Scrape {
     let (status, text) = scrape_text(svc, key).await;
     assert_eq!(status, StatusCode::OK, "{text}");
+    parse(&text)
+}
+
+/// A scrape's text, read by a Prometheus text parser.
+pub fn parse(text: &str) -> Scrape {
     Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).expect("Prometheus text")
 }
 
 /// The value of the series `name` whose labels include `labels` (0 when there is none).
-fn value(scrape: &Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
+pub fn value(scrape: &Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
     scrape
         .samples
         .iter()
@@ -248,4 +253,91 @@ async fn the_alert_rules_and_the_dashboard_name_only_exposed_metrics() {
         }
     }
     svc.service.shutdown().await;
+}
+
+/// `convo serve --metrics-addr`: a second bind answering `/metrics` with no credential, and
+/// nothing else; `/metrics` on the service's address still takes the admin key; a bad address
+/// stops the start with a usage error.
+#[test]
+fn metrics_addr_serves_only_metrics_without_a_key() {
+    use std::io::BufRead;
+    use std::process::Command;
+
+    use super::binary::{BIN, started};
+
+    let dir = tempfile::tempdir().unwrap();
+    let key = "service_live_metricsAddrKeyMMMM";
+    let (mut child, base, mut stdout) = started(
+        Command::new(BIN)
+            .args(["serve", "--engine", "builtin", "--addr", "127.0.0.1:0"])
+            .args(["--api-key", key, "--metrics-addr", "127.0.0.1:0"])
+            .env("CONVO_SERVE_DB", dir.path().join("svc.db"))
+            .env_remove("CONVO_SERVE_ADMIN_KEY")
+            .env_remove("CONVO_SERVE_API_KEYS"),
+    );
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let metrics = line
+        .trim_end()
+        .strip_prefix("metrics on ")
+        .unwrap_or_else(|| panic!("unexpected second line {line:?}"))
+        .to_string();
+    let origin = metrics.strip_suffix("/metrics").unwrap().to_string();
+    assert_ne!(origin, base);
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let http = reqwest::Client::new();
+        let sid = session();
+        let resp = http
+            .post(format!("{base}/v1/sessions/{sid}/messages"))
+            .bearer_auth(key)
+            .json(&json!({"content": "hello"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+
+        // No credential on the metrics bind, and the counters of the service's address.
+        let resp = http.get(&metrics).send().await.unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        let scrape = parse(&resp.text().await.unwrap());
+        assert_eq!(value(&scrape, "convo_accounts", &[]), 1.0);
+        let sends = [
+            ("route", "/v1/sessions/:sessionId/messages"),
+            ("status", "200"),
+        ];
+        assert_eq!(value(&scrape, "convo_http_requests_total", &sends), 1.0);
+        // Nothing else there, even with a key.
+        for path in ["/v1/sessions", "/v1/admin/accounts", "/healthz"] {
+            let resp = http
+                .get(format!("{origin}{path}"))
+                .bearer_auth(key)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resp.status(), StatusCode::NOT_FOUND, "{path}");
+        }
+        // On the service's address `/metrics` still needs the admin key (none is set: off).
+        let resp = http.get(format!("{base}/metrics")).send().await.unwrap();
+        assert_eq!(resp.status(), StatusCode::NOT_FOUND);
+        let body: serde_json::Value = resp.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "admin_disabled");
+    });
+    let _ = Command::new("kill").arg(child.id().to_string()).status();
+    assert!(child.wait().unwrap().success());
+
+    let out = Command::new(BIN)
+        .args(["serve", "--engine", "builtin", "--addr", "127.0.0.1:0"])
+        .args(["--metrics-addr", "not an address"])
+        .env("CONVO_SERVE_DB", ":memory:")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--metrics-addr `not an address`"),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty());
 }

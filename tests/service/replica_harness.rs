@@ -11,11 +11,10 @@ use std::thread::JoinHandle;
 
 use reqwest::StatusCode;
 use serde_json::Value;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use super::backends::TestDb;
 use super::binary::{BIN, started};
-use super::common::{GUARD, Ws, json as body_json};
+use super::common::{Ws, json as body_json, ws_connect};
 
 /// The JWT secret every replica of a test shares.
 const SECRET: &str = "a-jwt-secret-shared-by-every-replica";
@@ -55,10 +54,30 @@ fn drain(mut from: impl Read + Send + 'static, log: Arc<Mutex<Vec<u8>>>) -> Join
     })
 }
 
+/// What a replica may be started with besides its database, key, pace and lease.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// More accounts: `--api-key KEY[=TIER]` each.
+    pub more_keys: Vec<String>,
+    /// `--admin-key`: the operator's endpoints and `/metrics` on.
+    pub admin_key: Option<String>,
+}
+
 impl Replica {
     /// A replica on `db` taking `key`, generating at `pace_ms` per token, with the lease of
     /// `lease_ms` (the service's default when `None`).
     pub fn start(db: &TestDb, key: &'static str, pace_ms: u64, lease_ms: Option<u64>) -> Replica {
+        Replica::start_with(db, key, pace_ms, lease_ms, &Options::default())
+    }
+
+    /// [`Replica::start`] with more keys or an admin key.
+    pub fn start_with(
+        db: &TestDb,
+        key: &'static str,
+        pace_ms: u64,
+        lease_ms: Option<u64>,
+        options: &Options,
+    ) -> Replica {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let mut command = Command::new(BIN);
         command
@@ -74,8 +93,15 @@ impl Replica {
             .args(["--jwt-secret", SECRET])
             .args(["--engine-pace-ms", &pace_ms.to_string()])
             .env_remove("CONVO_SERVE_API_KEYS")
+            .env_remove("CONVO_SERVE_ADMIN_KEY")
             .env_remove("CONVO_SERVE_LEASE_MS")
             .env("CONVO_SERVE_DB", db.url());
+        for more in &options.more_keys {
+            command.args(["--api-key", more]);
+        }
+        if let Some(admin) = &options.admin_key {
+            command.args(["--admin-key", admin]);
+        }
         if let Some(ms) = lease_ms {
             command.env("CONVO_SERVE_LEASE_MS", ms.to_string());
         }
@@ -127,10 +153,15 @@ impl Replica {
     }
 
     pub async fn post(&self, sid: &str, body: Value) -> (StatusCode, Value) {
+        self.post_as(self.key, sid, body).await
+    }
+
+    /// A send with `credential` as the bearer.
+    pub async fn post_as(&self, credential: &str, sid: &str, body: Value) -> (StatusCode, Value) {
         let resp = self
             .http
             .post(format!("{}/v1/sessions/{sid}/messages", self.base))
-            .bearer_auth(self.key)
+            .bearer_auth(credential)
             .json(&body)
             .send()
             .await
@@ -139,14 +170,22 @@ impl Replica {
     }
 
     pub async fn get(&self, path: &str) -> (StatusCode, Value) {
-        let resp = self
-            .http
+        self.get_as(self.key, path).await
+    }
+
+    /// A GET with `credential` (an API key, the admin key) as the bearer; the body as JSON.
+    pub async fn get_as(&self, credential: &str, path: &str) -> (StatusCode, Value) {
+        body_json(self.get_raw(credential, path).await).await
+    }
+
+    /// A GET with `credential` as the bearer, the answer as it came (`/metrics` is text).
+    pub async fn get_raw(&self, credential: &str, path: &str) -> reqwest::Response {
+        self.http
             .get(format!("{}{path}", self.base))
-            .bearer_auth(self.key)
+            .bearer_auth(credential)
             .send()
             .await
-            .expect("request");
-        body_json(resp).await
+            .expect("request")
     }
 
     /// A streamed send (202); the id of the reply.
@@ -170,15 +209,6 @@ impl Replica {
             "{}/v1/sessions/{sid}/stream",
             self.base.replace("http://", "ws://")
         );
-        let mut request = url.into_client_request().unwrap();
-        request.headers_mut().insert(
-            "authorization",
-            format!("Bearer {}", self.key).parse().unwrap(),
-        );
-        tokio::time::timeout(GUARD, tokio_tungstenite::connect_async(request))
-            .await
-            .expect("connect in time")
-            .expect("websocket connects")
-            .0
+        ws_connect(&url, self.key).await
     }
 }

@@ -69,6 +69,16 @@ pub struct ServeArgs {
         hide_env_values = true
     )]
     pub admin_key: Option<String>,
+    /// A second address serving only `/metrics`, with no credential asked: for a Prometheus on
+    /// a private network (it names every account's usage: never expose it). `/metrics` on
+    /// --addr still takes the admin key.
+    #[arg(
+        long,
+        value_name = "ADDR",
+        env = "CONVO_SERVE_METRICS_ADDR",
+        hide_env_values = true
+    )]
+    pub metrics_addr: Option<String>,
     /// Print a fresh admin key to stdout and exit.
     #[arg(long)]
     pub new_admin_key: bool,
@@ -345,12 +355,24 @@ fn resolve_model(arg: Option<&str>, data_dir: Option<&std::path::Path>) -> Resul
         .map_err(|e| e.to_string())
 }
 
-async fn resolve(addr: &str) -> Result<SocketAddr, String> {
+/// The address `addr` of the flag `flag` (`--addr`, `--metrics-addr`) names.
+async fn resolve(flag: &str, addr: &str) -> Result<SocketAddr, String> {
     tokio::net::lookup_host(addr)
         .await
-        .map_err(|e| format!("--addr `{addr}`: {e}"))?
+        .map_err(|e| format!("{flag} `{addr}`: {e}"))?
         .next()
-        .ok_or_else(|| format!("--addr `{addr}` resolves to no address"))
+        .ok_or_else(|| format!("{flag} `{addr}` resolves to no address"))
+}
+
+/// `--metrics-addr` bound (before the service starts, so that a bad one stops nothing).
+async fn bind_metrics(addr: Option<&str>) -> Result<Option<tokio::net::TcpListener>, String> {
+    let Some(arg) = addr else {
+        return Ok(None);
+    };
+    let addr = resolve("--metrics-addr", arg).await?;
+    super::bind(addr)
+        .map(Some)
+        .map_err(|e| format!("--metrics-addr `{arg}`: cannot listen on {addr}: {e}"))
 }
 
 /// Logs to stderr from a thread of its own, which writes the lines waiting in one batch: a
@@ -456,8 +478,15 @@ pub async fn serve(args: ServeArgs, data_dir: Option<PathBuf>) -> ExitCode {
             return ExitCode::from(exit::USAGE_ERROR);
         }
     };
-    let addr = match resolve(&args.addr).await {
+    let addr = match resolve("--addr", &args.addr).await {
         Ok(a) => a,
+        Err(e) => {
+            eprintln!("convo serve: {e}");
+            return ExitCode::from(exit::USAGE_ERROR);
+        }
+    };
+    let metrics_listener = match bind_metrics(args.metrics_addr.as_deref()).await {
+        Ok(listener) => listener,
         Err(e) => {
             eprintln!("convo serve: {e}");
             return ExitCode::from(exit::USAGE_ERROR);
@@ -485,14 +514,28 @@ pub async fn serve(args: ServeArgs, data_dir: Option<PathBuf>) -> ExitCode {
     for line in generated {
         eprintln!("convo serve: {line}");
     }
+    let metrics = metrics_listener.map(|listener| {
+        let at = listener.local_addr().ok();
+        let task = tokio::spawn(super::server::serve_metrics(
+            listener,
+            service.state.clone(),
+        ));
+        (at, task)
+    });
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(stdout, "listening on {}", service.base_url());
+    if let Some((Some(at), _)) = &metrics {
+        let _ = writeln!(stdout, "metrics on http://{at}/metrics");
+    }
     let _ = stdout.flush();
     drop(stdout);
     stop.recv().await;
     // Through the log, not `eprintln!`: a stderr nobody reads must not hold the stop.
     tracing::info!("shutting down");
     service.shutdown().await;
+    if let Some((_, task)) = metrics {
+        let _ = task.await;
+    }
     if let Some(log) = &log {
         log.report_dropped();
     }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use axum::routing::get;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
@@ -17,10 +18,28 @@ use tokio::sync::watch;
 
 use super::connections::{ConnectionCounter, ConnectionLimits};
 use super::head_errors::EnvelopedStream;
+use super::{AppState, paths, routes};
 
 /// How long the loop waits after `accept` fails for want of descriptors or memory before it
 /// tries again (a failed client connection is skipped at once).
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Open connections of the `--metrics-addr` bind (a scraper or two).
+const METRICS_MAX_CONNECTIONS: usize = 64;
+
+/// `convo serve --metrics-addr`: serves `GET /metrics` of `state` on `listener` without the
+/// admin key, and nothing else (the service's 404 and 405 envelopes), until the service stops.
+/// Its scrapes are not counted in `convo_http_requests_total` (only the service's address is).
+pub(crate) async fn serve_metrics(listener: TcpListener, state: Arc<AppState>) {
+    let stop = state.shutdown.clone();
+    let app = Router::new()
+        .route(paths::PROMETHEUS, get(routes::prometheus::scrape_open))
+        .fallback(routes::not_found)
+        .method_not_allowed_fallback(routes::method_not_allowed)
+        .with_state(state);
+    let counter = ConnectionCounter::new(METRICS_MAX_CONNECTIONS, 0);
+    serve(listener, app, ConnectionLimits::default(), counter, stop).await;
+}
 
 /// Serves `app` on `listener` until `stop` becomes true, then waits for the open connections.
 pub(crate) async fn serve(

@@ -86,6 +86,38 @@ pub struct Started {
     pub load: tokio::sync::watch::Receiver<LoadState>,
 }
 
+/// What the gauges of the embedded service measure against: the plan of `tier` (already made
+/// terminal-safe), and whose it is, so that an offline user does not take it for a
+/// subscription. The TUI's usage band and `convo usage` with no base URL both say it.
+pub fn plan_label(tier: &str) -> String {
+    format!("embedded service · {tier} plan of the local account")
+}
+
+/// The embedded service's configuration on `data_dir`: its database there, the local account
+/// (pro) whose key is kept there (made on first use), `engine`, and a JWT secret and an
+/// operator's key new at each start (the latter for the accounts view, F4, and known only to
+/// this process). Returns it with the local account's key.
+fn local_config(data_dir: &Path, engine: EngineConfig) -> Result<(ServiceConfig, String), String> {
+    let key =
+        local_key(data_dir).map_err(|e| format!("cannot prepare {}: {e}", data_dir.display()))?;
+    let config = ServiceConfig {
+        db: DbLocation::File(data_dir.join("service.db")),
+        api_keys: vec![(key.clone(), Tier::Pro)],
+        jwt_secret: convo_service::ids::random_alnum(48),
+        jwt_leeway_secs: 0,
+        connections: Default::default(),
+        engine,
+        max_context_tokens: convo_service::config::DEFAULT_MAX_CONTEXT_TOKENS,
+        // Warmed by the TUI when the user starts typing (`workers`), not at start.
+        warm_token_counter: false,
+        admin_key: Some(format!(
+            "service_admin_{}",
+            convo_service::ids::random_alnum(40)
+        )),
+    };
+    Ok((config, key))
+}
+
 /// Starts the local service on `127.0.0.1:<ephemeral>` with its database in `data_dir`.
 /// The key is kept in `data_dir` (mode 0600) so that sessions stay reachable across runs.
 pub async fn start(
@@ -98,23 +130,8 @@ pub async fn start(
     let hint = hint
         .map(str::to_string)
         .or_else(|| convo_service::engine::better_model_hint(&engine_config));
-    let key =
-        local_key(data_dir).map_err(|e| format!("cannot prepare {}: {e}", data_dir.display()))?;
-    let jwt_secret = convo_service::ids::random_alnum(48);
-    // The operator's key for the accounts view (F4): new each start, known only to this TUI.
-    let admin_key = format!("service_admin_{}", convo_service::ids::random_alnum(40));
-    let config = ServiceConfig {
-        db: DbLocation::File(data_dir.join("service.db")),
-        api_keys: vec![(key.clone(), Tier::Pro)],
-        jwt_secret: jwt_secret.clone(),
-        jwt_leeway_secs: 0,
-        connections: Default::default(),
-        engine: engine_config,
-        max_context_tokens: convo_service::config::DEFAULT_MAX_CONTEXT_TOKENS,
-        // Warmed by the TUI when the user starts typing (`workers`), not at start.
-        warm_token_counter: false,
-        admin_key: Some(admin_key.clone()),
-    };
+    let (config, key) = local_config(data_dir, engine_config)?;
+    let (jwt_secret, admin_key) = (config.jwt_secret.clone(), config.admin_key.clone());
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
     let service = convo_service::start(config, addr)
         .await
@@ -122,7 +139,7 @@ pub async fn start(
     let base = url::Url::parse(&service.base_url()).map_err(|e| e.to_string())?;
     let mut options = ClientOptions::new(base);
     options.api_key = Some(key);
-    options.admin_key = Some(admin_key);
+    options.admin_key = admin_key;
     // A wallet token for the wallet view, valid for this run (the secret is new each start).
     options.wallet_token = Some(convo_service::jwt::mint(
         &jwt_secret,
@@ -149,6 +166,27 @@ pub async fn start(
         engine,
         load,
     })
+}
+
+/// The embedded service on `data_dir` for a one-shot command that reads the local account
+/// (`convo usage` with no base URL), and a client of that account: the TUI's configuration,
+/// but the builtin engine, which loads nothing and answers no message here. Safe beside a TUI
+/// running on the same data dir: the database is SQLite in WAL mode, whose readers and
+/// writers in two processes wait for each other's transactions (up to 5 s) rather than fail,
+/// and the service takes no lock file (the TUI's `tui.lock` is the TUI's own); what this
+/// process writes is the local account's row as the TUI writes it at start, and the requests
+/// its client makes, counted as the TUI's are.
+pub async fn start_for_reading(data_dir: &Path) -> Result<(RunningService, Client), String> {
+    let (config, key) = local_config(data_dir, EngineConfig::Builtin { pace_ms: 0 })?;
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+    let service = convo_service::start(config, addr)
+        .await
+        .map_err(|e| e.to_string())?;
+    let base = url::Url::parse(&service.base_url()).map_err(|e| e.to_string())?;
+    let mut options = ClientOptions::new(base);
+    options.api_key = Some(key);
+    let client = Client::new(options).map_err(|e| e.to_string())?;
+    Ok((service, client))
 }
 
 /// The embedded service's key, created on first use.

@@ -8,17 +8,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::State;
-use axum::extract::ws::{
-    CloseFrame, Message as WsMessage, WebSocket, WebSocketUpgrade,
-    rejection::WebSocketUpgradeRejection,
-};
+use axum::extract::ws::{WebSocket, WebSocketUpgrade, rejection::WebSocketUpgradeRejection};
 use axum::http::HeaderMap;
 use axum::response::Response;
-use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::time::Instant;
 
 use super::analytics::usage_of;
-use super::stream::{MAX_INBOUND_BYTES, PING_INTERVAL};
+use super::ws::{self, Listener};
 use crate::account_events::summary;
 use crate::error::HttpError;
 use crate::paths::ACCOUNT_STREAM;
@@ -38,24 +35,8 @@ pub(crate) async fn connect(
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, HttpError> {
     let account = auth::admit(&state, &headers, "GET", ACCOUNT_STREAM).await?;
-    let upgrade = upgrade.map_err(|e| {
-        HttpError::new(
-            e.status(),
-            "invalid_request",
-            format!("this endpoint needs a WebSocket upgrade: {e}"),
-        )
-    })?;
-    Ok(upgrade
-        .max_message_size(MAX_INBOUND_BYTES)
-        .max_frame_size(MAX_INBOUND_BYTES)
-        .on_upgrade(move |socket| listen(state, account, socket)))
-}
-
-async fn send(socket: &mut WebSocket, event: &AccountEvent) -> bool {
-    match serde_json::to_string(event) {
-        Ok(text) => socket.send(WsMessage::Text(text.into())).await.is_ok(),
-        Err(_) => true,
-    }
+    let upgrade = ws::upgrade(upgrade)?;
+    Ok(upgrade.on_upgrade(move |socket| listen(state, account, socket)))
 }
 
 /// The account's sessions and usage now.
@@ -72,15 +53,15 @@ async fn hello(state: &AppState, account: Account) -> Result<AccountEvent, HttpE
 /// socket is then closed with 1011, and the client reconnects).
 async fn send_hello(state: &AppState, account: Account, socket: &mut WebSocket) -> bool {
     match hello(state, account).await {
-        Ok(event) => send(socket, &event).await,
+        Ok(event) => ws::send(socket, &event).await,
         Err(e) => {
             tracing::warn!(account = account.id, error = %e.body.message, "cannot read the account stream's hello");
-            let _ = socket
-                .send(WsMessage::Close(Some(CloseFrame {
-                    code: 1011,
-                    reason: "the account's state cannot be read now; reconnect".into(),
-                })))
-                .await;
+            ws::close(
+                socket,
+                1011,
+                "the account's state cannot be read now; reconnect",
+            )
+            .await;
             false
         }
     }
@@ -88,73 +69,82 @@ async fn send_hello(state: &AppState, account: Account, socket: &mut WebSocket) 
 
 /// Tells the listener of every change to the account until it leaves or the service stops.
 async fn listen(state: Arc<AppState>, account: Account, mut socket: WebSocket) {
-    let mut signals = state.hub.subscribe_account(account.id);
+    let signals = state.hub.subscribe_account(account.id);
     // On PostgreSQL the other replicas are told of this listener before its `hello` is read,
     // so a change they make afterwards reaches it.
     if let Some(told) = state.hub.flushed() {
         let _ = tokio::time::timeout(Duration::from_secs(2), told).await;
     }
-    let mut alive = send_hello(&state, account, &mut socket).await;
-    let mut last_usage = Instant::now();
-    let mut usage_due: Option<Instant> = None;
-    let mut ping = tokio::time::interval(PING_INTERVAL);
-    ping.tick().await;
-    let mut shutdown = state.shutdown.clone();
-    let stopping = async move {
-        let _ = shutdown.wait_for(|stop| *stop).await;
+    let alive = send_hello(&state, account, &mut socket).await;
+    let mut listener = AccountListener {
+        state: &state,
+        account,
+        signals,
+        last_usage: Instant::now(),
+        usage_due: None,
     };
-    tokio::pin!(stopping);
-    while alive {
-        tokio::select! {
-            biased;
-            _ = &mut stopping => {
-                let _ = socket
-                    .send(WsMessage::Close(Some(CloseFrame {
-                        code: 1001,
-                        reason: "the service is shutting down".into(),
-                    })))
-                    .await;
-                break;
-            }
-            signal = signals.recv() => match signal {
-                Ok(AccountSignal::Event(event)) => alive = send(&mut socket, &event).await,
-                Ok(AccountSignal::Usage) => {
-                    usage_due.get_or_insert_with(|| (last_usage + USAGE_EVERY).max(Instant::now()));
-                }
-                Ok(AccountSignal::Resync) | Err(RecvError::Lagged(_)) => {
-                    // What was missed is replaced by the state now (which has the usage too).
-                    alive = send_hello(&state, account, &mut socket).await;
-                    last_usage = Instant::now();
-                    usage_due = None;
-                }
-                Err(RecvError::Closed) => break,
-            },
-            _ = sleep_until(usage_due) => {
-                usage_due = None;
-                last_usage = Instant::now();
-                match usage_of(&state, account).await {
-                    Ok(usage) => alive = send(&mut socket, &AccountEvent::Usage { usage }).await,
-                    Err(e) => tracing::warn!(account = account.id, error = %e.body.message, "cannot read the account's usage"),
-                }
-            }
-            inbound = socket.recv() => match inbound {
-                // Pings are answered by the WebSocket layer; text and binary frames are ignored.
-                Some(Ok(WsMessage::Close(_))) | Some(Err(_)) | None => break,
-                Some(Ok(_)) => {}
-            },
-            _ = ping.tick() => {
-                alive = socket.send(WsMessage::Ping(Vec::new().into())).await.is_ok();
-            }
-        }
+    if alive {
+        ws::run(&state, &mut socket, &mut listener).await;
     }
-    drop(signals);
+    drop(listener);
     state.hub.release_account(account.id);
 }
 
-/// Resolves at `due`, never when there is none.
-async fn sleep_until(due: Option<Instant>) {
-    match due {
-        Some(due) => tokio::time::sleep_until(due).await,
-        None => std::future::pending().await,
+/// The account stream's part of the loop: the hub's signals of the account, and the `usage`
+/// event due.
+struct AccountListener<'a> {
+    state: &'a AppState,
+    account: Account,
+    signals: broadcast::Receiver<AccountSignal>,
+    last_usage: Instant,
+    usage_due: Option<Instant>,
+}
+
+enum AccountWake {
+    Signal(Result<AccountSignal, RecvError>),
+    UsageDue,
+}
+
+impl Listener for AccountListener<'_> {
+    type Event = AccountWake;
+
+    async fn next(&mut self) -> AccountWake {
+        tokio::select! {
+            biased;
+            signal = self.signals.recv() => AccountWake::Signal(signal),
+            _ = ws::sleep_until(self.usage_due) => AccountWake::UsageDue,
+        }
+    }
+
+    async fn handle(&mut self, socket: &mut WebSocket, wake: AccountWake) -> bool {
+        let (state, account) = (self.state, self.account);
+        match wake {
+            AccountWake::Signal(Ok(AccountSignal::Event(event))) => ws::send(socket, &event).await,
+            AccountWake::Signal(Ok(AccountSignal::Usage)) => {
+                let last_usage = self.last_usage;
+                self.usage_due
+                    .get_or_insert_with(|| (last_usage + USAGE_EVERY).max(Instant::now()));
+                true
+            }
+            AccountWake::Signal(Ok(AccountSignal::Resync) | Err(RecvError::Lagged(_))) => {
+                // What was missed is replaced by the state now (which has the usage too).
+                let alive = send_hello(state, account, socket).await;
+                self.last_usage = Instant::now();
+                self.usage_due = None;
+                alive
+            }
+            AccountWake::Signal(Err(RecvError::Closed)) => false,
+            AccountWake::UsageDue => {
+                self.usage_due = None;
+                self.last_usage = Instant::now();
+                match usage_of(state, account).await {
+                    Ok(usage) => ws::send(socket, &AccountEvent::Usage { usage }).await,
+                    Err(e) => {
+                        tracing::warn!(account = account.id, error = %e.body.message, "cannot read the account's usage");
+                        true
+                    }
+                }
+            }
+        }
     }
 }

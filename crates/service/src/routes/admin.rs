@@ -11,19 +11,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
-use axum::extract::ws::{
-    CloseFrame, Message as WsMessage, WebSocket, WebSocketUpgrade,
-    rejection::WebSocketUpgradeRejection,
-};
+use axum::extract::ws::{WebSocket, WebSocketUpgrade, rejection::WebSocketUpgradeRejection};
 use axum::extract::{Path, RawQuery, State, rejection::PathRejection};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use chrono::Utc;
-use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::time::Instant;
 
 use super::analytics::{metrics_from_counts, parse_metrics_query, percentage};
-use super::stream::{MAX_INBOUND_BYTES, PING_INTERVAL};
+use super::ws::{self, Listener};
 use crate::error::HttpError;
 use crate::storage::Storage;
 use crate::storage::rows::{AccountRow, AccountsQuery};
@@ -204,35 +201,14 @@ pub(crate) async fn stream(
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, HttpError> {
     auth::admin(&state, &headers)?;
-    let upgrade = upgrade.map_err(|e| {
-        HttpError::new(
-            e.status(),
-            "invalid_request",
-            format!("this endpoint needs a WebSocket upgrade: {e}"),
-        )
-    })?;
-    Ok(upgrade
-        .max_message_size(MAX_INBOUND_BYTES)
-        .max_frame_size(MAX_INBOUND_BYTES)
-        .on_upgrade(move |socket| listen(state, socket)))
-}
-
-async fn send(socket: &mut WebSocket, event: &AdminEvent) -> bool {
-    match serde_json::to_string(event) {
-        Ok(text) => socket.send(WsMessage::Text(text.into())).await.is_ok(),
-        Err(_) => true,
-    }
+    let upgrade = ws::upgrade(upgrade)?;
+    Ok(upgrade.on_upgrade(move |socket| listen(state, socket)))
 }
 
 /// Closes the socket with 1011 after a failed read (the client reconnects).
 async fn unreadable(socket: &mut WebSocket, error: &HttpError) {
     tracing::warn!(error = %error.body.message, "cannot read the accounts for the admin stream");
-    let _ = socket
-        .send(WsMessage::Close(Some(CloseFrame {
-            code: 1011,
-            reason: "the accounts cannot be read now; reconnect".into(),
-        })))
-        .await;
+    ws::close(socket, 1011, "the accounts cannot be read now; reconnect").await;
 }
 
 /// Sends `hello` with the account count now; false when the socket is gone or closed.
@@ -245,7 +221,7 @@ async fn send_hello(state: &AppState, socket: &mut WebSocket) -> bool {
         Ok::<_, HttpError>(state.store.admin_accounts(query).await?.total)
     };
     match count.await {
-        Ok(total) => send(socket, &AdminEvent::Hello { total }).await,
+        Ok(total) => ws::send(socket, &AdminEvent::Hello { total }).await,
         Err(e) => {
             unreadable(socket, &e).await;
             false
@@ -267,7 +243,7 @@ async fn send_changed(state: &AppState, socket: &mut WebSocket, changed: Vec<i64
     match page(state, query).await {
         Ok(page) => {
             for account in page.accounts {
-                if !send(socket, &AdminEvent::Account { account }).await {
+                if !ws::send(socket, &AdminEvent::Account { account }).await {
                     return false;
                 }
             }
@@ -283,75 +259,79 @@ async fn send_changed(state: &AppState, socket: &mut WebSocket, changed: Vec<i64
 /// Tells the operator of every account whose usage changes, until it leaves or the service
 /// stops. Changes are gathered and sent at most once per `ACCOUNT_EVERY`.
 async fn listen(state: Arc<AppState>, mut socket: WebSocket) {
-    let mut signals = state.hub.subscribe_admin();
+    let signals = state.hub.subscribe_admin();
     // On PostgreSQL the other replicas are told of this listener before its `hello` is read.
     if let Some(told) = state.hub.flushed() {
         let _ = tokio::time::timeout(Duration::from_secs(2), told).await;
     }
-    let mut alive = send_hello(&state, &mut socket).await;
-    let mut changed = BTreeSet::new();
-    let mut last_sent: Option<Instant> = None;
-    let mut due: Option<Instant> = None;
-    let mut ping = tokio::time::interval(PING_INTERVAL);
-    ping.tick().await;
-    let mut shutdown = state.shutdown.clone();
-    let stopping = async move {
-        let _ = shutdown.wait_for(|stop| *stop).await;
+    let alive = send_hello(&state, &mut socket).await;
+    let mut listener = AdminListener {
+        state: &state,
+        signals,
+        changed: BTreeSet::new(),
+        last_sent: None,
+        due: None,
     };
-    tokio::pin!(stopping);
-    while alive {
-        tokio::select! {
-            biased;
-            _ = &mut stopping => {
-                let _ = socket
-                    .send(WsMessage::Close(Some(CloseFrame {
-                        code: 1001,
-                        reason: "the service is shutting down".into(),
-                    })))
-                    .await;
-                break;
-            }
-            signal = signals.recv() => match signal {
-                Ok(AdminSignal::Usage(account)) => {
-                    changed.insert(account);
-                    due.get_or_insert_with(|| match last_sent {
-                        Some(at) => (at + ACCOUNT_EVERY).max(Instant::now()),
-                        None => Instant::now(),
-                    });
-                }
-                Ok(AdminSignal::Resync) | Err(RecvError::Lagged(_)) => {
-                    // What was missed is replaced by a fresh `hello`: the client fetches the
-                    // list again.
-                    changed.clear();
-                    due = None;
-                    alive = send_hello(&state, &mut socket).await;
-                }
-                Err(RecvError::Closed) => break,
-            },
-            _ = sleep_until(due) => {
-                due = None;
-                last_sent = Some(Instant::now());
-                let accounts = std::mem::take(&mut changed).into_iter().collect();
-                alive = send_changed(&state, &mut socket, accounts).await;
-            }
-            inbound = socket.recv() => match inbound {
-                Some(Ok(WsMessage::Close(_))) | Some(Err(_)) | None => break,
-                Some(Ok(_)) => {}
-            },
-            _ = ping.tick() => {
-                alive = socket.send(WsMessage::Ping(Vec::new().into())).await.is_ok();
-            }
-        }
+    if alive {
+        ws::run(&state, &mut socket, &mut listener).await;
     }
-    drop(signals);
+    drop(listener);
     state.hub.release_admin();
 }
 
-/// Resolves at `due`, never when there is none.
-async fn sleep_until(due: Option<Instant>) {
-    match due {
-        Some(due) => tokio::time::sleep_until(due).await,
-        None => std::future::pending().await,
+/// The admin stream's part of the loop: the hub's usage changes, gathered until they are
+/// due.
+struct AdminListener<'a> {
+    state: &'a AppState,
+    signals: broadcast::Receiver<AdminSignal>,
+    /// The accounts changed since the last `account` events.
+    changed: BTreeSet<i64>,
+    last_sent: Option<Instant>,
+    due: Option<Instant>,
+}
+
+enum AdminWake {
+    Signal(Result<AdminSignal, RecvError>),
+    Due,
+}
+
+impl Listener for AdminListener<'_> {
+    type Event = AdminWake;
+
+    async fn next(&mut self) -> AdminWake {
+        tokio::select! {
+            biased;
+            signal = self.signals.recv() => AdminWake::Signal(signal),
+            _ = ws::sleep_until(self.due) => AdminWake::Due,
+        }
+    }
+
+    async fn handle(&mut self, socket: &mut WebSocket, wake: AdminWake) -> bool {
+        match wake {
+            AdminWake::Signal(Ok(AdminSignal::Usage(account))) => {
+                self.changed.insert(account);
+                let last_sent = self.last_sent;
+                self.due.get_or_insert_with(|| match last_sent {
+                    Some(at) => (at + ACCOUNT_EVERY).max(Instant::now()),
+                    None => Instant::now(),
+                });
+                true
+            }
+            AdminWake::Signal(Ok(AdminSignal::Resync) | Err(RecvError::Lagged(_))) => {
+                // What was missed is replaced by a fresh `hello`: the client fetches the list
+                // again.
+                self.changed.clear();
+                self.due = None;
+                send_hello(self.state, socket).await
+            }
+            AdminWake::Signal(Err(RecvError::Closed)) => false,
+            AdminWake::Due => {
+                self.due = None;
+                self.last_sent = Some(Instant::now());
+                let accounts = std::mem::take(&mut self.changed).into_iter().collect();
+                send_changed(self.state, socket, accounts).await
+            }
+        }
     }
 }
 

@@ -10,6 +10,7 @@ pub mod prometheus;
 pub mod sessions;
 pub mod stream;
 pub mod wallets;
+pub mod ws;
 
 use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::http::{StatusCode, header};

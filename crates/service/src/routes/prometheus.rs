@@ -2,7 +2,9 @@
 //! scrape reads what the service holds now into a `metrics::Snapshot` (the engine's
 //! counters, listeners, replies in flight, the relay, the pool, and the usage of the
 //! `MAX_ACCOUNT_SERIES` accounts nearest a limit, read from the database so that every
-//! replica reports the same numbers) and answers the registry's text.
+//! replica reports the same numbers) and answers the registry's text. `convo serve
+//! --metrics-addr` serves the same scrape without the admin key on a bind of its own
+//! (`server::serve_metrics`).
 
 use std::sync::Arc;
 
@@ -24,9 +26,20 @@ pub(crate) async fn scrape(
     headers: HeaderMap,
 ) -> Result<Response, HttpError> {
     auth::admin(&state, &headers)?;
-    let snapshot = snapshot(&state).await;
+    Ok(answer(&state).await)
+}
+
+/// The scrape of the `--metrics-addr` bind: no credential asked (that bind serves nothing
+/// else, for a Prometheus on a private network).
+pub(crate) async fn scrape_open(State(state): State<Arc<AppState>>) -> Response {
+    answer(&state).await
+}
+
+/// The registry's text with what the service holds now.
+async fn answer(state: &AppState) -> Response {
+    let snapshot = snapshot(state).await;
     let text = state.metrics.encode(snapshot);
-    Ok(([(header::CONTENT_TYPE, CONTENT_TYPE)], text).into_response())
+    ([(header::CONTENT_TYPE, CONTENT_TYPE)], text).into_response()
 }
 
 /// What the service holds now. A database that cannot be read leaves the accounts out (and

@@ -2,18 +2,15 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::extract::rejection::PathRejection;
-use axum::extract::ws::{
-    CloseFrame, Message as WsMessage, WebSocket, WebSocketUpgrade,
-    rejection::WebSocketUpgradeRejection,
-};
+use axum::extract::ws::{WebSocket, WebSocketUpgrade, rejection::WebSocketUpgradeRejection};
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
-use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::broadcast::{self, error::RecvError};
 
+use super::ws::{self, Listener};
 use crate::error::HttpError;
 use crate::paths::STREAM;
 use crate::storage::Storage;
@@ -22,11 +19,6 @@ use crate::{AppState, auth};
 use convo_core::SessionStatus;
 use convo_wire::stream_errors::REPLICA_STOPPING;
 use convo_wire::{ErrorBody, StreamEvent};
-
-/// Largest inbound frame and message (clients only send pings and close).
-pub const MAX_INBOUND_BYTES: usize = 64 * 1024;
-/// Interval of the server's pings.
-pub const PING_INTERVAL: Duration = Duration::from_secs(20);
 
 pub(crate) async fn connect(
     State(state): State<Arc<AppState>>,
@@ -43,99 +35,83 @@ pub(crate) async fn connect(
     if status == SessionStatus::Gone {
         return Err(HttpError::session_not_found(&session_id));
     }
-    let upgrade = upgrade.map_err(|e| {
-        HttpError::new(
-            e.status(),
-            "invalid_request",
-            format!("this endpoint needs a WebSocket upgrade: {e}"),
-        )
-    })?;
+    let upgrade = ws::upgrade(upgrade)?;
     // On PostgreSQL, the other replicas know of this listener before its handshake is
     // answered, so a reply they start afterwards reaches it from its first piece.
     state.hub.announce(&session_id).await;
-    Ok(upgrade
-        .max_message_size(MAX_INBOUND_BYTES)
-        .max_frame_size(MAX_INBOUND_BYTES)
-        .on_upgrade(move |socket| listen(state, session_id, socket)))
-}
-
-async fn send(socket: &mut WebSocket, event: &StreamEvent) -> bool {
-    match serde_json::to_string(event) {
-        Ok(text) => socket.send(WsMessage::Text(text.into())).await.is_ok(),
-        Err(_) => true,
-    }
+    Ok(upgrade.on_upgrade(move |socket| listen(state, session_id, socket)))
 }
 
 /// Relays every reply of the session until the client leaves or the service stops.
 async fn listen(state: Arc<AppState>, session_id: String, mut socket: WebSocket) {
     let subscription = state.hub.subscribe(&session_id);
-    let mut events = subscription.events;
-    // Replies this listener has seen start but not end.
-    let mut open: HashSet<String> = HashSet::new();
+    let mut listener = SessionListener {
+        state: &state,
+        session_id: &session_id,
+        events: subscription.events,
+        open: HashSet::new(),
+    };
     let mut alive = true;
     for snapshot in &subscription.snapshots {
-        open.insert(event_message_id(snapshot).to_string());
-        alive = alive && send(&mut socket, snapshot).await;
+        listener.open.insert(event_message_id(snapshot).to_string());
+        alive = alive && ws::send(&mut socket, snapshot).await;
     }
-    let mut ping = tokio::time::interval(PING_INTERVAL);
-    ping.tick().await;
-    let mut shutdown = state.shutdown.clone();
-    let stopping = async move {
-        let _ = shutdown.wait_for(|stop| *stop).await;
-    };
-    tokio::pin!(stopping);
-    while alive {
-        tokio::select! {
-            // A stop is seen before anything else that is ready.
-            biased;
-            _ = &mut stopping => {
-                // What already happened goes out first, then an error for each reply still
-                // in flight.
-                let mut last = Vec::new();
-                while let Ok(event) = events.try_recv() {
-                    last.push(event);
-                }
-                last.extend(stopping_errors(&state, &session_id));
-                for event in &last {
-                    if !send(&mut socket, event).await {
-                        break;
-                    }
-                }
-                let _ = socket
-                    .send(WsMessage::Close(Some(CloseFrame {
-                        code: 1001,
-                        reason: "the service is shutting down".into(),
-                    })))
-                    .await;
-                break;
+    if alive {
+        ws::run(&state, &mut socket, &mut listener).await;
+    }
+    drop(listener);
+    state.hub.release(&session_id);
+}
+
+/// The session stream's part of the loop: the hub's events of the session.
+struct SessionListener<'a> {
+    state: &'a AppState,
+    session_id: &'a str,
+    events: broadcast::Receiver<StreamEvent>,
+    /// Replies this listener has seen start but not end.
+    open: HashSet<String>,
+}
+
+impl Listener for SessionListener<'_> {
+    type Event = Result<StreamEvent, RecvError>;
+
+    async fn next(&mut self) -> Self::Event {
+        self.events.recv().await
+    }
+
+    async fn handle(&mut self, socket: &mut WebSocket, event: Self::Event) -> bool {
+        match event {
+            Ok(event) => {
+                track(&mut self.open, &event);
+                ws::send(socket, &event).await
             }
-            event = events.recv() => match event {
-                Ok(event) => {
-                    track(&mut open, &event);
-                    alive = send(&mut socket, &event).await;
+            Err(RecvError::Lagged(missed)) => {
+                tracing::debug!(session = %self.session_id, missed, "stream listener lagged; resyncing");
+                let fresh = self.state.hub.resync(self.session_id, &mut self.open);
+                self.events = fresh.events;
+                let mut alive = true;
+                for event in &fresh.snapshots {
+                    alive = alive && ws::send(socket, event).await;
                 }
-                Err(RecvError::Lagged(missed)) => {
-                    tracing::debug!(session = %session_id, missed, "stream listener lagged; resyncing");
-                    let fresh = state.hub.resync(&session_id, &mut open);
-                    events = fresh.events;
-                    for event in &fresh.snapshots {
-                        alive = alive && send(&mut socket, event).await;
-                    }
-                }
-                Err(RecvError::Closed) => break,
-            },
-            inbound = socket.recv() => match inbound {
-                // Pings are answered by the WebSocket layer; text and binary frames are ignored.
-                Some(Ok(WsMessage::Close(_))) | Some(Err(_)) | None => break,
-                Some(Ok(_)) => {}
-            },
-            _ = ping.tick() => {
-                alive = socket.send(WsMessage::Ping(Vec::new().into())).await.is_ok();
+                alive
+            }
+            Err(RecvError::Closed) => false,
+        }
+    }
+
+    /// What already happened goes out first, then an error for each reply still in flight.
+    async fn stopping(&mut self, socket: &mut WebSocket) {
+        let mut last = Vec::new();
+        while let Ok(event) = self.events.try_recv() {
+            last.push(event);
+        }
+        last.extend(stopping_errors(self.state, self.session_id));
+        for event in &last {
+            if !ws::send(socket, event).await {
+                break;
             }
         }
     }
-    drop(events);
-    state.hub.release(&session_id);
 }
 
 /// What a listener of a stopping replica is told before the close, for each reply in flight

@@ -153,7 +153,7 @@ fn freshness(app: &App) -> Span<'static> {
 pub fn plan_label(app: &App, tier: &str) -> String {
     let tier = convo_client::sanitize::sanitize(tier);
     if embedded(app) {
-        format!("embedded service · {tier} plan of the local account")
+        crate::embedded::plan_label(&tier)
     } else {
         tier.into_owned()
     }
