@@ -236,14 +236,86 @@ async fn undo_is_refused_while_a_reply_streams_and_allowed_once_it_is_stored() {
         }
         assert_eq!(history(&svc, &s).await.len(), 1, "{name}: nothing removed");
 
-        let deadline = tokio::time::Instant::now() + GUARD;
-        while history(&svc, &s).await.len() < 2 {
-            assert!(tokio::time::Instant::now() < deadline, "{name}: no reply");
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
+        until_stored(&svc, &s, 2).await;
         let (status, body) = undo(&svc, &svc.key, &s).await;
         assert_eq!(status, StatusCode::OK, "{name}: {body}");
         assert!(history(&svc, &s).await.is_empty(), "{name}");
+    }
+}
+
+/// A send with an `Idempotency-Key`: its status, body and whether it was a replay.
+async fn send_keyed(svc: &Svc, session: &str, body: Value, key: &str) -> (StatusCode, Value, bool) {
+    let resp = svc
+        .http
+        .post(svc.url(&format!("/v1/sessions/{session}/messages")))
+        .bearer_auth(&svc.key)
+        .header("idempotency-key", key)
+        .json(&body)
+        .send()
+        .await
+        .expect("request");
+    let replayed = resp.headers().get("idempotent-replayed").is_some();
+    let (status, body) = json(resp).await;
+    (status, body, replayed)
+}
+
+/// Polls until the session holds `n` messages (a streamed reply stored).
+async fn until_stored(svc: &Svc, session: &str, n: usize) {
+    let deadline = tokio::time::Instant::now() + GUARD;
+    while history(svc, session).await.len() < n {
+        assert!(tokio::time::Instant::now() < deadline, "no reply stored");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// A send retried with its `Idempotency-Key` after its exchange was undone (its answer lost,
+/// say) is told so with 409 `exchange_undone`: the removed reply is not replayed and the
+/// message is not sent again. The key of an exchange that stays still replays its reply; a
+/// new key sends again. The same for a streamed send, whose recorded answer is its 202.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_send_retried_after_its_exchange_was_undone_is_refused_not_replayed() {
+    for (name, backend) in backends().await {
+        let (svc, _) = start_on(&backend).await;
+        let s = session();
+        let kept_question = json!({"content": "kept question"});
+        let undone_question = json!({"content": "undone question"});
+        let (status, kept, _) = send_keyed(&svc, &s, kept_question.clone(), "key-kept").await;
+        assert_eq!(status, StatusCode::OK, "{name}: {kept}");
+        let (status, body, _) = send_keyed(&svc, &s, undone_question.clone(), "key-undone").await;
+        assert_eq!(status, StatusCode::OK, "{name}: {body}");
+        let (status, body) = undo(&svc, &svc.key, &s).await;
+        assert_eq!(status, StatusCode::OK, "{name}: {body}");
+        let left = history(&svc, &s).await;
+        assert_eq!(left.len(), 2, "{name}");
+
+        let (status, body, replayed) =
+            send_keyed(&svc, &s, undone_question.clone(), "key-undone").await;
+        assert_eq!(status, StatusCode::CONFLICT, "{name}: {body}");
+        assert_eq!(body["error"]["code"], json!("exchange_undone"), "{name}");
+        assert!(replayed, "{name}: the key's answer");
+        assert_eq!(history(&svc, &s).await, left, "{name}: nothing sent again");
+
+        let (status, body, replayed) = send_keyed(&svc, &s, kept_question, "key-kept").await;
+        assert_eq!((status, &body), (StatusCode::OK, &kept), "{name}");
+        assert!(replayed, "{name}");
+
+        // Streamed: the 202 is what the key remembers.
+        let streamed = json!({"content": "streamed question", "stream": true});
+        let (status, body, _) = send_keyed(&svc, &s, streamed.clone(), "key-streamed").await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{name}: {body}");
+        until_stored(&svc, &s, 4).await;
+        let (status, body) = undo(&svc, &svc.key, &s).await;
+        assert_eq!(status, StatusCode::OK, "{name}: {body}");
+        let (status, body, _) = send_keyed(&svc, &s, streamed, "key-streamed").await;
+        assert_eq!(status, StatusCode::CONFLICT, "{name}: {body}");
+        assert_eq!(body["error"]["code"], json!("exchange_undone"), "{name}");
+        assert_eq!(history(&svc, &s).await, left, "{name}: nothing sent again");
+
+        // A new key sends the message again.
+        let (status, body, replayed) = send_keyed(&svc, &s, undone_question, "key-new").await;
+        assert_eq!(status, StatusCode::OK, "{name}: {body}");
+        assert!(!replayed, "{name}");
+        assert_eq!(history(&svc, &s).await.len(), 4, "{name}");
     }
 }
 

@@ -88,7 +88,9 @@ pub trait Storage: Send + Sync {
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
     /// Removes the last exchange of a live session of the account (its last user message and
-    /// what follows it) unless a turn of it is in flight.
+    /// what follows it) unless a turn of it is in flight. The `Idempotency-Key` records of the
+    /// sends it undid answer 409 `exchange_undone` from then on
+    /// (`convo_core::sessions::records_after_undo`).
     fn undo_last_exchange(
         &self,
         account_id: i64,

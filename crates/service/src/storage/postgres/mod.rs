@@ -530,13 +530,43 @@ impl Storage for PgStore {
             &[&session_id, &first],
         )
         .await?;
+        let removed: Vec<String> = rows[start..]
+            .iter()
+            .map(|r| r.get::<_, String>(1))
+            .collect();
+        // The keys of the sends undone answer `exchange_undone` from now on.
+        let records: Vec<(String, Recorded)> = tx
+            .query(
+                "SELECT key, status, body FROM idempotency_keys
+                 WHERE account_id = $1 AND session_id = $2",
+                &[&account_id, &session_id],
+            )
+            .await?
+            .iter()
+            .map(|r| {
+                let answer = Recorded {
+                    status: r.get::<_, i32>(1) as u16,
+                    body: r.get(2),
+                };
+                (r.get(0), answer)
+            })
+            .collect();
+        for (key, answer) in convo_core::sessions::records_after_undo(&records, &removed) {
+            tx.execute(
+                "UPDATE idempotency_keys SET status = $4, body = $5
+                 WHERE account_id = $1 AND session_id = $2 AND key = $3",
+                &[
+                    &account_id,
+                    &session_id,
+                    &key,
+                    &i32::from(answer.status),
+                    &answer.body,
+                ],
+            )
+            .await?;
+        }
         tx.commit().await?;
-        Ok(Undo::Removed(
-            rows[start..]
-                .iter()
-                .map(|r| r.get::<_, String>(1))
-                .collect(),
-        ))
+        Ok(Undo::Removed(removed))
     }
 
     async fn set_title(
