@@ -407,6 +407,71 @@ async fn a_fork_at_a_user_or_an_assistant_message_copies_the_history_up_to_it() 
     }
 }
 
+/// On PostgreSQL, forks of a session, first sends of new sessions, a send to the source,
+/// deletes of earlier sessions, and forks of a session deleted at that moment, all of one
+/// account and all at once, round after round: each answers as it would alone, never with a
+/// 500 (what a deadlock between their row locks would give), and a fork of the session being
+/// deleted is either its whole history or `session_not_found`, never a part of it (a fork
+/// copying a source that changed under it).
+#[tokio::test(flavor = "multi_thread")]
+async fn forks_first_sends_and_deletes_of_one_account_at_once_on_postgresql_never_fail() {
+    use futures_util::future::join_all;
+    let backend = Backend::postgres().await;
+    let mut config = backend.config();
+    config.api_keys = vec![(generate_api_key(), Tier::Enterprise)];
+    let svc = start_with(config).await;
+    let source = session();
+    svc.send_text(&source, "first question").await;
+    svc.send_text(&source, "second question").await;
+    let ids = message_ids(&svc, &source).await;
+    let mut made: Vec<String> = Vec::new();
+    for round in 0..40 {
+        let doomed = session();
+        svc.send_text(&doomed, "a question").await;
+        svc.send_text(&doomed, "a last question").await;
+        let last = message_ids(&svc, &doomed).await.pop().unwrap();
+        let forks = ids
+            .iter()
+            .map(|id| fork(&svc, &source, json!({"messageId": id})));
+        let doomed_forks = (0..3).map(|_| fork(&svc, &doomed, json!({"messageId": last})));
+        let firsts: Vec<String> = (0..4).map(|_| session()).collect();
+        let sends = firsts
+            .iter()
+            .map(|s| svc.post(s, json!({"content": "a new session"})));
+        let gone: Vec<String> = made.drain(..made.len().min(4)).collect();
+        let deletes = gone.iter().map(|s| svc.delete(s));
+        let (forks, doomed_forks, sends, deletes, more, doomed_deleted) = tokio::join!(
+            join_all(forks),
+            join_all(doomed_forks),
+            join_all(sends),
+            join_all(deletes),
+            svc.post(&source, json!({"content": "and another question"})),
+            svc.delete(&doomed),
+        );
+        for (status, body) in forks {
+            assert_eq!(status, StatusCode::CREATED, "round {round}, fork: {body}");
+            made.push(body["sessionId"].as_str().unwrap().to_string());
+        }
+        for (status, body) in doomed_forks {
+            match status {
+                StatusCode::CREATED => {
+                    assert_eq!(body["messageCount"], json!(4), "round {round}: {body}");
+                    made.push(body["sessionId"].as_str().unwrap().to_string());
+                }
+                StatusCode::NOT_FOUND => {
+                    assert_eq!(body["error"]["code"], json!("session_not_found"), "{body}")
+                }
+                _ => panic!("round {round}, fork of a session being deleted: {status} {body}"),
+            }
+        }
+        let others = sends.into_iter().chain(deletes);
+        for (status, body) in others.chain([more, doomed_deleted]) {
+            assert_eq!(status, StatusCode::OK, "round {round}: {body}");
+        }
+        made.extend(firsts);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_fork_of_an_unknown_session_or_message_or_onto_a_taken_id_is_refused() {
     for (name, backend) in backends().await {

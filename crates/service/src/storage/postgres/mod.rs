@@ -399,7 +399,11 @@ impl Storage for PgStore {
     async fn fork_session(&self, f: ForkRequest) -> Result<Fork, StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
-        if status(&tx, f.account.id, &f.source).await? != SessionStatus::Live {
+        // The locks in the order of every other write: the session's row first (a send, an
+        // undo, a delete lock theirs), then the account's (a first send's, and a delete's
+        // through the `sessions_live` trigger). The source's row held, no turn, undo or delete
+        // changes it while it is copied.
+        if lock_session(&tx, f.account.id, &f.source).await? != SessionStatus::Live {
             tx.rollback().await?;
             return Ok(Fork::NoSession);
         }
@@ -420,7 +424,8 @@ impl Storage for PgStore {
             tx.rollback().await?;
             return Ok(Fork::Exists);
         }
-        // The account's row locked: two forks at once count each other.
+        // The account's row locked: two forks (or a fork and a first send) at once count each
+        // other.
         let live: i64 = tx
             .query_one(
                 "SELECT live_sessions FROM accounts WHERE id = $1 FOR UPDATE",
