@@ -3,7 +3,7 @@
 //! (`DELETE /v1/sessions/{id}/messages/last`) and fork (`POST /v1/sessions/{id}/fork`).
 
 use convo_service::{EngineConfig, Tier, generate_api_key};
-use reqwest::StatusCode;
+use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use super::backends::Backend;
@@ -25,17 +25,37 @@ async fn backends() -> Vec<(&'static str, Backend)> {
     ]
 }
 
+/// A service of two accounts (`start_on`) on each backend: its name, the service, the other
+/// key, and the backend, which must live as long as the service.
+async fn services() -> Vec<(&'static str, Svc, String, Backend)> {
+    let mut started = Vec::new();
+    for (name, backend) in backends().await {
+        let (svc, other) = start_on(&backend).await;
+        started.push((name, svc, other, backend));
+    }
+    started
+}
+
+/// `method path` with `key`, and `body` as JSON when there is one: the status and the answer.
+async fn call(
+    svc: &Svc,
+    key: &str,
+    method: Method,
+    path: &str,
+    body: Option<&str>,
+) -> (StatusCode, Value) {
+    let mut request = svc.http.request(method, svc.url(path)).bearer_auth(key);
+    if let Some(body) = body {
+        request = request
+            .header("content-type", "application/json")
+            .body(body.to_string());
+    }
+    json(request.send().await.expect("request")).await
+}
+
 async fn patch_with_key(svc: &Svc, key: &str, session: &str, body: &str) -> (StatusCode, Value) {
-    let resp = svc
-        .http
-        .patch(svc.url(&format!("/v1/sessions/{session}")))
-        .bearer_auth(key)
-        .header("content-type", "application/json")
-        .body(body.to_string())
-        .send()
-        .await
-        .expect("request");
-    json(resp).await
+    let path = format!("/v1/sessions/{session}");
+    call(svc, key, Method::PATCH, &path, Some(body)).await
 }
 
 async fn patch(svc: &Svc, session: &str, body: Value) -> (StatusCode, Value) {
@@ -57,8 +77,7 @@ async fn listed_title(svc: &Svc, session: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_session_is_titled_by_its_first_user_message_until_one_is_set() {
-    for (name, backend) in backends().await {
-        let (svc, _) = start_on(&backend).await;
+    for (name, svc, _, _backend) in services().await {
         let s = session();
         svc.send_text(&s, "# Trip **plans** for\nJune and more")
             .await;
@@ -92,8 +111,7 @@ async fn a_session_is_titled_by_its_first_user_message_until_one_is_set() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_bad_title_is_refused_and_changes_nothing() {
-    for (name, backend) in backends().await {
-        let (svc, _) = start_on(&backend).await;
+    for (name, svc, _, _backend) in services().await {
         let s = session();
         svc.send_text(&s, "hello there").await;
         let long = "x".repeat(convo_core::sessions::MAX_TITLE_CHARS + 1);
@@ -118,8 +136,7 @@ async fn a_bad_title_is_refused_and_changes_nothing() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn titling_an_unknown_deleted_or_foreign_session_is_not_found() {
-    for (name, backend) in backends().await {
-        let (svc, other) = start_on(&backend).await;
+    for (name, svc, other, _backend) in services().await {
         let title = json!({"title": "mine"}).to_string();
         let (status, body) = patch_with_key(&svc, &svc.key, &session(), &title).await;
         assert_eq!(status, StatusCode::NOT_FOUND, "{name}: {body}");
@@ -139,14 +156,8 @@ async fn titling_an_unknown_deleted_or_foreign_session_is_not_found() {
 }
 
 async fn undo(svc: &Svc, key: &str, session: &str) -> (StatusCode, Value) {
-    let resp = svc
-        .http
-        .delete(svc.url(&format!("/v1/sessions/{session}/messages/last")))
-        .bearer_auth(key)
-        .send()
-        .await
-        .expect("request");
-    json(resp).await
+    let path = format!("/v1/sessions/{session}/messages/last");
+    call(svc, key, Method::DELETE, &path, None).await
 }
 
 /// The (role, content) of the stored history.
@@ -168,8 +179,7 @@ async fn history(svc: &Svc, session: &str) -> Vec<(String, String)> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn undo_removes_the_last_user_message_and_its_reply_until_none_is_left() {
-    for (name, backend) in backends().await {
-        let (svc, other) = start_on(&backend).await;
+    for (name, svc, other, _backend) in services().await {
         let s = session();
         let first = svc.send_text(&s, "first question").await;
         let second = svc.send_text(&s, "second question").await;
@@ -274,8 +284,7 @@ async fn until_stored(svc: &Svc, session: &str, n: usize) {
 /// new key sends again. The same for a streamed send, whose recorded answer is its 202.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_send_retried_after_its_exchange_was_undone_is_refused_not_replayed() {
-    for (name, backend) in backends().await {
-        let (svc, _) = start_on(&backend).await;
+    for (name, svc, _, _backend) in services().await {
         let s = session();
         let kept_question = json!({"content": "kept question"});
         let undone_question = json!({"content": "undone question"});
@@ -320,16 +329,8 @@ async fn a_send_retried_after_its_exchange_was_undone_is_refused_not_replayed() 
 }
 
 async fn fork_with_key(svc: &Svc, key: &str, source: &str, body: &str) -> (StatusCode, Value) {
-    let resp = svc
-        .http
-        .post(svc.url(&format!("/v1/sessions/{source}/fork")))
-        .bearer_auth(key)
-        .header("content-type", "application/json")
-        .body(body.to_string())
-        .send()
-        .await
-        .expect("request");
-    json(resp).await
+    let path = format!("/v1/sessions/{source}/fork");
+    call(svc, key, Method::POST, &path, Some(body)).await
 }
 
 async fn fork(svc: &Svc, source: &str, body: Value) -> (StatusCode, Value) {
@@ -349,8 +350,7 @@ async fn message_ids(svc: &Svc, session: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_fork_at_a_user_or_an_assistant_message_copies_the_history_up_to_it() {
-    for (name, backend) in backends().await {
-        let (svc, _) = start_on(&backend).await;
+    for (name, svc, _, _backend) in services().await {
         let source = session();
         svc.send_text(&source, "first question").await;
         svc.send_text(&source, "second question").await;
@@ -474,8 +474,7 @@ async fn forks_first_sends_and_deletes_of_one_account_at_once_on_postgresql_neve
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_fork_of_an_unknown_session_or_message_or_onto_a_taken_id_is_refused() {
-    for (name, backend) in backends().await {
-        let (svc, other) = start_on(&backend).await;
+    for (name, svc, other, _backend) in services().await {
         let source = session();
         svc.send_text(&source, "hello").await;
         let ids = message_ids(&svc, &source).await;
@@ -605,8 +604,7 @@ async fn listed_origin(svc: &Svc, session: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_fork_lists_its_origin_also_after_a_title_and_the_sources_delete() {
-    for (name, backend) in backends().await {
-        let (svc, _) = start_on(&backend).await;
+    for (name, svc, _, _backend) in services().await {
         let source = session();
         svc.send_text(&source, "first question").await;
         let ids = message_ids(&svc, &source).await;
