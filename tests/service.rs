@@ -26,6 +26,7 @@ mod service {
     mod pg_grants;
     pub mod pg_proxy;
     mod pg_restart;
+    mod pg_unended_turns;
     mod relay_heal;
     mod replica_harness;
     mod replica_processes;

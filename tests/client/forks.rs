@@ -3,15 +3,18 @@
 //! extensions or with a reply streaming.
 
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 
-use axum::Router;
 use axum::http::StatusCode;
-use axum::routing::{delete, post};
+use axum::response::IntoResponse;
+use axum::routing::{delete, get, post};
+use axum::{Json, Router};
 use convo_client::api::{
     ApiError, Client, ClientOptions, Message, Role, SendMessage, new_idempotency_key,
     new_session_id,
 };
 use convo_service::RunningService;
+use serde_json::{Value, json};
 
 use super::support;
 use crate::backends::Backend;
@@ -195,4 +198,75 @@ async fn a_server_without_the_extensions_answers_none_and_a_streaming_reply_is_t
     assert!(matches!(e, ApiError::ReplyInProgress { .. }), "{e:?}");
     assert_eq!(e.code(), "reply_in_progress");
     assert_eq!(e.exit_code(), 1);
+}
+
+/// A server whose first fork makes the session but whose answer is lost (a proxy's 502), and
+/// whose every later fork finds the id taken (409 `session_exists`); `GET /v1/sessions` lists
+/// the session made as forked from `support::SESSION` at `origin_message`. The count of forks.
+async fn losing_the_first_fork_answer(
+    origin_message: &'static str,
+) -> (url::Url, support::Counter) {
+    let made = Arc::new(Mutex::new(None::<String>));
+    let forks = support::Counter::default();
+    let fork = {
+        let (made, forks) = (made.clone(), forks.clone());
+        move |Json(body): Json<Value>| async move {
+            if forks.bump() == 0 {
+                *made.lock().unwrap() = body["sessionId"].as_str().map(String::from);
+                return (StatusCode::BAD_GATEWAY, "<html>502 Bad Gateway</html>").into_response();
+            }
+            let taken = json!({"error": {"code": "session_exists", "message": "already exists"}});
+            (StatusCode::CONFLICT, Json(taken)).into_response()
+        }
+    };
+    let list = move || async move {
+        let id = made
+            .lock()
+            .unwrap()
+            .clone()
+            .expect("listed after the first fork");
+        Json(json!({"sessions": [{
+            "sessionId": id,
+            "createdAt": "2026-11-26T00:00:00Z",
+            "lastActivityAt": "2026-11-26T00:00:00Z",
+            "messageCount": 1,
+            "tokens": 3,
+            "title": "hello",
+            "forkedFrom": {"sessionId": support::SESSION, "messageId": origin_message},
+        }]}))
+    };
+    let router = Router::new()
+        .route("/v1/sessions/{id}/fork", post(fork))
+        .route("/v1/sessions", get(list));
+    (support::serve(router).await, forks)
+}
+
+#[tokio::test]
+async fn a_fork_whose_answer_was_lost_is_the_answer_to_its_retry() {
+    let (base, forks) = losing_the_first_fork_answer("msg_1").await;
+    let new_id = new_session_id();
+    let summary = support::client(&base)
+        .fork(support::SESSION, "msg_1", &new_id)
+        .await
+        .expect("the fork made by the first attempt")
+        .expect("the server forks");
+    assert_eq!(forks.get(), 2, "retried once after the 502");
+    assert_eq!(summary.session_id, new_id);
+    let origin = summary.forked_from.expect("forkedFrom");
+    assert_eq!(
+        (origin.session_id.as_str(), origin.message_id.as_str()),
+        (support::SESSION, "msg_1")
+    );
+}
+
+#[tokio::test]
+async fn a_taken_id_that_is_not_this_fork_stays_a_conflict() {
+    // The session by that id was forked at another message: not this fork.
+    let (base, forks) = losing_the_first_fork_answer("msg_2").await;
+    let e = support::client(&base)
+        .fork(support::SESSION, "msg_1", &new_session_id())
+        .await
+        .unwrap_err();
+    assert_eq!(forks.get(), 2);
+    assert_eq!(e.code(), "session_exists", "{e:?}");
 }

@@ -10,7 +10,7 @@ use chrono::Utc;
 use convo_client::api::Role;
 use convo_core::{Account, TurnStart, TurnStarted, UserMessage};
 use convo_service::auth::RequestCount;
-use convo_service::storage::rows::Reply;
+use convo_service::storage::rows::{Reply, UsageCounts};
 use convo_service::storage::{Db, Storage};
 use convo_service::{Tier, generate_api_key, time};
 
@@ -39,6 +39,44 @@ async fn connect(backend: &Backend) -> tokio_postgres::Client {
 
 fn period_start() -> i64 {
     time::billing_period(Utc::now()).0.timestamp_millis()
+}
+
+/// A send's request count, now.
+fn send_request(account: Account) -> RequestCount {
+    RequestCount::new(account, "POST", "/test", Utc::now())
+}
+
+/// The account's usage this month.
+async fn usage(store: &Db, account: Account) -> UsageCounts {
+    store
+        .usage_counts(account.id, period_start())
+        .await
+        .unwrap()
+}
+
+/// A whole turn: message `id` sent to `session_id` and its reply (3 tokens) stored.
+async fn exchange(store: &Db, account: Account, session_id: &str, id: &str) {
+    let started = store
+        .start_turn(send_request(account), turn(account, session_id, id))
+        .await;
+    assert!(matches!(started, Ok(Some(Ok(TurnStarted::Ready { .. })))));
+    let reply = Reply {
+        id: format!("{id}_reply"),
+        content: "reply".into(),
+        tokens: 3,
+        created_at_ms: time::now_ms(),
+        finish_reason: convo_wire::FinishReason::Stop,
+    };
+    let stored = store
+        .complete_turn(
+            account.id,
+            session_id.to_string(),
+            reply,
+            None,
+            time::now_ms(),
+        )
+        .await;
+    assert!(stored.unwrap(), "the reply is stored");
 }
 
 fn turn(account: Account, session_id: &str, id: &str) -> TurnStart {
@@ -98,8 +136,7 @@ async fn a_limit_changed_between_starts_counts_exactly_from_the_first_request() 
     for _ in 0..5 {
         assert_eq!(count(free).await, None, "over Free's 1,000");
     }
-    let usage = store.usage_counts(pro.id, period_start()).await.unwrap();
-    assert_eq!(usage.requests, 1000);
+    assert_eq!(usage(&store, pro).await.requests, 1000);
     assert_eq!(count(pro).await, Some(()), "Pro again");
     store.close().await.unwrap();
 }
@@ -111,28 +148,10 @@ async fn a_total_written_by_hand_is_the_months_total() {
     let (backend, store, account) = store_with_account(Tier::Pro).await;
     let sid = session();
     for id in ["msg_one", "msg_two"] {
-        let request = RequestCount::new(account, "POST", "/test", Utc::now());
-        let started = store.start_turn(request, turn(account, &sid, id)).await;
-        assert!(matches!(started, Ok(Some(Ok(TurnStarted::Ready { .. })))));
-        let reply = Reply {
-            id: format!("{id}_reply"),
-            content: "reply".into(),
-            tokens: 3,
-            created_at_ms: time::now_ms(),
-            finish_reason: convo_wire::FinishReason::Stop,
-        };
-        assert!(
-            store
-                .complete_turn(account.id, sid.clone(), reply, None, time::now_ms())
-                .await
-                .unwrap()
-        );
+        exchange(&store, account, &sid, id).await;
     }
-    let usage = store
-        .usage_counts(account.id, period_start())
-        .await
-        .unwrap();
-    assert_eq!((usage.requests, usage.tokens), (2, 20));
+    let counted = usage(&store, account).await;
+    assert_eq!((counted.requests, counted.tokens), (2, 20));
     let client = connect(&backend).await;
     client
         .execute(
@@ -141,11 +160,8 @@ async fn a_total_written_by_hand_is_the_months_total() {
         )
         .await
         .unwrap();
-    let usage = store
-        .usage_counts(account.id, period_start())
-        .await
-        .unwrap();
-    assert_eq!((usage.requests, usage.tokens), (2, 5));
+    let counted = usage(&store, account).await;
+    assert_eq!((counted.requests, counted.tokens), (2, 5));
     store.close().await.unwrap();
 }
 
@@ -157,24 +173,7 @@ async fn a_total_written_by_hand_is_the_months_total() {
 async fn a_turn_cancelled_between_its_round_trips_leaves_no_lock_behind() {
     let (backend, store, account) = store_with_account(Tier::Pro).await;
     let sid = session();
-    let request = || RequestCount::new(account, "POST", "/test", Utc::now());
-    let started = store
-        .start_turn(request(), turn(account, &sid, "msg_first"))
-        .await;
-    assert!(matches!(started, Ok(Some(Ok(TurnStarted::Ready { .. })))));
-    let reply = Reply {
-        id: "msg_first_reply".into(),
-        content: "reply".into(),
-        tokens: 3,
-        created_at_ms: time::now_ms(),
-        finish_reason: convo_wire::FinishReason::Stop,
-    };
-    assert!(
-        store
-            .complete_turn(account.id, sid.clone(), reply, None, time::now_ms())
-            .await
-            .unwrap()
-    );
+    exchange(&store, account, &sid, "msg_first").await;
     let mut blocker = connect(&backend).await;
     let hold = blocker.transaction().await.unwrap();
     hold.execute("SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE", &[&sid])
@@ -182,7 +181,7 @@ async fn a_turn_cancelled_between_its_round_trips_leaves_no_lock_behind() {
         .unwrap();
     let cancelled = tokio::time::timeout(
         Duration::from_millis(500),
-        store.start_turn(request(), turn(account, &sid, "msg_cancelled")),
+        store.start_turn(send_request(account), turn(account, &sid, "msg_cancelled")),
     )
     .await;
     assert!(cancelled.is_err(), "the turn waited for the session's lock");
@@ -207,7 +206,7 @@ async fn a_turn_cancelled_between_its_round_trips_leaves_no_lock_behind() {
     assert!(free, "the session's row stayed locked");
     let started = tokio::time::timeout(
         Duration::from_secs(10),
-        store.start_turn(request(), turn(account, &sid, "msg_next")),
+        store.start_turn(send_request(account), turn(account, &sid, "msg_next")),
     )
     .await
     .expect("the next turn of the session starts");
@@ -223,11 +222,11 @@ async fn a_turn_cancelled_between_its_round_trips_leaves_no_lock_behind() {
         .map(|r| r.get(0))
         .collect();
     assert_eq!(stored, ["msg_first", "msg_first_reply", "msg_next"]);
-    let usage = store
-        .usage_counts(account.id, period_start())
-        .await
-        .unwrap();
-    assert_eq!(usage.requests, 2, "the cancelled request was not counted");
+    assert_eq!(
+        usage(&store, account).await.requests,
+        2,
+        "the cancelled request was not counted"
+    );
     store.close().await.unwrap();
 }
 
@@ -259,9 +258,8 @@ async fn two_new_sessions_decided_at_once_on_the_last_slot_give_one_session() {
         .map(|id| {
             let store = store.clone();
             tokio::spawn(async move {
-                let request = RequestCount::new(account, "POST", "/test", Utc::now());
                 store
-                    .start_turn(request, turn(account, &session(), id))
+                    .start_turn(send_request(account), turn(account, &session(), id))
                     .await
                     .unwrap()
             })
@@ -316,7 +314,7 @@ async fn requests_at_the_edge_of_the_limit_over_two_pools_are_exact_and_never_fa
     for i in 0..800 {
         let store = stores[i % 2].clone();
         tasks.spawn(async move {
-            let request = RequestCount::new(account, "POST", "/test", Utc::now());
+            let request = send_request(account);
             if i % 4 == 0 {
                 store.count_request(request).await.map(|c| c.is_some())
             } else {
@@ -342,11 +340,7 @@ async fn requests_at_the_edge_of_the_limit_over_two_pools_are_exact_and_never_fa
     }
     assert!(failed.is_empty(), "{} failed: {failed:?}", failed.len());
     assert_eq!((counted, refused), (left, 700));
-    let usage = stores[0]
-        .usage_counts(account.id, period_start())
-        .await
-        .unwrap();
-    assert_eq!(usage.requests, limit as u64);
+    assert_eq!(usage(&stores[0], account).await.requests, limit as u64);
     for store in &stores {
         store.close().await.unwrap();
     }

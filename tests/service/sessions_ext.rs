@@ -3,7 +3,7 @@
 //! (`DELETE /v1/sessions/{id}/messages/last`) and fork (`POST /v1/sessions/{id}/fork`).
 
 use convo_service::{EngineConfig, Tier, generate_api_key};
-use reqwest::StatusCode;
+use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use super::backends::Backend;
@@ -25,17 +25,37 @@ async fn backends() -> Vec<(&'static str, Backend)> {
     ]
 }
 
+/// A service of two accounts (`start_on`) on each backend: its name, the service, the other
+/// key, and the backend, which must live as long as the service.
+async fn services() -> Vec<(&'static str, Svc, String, Backend)> {
+    let mut started = Vec::new();
+    for (name, backend) in backends().await {
+        let (svc, other) = start_on(&backend).await;
+        started.push((name, svc, other, backend));
+    }
+    started
+}
+
+/// `method path` with `key`, and `body` as JSON when there is one: the status and the answer.
+async fn call(
+    svc: &Svc,
+    key: &str,
+    method: Method,
+    path: &str,
+    body: Option<&str>,
+) -> (StatusCode, Value) {
+    let mut request = svc.http.request(method, svc.url(path)).bearer_auth(key);
+    if let Some(body) = body {
+        request = request
+            .header("content-type", "application/json")
+            .body(body.to_string());
+    }
+    json(request.send().await.expect("request")).await
+}
+
 async fn patch_with_key(svc: &Svc, key: &str, session: &str, body: &str) -> (StatusCode, Value) {
-    let resp = svc
-        .http
-        .patch(svc.url(&format!("/v1/sessions/{session}")))
-        .bearer_auth(key)
-        .header("content-type", "application/json")
-        .body(body.to_string())
-        .send()
-        .await
-        .expect("request");
-    json(resp).await
+    let path = format!("/v1/sessions/{session}");
+    call(svc, key, Method::PATCH, &path, Some(body)).await
 }
 
 async fn patch(svc: &Svc, session: &str, body: Value) -> (StatusCode, Value) {
@@ -57,8 +77,7 @@ async fn listed_title(svc: &Svc, session: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_session_is_titled_by_its_first_user_message_until_one_is_set() {
-    for (name, backend) in backends().await {
-        let (svc, _) = start_on(&backend).await;
+    for (name, svc, _, _backend) in services().await {
         let s = session();
         svc.send_text(&s, "# Trip **plans** for\nJune and more")
             .await;
@@ -92,8 +111,7 @@ async fn a_session_is_titled_by_its_first_user_message_until_one_is_set() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_bad_title_is_refused_and_changes_nothing() {
-    for (name, backend) in backends().await {
-        let (svc, _) = start_on(&backend).await;
+    for (name, svc, _, _backend) in services().await {
         let s = session();
         svc.send_text(&s, "hello there").await;
         let long = "x".repeat(convo_core::sessions::MAX_TITLE_CHARS + 1);
@@ -118,8 +136,7 @@ async fn a_bad_title_is_refused_and_changes_nothing() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn titling_an_unknown_deleted_or_foreign_session_is_not_found() {
-    for (name, backend) in backends().await {
-        let (svc, other) = start_on(&backend).await;
+    for (name, svc, other, _backend) in services().await {
         let title = json!({"title": "mine"}).to_string();
         let (status, body) = patch_with_key(&svc, &svc.key, &session(), &title).await;
         assert_eq!(status, StatusCode::NOT_FOUND, "{name}: {body}");
@@ -139,14 +156,8 @@ async fn titling_an_unknown_deleted_or_foreign_session_is_not_found() {
 }
 
 async fn undo(svc: &Svc, key: &str, session: &str) -> (StatusCode, Value) {
-    let resp = svc
-        .http
-        .delete(svc.url(&format!("/v1/sessions/{session}/messages/last")))
-        .bearer_auth(key)
-        .send()
-        .await
-        .expect("request");
-    json(resp).await
+    let path = format!("/v1/sessions/{session}/messages/last");
+    call(svc, key, Method::DELETE, &path, None).await
 }
 
 /// The (role, content) of the stored history.
@@ -168,8 +179,7 @@ async fn history(svc: &Svc, session: &str) -> Vec<(String, String)> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn undo_removes_the_last_user_message_and_its_reply_until_none_is_left() {
-    for (name, backend) in backends().await {
-        let (svc, other) = start_on(&backend).await;
+    for (name, svc, other, _backend) in services().await {
         let s = session();
         let first = svc.send_text(&s, "first question").await;
         let second = svc.send_text(&s, "second question").await;
@@ -236,28 +246,91 @@ async fn undo_is_refused_while_a_reply_streams_and_allowed_once_it_is_stored() {
         }
         assert_eq!(history(&svc, &s).await.len(), 1, "{name}: nothing removed");
 
-        let deadline = tokio::time::Instant::now() + GUARD;
-        while history(&svc, &s).await.len() < 2 {
-            assert!(tokio::time::Instant::now() < deadline, "{name}: no reply");
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
+        until_stored(&svc, &s, 2).await;
         let (status, body) = undo(&svc, &svc.key, &s).await;
         assert_eq!(status, StatusCode::OK, "{name}: {body}");
         assert!(history(&svc, &s).await.is_empty(), "{name}");
     }
 }
 
-async fn fork_with_key(svc: &Svc, key: &str, source: &str, body: &str) -> (StatusCode, Value) {
+/// A send with an `Idempotency-Key`: its status, body and whether it was a replay.
+async fn send_keyed(svc: &Svc, session: &str, body: Value, key: &str) -> (StatusCode, Value, bool) {
     let resp = svc
         .http
-        .post(svc.url(&format!("/v1/sessions/{source}/fork")))
-        .bearer_auth(key)
-        .header("content-type", "application/json")
-        .body(body.to_string())
+        .post(svc.url(&format!("/v1/sessions/{session}/messages")))
+        .bearer_auth(&svc.key)
+        .header("idempotency-key", key)
+        .json(&body)
         .send()
         .await
         .expect("request");
-    json(resp).await
+    let replayed = resp.headers().get("idempotent-replayed").is_some();
+    let (status, body) = json(resp).await;
+    (status, body, replayed)
+}
+
+/// Polls until the session holds `n` messages (a streamed reply stored).
+async fn until_stored(svc: &Svc, session: &str, n: usize) {
+    let deadline = tokio::time::Instant::now() + GUARD;
+    while history(svc, session).await.len() < n {
+        assert!(tokio::time::Instant::now() < deadline, "no reply stored");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// A send retried with its `Idempotency-Key` after its exchange was undone (its answer lost,
+/// say) is told so with 409 `exchange_undone`: the removed reply is not replayed and the
+/// message is not sent again. The key of an exchange that stays still replays its reply; a
+/// new key sends again. The same for a streamed send, whose recorded answer is its 202.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_send_retried_after_its_exchange_was_undone_is_refused_not_replayed() {
+    for (name, svc, _, _backend) in services().await {
+        let s = session();
+        let kept_question = json!({"content": "kept question"});
+        let undone_question = json!({"content": "undone question"});
+        let (status, kept, _) = send_keyed(&svc, &s, kept_question.clone(), "key-kept").await;
+        assert_eq!(status, StatusCode::OK, "{name}: {kept}");
+        let (status, body, _) = send_keyed(&svc, &s, undone_question.clone(), "key-undone").await;
+        assert_eq!(status, StatusCode::OK, "{name}: {body}");
+        let (status, body) = undo(&svc, &svc.key, &s).await;
+        assert_eq!(status, StatusCode::OK, "{name}: {body}");
+        let left = history(&svc, &s).await;
+        assert_eq!(left.len(), 2, "{name}");
+
+        let (status, body, replayed) =
+            send_keyed(&svc, &s, undone_question.clone(), "key-undone").await;
+        assert_eq!(status, StatusCode::CONFLICT, "{name}: {body}");
+        assert_eq!(body["error"]["code"], json!("exchange_undone"), "{name}");
+        assert!(replayed, "{name}: the key's answer");
+        assert_eq!(history(&svc, &s).await, left, "{name}: nothing sent again");
+
+        let (status, body, replayed) = send_keyed(&svc, &s, kept_question, "key-kept").await;
+        assert_eq!((status, &body), (StatusCode::OK, &kept), "{name}");
+        assert!(replayed, "{name}");
+
+        // Streamed: the 202 is what the key remembers.
+        let streamed = json!({"content": "streamed question", "stream": true});
+        let (status, body, _) = send_keyed(&svc, &s, streamed.clone(), "key-streamed").await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{name}: {body}");
+        until_stored(&svc, &s, 4).await;
+        let (status, body) = undo(&svc, &svc.key, &s).await;
+        assert_eq!(status, StatusCode::OK, "{name}: {body}");
+        let (status, body, _) = send_keyed(&svc, &s, streamed, "key-streamed").await;
+        assert_eq!(status, StatusCode::CONFLICT, "{name}: {body}");
+        assert_eq!(body["error"]["code"], json!("exchange_undone"), "{name}");
+        assert_eq!(history(&svc, &s).await, left, "{name}: nothing sent again");
+
+        // A new key sends the message again.
+        let (status, body, replayed) = send_keyed(&svc, &s, undone_question, "key-new").await;
+        assert_eq!(status, StatusCode::OK, "{name}: {body}");
+        assert!(!replayed, "{name}");
+        assert_eq!(history(&svc, &s).await.len(), 4, "{name}");
+    }
+}
+
+async fn fork_with_key(svc: &Svc, key: &str, source: &str, body: &str) -> (StatusCode, Value) {
+    let path = format!("/v1/sessions/{source}/fork");
+    call(svc, key, Method::POST, &path, Some(body)).await
 }
 
 async fn fork(svc: &Svc, source: &str, body: Value) -> (StatusCode, Value) {
@@ -277,8 +350,7 @@ async fn message_ids(svc: &Svc, session: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_fork_at_a_user_or_an_assistant_message_copies_the_history_up_to_it() {
-    for (name, backend) in backends().await {
-        let (svc, _) = start_on(&backend).await;
+    for (name, svc, _, _backend) in services().await {
         let source = session();
         svc.send_text(&source, "first question").await;
         svc.send_text(&source, "second question").await;
@@ -335,10 +407,74 @@ async fn a_fork_at_a_user_or_an_assistant_message_copies_the_history_up_to_it() 
     }
 }
 
+/// On PostgreSQL, forks of a session, first sends of new sessions, a send to the source,
+/// deletes of earlier sessions, and forks of a session deleted at that moment, all of one
+/// account and all at once, round after round: each answers as it would alone, never with a
+/// 500 (what a deadlock between their row locks would give), and a fork of the session being
+/// deleted is either its whole history or `session_not_found`, never a part of it (a fork
+/// copying a source that changed under it).
+#[tokio::test(flavor = "multi_thread")]
+async fn forks_first_sends_and_deletes_of_one_account_at_once_on_postgresql_never_fail() {
+    use futures_util::future::join_all;
+    let backend = Backend::postgres().await;
+    let mut config = backend.config();
+    config.api_keys = vec![(generate_api_key(), Tier::Enterprise)];
+    let svc = start_with(config).await;
+    let source = session();
+    svc.send_text(&source, "first question").await;
+    svc.send_text(&source, "second question").await;
+    let ids = message_ids(&svc, &source).await;
+    let mut made: Vec<String> = Vec::new();
+    for round in 0..40 {
+        let doomed = session();
+        svc.send_text(&doomed, "a question").await;
+        svc.send_text(&doomed, "a last question").await;
+        let last = message_ids(&svc, &doomed).await.pop().unwrap();
+        let forks = ids
+            .iter()
+            .map(|id| fork(&svc, &source, json!({"messageId": id})));
+        let doomed_forks = (0..3).map(|_| fork(&svc, &doomed, json!({"messageId": last})));
+        let firsts: Vec<String> = (0..4).map(|_| session()).collect();
+        let sends = firsts
+            .iter()
+            .map(|s| svc.post(s, json!({"content": "a new session"})));
+        let gone: Vec<String> = made.drain(..made.len().min(4)).collect();
+        let deletes = gone.iter().map(|s| svc.delete(s));
+        let (forks, doomed_forks, sends, deletes, more, doomed_deleted) = tokio::join!(
+            join_all(forks),
+            join_all(doomed_forks),
+            join_all(sends),
+            join_all(deletes),
+            svc.post(&source, json!({"content": "and another question"})),
+            svc.delete(&doomed),
+        );
+        for (status, body) in forks {
+            assert_eq!(status, StatusCode::CREATED, "round {round}, fork: {body}");
+            made.push(body["sessionId"].as_str().unwrap().to_string());
+        }
+        for (status, body) in doomed_forks {
+            match status {
+                StatusCode::CREATED => {
+                    assert_eq!(body["messageCount"], json!(4), "round {round}: {body}");
+                    made.push(body["sessionId"].as_str().unwrap().to_string());
+                }
+                StatusCode::NOT_FOUND => {
+                    assert_eq!(body["error"]["code"], json!("session_not_found"), "{body}")
+                }
+                _ => panic!("round {round}, fork of a session being deleted: {status} {body}"),
+            }
+        }
+        let others = sends.into_iter().chain(deletes);
+        for (status, body) in others.chain([more, doomed_deleted]) {
+            assert_eq!(status, StatusCode::OK, "round {round}: {body}");
+        }
+        made.extend(firsts);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_fork_of_an_unknown_session_or_message_or_onto_a_taken_id_is_refused() {
-    for (name, backend) in backends().await {
-        let (svc, other) = start_on(&backend).await;
+    for (name, svc, other, _backend) in services().await {
         let source = session();
         svc.send_text(&source, "hello").await;
         let ids = message_ids(&svc, &source).await;
@@ -468,8 +604,7 @@ async fn listed_origin(svc: &Svc, session: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_fork_lists_its_origin_also_after_a_title_and_the_sources_delete() {
-    for (name, backend) in backends().await {
-        let (svc, _) = start_on(&backend).await;
+    for (name, svc, _, _backend) in services().await {
         let source = session();
         svc.send_text(&source, "first question").await;
         let ids = message_ids(&svc, &source).await;

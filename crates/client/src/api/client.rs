@@ -610,6 +610,15 @@ fn extension_or_error<T>(answer: Result<(StatusCode, T), Failure>) -> Result<Opt
     }
 }
 
+/// Whether `listed` is the session `id` forked from `source` at `message`.
+fn is_fork_of(listed: &SessionSummary, id: &str, source: &str, message: &str) -> bool {
+    listed.session_id == id
+        && listed
+            .forked_from
+            .as_ref()
+            .is_some_and(|f| f.session_id == source && f.message_id == message)
+}
+
 /// Read the body, refusing more than `cap` bytes.
 async fn read_capped(
     resp: &mut reqwest::Response,
@@ -724,8 +733,10 @@ pub fn backoff(attempt: u32) -> Duration {
 impl Client {
     /// `POST /v1/sessions/{sessionId}/fork`: a new session, `new_session_id` (chosen here so
     /// that a retry cannot make two), holding the source's history up to and including
-    /// `message_id`. A repeat of a fork that was made (its answer lost) finds the new
-    /// session taken: the server answers 409 `session_exists`.
+    /// `message_id`. A repeat of a fork that was made (its answer lost: a 5xx from a proxy, a
+    /// cut connection, and the retry) finds the new session taken, 409 `session_exists`: then
+    /// the session by that id is read ([`Client::list_sessions`]) and, when it is the fork of
+    /// this source at this message, it is the answer; else the conflict is.
     pub async fn fork(
         &self,
         session_id: &str,
@@ -749,7 +760,18 @@ impl Client {
                 None,
             )
             .await;
-        extension_or_error(answer)
+        match answer {
+            Err(Failure { error, .. }) if error.code() == "session_exists" => {
+                let made = self
+                    .list_sessions()
+                    .await?
+                    .unwrap_or_default()
+                    .into_iter()
+                    .find(|s| is_fork_of(s, new_session_id, session_id, message_id));
+                made.map(Some).ok_or(error)
+            }
+            answer => extension_or_error(answer),
+        }
     }
 
     /// `POST /v1/sessions/{sessionId}/messages/{messageId}/cancel`: asks the service to stop

@@ -40,7 +40,9 @@ pub trait Storage: Send + Sync {
         turn: TurnStart,
     ) -> impl Future<Output = Result<TurnAdmission, StoreError>> + Send;
 
-    /// Stores the reply; false (nothing stored) when the session was deleted meanwhile.
+    /// Stores the reply; false (nothing stored) when the session was deleted meanwhile. On
+    /// PostgreSQL a store that fails leaves the turn to be rolled back at the replica's next
+    /// heartbeat (`postgres::leases::EndedTurn`).
     fn complete_turn(
         &self,
         account_id: i64,
@@ -50,7 +52,8 @@ pub trait Storage: Send + Sync {
         now_ms: i64,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
-    /// Undoes a turn whose reply failed (user message, ledger row, idempotency record).
+    /// Undoes a turn whose reply failed (user message, ledger row, idempotency record). On
+    /// PostgreSQL a rollback that fails is retried at the replica's heartbeats.
     fn roll_back_turn(
         &self,
         account_id: i64,
@@ -88,7 +91,9 @@ pub trait Storage: Send + Sync {
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
     /// Removes the last exchange of a live session of the account (its last user message and
-    /// what follows it) unless a turn of it is in flight.
+    /// what follows it) unless a turn of it is in flight. The `Idempotency-Key` records of the
+    /// sends it undid answer 409 `exchange_undone` from then on
+    /// (`convo_core::sessions::records_after_undo`).
     fn undo_last_exchange(
         &self,
         account_id: i64,

@@ -6,13 +6,20 @@
 //! event for each turn to the listeners of every replica. The session then takes messages
 //! again. With a heartbeat and a sweep every 5 s and an expiry of 15 s, a dead replica's
 //! turns are failed, and its lease removed, within 20 s (plus one statement).
+//!
+//! A live replica whose turn ended without its end reaching the database (the rollback of a
+//! failed reply, or the store of a reply, failed: the database out of reach) would keep that
+//! turn's row, and so its session busy, for as long as it renews its lease. It keeps such
+//! turns (`EndedTurn`) and rolls them back itself at each heartbeat that reaches the database,
+//! each only if its row is still there.
 
 use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use deadpool_postgres::Pool;
+use deadpool_postgres::{Pool, Transaction as Tx};
 use tokio::task::JoinHandle;
+use tokio_postgres::Row;
 
 use super::PgStore;
 use crate::error::StoreError;
@@ -70,6 +77,7 @@ pub fn start(store: PgStore, hub: Arc<StreamHub>) -> JoinHandle<()> {
                 tracing::warn!(error = %e, "the replica's heartbeat failed");
                 continue;
             }
+            store.retry_rollbacks().await;
             match sweep(&store.pool).await {
                 Ok(swept) => {
                     for replica in &swept.removed {
@@ -125,21 +133,14 @@ pub struct Swept {
     pub live: HashSet<String>,
 }
 
-/// In one transaction: rolls back every turn whose replica's lease expired (or whose replica
-/// has no lease at all), and removes the expired leases.
-pub async fn sweep(pool: &Pool) -> Result<Swept, StoreError> {
-    let mut client = pool.get().await?;
-    let tx = client.transaction().await?;
-    let now = time::now_ms();
-    let expired = now - expiry().as_millis() as i64;
-    let rows = tx
-        .query(
-            "DELETE FROM turns t WHERE NOT EXISTS (
-                 SELECT 1 FROM replicas r WHERE r.id = t.replica AND r.heartbeat_at > $1)
-             RETURNING session_id, account_id, reply_id, user_message_id, created_at, idempotency_key",
-            &[&expired],
-        )
-        .await?;
+/// What `DELETE FROM turns … RETURNING` names of each turn it took out, for `roll_back`.
+const TAKEN_TURN: &str =
+    "RETURNING session_id, account_id, reply_id, user_message_id, created_at, idempotency_key";
+
+/// Undoes what the turns taken out of `turns` (rows of [`TAKEN_TURN`]) wrote, in the caller's
+/// transaction: each one's user message, its ledger row (whose trigger takes the tokens back
+/// out of the month's total) and its idempotency record.
+async fn roll_back(tx: &Tx<'_>, rows: Vec<Row>) -> Result<Vec<FailedTurn>, StoreError> {
     let mut failed = Vec::with_capacity(rows.len());
     for row in rows {
         let session_id: String = row.get(0);
@@ -169,6 +170,63 @@ pub async fn sweep(pool: &Pool) -> Result<Swept, StoreError> {
             reply_id: row.get(2),
         });
     }
+    Ok(failed)
+}
+
+/// A turn of this replica that ended here without its end reaching the database: its reply
+/// failed and the rollback did not commit, or its reply's store failed (the commit's answer
+/// lost, or nothing committed). Its row in `turns` may still be there, which keeps the
+/// session busy while this replica's lease is renewed, so the replica rolls it back itself
+/// (`PgStore::retry_rollbacks`, at each heartbeat).
+#[derive(Debug, Clone)]
+pub struct EndedTurn {
+    pub session_id: String,
+    /// The id of the turn's user message or of its reply.
+    pub message_id: String,
+}
+
+/// Rolls back this replica's turn `turn` in one transaction, if its row is still in `turns`
+/// (a reply stored, or a sweep of another replica, took it out already: then nothing is
+/// done). True when it rolled a turn back.
+pub async fn roll_back_own(
+    pool: &Pool,
+    replica: &str,
+    turn: &EndedTurn,
+) -> Result<bool, StoreError> {
+    let mut client = pool.get().await?;
+    let tx = client.transaction().await?;
+    let rows = tx
+        .query(
+            &format!(
+                "DELETE FROM turns WHERE session_id = $1 AND $2 IN (user_message_id, reply_id)
+                 AND replica = $3 {TAKEN_TURN}"
+            ),
+            &[&turn.session_id, &turn.message_id, &replica],
+        )
+        .await?;
+    let rolled = roll_back(&tx, rows).await?;
+    tx.commit().await?;
+    Ok(!rolled.is_empty())
+}
+
+/// In one transaction: rolls back every turn whose replica's lease expired (or whose replica
+/// has no lease at all), and removes the expired leases.
+pub async fn sweep(pool: &Pool) -> Result<Swept, StoreError> {
+    let mut client = pool.get().await?;
+    let tx = client.transaction().await?;
+    let now = time::now_ms();
+    let expired = now - expiry().as_millis() as i64;
+    let rows = tx
+        .query(
+            &format!(
+                "DELETE FROM turns t WHERE NOT EXISTS (
+                     SELECT 1 FROM replicas r WHERE r.id = t.replica AND r.heartbeat_at > $1)
+                 {TAKEN_TURN}"
+            ),
+            &[&expired],
+        )
+        .await?;
+    let failed = roll_back(&tx, rows).await?;
     let removed = tx
         .query(
             "DELETE FROM replicas WHERE heartbeat_at <= $1 RETURNING id",

@@ -50,6 +50,9 @@ pub struct PgStore {
     /// This process's id in `replicas` and `turns` (leases.rs).
     replica: Arc<str>,
     config: Arc<tokio_postgres::Config>,
+    /// Turns of this replica whose end did not reach the database, rolled back at each
+    /// heartbeat until that commits (`leases::EndedTurn`).
+    unended: Arc<Mutex<Vec<leases::EndedTurn>>>,
     /// Wakes the vacuum task after a deletion.
     vacuum: Arc<Notify>,
     vacuum_task: Arc<Mutex<Option<tokio::task::JoinHandle<()>>>>,
@@ -95,6 +98,7 @@ impl PgStore {
             pool,
             replica,
             config: Arc::new(config),
+            unended: Arc::default(),
             vacuum,
             vacuum_task: Arc::new(Mutex::new(Some(task))),
         })
@@ -112,6 +116,37 @@ impl PgStore {
 
     async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
         Ok(self.pool.get().await?)
+    }
+
+    /// Keeps `turn` for the next heartbeat's [`PgStore::retry_rollbacks`].
+    fn keep_unended(&self, turn: leases::EndedTurn) {
+        self.unended
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(turn);
+    }
+
+    /// Rolls back the turns of this replica whose end did not reach the database (each only
+    /// if its row is still in `turns`); those that fail again are kept for the next call.
+    pub async fn retry_rollbacks(&self) {
+        let turns = std::mem::take(
+            &mut *self
+                .unended
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        for turn in turns {
+            match leases::roll_back_own(&self.pool, &self.replica, &turn).await {
+                Ok(true) => tracing::info!(session = %turn.session_id,
+                    "a turn whose end had not reached the database is rolled back; the session takes messages again"),
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(session = %turn.session_id, error = %e,
+                        "the retried rollback of a turn failed; retried at the next heartbeat");
+                    self.keep_unended(turn);
+                }
+            }
+        }
     }
 }
 
@@ -257,7 +292,7 @@ impl Storage for PgStore {
         idempotent: Option<(String, Recorded)>,
         now_ms: i64,
     ) -> Result<bool, StoreError> {
-        turn::complete(
+        let stored = turn::complete(
             self,
             account_id,
             &session_id,
@@ -265,7 +300,18 @@ impl Storage for PgStore {
             idempotent.as_ref(),
             now_ms,
         )
-        .await
+        .await;
+        if let Err(e) = &stored {
+            // Not stored, or stored with the answer lost: the turn is rolled back at the next
+            // heartbeat if its row is still there.
+            tracing::warn!(session = %session_id, error = %e,
+                "a reply could not be stored; its turn is rolled back at the next heartbeat");
+            self.keep_unended(leases::EndedTurn {
+                session_id,
+                message_id: reply.id,
+            });
+        }
+        stored
     }
 
     async fn roll_back_turn(
@@ -276,34 +322,47 @@ impl Storage for PgStore {
         created_at_ms: i64,
         idempotency_key: Option<String>,
     ) -> Result<(), StoreError> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await?;
-        tx.execute(
-            "DELETE FROM turns WHERE session_id = $1 AND user_message_id = $2",
-            &[&session_id, &user_message_id],
-        )
-        .await?;
-        tx.execute(
-            "DELETE FROM messages WHERE session_id = $1 AND id = $2",
-            &[&session_id, &user_message_id],
-        )
-        .await?;
-        // The trigger takes the tokens back out of the month's total.
-        tx.execute(
-            "DELETE FROM message_log
-             WHERE account_id = $1 AND created_at = $2 AND message_id = $3",
-            &[&account_id, &created_at_ms, &user_message_id],
-        )
-        .await?;
-        if let Some(key) = &idempotency_key {
+        let rolled = async {
+            let mut client = self.client().await?;
+            let tx = client.transaction().await?;
             tx.execute(
-                "DELETE FROM idempotency_keys WHERE account_id = $1 AND session_id = $2 AND key = $3",
-                &[&account_id, &session_id, key],
+                "DELETE FROM turns WHERE session_id = $1 AND user_message_id = $2",
+                &[&session_id, &user_message_id],
             )
             .await?;
+            tx.execute(
+                "DELETE FROM messages WHERE session_id = $1 AND id = $2",
+                &[&session_id, &user_message_id],
+            )
+            .await?;
+            // The trigger takes the tokens back out of the month's total.
+            tx.execute(
+                "DELETE FROM message_log
+                 WHERE account_id = $1 AND created_at = $2 AND message_id = $3",
+                &[&account_id, &created_at_ms, &user_message_id],
+            )
+            .await?;
+            if let Some(key) = &idempotency_key {
+                tx.execute(
+                    "DELETE FROM idempotency_keys WHERE account_id = $1 AND session_id = $2 AND key = $3",
+                    &[&account_id, &session_id, key],
+                )
+                .await?;
+            }
+            tx.commit().await?;
+            Ok::<_, StoreError>(())
         }
-        tx.commit().await?;
-        Ok(())
+        .await;
+        if let Err(e) = &rolled {
+            // Its row in `turns` would keep the session busy while this replica lives.
+            tracing::warn!(session = %session_id, error = %e,
+                "a failed turn could not be rolled back; retried at the next heartbeat");
+            self.keep_unended(leases::EndedTurn {
+                session_id,
+                message_id: user_message_id,
+            });
+        }
+        rolled
     }
 
     async fn delete_session(
@@ -399,7 +458,11 @@ impl Storage for PgStore {
     async fn fork_session(&self, f: ForkRequest) -> Result<Fork, StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
-        if status(&tx, f.account.id, &f.source).await? != SessionStatus::Live {
+        // The locks in the order of every other write: the session's row first (a send, an
+        // undo, a delete lock theirs), then the account's (a first send's, and a delete's
+        // through the `sessions_live` trigger). The source's row held, no turn, undo or delete
+        // changes it while it is copied.
+        if lock_session(&tx, f.account.id, &f.source).await? != SessionStatus::Live {
             tx.rollback().await?;
             return Ok(Fork::NoSession);
         }
@@ -420,7 +483,8 @@ impl Storage for PgStore {
             tx.rollback().await?;
             return Ok(Fork::Exists);
         }
-        // The account's row locked: two forks at once count each other.
+        // The account's row locked: two forks (or a fork and a first send) at once count each
+        // other.
         let live: i64 = tx
             .query_one(
                 "SELECT live_sessions FROM accounts WHERE id = $1 FOR UPDATE",
@@ -530,13 +594,43 @@ impl Storage for PgStore {
             &[&session_id, &first],
         )
         .await?;
+        let removed: Vec<String> = rows[start..]
+            .iter()
+            .map(|r| r.get::<_, String>(1))
+            .collect();
+        // The keys of the sends undone answer `exchange_undone` from now on.
+        let records: Vec<(String, Recorded)> = tx
+            .query(
+                "SELECT key, status, body FROM idempotency_keys
+                 WHERE account_id = $1 AND session_id = $2",
+                &[&account_id, &session_id],
+            )
+            .await?
+            .iter()
+            .map(|r| {
+                let answer = Recorded {
+                    status: r.get::<_, i32>(1) as u16,
+                    body: r.get(2),
+                };
+                (r.get(0), answer)
+            })
+            .collect();
+        for (key, answer) in convo_core::sessions::records_after_undo(&records, &removed) {
+            tx.execute(
+                "UPDATE idempotency_keys SET status = $4, body = $5
+                 WHERE account_id = $1 AND session_id = $2 AND key = $3",
+                &[
+                    &account_id,
+                    &session_id,
+                    &key,
+                    &i32::from(answer.status),
+                    &answer.body,
+                ],
+            )
+            .await?;
+        }
         tx.commit().await?;
-        Ok(Undo::Removed(
-            rows[start..]
-                .iter()
-                .map(|r| r.get::<_, String>(1))
-                .collect(),
-        ))
+        Ok(Undo::Removed(removed))
     }
 
     async fn set_title(

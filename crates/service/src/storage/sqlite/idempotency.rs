@@ -53,6 +53,51 @@ pub fn record(
     Ok(())
 }
 
+/// Every record of the session, as (key, recorded answer).
+pub fn of_session(
+    conn: &Connection,
+    account_id: i64,
+    session_id: &str,
+) -> Result<Vec<(String, Recorded)>, StoreError> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT key, status, body FROM idempotency_keys WHERE account_id = ?1 AND session_id = ?2",
+        )?
+        .query_map(params![account_id, session_id], |r| {
+            Ok((
+                r.get(0)?,
+                Recorded {
+                    status: r.get::<_, i64>(1)? as u16,
+                    body: r.get(2)?,
+                },
+            ))
+        })?
+        .collect::<Result<_, _>>()?)
+}
+
+/// Writes over the answer of a record, keeping its time (so it still expires 24 h after the
+/// send).
+pub fn rewrite(
+    conn: &Connection,
+    account_id: i64,
+    session_id: &str,
+    key: &str,
+    response: &Recorded,
+) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "UPDATE idempotency_keys SET status = ?4, body = ?5
+         WHERE account_id = ?1 AND session_id = ?2 AND key = ?3",
+    )?
+    .execute(params![
+        account_id,
+        session_id,
+        key,
+        response.status as i64,
+        response.body
+    ])?;
+    Ok(())
+}
+
 pub fn forget(
     conn: &Connection,
     account_id: i64,

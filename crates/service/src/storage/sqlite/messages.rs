@@ -380,8 +380,9 @@ pub fn fork_session(conn: &mut Connection, f: &ForkRequest) -> Result<Fork, Stor
 }
 
 /// Removes the session's last exchange (`convo_core::sessions::last_exchange_start`) in one
-/// transaction. A turn in flight is the route's to refuse: SQLite's service is one process,
-/// and its session lock is held for the whole turn.
+/// transaction, the `Idempotency-Key` records of its sends turned into 409 `exchange_undone`
+/// (`convo_core::sessions::records_after_undo`). A turn in flight is the route's to refuse:
+/// SQLite's service is one process, and its session lock is held for the whole turn.
 pub fn undo_last_exchange(
     conn: &mut Connection,
     account_id: i64,
@@ -406,13 +407,16 @@ pub fn undo_last_exchange(
         "DELETE FROM messages WHERE session_id = ?1 AND pk >= ?2",
         params![session_id, messages[start].0],
     )?;
+    let removed: Vec<String> = messages[start..]
+        .iter()
+        .map(|(_, id, _)| id.clone())
+        .collect();
+    let records = idempotency::of_session(&tx, account_id, session_id)?;
+    for (key, answer) in convo_core::sessions::records_after_undo(&records, &removed) {
+        idempotency::rewrite(&tx, account_id, session_id, &key, &answer)?;
+    }
     tx.commit()?;
-    Ok(Undo::Removed(
-        messages[start..]
-            .iter()
-            .map(|(_, id, _)| id.clone())
-            .collect(),
-    ))
+    Ok(Undo::Removed(removed))
 }
 
 pub fn session_messages(
