@@ -1116,6 +1116,7 @@ fn a_loaded_transcript_brings_its_draft() {
             message_id: None,
             created_at: t0(),
             status: MessageStatus::Complete,
+            finish_reason: None,
         }],
         draft: Some("unsent words".into()),
         rendered: None,
@@ -1443,6 +1444,7 @@ fn stored_msg(role: Role, content: &str) -> StoredMessage {
         tokens: 3,
         created_at: t0(),
         status: MessageStatus::Complete,
+        finish_reason: None,
     }
 }
 
@@ -2051,6 +2053,7 @@ fn kept_msg(role: Role, content: &str, id: Option<&str>, status: MessageStatus) 
         created_at: t0(),
         message_id: id.map(str::to_string),
         status,
+        finish_reason: None,
     }
 }
 

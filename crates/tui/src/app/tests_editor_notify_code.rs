@@ -24,6 +24,7 @@ fn stored(role: Role, content: &str) -> StoredMessage {
         message_id: None,
         created_at: t0(),
         status: convo_client::local_store::MessageStatus::Complete,
+        finish_reason: None,
     }
 }
 

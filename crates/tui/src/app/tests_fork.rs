@@ -16,6 +16,7 @@ fn stored(role: Role, content: &str, id: Option<&str>) -> StoredMessage {
         created_at: t0(),
         message_id: id.map(str::to_string),
         status: MessageStatus::Complete,
+        finish_reason: None,
     }
 }
 
