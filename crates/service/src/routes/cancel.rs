@@ -1,8 +1,9 @@
 //! `POST /v1/sessions/{sessionId}/messages/{messageId}/cancel` (extension): stop a reply being
 //! generated. The turn keeps the text so far as the reply, with `finishReason: "stopped"`, and
 //! its `done` follows on the session's stream (with no text yet, the turn is rolled back and
-//! the stream says `reply_stopped`). Answers 202 at once; a reply that already ended is 409
-//! `reply_finished`, an unknown one 404 `message_not_found`.
+//! the stream says `reply_stopped`). Answers 202 at once; a reply that already ended (stored,
+//! or its engine finished and it is being stored) is 409 `reply_finished`, an unknown one 404
+//! `message_not_found`.
 
 use std::sync::Arc;
 
@@ -46,6 +47,7 @@ pub(crate) async fn cancel(
     }
     let stopping = match state.hub.cancel(&session_id, &message_id) {
         Cancel::Here | Cancel::Relayed => true,
+        Cancel::Finished => return Err(reply_finished(&message_id)),
         // Not followed here: on PostgreSQL its turn may run on another replica.
         Cancel::Unknown => {
             state
@@ -72,11 +74,7 @@ pub(crate) async fn cancel(
         .await?
         .unwrap_or_default();
     if stored.iter().any(|m| m.id == message_id) {
-        Err(HttpError::new(
-            StatusCode::CONFLICT,
-            "reply_finished",
-            format!("the reply {message_id} has already ended; there is nothing to stop"),
-        ))
+        Err(reply_finished(&message_id))
     } else {
         Err(HttpError::new(
             StatusCode::NOT_FOUND,
@@ -84,4 +82,13 @@ pub(crate) async fn cancel(
             format!("session {session_id} has no reply {message_id} in flight or stored"),
         ))
     }
+}
+
+/// The answer for a reply that has ended, or whose engine has finished: nothing to stop.
+fn reply_finished(message_id: &str) -> HttpError {
+    HttpError::new(
+        StatusCode::CONFLICT,
+        "reply_finished",
+        format!("the reply {message_id} has already ended; there is nothing to stop"),
+    )
 }
