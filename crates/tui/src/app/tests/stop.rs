@@ -3,9 +3,7 @@
 
 use crossterm::event::KeyCode;
 
-use super::tests::{A, app, ctrl, delta, key, open, reply, send_accepted, stream, type_text};
 use super::*;
-use crate::event::*;
 use crate::render::transcript::EntryState;
 use convo_client::api::stream::StreamUpdate;
 use convo_client::api::{ApiError, ErrorBody, StreamEvent};
@@ -116,7 +114,7 @@ fn a_second_stop_or_a_failed_cancel_stops_watching_instead() {
         notice_text(&app)
     );
 
-    let mut app = super::tests::app();
+    let mut app = super::app();
     send_accepted(&mut app, "again", "msg_2", 1);
     app.update(delta("msg_2", 0, "x"));
     app.update(ctrl('c'));
@@ -179,7 +177,7 @@ fn a_reply_cut_by_a_limit_is_marked_and_continue_asks_for_the_rest() {
 fn ctrl_c_right_after_a_reply_asks_again_before_quitting() {
     let mut app = app();
     // No reply yet: one Ctrl-C quits.
-    let mut fresh = super::tests::app();
+    let mut fresh = super::app();
     fresh.update(ctrl('c'));
     assert!(fresh.quit);
 
@@ -245,7 +243,7 @@ fn a_stopped_and_a_cut_reply_keep_their_marks_once_the_app_is_rebuilt_from_the_s
     let before: Vec<String> = (0..6).map(|i| header(&app, i)).collect();
 
     // A new run: the transcript comes from the store alone.
-    let rebuilt = super::tests::app_loaded(store.transcript(A).unwrap());
+    let rebuilt = super::app_loaded(store.transcript(A).unwrap());
     let after: Vec<String> = (0..6).map(|i| header(&rebuilt, i)).collect();
     assert_eq!(after, before);
     assert!(after[1].ends_with("· 2 tokens · stopped"), "{after:?}");
@@ -265,7 +263,7 @@ fn a_reply_the_store_kept_without_its_end_takes_it_from_the_services_history() {
         &store,
         &exchange(&mut app, "write an essay", reply("msg_1", "The first", 2)),
     );
-    let mut app = super::tests::app_loaded(store.transcript(A).unwrap());
+    let mut app = super::app_loaded(store.transcript(A).unwrap());
     assert!(
         header(&app, 1).ends_with("· 2 tokens"),
         "{}",

@@ -2,9 +2,7 @@
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use super::tests::{A, app_loaded, ctrl, key, t0, type_text};
 use super::*;
-use crate::event::*;
 use crate::transcript_pane::ForkPoint;
 use convo_client::api::{ApiError, Message, Role};
 
