@@ -19,11 +19,11 @@ use crate::paths::STREAM;
 use crate::storage::Storage;
 use crate::stream::event_message_id;
 use crate::{AppState, auth};
-use convo_core::SessionStatus;
+use convo_core::{Account, SessionStatus};
 use convo_wire::stream_errors::REPLICA_STOPPING;
 use convo_wire::{ErrorBody, StreamEvent};
 
-/// Largest inbound frame and message (clients only send pings and close).
+/// Largest inbound frame and message (clients send pings, close and cancel frames).
 pub const MAX_INBOUND_BYTES: usize = 64 * 1024;
 /// Interval of the server's pings.
 pub const PING_INTERVAL: Duration = Duration::from_secs(20);
@@ -56,7 +56,7 @@ pub(crate) async fn connect(
     Ok(upgrade
         .max_message_size(MAX_INBOUND_BYTES)
         .max_frame_size(MAX_INBOUND_BYTES)
-        .on_upgrade(move |socket| listen(state, session_id, socket)))
+        .on_upgrade(move |socket| listen(state, account, session_id, socket)))
 }
 
 async fn send(socket: &mut WebSocket, event: &StreamEvent) -> bool {
@@ -67,7 +67,7 @@ async fn send(socket: &mut WebSocket, event: &StreamEvent) -> bool {
 }
 
 /// Relays every reply of the session until the client leaves or the service stops.
-async fn listen(state: Arc<AppState>, session_id: String, mut socket: WebSocket) {
+async fn listen(state: Arc<AppState>, account: Account, session_id: String, mut socket: WebSocket) {
     let subscription = state.hub.subscribe(&session_id);
     let mut events = subscription.events;
     // Replies this listener has seen start but not end.
@@ -125,8 +125,16 @@ async fn listen(state: Arc<AppState>, session_id: String, mut socket: WebSocket)
                 Err(RecvError::Closed) => break,
             },
             inbound = socket.recv() => match inbound {
-                // Pings are answered by the WebSocket layer; text and binary frames are ignored.
+                // Pings are answered by the WebSocket layer; a cancel frame is done and
+                // answered on this socket (`routes/cancel.rs`); other frames are ignored.
                 Some(Ok(WsMessage::Close(_))) | Some(Err(_)) | None => break,
+                Some(Ok(WsMessage::Text(text))) => {
+                    if let Some(answer) =
+                        super::cancel::frame(&state, &account, &session_id, &text).await
+                    {
+                        alive = socket.send(WsMessage::Text(answer.into())).await.is_ok();
+                    }
+                }
                 Some(Ok(_)) => {}
             },
             _ = ping.tick() => {
