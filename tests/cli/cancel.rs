@@ -1,5 +1,5 @@
-//! `convo cancel` and the finish reason `convo send` reports, from the binary against the
-//! local service started in-process.
+//! `convo cancel` and the finish reason `convo send` reports (and keeps in the local store),
+//! from the binary against the local service started in-process.
 
 use convo_service::{RunningService, ServiceConfig};
 
@@ -45,6 +45,16 @@ async fn send_says_a_reply_was_cut_and_json_carries_the_finish_reason() {
     let json = run(&s, &svc, &["send", "--json", "hello"]).await.expect(0);
     let reply: serde_json::Value = serde_json::from_str(json.stdout.trim()).unwrap();
     assert_eq!(reply["finishReason"], "length");
+    // The local store keeps it: the export says it too.
+    let sid = reply["sessionId"].as_str().unwrap();
+    let exported = run(&s, &svc, &["export", "--json", sid]).await.expect(0);
+    assert_eq!(exported.json()["messages"][1]["finishReason"], "length");
+    let exported = run(&s, &svc, &["export", sid]).await.expect(0);
+    assert!(
+        exported.stdout.contains(" · cut by a limit\n"),
+        "{}",
+        exported.stdout
+    );
 
     // A reply that ended by itself says nothing more.
     let svc = start(100_000).await;
