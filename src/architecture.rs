@@ -245,7 +245,13 @@ fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
         .iter()
         .flat_map(|f| test_module_files(f, &std::fs::read_to_string(f).unwrap()))
         .collect();
-    files.retain(|f| !tests.contains(f));
+    // A test module's own submodules (`tests/mod.rs` and the files beside it) are tests too.
+    let test_dirs: Vec<PathBuf> = tests
+        .iter()
+        .filter(|t| t.file_stem().is_some_and(|s| s == "mod"))
+        .filter_map(|t| t.parent().map(Path::to_path_buf))
+        .collect();
+    files.retain(|f| !tests.contains(f) && !test_dirs.iter().any(|d| f.starts_with(d)));
     let tops: BTreeSet<String> = files
         .iter()
         .filter_map(|f| module_path(src, f).first().cloned())

@@ -28,6 +28,7 @@ pub(crate) fn seed(data_dir: &Path, count: usize) -> Result<()> {
             created_at: start + chrono::Duration::seconds(i as i64 * 30),
             message_id: (!user).then(|| format!("msg_perf{i:020}")),
             status: MessageStatus::Complete,
+            finish_reason: None,
         };
         store
             .append_message(session, &message)

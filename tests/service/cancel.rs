@@ -1,20 +1,24 @@
 //! Stopping a reply (`POST /v1/sessions/{id}/messages/{messageId}/cancel`) and how a reply
 //! ended (`finishReason`): a cancel mid-reply keeps the text so far, marked `stopped`, on the
 //! stream and in the history; a cancel before any text rolls the turn back; a cancel of a
-//! finished or unknown reply says so; a reply cut by the context window ends with `length`.
+//! finished or unknown reply says so, also one whose engine has finished while it is being
+//! stored; a reply cut by the context window ends with `length`.
 //! On two PostgreSQL replicas, a cancel reaching the replica that does not run the reply
-//! stops it on the other.
+//! stops it on the other. The same cancel is a frame on the session's WebSocket, answered on
+//! that socket.
 
 use convo_client::api::StreamEvent;
-use convo_service::ServiceConfig;
+use convo_service::{DbLocation, ServiceConfig};
 use convo_wire::FinishReason;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use super::backends::TestDb;
-use super::common::{Svc, close, json as body_json, next_event, session, start_with, until_end};
+use super::common::{
+    GUARD, Svc, Ws, close, json as body_json, next_event, session, start_with, until_end,
+};
 use super::replica_harness::Replica;
-use super::upstream::{Upstream, chunk};
+use super::upstream::{Upstream, chunk, finish};
 
 async fn cancel(svc: &Svc, sid: &str, message_id: &str) -> (StatusCode, Value) {
     let resp = svc
@@ -181,5 +185,154 @@ async fn on_replicas_a_cancel_sent_to_the_other_replica_stops_the_reply() {
     let history = b.history(&sid).await;
     assert_eq!(history[1]["finishReason"], "stopped");
     assert_eq!(history[1]["content"], message.content.as_str());
+    close(ws).await;
+}
+
+/// The window between the engine's end and the reply being stored: the test holds the
+/// session's row (PostgreSQL), so the turn waits there with its engine finished. A cancel
+/// then is too late, and says so; the reply ends as the engine ended it.
+#[tokio::test]
+async fn a_cancel_after_the_engine_finished_but_before_the_reply_is_stored_says_it_ended() {
+    let db = TestDb::create().await;
+    let (upstream, tx) = Upstream::live().await;
+    let mut config = ServiceConfig::ephemeral(0);
+    config.db = DbLocation::Postgres(db.url());
+    config.engine = upstream.engine_config();
+    let svc = start_with(config).await;
+    let sid = session();
+    let mut ws = svc.ws(&sid).await;
+    let (status, accepted) = svc
+        .post(&sid, json!({"content": "say it all", "stream": true}))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
+    let id = accepted["messageId"].as_str().unwrap().to_string();
+    tx.send(chunk("All of it.")).unwrap();
+    match next_event(&mut ws).await {
+        StreamEvent::Delta { content, .. } => assert_eq!(content, "All of it."),
+        other => panic!("expected the delta, got {other:?}"),
+    }
+
+    let mut holder = db.client().await;
+    let hold = holder.transaction().await.unwrap();
+    hold.execute("SELECT id FROM sessions WHERE id = $1 FOR UPDATE", &[&sid])
+        .await
+        .unwrap();
+    tx.send(finish()).unwrap();
+    // The turn is storing the reply: it waits for the row, its engine done.
+    let watcher = db.client().await;
+    loop {
+        let waiting: i64 = watcher
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity
+                 WHERE datname = current_database() AND wait_event_type = 'Lock'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if waiting > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+
+    let (status, body) = cancel(&svc, &sid, &id).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["error"]["code"], "reply_finished");
+    hold.commit().await.unwrap();
+    let events = until_end(&mut ws, &id).await;
+    let Some(StreamEvent::Done { message }) = events.last() else {
+        panic!("expected done, got {events:?}");
+    };
+    assert_eq!(message.content, "All of it.");
+    assert_eq!(message.finish_reason, Some(FinishReason::Stop));
+    let (_, history) = svc.get(&format!("/v1/sessions/{sid}/messages")).await;
+    assert_eq!(history["messages"][1]["finishReason"], "stop");
+    close(ws).await;
+}
+
+/// Sends `frame` on the session's WebSocket; its answer, and the reply's events that came
+/// before it.
+async fn ws_frame(ws: &mut Ws, frame: Value) -> (Value, Vec<StreamEvent>) {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message as WsMessage;
+    ws.send(WsMessage::Text(frame.to_string().into()))
+        .await
+        .expect("sent");
+    let mut before = Vec::new();
+    loop {
+        let message = tokio::time::timeout(GUARD, ws.next())
+            .await
+            .expect("an answer (guard)")
+            .expect("the stream is open")
+            .expect("a frame");
+        let WsMessage::Text(text) = message else {
+            continue;
+        };
+        let value: Value = serde_json::from_str(&text).expect("JSON");
+        if value["type"] == "cancelled" {
+            return (value, before);
+        }
+        before.push(serde_json::from_value(value).expect("a stream event"));
+    }
+}
+
+#[tokio::test]
+async fn a_cancel_frame_on_the_websocket_does_what_the_route_does_and_is_answered_there() {
+    let (svc, _upstream, tx) = with_live_upstream().await;
+    let sid = session();
+    let mut ws = svc.ws(&sid).await;
+    let (status, accepted) = svc
+        .post(&sid, json!({"content": "write an essay", "stream": true}))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
+    let id = accepted["messageId"].as_str().unwrap().to_string();
+    tx.send(chunk("The first words")).unwrap();
+    match next_event(&mut ws).await {
+        StreamEvent::Delta { content, .. } => assert_eq!(content, "The first words"),
+        other => panic!("expected the delta, got {other:?}"),
+    }
+
+    let (answer, before) = ws_frame(&mut ws, json!({"type": "cancel", "messageId": id})).await;
+    assert_eq!(
+        answer,
+        json!({"type": "cancelled", "sessionId": sid, "messageId": id, "stopping": true})
+    );
+    let events = match before.last() {
+        Some(StreamEvent::Done { .. }) => before,
+        _ => until_end(&mut ws, &id).await,
+    };
+    let Some(StreamEvent::Done { message }) = events.last() else {
+        panic!("expected done, got {events:?}");
+    };
+    assert_eq!(message.content, "The first words");
+    assert_eq!(message.finish_reason, Some(FinishReason::Stopped));
+
+    // What the route refuses, the frame's answer refuses the same way.
+    let (answer, _) = ws_frame(&mut ws, json!({"type": "cancel", "messageId": id})).await;
+    assert_eq!(answer["stopping"], false);
+    assert_eq!(answer["error"]["code"], "reply_finished", "{answer}");
+    let (answer, _) = ws_frame(
+        &mut ws,
+        json!({"type": "cancel", "messageId": "msg_nothing"}),
+    )
+    .await;
+    assert_eq!(answer["error"]["code"], "message_not_found", "{answer}");
+    let (answer, _) = ws_frame(&mut ws, json!({"type": "cancel", "messageId": ""})).await;
+    assert_eq!(answer["error"]["code"], "invalid_request", "{answer}");
+    let (answer, _) = ws_frame(&mut ws, json!({"type": "cancel", "messageId": 7})).await;
+    assert_eq!(answer["error"]["code"], "invalid_request", "{answer}");
+    assert_eq!(answer["messageId"], Value::Null);
+    // A frame that is no cancel is ignored, as it always was: the next answer is the cancel's.
+    {
+        use futures_util::SinkExt;
+        ws.send(tokio_tungstenite::tungstenite::Message::Text(
+            json!({"type": "hello"}).to_string().into(),
+        ))
+        .await
+        .unwrap();
+    }
+    let (answer, _) = ws_frame(&mut ws, json!({"type": "cancel", "messageId": id})).await;
+    assert_eq!(answer["error"]["code"], "reply_finished", "{answer}");
     close(ws).await;
 }

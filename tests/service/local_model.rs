@@ -43,7 +43,8 @@ pub(super) fn options() -> LocalOptions {
     }
 }
 
-async fn start_local(options: LocalOptions) -> Svc {
+/// A service on the local engine with `options`, once its model is loaded.
+pub(super) async fn start_local(options: LocalOptions) -> Svc {
     let mut config = ServiceConfig::ephemeral(0);
     config.engine = EngineConfig::Local(options);
     let svc = start_with(config).await;

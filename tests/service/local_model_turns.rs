@@ -4,36 +4,18 @@
 
 use convo_client::api::StreamEvent;
 use convo_service::engine::LocalOptions;
-use convo_service::{EngineConfig, ServiceConfig};
 use convo_wire::FinishReason;
 use reqwest::StatusCode;
 use serde_json::json;
 
-use super::common::{
-    GUARD, Svc, close, json as body_json, next_event, session, start_with, until_end,
-};
-use super::local_model::test_model;
+use super::common::{close, json as body_json, next_event, session, until_end};
+use super::local_model::{options as greedy, start_local};
 
-async fn start_local(options: LocalOptions) -> Svc {
-    let mut config = ServiceConfig::ephemeral(0);
-    config.engine = EngineConfig::Local(options);
-    let svc = start_with(config).await;
-    let mut load = svc.service.engine_load();
-    tokio::time::timeout(
-        GUARD,
-        load.wait_for(|s| *s == convo_service::engine::LoadState::Ready),
-    )
-    .await
-    .expect("the model loads in time")
-    .expect("the model loads");
-    svc
-}
-
+/// The tests' options ([`greedy`]) with a reply cap of `max_reply_tokens`.
 fn options(max_reply_tokens: u32) -> LocalOptions {
     LocalOptions {
-        temperature: 0.0,
         max_reply_tokens: Some(max_reply_tokens),
-        ..LocalOptions::new(test_model())
+        ..greedy()
     }
 }
 

@@ -55,6 +55,7 @@ fn msg(role: Role, content: &str, tokens: u64) -> StoredMessage {
         message_id: None,
         created_at: t0(),
         status: convo_client::local_store::MessageStatus::Complete,
+        finish_reason: None,
     }
 }
 

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 
+use crate::api::FinishReason;
 use crate::local_store::{MessageStatus, SessionRecord, Store, StoreError, StoredMessage};
 use crate::sanitize::strip_controls;
 
@@ -33,7 +34,8 @@ pub fn load(store: &Store, session: SessionRecord) -> Result<Transcript, StoreEr
 
 /// The transcript as Markdown: a title heading, a line with the session's id, then per message
 /// a heading `## role · time · tokens` (and `· interrupted` or `· failed` when it did not
-/// complete) followed by its text as written. A message whose text would swallow what follows
+/// complete; `· stopped` or `· cut by a limit` for a reply the service says so of) followed
+/// by its text as written. A message whose text would swallow what follows
 /// it (a code fence left open) has its fence closed; failing that, the text goes inside a
 /// fence of its own. Control characters and escape sequences are removed (tabs and line
 /// breaks kept): the file is meant to be read, in a terminal too.
@@ -62,6 +64,11 @@ pub fn markdown(t: &Transcript) -> String {
             MessageStatus::Complete => {}
             MessageStatus::Interrupted => out.push_str(" · interrupted"),
             MessageStatus::Failed => out.push_str(" · failed"),
+        }
+        match m.finish_reason {
+            Some(FinishReason::Stopped) => out.push_str(" · stopped"),
+            Some(FinishReason::Length) => out.push_str(" · cut by a limit"),
+            Some(FinishReason::Stop) | None => {}
         }
         out.push_str("\n\n");
         // Safe to `cat`: no control characters but line breaks and tabs, no bidi overrides.
@@ -172,6 +179,10 @@ pub struct MessageJson<'a> {
     pub created_at: String,
     /// `complete`, `interrupted` or `failed`.
     pub status: &'a str,
+    /// How a reply ended, as the service said (`stop`, `length`, `stopped`); absent when
+    /// it did not say, and on messages that are not replies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<&'static str>,
 }
 
 pub fn json(t: &Transcript) -> TranscriptJson<'_> {
@@ -193,6 +204,7 @@ pub fn json(t: &Transcript) -> TranscriptJson<'_> {
                 tokens: m.tokens,
                 created_at: at(m.created_at),
                 status: m.status.as_str(),
+                finish_reason: m.finish_reason.map(FinishReason::as_str),
             })
             .collect(),
     }
@@ -313,6 +325,7 @@ mod tests {
             created_at: at(10),
             message_id: (role == Role::Assistant).then(|| "msg_1".to_string()),
             status,
+            finish_reason: None,
         }
     }
 
@@ -459,6 +472,31 @@ mod tests {
                 ]
             })
         );
+    }
+
+    #[test]
+    fn a_stopped_or_cut_reply_says_so_in_both_formats() {
+        let reply = |finish| StoredMessage {
+            finish_reason: Some(finish),
+            ..message(Role::Assistant, "some words", 2, MessageStatus::Complete)
+        };
+        let t = transcript(vec![
+            reply(FinishReason::Stopped),
+            reply(FinishReason::Length),
+            reply(FinishReason::Stop),
+        ]);
+        let h = headings(&markdown(&t));
+        assert!(h[1].ends_with("2 tokens · stopped"), "{h:?}");
+        assert!(h[2].ends_with("2 tokens · cut by a limit"), "{h:?}");
+        assert!(h[3].ends_with("2 tokens"), "{h:?}");
+        let v = serde_json::to_value(json(&t)).unwrap();
+        let reasons: Vec<_> = v["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["finishReason"].clone())
+            .collect();
+        assert_eq!(reasons, ["stopped", "length", "stop"]);
     }
 
     #[test]

@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use chrono::{DateTime, SecondsFormat, Utc};
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::api::{Message, Role};
+use crate::api::{FinishReason, Message, Role};
 
 mod forks;
 mod metric_buckets;
@@ -127,6 +127,9 @@ const MIGRATIONS: &[&str] = &[
     // message it was forked at; NULL for a session that is not a fork.
     "ALTER TABLE sessions ADD COLUMN forked_from TEXT;
      ALTER TABLE sessions ADD COLUMN forked_at_message TEXT;",
+    // 7: how a reply ended, as the service said (`finishReason`: `stop`, `length`,
+    // `stopped`); NULL for other messages and when the service did not say.
+    "ALTER TABLE messages ADD COLUMN finish_reason TEXT;",
 ];
 
 /// The columns [`SessionRow::read`] reads, in its order.
@@ -221,6 +224,9 @@ pub struct StoredMessage {
     /// The server's id, for replies.
     pub message_id: Option<String>,
     pub status: MessageStatus,
+    /// How a reply ended, as the service said (`finishReason`); `None` for other messages
+    /// and when the service did not say.
+    pub finish_reason: Option<FinishReason>,
 }
 
 impl StoredMessage {
@@ -234,6 +240,7 @@ impl StoredMessage {
             created_at: Utc::now(),
             message_id: None,
             status: MessageStatus::Complete,
+            finish_reason: None,
         }
     }
 
@@ -246,6 +253,7 @@ impl StoredMessage {
             created_at: parse_time(&message.created_at).unwrap_or_else(Utc::now),
             message_id: Some(message.message_id.clone()),
             status: MessageStatus::Complete,
+            finish_reason: message.finish_reason,
         }
     }
 
@@ -253,6 +261,17 @@ impl StoredMessage {
         self.status = status;
         self
     }
+}
+
+/// A finish reason as the store writes it ([`FinishReason::as_str`]).
+fn parse_finish(s: &str) -> Option<FinishReason> {
+    [
+        FinishReason::Stop,
+        FinishReason::Length,
+        FinishReason::Stopped,
+    ]
+    .into_iter()
+    .find(|r| r.as_str() == s)
 }
 
 /// The o200k token count of `text` (what the local service counts); the interface does not
@@ -662,8 +681,9 @@ impl Store {
         let tx = conn.transaction().map_err(|e| self.err(e))?;
         upsert(&tx, self.target.id(), session_id, &message.created_at).map_err(|e| self.err(e))?;
         tx.execute(
-            "INSERT INTO messages (session_id, role, content, tokens, created_at, message_id, status)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            "INSERT INTO messages (session_id, role, content, tokens, created_at, message_id, status,
+                 finish_reason)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             params![
                 session_id,
                 message.role.as_str(),
@@ -672,6 +692,7 @@ impl Store {
                 fmt_time(&message.created_at),
                 message.message_id,
                 message.status.as_str(),
+                message.finish_reason.map(FinishReason::as_str),
             ],
         )
         .map_err(|e| self.err(e))?;
@@ -734,7 +755,7 @@ impl Store {
         };
         tx.execute(
             "UPDATE messages SET role = ?2, content = ?3, tokens = ?4, created_at = ?5,
-                 message_id = ?6, status = ?7 WHERE id = ?1",
+                 message_id = ?6, status = ?7, finish_reason = ?8 WHERE id = ?1",
             params![
                 row_id,
                 message.role.as_str(),
@@ -743,6 +764,7 @@ impl Store {
                 fmt_time(&message.created_at),
                 message.message_id,
                 message.status.as_str(),
+                message.finish_reason.map(FinishReason::as_str),
             ],
         )
         .map_err(|e| self.err(e))?;
@@ -756,8 +778,8 @@ impl Store {
         let conn = self.lock();
         let mut stmt = conn
             .prepare(
-                "SELECT role, content, tokens, created_at, message_id, status FROM messages
-                 WHERE session_id = ?1 ORDER BY id",
+                "SELECT role, content, tokens, created_at, message_id, status, finish_reason
+                 FROM messages WHERE session_id = ?1 ORDER BY id",
             )
             .map_err(|e| self.err(e))?;
         let rows = stmt
@@ -769,13 +791,18 @@ impl Store {
                     r.get::<_, String>(3)?,
                     r.get::<_, Option<String>>(4)?,
                     r.get::<_, String>(5)?,
+                    r.get::<_, Option<String>>(6)?,
                 ))
             })
             .map_err(|e| self.err(e))?;
         let mut out = Vec::new();
         for row in rows {
-            let (role, content, tokens, created, message_id, status) =
+            let (role, content, tokens, created, message_id, status, finish) =
                 row.map_err(|e| self.err(e))?;
+            let finish_reason = match finish {
+                Some(f) => Some(parse_finish(&f).ok_or_else(|| self.corrupt("finish_reason", &f))?),
+                None => None,
+            };
             out.push(StoredMessage {
                 role: role.parse().map_err(|_| self.corrupt("role", &role))?,
                 content,
@@ -784,6 +811,7 @@ impl Store {
                 message_id,
                 status: MessageStatus::parse(&status)
                     .ok_or_else(|| self.corrupt("status", &status))?,
+                finish_reason,
             });
         }
         Ok(out)
@@ -1030,6 +1058,7 @@ mod tests {
             created_at: at(t),
             message_id: None,
             status: MessageStatus::Complete,
+            finish_reason: None,
         }
     }
 
@@ -1476,6 +1505,86 @@ mod tests {
             s.pending_titles().unwrap(),
             [("session_OLDOLDOLDOLDOLDO".to_string(), "kept".to_string())]
         );
+    }
+
+    #[test]
+    fn a_reply_keeps_how_it_ended_across_reopening_and_replacement() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("convo.db");
+        let s = Store::open(&path).unwrap();
+        let reply = |id: &str, finish| StoredMessage {
+            message_id: Some(id.into()),
+            finish_reason: finish,
+            ..msg(Role::Assistant, "some words", 2, 1)
+        };
+        s.append_message("session_a", &msg(Role::User, "hello", 1, 0))
+            .unwrap();
+        s.append_message(
+            "session_a",
+            &reply("msg_stopped", Some(FinishReason::Stopped)),
+        )
+        .unwrap();
+        s.append_message("session_a", &reply("msg_cut", Some(FinishReason::Length)))
+            .unwrap();
+        s.append_message("session_a", &reply("msg_whole", None))
+            .unwrap();
+        // The service says later how the last one ended: the same row takes it.
+        s.append_message("session_a", &reply("msg_whole", Some(FinishReason::Stop)))
+            .unwrap();
+        drop(s);
+        let s = Store::open(&path).unwrap();
+        let finishes: Vec<_> = s
+            .transcript("session_a")
+            .unwrap()
+            .into_iter()
+            .map(|m| m.finish_reason)
+            .collect();
+        assert_eq!(
+            finishes,
+            [
+                None,
+                Some(FinishReason::Stopped),
+                Some(FinishReason::Length),
+                Some(FinishReason::Stop)
+            ]
+        );
+        // A value this client does not know is a clear error, not a guess.
+        s.lock()
+            .execute("UPDATE messages SET finish_reason = 'exploded'", [])
+            .unwrap();
+        let err = s.transcript("session_a").unwrap_err().to_string();
+        assert!(
+            err.contains("finish_reason") && err.contains("exploded"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_store_from_before_finish_reasons_reads_its_replies_as_unsaid() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("convo.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            for m in &MIGRATIONS[..6] {
+                conn.execute_batch(m).unwrap();
+            }
+            conn.pragma_update(None, "user_version", 6).unwrap();
+            conn.execute(
+                "INSERT INTO sessions (id, created_at, last_activity) VALUES ('session_a', ?1, ?1)",
+                params![fmt_time(&at(0))],
+            )
+            .unwrap();
+            conn.execute(
+                "INSERT INTO messages (session_id, role, content, tokens, created_at, message_id, status)
+                 VALUES ('session_a', 'assistant', 'old reply', 2, ?1, 'msg_old', 'complete')",
+                params![fmt_time(&at(0))],
+            )
+            .unwrap();
+        }
+        let s = Store::open(&path).unwrap();
+        let t = s.transcript("session_a").unwrap();
+        assert_eq!(t.len(), 1);
+        assert_eq!(t[0].finish_reason, None);
     }
 
     #[test]

@@ -54,6 +54,8 @@ struct InFlight {
     progress: Option<(u64, u64)>,
     /// Generated here: the switch that asks its turn to stop (`cancel`).
     cancel: Option<watch::Sender<bool>>,
+    /// Generated here, and its engine has finished (`generated`): a cancel comes too late.
+    generated: bool,
 }
 
 impl InFlight {
@@ -88,6 +90,9 @@ pub enum Cancel {
     Here,
     /// The reply runs on another replica that this one follows: the cancel was relayed.
     Relayed,
+    /// The reply runs here and its engine has already finished: it is being stored, and
+    /// ends as the engine ended it.
+    Finished,
     /// This hub knows no such reply in flight.
     Unknown,
 }
@@ -442,6 +447,7 @@ impl StreamHub {
                 pieces: Vec::new(),
                 progress: None,
                 cancel: Some(cancel),
+                generated: false,
             });
             if !channel.watchers.is_empty() {
                 self.publish(Relayed::Begin {
@@ -486,6 +492,9 @@ impl StreamHub {
             let Some(flight) = s.get_mut(session_id).and_then(|c| c.flight(message_id)) else {
                 return Cancel::Unknown;
             };
+            if flight.generated {
+                return Cancel::Finished;
+            }
             match &flight.cancel {
                 Some(cancel) => {
                     let _ = cancel.send(true);
@@ -499,6 +508,19 @@ impl StreamHub {
                     Cancel::Relayed
                 }
             }
+        })
+    }
+
+    /// The engine of the reply `message_id` of this replica has finished: from now on a
+    /// cancel finds it ended (`Cancel::Finished`). Returns whether a cancel came first, which
+    /// the turn still honours (its answer promised a `stopped` reply).
+    pub fn generated(&self, session_id: &str, message_id: &str) -> bool {
+        self.with_sessions(|s| {
+            let Some(flight) = s.get_mut(session_id).and_then(|c| c.flight(message_id)) else {
+                return false;
+            };
+            flight.generated = true;
+            flight.cancel.as_ref().is_some_and(|c| *c.borrow())
         })
     }
 
@@ -609,6 +631,7 @@ impl StreamHub {
                         pieces: Vec::new(),
                         progress: None,
                         cancel: None,
+                        generated: false,
                     });
                 }
             }
@@ -1093,6 +1116,22 @@ mod tests {
         hub.delta("s", "m", "Hi");
         // Once text came, progress is over: a new listener gets the snapshot alone.
         assert_eq!(hub.subscribe("s").snapshots.len(), 1);
+    }
+
+    #[test]
+    fn a_cancel_after_the_engine_finished_finds_the_reply_ended() {
+        let hub = StreamHub::default();
+        let cancelled = hub.begin("s", "m");
+        assert!(!hub.generated("s", "m"), "no cancel came first");
+        assert_eq!(hub.cancel("s", "m"), Cancel::Finished);
+        assert!(!*cancelled.borrow(), "the turn is not asked to stop");
+
+        // A cancel that came before the engine finished is still the turn's to honour.
+        let _cancelled = hub.begin("s", "n");
+        assert_eq!(hub.cancel("s", "n"), Cancel::Here);
+        assert!(hub.generated("s", "n"));
+        assert_eq!(hub.cancel("s", "n"), Cancel::Finished);
+        assert!(!hub.generated("s", "unknown"));
     }
 
     #[test]

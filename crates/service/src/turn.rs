@@ -2,7 +2,8 @@
 //! pieces (and its prompt progress) to the session's listeners, then store the reply with how
 //! it ended, or roll the turn back on failure. A cancel (`StreamHub::cancel`) closes the
 //! engine's channel and keeps the text so far as a `stopped` reply; with no text yet, the
-//! turn is rolled back with `reply_stopped`.
+//! turn is rolled back with `reply_stopped`. Once the engine has finished, a cancel comes too
+//! late (`StreamHub::generated`): the reply is stored as the engine ended it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -166,6 +167,17 @@ async fn generate(
         Some(r) => r,
         None => engine.await,
     };
+    // From here a cancel finds the reply ended; one that came first was answered "stopping"
+    // and is honoured.
+    if state.hub.generated(session_id, reply_id) {
+        if content.trim().is_empty() {
+            return Err(EngineError(STOPPED_EMPTY.into()));
+        }
+        return Ok(Generated {
+            content,
+            finish: FinishReason::Stopped,
+        });
+    }
     let finish = match result? {
         Finish::Complete => FinishReason::Stop,
         Finish::Length { .. } => FinishReason::Length,

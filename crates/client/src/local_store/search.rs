@@ -244,6 +244,7 @@ mod tests {
             created_at: Utc.timestamp_opt(1_700_000_000 + t, 0).unwrap(),
             message_id: None,
             status: MessageStatus::Complete,
+            finish_reason: None,
         }
     }
 

@@ -294,6 +294,7 @@ mod tests {
             created_at: at(t),
             message_id: Some(format!("msg_{id}")),
             status: MessageStatus::Complete,
+            finish_reason: None,
         };
         s.append_message(id, &reply).unwrap();
     }

@@ -16,7 +16,7 @@ use crate::paths::STREAM;
 use crate::storage::Storage;
 use crate::stream::event_message_id;
 use crate::{AppState, auth};
-use convo_core::SessionStatus;
+use convo_core::{Account, SessionStatus};
 use convo_wire::stream_errors::REPLICA_STOPPING;
 use convo_wire::{ErrorBody, StreamEvent};
 
@@ -39,14 +39,15 @@ pub(crate) async fn connect(
     // On PostgreSQL, the other replicas know of this listener before its handshake is
     // answered, so a reply they start afterwards reaches it from its first piece.
     state.hub.announce(&session_id).await;
-    Ok(upgrade.on_upgrade(move |socket| listen(state, session_id, socket)))
+    Ok(upgrade.on_upgrade(move |socket| listen(state, account, session_id, socket)))
 }
 
 /// Relays every reply of the session until the client leaves or the service stops.
-async fn listen(state: Arc<AppState>, session_id: String, mut socket: WebSocket) {
+async fn listen(state: Arc<AppState>, account: Account, session_id: String, mut socket: WebSocket) {
     let subscription = state.hub.subscribe(&session_id);
     let mut listener = SessionListener {
         state: &state,
+        account: &account,
         session_id: &session_id,
         events: subscription.events,
         open: HashSet::new(),
@@ -66,6 +67,7 @@ async fn listen(state: Arc<AppState>, session_id: String, mut socket: WebSocket)
 /// The session stream's part of the loop: the hub's events of the session.
 struct SessionListener<'a> {
     state: &'a AppState,
+    account: &'a Account,
     session_id: &'a str,
     events: broadcast::Receiver<StreamEvent>,
     /// Replies this listener has seen start but not end.
@@ -96,6 +98,15 @@ impl Listener for SessionListener<'_> {
                 alive
             }
             Err(RecvError::Closed) => false,
+        }
+    }
+
+    /// A cancel frame is done and answered on this socket (`routes/cancel.rs`); other text
+    /// is ignored.
+    async fn text(&mut self, socket: &mut WebSocket, text: &str) -> bool {
+        match super::cancel::frame(self.state, self.account, self.session_id, text).await {
+            Some(answer) => ws::send_text(socket, answer).await,
+            None => true,
         }
     }
 

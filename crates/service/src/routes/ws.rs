@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use crate::AppState;
 use crate::error::HttpError;
 
-/// Largest inbound frame and message (clients only send pings and close).
+/// Largest inbound frame and message (clients send pings, close and cancel frames).
 pub const MAX_INBOUND_BYTES: usize = 64 * 1024;
 /// Interval of the server's pings.
 pub const PING_INTERVAL: Duration = Duration::from_secs(20);
@@ -44,9 +44,14 @@ pub(crate) fn upgrade(
 /// be encoded is skipped: every event type encodes.)
 pub(crate) async fn send<T: serde::Serialize>(socket: &mut WebSocket, event: &T) -> bool {
     match serde_json::to_string(event) {
-        Ok(text) => socket.send(WsMessage::Text(text.into())).await.is_ok(),
+        Ok(text) => send_text(socket, text).await,
         Err(_) => true,
     }
+}
+
+/// Sends `text` as a text frame; false when the socket is gone.
+pub(crate) async fn send_text(socket: &mut WebSocket, text: String) -> bool {
+    socket.send(WsMessage::Text(text.into())).await.is_ok()
 }
 
 /// Closes the socket with `code` and `reason` (a socket already gone is left as it is).
@@ -83,6 +88,12 @@ pub(crate) trait Listener: Send {
         event: Self::Event,
     ) -> impl Future<Output = bool> + Send;
 
+    /// A text frame from the client; false ends the loop. Ignored unless the listener takes
+    /// requests on its socket (the session stream's cancel frame).
+    fn text(&mut self, _socket: &mut WebSocket, _text: &str) -> impl Future<Output = bool> + Send {
+        async { true }
+    }
+
     /// What the listener still has to say when the service stops, before the close 1001.
     fn stopping(&mut self, _socket: &mut WebSocket) -> impl Future<Output = ()> + Send {
         async {}
@@ -92,8 +103,8 @@ pub(crate) trait Listener: Send {
 /// Keeps `listener` on `socket` until the client leaves, the listener ends it, or the service
 /// stops: then the listener's last words ([`Listener::stopping`]) and a close with 1001
 /// ([`GOING_AWAY`]). A stop is seen before anything else that is ready, then the listener's
-/// events, then the client's frames (pings are answered by the WebSocket layer; text and
-/// binary frames are ignored), then the server's ping every [`PING_INTERVAL`].
+/// events, then the client's frames (pings are answered by the WebSocket layer; text frames go
+/// to [`Listener::text`]; binary frames are ignored), then the server's ping every [`PING_INTERVAL`].
 pub(crate) async fn run<L: Listener>(state: &AppState, socket: &mut WebSocket, listener: &mut L) {
     let mut ping = tokio::time::interval_at(Instant::now() + PING_INTERVAL, PING_INTERVAL);
     let mut shutdown = state.shutdown.clone();
@@ -116,6 +127,11 @@ pub(crate) async fn run<L: Listener>(state: &AppState, socket: &mut WebSocket, l
             }
             inbound = socket.recv() => match inbound {
                 Some(Ok(WsMessage::Close(_))) | Some(Err(_)) | None => return,
+                Some(Ok(WsMessage::Text(text))) => {
+                    if !listener.text(socket, text.as_str()).await {
+                        return;
+                    }
+                }
                 Some(Ok(_)) => {}
             },
             _ = ping.tick() => {

@@ -35,12 +35,6 @@ mod state;
 mod stop;
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod tests_editor_notify_code;
-#[cfg(test)]
-mod tests_fork;
-#[cfg(test)]
-mod tests_stop;
 
 pub use crate::dialogs::{CodeChoice, Overlay};
 pub use crate::slash::SlashCommand;

@@ -10,7 +10,6 @@ use super::{App, Command, Focus, Level, NEW_SESSION_TITLE, StoreOp, StreamState,
 use crate::dialogs::Overlay;
 use crate::event::{HistoryFetch, StoredMessage, describe_failure};
 use crate::render::transcript::{EntryId, EntryState, Transcript};
-use crate::transcript_pane::reply_marks::{finish_mark, with_note};
 use crate::transcript_pane::{
     ForeignStep, PendingSend, TranscriptItem, header_for, render_stored, reply_slot, stored_state,
 };
@@ -66,6 +65,7 @@ impl App {
                 message_id: m.message_id,
                 state,
                 created_at: m.created_at,
+                finish: m.finish_reason,
             });
         }
         let shift = open.items.len();
@@ -233,18 +233,13 @@ impl App {
         let item = &mut open.items[idx];
         item.tokens = reply.tokens;
         item.state = EntryState::Complete;
-        let (entry, role, at) = (item.entry, item.role, item.created_at);
+        let entry = item.entry;
         if open.content(idx) != reply.content {
             open.transcript.set_content(entry, reply.content);
         }
         open.transcript.set_state(entry, EntryState::Complete);
-        // A reply stopped or cut by a limit says so (`cut at N tokens · /continue`, which
-        // says the tokens itself).
-        let mark = finish_mark(reply.finish_reason, reply.tokens);
-        let cut = reply.finish_reason == Some(convo_wire::FinishReason::Length);
-        let shown_tokens = if cut { 0 } else { reply.tokens };
-        open.transcript
-            .set_header(entry, with_note(header_for(role, at, shown_tokens), mark));
+        // A reply stopped or cut by a limit says so, and the store keeps it.
+        open.set_finish(idx, reply.finish_reason);
         self.reply_ended();
         let Some(open) = self.transcript.session_mut_if(session_id) else {
             return;

@@ -153,6 +153,7 @@ impl App {
                 Some(m.message_id.clone()),
                 at,
             );
+            open.set_finish(i, m.finish_reason);
             out.extend(open.stored(i).map(|message| {
                 Command::Persist(StoreOp::AppendMessage {
                     session_id: session_id.to_string(),

@@ -7,7 +7,7 @@ use convo_client::api::{Message, Role};
 
 use super::{App, Command, Level, StoreOp};
 use crate::render::transcript::EntryState;
-use crate::transcript_pane::{OpenSession, header_for};
+use crate::transcript_pane::OpenSession;
 
 /// Said when a message shown as sent turns out not to be kept by the service.
 pub(super) const NOT_KEPT_BACK: &str = "the service did not keep your last message (it may have restarted): it is back in the composer, marked not sent — send it again";
@@ -26,6 +26,28 @@ impl OpenSession {
             Role::Assistant => last.state == EntryState::Interrupted && last.message_id.is_some(),
             Role::User | Role::System => last.state == EntryState::Complete,
         }
+    }
+
+    /// Takes how the replies of `history` ended onto the items showing them (by id) that
+    /// do not say it yet or say otherwise: a reply stored here before this client kept
+    /// finish reasons, or written by one that does not. Returns the items changed.
+    pub(super) fn adopt_finish_reasons(&mut self, history: &[Message]) -> Vec<usize> {
+        let mut changed = Vec::new();
+        for m in history.iter().filter(|m| m.finish_reason.is_some()) {
+            let Some(idx) = self
+                .items
+                .iter()
+                .position(|i| i.message_id.as_deref() == Some(m.message_id.as_str()))
+            else {
+                continue;
+            };
+            let item = &self.items[idx];
+            if item.state == EntryState::Complete && item.finish != m.finish_reason {
+                self.set_finish(idx, m.finish_reason);
+                changed.push(idx);
+            }
+        }
+        changed
     }
 }
 
@@ -46,6 +68,15 @@ impl App {
             // A send of this run is in flight: its own events settle it.
             return;
         }
+        // Replies whose end the local store does not know.
+        for idx in open.adopt_finish_reasons(&history) {
+            out.extend(open.stored(idx).map(|message| {
+                Command::Persist(StoreOp::AppendMessage {
+                    session_id: session_id.to_string(),
+                    message,
+                })
+            }));
+        }
         let mut gained = 0u64;
         // Replies cut short here that the service stored whole.
         for idx in 0..open.items.len() {
@@ -60,11 +91,10 @@ impl App {
             else {
                 continue;
             };
-            let (entry, role, at, before) = (item.entry, item.role, item.created_at, item.tokens);
+            let (entry, before) = (item.entry, item.tokens);
             open.transcript.set_content(entry, whole.content.clone());
-            open.transcript
-                .set_header(entry, header_for(role, at, whole.tokens));
             open.items[idx].tokens = whole.tokens;
+            open.set_finish(idx, whole.finish_reason);
             open.set_state(idx, EntryState::Complete);
             gained += whole.tokens.saturating_sub(before);
             out.extend(open.stored(idx).map(|message| {
@@ -105,6 +135,7 @@ impl App {
                             Some(reply.message_id.clone()),
                             at,
                         );
+                        open.set_finish(i, reply.finish_reason);
                         gained += reply.tokens;
                         out.extend(open.stored(i).map(|message| {
                             Command::Persist(StoreOp::AppendMessage {

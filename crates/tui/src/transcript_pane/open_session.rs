@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use crate::command::{Command, StoreOp};
 use crate::event::{MessageStatus, StoredMessage};
 use crate::render::transcript::{Entry, EntryId, EntryState, Transcript};
-use convo_client::api::Role;
+use convo_client::api::{FinishReason, Role};
 use convo_client::follow::ReplyFollower;
 
 /// One message of the open transcript, beside its render entry.
@@ -18,6 +18,8 @@ pub struct TranscriptItem {
     pub message_id: Option<String>,
     pub state: EntryState,
     pub created_at: DateTime<Utc>,
+    /// How a reply ended, as the service said; its header marks `stopped` and `length`.
+    pub finish: Option<FinishReason>,
 }
 
 /// A message on its way: the composer text comes back if it fails.
@@ -131,8 +133,18 @@ impl OpenSession {
             message_id,
             state,
             created_at,
+            finish: None,
         });
         self.items.len() - 1
+    }
+
+    /// Item `idx` ended as `finish` says: kept, and its header marks it.
+    pub fn set_finish(&mut self, idx: usize, finish: Option<FinishReason>) {
+        if let Some(item) = self.items.get_mut(idx) {
+            item.finish = finish;
+            let header = item_header(item);
+            self.transcript.set_header(item.entry, header);
+        }
     }
 
     /// Takes `rendered` (one entry per item of `items[..stored]`, in order, as
@@ -150,7 +162,7 @@ impl OpenSession {
                 role: item.role,
                 content: String::new(),
                 state: item.state.clone(),
-                header: header_for(item.role, item.created_at, item.tokens),
+                header: item_header(item),
             });
             item.entry = rendered.push(entry);
         }
@@ -180,6 +192,7 @@ impl OpenSession {
                 EntryState::Streaming | EntryState::Interrupted => MessageStatus::Interrupted,
                 EntryState::Failed(_) => MessageStatus::Failed,
             },
+            finish_reason: item.finish,
         })
     }
 
@@ -233,10 +246,10 @@ impl OpenSession {
         }))
     }
 
-    /// The header of item `idx` as `header_for` makes it, with `note` after it.
+    /// The header of item `idx` as `item_header` makes it, with `note` after it.
     pub fn set_note(&mut self, idx: usize, note: Option<String>) {
         if let Some(item) = self.items.get(idx) {
-            let header = header_for(item.role, item.created_at, item.tokens);
+            let header = item_header(item);
             self.transcript
                 .set_header(item.entry, super::reply_marks::with_note(header, note));
         }
@@ -270,7 +283,7 @@ pub fn render_stored(messages: &[StoredMessage]) -> Transcript {
             role: m.role,
             content: m.content.clone(),
             state: stored_state(m.status),
-            header: header_for(m.role, m.created_at, m.tokens),
+            header: message_header(m.role, m.created_at, m.tokens, m.finish_reason),
         });
     }
     t
@@ -282,6 +295,29 @@ pub fn stored_state(status: MessageStatus) -> EntryState {
         MessageStatus::Interrupted => EntryState::Interrupted,
         MessageStatus::Failed => EntryState::Failed("not delivered".into()),
     }
+}
+
+/// The header of a message that may be a finished reply: `header_for`'s, then the mark of
+/// a reply that did not end by itself (`stopped`; `cut at N tokens · /continue`, which says
+/// the tokens itself, so the header does not).
+pub fn message_header(
+    role: Role,
+    at: DateTime<Utc>,
+    tokens: u64,
+    finish: Option<FinishReason>,
+) -> String {
+    let mark = super::reply_marks::finish_mark(finish, tokens);
+    let shown_tokens = if finish == Some(FinishReason::Length) {
+        0
+    } else {
+        tokens
+    };
+    super::reply_marks::with_note(header_for(role, at, shown_tokens), mark)
+}
+
+/// `message_header` of an item.
+fn item_header(item: &TranscriptItem) -> String {
+    message_header(item.role, item.created_at, item.tokens, item.finish)
 }
 
 pub fn header_for(role: Role, at: DateTime<Utc>, tokens: u64) -> String {

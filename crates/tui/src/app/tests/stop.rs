@@ -3,9 +3,7 @@
 
 use crossterm::event::KeyCode;
 
-use super::tests::{A, app, ctrl, delta, key, open, reply, send_accepted, stream, type_text};
 use super::*;
-use crate::event::*;
 use crate::render::transcript::EntryState;
 use convo_client::api::stream::StreamUpdate;
 use convo_client::api::{ApiError, ErrorBody, StreamEvent};
@@ -116,7 +114,7 @@ fn a_second_stop_or_a_failed_cancel_stops_watching_instead() {
         notice_text(&app)
     );
 
-    let mut app = super::tests::app();
+    let mut app = super::app();
     send_accepted(&mut app, "again", "msg_2", 1);
     app.update(delta("msg_2", 0, "x"));
     app.update(ctrl('c'));
@@ -179,7 +177,7 @@ fn a_reply_cut_by_a_limit_is_marked_and_continue_asks_for_the_rest() {
 fn ctrl_c_right_after_a_reply_asks_again_before_quitting() {
     let mut app = app();
     // No reply yet: one Ctrl-C quits.
-    let mut fresh = super::tests::app();
+    let mut fresh = super::app();
     fresh.update(ctrl('c'));
     assert!(fresh.quit);
 
@@ -192,4 +190,134 @@ fn ctrl_c_right_after_a_reply_asks_again_before_quitting() {
     let cmds = app.update(ctrl('c'));
     assert!(app.quit);
     assert!(cmds.contains(&Command::Quit));
+}
+
+/// Writes the messages `cmds` ask the local store to keep, as the store thread does.
+fn persist(store: &convo_client::local_store::Store, cmds: &[Command]) {
+    for c in cmds {
+        if let Command::Persist(StoreOp::AppendMessage {
+            session_id,
+            message,
+        }) = c
+        {
+            store.append_message(session_id, message).unwrap();
+        }
+    }
+}
+
+/// Sends `text` and ends its reply `id` with `finished`; returns every command asked for.
+fn exchange(app: &mut App, text: &str, finished: convo_client::api::Message) -> Vec<Command> {
+    let mut cmds = type_text(app, text);
+    cmds.extend(app.update(key(KeyCode::Enter)));
+    let send_id = cmds
+        .iter()
+        .find_map(|c| match c {
+            Command::Send { send_id, .. } => Some(*send_id),
+            _ => None,
+        })
+        .expect("a send");
+    cmds.extend(app.update(AppEvent::SendAccepted {
+        session_id: A.into(),
+        send_id,
+        reply: reply(&finished.message_id, "", 0),
+        prompt_tokens: 1,
+    }));
+    cmds.extend(app.update(delta(&finished.message_id, 0, &finished.content)));
+    cmds.extend(app.update(done(finished)));
+    cmds
+}
+
+#[test]
+fn a_stopped_and_a_cut_reply_keep_their_marks_once_the_app_is_rebuilt_from_the_store() {
+    let store = convo_client::local_store::Store::in_memory().unwrap();
+    let mut app = app();
+    let mut stopped = reply("msg_1", "The first", 2);
+    stopped.finish_reason = Some(FinishReason::Stopped);
+    persist(&store, &exchange(&mut app, "write an essay", stopped));
+    let mut cut = reply("msg_2", "Rome was founded", 512);
+    cut.finish_reason = Some(FinishReason::Length);
+    persist(&store, &exchange(&mut app, "another", cut));
+    let mut whole = reply("msg_3", "Done.", 2);
+    whole.finish_reason = Some(FinishReason::Stop);
+    persist(&store, &exchange(&mut app, "a third", whole));
+    let before: Vec<String> = (0..6).map(|i| header(&app, i)).collect();
+
+    // A new run: the transcript comes from the store alone.
+    let rebuilt = super::app_loaded(store.transcript(A).unwrap());
+    let after: Vec<String> = (0..6).map(|i| header(&rebuilt, i)).collect();
+    assert_eq!(after, before);
+    assert!(after[1].ends_with("· 2 tokens · stopped"), "{after:?}");
+    assert!(
+        after[3].ends_with("· 12:00 · cut at 512 tokens · /continue"),
+        "{after:?}"
+    );
+    assert!(after[5].ends_with("· 2 tokens"), "{after:?}");
+}
+
+#[test]
+fn a_reply_the_store_kept_without_its_end_takes_it_from_the_services_history() {
+    let store = convo_client::local_store::Store::in_memory().unwrap();
+    // Stored by a client that did not keep finish reasons.
+    let mut app = app();
+    persist(
+        &store,
+        &exchange(&mut app, "write an essay", reply("msg_1", "The first", 2)),
+    );
+    let mut app = super::app_loaded(store.transcript(A).unwrap());
+    assert!(
+        header(&app, 1).ends_with("· 2 tokens"),
+        "{}",
+        header(&app, 1)
+    );
+    let mut said = reply("msg_1", "The first", 2);
+    said.finish_reason = Some(FinishReason::Stopped);
+    let user = convo_client::api::Message {
+        message_id: "msg_u".into(),
+        role: convo_client::api::Role::User,
+        content: "write an essay".into(),
+        ..reply("msg_u", "", 1)
+    };
+    let cmds = app.update(AppEvent::History {
+        session_id: A.into(),
+        fetch: HistoryFetch::Messages(vec![user, said]),
+    });
+    assert!(
+        header(&app, 1).ends_with("· 2 tokens · stopped"),
+        "{}",
+        header(&app, 1)
+    );
+    persist(&store, &cmds);
+    let kept = store.transcript(A).unwrap();
+    assert_eq!(kept.len(), 2, "the same row, not a copy: {kept:?}");
+    assert_eq!(kept[1].finish_reason, Some(FinishReason::Stopped));
+}
+
+#[test]
+fn a_stop_the_service_finds_too_late_is_no_error_and_the_reply_ends_as_it_did() {
+    let mut app = app();
+    send_accepted(&mut app, "hello", "msg_1", 1);
+    app.update(delta("msg_1", 0, "Hi there"));
+    app.update(ctrl('c'));
+    // The engine had finished: the service is storing the reply.
+    app.update(AppEvent::CancelAnswered {
+        session_id: A.into(),
+        message_id: "msg_1".into(),
+        outcome: CancelOutcome::Failed(ApiError::Service {
+            status: 409,
+            code: "reply_finished".into(),
+            message: "the reply msg_1 has already ended; there is nothing to stop".into(),
+        }),
+    });
+    assert_eq!(notice_text(&app), "stopping the reply…", "no warning");
+    assert!(open(&app).is_streaming(), "still followed until its done");
+    let mut whole = reply("msg_1", "Hi there", 2);
+    whole.finish_reason = Some(FinishReason::Stop);
+    app.update(done(whole));
+    assert_eq!(open(&app).items[1].state, EntryState::Complete);
+    assert!(
+        header(&app, 1).ends_with("· 2 tokens"),
+        "{}",
+        header(&app, 1)
+    );
+    assert!(app.notice.is_none(), "the stop is over: {:?}", app.notice);
 }

@@ -2,9 +2,7 @@
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use super::tests::{A, app_loaded, ctrl, key, t0, type_text};
 use super::*;
-use crate::event::*;
 use crate::transcript_pane::ForkPoint;
 use convo_client::api::{ApiError, Message, Role};
 
@@ -16,6 +14,7 @@ fn stored(role: Role, content: &str, id: Option<&str>) -> StoredMessage {
         created_at: t0(),
         message_id: id.map(str::to_string),
         status: MessageStatus::Complete,
+        finish_reason: None,
     }
 }
 

@@ -4,10 +4,8 @@
 use crossterm::event::KeyCode;
 use ratatui::layout::Rect;
 
-use super::tests::{ctrl, key, t0, type_text};
 use super::*;
 use crate::editor::EditorOutcome;
-use crate::event::*;
 use crate::keys::KeyBindings;
 use crate::notify::Notification;
 use convo_client::api::stream::StreamUpdate;
@@ -24,6 +22,7 @@ fn stored(role: Role, content: &str) -> StoredMessage {
         message_id: None,
         created_at: t0(),
         status: convo_client::local_store::MessageStatus::Complete,
+        finish_reason: None,
     }
 }
 

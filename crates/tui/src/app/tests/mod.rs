@@ -1,0 +1,223 @@
+//! `App::update` unit tests, one file per topic; the shared fixtures are here: an app
+//! connected with three sessions and A open (`app`, `app_loaded`), keys, the reply events of
+//! A's stream, and what the commands asked for.
+
+use chrono::{DateTime, TimeZone, Utc};
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
+use ratatui::layout::Rect;
+
+use super::*;
+use crate::event::*;
+use crate::keys::KeyBindings;
+use crate::render::transcript::EntryState;
+use convo_client::api::stream::StreamUpdate;
+use convo_client::api::{ApiError, ErrorBody, Message, Role, StreamEvent};
+use convo_wire::limits::MAX_CONTENT_CHARS;
+
+mod composer;
+mod cut_off;
+mod editor_notify_code;
+mod fork;
+mod navigation;
+mod replies;
+mod search;
+mod slash;
+mod start;
+mod stop;
+
+fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 22, 12, 0, 0).unwrap()
+}
+
+fn session(id: &str, title: &str, mins_ago: i64, tokens: u64) -> SessionSummary {
+    SessionSummary {
+        id: id.to_string(),
+        title: title.to_string(),
+        title_set: false,
+        last_activity: t0() - chrono::Duration::minutes(mins_ago),
+        tokens,
+        forked_from: None,
+    }
+}
+
+const A: &str = "session_AAAAAAAAAAAAAAAA";
+
+const B: &str = "session_BBBBBBBBBBBBBBBB";
+
+const C: &str = "session_CCCCCCCCCCCCCCCC";
+
+/// An app that is connected, has three sessions and has A open with its stream up.
+fn app() -> App {
+    app_loaded(Vec::new())
+}
+
+/// [`app`] with A's transcript holding `messages`.
+fn app_loaded(messages: Vec<StoredMessage>) -> App {
+    let mut app = App::new(
+        KeyBindings::default(),
+        Settings::default(),
+        Rect::new(0, 0, 80, 24),
+        t0(),
+    );
+    app.update(AppEvent::Connected(Endpoint::Embedded {
+        addr: "127.0.0.1:1".into(),
+    }));
+    let cmds = app.update(AppEvent::StoreLoaded {
+        sessions: vec![
+            session(B, "second", 5, 10),
+            session(A, "first", 1, 20),
+            session(C, "third", 50, 0),
+        ],
+        last_open: Some(A.into()),
+    });
+    assert!(
+        cmds.iter()
+            .any(|c| matches!(c, Command::LoadTranscript { session_id, .. } if session_id == A))
+    );
+    assert!(cmds.contains(&Command::OpenStream {
+        session_id: A.into()
+    }));
+    app.update(AppEvent::TranscriptLoaded {
+        session_id: A.into(),
+        messages,
+        draft: None,
+        rendered: None,
+    });
+    app.update(AppEvent::Stream {
+        session_id: A.into(),
+        update: StreamUpdate::Connected,
+    });
+    app
+}
+
+fn key(code: KeyCode) -> AppEvent {
+    AppEvent::Key(KeyEvent::new(code, KeyModifiers::NONE))
+}
+
+fn ctrl(c: char) -> AppEvent {
+    AppEvent::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL))
+}
+
+fn alt(code: KeyCode) -> AppEvent {
+    AppEvent::Key(KeyEvent::new(code, KeyModifiers::ALT))
+}
+
+fn type_text(app: &mut App, text: &str) -> Vec<Command> {
+    let mut out = Vec::new();
+    for c in text.chars() {
+        out.extend(app.update(key(KeyCode::Char(c))));
+    }
+    out
+}
+
+fn sent(cmds: &[Command]) -> Option<(String, u64, convo_client::api::SendMessage)> {
+    cmds.iter().find_map(|c| match c {
+        Command::Send {
+            session_id,
+            send_id,
+            body,
+            ..
+        } => Some((session_id.clone(), *send_id, body.clone())),
+        _ => None,
+    })
+}
+
+fn reply(id: &str, content: &str, tokens: u64) -> Message {
+    Message {
+        message_id: id.into(),
+        session_id: A.into(),
+        role: Role::Assistant,
+        content: content.into(),
+        tokens,
+        created_at: "2026-11-22T12:00:00Z".into(),
+        finish_reason: None,
+    }
+}
+
+fn delta(id: &str, seq: u64, content: &str) -> AppEvent {
+    AppEvent::Stream {
+        session_id: A.into(),
+        update: StreamUpdate::Event(StreamEvent::Delta {
+            session_id: A.into(),
+            message_id: id.into(),
+            seq,
+            content: content.into(),
+        }),
+    }
+}
+
+fn open(app: &App) -> &OpenSession {
+    app.session().unwrap()
+}
+
+fn stored_msg(role: Role, content: &str) -> StoredMessage {
+    StoredMessage {
+        message_id: None,
+        role,
+        content: content.into(),
+        tokens: 3,
+        created_at: t0(),
+        status: MessageStatus::Complete,
+        finish_reason: None,
+    }
+}
+
+/// Types `text`, sends it, and has the service accept it in A with reply `reply_id` (empty so
+/// far): the send's id.
+fn send_accepted(app: &mut App, text: &str, reply_id: &str, prompt_tokens: u64) -> u64 {
+    type_text(app, text);
+    let (_, send_id, _) = sent(&app.update(key(KeyCode::Enter))).unwrap();
+    app.update(AppEvent::SendAccepted {
+        session_id: A.into(),
+        send_id,
+        reply: reply(reply_id, "", 0),
+        prompt_tokens,
+    });
+    send_id
+}
+
+/// The stream's `error` event for reply `message_id` of A.
+fn error_event(message_id: &str, code: &str, message: &str) -> AppEvent {
+    stream(StreamUpdate::Event(StreamEvent::Error {
+        session_id: A.into(),
+        message_id: message_id.into(),
+        error: ErrorBody::new(code, message),
+    }))
+}
+
+fn stream(update: StreamUpdate) -> AppEvent {
+    AppEvent::Stream {
+        session_id: A.into(),
+        update,
+    }
+}
+
+fn stored_reply(cmds: &[Command]) -> Option<StoredMessage> {
+    cmds.iter().find_map(|c| match c {
+        Command::Persist(StoreOp::AppendMessage { message, .. })
+            if message.role == Role::Assistant =>
+        {
+            Some(message.clone())
+        }
+        _ => None,
+    })
+}
+
+fn history(messages: Vec<Message>) -> AppEvent {
+    AppEvent::History {
+        session_id: A.into(),
+        fetch: HistoryFetch::Messages(messages),
+    }
+}
+
+fn status(app: &App) -> Option<String> {
+    app.transcript_pane().search().and_then(|s| s.status())
+}
+
+/// The last search of the store asked for.
+fn asked(cmds: &[Command]) -> Option<(u64, String)> {
+    cmds.iter().rev().find_map(|c| match c {
+        Command::SearchSessions { seq, text, .. } => Some((*seq, text.clone())),
+        _ => None,
+    })
+}
