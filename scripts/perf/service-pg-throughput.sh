@@ -16,8 +16,8 @@
 # Each row ends with the 1-minute load average when its run ended.
 # PG_STATS=FILE: where PostgreSQL's CPU goes. The cluster loads pg_stat_statements (statements
 # inside the functions counted too) and counts function calls; after each PostgreSQL run FILE
-# gets, per POST, the calls and execution time of each statement and function (the warm-up
-# included), the commits, the rows written per table, and the WAL written.
+# gets, per POST, the calls and execution time of each statement and function (counted from
+# after the warm-up), the commits, the rows written per table, and the WAL written.
 source "$(dirname "$0")/common.sh"
 need_wrk
 command -v psql >/dev/null || { echo "psql is missing: apt-get install -y postgresql-client" >&2; exit 2; }
@@ -122,9 +122,10 @@ measure() {
         wrks+=($!); i=$((i + 1))
     done
     wait "${wrks[@]}"
+    local replica_cpu=$(($(ticks "${pids[@]}") - replica_before)) pg_cpu=$(($(pg_ticks) - pg_before))
+    # (After the CPU is read: the report's queries are not the run's.)
     [[ -n ${PG_STATS:-} && $name != SQLite* ]] && stats_report "$name, $keys keys" \
         "$(awk '/^requests/ { n += $2 } END { print n + 0 }' "$work"/wrk*)"
-    local replica_cpu=$(($(ticks "${pids[@]}") - replica_before)) pg_cpu=$(($(pg_ticks) - pg_before))
     awk -v name="$name" -v keys="$keys" -v tick="$tick" -v rc="$replica_cpu" -v pc="$pg_cpu" \
         -v sqlite="$([[ $name == SQLite* ]] && echo 1)" -v loadavg="$(cut -d' ' -f1 /proc/loadavg)" '
         /^requests/ { n += $2; rate += $7; bad += $NF + $(NF - 2) + $(NF - 4) + $(NF - 6) + $(NF - 8) }
