@@ -14,6 +14,10 @@
 # in all for DURATION (10s), split evenly over the replicas (one wrk per replica); builtin
 # engine at pace 0, SESSIONS (8000) sessions. KEY_SETS ("1 $KEYS") lists the key counts to run.
 # Each row ends with the 1-minute load average when its run ended.
+# PG_STATS=FILE: where PostgreSQL's CPU goes. The cluster loads pg_stat_statements (statements
+# inside the functions counted too) and counts function calls; after each PostgreSQL run FILE
+# gets, per POST, the calls and execution time of each statement and function (counted from
+# after the warm-up), the commits, the rows written per table, and the WAL written.
 source "$(dirname "$0")/common.sh"
 need_wrk
 command -v psql >/dev/null || { echo "psql is missing: apt-get install -y postgresql-client" >&2; exit 2; }
@@ -39,7 +43,17 @@ fsync = on
 full_page_writes = on
 synchronous_commit = ${PG_SYNC_COMMIT:-on}
 CONF
+if [[ -n ${PG_STATS:-} ]]; then
+    : >"$PG_STATS"
+    cat >>"$cluster/data/postgresql.conf" <<CONF
+shared_preload_libraries = 'pg_stat_statements'
+pg_stat_statements.track = all
+pg_stat_statements.max = 1000
+track_functions = all
+CONF
+fi
 crates/testpg/pg-cluster.sh restart "$cluster"
+[[ -n ${PG_STATS:-} ]] && psql -q "$PG/postgres" -c 'CREATE EXTENSION pg_stat_statements'
 echo "# PostgreSQL $(psql -Atc 'SHOW server_version' "$PG/postgres"), private cluster, synchronous_commit $(psql -Atc 'SHOW synchronous_commit' "$PG/postgres")"
 
 # The `--api-key` arguments of $1 keys.
@@ -95,6 +109,7 @@ measure() {
             -d '{"content":"warm up"}' || { cat "$work"/err* >&2; exit 1; }
     done
     local replica_before pg_before
+    [[ -n ${PG_STATS:-} && $name != SQLite* ]] && stats_reset
     replica_before=$(ticks "${pids[@]}") pg_before=$(pg_ticks)
     for u in "${urls[@]}"; do
         if [[ $keys == 1 ]]; then
@@ -108,6 +123,9 @@ measure() {
     done
     wait "${wrks[@]}"
     local replica_cpu=$(($(ticks "${pids[@]}") - replica_before)) pg_cpu=$(($(pg_ticks) - pg_before))
+    # (After the CPU is read: the report's queries are not the run's.)
+    [[ -n ${PG_STATS:-} && $name != SQLite* ]] && stats_report "$name, $keys keys" \
+        "$(awk '/^requests/ { n += $2 } END { print n + 0 }' "$work"/wrk*)"
     awk -v name="$name" -v keys="$keys" -v tick="$tick" -v rc="$replica_cpu" -v pc="$pg_cpu" \
         -v sqlite="$([[ $name == SQLite* ]] && echo 1)" -v loadavg="$(cut -d' ' -f1 /proc/loadavg)" '
         /^requests/ { n += $2; rate += $7; bad += $NF + $(NF - 2) + $(NF - 4) + $(NF - 6) + $(NF - 8) }
@@ -117,6 +135,43 @@ measure() {
             printf "| %s | %d | %.0f | %.2f ms | %d | %.0f | %s | %s |\n", name, keys, rate, p99, bad, rc / tick / n * 1e6, pg, loadavg
         }' "$work"/wrk*
     rm -f "$work"/wrk*
+}
+
+# Zeroes the cluster's statement, function and table counters (the run's database is $db).
+stats_reset() {
+    psql -qAt "$PG/postgres" -c 'SELECT pg_stat_statements_reset()' >/dev/null
+    psql -qAt "$db" -c 'SELECT pg_stat_reset()' >/dev/null
+    wal_before=$(psql -qAt "$PG/postgres" -c 'SELECT pg_current_wal_lsn()')
+}
+
+# Appends to $PG_STATS what PostgreSQL did per POST in run $1 of $2 POSTs.
+stats_report() {
+    local n=$2 q
+    sleep 1 # the counters of a backend reach the statistics when it is idle (PGSTAT_MIN_INTERVAL)
+    {
+        echo "## $1: $n POSTs, $(date -u +%T)"
+        q="SELECT round(calls::numeric / $n, 2) AS calls_per_post,
+                  round((total_exec_time * 1000 / $n)::numeric, 1) AS us_per_post,
+                  round((mean_exec_time * 1000)::numeric, 1) AS mean_us,
+                  round(total_plan_time::numeric, 1) AS plan_ms, toplevel,
+                  left(regexp_replace(query, '\s+', ' ', 'g'), 110) AS query
+           FROM pg_stat_statements WHERE calls >= $n / 20
+           ORDER BY total_exec_time DESC LIMIT 40"
+        psql -P pager=off -c "$q" "$PG/postgres"
+        psql -P pager=off -c "SELECT funcname, round(calls::numeric / $n, 2) AS calls_per_post,
+                  round((total_time * 1000 / $n)::numeric, 1) AS total_us_per_post,
+                  round((self_time * 1000 / $n)::numeric, 1) AS self_us_per_post
+           FROM pg_stat_user_functions ORDER BY total_time DESC" "$db"
+        psql -P pager=off -c "SELECT relname, round(n_tup_ins::numeric / $n, 2) AS ins,
+                  round(n_tup_upd::numeric / $n, 2) AS upd, round(n_tup_hot_upd::numeric / $n, 2) AS hot_upd,
+                  round(n_tup_del::numeric / $n, 2) AS del, n_dead_tup AS dead, autovacuum_count AS autovac,
+                  autoanalyze_count AS autoanalyze
+           FROM pg_stat_user_tables ORDER BY n_tup_ins + n_tup_upd + n_tup_del DESC" "$db"
+        psql -P pager=off -c "SELECT round(xact_commit::numeric / $n, 2) AS commits_per_post,
+                  round(xact_rollback::numeric / $n, 2) AS rollbacks_per_post,
+                  round(pg_wal_lsn_diff(pg_current_wal_lsn(), '$wal_before') / $n) AS wal_bytes_per_post
+           FROM pg_stat_database WHERE datname = current_database()" "$db"
+    } >>"$PG_STATS" 2>&1
 }
 
 stop_all() {

@@ -29,8 +29,9 @@ async fn replicas_started_together_migrate_once_and_share_everything() {
         backend
             .int("SELECT CAST(version AS BIGINT) FROM schema_version", &[])
             .await,
-        // The number of PostgreSQL migrations (the operators' `api_keys_by_account` is the last).
-        8
+        // The number of PostgreSQL migrations (the last: an account's first refill of the
+        // month in one statement).
+        9
     );
     // Both replicas hold a lease.
     assert_eq!(backend.int("SELECT COUNT(*) FROM replicas", &[]).await, 2);
