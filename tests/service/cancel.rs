@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use super::backends::TestDb;
 use super::common::{
-    GUARD, Svc, Ws, close, json as body_json, next_event, session, start_with, until_end,
+    Svc, Ws, close, json as body_json, next_event, next_json, session, start_with, until_end,
 };
 use super::replica_harness::Replica;
 use super::upstream::{Upstream, chunk, finish};
@@ -39,16 +39,22 @@ async fn with_live_upstream() -> (Svc, Upstream, tokio::sync::mpsc::UnboundedSen
     (start_with(config).await, upstream, tx)
 }
 
-#[tokio::test]
-async fn a_cancel_mid_reply_stores_the_text_so_far_marked_stopped() {
-    let (svc, _upstream, tx) = with_live_upstream().await;
+/// A new session's listener, and the id of the streamed reply to `content` (202).
+async fn streamed_reply(svc: &Svc, content: &str) -> (String, Ws, String) {
     let sid = session();
-    let mut ws = svc.ws(&sid).await;
+    let ws = svc.ws(&sid).await;
     let (status, accepted) = svc
-        .post(&sid, json!({"content": "write an essay", "stream": true}))
+        .post(&sid, json!({"content": content, "stream": true}))
         .await;
     assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
     let id = accepted["messageId"].as_str().unwrap().to_string();
+    (sid, ws, id)
+}
+
+#[tokio::test]
+async fn a_cancel_mid_reply_stores_the_text_so_far_marked_stopped() {
+    let (svc, _upstream, tx) = with_live_upstream().await;
+    let (sid, mut ws, id) = streamed_reply(&svc, "write an essay").await;
     tx.send(chunk("The first ")).unwrap();
     tx.send(chunk("words")).unwrap();
     let mut seen = String::new();
@@ -95,13 +101,7 @@ async fn a_cancel_mid_reply_stores_the_text_so_far_marked_stopped() {
 #[tokio::test]
 async fn a_cancel_before_any_text_rolls_the_turn_back() {
     let (svc, _upstream, _tx) = with_live_upstream().await;
-    let sid = session();
-    let mut ws = svc.ws(&sid).await;
-    let (status, accepted) = svc
-        .post(&sid, json!({"content": "think long", "stream": true}))
-        .await;
-    assert_eq!(status, StatusCode::ACCEPTED);
-    let id = accepted["messageId"].as_str().unwrap().to_string();
+    let (sid, mut ws, id) = streamed_reply(&svc, "think long").await;
     let (status, body) = cancel(&svc, &sid, &id).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     let events = until_end(&mut ws, &id).await;
@@ -199,13 +199,7 @@ async fn a_cancel_after_the_engine_finished_but_before_the_reply_is_stored_says_
     config.db = DbLocation::Postgres(db.url());
     config.engine = upstream.engine_config();
     let svc = start_with(config).await;
-    let sid = session();
-    let mut ws = svc.ws(&sid).await;
-    let (status, accepted) = svc
-        .post(&sid, json!({"content": "say it all", "stream": true}))
-        .await;
-    assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
-    let id = accepted["messageId"].as_str().unwrap().to_string();
+    let (sid, mut ws, id) = streamed_reply(&svc, "say it all").await;
     tx.send(chunk("All of it.")).unwrap();
     match next_event(&mut ws).await {
         StreamEvent::Delta { content, .. } => assert_eq!(content, "All of it."),
@@ -254,22 +248,14 @@ async fn a_cancel_after_the_engine_finished_but_before_the_reply_is_stored_says_
 /// Sends `frame` on the session's WebSocket; its answer, and the reply's events that came
 /// before it.
 async fn ws_frame(ws: &mut Ws, frame: Value) -> (Value, Vec<StreamEvent>) {
-    use futures_util::{SinkExt, StreamExt};
+    use futures_util::SinkExt;
     use tokio_tungstenite::tungstenite::Message as WsMessage;
     ws.send(WsMessage::Text(frame.to_string().into()))
         .await
         .expect("sent");
     let mut before = Vec::new();
     loop {
-        let message = tokio::time::timeout(GUARD, ws.next())
-            .await
-            .expect("an answer (guard)")
-            .expect("the stream is open")
-            .expect("a frame");
-        let WsMessage::Text(text) = message else {
-            continue;
-        };
-        let value: Value = serde_json::from_str(&text).expect("JSON");
+        let value: Value = next_json(ws).await;
         if value["type"] == "cancelled" {
             return (value, before);
         }
@@ -280,13 +266,7 @@ async fn ws_frame(ws: &mut Ws, frame: Value) -> (Value, Vec<StreamEvent>) {
 #[tokio::test]
 async fn a_cancel_frame_on_the_websocket_does_what_the_route_does_and_is_answered_there() {
     let (svc, _upstream, tx) = with_live_upstream().await;
-    let sid = session();
-    let mut ws = svc.ws(&sid).await;
-    let (status, accepted) = svc
-        .post(&sid, json!({"content": "write an essay", "stream": true}))
-        .await;
-    assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
-    let id = accepted["messageId"].as_str().unwrap().to_string();
+    let (sid, mut ws, id) = streamed_reply(&svc, "write an essay").await;
     tx.send(chunk("The first words")).unwrap();
     match next_event(&mut ws).await {
         StreamEvent::Delta { content, .. } => assert_eq!(content, "The first words"),
