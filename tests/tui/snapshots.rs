@@ -155,6 +155,26 @@ fn send_id(cmds: &[Command]) -> u64 {
         .expect("a send")
 }
 
+/// Enter sends what the composer holds, and the service accepts it: the reply `reply_id` of
+/// `session_id`, empty so far.
+fn send_accepted(app: &mut App, session_id: &str, reply_id: &str, prompt_tokens: u64) {
+    let id = send_id(&app.update(key(KeyCode::Enter)));
+    app.update(AppEvent::SendAccepted {
+        session_id: session_id.into(),
+        send_id: id,
+        reply: Message {
+            message_id: reply_id.into(),
+            session_id: session_id.into(),
+            role: Role::Assistant,
+            content: String::new(),
+            tokens: 0,
+            created_at: "2026-11-22T12:00:00Z".into(),
+            finish_reason: None,
+        },
+        prompt_tokens,
+    });
+}
+
 #[test]
 fn connecting() {
     snap("connecting", |w, h| {
@@ -215,21 +235,7 @@ fn streaming_reply() {
     snap("streaming", |w, h| {
         let mut app = chat(w, h);
         type_text(&mut app, "Show me a code example");
-        let id = send_id(&app.update(key(KeyCode::Enter)));
-        app.update(AppEvent::SendAccepted {
-            session_id: A.into(),
-            send_id: id,
-            reply: Message {
-                message_id: "msg_1".into(),
-                session_id: A.into(),
-                role: Role::Assistant,
-                content: String::new(),
-                tokens: 0,
-                created_at: "2026-11-22T12:00:00Z".into(),
-                finish_reason: None,
-            },
-            prompt_tokens: 6,
-        });
+        send_accepted(&mut app, A, "msg_1", 6);
         for (seq, part) in ["Here is ", "one:\n\n```rust\nfn ", "longest<'a>(x: &'a str"]
             .iter()
             .enumerate()
@@ -513,21 +519,7 @@ fn stopped_and_failed_replies_with_the_stream_down() {
         let mut app = chat(w, h);
         for (text, msg_id) in [("first question", "m1"), ("second question", "m2")] {
             type_text(&mut app, text);
-            let id = send_id(&app.update(key(KeyCode::Enter)));
-            app.update(AppEvent::SendAccepted {
-                session_id: A.into(),
-                send_id: id,
-                reply: Message {
-                    message_id: msg_id.into(),
-                    session_id: A.into(),
-                    role: Role::Assistant,
-                    content: String::new(),
-                    tokens: 0,
-                    created_at: "2026-11-22T12:00:00Z".into(),
-                    finish_reason: None,
-                },
-                prompt_tokens: 2,
-            });
+            send_accepted(&mut app, A, msg_id, 2);
             app.update(AppEvent::Stream {
                 session_id: A.into(),
                 update: StreamUpdate::Event(StreamEvent::Delta {
@@ -590,21 +582,7 @@ fn a_reply_cut_off_by_the_stream_reads_interrupted() {
     snap("reply_cut_off", |w, h| {
         let mut app = chat(w, h);
         type_text(&mut app, "tell me more");
-        let id = send_id(&app.update(key(KeyCode::Enter)));
-        app.update(AppEvent::SendAccepted {
-            session_id: A.into(),
-            send_id: id,
-            reply: Message {
-                message_id: "m1".into(),
-                session_id: A.into(),
-                role: Role::Assistant,
-                content: String::new(),
-                tokens: 0,
-                created_at: "2026-11-22T12:00:00Z".into(),
-                finish_reason: None,
-            },
-            prompt_tokens: 3,
-        });
+        send_accepted(&mut app, A, "m1", 3);
         app.update(AppEvent::Stream {
             session_id: A.into(),
             update: StreamUpdate::Event(StreamEvent::Delta {
@@ -641,21 +619,7 @@ fn session_titles_from_markdown_messages_are_plain() {
         app.update(AppEvent::Paste(
             "# **Plan** for `v2`:  ship _it_\n\nthe details".into(),
         ));
-        let id = send_id(&app.update(key(KeyCode::Enter)));
-        app.update(AppEvent::SendAccepted {
-            session_id: sid.clone(),
-            send_id: id,
-            reply: Message {
-                message_id: "m1".into(),
-                session_id: sid,
-                role: Role::Assistant,
-                content: String::new(),
-                tokens: 0,
-                created_at: "2026-11-22T12:00:00Z".into(),
-                finish_reason: None,
-            },
-            prompt_tokens: 9,
-        });
+        send_accepted(&mut app, &sid, "m1", 9);
         app
     });
 }
@@ -1270,21 +1234,7 @@ fn delete_dialog_of_a_session_never_sent() {
 fn reply_pending(w: u16, h: u16) -> App {
     let mut app = chat(w, h);
     type_text(&mut app, "Write an essay about Rome");
-    let id = send_id(&app.update(key(KeyCode::Enter)));
-    app.update(AppEvent::SendAccepted {
-        session_id: A.into(),
-        send_id: id,
-        reply: Message {
-            message_id: "msg_1".into(),
-            session_id: A.into(),
-            role: Role::Assistant,
-            content: String::new(),
-            tokens: 0,
-            created_at: "2026-11-22T12:00:00Z".into(),
-            finish_reason: None,
-        },
-        prompt_tokens: 6,
-    });
+    send_accepted(&mut app, A, "msg_1", 6);
     app
 }
 
