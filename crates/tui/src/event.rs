@@ -103,6 +103,8 @@ pub enum AppEvent {
         title: Option<String>,
         title_set: bool,
     },
+    /// The store's count of a session's tokens after it changed them (an undo's removal).
+    SessionTokens { session_id: String, tokens: u64 },
     /// `/export` wrote the file (`Command::Export`), or why it did not.
     Exported {
         session_id: String,

@@ -462,6 +462,11 @@ impl App {
                     self.send_title_to_service(&session_id, &mut out);
                 }
             }
+            AppEvent::SessionTokens { session_id, tokens } => {
+                if let Some(s) = self.sessions_pane.get_mut(&session_id) {
+                    s.tokens = tokens;
+                }
+            }
             AppEvent::ServiceSessions(change) => self.on_service_sessions(change, &mut out),
             AppEvent::SessionsMerged {
                 sessions,

@@ -141,6 +141,9 @@ pub(super) fn spawn_store(
                     StoreJob::Op(StoreOp::MergeService(change)) => {
                         merge_service(&store, &change, &events)
                     }
+                    StoreJob::Op(StoreOp::RemoveLastExchange { session_id }) => {
+                        remove_last_exchange(&store, session_id, &events)
+                    }
                     StoreJob::Export { session_id, path } => {
                         let result = export(&store, &session_id, path.as_deref());
                         events.send(AppEvent::Exported { session_id, result });
@@ -314,6 +317,24 @@ fn merge_service(
     Ok(())
 }
 
+/// Removes the session's last exchange (an undo) and tells the app the session's tokens as the
+/// store counts them now: a list merged before the removal, answered after the app took the
+/// exchange's tokens off, would otherwise leave the pane with the old total.
+fn remove_last_exchange(
+    store: &Store,
+    session_id: String,
+    events: &EventSender,
+) -> Result<(), local_store::StoreError> {
+    store.remove_last_exchange(&session_id)?;
+    if let Some(record) = store.session(&session_id)? {
+        events.send(AppEvent::SessionTokens {
+            session_id,
+            tokens: record.tokens,
+        });
+    }
+    Ok(())
+}
+
 /// Sets or clears a session's title and tells the app what the title is now.
 fn set_title(
     store: &Store,
@@ -408,6 +429,7 @@ fn apply(store: &Store, op: StoreOp) -> Result<(), local_store::StoreError> {
             source,
             message_id,
         } => store.set_forked_from(&session_id, &source, &message_id),
+        // Answered with the session's tokens: `remove_last_exchange`, above.
         StoreOp::RemoveLastExchange { session_id } => {
             store.remove_last_exchange(&session_id).map(|_| ())
         }
@@ -419,6 +441,29 @@ mod tests {
     use super::*;
     use convo_client::api::Role;
     use convo_client::local_store::StoredMessage;
+
+    #[test]
+    fn an_undo_s_removal_answers_with_the_tokens_the_store_counts_now() {
+        let store = Store::in_memory().unwrap();
+        let id = "session_AAAAAAAAAAAAAAAA";
+        store.upsert_session(id, chrono::Utc::now()).unwrap();
+        for text in ["first question", "second question"] {
+            store
+                .append_message(id, &StoredMessage::user(Role::User, text))
+                .unwrap();
+        }
+        let before = store.session(id).unwrap().unwrap().tokens;
+        let (events, mut rx) = EventSender::new();
+        remove_last_exchange(&store, id.to_string(), &events).unwrap();
+        let after = store.session(id).unwrap().unwrap().tokens;
+        assert!(after < before, "{after} < {before}");
+        match rx.try_recv() {
+            Ok(AppEvent::SessionTokens { session_id, tokens }) => {
+                assert_eq!((session_id.as_str(), tokens), (id, after));
+            }
+            other => panic!("expected the session's tokens, got {other:?}"),
+        }
+    }
 
     #[test]
     fn export_writes_markdown_and_never_over_a_file() {

@@ -277,6 +277,20 @@ fn undo_asks_the_server_then_the_store_and_reloads_and_is_refused_while_a_reply_
         20 - 6,
         "the list's total without q2 and a2 (3 tokens each)"
     );
+    // A list the store merged before the removal comes in after it, with the old total; the
+    // store's count after the removal, which follows it, is what the list shows.
+    let mut stale = app.sessions_pane().get(A).unwrap().clone();
+    stale.tokens = 20;
+    app.update(AppEvent::SessionsMerged {
+        sessions: vec![stale],
+        deleted: vec![],
+        titles_to_send: vec![],
+    });
+    app.update(AppEvent::SessionTokens {
+        session_id: A.into(),
+        tokens: 14,
+    });
+    assert_eq!(app.sessions_pane().get(A).unwrap().tokens, 14);
 
     // A reply streaming: refused here, and the server's 409 says the same.
     let mut app = app_loaded(vec![stored(Role::User, "q1", None)]);
