@@ -230,6 +230,50 @@ async fn a_stopped_reply_stops_computing() {
 }
 
 #[tokio::test]
+async fn a_stop_while_a_long_prompt_is_read_aborts_the_step_under_way() {
+    let engine = LocalEngine::start(options()).unwrap();
+    engine.ready().await.unwrap();
+    // About 3,500 tokens, read in steps of up to 512: after the first progress, at least one
+    // whole step is left whatever the machine's speed.
+    let long = "The quick brown fox jumps over the lazy dog near the river bank. ".repeat(250);
+    let history = vec![entry(Role::User, &format!("{long}\nSummarise this."))];
+    let (tx, mut rx) = mpsc::channel(4);
+    let reply = engine.reply(request("long", &history), tx);
+    let first_progress = async {
+        match rx.recv().await.expect("a piece") {
+            EngineEvent::Progress { read, total } => (read, total),
+            other => panic!("a piece before the prompt is read: {other:?}"),
+        }
+    };
+    let (read, total) = tokio::select! {
+        _ = reply => panic!("the reply ended before any progress"),
+        progress = first_progress => progress,
+    };
+    assert!(read < total, "{read} of {total}");
+    // The reply is dropped (its turn stopped) while the next step reads the prompt: llama.cpp
+    // is asked during the step and abandons it, so no prompt token beyond the progress is
+    // counted as decoded (without the abort the step under way would finish: 512 more).
+    drop(rx);
+    settled(&engine).await;
+    let decoded = engine
+        .all_counters()
+        .prompt
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        decoded < read + 512,
+        "{decoded} prompt tokens decoded, {read} when the reply was stopped"
+    );
+    // The engine still answers, in the same session too (the aborted step left no cells).
+    let reply = collect(
+        &engine,
+        "long",
+        &[entry(Role::User, "What is the capital of France?")],
+    )
+    .await;
+    assert!(reply.contains("Paris"), "{reply}");
+}
+
+#[tokio::test]
 async fn deleting_a_session_stops_its_reply() {
     let svc = start_local(LocalOptions {
         max_reply_tokens: Some(2_000),

@@ -13,9 +13,9 @@ use tokio::sync::mpsc;
 use super::common::GUARD;
 use super::local_model::{entry, options, request, settled, test_model};
 
-/// About 400 tokens: read in several steps even on an idle machine, so that progress shows.
+/// About 2,000 tokens: several steps of up to 512 tokens, so that progress shows.
 fn long_text() -> String {
-    "Summarise this: ".to_string() + &"the quick brown fox jumps over the lazy dog. ".repeat(40)
+    "Summarise this: ".to_string() + &"the quick brown fox jumps over the lazy dog. ".repeat(200)
 }
 
 /// About 220 tokens: enough that a prefix reused or not is plain in the counters.

@@ -14,6 +14,7 @@ mod kv_store;
 mod prompt;
 mod scheduler;
 mod step_cost;
+mod step_watch;
 mod utf8;
 
 use std::sync::Arc;

@@ -5,11 +5,13 @@
 //! slot remembers which session's tokens it holds, so a session's next turn continues from
 //! the longest prefix already computed: only the new messages are decoded. A new session
 //! takes a free slot, or the one used least recently. Every step decodes one token for each
-//! reply being generated, plus as many prompt tokens of replies still reading their prompt as
-//! fit in about `STEP_MS` (the cost of steps is measured as they go: `step_cost.rs`); between
-//! steps a reply nobody waits for any more is dropped, so a stopped reply stops computing
-//! within one step. A prompt read for
-//! longer than `PROGRESS_MS` reports how far it got, at most every `PROGRESS_MS`.
+//! reply being generated, plus prompt tokens of replies still reading their prompt: while no
+//! reply is generating, a whole batch of `STEP_TOKENS` (the size llama.cpp reads fastest);
+//! beside replies being generated, as many as fit in about `STEP_MS` (the cost of steps is
+//! measured as they go: `step_cost.rs`), so that their next tokens keep coming. A reply
+//! nobody waits for any more stops its step in the middle (`step_watch.rs`: llama.cpp's
+//! abort callback), and is dropped before the next one. A prompt read for longer than
+//! `PROGRESS_MS` reports how far it got, at most every `PROGRESS_MS`.
 //!
 //! With a KV store (`kv_store.rs`), a session's state is saved when its slot goes to another
 //! session or the cache needs its cells, and when the engine stops; a session new to its slot
@@ -22,6 +24,7 @@ use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use llama_cpp_2::DecodeError;
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::context::params::LlamaContextParams;
 use llama_cpp_2::llama_backend::LlamaBackend;
@@ -34,6 +37,7 @@ use tokio::sync::watch;
 
 use super::kv_store::KvStore;
 use super::step_cost::StepCost;
+use super::step_watch::StepWatch;
 use super::utf8::Utf8Pieces;
 use super::{Counters, Job, LocalOptions, Msg, Piece, prompt};
 use crate::engine::{Finish, LoadState};
@@ -44,8 +48,8 @@ const STEP_TOKENS: usize = 512;
 /// The fewest prompt tokens a step takes when a prompt is waiting.
 const MIN_STEP_TOKENS: usize = 8;
 
-/// How long a step should take: short enough that a stopped reply stops, and the other
-/// replies' next tokens come, within about this; long enough to read a prompt at full speed.
+/// How long a step beside replies being generated should take: short enough that their next
+/// tokens come within about this.
 const STEP_MS: f64 = 80.0;
 
 /// A prompt read for longer than this reports its progress, at most this often.
@@ -82,6 +86,16 @@ struct Slot {
     tokens: Vec<LlamaToken>,
     used_at: u64,
     busy: bool,
+}
+
+/// What `llama_decode` returns when the abort callback stopped it.
+const ABORTED: i32 = 2;
+
+/// A reply as it was before a step (`Scheduler::take_back`).
+struct Before {
+    cells: usize,
+    next: Option<LlamaToken>,
+    prompt_read: usize,
 }
 
 /// A reply being computed.
@@ -137,13 +151,15 @@ pub(super) fn run(
         Ok(b) => b,
         Err(e) => return fail_everything(&load, jobs, e),
     };
-    let ctx = match model.new_context(backend, params) {
+    let mut ctx = match model.new_context(backend, params) {
         Ok(ctx) => ctx,
         Err(e) => {
             let e = format!("cannot create the model's context: {e}");
             return fail_everything(&load, jobs, e);
         }
     };
+    let watch = StepWatch::install(&mut ctx);
+    warm_up(&model, &mut ctx);
     let n_ctx = ctx.n_ctx() as usize;
     let model_window = (model.n_ctx_train() as usize).min(n_ctx);
     window.store(model_window as u64, Ordering::Relaxed);
@@ -168,6 +184,7 @@ pub(super) fn run(
     let mut scheduler = Scheduler {
         model: &model,
         ctx,
+        watch,
         template,
         options: &options,
         window: model_window,
@@ -217,6 +234,28 @@ fn load_model(
     Ok(model)
 }
 
+/// Computes one token and forgets it, before the engine says it is ready: the first batch
+/// pays for reading the weights in from the mapped file and for llama.cpp's first-use set-up
+/// (hundreds of milliseconds), which would otherwise fall on the first reply after a start
+/// (llama.cpp's own tools warm up the same way).
+fn warm_up(model: &LlamaModel, ctx: &mut LlamaContext<'_>) {
+    let started = Instant::now();
+    let mut batch = LlamaBatch::new(1, 1);
+    // A model without a beginning-of-text token (-1) computes token 0 instead.
+    let token = Some(model.vocab().bos())
+        .filter(|t| t.0 >= 0)
+        .unwrap_or(LlamaToken(0));
+    let warmed = batch
+        .add(token, 0, &[0], true)
+        .map_err(|e| e.to_string())
+        .and_then(|()| ctx.decode(&mut batch).map_err(|e| e.to_string()));
+    ctx.clear_kv_cache();
+    match warmed {
+        Ok(()) => tracing::debug!(elapsed = ?started.elapsed(), "model warmed up"),
+        Err(e) => tracing::debug!(error = %e, "the model's warm-up failed"),
+    }
+}
+
 /// The model could not be loaded: say so to whoever waits, and to every job that comes.
 fn fail_everything(load: &watch::Sender<LoadState>, jobs: Receiver<Msg>, error: String) {
     tracing::error!(error = %error, "the local model is not available");
@@ -235,6 +274,8 @@ fn fail_everything(load: &watch::Sender<LoadState>, jobs: Receiver<Msg>, error: 
 struct Scheduler<'m> {
     model: &'m LlamaModel,
     ctx: LlamaContext<'m>,
+    /// The replies of the step being computed, which llama.cpp asks about during it.
+    watch: Arc<StepWatch>,
     template: LlamaChatTemplate,
     options: &'m LocalOptions,
     /// A session's window: the model's, or the KV cache's when that is smaller.
@@ -589,9 +630,14 @@ impl Scheduler<'_> {
         s.used_at = self.clock;
     }
 
-    /// Prompt tokens the next step takes: about `STEP_MS` of work at the measured cost.
-    fn step_tokens(&self) -> usize {
-        self.cost.tokens(STEP_MS, MIN_STEP_TOKENS, STEP_TOKENS)
+    /// Prompt tokens the next step takes: a whole batch while no reply is generating (a stop
+    /// aborts the step in the middle); else about `STEP_MS` of work at the measured cost.
+    fn step_tokens(&self, active: &[Active]) -> usize {
+        if active.iter().any(|a| a.prompt.is_empty()) {
+            self.cost.tokens(STEP_MS, MIN_STEP_TOKENS, STEP_TOKENS)
+        } else {
+            STEP_TOKENS
+        }
     }
 
     /// Cells of the KV cache in use.
@@ -624,17 +670,18 @@ impl Scheduler<'_> {
     /// Decodes one batch: a token for each reply being generated, then prompt tokens; then
     /// samples each reply whose logits are ready.
     fn step(&mut self, active: &mut Vec<Active>) {
+        let step_tokens = self.step_tokens(active);
         let needed = active
             .iter()
             .map(|a| {
                 if a.prompt.is_empty() {
                     1
                 } else {
-                    a.prompt.len().min(self.step_tokens())
+                    a.prompt.len().min(step_tokens)
                 }
             })
             .sum::<usize>()
-            .min(self.step_tokens() + active.len());
+            .min(step_tokens + active.len());
         if !self.make_room(needed) {
             // Every cell holds a reply in progress: the longest one ends here.
             if let Some(i) =
@@ -647,7 +694,16 @@ impl Scheduler<'_> {
             return;
         }
         self.batch.clear();
-        let mut budget = self.step_tokens();
+        let mut budget = step_tokens;
+        // What each reply was before the step, to take the step back if it is aborted.
+        let before: Vec<Before> = active
+            .iter()
+            .map(|a| Before {
+                cells: self.slots[a.slot].tokens.len(),
+                next: a.next,
+                prompt_read: a.prompt_read,
+            })
+            .collect();
         for a in active.iter_mut() {
             a.logits_at = None;
             let slot = &mut self.slots[a.slot];
@@ -684,8 +740,15 @@ impl Scheduler<'_> {
             }
             budget -= take;
         }
+        self.watch.watch(active.iter().map(|a| a.job.out.clone()));
         let started = Instant::now();
         let decoded = self.ctx.decode(&mut self.batch);
+        if matches!(decoded, Err(DecodeError::Unknown(ABORTED))) {
+            // A reply of the step was stopped: the step is taken back (its cells removed,
+            // its tokens read again next time) and the stopped reply is dropped before it.
+            self.take_back(active, &before);
+            return;
+        }
         // Every step tells the cost model something: steps of a few tokens its fixed part,
         // steps that read a prompt its part per token.
         let prompt_tokens = self.batch.n_tokens() as usize - generating;
@@ -756,6 +819,27 @@ impl Scheduler<'_> {
             a.next = Some(token);
             i += 1;
         }
+    }
+
+    /// Undoes an aborted step: every reply's cells and tokens are as they were before it.
+    fn take_back(&mut self, active: &mut [Active], before: &[Before]) {
+        for (a, b) in active.iter_mut().zip(before) {
+            let slot = &mut self.slots[a.slot];
+            let added = slot.tokens.split_off(b.cells);
+            let _ = self
+                .ctx
+                .clear_kv_cache_seq(Some(a.slot as u32), Some(b.cells as u32), None);
+            if b.next.is_some() {
+                a.next = b.next;
+            } else {
+                for token in added.into_iter().rev() {
+                    a.prompt.push_front(token);
+                }
+            }
+            a.prompt_read = b.prompt_read;
+            a.logits_at = None;
+        }
+        tracing::debug!("step aborted: a reply of it was stopped");
     }
 
     fn finish(&mut self, mut a: Active, finish: Finish) {
