@@ -390,3 +390,44 @@ async fn convo_serve_saves_the_sessions_state_when_it_stops() {
     assert!(child.wait().unwrap().success());
     assert_eq!(saved(&dir.path().join("kv")).len(), 1);
 }
+
+#[tokio::test]
+async fn an_idle_session_leaves_the_cache_for_another_and_comes_back_from_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let kv = dir.path().join("kv");
+    let engine = started(with_kv(&kv)).await;
+    let mut history = vec![entry(Role::User, &mid_text())];
+    let (reply, _, _) = turn(&engine, "s1", &history).await;
+    assert_eq!(engine.stats().kv_slots_used, 1);
+    assert!(saved(&kv).is_empty(), "nothing saved while s1 is alone");
+    // Another session's reply: s1 is idle, its cells would slow s2's every token, so its
+    // state goes to the store and the cache holds s2 alone.
+    turn(
+        &engine,
+        "s2",
+        &[entry(Role::User, "What is the capital of France?")],
+    )
+    .await;
+    assert_eq!(saved(&kv).len(), 1, "s1 saved when s2 started");
+    assert_eq!(engine.stats().kv_slots_used, 1);
+    // s1's next turn comes back from the store: only the new message is read.
+    history.push(entry(Role::Assistant, &reply));
+    history.push(entry(Role::User, "Thanks. How many words was that?"));
+    let (_, decoded, reused) = turn(&engine, "s1", &history).await;
+    assert!(reused > 150, "reused {reused}");
+    assert!(decoded < 80, "decoded {decoded}");
+    assert_eq!(saved(&kv).len(), 2, "s2 saved in turn");
+}
+
+#[tokio::test]
+async fn without_a_store_idle_sessions_stay_in_the_cache() {
+    let engine = started(options()).await;
+    turn(&engine, "s1", &[entry(Role::User, &mid_text())]).await;
+    turn(
+        &engine,
+        "s2",
+        &[entry(Role::User, "What is the capital of France?")],
+    )
+    .await;
+    assert_eq!(engine.stats().kv_slots_used, 2);
+}

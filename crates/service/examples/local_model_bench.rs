@@ -3,11 +3,14 @@
 //! `raw`: this program calls `llama-cpp-2` directly (one sequence, the prompt in one batch,
 //! the same sampler as the engine: repetition penalty then greedy). `stack`: `convo serve
 //! --engine local --temperature 0` in its own process, driven from here as a client would
-//! (POST `stream: true`, the deltas over the session's WebSocket). Both answer the same
-//! prompts, so greedy decoding gives the same tokens; rounds alternate so that both see the
-//! same machine. It prints first-token times, tokens/s, turn 7 against turn 1, a 2,000-token
-//! prompt (raw with llama-cpp-2's default cache, f16 with flash attention where llama.cpp
-//! chooses it, and with 8-bit cells, against the stack), the next turn of a 1,500-token
+//! (POST `stream: true`, the deltas over the session's WebSocket), with a data dir of its own
+//! as `convo serve` has by default. Both answer the same prompts greedily; the engine computes
+//! attention without flash attention, so a near-tie can turn the texts apart ("same text").
+//! Rounds alternate so that both see the same machine. It prints first-token times,
+//! tokens/s, turn 7 against turn 1, a 2,000-token prompt (raw with llama-cpp-2's default cache,
+//! f16 with flash attention where llama.cpp chooses it, with 8-bit cells, and without flash
+//! attention, against the stack), raw's generation after that prompt with and without flash
+//! attention, the next turn of a 1,500-token
 //! conversation after `convo serve` restarts, how soon a stop stops the model, and the RSS of
 //! both. `--raw-only` prints the raw figures alone (the portable build's run, for native
 //! against portable). `scripts/perf/local-model.sh` builds and runs it.
@@ -67,11 +70,13 @@ fn unseen(round: usize, text: &str) -> String {
 }
 
 /// The raw side's KV cache: llama-cpp-2's defaults (f16 cells, flash attention when
-/// llama.cpp finds it faster), or 8-bit cells with flash attention.
+/// llama.cpp finds it faster), 8-bit cells with flash attention, or f16 cells without flash
+/// attention (what the engine uses).
 #[derive(Clone, Copy)]
 enum Cache {
     Default,
     Q8,
+    NoFlash,
 }
 
 fn main() {
@@ -144,7 +149,10 @@ fn main() {
 
     let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
-    let (mut serve, url) = start_serve(&model_path);
+    // As `convo serve` runs by default: with a data dir (its database, and the saved KV state
+    // of sessions that leave the cache).
+    let data_dir = tempfile::tempdir().expect("a temporary dir");
+    let (mut serve, url) = start_serve_in(&model_path, Some(data_dir.path()));
     let (mut raw_first, mut raw_tps, mut stack_first, mut stack_tps) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for round in 0..rounds {
@@ -179,6 +187,7 @@ fn main() {
     }
     // The raw side's peak: the model and one 8,192-token context at a time.
     let (_, raw_hwm) = rss_of(std::process::id());
+    raw_without_flash_attention(backend, &model, threads as i32, rounds);
     let (raw_first, raw_tps) = (median(raw_first), median(raw_tps));
     let (stack_first, stack_tps) = (median(stack_first), median(stack_tps));
     println!(
@@ -250,6 +259,37 @@ fn main() {
     let _ = serve.wait();
 }
 
+/// Raw without flash attention (the engine's choice) against the defaults: the long prompt's
+/// first token, and generation late in a long conversation (once each: about 20 s a run).
+/// After the RSS peak is read: without flash attention a 512-token batch holds larger buffers.
+fn raw_without_flash_attention(
+    backend: &LlamaBackend,
+    model: &LlamaModel,
+    threads: i32,
+    rounds: usize,
+) {
+    let mut firsts = Vec::new();
+    for _ in 0..rounds {
+        let (run, _) = raw_reply(backend, model, threads, &long_prompt(), 1, Cache::NoFlash);
+        firsts.push(run.first_ms);
+    }
+    println!(
+        "raw, a 2,000-token prompt, f16, no flash attention cache: first token {:.1} ms (median)",
+        median(firsts)
+    );
+    for (name, cache) in [
+        ("f16 (defaults)", Cache::Default),
+        ("f16, no flash attention (the engine's)", Cache::NoFlash),
+    ] {
+        let (run, tokens) = raw_reply(backend, model, threads, &long_prompt(), MAX_TOKENS, cache);
+        println!(
+            "raw, {tokens} tokens after a 2,000-token prompt, {name} cache: {:.1} tok/s (first token {:.1} ms)",
+            rate(tokens, run.after_first_s),
+            run.first_ms
+        );
+    }
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -269,6 +309,9 @@ fn raw_reply(
         .with_n_ctx(NonZeroU32::new(8192))
         .with_n_threads(threads)
         .with_n_threads_batch(threads);
+    if let Cache::NoFlash = cache {
+        params = params.with_flash_attention_policy(0);
+    }
     if let Cache::Q8 = cache {
         params = params
             .with_flash_attention_policy(1)
@@ -327,10 +370,6 @@ fn raw_reply(
         text: String::from_utf8_lossy(&bytes).into_owned(),
     };
     (run, generated)
-}
-
-fn start_serve(model: &Path) -> (Child, String) {
-    start_serve_in(model, None)
 }
 
 /// `convo serve` on `model`; with `data_dir`, its database and saved KV state are there.

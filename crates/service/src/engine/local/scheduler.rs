@@ -45,6 +45,14 @@ use crate::engine::{Finish, LoadState};
 /// The most prompt tokens decoded in one step, over all replies (the batch's size).
 const STEP_TOKENS: usize = 512;
 
+/// The tokens llama.cpp computes at once within a step (its micro-batch). Without flash
+/// attention a micro-batch holds a matrix of its tokens against every cell in use (f32, per
+/// head: 40 MB at 8,192 cells for 128 tokens), and reads a prompt about as fast as 512 do.
+const UBATCH_TOKENS: usize = 128;
+
+/// llama.cpp's `llama_flash_attn_type` for "disabled".
+const FLASH_ATTENTION_OFF: i32 = 0;
+
 /// The fewest prompt tokens a step takes when a prompt is waiting.
 const MIN_STEP_TOKENS: usize = 8;
 
@@ -140,11 +148,14 @@ pub(super) fn run(
     let params = LlamaContextParams::default()
         .with_n_ctx(NonZeroU32::new(options.kv_tokens.max(256)))
         .with_n_batch(STEP_TOKENS as u32 + sessions)
-        .with_n_ubatch(STEP_TOKENS as u32 + sessions)
+        .with_n_ubatch(UBATCH_TOKENS as u32 + sessions)
         .with_n_seq_max(sessions)
         .with_kv_unified(true)
-        // llama.cpp's defaults for the cache: f16 cells, flash attention where it is faster
-        // (measured against 8-bit cells with flash attention: docs/performance.md).
+        // f16 cells (llama.cpp's default; 8-bit cells read prompts slower) and no flash
+        // attention: on CPUs llama.cpp's flash attention walks the cells one by one, so a
+        // token late in a long conversation costs several times what it costs at its start
+        // (docs/performance.md: 16 against 45 tokens/s after 2,000 tokens).
+        .with_flash_attention_policy(FLASH_ATTENTION_OFF)
         .with_n_threads(threads)
         .with_n_threads_batch(threads);
     let backend = match backend() {
@@ -467,6 +478,35 @@ impl Scheduler<'_> {
         }
     }
 
+    /// Whether the store holds a saved state of `session`.
+    fn saved(&self, session: &str) -> bool {
+        self.store
+            .as_ref()
+            .is_some_and(|store| store.path(session).is_file())
+    }
+
+    /// With a store, idle sessions other than `slot`'s leave the cache (saved, then dropped);
+    /// true when any did. A token being computed attends to every cell below the highest one
+    /// in use in llama.cpp's unified cache, whichever sequence holds it, so idle sessions'
+    /// cells slow everyone else's replies (a fifth with three idle sessions of 260 tokens,
+    /// `docs/performance.md`); saving and reading a state back costs far less than that over
+    /// one reply. The freed cells are the lowest, so the reply's new cells go there.
+    fn park_idle(&mut self, slot: usize) -> bool {
+        if self.store.is_none() {
+            return false;
+        }
+        let idle: Vec<usize> = (0..self.slots.len())
+            .filter(|&i| i != slot && !self.slots[i].busy && !self.slots[i].tokens.is_empty())
+            .collect();
+        for &i in &idle {
+            self.forget(i);
+        }
+        if !idle.is_empty() {
+            tracing::debug!(sessions = idle.len(), "idle sessions parked");
+        }
+        !idle.is_empty()
+    }
+
     /// An idle slot for `session`: the one holding its tokens, else an empty one, else the
     /// one used least recently.
     fn free_slot(&self, session: &str) -> Option<usize> {
@@ -544,11 +584,24 @@ impl Scheduler<'_> {
                 return None;
             }
         };
-        if self.slots[slot].session.as_deref() != Some(job.session_id.as_str()) {
+        let mut resident = self.slots[slot].session.as_deref() == Some(job.session_id.as_str());
+        if resident && self.park_idle(slot) {
+            // Its cells may lie above the ones just freed: saved and read back, they come first.
+            self.forget(slot);
+            resident = false;
+        }
+        if !resident {
             self.forget(slot);
             self.slots[slot].session = Some(job.session_id.clone());
-            if !self.load(slot, &job.session_id, &tokens) {
+            if self.saved(&job.session_id) {
+                self.park_idle(slot);
+                if !self.load(slot, &job.session_id, &tokens) {
+                    self.share_prefix(slot, &tokens);
+                }
+            } else {
+                // A fork shares its source's cells before the source is parked.
                 self.share_prefix(slot, &tokens);
+                self.park_idle(slot);
             }
             self.count_slots();
         }
