@@ -892,7 +892,11 @@ impl Scheduler<'_> {
             a.prompt_read = b.prompt_read;
             a.logits_at = None;
         }
-        tracing::debug!("step aborted: a reply of it was stopped");
+        // llama.cpp logs the abort as an error ("failed to compute graph", "failed to decode,
+        // ret = 2"); this line says what it was.
+        tracing::info!(
+            "step abandoned: a reply of it was stopped (llama.cpp's decode errors just before are this abort)"
+        );
     }
 
     fn finish(&mut self, mut a: Active, finish: Finish) {
