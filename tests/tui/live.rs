@@ -205,10 +205,15 @@ async fn ctrl_n_opens_a_new_session() {
     assert_eq!(h.rt.app.sessions_pane().all().len(), 2);
     assert!(h.rt.app.session().unwrap().items.is_empty());
     h.send_and_wait("in the second session").await;
-    assert_eq!(
-        h.rt.app.sessions_pane().all()[0].title,
-        "in the second session"
-    );
+    // On top once the account stream brings the service's activity time (until then the new
+    // session's is the app's clock, which may be behind the service's time of the first reply).
+    h.until("the second session on top", |app| {
+        app.sessions_pane()
+            .all()
+            .first()
+            .is_some_and(|s| s.title == "in the second session")
+    })
+    .await;
     // Back to the first: its transcript comes from the store.
     h.press(KeyCode::Tab);
     h.press(KeyCode::Down);
