@@ -94,6 +94,19 @@ impl Harness {
         self.rt.run_until(what, GUARD, done).await.unwrap();
     }
 
+    /// Waits until the session titled `title` heads the list. A session just made sorts by the
+    /// app's clock until the account stream brings the service's activity time, and the app's
+    /// clock may be behind the service's time of another session's reply.
+    async fn until_on_top(&mut self, title: &str) {
+        self.until(&format!("{title} on top"), |app| {
+            app.sessions_pane()
+                .all()
+                .first()
+                .is_some_and(|s| s.title == title)
+        })
+        .await;
+    }
+
     fn key(&mut self, code: KeyCode, modifiers: KeyModifiers) {
         self.rt
             .handle(AppEvent::Key(KeyEvent::new(code, modifiers)));
@@ -205,15 +218,7 @@ async fn ctrl_n_opens_a_new_session() {
     assert_eq!(h.rt.app.sessions_pane().all().len(), 2);
     assert!(h.rt.app.session().unwrap().items.is_empty());
     h.send_and_wait("in the second session").await;
-    // On top once the account stream brings the service's activity time (until then the new
-    // session's is the app's clock, which may be behind the service's time of the first reply).
-    h.until("the second session on top", |app| {
-        app.sessions_pane()
-            .all()
-            .first()
-            .is_some_and(|s| s.title == "in the second session")
-    })
-    .await;
+    h.until_on_top("in the second session").await;
     // Back to the first: its transcript comes from the store.
     h.press(KeyCode::Tab);
     h.press(KeyCode::Down);
@@ -234,15 +239,7 @@ async fn delete_asks_then_deletes_on_the_server() {
     let doomed = h.rt.app.open_id().unwrap().to_string();
     h.key(KeyCode::Char('n'), KeyModifiers::CONTROL);
     h.send_and_wait("keeper").await;
-    // The account stream's events for keeper bring the service's activity time (until then
-    // keeper's is the app's clock, which may be behind the service's time of doomed's reply).
-    h.until("keeper on top", |app| {
-        app.sessions_pane()
-            .all()
-            .first()
-            .is_some_and(|s| s.title == "keeper")
-    })
-    .await;
+    h.until_on_top("keeper").await;
     h.press(KeyCode::Tab);
     h.press(KeyCode::Down);
     h.press(KeyCode::Char('d'));
