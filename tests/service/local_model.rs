@@ -219,14 +219,7 @@ async fn a_stopped_reply_stops_computing() {
         stopped < 200,
         "{stopped} tokens decoded after the stop (the reply could run to 2,000)"
     );
-    // The engine still answers.
-    let reply = collect(
-        &engine,
-        "s2",
-        &[entry(Role::User, "What is the capital of France?")],
-    )
-    .await;
-    assert!(reply.contains("Paris"), "{reply}");
+    still_answers(&engine, "s2").await;
 }
 
 #[tokio::test]
@@ -263,14 +256,8 @@ async fn a_stop_while_a_long_prompt_is_read_aborts_the_step_under_way() {
         decoded < read + 512,
         "{decoded} prompt tokens decoded, {read} when the reply was stopped"
     );
-    // The engine still answers, in the same session too (the aborted step left no cells).
-    let reply = collect(
-        &engine,
-        "long",
-        &[entry(Role::User, "What is the capital of France?")],
-    )
-    .await;
-    assert!(reply.contains("Paris"), "{reply}");
+    // The same session too: the aborted step left no cells.
+    still_answers(&engine, "long").await;
 }
 
 #[tokio::test]
@@ -455,6 +442,13 @@ pub(super) async fn collect(
         .expect("a reply in time");
     result.expect("a reply");
     text
+}
+
+/// The engine answers a question in `session` after a stopped reply.
+async fn still_answers(engine: &LocalEngine, session: &str) {
+    let question = [entry(Role::User, "What is the capital of France?")];
+    let reply = collect(engine, session, &question).await;
+    assert!(reply.contains("Paris"), "{reply}");
 }
 
 /// The decoded-token count once it stops moving.

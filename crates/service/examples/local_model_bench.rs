@@ -152,7 +152,7 @@ fn main() {
     // As `convo serve` runs by default: with a data dir (its database, and the saved KV state
     // of sessions that leave the cache).
     let data_dir = tempfile::tempdir().expect("a temporary dir");
-    let (mut serve, url) = start_serve_in(&model_path, Some(data_dir.path()));
+    let (mut serve, url) = start_serve(&model_path, data_dir.path());
     let (mut raw_first, mut raw_tps, mut stack_first, mut stack_tps) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for round in 0..rounds {
@@ -372,17 +372,12 @@ fn raw_reply(
     (run, generated)
 }
 
-/// `convo serve` on `model`; with `data_dir`, its database and saved KV state are there.
-fn start_serve_in(model: &Path, data_dir: Option<&Path>) -> (Child, String) {
+/// `convo serve` on `model`, its database and saved KV state in `data_dir`.
+fn start_serve(model: &Path, data_dir: &Path) -> (Child, String) {
     let bin = std::env::var("CONVO_BIN").unwrap_or_else(|_| "target/release/convo".into());
-    let db = data_dir.map_or(":memory:".into(), |d| {
-        d.join("service.db").display().to_string()
-    });
-    let mut command = Command::new(&bin);
-    if let Some(dir) = data_dir {
-        command.env("CONVO_DATA_DIR", dir);
-    }
-    let mut child = command
+    let db = data_dir.join("service.db").display().to_string();
+    let mut child = Command::new(&bin)
+        .env("CONVO_DATA_DIR", data_dir)
         .args(["serve", "--addr", "127.0.0.1:0", "--db", &db])
         .args([
             "--api-key",
@@ -480,7 +475,7 @@ fn restart(runtime: &tokio::runtime::Runtime, model: &Path) {
     let session = new_session();
     let long = "Summarise this: ".to_string()
         + &"the quick brown fox jumps over the lazy dog. ".repeat(150);
-    let (mut serve, url) = start_serve_in(model, Some(dir.path()));
+    let (mut serve, url) = start_serve(model, dir.path());
     runtime.block_on(streamed(&url, &session, &long));
     let stopped = Instant::now();
     let _ = Command::new("kill")
@@ -488,7 +483,7 @@ fn restart(runtime: &tokio::runtime::Runtime, model: &Path) {
         .status();
     let _ = serve.wait();
     let stop_ms = stopped.elapsed().as_secs_f64() * 1e3;
-    let (mut serve, url) = start_serve_in(model, Some(dir.path()));
+    let (mut serve, url) = start_serve(model, dir.path());
     let (next, _, _) = runtime.block_on(streamed(&url, &session, "Thanks. How many words?"));
     let (fresh, _, _) = runtime.block_on(streamed(&url, &new_session(), "Hi!"));
     let (next, fresh) = (next.as_secs_f64() * 1e3, fresh.as_secs_f64() * 1e3);

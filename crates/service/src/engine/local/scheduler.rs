@@ -584,12 +584,10 @@ impl Scheduler<'_> {
                 return None;
             }
         };
-        let mut resident = self.slots[slot].session.as_deref() == Some(job.session_id.as_str());
-        if resident && self.park_idle(slot) {
-            // Its cells may lie above the ones just freed: saved and read back, they come first.
-            self.forget(slot);
-            resident = false;
-        }
+        // A session already in its slot stays there unless others were parked: its cells may
+        // then lie above the ones just freed, and saved and read back they come first.
+        let resident = self.slots[slot].session.as_deref() == Some(job.session_id.as_str())
+            && !self.park_idle(slot);
         if !resident {
             self.forget(slot);
             self.slots[slot].session = Some(job.session_id.clone());
@@ -796,6 +794,8 @@ impl Scheduler<'_> {
         self.watch.watch(active.iter().map(|a| a.job.out.clone()));
         let started = Instant::now();
         let decoded = self.ctx.decode(&mut self.batch);
+        // The watch holds the replies' senders only while llama.cpp may ask about them.
+        self.watch.watch([]);
         if matches!(decoded, Err(DecodeError::Unknown(ABORTED))) {
             // A reply of the step was stopped: the step is taken back (its cells removed,
             // its tokens read again next time) and the stopped reply is dropped before it.
