@@ -488,9 +488,9 @@ impl Scheduler<'_> {
     /// With a store, idle sessions other than `slot`'s leave the cache (saved, then dropped);
     /// true when any did. A token being computed attends to every cell below the highest one
     /// in use in llama.cpp's unified cache, whichever sequence holds it, so idle sessions'
-    /// cells slow everyone else's replies (a fifth with three idle sessions of 260 tokens,
-    /// `docs/performance.md`); saving and reading a state back costs far less than that over
-    /// one reply. The freed cells are the lowest, so the reply's new cells go there.
+    /// cells slow everyone else's replies (92 against 70 tokens/s beside three idle sessions of
+    /// 224 tokens, `docs/perf-log.md`); saving and reading a state back costs far less than that
+    /// over one reply. The freed cells are the lowest, so the reply's new cells go there.
     fn park_idle(&mut self, slot: usize) -> bool {
         if self.store.is_none() {
             return false;
