@@ -21,6 +21,7 @@ mod service {
     mod metrics;
     mod openai;
     mod openapi;
+    mod pg_batches;
     mod pg_counters;
     mod pg_deletion;
     mod pg_grants;

@@ -205,6 +205,8 @@ async fn the_alert_rules_and_the_dashboard_name_only_exposed_metrics() {
         "convo_relay_up",
         "convo_relay_lag_seconds",
         "convo_db_pool_waiting",
+        "convo_db_batches_total",
+        "convo_db_batched_operations_total",
     ] {
         assert!(exposed.contains(name), "{name} in {exposed:?}");
     }

@@ -18,7 +18,7 @@ use super::backends::{Backend, TestDb};
 use super::common::session;
 
 /// A store on a new database (dropped with the `Backend`), with one account of `tier`.
-async fn store_with_account(tier: Tier) -> (Backend, Db, Account) {
+pub(super) async fn store_with_account(tier: Tier) -> (Backend, Db, Account) {
     let backend = Backend::Postgres(TestDb::create().await);
     let store = Db::open(&backend.location()).await.unwrap();
     let accounts = store
@@ -30,24 +30,24 @@ async fn store_with_account(tier: Tier) -> (Backend, Db, Account) {
 }
 
 /// A connection of the test's own to the store's database.
-async fn connect(backend: &Backend) -> tokio_postgres::Client {
+pub(super) async fn connect(backend: &Backend) -> tokio_postgres::Client {
     match backend {
         Backend::Postgres(db) => db.client().await,
         Backend::Sqlite(_) => unreachable!("these tests run on PostgreSQL"),
     }
 }
 
-fn period_start() -> i64 {
+pub(super) fn period_start() -> i64 {
     time::billing_period(Utc::now()).0.timestamp_millis()
 }
 
 /// A send's request count, now.
-fn send_request(account: Account) -> RequestCount {
+pub(super) fn send_request(account: Account) -> RequestCount {
     RequestCount::new(account, "POST", "/test", Utc::now())
 }
 
 /// The account's usage this month.
-async fn usage(store: &Db, account: Account) -> UsageCounts {
+pub(super) async fn usage(store: &Db, account: Account) -> UsageCounts {
     store
         .usage_counts(account.id, period_start())
         .await
@@ -79,7 +79,7 @@ async fn exchange(store: &Db, account: Account, session_id: &str, id: &str) {
     assert!(stored.unwrap(), "the reply is stored");
 }
 
-fn turn(account: Account, session_id: &str, id: &str) -> TurnStart {
+pub(super) fn turn(account: Account, session_id: &str, id: &str) -> TurnStart {
     let now = Utc::now();
     TurnStart {
         account,

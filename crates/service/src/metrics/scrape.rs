@@ -9,7 +9,7 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 
 use crate::engine::EngineStats;
-use crate::storage::postgres::PoolUse;
+use crate::storage::postgres::{BatchUse, PoolUse};
 
 /// The stream relay across replicas (PostgreSQL only).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -69,6 +69,12 @@ struct StateLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BatchLabels {
+    operation: &'static str,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct AccountLabel {
     account: String,
 }
@@ -110,6 +116,44 @@ fn gauges<L: EncodeLabelSet, N: prometheus_client::encoding::EncodeGaugeValue + 
         ConstGauge::new(*value).encode(family.encode_family(labels)?)?;
     }
     Ok(())
+}
+
+/// A counter family: one series per label set.
+fn counters<L: EncodeLabelSet, N: prometheus_client::encoding::EncodeCounterValue + Copy>(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    series: &[(L, N)],
+) -> Result<(), std::fmt::Error> {
+    let mut family = encoder.encode_descriptor(
+        name,
+        help,
+        None,
+        prometheus_client::metrics::MetricType::Counter,
+    )?;
+    for (labels, value) in series {
+        ConstCounter::new(*value).encode(family.encode_family(labels)?)?;
+    }
+    Ok(())
+}
+
+/// Two series of a counter family.
+type Pair = [(BatchLabels, u64); 2];
+
+/// The batch series of one kind of operation: batches by outcome, operations by how they
+/// were written.
+fn batch_series(operation: &'static str, used: BatchUse) -> (Pair, Pair) {
+    let label = |outcome| BatchLabels { operation, outcome };
+    (
+        [
+            (label("written"), used.batches),
+            (label("failed"), used.failed),
+        ],
+        [
+            (label("batched"), used.batched),
+            (label("alone"), used.alone),
+        ],
+    )
 }
 
 impl Collector for Scraped {
@@ -221,6 +265,20 @@ impl Collector for Scraped {
                 "convo_db_pool_waiting",
                 "Requests waiting for a pooled connection",
                 pool.waiting as i64,
+            )?;
+            let (start_batches, start_ops) = batch_series("start", pool.starts);
+            let (reply_batches, reply_ops) = batch_series("reply", pool.replies);
+            counters(
+                &mut e,
+                "convo_db_batches",
+                "Transactions that wrote turn starts or replies together, by outcome (a failed one kept nothing)",
+                &[start_batches, reply_batches].concat(),
+            )?;
+            counters(
+                &mut e,
+                "convo_db_batched_operations",
+                "Turn starts and replies written in a batch, or alone (one per transaction)",
+                &[start_ops, reply_ops].concat(),
             )?;
         }
         gauge(

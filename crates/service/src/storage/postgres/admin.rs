@@ -7,6 +7,7 @@
 use deadpool_postgres::GenericClient;
 
 use super::PgStore;
+use super::batch::BatchUse;
 use crate::error::StoreError;
 use crate::storage::rows::{AccountPage, AccountRow, AccountsQuery, split_hints};
 
@@ -104,6 +105,9 @@ pub struct PoolUse {
     pub available: usize,
     /// Requests waiting for a connection.
     pub waiting: usize,
+    /// How turn starts and replies were written (batch.rs).
+    pub starts: BatchUse,
+    pub replies: BatchUse,
 }
 
 impl PgStore {
@@ -115,6 +119,8 @@ impl PgStore {
             max_size: status.max_size,
             available: status.available,
             waiting: status.waiting,
+            starts: self.starts.used(),
+            replies: self.completions.used(),
         }
     }
 }

@@ -530,6 +530,238 @@ const MIGRATIONS: &[&str] = &[
         RETURN v_left > 0;
     END $$;
     "#,
+    // 10: turns written in batches (batch.rs). A turn's writes are three pieces, so that a
+    // batch takes the locks of all its turns piece by piece, in the order one turn takes
+    // them (account rows and the turns' rows, then the request counts' shards, then the
+    // ledger's): `convo_turn_write` is restated as the three. A batch counts an account's
+    // requests together, once per account, accounts in order: within its shard's allowance
+    // (`convo_count_within`) or by a refill counting them all (`convo_usage_refill_n`, which
+    // `convo_usage_refill` now is with one request), never holding a shard of the account it
+    // refills. When the caller's share of what the limit leaves does not cover them, CVQ03:
+    // the batch keeps nothing and its turns run one at a time, each counted exactly. The
+    // batch functions take their sessions' locks first, in the order of their ids
+    // (`COLLATE "C"`, as the replica sorts them).
+    r#"
+    CREATE FUNCTION convo_turn_rows(p_account BIGINT, p_session TEXT, p_create BOOLEAN,
+        p_max_live BIGINT, p_now BIGINT, p_message TEXT, p_role TEXT, p_content TEXT,
+        p_tokens BIGINT, p_metadata TEXT, p_key TEXT, p_status INTEGER, p_body TEXT,
+        p_replica TEXT, p_reply TEXT)
+    RETURNS VOID LANGUAGE plpgsql AS $$
+    BEGIN
+        IF p_create THEN
+            PERFORM 1 FROM accounts a
+            WHERE a.id = p_account AND a.live_sessions <= p_max_live FOR UPDATE;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'the account''s sessions changed' USING ERRCODE = 'CVR01';
+            END IF;
+            INSERT INTO sessions (id, account_id, created_at) VALUES (p_session, p_account, p_now)
+            ON CONFLICT (id) DO NOTHING;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'the session was created concurrently' USING ERRCODE = 'CVR01';
+            END IF;
+        END IF;
+        INSERT INTO messages (id, session_id, role, content, tokens, metadata, created_at)
+        VALUES (p_message, p_session, p_role, p_content, p_tokens, p_metadata, p_now);
+        IF p_key IS NOT NULL AND p_status IS NOT NULL THEN
+            INSERT INTO idempotency_keys (account_id, session_id, key, status, body, created_at)
+            VALUES (p_account, p_session, p_key, p_status, p_body, p_now)
+            ON CONFLICT (account_id, session_id, key) DO UPDATE
+            SET status = excluded.status, body = excluded.body, created_at = excluded.created_at;
+        END IF;
+        INSERT INTO turns (session_id, replica, account_id, reply_id, user_message_id, created_at, idempotency_key)
+        VALUES (p_session, p_replica, p_account, p_reply, p_message, p_now, p_key);
+    END $$;
+
+    CREATE FUNCTION convo_turn_ledger(p_account BIGINT, p_session TEXT, p_message TEXT,
+        p_role TEXT, p_tokens BIGINT, p_now BIGINT)
+    RETURNS VOID LANGUAGE SQL AS $$
+        INSERT INTO message_log (message_id, account_id, session_id, role, tokens, created_at)
+        VALUES (p_message, p_account, p_session, p_role, p_tokens, p_now);
+    $$;
+
+    -- Counts p_n requests on the connection's shard if its allowance covers them all; false
+    -- when it does not (nothing counted); CVQ02 when it did when read and not when updated
+    -- (see convo_count_request).
+    CREATE FUNCTION convo_count_within(p_account BIGINT, p_period BIGINT, p_limit BIGINT,
+        p_n BIGINT)
+    RETURNS BOOLEAN LANGUAGE plpgsql AS $$
+    DECLARE
+        me SMALLINT := convo_usage_shard();
+    BEGIN
+        IF NOT EXISTS (SELECT 1 FROM usage_shards
+                       WHERE account_id = p_account AND period_start = p_period AND shard = me
+                         AND request_limit = p_limit AND requests + p_n <= allowance) THEN
+            RETURN false;
+        END IF;
+        UPDATE usage_shards SET requests = requests + p_n
+        WHERE account_id = p_account AND period_start = p_period AND shard = me
+          AND request_limit = p_limit AND requests + p_n <= allowance;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'the shard''s allowance was taken meanwhile' USING ERRCODE = 'CVQ02';
+        END IF;
+        RETURN true;
+    END $$;
+
+    -- A shard's allowance when p_left requests are handed out, the caller's shard (p_me) first.
+    CREATE FUNCTION convo_allowance(p_left BIGINT, p_shard INTEGER, p_me INTEGER)
+    RETURNS BIGINT LANGUAGE SQL IMMUTABLE
+    RETURN p_left / convo_usage_shards()
+        + CASE WHEN (p_shard - p_me + convo_usage_shards()) % convo_usage_shards()
+                    < p_left % convo_usage_shards() THEN 1 ELSE 0 END;
+
+    -- Folds the shards into `usage_totals` and, when the caller's share of what the limit
+    -- leaves covers p_n requests, counts them on the caller's shard; hands what is left out
+    -- again, the caller's shard first; true when it counted. Under the lock of the totals row
+    -- and of every shard (taken in order), so the sum is exact. An account's first refill of
+    -- the month creates its shards (migration 9). convo_usage_refill is this with p_n = 1.
+    CREATE FUNCTION convo_usage_refill_n(p_account BIGINT, p_period BIGINT, p_limit BIGINT,
+        p_n BIGINT)
+    RETURNS BOOLEAN LANGUAGE plpgsql AS $$
+    DECLARE
+        n INTEGER := convo_usage_shards();
+        me INTEGER := convo_usage_shard();
+        v_requests BIGINT;
+        v_tokens BIGINT;
+        v_total BIGINT;
+        v_left BIGINT;
+        v_count BIGINT;
+    BEGIN
+        INSERT INTO usage_totals (account_id, period_start) VALUES (p_account, p_period)
+        ON CONFLICT (account_id, period_start) DO NOTHING;
+        SELECT requests INTO v_total FROM usage_totals
+        WHERE account_id = p_account AND period_start = p_period FOR UPDATE;
+        IF NOT EXISTS (SELECT 1 FROM usage_shards
+                       WHERE account_id = p_account AND period_start = p_period) THEN
+            -- No shard to fold (a refill, under the totals row's lock, creates all of them; a
+            -- row the ledger's trigger creates meanwhile holds tokens only, which it keeps).
+            v_left := GREATEST(p_limit - v_total, 0);
+            v_count := CASE WHEN convo_allowance(v_left, me, me) >= p_n THEN p_n ELSE 0 END;
+            INSERT INTO usage_shards (account_id, period_start, shard, requests, allowance, request_limit)
+            SELECT p_account, p_period, s, CASE WHEN s = me THEN v_count ELSE 0 END,
+                   convo_allowance(v_left, s, me), p_limit
+            FROM generate_series(0, n - 1) s
+            ON CONFLICT (account_id, period_start, shard) DO UPDATE
+            SET requests = excluded.requests, allowance = excluded.allowance,
+                request_limit = excluded.request_limit;
+            RETURN v_count > 0;
+        END IF;
+        INSERT INTO usage_shards (account_id, period_start, shard)
+        SELECT p_account, p_period, s FROM generate_series(0, n - 1) s
+        ON CONFLICT (account_id, period_start, shard) DO NOTHING;
+        PERFORM 1 FROM usage_shards
+        WHERE account_id = p_account AND period_start = p_period ORDER BY shard FOR UPDATE;
+        SELECT COALESCE(SUM(requests), 0), COALESCE(SUM(tokens), 0) INTO v_requests, v_tokens
+        FROM usage_shards WHERE account_id = p_account AND period_start = p_period;
+        UPDATE usage_totals SET requests = requests + v_requests, tokens = tokens + v_tokens
+        WHERE account_id = p_account AND period_start = p_period
+        RETURNING requests INTO v_total;
+        v_left := GREATEST(p_limit - v_total, 0);
+        v_count := CASE WHEN convo_allowance(v_left, me, me) >= p_n THEN p_n ELSE 0 END;
+        UPDATE usage_shards
+        SET requests = CASE WHEN shard = me THEN v_count ELSE 0 END,
+            tokens = 0, request_limit = p_limit, allowance = convo_allowance(v_left, shard, me)
+        WHERE account_id = p_account AND period_start = p_period;
+        RETURN v_count > 0;
+    END $$;
+
+    CREATE OR REPLACE FUNCTION convo_usage_refill(p_account BIGINT, p_period BIGINT, p_limit BIGINT)
+    RETURNS BOOLEAN LANGUAGE SQL
+    RETURN convo_usage_refill_n(p_account, p_period, p_limit, 1);
+
+    CREATE OR REPLACE FUNCTION convo_count_request(p_account BIGINT, p_period BIGINT, p_limit BIGINT)
+    RETURNS VOID LANGUAGE plpgsql AS $$
+    BEGIN
+        IF NOT convo_count_within(p_account, p_period, p_limit, 1)
+           AND NOT convo_usage_refill(p_account, p_period, p_limit) THEN
+            RAISE EXCEPTION 'the request limit is reached' USING ERRCODE = 'CVQ01';
+        END IF;
+    END $$;
+
+    CREATE OR REPLACE FUNCTION convo_turn_write(p_account BIGINT, p_session TEXT, p_create BOOLEAN,
+        p_max_live BIGINT, p_now BIGINT, p_message TEXT, p_role TEXT, p_content TEXT,
+        p_tokens BIGINT, p_metadata TEXT, p_key TEXT, p_status INTEGER, p_body TEXT,
+        p_replica TEXT, p_reply TEXT, p_period BIGINT, p_limit BIGINT)
+    RETURNS VOID LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM convo_turn_rows(p_account, p_session, p_create, p_max_live, p_now, p_message,
+            p_role, p_content, p_tokens, p_metadata, p_key, p_status, p_body, p_replica, p_reply);
+        PERFORM convo_count_request(p_account, p_period, p_limit);
+        PERFORM convo_turn_ledger(p_account, p_session, p_message, p_role, p_tokens, p_now);
+    END $$;
+
+    -- convo_turn_facts of each turn of a batch, its sessions given in the order of their ids;
+    -- n is the turn's place in the arrays (from 1).
+    CREATE FUNCTION convo_turn_facts_n(p_accounts BIGINT[], p_sessions TEXT[], p_keys TEXT[],
+        p_expired BIGINT, p_periods BIGINT[])
+    RETURNS TABLE (n BIGINT, o_owner BIGINT, o_deleted_at BIGINT, o_busy BOOLEAN,
+        o_live_sessions BIGINT, o_roles TEXT[], o_contents TEXT[], o_tokens BIGINT[],
+        o_replay_status INTEGER, o_replay_body TEXT, o_tokens_used BIGINT)
+    LANGUAGE SQL AS $$
+        SELECT t.n, f.*
+        FROM unnest(p_accounts, p_sessions, p_keys, p_periods)
+             WITH ORDINALITY AS t(account, session, key, period, n)
+        CROSS JOIN LATERAL convo_turn_facts(t.account, t.session, t.key, p_expired, t.period) f
+        ORDER BY t.n;
+    $$;
+
+    -- The writes of a batch's turns, in the order of their accounts: each turn's rows (or
+    -- none for a turn refused or replayed, p_write false), then every turn's request counted
+    -- (an account's together, see migration 10's comment; CVQ03 when it may not), then
+    -- the ledger's rows.
+    CREATE FUNCTION convo_turn_write_n(p_write BOOLEAN[], p_accounts BIGINT[], p_sessions TEXT[],
+        p_create BOOLEAN[], p_max_live BIGINT[], p_now BIGINT[], p_messages TEXT[],
+        p_roles TEXT[], p_contents TEXT[], p_tokens BIGINT[], p_metadata TEXT[], p_keys TEXT[],
+        p_statuses INTEGER[], p_bodies TEXT[], p_replica TEXT, p_replies TEXT[],
+        p_periods BIGINT[], p_limits BIGINT[])
+    RETURNS VOID LANGUAGE plpgsql AS $$
+    DECLARE
+        c RECORD;
+    BEGIN
+        FOR i IN 1 .. cardinality(p_accounts) LOOP
+            IF p_write[i] THEN
+                PERFORM convo_turn_rows(p_accounts[i], p_sessions[i], p_create[i],
+                    p_max_live[i], p_now[i], p_messages[i], p_roles[i], p_contents[i],
+                    p_tokens[i], p_metadata[i], p_keys[i], p_statuses[i], p_bodies[i],
+                    p_replica, p_replies[i]);
+            END IF;
+        END LOOP;
+        FOR c IN SELECT t.account, t.period, t.lim, count(*) AS k
+                 FROM unnest(p_accounts, p_periods, p_limits) AS t(account, period, lim)
+                 GROUP BY t.account, t.period, t.lim ORDER BY t.account, t.period, t.lim LOOP
+            IF NOT convo_count_within(c.account, c.period, c.lim, c.k)
+               AND NOT convo_usage_refill_n(c.account, c.period, c.lim, c.k) THEN
+                RAISE EXCEPTION 'the limit leaves this shard too little for the batch' USING ERRCODE = 'CVQ03';
+            END IF;
+        END LOOP;
+        FOR i IN 1 .. cardinality(p_accounts) LOOP
+            IF p_write[i] THEN
+                PERFORM convo_turn_ledger(p_accounts[i], p_sessions[i], p_messages[i],
+                    p_roles[i], p_tokens[i], p_now[i]);
+            END IF;
+        END LOOP;
+    END $$;
+
+    -- convo_turn_complete_2 of each reply of a batch, given in the order of their accounts,
+    -- their sessions locked first; each one's outcome, in the same order.
+    CREATE FUNCTION convo_turn_complete_n(p_accounts BIGINT[], p_sessions TEXT[], p_replies TEXT[],
+        p_role TEXT, p_contents TEXT[], p_tokens BIGINT[], p_created BIGINT[], p_keys TEXT[],
+        p_statuses INTEGER[], p_bodies TEXT[], p_now BIGINT[], p_finish TEXT[])
+    RETURNS INTEGER[] LANGUAGE plpgsql AS $$
+    DECLARE
+        s TEXT;
+        outcomes INTEGER[] := '{}';
+    BEGIN
+        FOR s IN SELECT x FROM unnest(p_sessions) x ORDER BY x COLLATE "C" LOOP
+            PERFORM 1 FROM sessions WHERE id = s FOR UPDATE;
+        END LOOP;
+        FOR i IN 1 .. cardinality(p_sessions) LOOP
+            outcomes := outcomes || convo_turn_complete_2(p_accounts[i], p_sessions[i],
+                p_replies[i], p_role, p_contents[i], p_tokens[i], p_created[i], p_keys[i],
+                p_statuses[i], p_bodies[i], p_now[i], p_finish[i]);
+        END LOOP;
+        RETURN outcomes;
+    END $$;
+    "#,
 ];
 
 /// Brings the schema to the newest version under the advisory lock.

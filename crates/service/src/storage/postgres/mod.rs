@@ -8,12 +8,15 @@
 //! by every write to the session.
 
 mod admin;
+mod batch;
 mod counters;
 pub use admin::PoolUse;
+pub use batch::BatchUse;
 pub mod leases;
 mod migrations;
 pub mod relay;
 mod turn;
+mod turn_batch;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -52,7 +55,10 @@ pub struct PgStore {
     config: Arc<tokio_postgres::Config>,
     /// Turns of this replica whose end did not reach the database, rolled back at each
     /// heartbeat until that commits (`leases::EndedTurn`).
-    unended: Arc<Mutex<Vec<leases::EndedTurn>>>,
+    unended: turn_batch::Unended,
+    /// Turn starts and replies that arrive together, written together (batch.rs).
+    starts: batch::Batcher<turn_batch::Starts>,
+    completions: batch::Batcher<turn_batch::Completions>,
     /// Wakes the vacuum task after a deletion.
     vacuum: Arc<Notify>,
     vacuum_task: Arc<Mutex<Option<tokio::task::JoinHandle<()>>>>,
@@ -94,11 +100,22 @@ impl PgStore {
         let task = tokio::spawn(vacuum_after_deletes(pool.clone(), vacuum.clone()));
         let replica: Arc<str> = crate::ids::random_alnum(16).into();
         leases::register(&pool, &replica).await?;
+        let unended = turn_batch::Unended::default();
+        let starts = batch::Batcher::start(
+            pool.clone(),
+            turn_batch::Starts {
+                replica: Arc::clone(&replica),
+                unended: Arc::clone(&unended),
+            },
+        );
+        let completions = batch::Batcher::start(pool.clone(), turn_batch::Completions);
         Ok(PgStore {
             pool,
             replica,
             config: Arc::new(config),
-            unended: Arc::default(),
+            unended,
+            starts,
+            completions,
             vacuum,
             vacuum_task: Arc::new(Mutex::new(Some(task))),
         })
@@ -120,10 +137,7 @@ impl PgStore {
 
     /// Keeps `turn` for the next heartbeat's [`PgStore::retry_rollbacks`].
     fn keep_unended(&self, turn: leases::EndedTurn) {
-        self.unended
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(turn);
+        turn_batch::keep_unended(&self.unended, turn);
     }
 
     /// Rolls back the turns of this replica whose end did not reach the database (each only
@@ -281,7 +295,12 @@ impl Storage for PgStore {
         request: RequestCount,
         turn: TurnStart,
     ) -> Result<TurnAdmission, StoreError> {
-        turn::start(self, request, turn).await
+        match self.starts.submit((request, turn)).await? {
+            batch::Batched::Done(admission) => Ok(admission),
+            batch::Batched::Alone((request, turn), slot) => {
+                turn::start(self, request, turn, slot).await
+            }
+        }
     }
 
     async fn complete_turn(
@@ -292,15 +311,19 @@ impl Storage for PgStore {
         idempotent: Option<(String, Recorded)>,
         now_ms: i64,
     ) -> Result<bool, StoreError> {
-        let stored = turn::complete(
-            self,
+        let reply_id = reply.id.clone();
+        let completion = turn::Completion {
             account_id,
-            &session_id,
-            &reply,
-            idempotent.as_ref(),
+            session_id: session_id.clone(),
+            reply,
+            idempotent,
             now_ms,
-        )
-        .await;
+        };
+        let stored = match self.completions.submit(completion).await {
+            Ok(batch::Batched::Done(stored)) => stored,
+            Ok(batch::Batched::Alone(completion, _slot)) => turn::complete(self, &completion).await,
+            Err(e) => Err(e),
+        };
         if let Err(e) = &stored {
             // Not stored, or stored with the answer lost: the turn is rolled back at the next
             // heartbeat if its row is still there.
@@ -308,7 +331,7 @@ impl Storage for PgStore {
                 "a reply could not be stored; its turn is rolled back at the next heartbeat");
             self.keep_unended(leases::EndedTurn {
                 session_id,
-                message_id: reply.id,
+                message_id: reply_id,
             });
         }
         stored

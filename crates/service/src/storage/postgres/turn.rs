@@ -14,31 +14,32 @@ use deadpool_postgres::{ClientWrapper, Object};
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
+use super::batch::Slot;
 use super::counters::{self, LIMIT_REACHED, TAKEN, raised};
 use super::{PgStore, role, status_of};
 use crate::error::StoreError;
 use crate::storage::interface::TurnAdmission;
 use crate::storage::rows::{IDEMPOTENCY_TTL_MS, Reply, RequestCount};
 use convo_core::admission::{self, Admission, SessionFacts, TurnFacts};
-use convo_core::{HistoryEntry, Recorded, SessionStatus, TurnStart, TurnStarted};
+use convo_core::{HistoryEntry, Recorded, SessionStatus, TurnRefusal, TurnStart, TurnStarted};
 use convo_wire::Role;
 
 /// SQLSTATE of `convo_turn_write` when another transaction created the session first, or the
 /// account's live sessions changed past what the admission decided on.
-const RACED: &str = "CVR01";
+pub(super) const RACED: &str = "CVR01";
 
-type Params<'a> = [&'a (dyn ToSql + Sync)];
+pub(super) type Params<'a> = [&'a (dyn ToSql + Sync)];
 
 /// A pooled connection whose transaction is opened by the round trip of its first statement
 /// and closed by that of its last. Dropped while open (an error, or a request cancelled
 /// between the two), the connection leaves the pool and closes, which rolls it back.
-struct Pipelined {
+pub(super) struct Pipelined {
     client: Option<Object>,
     open: bool,
 }
 
 impl Pipelined {
-    fn new(client: Object) -> Pipelined {
+    pub(super) fn new(client: Object) -> Pipelined {
         Pipelined {
             client: Some(client),
             open: false,
@@ -51,22 +52,38 @@ impl Pipelined {
             .expect("the connection is held until drop")
     }
 
-    /// `BEGIN` and the first statement, in one round trip.
+    /// `BEGIN` and the first statement, in one round trip; its one row.
     async fn first(&mut self, stmt: &str, params: &Params<'_>) -> Result<Row, StoreError> {
+        let mut rows = self.first_rows(stmt, params).await?;
+        match (rows.pop(), rows.is_empty()) {
+            (Some(row), true) => Ok(row),
+            _ => Err(StoreError::Corrupt(format!(
+                "`{stmt}` answered {} rows instead of one",
+                rows.len() + 1
+            ))),
+        }
+    }
+
+    /// `BEGIN` and the first statement, in one round trip; its rows.
+    pub(super) async fn first_rows(
+        &mut self,
+        stmt: &str,
+        params: &Params<'_>,
+    ) -> Result<Vec<Row>, StoreError> {
         let c = self.client();
         let stmt = c.prepare_cached(stmt).await?;
         self.open = true;
         let c = self.client();
-        let (begin, row) = tokio::join!(c.batch_execute("BEGIN"), c.query_one(&stmt, params));
+        let (begin, rows) = tokio::join!(c.batch_execute("BEGIN"), c.query(&stmt, params));
         begin?;
-        Ok(row?)
+        Ok(rows?)
     }
 
     /// The last statement and `COMMIT` (after `SET LOCAL synchronous_commit TO off` for an
     /// unflushed commit), in one round trip; the statement's own result (the connection goes
     /// back to the pool). After an error the transaction was rolled back (a `COMMIT` after an
     /// error does that).
-    async fn last(
+    pub(super) async fn last(
         mut self,
         stmt: &str,
         params: &Params<'_>,
@@ -92,7 +109,7 @@ impl Pipelined {
         Ok(done.map(drop))
     }
 
-    async fn rollback(mut self) -> Result<Object, StoreError> {
+    pub(super) async fn rollback(mut self) -> Result<Object, StoreError> {
         self.client().batch_execute("ROLLBACK").await?;
         Ok(self.close())
     }
@@ -118,7 +135,7 @@ impl Drop for Pipelined {
 
 /// Whether a transaction's `COMMIT` waits for its WAL to be flushed to disk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Commit {
+pub(super) enum Commit {
     Flushed,
     /// Answered once written to the WAL buffers; PostgreSQL's WAL writer flushes it within
     /// `wal_writer_delay`. A crash of the PostgreSQL host before that loses the transaction.
@@ -131,7 +148,7 @@ enum Commit {
 /// commit: they need not wait for a flush of their own. Nothing acknowledged is lost in a
 /// crash; a start lost in one is a send whose reply never came. A streamed turn's start is
 /// acknowledged at once (202), so it waits for the flush.
-fn turn_commit(t: &TurnStart) -> Commit {
+pub(super) fn turn_commit(t: &TurnStart) -> Commit {
     if t.accepted_response.is_some() {
         Commit::Flushed
     } else {
@@ -140,14 +157,14 @@ fn turn_commit(t: &TurnStart) -> Commit {
 }
 
 /// What `convo_turn_facts` found.
-struct Found {
-    status: SessionStatus,
-    busy: bool,
-    facts: TurnFacts,
-    history: Vec<HistoryEntry>,
+pub(super) struct Found {
+    pub(super) status: SessionStatus,
+    pub(super) busy: bool,
+    pub(super) facts: TurnFacts,
+    pub(super) history: Vec<HistoryEntry>,
 }
 
-fn found(row: &Row, account_id: i64, t: &TurnStart) -> Result<Found, StoreError> {
+pub(super) fn found(row: &Row, account_id: i64, t: &TurnStart) -> Result<Found, StoreError> {
     let owner: Option<i64> = row.get(0);
     let deleted_at: Option<i64> = row.get(1);
     let status = status_of(owner.map(|o| (o, deleted_at)), account_id);
@@ -205,7 +222,7 @@ fn found(row: &Row, account_id: i64, t: &TurnStart) -> Result<Found, StoreError>
 /// `facts` (for a new session; the account's row is not locked while it decides, so
 /// `convo_turn_write` checks this bound under that lock). Asked of `admission::admit` itself,
 /// which can only turn to a refusal as the count grows: the last count deciding the same.
-fn live_sessions_bound(facts: &TurnFacts, decided: &Admission) -> u64 {
+pub(super) fn live_sessions_bound(facts: &TurnFacts, decided: &Admission) -> u64 {
     let SessionFacts::New { live_sessions } = facts.session else {
         return u64::MAX;
     };
@@ -231,12 +248,49 @@ fn live_sessions_bound(facts: &TurnFacts, decided: &Admission) -> u64 {
     lo
 }
 
+/// The status and body of the response a turn's idempotency record remembers at its start (a
+/// streamed send's 202), if any.
+pub(super) fn recorded_response(t: &TurnStart) -> (Option<i32>, Option<&str>) {
+    match &t.accepted_response {
+        Some(r) => (Some(i32::from(r.status)), Some(r.body.as_str())),
+        None => (None, None),
+    }
+}
+
+/// What the sender of `t` is answered once `decided` is written: an admitted turn's history
+/// (`history`, what was stored before) ends with its message.
+pub(super) fn answered(
+    decided: Admission,
+    mut history: Vec<HistoryEntry>,
+    t: &TurnStart,
+) -> Result<TurnStarted, TurnRefusal> {
+    match decided {
+        Admission::Refused(refusal) => Err(refusal),
+        Admission::Replay(recorded) => Ok(TurnStarted::Replay(recorded)),
+        Admission::Admitted { context_tokens, .. } => {
+            let m = &t.message;
+            history.push(HistoryEntry {
+                role: m.role,
+                content: m.content.clone(),
+                tokens: m.tokens,
+            });
+            Ok(TurnStarted::Ready {
+                history,
+                context_tokens,
+            })
+        }
+    }
+}
+
 /// `Storage::start_turn`: the request counted and the turn's checks and writes, in one
 /// transaction of two round trips.
+/// `slot`, the batch slot a turn that came alone holds (batch.rs), is given up before
+/// waiting for another replica's turn in the session.
 pub(super) async fn start(
     store: &PgStore,
     request: RequestCount,
     t: TurnStart,
+    mut slot: Option<Slot>,
 ) -> Result<TurnAdmission, StoreError> {
     // A session first used by two replicas at once: the loser runs again and finds it (so
     // does a new session whose account's live sessions changed past the admission's bound). A
@@ -266,10 +320,11 @@ pub(super) async fn start(
             status,
             busy,
             facts,
-            mut history,
+            history,
         } = found(&row, account_id, &t)?;
         if busy && status == SessionStatus::Live {
             drop(tx.rollback().await?);
+            drop(slot.take());
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_millis(50));
             continue;
@@ -277,64 +332,41 @@ pub(super) async fn start(
         let count: [&(dyn ToSql + Sync); 3] = [&account_id, &period, &limit];
         let decided = admission::admit(facts.clone());
         let max_live = i64::try_from(live_sessions_bound(&facts, &decided)).unwrap_or(i64::MAX);
-        let (written, answer) = match decided {
-            Admission::Refused(refusal) => (
-                tx.last(counters::COUNT, &count, Commit::Flushed).await?,
-                Err(refusal),
-            ),
-            Admission::Replay(recorded) => (
-                tx.last(counters::COUNT, &count, Commit::Flushed).await?,
-                Ok(TurnStarted::Replay(recorded)),
-            ),
-            Admission::Admitted {
-                create_session,
-                context_tokens,
-            } => {
+        let written = match &decided {
+            Admission::Refused(_) | Admission::Replay(_) => {
+                tx.last(counters::COUNT, &count, Commit::Flushed).await?
+            }
+            Admission::Admitted { create_session, .. } => {
                 let m = &t.message;
                 let tokens = m.tokens as i64;
-                let (status, body) = match &t.accepted_response {
-                    Some(r) => (Some(i32::from(r.status)), Some(r.body.as_str())),
-                    None => (None, None),
-                };
-                let written = tx
-                    .last(
-                        "SELECT convo_turn_write($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
-                        &[
-                            &account_id,
-                            &t.session_id,
-                            &create_session,
-                            &max_live,
-                            &t.now_ms,
-                            &m.id,
-                            &m.role.as_str(),
-                            &m.content,
-                            &tokens,
-                            &m.metadata,
-                            &t.idempotency_key,
-                            &status,
-                            &body,
-                            &store.replica(),
-                            &t.reply_id,
-                            &period,
-                            &limit,
-                        ],
-                        turn_commit(&t),
-                    )
-                    .await?;
-                history.push(HistoryEntry {
-                    role: m.role,
-                    content: m.content.clone(),
-                    tokens: m.tokens,
-                });
-                (
-                    written,
-                    Ok(TurnStarted::Ready {
-                        history,
-                        context_tokens,
-                    }),
+                let (status, body) = recorded_response(&t);
+                tx.last(
+                    "SELECT convo_turn_write($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
+                    &[
+                        &account_id,
+                        &t.session_id,
+                        create_session,
+                        &max_live,
+                        &t.now_ms,
+                        &m.id,
+                        &m.role.as_str(),
+                        &m.content,
+                        &tokens,
+                        &m.metadata,
+                        &t.idempotency_key,
+                        &status,
+                        &body,
+                        &store.replica(),
+                        &t.reply_id,
+                        &period,
+                        &limit,
+                    ],
+                    turn_commit(&t),
                 )
+                .await?
             }
         };
+        let answer = answered(decided, history, &t);
         match written {
             Ok(()) => return Ok(Some(answer)),
             Err(e) if raised(&e, LIMIT_REACHED) => {
@@ -360,49 +392,33 @@ pub(super) async fn start(
     }
 }
 
-/// `Storage::complete_turn`: one statement.
-pub(super) async fn complete(
-    store: &PgStore,
-    account_id: i64,
-    session_id: &str,
-    reply: &Reply,
-    idempotent: Option<&(String, Recorded)>,
-    now_ms: i64,
-) -> Result<bool, StoreError> {
-    let client = store.client().await?;
-    let stmt = client
-        .prepare_cached(
-            "SELECT convo_turn_complete_2($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-        )
-        .await?;
-    let (key, status, body) = match idempotent {
-        Some((key, r)) => (
-            Some(key.as_str()),
-            Some(i32::from(r.status)),
-            Some(r.body.as_str()),
-        ),
-        None => (None, None, None),
-    };
-    let outcome: i32 = client
-        .query_one(
-            &stmt,
-            &[
-                &account_id,
-                &session_id,
-                &reply.id,
-                &Role::Assistant.as_str(),
-                &reply.content,
-                &(reply.tokens as i64),
-                &reply.created_at_ms,
-                &key,
-                &status,
-                &body,
-                &now_ms,
-                &reply.finish_reason.as_str(),
-            ],
-        )
-        .await?
-        .get(0);
+/// A reply to store and its turn to end (`Storage::complete_turn`'s arguments).
+pub(super) struct Completion {
+    pub(super) account_id: i64,
+    pub(super) session_id: String,
+    pub(super) reply: Reply,
+    /// The key and the response to remember for it (a send answered with its reply).
+    pub(super) idempotent: Option<(String, Recorded)>,
+    pub(super) now_ms: i64,
+}
+
+impl Completion {
+    /// The idempotency key, status and body to remember, if any.
+    pub(super) fn remembered(&self) -> (Option<&str>, Option<i32>, Option<&str>) {
+        match &self.idempotent {
+            Some((key, r)) => (
+                Some(key.as_str()),
+                Some(i32::from(r.status)),
+                Some(r.body.as_str()),
+            ),
+            None => (None, None, None),
+        }
+    }
+}
+
+/// What `convo_turn_complete_2`'s outcome means: stored (true), or the session not live
+/// (false, nothing stored).
+pub(super) fn stored(outcome: i32) -> Result<bool, StoreError> {
     match outcome {
         0 => Ok(true),
         1 => Ok(false),
@@ -411,6 +427,39 @@ pub(super) async fn complete(
             "the turn was rolled back by another replica (its lease expired)".into(),
         )),
     }
+}
+
+/// `Storage::complete_turn`: one statement.
+pub(super) async fn complete(store: &PgStore, c: &Completion) -> Result<bool, StoreError> {
+    let client = store.client().await?;
+    let stmt = client
+        .prepare_cached(
+            "SELECT convo_turn_complete_2($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+        )
+        .await?;
+    let (key, status, body) = c.remembered();
+    let reply = &c.reply;
+    let outcome: i32 = client
+        .query_one(
+            &stmt,
+            &[
+                &c.account_id,
+                &c.session_id,
+                &reply.id,
+                &Role::Assistant.as_str(),
+                &reply.content,
+                &(reply.tokens as i64),
+                &reply.created_at_ms,
+                &key,
+                &status,
+                &body,
+                &c.now_ms,
+                &reply.finish_reason.as_str(),
+            ],
+        )
+        .await?
+        .get(0);
+    stored(outcome)
 }
 
 #[cfg(test)]

@@ -1,0 +1,215 @@
+//! Operations that arrive together, written together: one transaction (and one WAL flush) for
+//! a batch instead of one per operation (docs/performance.md, "Service on PostgreSQL").
+//!
+//! A task per kind of operation gathers them from a channel. It takes the first that comes,
+//! waits for one of `AT_ONCE` batch slots, then takes whatever else is waiting (up to `MOST`):
+//! batches form only while earlier ones are being written, so under light load an operation
+//! comes alone and is answered `Alone`, and its caller runs the one-operation path (a batch
+//! of one costs more than that path). A batch's transaction either commits whole or keeps
+//! nothing: when it fails (a lock it could not take, a limit it must not decide alone), all
+//! its operations are answered `Alone` and run one at a time, where every rule is applied as
+//! for any single operation.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use deadpool_postgres::{Object, Pool};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+
+use crate::error::StoreError;
+
+/// The most operations in one batch.
+const MOST: usize = 32;
+/// Batches of one kind written at once. One: while it is written, the operations that arrive
+/// wait and form the next (measured: `scripts/perf/service-pg-throughput.sh`, one node, 32
+/// connections: 3,800 POSTs/s with one, 3,500 with two, 3,000 with four, 2,100 unbatched;
+/// docs/perf-log.md).
+const AT_ONCE: usize = 1;
+
+/// One kind of operation written in batches.
+pub(super) trait Batch: Send + Sync + 'static {
+    type In: Send + 'static;
+    type Out: Send + 'static;
+
+    /// Writes `inputs` in one transaction on `client`: each one's outcome, in their order, or
+    /// `None` for one the batch left alone (written by nothing; its caller runs it). An error
+    /// means nothing was kept.
+    fn write(
+        &self,
+        client: Object,
+        inputs: &[Self::In],
+    ) -> impl Future<Output = Result<Vec<Option<Self::Out>>, StoreError>> + Send;
+
+    /// What is done with an outcome whose caller stopped waiting for it.
+    fn unanswered(&self, _input: Self::In, _out: Self::Out) {}
+}
+
+/// What a caller gets back.
+pub(super) enum Batched<I, O> {
+    /// Its outcome.
+    Done(O),
+    /// Its input, untouched in the database: run it on its own. An operation that came alone
+    /// holds a batch slot (`Slot`) until it is written, so that operations arriving meanwhile
+    /// wait and form the next batch; those of a failed batch hold none.
+    Alone(I, Option<Slot>),
+}
+
+/// One of the `AT_ONCE` places of a kind of operation in the database; freed when dropped.
+pub(super) struct Slot(#[allow(dead_code)] OwnedSemaphorePermit);
+
+struct Job<B: Batch> {
+    input: B::In,
+    answer: oneshot::Sender<Batched<B::In, B::Out>>,
+}
+
+/// How one kind of operation was written since the replica started (`/metrics`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BatchUse {
+    /// Batches committed, and the operations they wrote.
+    pub batches: u64,
+    pub batched: u64,
+    /// Batches that kept nothing (their operations ran alone).
+    pub failed: u64,
+    /// Operations answered `Alone`: they came alone, their batch failed, or it left them.
+    pub alone: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    batches: AtomicU64,
+    batched: AtomicU64,
+    failed: AtomicU64,
+    alone: AtomicU64,
+}
+
+/// The sending end: cheap to clone. The gathering task ends when every clone is dropped.
+pub(super) struct Batcher<B: Batch> {
+    jobs: mpsc::UnboundedSender<Job<B>>,
+    counts: Arc<Counts>,
+}
+
+impl<B: Batch> Clone for Batcher<B> {
+    fn clone(&self) -> Self {
+        Batcher {
+            jobs: self.jobs.clone(),
+            counts: Arc::clone(&self.counts),
+        }
+    }
+}
+
+impl<B: Batch> Batcher<B> {
+    /// Starts the gathering task of `batch`, on connections of `pool`.
+    pub(super) fn start(pool: Pool, batch: B) -> Batcher<B> {
+        let (jobs, rx) = mpsc::unbounded_channel();
+        let counts = Arc::new(Counts::default());
+        tokio::spawn(gather(Arc::new(batch), pool, rx, Arc::clone(&counts)));
+        Batcher { jobs, counts }
+    }
+
+    /// How its operations were written so far.
+    pub(super) fn used(&self) -> BatchUse {
+        let c = &self.counts;
+        BatchUse {
+            batches: c.batches.load(Relaxed),
+            batched: c.batched.load(Relaxed),
+            failed: c.failed.load(Relaxed),
+            alone: c.alone.load(Relaxed),
+        }
+    }
+
+    /// `input`'s outcome, or `input` back when it is to run on its own.
+    pub(super) async fn submit(&self, input: B::In) -> Result<Batched<B::In, B::Out>, StoreError> {
+        let (answer, answered) = oneshot::channel();
+        if let Err(mpsc::error::SendError(job)) = self.jobs.send(Job { input, answer }) {
+            return Ok(Batched::Alone(job.input, None));
+        }
+        answered
+            .await
+            .map_err(|_| StoreError::Join("the batch writer stopped".into()))
+    }
+}
+
+async fn gather<B: Batch>(
+    batch: Arc<B>,
+    pool: Pool,
+    mut rx: mpsc::UnboundedReceiver<Job<B>>,
+    counts: Arc<Counts>,
+) {
+    let slots = Arc::new(Semaphore::new(AT_ONCE));
+    while let Some(first) = rx.recv().await {
+        let slot = Arc::clone(&slots)
+            .acquire_owned()
+            .await
+            .expect("the semaphore is never closed");
+        let mut jobs = vec![first];
+        while jobs.len() < MOST {
+            match rx.try_recv() {
+                Ok(job) => jobs.push(job),
+                Err(_) => break,
+            }
+        }
+        if jobs.len() == 1 {
+            counts.alone.fetch_add(1, Relaxed);
+            let job = jobs.remove(0);
+            let _ = job.answer.send(Batched::Alone(job.input, Some(Slot(slot))));
+            continue;
+        }
+        let (batch, pool, counts) = (Arc::clone(&batch), pool.clone(), Arc::clone(&counts));
+        tokio::spawn(async move {
+            let (inputs, answers): (Vec<_>, Vec<_>) =
+                jobs.into_iter().map(|j| (j.input, j.answer)).unzip();
+            let written = match pool.get().await {
+                Ok(client) => batch.write(client, &inputs).await,
+                Err(e) => Err(e.into()),
+            };
+            drop(slot);
+            let written = written.and_then(|outs| {
+                if outs.len() == inputs.len() {
+                    Ok(outs)
+                } else {
+                    Err(StoreError::Corrupt(format!(
+                        "a batch of {} answered {}",
+                        inputs.len(),
+                        outs.len()
+                    )))
+                }
+            });
+            match written {
+                Ok(outs) => {
+                    counts.batches.fetch_add(1, Relaxed);
+                    for ((input, answer), out) in inputs.into_iter().zip(answers).zip(outs) {
+                        let Some(out) = out else {
+                            alone::<B>(&counts, vec![Job { input, answer }]);
+                            continue;
+                        };
+                        counts.batched.fetch_add(1, Relaxed);
+                        if let Err(Batched::Done(out)) = answer.send(Batched::Done(out)) {
+                            batch.unanswered(input, out);
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, size = inputs.len(),
+                        "a batch was not written; its operations run one at a time");
+                    counts.failed.fetch_add(1, Relaxed);
+                    alone::<B>(
+                        &counts,
+                        inputs
+                            .into_iter()
+                            .zip(answers)
+                            .map(|(input, answer)| Job { input, answer })
+                            .collect(),
+                    );
+                }
+            }
+        });
+    }
+}
+
+fn alone<B: Batch>(counts: &Counts, jobs: Vec<Job<B>>) {
+    counts.alone.fetch_add(jobs.len() as u64, Relaxed);
+    for job in jobs {
+        let _ = job.answer.send(Batched::Alone(job.input, None));
+    }
+}

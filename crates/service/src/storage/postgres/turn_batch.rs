@@ -1,0 +1,339 @@
+//! Turns started and replies stored in batches (batch.rs): the functions of migration 10
+//! apply migration 3's one-turn functions to each turn of a batch, in one transaction, taking
+//! the locks in the order one turn takes them (sessions by id, then accounts and their
+//! counters by account), so that two batches, or a batch and a single turn, do not deadlock.
+//!
+//! - **Starts**: `convo_turn_facts_n` (with `BEGIN`) reads each turn's facts under its
+//!   session's lock; `convo_core::admission::admit` decides each; `convo_turn_write_n` (with
+//!   `COMMIT`) writes the admitted ones and counts every request, an account's together
+//!   (within its shard's allowance, or by a refill that counts them all). A turn whose
+//!   session has a turn in flight is left alone (its caller waits for it as on the one-turn
+//!   path). Anything the batch must not decide (a session created concurrently, the
+//!   account's sessions changed past the admission's bound, a limit that leaves the shard
+//!   fewer requests than the batch counts) fails the transaction, and every turn of it runs
+//!   alone, where the limit is applied one request at a time.
+//! - **Replies**: `convo_turn_complete_n`, one statement, its outcomes in order.
+
+use std::sync::{Arc, Mutex};
+
+use deadpool_postgres::Object;
+
+use super::batch::Batch;
+use super::counters;
+use super::leases::EndedTurn;
+use super::turn::{
+    Commit, Completion, Found, Pipelined, answered, found, live_sessions_bound, recorded_response,
+    stored, turn_commit,
+};
+use crate::error::StoreError;
+use crate::storage::interface::TurnAdmission;
+use crate::storage::rows::{IDEMPOTENCY_TTL_MS, RequestCount};
+use convo_core::admission::{self, Admission};
+use convo_core::{HistoryEntry, SessionStatus, TurnStart, TurnStarted};
+use convo_wire::Role;
+
+/// Turns of this replica whose end did not reach the database (`PgStore::unended`).
+pub(super) type Unended = Arc<Mutex<Vec<EndedTurn>>>;
+
+/// Keeps `turn` for the next heartbeat's rollback.
+pub(super) fn keep_unended(unended: &Unended, turn: EndedTurn) {
+    unended
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .push(turn);
+}
+
+/// Turn starts (`Storage::start_turn`) in batches.
+pub(super) struct Starts {
+    pub(super) replica: Arc<str>,
+    pub(super) unended: Unended,
+}
+
+impl Batch for Starts {
+    type In = (RequestCount, TurnStart);
+    type Out = TurnAdmission;
+
+    async fn write(
+        &self,
+        client: Object,
+        inputs: &[Self::In],
+    ) -> Result<Vec<Option<TurnAdmission>>, StoreError> {
+        start(client, &self.replica, inputs).await
+    }
+
+    /// A turn started for a sender that is gone: nobody runs its reply, so it is rolled back.
+    fn unanswered(&self, (_, t): Self::In, out: TurnAdmission) {
+        if let Some(Ok(TurnStarted::Ready { .. })) = out {
+            keep_unended(
+                &self.unended,
+                EndedTurn {
+                    session_id: t.session_id,
+                    message_id: t.reply_id,
+                },
+            );
+        }
+    }
+}
+
+/// Replies (`Storage::complete_turn`) in batches.
+pub(super) struct Completions;
+
+impl Batch for Completions {
+    type In = Completion;
+    type Out = Result<bool, StoreError>;
+
+    async fn write(
+        &self,
+        client: Object,
+        inputs: &[Completion],
+    ) -> Result<Vec<Option<Self::Out>>, StoreError> {
+        complete(client, inputs).await
+    }
+}
+
+/// A turn of a batch as its admission decided it.
+struct Decided {
+    admission: Admission,
+    /// See `live_sessions_bound`.
+    max_live: i64,
+    history: Vec<HistoryEntry>,
+}
+
+/// The places of `items` in the order of `key`.
+fn order_by<T, K: Ord>(items: &[T], key: impl Fn(&T) -> K) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    order.sort_by_key(|&i| key(&items[i]));
+    order
+}
+
+async fn start(
+    client: Object,
+    replica: &str,
+    jobs: &[(RequestCount, TurnStart)],
+) -> Result<Vec<Option<TurnAdmission>>, StoreError> {
+    let by_session = order_by(jobs, |(_, t)| t.session_id.clone());
+    let accounts: Vec<i64> = by_session.iter().map(|&i| jobs[i].1.account.id).collect();
+    let sessions: Vec<&str> = by_session
+        .iter()
+        .map(|&i| jobs[i].1.session_id.as_str())
+        .collect();
+    let keys: Vec<Option<&str>> = by_session
+        .iter()
+        .map(|&i| jobs[i].1.idempotency_key.as_deref())
+        .collect();
+    let periods: Vec<i64> = by_session
+        .iter()
+        .map(|&i| jobs[i].1.period_start_ms)
+        .collect();
+    let earliest = jobs.iter().map(|(_, t)| t.now_ms).min().unwrap_or(0);
+    let expired = earliest - IDEMPOTENCY_TTL_MS;
+
+    let mut tx = Pipelined::new(client);
+    let rows = tx
+        .first_rows(
+            "SELECT o_owner, o_deleted_at, o_busy, o_live_sessions, o_roles, o_contents, o_tokens,
+                    o_replay_status, o_replay_body, o_tokens_used
+             FROM convo_turn_facts_n($1, $2, $3, $4, $5)",
+            &[&accounts, &sessions, &keys, &expired, &periods],
+        )
+        .await?;
+    if rows.len() != jobs.len() {
+        return Err(StoreError::Corrupt(format!(
+            "the facts of {} turns came back as {} rows",
+            jobs.len(),
+            rows.len()
+        )));
+    }
+    let mut decided: Vec<Option<Decided>> = (0..jobs.len()).map(|_| None).collect();
+    for (row, &i) in rows.iter().zip(&by_session) {
+        let t = &jobs[i].1;
+        let Found {
+            status,
+            busy,
+            facts,
+            history,
+        } = found(row, t.account.id, t)?;
+        if busy && status == SessionStatus::Live {
+            continue;
+        }
+        let admission = admission::admit(facts.clone());
+        let max_live = i64::try_from(live_sessions_bound(&facts, &admission)).unwrap_or(i64::MAX);
+        decided[i] = Some(Decided {
+            admission,
+            max_live,
+            history,
+        });
+    }
+    if decided.iter().all(Option::is_none) {
+        drop(tx.rollback().await?);
+        return Ok(decided.iter().map(|_| None).collect());
+    }
+
+    // The writes, in the order of accounts.
+    let order: Vec<usize> = order_by(jobs, |(_, t)| (t.account.id, t.session_id.clone()))
+        .into_iter()
+        .filter(|&i| decided[i].is_some())
+        .collect();
+    let mut w = Writes::default();
+    let mut commit = Commit::Unflushed;
+    for &i in &order {
+        let (request, t) = &jobs[i];
+        let d = decided[i].as_ref().expect("only decided turns are written");
+        let create = match d.admission {
+            Admission::Admitted { create_session, .. } => {
+                if turn_commit(t) == Commit::Flushed {
+                    commit = Commit::Flushed;
+                }
+                w.write.push(true);
+                create_session
+            }
+            // A refusal or a replay counts the request only; its commit waits for the flush,
+            // as on the one-turn path.
+            Admission::Refused(_) | Admission::Replay(_) => {
+                commit = Commit::Flushed;
+                w.write.push(false);
+                false
+            }
+        };
+        let m = &t.message;
+        let (status, body) = recorded_response(t);
+        w.accounts.push(t.account.id);
+        w.sessions.push(&t.session_id);
+        w.create.push(create);
+        w.max_live.push(d.max_live);
+        w.now.push(t.now_ms);
+        w.messages.push(&m.id);
+        w.roles.push(m.role.as_str());
+        w.contents.push(&m.content);
+        w.tokens.push(m.tokens as i64);
+        w.metadata.push(m.metadata.as_deref());
+        w.keys.push(t.idempotency_key.as_deref());
+        w.statuses.push(status);
+        w.bodies.push(body);
+        w.replies.push(&t.reply_id);
+        w.periods.push(request.period_start_ms());
+        w.limits.push(counters::request_limit(request));
+    }
+    tx.last(
+        "SELECT convo_turn_write_n($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)",
+        &[
+            &w.write,
+            &w.accounts,
+            &w.sessions,
+            &w.create,
+            &w.max_live,
+            &w.now,
+            &w.messages,
+            &w.roles,
+            &w.contents,
+            &w.tokens,
+            &w.metadata,
+            &w.keys,
+            &w.statuses,
+            &w.bodies,
+            &replica,
+            &w.replies,
+            &w.periods,
+            &w.limits,
+        ],
+        commit,
+    )
+    .await??;
+
+    Ok(decided
+        .into_iter()
+        .zip(jobs)
+        .map(|(d, (_, t))| d.map(|d| Some(answered(d.admission, d.history, t))))
+        .collect())
+}
+
+/// The arguments of `convo_turn_write_n`, one element per turn.
+#[derive(Default)]
+struct Writes<'a> {
+    write: Vec<bool>,
+    accounts: Vec<i64>,
+    sessions: Vec<&'a str>,
+    create: Vec<bool>,
+    max_live: Vec<i64>,
+    now: Vec<i64>,
+    messages: Vec<&'a str>,
+    roles: Vec<&'static str>,
+    contents: Vec<&'a str>,
+    tokens: Vec<i64>,
+    metadata: Vec<Option<&'a str>>,
+    keys: Vec<Option<&'a str>>,
+    statuses: Vec<Option<i32>>,
+    bodies: Vec<Option<&'a str>>,
+    replies: Vec<&'a str>,
+    periods: Vec<i64>,
+    limits: Vec<i64>,
+}
+
+async fn complete(
+    client: Object,
+    items: &[Completion],
+) -> Result<Vec<Option<Result<bool, StoreError>>>, StoreError> {
+    let order = order_by(items, |c| (c.account_id, c.session_id.clone()));
+    let each = |f: &dyn Fn(&Completion) -> i64| -> Vec<i64> {
+        order.iter().map(|&i| f(&items[i])).collect()
+    };
+    let accounts = each(&|c| c.account_id);
+    let tokens = each(&|c| c.reply.tokens as i64);
+    let created = each(&|c| c.reply.created_at_ms);
+    let now = each(&|c| c.now_ms);
+    let mut sessions = Vec::new();
+    let mut replies = Vec::new();
+    let mut contents = Vec::new();
+    let mut keys = Vec::new();
+    let mut statuses = Vec::new();
+    let mut bodies = Vec::new();
+    let mut finish = Vec::new();
+    for &i in &order {
+        let c = &items[i];
+        let (key, status, body) = c.remembered();
+        sessions.push(c.session_id.as_str());
+        replies.push(c.reply.id.as_str());
+        contents.push(c.reply.content.as_str());
+        keys.push(key);
+        statuses.push(status);
+        bodies.push(body);
+        finish.push(c.reply.finish_reason.as_str());
+    }
+    let stmt = client
+        .prepare_cached(
+            "SELECT convo_turn_complete_n($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+        )
+        .await?;
+    let outcomes: Vec<i32> = client
+        .query_one(
+            &stmt,
+            &[
+                &accounts,
+                &sessions,
+                &replies,
+                &Role::Assistant.as_str(),
+                &contents,
+                &tokens,
+                &created,
+                &keys,
+                &statuses,
+                &bodies,
+                &now,
+                &finish,
+            ],
+        )
+        .await?
+        .get(0);
+    if outcomes.len() != items.len() {
+        return Err(StoreError::Corrupt(format!(
+            "{} replies were stored with {} outcomes",
+            items.len(),
+            outcomes.len()
+        )));
+    }
+    let mut answers: Vec<Option<Result<bool, StoreError>>> = items.iter().map(|_| None).collect();
+    for (&i, outcome) in order.iter().zip(outcomes) {
+        answers[i] = Some(stored(outcome));
+    }
+    Ok(answers)
+}
