@@ -327,3 +327,55 @@ async fn at_the_limit_a_batch_runs_its_turns_alone_and_the_limit_stays_exact() {
     assert!(starts.failed >= 1, "{starts:?}");
     assert_eq!(usage(&store, account).await.requests, 50_000);
 }
+
+/// A session locked by another client's open transaction (an operator's `psql`, say) holds up
+/// the send to it, and only that one: the next batch does not wait for it past a moment.
+#[tokio::test]
+async fn a_send_stuck_on_a_locked_session_does_not_hold_up_others() {
+    let (db, store, account) = store_with_account(Tier::Enterprise).await;
+    let locked = sessions("locked", 1);
+    start_all(&store, account, &locked).await;
+    complete_all(&store, account, &locked).await;
+    let holder = connect(&db).await;
+    holder.batch_execute("BEGIN").await.unwrap();
+    holder
+        .execute(
+            "SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE",
+            &[&locked[0]],
+        )
+        .await
+        .unwrap();
+    let stuck = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            store
+                .start_turn(
+                    send_request(account),
+                    turn(account, "session_locked000", "locked_again"),
+                )
+                .await
+                .unwrap()
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!stuck.is_finished(), "the session's lock is held");
+    for s in &sessions("free", 3) {
+        let started = tokio::time::timeout(
+            Duration::from_secs(10),
+            store.start_turn(send_request(account), turn(account, s, s)),
+        )
+        .await
+        .expect("a send to another session is written");
+        assert!(matches!(started, Ok(Some(Ok(TurnStarted::Ready { .. })))));
+    }
+    assert!(!stuck.is_finished());
+    holder.batch_execute("COMMIT").await.unwrap();
+    let started = tokio::time::timeout(Duration::from_secs(10), stuck)
+        .await
+        .expect("it is written once the lock is released")
+        .unwrap();
+    assert!(matches!(
+        started,
+        Some(Ok(TurnStarted::Ready { history, .. })) if history.len() == 3
+    ));
+}

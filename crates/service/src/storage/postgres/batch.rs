@@ -2,10 +2,13 @@
 //! a batch instead of one per operation (docs/performance.md, "Service on PostgreSQL").
 //!
 //! A task per kind of operation gathers them from a channel. It takes the first that comes,
-//! waits for one of `AT_ONCE` batch slots, then takes whatever else is waiting (up to `MOST`):
-//! batches form only while earlier ones are being written, so under light load an operation
-//! comes alone and is answered `Alone`, and its caller runs the one-operation path (a batch
-//! of one costs more than that path). A batch's transaction either commits whole or keeps
+//! waits for the operation under way (a batch, or one that came alone) to be written, then
+//! takes whatever else is waiting (up to `MOST`): batches form while earlier ones are being
+//! written, so under light load an operation comes alone and is answered `Alone`, and its
+//! caller runs the one-operation path (a batch of one costs more than that path). The wait
+//! for the one under way is at most `STUCK`: a transaction waiting for a lock some other
+//! client holds (a session locked by an operator's open transaction) holds up no one else for
+//! longer. A batch's transaction either commits whole or keeps
 //! nothing: when it fails (a lock it could not take, a limit it must not decide alone), all
 //! its operations are answered `Alone` and run one at a time, where every rule is applied as
 //! for any single operation.
@@ -13,19 +16,21 @@
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
 
 use deadpool_postgres::{Object, Pool};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 
 use crate::error::StoreError;
 
 /// The most operations in one batch.
 const MOST: usize = 32;
-/// Batches of one kind written at once. One: while it is written, the operations that arrive
-/// wait and form the next (measured: `scripts/perf/service-pg-throughput.sh`, one node, 32
-/// connections: 3,800 POSTs/s with one, 3,500 with two, 3,000 with four, 2,100 unbatched;
-/// docs/perf-log.md).
-const AT_ONCE: usize = 1;
+/// How long the operation under way holds up the next batch at most. One batch at a time:
+/// while it is written, the operations that arrive wait and form the next (measured with
+/// `scripts/perf/service-pg-throughput.sh`, one node, 32 connections: 3,800 POSTs/s with one
+/// at a time, 3,500 with two, 3,000 with four, 2,100 unbatched; docs/perf-log.md). A batch
+/// takes a few ms; one that takes longer is waiting for something, and the next goes ahead.
+const STUCK: Duration = Duration::from_millis(50);
 
 /// One kind of operation written in batches.
 pub(super) trait Batch: Send + Sync + 'static {
@@ -50,13 +55,22 @@ pub(super) enum Batched<I, O> {
     /// Its outcome.
     Done(O),
     /// Its input, untouched in the database: run it on its own. An operation that came alone
-    /// holds a batch slot (`Slot`) until it is written, so that operations arriving meanwhile
-    /// wait and form the next batch; those of a failed batch hold none.
+    /// is the one under way (`Slot`) until it is written (or gives its place up), so that
+    /// operations arriving meanwhile wait and form the next batch; those of a failed batch
+    /// are not.
     Alone(I, Option<Slot>),
 }
 
-/// One of the `AT_ONCE` places of a kind of operation in the database; freed when dropped.
-pub(super) struct Slot(#[allow(dead_code)] OwnedSemaphorePermit);
+/// The place of the operation under way: the next batch waits until it is dropped (or for
+/// `STUCK`).
+pub(super) struct Slot(#[allow(dead_code)] oneshot::Sender<()>);
+
+impl Slot {
+    fn new() -> (Slot, oneshot::Receiver<()>) {
+        let (tx, rx) = oneshot::channel();
+        (Slot(tx), rx)
+    }
+}
 
 struct Job<B: Batch> {
     input: B::In,
@@ -136,12 +150,14 @@ async fn gather<B: Batch>(
     mut rx: mpsc::UnboundedReceiver<Job<B>>,
     counts: Arc<Counts>,
 ) {
-    let slots = Arc::new(Semaphore::new(AT_ONCE));
+    let mut under_way: Option<oneshot::Receiver<()>> = None;
     while let Some(first) = rx.recv().await {
-        let slot = Arc::clone(&slots)
-            .acquire_owned()
-            .await
-            .expect("the semaphore is never closed");
+        if let Some(written) = under_way.take() {
+            // Dropped (an error) when it is written; a timeout: it is stuck.
+            let _ = tokio::time::timeout(STUCK, written).await;
+        }
+        let (slot, written) = Slot::new();
+        under_way = Some(written);
         let mut jobs = vec![first];
         while jobs.len() < MOST {
             match rx.try_recv() {
@@ -152,7 +168,7 @@ async fn gather<B: Batch>(
         if jobs.len() == 1 {
             counts.alone.fetch_add(1, Relaxed);
             let job = jobs.remove(0);
-            let _ = job.answer.send(Batched::Alone(job.input, Some(Slot(slot))));
+            let _ = job.answer.send(Batched::Alone(job.input, Some(slot)));
             continue;
         }
         let (batch, pool, counts) = (Arc::clone(&batch), pool.clone(), Arc::clone(&counts));
