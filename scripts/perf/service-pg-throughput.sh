@@ -13,7 +13,10 @@
 # and removed at exit. Every run gets a database of its own. wrk: CONNECTIONS (32) connections
 # in all for DURATION (10s), split evenly over the replicas (one wrk per replica); builtin
 # engine at pace 0, SESSIONS (8000) sessions. KEY_SETS ("1 $KEYS") lists the key counts to run.
-# Each row ends with the 1-minute load average when its run ended.
+# Each row ends with the 1-minute load average when its run ended. After each PostgreSQL row,
+# stderr gets how its turns were written (the replicas' `convo_db_batched_operations_total`
+# and `convo_db_batches_total`, counted from their start): turns per batch and the share that
+# ran alone, for starts and for replies.
 # PG_STATS=FILE: where PostgreSQL's CPU goes. The cluster loads pg_stat_statements (statements
 # inside the functions counted too) and counts function calls; after each PostgreSQL run FILE
 # gets, per POST, the calls and execution time of each statement and function (counted from
@@ -65,21 +68,43 @@ key_args() {
     fi
 }
 
-# Starts a replica on database $1 with the keys in `keys`; adds its URL to `urls`.
-urls=()
+# Starts a replica on database $1 with the keys in `keys`; adds its URL to `urls` and that of
+# its metrics to `metrics`.
+urls=() metrics=()
 replica() {
     local n=${#pids[@]} args
     args=$(key_args "$keys")
     : >"$work/out$n"
     # shellcheck disable=SC2086
     "$BIN" serve --addr 127.0.0.1:0 --db "$1" $args --jwt-secret perf-pg-throughput \
-        --engine builtin --engine-pace-ms 0 >"$work/out$n" 2>"$work/err$n" &
+        --engine builtin --engine-pace-ms 0 --metrics-addr 127.0.0.1:0 \
+        >"$work/out$n" 2>"$work/err$n" &
     pids+=($!)
-    for _ in $(seq 300); do grep -q '^listening on' "$work/out$n" 2>/dev/null && break; sleep 0.1; done
+    for _ in $(seq 300); do grep -q '^metrics on' "$work/out$n" 2>/dev/null && break; sleep 0.1; done
     local url
     url=$(sed -n 's/^listening on //p' "$work/out$n")
     [[ -n $url ]] || { cat "$work/err$n" >&2; exit 1; }
     urls+=("$url")
+    metrics+=("$(sed -n 's/^metrics on //p' "$work/out$n")")
+}
+
+# Prints to stderr how the turns of the replicas in `metrics` were written.
+batches() {
+    local m
+    for m in "${metrics[@]}"; do curl -sSf "$m"; done | awk '
+        /^convo_db_batches_total\{.*outcome="written"/ { match($0, /operation="[a-z]+"/); b[substr($0, RSTART + 11, RLENGTH - 12)] += $NF }
+        /^convo_db_batched_operations_total\{/ {
+            match($0, /operation="[a-z]+"/); op = substr($0, RSTART + 11, RLENGTH - 12)
+            if ($0 ~ /outcome="batched"/) in_b[op] += $NF; else alone[op] += $NF
+        }
+        END {
+            printf "#   batches:"
+            for (op in in_b) {
+                all = in_b[op] + alone[op]
+                printf " %s %.1f turns each, %.1f %% alone;", op, b[op] ? in_b[op] / b[op] : 0, all ? 100 * alone[op] / all : 0
+            }
+            printf "\n"
+        }' >&2
 }
 
 # CPU ticks (utime + stime) of the processes $@.
@@ -135,6 +160,7 @@ measure() {
             printf "| %s | %d | %.0f | %.2f ms | %d | %.0f | %s | %s |\n", name, keys, rate, p99, bad, rc / tick / n * 1e6, pg, loadavg
         }' "$work"/wrk*
     rm -f "$work"/wrk*
+    [[ $name == SQLite* ]] || batches
 }
 
 # Zeroes the cluster's statement, function and table counters (the run's database is $db).
@@ -176,7 +202,7 @@ stats_report() {
 
 stop_all() {
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-    pids=() urls=()
+    pids=() urls=() metrics=()
 }
 
 # A new database of the cluster; sets `db` to its URL.

@@ -20,6 +20,10 @@
 //!   limit reached; and a request that found its shard dry is counted by its own refill, so
 //!   no concurrent refill can take its unit first (when the fold and the count were separate
 //!   steps, requests near the limit could lose their unit to other folds 64 times in a row).
+//!   A batch of turns counts an account's requests together the same way, within the
+//!   allowance or by a refill that counts them all (migration 10), and when the caller's
+//!   share of what the limit leaves does not cover them it keeps nothing: its turns are
+//!   counted one at a time.
 
 use deadpool_postgres::ClientWrapper;
 

@@ -1,7 +1,8 @@
 //! PostgreSQL storage (`convo serve --db postgres://…`): what the SQLite store stores, in one
 //! database that any number of replicas share. Each operation is one transaction on a pooled
 //! connection (`deadpool-postgres`, statements prepared once per connection); a turn's are
-//! server-side functions sent in few round trips (turn.rs). Quotas read counters kept in
+//! server-side functions sent in few round trips (turn.rs), and the turns that arrive together are
+//! written in one transaction (batch.rs, turn_batch.rs). Quotas read counters kept in
 //! place: the month's requests and tokens in shard rows (counters.rs: the request limit exact
 //! through allowances handed out under lock), `accounts.live_sessions` by a trigger like
 //! SQLite's, checked under the account's row lock; a session's row is locked (`FOR UPDATE`)

@@ -6,7 +6,9 @@
 //! `COMMIT`, which for a send answered with its reply does not wait for the WAL flush
 //! (`turn_commit`); later `convo_turn_complete` stores the reply in a transaction of its own.
 //! The account's counters are shard rows (counters.rs), so turns of one account hold no row in
-//! common.
+//! common. This is the path of a turn that comes alone; turns that arrive together are written
+//! in batches through the same functions (batch.rs, turn_batch.rs), and come back here one at
+//! a time when their batch keeps nothing.
 
 use std::time::Duration;
 
