@@ -12,6 +12,7 @@ use convo_service::storage::rows::Reply;
 use convo_service::storage::{Db, Storage};
 use convo_service::{Tier, generate_api_key, time};
 use futures_util::future::join_all;
+use tokio::task::JoinHandle;
 
 use super::pg_counters::{connect, period_start, send_request, store_with_account, turn, usage};
 
@@ -67,6 +68,39 @@ async fn complete_all(store: &Db, account: Account, sessions: &[String]) {
     }))
     .await;
     assert!(stored.iter().all(|s| *s), "every reply is stored");
+}
+
+/// Sends a message to `session_id` (message id `id`) in a task of its own, and checks that it
+/// is still waiting a moment later.
+async fn waiting_send(
+    store: &Db,
+    account: Account,
+    session_id: &str,
+    id: &str,
+) -> JoinHandle<Option<Result<TurnStarted, TurnRefusal>>> {
+    let (store, session_id, id) = (store.clone(), session_id.to_string(), id.to_string());
+    let waiting = tokio::spawn(async move {
+        store
+            .start_turn(send_request(account), turn(account, &session_id, &id))
+            .await
+            .unwrap()
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!waiting.is_finished(), "the send waits");
+    waiting
+}
+
+/// Sends one message to each of `sessions`, one after another, each admitted within 10 s.
+async fn sends_go_on(store: &Db, account: Account, sessions: &[String]) {
+    for s in sessions {
+        let started = tokio::time::timeout(
+            Duration::from_secs(10),
+            store.start_turn(send_request(account), turn(account, s, s)),
+        )
+        .await
+        .expect("a send behind the waiting one is written");
+        assert!(matches!(started, Ok(Some(Ok(TurnStarted::Ready { .. })))));
+    }
 }
 
 fn sessions(wave: &str, n: usize) -> Vec<String> {
@@ -266,30 +300,8 @@ async fn a_send_waiting_for_a_turn_in_flight_does_not_hold_up_others() {
     let (_db, store, account) = store_with_account(Tier::Enterprise).await;
     let busy = sessions("busy", 1);
     start_all(&store, account, &busy).await;
-    let waiting = {
-        let store = store.clone();
-        tokio::spawn(async move {
-            store
-                .start_turn(
-                    send_request(account),
-                    turn(account, "session_busy000", "busy_again"),
-                )
-                .await
-                .unwrap()
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert!(!waiting.is_finished());
-    let others = sessions("other", 3);
-    for s in &others {
-        let started = tokio::time::timeout(
-            Duration::from_secs(10),
-            store.start_turn(send_request(account), turn(account, s, s)),
-        )
-        .await
-        .expect("a send behind the waiting one is written");
-        assert!(matches!(started, Ok(Some(Ok(TurnStarted::Ready { .. })))));
-    }
+    let waiting = waiting_send(&store, account, "session_busy000", "busy_again").await;
+    sends_go_on(&store, account, &sessions("other", 3)).await;
     assert!(
         !waiting.is_finished(),
         "still waiting for the turn in flight"
@@ -345,29 +357,8 @@ async fn a_send_stuck_on_a_locked_session_does_not_hold_up_others() {
         )
         .await
         .unwrap();
-    let stuck = {
-        let store = store.clone();
-        tokio::spawn(async move {
-            store
-                .start_turn(
-                    send_request(account),
-                    turn(account, "session_locked000", "locked_again"),
-                )
-                .await
-                .unwrap()
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert!(!stuck.is_finished(), "the session's lock is held");
-    for s in &sessions("free", 3) {
-        let started = tokio::time::timeout(
-            Duration::from_secs(10),
-            store.start_turn(send_request(account), turn(account, s, s)),
-        )
-        .await
-        .expect("a send to another session is written");
-        assert!(matches!(started, Ok(Some(Ok(TurnStarted::Ready { .. })))));
-    }
+    let stuck = waiting_send(&store, account, "session_locked000", "locked_again").await;
+    sends_go_on(&store, account, &sessions("free", 3)).await;
     assert!(!stuck.is_finished());
     holder.batch_execute("COMMIT").await.unwrap();
     let started = tokio::time::timeout(Duration::from_secs(10), stuck)

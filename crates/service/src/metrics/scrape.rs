@@ -99,6 +99,21 @@ fn counter<N: prometheus_client::encoding::EncodeCounterValue>(
     metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)
 }
 
+/// A family of `kind`: one series per label set.
+fn family<'a, L: EncodeLabelSet + 'a, M: EncodeMetric>(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    kind: prometheus_client::metrics::MetricType,
+    series: impl IntoIterator<Item = (&'a L, M)>,
+) -> Result<(), std::fmt::Error> {
+    let mut family = encoder.encode_descriptor(name, help, None, kind)?;
+    for (labels, metric) in series {
+        metric.encode(family.encode_family(labels)?)?;
+    }
+    Ok(())
+}
+
 /// A gauge family: one series per label set.
 fn gauges<L: EncodeLabelSet, N: prometheus_client::encoding::EncodeGaugeValue + Copy>(
     encoder: &mut DescriptorEncoder,
@@ -106,16 +121,14 @@ fn gauges<L: EncodeLabelSet, N: prometheus_client::encoding::EncodeGaugeValue + 
     help: &str,
     series: &[(L, N)],
 ) -> Result<(), std::fmt::Error> {
-    let mut family = encoder.encode_descriptor(
+    let series = series.iter().map(|(l, n)| (l, ConstGauge::new(*n)));
+    family(
+        encoder,
         name,
         help,
-        None,
         prometheus_client::metrics::MetricType::Gauge,
-    )?;
-    for (labels, value) in series {
-        ConstGauge::new(*value).encode(family.encode_family(labels)?)?;
-    }
-    Ok(())
+        series,
+    )
 }
 
 /// A counter family: one series per label set.
@@ -125,16 +138,14 @@ fn counters<L: EncodeLabelSet, N: prometheus_client::encoding::EncodeCounterValu
     help: &str,
     series: &[(L, N)],
 ) -> Result<(), std::fmt::Error> {
-    let mut family = encoder.encode_descriptor(
+    let series = series.iter().map(|(l, n)| (l, ConstCounter::new(*n)));
+    family(
+        encoder,
         name,
         help,
-        None,
         prometheus_client::metrics::MetricType::Counter,
-    )?;
-    for (labels, value) in series {
-        ConstCounter::new(*value).encode(family.encode_family(labels)?)?;
-    }
-    Ok(())
+        series,
+    )
 }
 
 /// Two series of a counter family.
