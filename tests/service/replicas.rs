@@ -79,7 +79,8 @@ async fn replicas_started_together_migrate_once_and_share_everything() {
     b.service.shutdown().await;
 }
 
-/// 1,000 requests left, 1,040 sent at once over both replicas: exactly 1,000 are served.
+/// 1,000 requests left, 1,040 sent at once over both replicas: exactly 1,000 are served (the
+/// turns written in batches, `crates/service/src/storage/postgres/batch.rs`).
 #[tokio::test]
 async fn the_request_quota_is_exact_across_replicas() {
     let (backend, a, b) = two_replicas(Tier::Pro).await;
@@ -115,6 +116,11 @@ async fn the_request_quota_is_exact_across_replicas() {
         }
     }
     assert_eq!((ok, over), (1000, 40));
+    // The sends arrived together: each replica wrote turns in batches.
+    for svc in &replicas {
+        let used = svc.service.pool_use().expect("on PostgreSQL");
+        assert!(used.starts.batches > 0, "{:?}", used.starts);
+    }
     assert_eq!(
         backend
             .int(

@@ -159,6 +159,15 @@ impl RunningService {
         self.state.context_limit()
     }
 
+    /// On PostgreSQL, its connection pool's use and how turns were written (batches or alone),
+    /// as `/metrics` reports them; `None` on SQLite.
+    pub fn pool_use(&self) -> Option<storage::postgres::PoolUse> {
+        match &self.state.store {
+            storage::Db::Postgres(pg) => Some(pg.pool_use()),
+            storage::Db::Sqlite(_) => None,
+        }
+    }
+
     /// Stops accepting requests, closes stream connections, cancels replies in flight (rolled
     /// back like any failed reply), then checkpoints the database.
     pub async fn shutdown(self) {

@@ -57,13 +57,13 @@ impl Pipelined {
     /// `BEGIN` and the first statement, in one round trip; its one row.
     async fn first(&mut self, stmt: &str, params: &Params<'_>) -> Result<Row, StoreError> {
         let mut rows = self.first_rows(stmt, params).await?;
-        match (rows.pop(), rows.is_empty()) {
-            (Some(row), true) => Ok(row),
-            _ => Err(StoreError::Corrupt(format!(
+        if rows.len() != 1 {
+            return Err(StoreError::Corrupt(format!(
                 "`{stmt}` answered {} rows instead of one",
-                rows.len() + 1
-            ))),
+                rows.len()
+            )));
         }
+        Ok(rows.remove(0))
     }
 
     /// `BEGIN` and the first statement, in one round trip; its rows.
