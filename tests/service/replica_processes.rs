@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::backends::TestDb;
 use super::common::{GUARD, json as body_json, next_event, session, until_end};
-use super::replica_harness::Replica;
+use super::replica_harness::{Options, Replica};
 
 const KEY: &str = "service_live_replicaTestKey0123456789";
 
@@ -140,8 +140,13 @@ async fn a_replica_killed_mid_reply_has_its_turn_failed_by_the_other() {
 #[tokio::test]
 async fn the_request_quota_is_exact_over_two_processes() {
     let db = TestDb::create().await;
-    let a = Replica::start(&db, KEY, 0, None);
-    let b = Replica::start(&db, KEY, 0, None);
+    let admin = convo_service::generate_admin_key();
+    let options = Options {
+        admin_key: Some(admin.clone()),
+        ..Options::default()
+    };
+    let a = Replica::start_with(&db, KEY, 0, None, &options);
+    let b = Replica::start_with(&db, KEY, 0, None, &options);
     let period_start = convo_service::time::billing_period(chrono::Utc::now())
         .0
         .timestamp_millis();
@@ -192,4 +197,27 @@ async fn the_request_quota_is_exact_over_two_processes() {
     let (_, usage) = a.get("/v1/analytics/usage").await;
     // The usage request itself is over the limit too.
     assert_eq!(usage["error"]["code"], "quota_exceeded");
+    // The sends arrived together: each process wrote turn starts in batches (its /metrics).
+    for replica in [&a, &b] {
+        let metrics = replica
+            .http
+            .get(format!("{}/metrics", replica.base))
+            .bearer_auth(&admin)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let batched: u64 = metrics
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix(
+                    r#"convo_db_batched_operations_total{operation="start",outcome="batched"} "#,
+                )
+            })
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no batched starts in {metrics}"));
+        assert!(batched > 0, "{metrics}");
+    }
 }
