@@ -8,10 +8,9 @@
 //! caller runs the one-operation path (a batch of one costs more than that path). The wait
 //! for the one under way is at most `STUCK`: a transaction waiting for a lock some other
 //! client holds (a session locked by an operator's open transaction) holds up no one else for
-//! longer. A batch's transaction either commits whole or keeps
-//! nothing: when it fails (a lock it could not take, a limit it must not decide alone), all
-//! its operations are answered `Alone` and run one at a time, where every rule is applied as
-//! for any single operation.
+//! longer. A batch's transaction either commits whole or keeps nothing: when it fails (a lock
+//! it could not take, a limit it must not decide alone), all its operations are answered
+//! `Alone` and run one at a time, where every rule is applied as for any single operation.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -63,12 +62,15 @@ pub(super) enum Batched<I, O> {
 
 /// The place of the operation under way: the next batch waits until it is dropped (or for
 /// `STUCK`).
-pub(super) struct Slot(#[allow(dead_code)] oneshot::Sender<()>);
+pub(super) struct Slot {
+    /// Dropped with the slot, which the receiver sees as the operation written.
+    _written: oneshot::Sender<()>,
+}
 
 impl Slot {
     fn new() -> (Slot, oneshot::Receiver<()>) {
-        let (tx, rx) = oneshot::channel();
-        (Slot(tx), rx)
+        let (written, rx) = oneshot::channel();
+        (Slot { _written: written }, rx)
     }
 }
 

@@ -14,7 +14,7 @@
 //! each only if its row is still there.
 
 use std::collections::HashSet;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use deadpool_postgres::{Pool, Transaction as Tx};
@@ -183,6 +183,18 @@ pub struct EndedTurn {
     pub session_id: String,
     /// The id of the turn's user message or of its reply.
     pub message_id: String,
+}
+
+/// Turns of this replica whose end did not reach the database (`PgStore::unended`), rolled
+/// back at each heartbeat until that commits.
+pub(super) type Unended = Arc<Mutex<Vec<EndedTurn>>>;
+
+/// Keeps `turn` for the next heartbeat's rollback.
+pub(super) fn keep_unended(unended: &Unended, turn: EndedTurn) {
+    unended
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .push(turn);
 }
 
 /// Rolls back this replica's turn `turn` in one transaction, if its row is still in `turns`

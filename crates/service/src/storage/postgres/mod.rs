@@ -56,7 +56,7 @@ pub struct PgStore {
     config: Arc<tokio_postgres::Config>,
     /// Turns of this replica whose end did not reach the database, rolled back at each
     /// heartbeat until that commits (`leases::EndedTurn`).
-    unended: turn_batch::Unended,
+    unended: leases::Unended,
     /// Turn starts and replies that arrive together, written together (batch.rs).
     starts: batch::Batcher<turn_batch::Starts>,
     completions: batch::Batcher<turn_batch::Completions>,
@@ -101,7 +101,7 @@ impl PgStore {
         let task = tokio::spawn(vacuum_after_deletes(pool.clone(), vacuum.clone()));
         let replica: Arc<str> = crate::ids::random_alnum(16).into();
         leases::register(&pool, &replica).await?;
-        let unended = turn_batch::Unended::default();
+        let unended = leases::Unended::default();
         let starts = batch::Batcher::start(
             pool.clone(),
             turn_batch::Starts {
@@ -138,7 +138,7 @@ impl PgStore {
 
     /// Keeps `turn` for the next heartbeat's [`PgStore::retry_rollbacks`].
     fn keep_unended(&self, turn: leases::EndedTurn) {
-        turn_batch::keep_unended(&self.unended, turn);
+        leases::keep_unended(&self.unended, turn);
     }
 
     /// Rolls back the turns of this replica whose end did not reach the database (each only

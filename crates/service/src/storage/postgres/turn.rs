@@ -28,9 +28,9 @@ use convo_wire::Role;
 
 /// SQLSTATE of `convo_turn_write` when another transaction created the session first, or the
 /// account's live sessions changed past what the admission decided on.
-pub(super) const RACED: &str = "CVR01";
+const RACED: &str = "CVR01";
 
-pub(super) type Params<'a> = [&'a (dyn ToSql + Sync)];
+type Params<'a> = [&'a (dyn ToSql + Sync)];
 
 /// A pooled connection whose transaction is opened by the round trip of its first statement
 /// and closed by that of its last. Dropped while open (an error, or a request cancelled
@@ -150,7 +150,7 @@ pub(super) enum Commit {
 /// commit: they need not wait for a flush of their own. Nothing acknowledged is lost in a
 /// crash; a start lost in one is a send whose reply never came. A streamed turn's start is
 /// acknowledged at once (202), so it waits for the flush.
-pub(super) fn turn_commit(t: &TurnStart) -> Commit {
+fn turn_commit(t: &TurnStart) -> Commit {
     if t.accepted_response.is_some() {
         Commit::Flushed
     } else {
@@ -158,15 +158,24 @@ pub(super) fn turn_commit(t: &TurnStart) -> Commit {
     }
 }
 
-/// What `convo_turn_facts` found.
-pub(super) struct Found {
-    pub(super) status: SessionStatus,
-    pub(super) busy: bool,
-    pub(super) facts: TurnFacts,
-    pub(super) history: Vec<HistoryEntry>,
+/// How the transaction that writes `decided` for `t` commits: a refusal or a replay (its
+/// request counted) waits for the flush; an admitted turn as `turn_commit` says.
+pub(super) fn commit_of(decided: &Admission, t: &TurnStart) -> Commit {
+    match decided {
+        Admission::Admitted { .. } => turn_commit(t),
+        Admission::Refused(_) | Admission::Replay(_) => Commit::Flushed,
+    }
 }
 
-pub(super) fn found(row: &Row, account_id: i64, t: &TurnStart) -> Result<Found, StoreError> {
+/// What `convo_turn_facts` found.
+struct Found {
+    status: SessionStatus,
+    busy: bool,
+    facts: TurnFacts,
+    history: Vec<HistoryEntry>,
+}
+
+fn found(row: &Row, account_id: i64, t: &TurnStart) -> Result<Found, StoreError> {
     let owner: Option<i64> = row.get(0);
     let deleted_at: Option<i64> = row.get(1);
     let status = status_of(owner.map(|o| (o, deleted_at)), account_id);
@@ -224,7 +233,7 @@ pub(super) fn found(row: &Row, account_id: i64, t: &TurnStart) -> Result<Found, 
 /// `facts` (for a new session; the account's row is not locked while it decides, so
 /// `convo_turn_write` checks this bound under that lock). Asked of `admission::admit` itself,
 /// which can only turn to a refusal as the count grows: the last count deciding the same.
-pub(super) fn live_sessions_bound(facts: &TurnFacts, decided: &Admission) -> u64 {
+fn live_sessions_bound(facts: &TurnFacts, decided: &Admission) -> u64 {
     let SessionFacts::New { live_sessions } = facts.session else {
         return u64::MAX;
     };
@@ -248,6 +257,36 @@ pub(super) fn live_sessions_bound(facts: &TurnFacts, decided: &Admission) -> u64
         }
     }
     lo
+}
+
+/// A turn as its admission decided it, from the row `convo_turn_facts` answered.
+pub(super) struct Decided {
+    pub(super) admission: Admission,
+    /// The bound `convo_turn_write` checks (`live_sessions_bound`), as PostgreSQL stores it.
+    pub(super) max_live: i64,
+    /// What the session held before the turn.
+    pub(super) history: Vec<HistoryEntry>,
+}
+
+/// The admission of `t` on `row` (of `convo_turn_facts`); `None` while its session has a
+/// turn in flight (on another replica, or left by a dead one): its sender waits and asks again.
+pub(super) fn decide(row: &Row, t: &TurnStart) -> Result<Option<Decided>, StoreError> {
+    let Found {
+        status,
+        busy,
+        facts,
+        history,
+    } = found(row, t.account.id, t)?;
+    if busy && status == SessionStatus::Live {
+        return Ok(None);
+    }
+    let admission = admission::admit(facts.clone());
+    let max_live = i64::try_from(live_sessions_bound(&facts, &admission)).unwrap_or(i64::MAX);
+    Ok(Some(Decided {
+        admission,
+        max_live,
+        history,
+    }))
 }
 
 /// The status and body of the response a turn's idempotency record remembers at its start (a
@@ -318,25 +357,23 @@ pub(super) async fn start(
                 ],
             )
             .await?;
-        let Found {
-            status,
-            busy,
-            facts,
+        let Some(Decided {
+            admission: decided,
+            max_live,
             history,
-        } = found(&row, account_id, &t)?;
-        if busy && status == SessionStatus::Live {
+        }) = decide(&row, &t)?
+        else {
             drop(tx.rollback().await?);
             drop(slot.take());
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_millis(50));
             continue;
-        }
+        };
         let count: [&(dyn ToSql + Sync); 3] = [&account_id, &period, &limit];
-        let decided = admission::admit(facts.clone());
-        let max_live = i64::try_from(live_sessions_bound(&facts, &decided)).unwrap_or(i64::MAX);
         let written = match &decided {
             Admission::Refused(_) | Admission::Replay(_) => {
-                tx.last(counters::COUNT, &count, Commit::Flushed).await?
+                tx.last(counters::COUNT, &count, commit_of(&decided, &t))
+                    .await?
             }
             Admission::Admitted { create_session, .. } => {
                 let m = &t.message;
@@ -363,7 +400,7 @@ pub(super) async fn start(
                         &period,
                         &limit,
                     ],
-                    turn_commit(&t),
+                    commit_of(&decided, &t),
                 )
                 .await?
             }

@@ -14,34 +14,22 @@
 //!   alone, where the limit is applied one request at a time.
 //! - **Replies**: `convo_turn_complete_n`, one statement, its outcomes in order.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use deadpool_postgres::Object;
 
 use super::batch::Batch;
 use super::counters;
-use super::leases::EndedTurn;
+use super::leases::{EndedTurn, Unended, keep_unended};
 use super::turn::{
-    Commit, Completion, Found, Pipelined, answered, found, live_sessions_bound, recorded_response,
-    stored, turn_commit,
+    Commit, Completion, Decided, Pipelined, answered, commit_of, decide, recorded_response, stored,
 };
 use crate::error::StoreError;
 use crate::storage::interface::TurnAdmission;
 use crate::storage::rows::{IDEMPOTENCY_TTL_MS, RequestCount};
-use convo_core::admission::{self, Admission};
-use convo_core::{HistoryEntry, SessionStatus, TurnStart, TurnStarted};
+use convo_core::admission::Admission;
+use convo_core::{TurnStart, TurnStarted};
 use convo_wire::Role;
-
-/// Turns of this replica whose end did not reach the database (`PgStore::unended`).
-pub(super) type Unended = Arc<Mutex<Vec<EndedTurn>>>;
-
-/// Keeps `turn` for the next heartbeat's rollback.
-pub(super) fn keep_unended(unended: &Unended, turn: EndedTurn) {
-    unended
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .push(turn);
-}
 
 /// Turn starts (`Storage::start_turn`) in batches.
 pub(super) struct Starts {
@@ -91,14 +79,6 @@ impl Batch for Completions {
     }
 }
 
-/// A turn of a batch as its admission decided it.
-struct Decided {
-    admission: Admission,
-    /// See `live_sessions_bound`.
-    max_live: i64,
-    history: Vec<HistoryEntry>,
-}
-
 /// The places of `items` in the order of `key`.
 fn order_by<T, K: Ord>(items: &[T], key: impl Fn(&T) -> K) -> Vec<usize> {
     let mut order: Vec<usize> = (0..items.len()).collect();
@@ -146,23 +126,7 @@ async fn start(
     }
     let mut decided: Vec<Option<Decided>> = (0..jobs.len()).map(|_| None).collect();
     for (row, &i) in rows.iter().zip(&by_session) {
-        let t = &jobs[i].1;
-        let Found {
-            status,
-            busy,
-            facts,
-            history,
-        } = found(row, t.account.id, t)?;
-        if busy && status == SessionStatus::Live {
-            continue;
-        }
-        let admission = admission::admit(facts.clone());
-        let max_live = i64::try_from(live_sessions_bound(&facts, &admission)).unwrap_or(i64::MAX);
-        decided[i] = Some(Decided {
-            admission,
-            max_live,
-            history,
-        });
+        decided[i] = decide(row, &jobs[i].1)?;
     }
     if decided.iter().all(Option::is_none) {
         drop(tx.rollback().await?);
@@ -179,22 +143,15 @@ async fn start(
     for &i in &order {
         let (request, t) = &jobs[i];
         let d = decided[i].as_ref().expect("only decided turns are written");
-        let create = match d.admission {
-            Admission::Admitted { create_session, .. } => {
-                if turn_commit(t) == Commit::Flushed {
-                    commit = Commit::Flushed;
-                }
-                w.write.push(true);
-                create_session
-            }
-            // A refusal or a replay counts the request only; its commit waits for the flush,
-            // as on the one-turn path.
-            Admission::Refused(_) | Admission::Replay(_) => {
-                commit = Commit::Flushed;
-                w.write.push(false);
-                false
-            }
+        if commit_of(&d.admission, t) == Commit::Flushed {
+            commit = Commit::Flushed;
+        }
+        // A refusal or a replay counts the request only.
+        let (write, create) = match d.admission {
+            Admission::Admitted { create_session, .. } => (true, create_session),
+            Admission::Refused(_) | Admission::Replay(_) => (false, false),
         };
+        w.write.push(write);
         let m = &t.message;
         let (status, body) = recorded_response(t);
         w.accounts.push(t.account.id);
