@@ -15,8 +15,8 @@
 # engine at pace 0, SESSIONS (8000) sessions. KEY_SETS ("1 $KEYS") lists the key counts to run.
 # Each row ends with the 1-minute load average when its run ended. After each PostgreSQL row,
 # stderr gets how its turns were written (the replicas' `convo_db_batched_operations_total`
-# and `convo_db_batches_total`, counted from their start): turns per batch and the share that
-# ran alone, for starts and for replies.
+# and `convo_db_batches_total`, counted from their start): turns per batch, the share that
+# ran alone (a failed batch's turns too) and the failed batches, for starts and for replies.
 # PG_STATS=FILE: where PostgreSQL's CPU goes. The cluster loads pg_stat_statements (statements
 # inside the functions counted too) and counts function calls; after each PostgreSQL run FILE
 # gets, per POST, the calls and execution time of each statement and function (counted from
@@ -93,6 +93,7 @@ batches() {
     local m
     for m in "${metrics[@]}"; do curl -sSf "$m"; done | awk '
         /^convo_db_batches_total\{.*outcome="written"/ { match($0, /operation="[a-z]+"/); b[substr($0, RSTART + 11, RLENGTH - 12)] += $NF }
+        /^convo_db_batches_total\{.*outcome="failed"/ { match($0, /operation="[a-z]+"/); failed[substr($0, RSTART + 11, RLENGTH - 12)] += $NF }
         /^convo_db_batched_operations_total\{/ {
             match($0, /operation="[a-z]+"/); op = substr($0, RSTART + 11, RLENGTH - 12)
             if ($0 ~ /outcome="batched"/) in_b[op] += $NF; else alone[op] += $NF
@@ -101,7 +102,7 @@ batches() {
             printf "#   batches:"
             for (op in in_b) {
                 all = in_b[op] + alone[op]
-                printf " %s %.1f turns each, %.1f %% alone;", op, b[op] ? in_b[op] / b[op] : 0, all ? 100 * alone[op] / all : 0
+                printf " %s %.1f turns each, %.1f %% alone, %d failed batches;", op, b[op] ? in_b[op] / b[op] : 0, all ? 100 * alone[op] / all : 0, failed[op]
             }
             printf "\n"
         }' >&2

@@ -37,6 +37,11 @@ pub(super) const LIMIT_REACHED: &str = "CVQ01";
 /// and its update (nothing counted): the transaction runs again, and then refills the shard.
 pub(super) const TAKEN: &str = "CVQ02";
 
+/// SQLSTATE of `convo_turn_write_n` when the caller's share of what the limit leaves does not
+/// cover an account's requests in the batch (nothing kept); for one request, the limit is
+/// reached.
+pub(super) const SHORT: &str = "CVQ03";
+
 /// How often one request may find its shard taken before it gives up. Each time, a
 /// concurrent request was counted or a refill ran between two statements of one function;
 /// the next run finds the shard dry and refills it (counting itself), so more than a few in

@@ -762,6 +762,235 @@ const MIGRATIONS: &[&str] = &[
         RETURN outcomes;
     END $$;
     "#,
+    // 11: the batch functions set-based: each table is written by one statement per batch
+    // instead of one per turn. The one-turn path calls them with one turn (turn.rs), so every
+    // rule of a turn's admission and writes is in these three functions; the one-turn
+    // functions of migrations 3 to 10 stay for replicas of older builds during an upgrade.
+    // Their statements take arrays, for which PostgreSQL would plan each call anew (a custom
+    // plan looks cheaper than the generic one): about 1 ms a call, more than a batch of 16
+    // turns costs to run. So they keep generic plans (`plan_cache_mode`), and since a generic
+    // plan is made once per connection, perhaps while a table is nearly empty, no statement
+    // leaves the planner a join order to choose: each table is reached from the batch's rows
+    // by an index lookup per row (a `LATERAL` subquery behind `OFFSET 0`, a scalar subquery,
+    // or `= ANY` on one table), with sequential scans, hash and merge joins off.
+    r#"
+    -- What the admission of each turn of a batch reads, its sessions locked first in the order
+    -- of their ids; n is the turn's place in the arrays (from 1). Of a live session of the
+    -- caller's with no turn in flight (open): its history and the live record of the
+    -- idempotency key, forgotten first when it expired; of a session that does not exist, the
+    -- account's live sessions (checked again when written, see convo_turn_write_n); of every
+    -- turn, the account's tokens of the month.
+    CREATE OR REPLACE FUNCTION convo_turn_facts_n(p_accounts BIGINT[], p_sessions TEXT[],
+        p_keys TEXT[], p_expired BIGINT, p_periods BIGINT[])
+    RETURNS TABLE (n BIGINT, o_owner BIGINT, o_deleted_at BIGINT, o_busy BOOLEAN,
+        o_live_sessions BIGINT, o_roles TEXT[], o_contents TEXT[], o_tokens BIGINT[],
+        o_replay_status INTEGER, o_replay_body TEXT, o_tokens_used BIGINT)
+    LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+        SET enable_hashjoin = off SET enable_mergejoin = off AS $$
+    DECLARE
+        v_open BIGINT[];
+    BEGIN
+        PERFORM 1 FROM sessions s WHERE s.id = ANY(p_sessions) ORDER BY s.id COLLATE "C" FOR UPDATE;
+        SELECT COALESCE(array_agg(t.i), '{}') INTO v_open
+        FROM unnest(p_accounts, p_sessions) WITH ORDINALITY t(account, session, i)
+        WHERE (SELECT s.account_id = t.account AND s.deleted_at IS NULL
+               FROM sessions s WHERE s.id = t.session) IS TRUE
+          AND NOT EXISTS (SELECT 1 FROM turns u WHERE u.session_id = t.session);
+        FOR i IN 1 .. cardinality(p_sessions) LOOP
+            IF p_keys[i] IS NOT NULL AND i = ANY(v_open) THEN
+                DELETE FROM idempotency_keys k
+                WHERE k.account_id = p_accounts[i] AND k.session_id = p_sessions[i]
+                  AND k.key = p_keys[i] AND k.created_at <= p_expired;
+            END IF;
+        END LOOP;
+        RETURN QUERY
+        SELECT t.i, s.account_id, s.deleted_at,
+               (s.account_id = t.account AND s.deleted_at IS NULL AND t.i <> ALL(v_open)) IS TRUE,
+               a.live_sessions, h.roles, h.contents, h.tokens, k.status, k.body, u.tokens
+        FROM unnest(p_accounts, p_sessions, p_keys, p_periods)
+             WITH ORDINALITY t(account, session, key, period, i)
+        LEFT JOIN LATERAL (SELECT s.account_id, s.deleted_at FROM sessions s
+                           WHERE s.id = t.session OFFSET 0) s ON true
+        LEFT JOIN LATERAL (SELECT a.live_sessions FROM accounts a
+                           WHERE s.account_id IS NULL AND a.id = t.account OFFSET 0) a ON true
+        LEFT JOIN LATERAL (SELECT array_agg(m.role ORDER BY m.pk) AS roles,
+                                  array_agg(m.content ORDER BY m.pk) AS contents,
+                                  array_agg(m.tokens ORDER BY m.pk) AS tokens
+                           FROM messages m
+                           WHERE t.i = ANY(v_open) AND m.session_id = t.session OFFSET 0) h ON true
+        LEFT JOIN LATERAL (SELECT k.status, k.body FROM idempotency_keys k
+                           WHERE t.i = ANY(v_open) AND k.account_id = t.account
+                             AND k.session_id = t.session AND k.key = t.key OFFSET 0) k ON true
+        LEFT JOIN LATERAL (SELECT (COALESCE((SELECT x.tokens FROM usage_totals x
+                                             WHERE x.account_id = t.account
+                                               AND x.period_start = t.period), 0)
+                                 + COALESCE((SELECT SUM(x.tokens) FROM usage_shards x
+                                             WHERE x.account_id = t.account
+                                               AND x.period_start = t.period), 0))::BIGINT
+                                  AS tokens OFFSET 0) u ON true
+        ORDER BY t.i;
+    END $$;
+
+    -- The writes of a batch's turns, given in the order of their accounts (p_write false: a
+    -- refusal or a replay, whose request is counted and nothing written). New sessions first,
+    -- once their accounts' rows are locked (in order) each with at most the live sessions its
+    -- admission decided on (p_max_live, counting the account's new sessions before it in the
+    -- batch); SQLSTATE CVR01 when one has more, or another transaction created a session
+    -- first. Then the user messages, the accepted responses' records and the turns in flight;
+    -- then every turn's request counted, an account's together, accounts in order: within the
+    -- connection's shard's allowance, or by a refill counting them all; SQLSTATE CVQ03 when
+    -- the caller's share of what the limit leaves does not cover them (for one request: the
+    -- limit is reached). Then the ledger's rows.
+    CREATE OR REPLACE FUNCTION convo_turn_write_n(p_write BOOLEAN[], p_accounts BIGINT[],
+        p_sessions TEXT[], p_create BOOLEAN[], p_max_live BIGINT[], p_now BIGINT[],
+        p_messages TEXT[], p_roles TEXT[], p_contents TEXT[], p_tokens BIGINT[],
+        p_metadata TEXT[], p_keys TEXT[], p_statuses INTEGER[], p_bodies TEXT[],
+        p_replica TEXT, p_replies TEXT[], p_periods BIGINT[], p_limits BIGINT[])
+    RETURNS VOID LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+        SET enable_hashjoin = off SET enable_mergejoin = off AS $$
+    DECLARE
+        c RECORD;
+        v_made BIGINT;
+    BEGIN
+        IF true = ANY(p_create) THEN
+            PERFORM 1 FROM accounts a
+            WHERE a.id = ANY(ARRAY(SELECT t.account FROM unnest(p_write, p_create, p_accounts)
+                                       t(w, c, account) WHERE t.w AND t.c))
+            ORDER BY a.id FOR UPDATE;
+            IF EXISTS (
+                SELECT 1
+                FROM (SELECT t.account, t.max_live,
+                             row_number() OVER (PARTITION BY t.account ORDER BY t.i) - 1 AS before
+                      FROM unnest(p_write, p_create, p_accounts, p_max_live)
+                           WITH ORDINALITY t(w, c, account, max_live, i)
+                      WHERE t.w AND t.c) t
+                WHERE ((SELECT a.live_sessions FROM accounts a WHERE a.id = t.account)
+                       + t.before <= t.max_live) IS NOT TRUE) THEN
+                RAISE EXCEPTION 'the account''s sessions changed' USING ERRCODE = 'CVR01';
+            END IF;
+            INSERT INTO sessions (id, account_id, created_at)
+            SELECT t.session, t.account, t.now
+            FROM unnest(p_write, p_create, p_sessions, p_accounts, p_now)
+                 WITH ORDINALITY t(w, c, session, account, now, i)
+            WHERE t.w AND t.c ORDER BY t.i
+            ON CONFLICT (id) DO NOTHING;
+            GET DIAGNOSTICS v_made = ROW_COUNT;
+            IF v_made <> (SELECT count(*) FROM unnest(p_write, p_create) t(w, c) WHERE t.w AND t.c) THEN
+                RAISE EXCEPTION 'a session was created concurrently' USING ERRCODE = 'CVR01';
+            END IF;
+        END IF;
+        INSERT INTO messages (id, session_id, role, content, tokens, metadata, created_at)
+        SELECT t.message, t.session, t.role, t.content, t.tokens, t.metadata, t.now
+        FROM unnest(p_write, p_messages, p_sessions, p_roles, p_contents, p_tokens, p_metadata, p_now)
+             WITH ORDINALITY t(w, message, session, role, content, tokens, metadata, now, i)
+        WHERE t.w ORDER BY t.i;
+        INSERT INTO idempotency_keys (account_id, session_id, key, status, body, created_at)
+        SELECT t.account, t.session, t.key, t.status, t.body, t.now
+        FROM unnest(p_write, p_accounts, p_sessions, p_keys, p_statuses, p_bodies, p_now)
+             WITH ORDINALITY t(w, account, session, key, status, body, now, i)
+        WHERE t.w AND t.key IS NOT NULL AND t.status IS NOT NULL ORDER BY t.i
+        ON CONFLICT (account_id, session_id, key) DO UPDATE
+        SET status = excluded.status, body = excluded.body, created_at = excluded.created_at;
+        INSERT INTO turns (session_id, replica, account_id, reply_id, user_message_id, created_at,
+                           idempotency_key)
+        SELECT t.session, p_replica, t.account, t.reply, t.message, t.now, t.key
+        FROM unnest(p_write, p_sessions, p_accounts, p_replies, p_messages, p_now, p_keys)
+             WITH ORDINALITY t(w, session, account, reply, message, now, key, i)
+        WHERE t.w ORDER BY t.i;
+        FOR c IN SELECT t.account, t.period, t.lim, count(*) AS k
+                 FROM unnest(p_accounts, p_periods, p_limits) AS t(account, period, lim)
+                 GROUP BY t.account, t.period, t.lim ORDER BY t.account, t.period, t.lim LOOP
+            IF NOT convo_count_within(c.account, c.period, c.lim, c.k)
+               AND NOT convo_usage_refill_n(c.account, c.period, c.lim, c.k) THEN
+                RAISE EXCEPTION 'the limit leaves this shard too little for the batch' USING ERRCODE = 'CVQ03';
+            END IF;
+        END LOOP;
+        INSERT INTO message_log (message_id, account_id, session_id, role, tokens, created_at)
+        SELECT t.message, t.account, t.session, t.role, t.tokens, t.now
+        FROM unnest(p_write, p_messages, p_accounts, p_sessions, p_roles, p_tokens, p_now)
+             WITH ORDINALITY t(w, message, account, session, role, tokens, now, i)
+        WHERE t.w ORDER BY t.i;
+    END $$;
+
+    -- Stores each reply of a batch and ends its turn, their sessions locked first in the
+    -- order of their ids; each one's outcome, in the order given: 0 stored; 1 the session is
+    -- not live (nothing stored); 2 its turn is gone, rolled back by another replica (nothing
+    -- stored). A batch holds one reply per session (a session has one turn at a time).
+    CREATE OR REPLACE FUNCTION convo_turn_complete_n(p_accounts BIGINT[], p_sessions TEXT[],
+        p_replies TEXT[], p_role TEXT, p_contents TEXT[], p_tokens BIGINT[], p_created BIGINT[],
+        p_keys TEXT[], p_statuses INTEGER[], p_bodies TEXT[], p_now BIGINT[], p_finish TEXT[])
+    RETURNS INTEGER[] LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+        SET enable_hashjoin = off SET enable_mergejoin = off AS $$
+    DECLARE
+        v_live BIGINT[];
+        v_ended BIGINT[];
+    BEGIN
+        PERFORM 1 FROM sessions s WHERE s.id = ANY(p_sessions) ORDER BY s.id COLLATE "C" FOR UPDATE;
+        SELECT COALESCE(array_agg(t.i), '{}') INTO v_live
+        FROM unnest(p_accounts, p_sessions) WITH ORDINALITY t(account, session, i)
+        WHERE (SELECT s.account_id = t.account AND s.deleted_at IS NULL
+               FROM sessions s WHERE s.id = t.session) IS TRUE;
+        WITH ended AS (
+            DELETE FROM turns u
+            WHERE u.session_id = ANY(ARRAY(SELECT p_sessions[i] FROM unnest(v_live) i))
+              AND u.reply_id = p_replies[array_position(p_sessions, u.session_id)]
+            RETURNING u.session_id)
+        SELECT COALESCE(array_agg(array_position(p_sessions, ended.session_id)), '{}')
+        INTO v_ended FROM ended;
+        INSERT INTO messages (id, session_id, role, content, tokens, metadata, created_at,
+                              finish_reason)
+        SELECT t.reply, t.session, p_role, t.content, t.tokens, NULL, t.created, t.finish
+        FROM unnest(p_sessions, p_replies, p_contents, p_tokens, p_created, p_finish)
+             WITH ORDINALITY t(session, reply, content, tokens, created, finish, i)
+        WHERE t.i = ANY(v_ended) ORDER BY t.i;
+        INSERT INTO idempotency_keys (account_id, session_id, key, status, body, created_at)
+        SELECT t.account, t.session, t.key, t.status, t.body, t.now
+        FROM unnest(p_accounts, p_sessions, p_keys, p_statuses, p_bodies, p_now)
+             WITH ORDINALITY t(account, session, key, status, body, now, i)
+        WHERE t.i = ANY(v_ended) AND t.key IS NOT NULL ORDER BY t.i
+        ON CONFLICT (account_id, session_id, key) DO UPDATE
+        SET status = excluded.status, body = excluded.body, created_at = excluded.created_at;
+        INSERT INTO message_log (message_id, account_id, session_id, role, tokens, created_at)
+        SELECT t.reply, t.account, t.session, p_role, t.tokens, t.created
+        FROM unnest(p_accounts, p_sessions, p_replies, p_tokens, p_created)
+             WITH ORDINALITY t(account, session, reply, tokens, created, i)
+        WHERE t.i = ANY(v_ended) ORDER BY t.i;
+        RETURN ARRAY(SELECT CASE WHEN g = ANY(v_ended) THEN 0 WHEN g = ANY(v_live) THEN 2 ELSE 1 END
+                     FROM generate_series(1, cardinality(p_sessions)) g ORDER BY g);
+    END $$;
+
+    -- The ledger's tokens go to the connection's shard once per statement, an account's rows
+    -- summed (a batch's ledger rows are one statement), instead of once per row (migration
+    -- 3's row trigger, dropped). Shards in the order of their accounts, as a batch locks them.
+    CREATE FUNCTION convo_message_log_tokens() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP <> 'INSERT' THEN
+            INSERT INTO usage_shards (account_id, period_start, shard, tokens)
+            SELECT r.account_id, convo_period_start(r.created_at), convo_usage_shard(), -SUM(r.tokens)
+            FROM removed r GROUP BY 1, 2 ORDER BY 1, 2
+            ON CONFLICT (account_id, period_start, shard)
+            DO UPDATE SET tokens = usage_shards.tokens + excluded.tokens;
+        END IF;
+        IF TG_OP <> 'DELETE' THEN
+            INSERT INTO usage_shards (account_id, period_start, shard, tokens)
+            SELECT a.account_id, convo_period_start(a.created_at), convo_usage_shard(), SUM(a.tokens)
+            FROM added a GROUP BY 1, 2 ORDER BY 1, 2
+            ON CONFLICT (account_id, period_start, shard)
+            DO UPDATE SET tokens = usage_shards.tokens + excluded.tokens;
+        END IF;
+        RETURN NULL;
+    END $$;
+    DROP TRIGGER message_log_totals ON message_log;
+    CREATE TRIGGER message_log_added AFTER INSERT ON message_log
+        REFERENCING NEW TABLE AS added
+        FOR EACH STATEMENT EXECUTE FUNCTION convo_message_log_tokens();
+    CREATE TRIGGER message_log_removed AFTER DELETE ON message_log
+        REFERENCING OLD TABLE AS removed
+        FOR EACH STATEMENT EXECUTE FUNCTION convo_message_log_tokens();
+    CREATE TRIGGER message_log_changed AFTER UPDATE ON message_log
+        REFERENCING OLD TABLE AS removed NEW TABLE AS added
+        FOR EACH STATEMENT EXECUTE FUNCTION convo_message_log_tokens();
+    "#,
 ];
 
 /// Brings the schema to the newest version under the advisory lock.

@@ -1,14 +1,14 @@
-//! A turn on PostgreSQL in three round trips, each one statement calling a function of
-//! migration 3 (the request count's is migration 5's): `convo_turn_facts` (sent with `BEGIN`)
-//! reads what the admission needs under the session's lock (a new session's count of live
-//! sessions is checked again when written); `convo_core::admission::admit` decides;
-//! `convo_turn_write` (or only the request count, for a refusal or a replay) is sent with
-//! `COMMIT`, which for a send answered with its reply does not wait for the WAL flush
-//! (`turn_commit`); later `convo_turn_complete` stores the reply in a transaction of its own.
-//! The account's counters are shard rows (counters.rs), so turns of one account hold no row in
-//! common. This is the path of a turn that comes alone; turns that arrive together are written
-//! in batches through the same functions (batch.rs, turn_batch.rs), and come back here one at
-//! a time when their batch keeps nothing.
+//! A turn on PostgreSQL, and what its one-turn and batch paths share. Every turn is written
+//! by the set-based functions of migration 11 (turn_batch.rs): a turn that comes alone as a
+//! batch of one, here, run again as long as it may not decide; turns that arrive together in
+//! batches (batch.rs), which come back here one at a time when their batch keeps nothing. A
+//! start is a transaction of two round trips: `convo_turn_facts_n` (sent with `BEGIN`) reads
+//! what the admission needs under the sessions' locks (a new session's count of live sessions
+//! is checked again when written); `convo_core::admission::admit` decides (`decide`);
+//! `convo_turn_write_n` writes and counts, sent with `COMMIT`, which for a send answered with
+//! its reply does not wait for the WAL flush (`turn_commit`). Later `convo_turn_complete_n`
+//! stores the reply in a transaction of its own. The account's counters are shard rows
+//! (counters.rs), so turns of one account hold no row in common.
 
 use std::time::Duration;
 
@@ -17,16 +17,16 @@ use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
 use super::batch::Slot;
-use super::counters::{self, LIMIT_REACHED, TAKEN, raised};
+use super::counters::{self, SHORT, TAKEN, raised};
+use super::turn_batch;
 use super::{PgStore, role, status_of};
 use crate::error::StoreError;
 use crate::storage::interface::TurnAdmission;
-use crate::storage::rows::{IDEMPOTENCY_TTL_MS, Reply, RequestCount};
+use crate::storage::rows::{Reply, RequestCount};
 use convo_core::admission::{self, Admission, SessionFacts, TurnFacts};
 use convo_core::{HistoryEntry, Recorded, SessionStatus, TurnRefusal, TurnStart, TurnStarted};
-use convo_wire::Role;
 
-/// SQLSTATE of `convo_turn_write` when another transaction created the session first, or the
+/// SQLSTATE of `convo_turn_write_n` when another transaction created the session first, or the
 /// account's live sessions changed past what the admission decided on.
 const RACED: &str = "CVR01";
 
@@ -52,18 +52,6 @@ impl Pipelined {
         self.client
             .as_ref()
             .expect("the connection is held until drop")
-    }
-
-    /// `BEGIN` and the first statement, in one round trip; its one row.
-    async fn first(&mut self, stmt: &str, params: &Params<'_>) -> Result<Row, StoreError> {
-        let mut rows = self.first_rows(stmt, params).await?;
-        if rows.len() != 1 {
-            return Err(StoreError::Corrupt(format!(
-                "`{stmt}` answered {} rows instead of one",
-                rows.len()
-            )));
-        }
-        Ok(rows.remove(0))
     }
 
     /// `BEGIN` and the first statement, in one round trip; its rows.
@@ -167,7 +155,7 @@ pub(super) fn commit_of(decided: &Admission, t: &TurnStart) -> Commit {
     }
 }
 
-/// What `convo_turn_facts` found.
+/// What `convo_turn_facts_n` found.
 struct Found {
     status: SessionStatus,
     busy: bool,
@@ -231,7 +219,7 @@ fn found(row: &Row, account_id: i64, t: &TurnStart) -> Result<Found, StoreError>
 
 /// The most live sessions the account may have for the admission to decide as it did on
 /// `facts` (for a new session; the account's row is not locked while it decides, so
-/// `convo_turn_write` checks this bound under that lock). Asked of `admission::admit` itself,
+/// `convo_turn_write_n` checks this bound under that lock). Asked of `admission::admit` itself,
 /// which can only turn to a refusal as the count grows: the last count deciding the same.
 fn live_sessions_bound(facts: &TurnFacts, decided: &Admission) -> u64 {
     let SessionFacts::New { live_sessions } = facts.session else {
@@ -259,16 +247,16 @@ fn live_sessions_bound(facts: &TurnFacts, decided: &Admission) -> u64 {
     lo
 }
 
-/// A turn as its admission decided it, from the row `convo_turn_facts` answered.
+/// A turn as its admission decided it, from the row `convo_turn_facts_n` answered.
 pub(super) struct Decided {
     pub(super) admission: Admission,
-    /// The bound `convo_turn_write` checks (`live_sessions_bound`), as PostgreSQL stores it.
+    /// The bound `convo_turn_write_n` checks (`live_sessions_bound`), as PostgreSQL stores it.
     pub(super) max_live: i64,
     /// What the session held before the turn.
     pub(super) history: Vec<HistoryEntry>,
 }
 
-/// The admission of `t` on `row` (of `convo_turn_facts`); `None` while its session has a
+/// The admission of `t` on `row` (of `convo_turn_facts_n`); `None` while its session has a
 /// turn in flight (on another replica, or left by a dead one): its sender waits and asks again.
 pub(super) fn decide(row: &Row, t: &TurnStart) -> Result<Option<Decided>, StoreError> {
     let Found {
@@ -323,8 +311,8 @@ pub(super) fn answered(
     }
 }
 
-/// `Storage::start_turn`: the request counted and the turn's checks and writes, in one
-/// transaction of two round trips.
+/// `Storage::start_turn` for a turn that came alone: a batch of one (turn_batch.rs), in one
+/// transaction of two round trips, run again as long as it may not decide.
 /// `slot`, the batch slot a turn that came alone holds (batch.rs), is given up before
 /// waiting for another replica's turn in the session.
 pub(super) async fn start(
@@ -338,78 +326,28 @@ pub(super) async fn start(
     // session with a turn in flight elsewhere: wait (without a connection) and run again. A
     // counter shard taken between the count's read and its update (`TAKEN`): run again.
     // Nothing of an attempt that runs again is kept, not even its request count. The request
-    // limit reached (`LIMIT_REACHED`): nothing is kept and the request is refused.
+    // limit reached (`SHORT`, for one request): nothing is kept and the request is refused.
     let (mut races, mut taken, mut pause) = (0, 0, Duration::from_millis(2));
-    let account_id = t.account.id;
-    let (period, limit) = (request.period_start_ms(), counters::request_limit(&request));
+    let jobs = [(request, t)];
     loop {
         let mut tx = Pipelined::new(store.client().await?);
-        let expired = t.now_ms - IDEMPOTENCY_TTL_MS;
-        let row = tx
-            .first(
-                "SELECT * FROM convo_turn_facts($1, $2, $3, $4, $5)",
-                &[
-                    &account_id,
-                    &t.session_id,
-                    &t.idempotency_key,
-                    &expired,
-                    &t.period_start_ms,
-                ],
-            )
-            .await?;
-        let Some(Decided {
-            admission: decided,
-            max_live,
-            history,
-        }) = decide(&row, &t)?
-        else {
+        let mut decided = turn_batch::decide_all(&mut tx, &jobs).await?;
+        if decided[0].is_none() {
             drop(tx.rollback().await?);
             drop(slot.take());
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_millis(50));
             continue;
-        };
-        let count: [&(dyn ToSql + Sync); 3] = [&account_id, &period, &limit];
-        let written = match &decided {
-            Admission::Refused(_) | Admission::Replay(_) => {
-                tx.last(counters::COUNT, &count, commit_of(&decided, &t))
-                    .await?
-            }
-            Admission::Admitted { create_session, .. } => {
-                let m = &t.message;
-                let tokens = m.tokens as i64;
-                let (status, body) = recorded_response(&t);
-                tx.last(
-                    "SELECT convo_turn_write($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
-                    &[
-                        &account_id,
-                        &t.session_id,
-                        create_session,
-                        &max_live,
-                        &t.now_ms,
-                        &m.id,
-                        &m.role.as_str(),
-                        &m.content,
-                        &tokens,
-                        &m.metadata,
-                        &t.idempotency_key,
-                        &status,
-                        &body,
-                        &store.replica(),
-                        &t.reply_id,
-                        &period,
-                        &limit,
-                    ],
-                    commit_of(&decided, &t),
-                )
-                .await?
-            }
-        };
-        let answer = answered(decided, history, &t);
+        }
+        let written = turn_batch::write_all(tx, store.replica(), &jobs, &decided).await?;
+        let [(request, t)] = &jobs;
         match written {
-            Ok(()) => return Ok(Some(answer)),
-            Err(e) if raised(&e, LIMIT_REACHED) => {
-                counters::fold(&*store.client().await?, &request).await?;
+            Ok(()) => {
+                let d = decided.pop().flatten().expect("the turn was decided");
+                return Ok(Some(answered(d.admission, d.history, t)));
+            }
+            Err(e) if raised(&e, SHORT) => {
+                counters::fold(&*store.client().await?, request).await?;
                 return Ok(None);
             }
             Err(e) if raised(&e, TAKEN) => {
@@ -455,7 +393,7 @@ impl Completion {
     }
 }
 
-/// What `convo_turn_complete_2`'s outcome means: stored (true), or the session not live
+/// What `convo_turn_complete_n`'s outcome means: stored (true), or the session not live
 /// (false, nothing stored).
 pub(super) fn stored(outcome: i32) -> Result<bool, StoreError> {
     match outcome {
@@ -468,43 +406,20 @@ pub(super) fn stored(outcome: i32) -> Result<bool, StoreError> {
     }
 }
 
-/// `Storage::complete_turn`: one statement.
+/// `Storage::complete_turn` for a reply that came alone: a batch of one (turn_batch.rs).
 pub(super) async fn complete(store: &PgStore, c: &Completion) -> Result<bool, StoreError> {
-    let client = store.client().await?;
-    let stmt = client
-        .prepare_cached(
-            "SELECT convo_turn_complete_2($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-        )
-        .await?;
-    let (key, status, body) = c.remembered();
-    let reply = &c.reply;
-    let outcome: i32 = client
-        .query_one(
-            &stmt,
-            &[
-                &c.account_id,
-                &c.session_id,
-                &reply.id,
-                &Role::Assistant.as_str(),
-                &reply.content,
-                &(reply.tokens as i64),
-                &reply.created_at_ms,
-                &key,
-                &status,
-                &body,
-                &c.now_ms,
-                &reply.finish_reason.as_str(),
-            ],
-        )
-        .await?
-        .get(0);
-    stored(outcome)
+    let mut answers = turn_batch::complete(store.client().await?, std::slice::from_ref(c)).await?;
+    answers
+        .pop()
+        .flatten()
+        .ok_or_else(|| StoreError::Corrupt("a reply was stored without an outcome".into()))?
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use convo_core::{Account, Tier, UserMessage};
+    use convo_wire::Role;
 
     fn start(accepted_response: Option<Recorded>) -> TurnStart {
         TurnStart {

@@ -1,7 +1,7 @@
-//! Turns started and replies stored in batches (batch.rs): the functions of migration 10
-//! apply migration 3's one-turn functions to each turn of a batch, in one transaction, taking
-//! the locks in the order one turn takes them (sessions by id, then accounts and their
-//! counters by account), so that two batches, or a batch and a single turn, do not deadlock.
+//! Turns started and replies stored in batches (batch.rs), and a turn that comes alone as a
+//! batch of one (turn.rs): the set-based functions of migration 11, one statement per table
+//! per batch, in one transaction, taking the locks in the order one turn takes them (sessions
+//! by id, then accounts and their counters by account), so that two batches do not deadlock.
 //!
 //! - **Starts**: `convo_turn_facts_n` (with `BEGIN`) reads each turn's facts under its
 //!   session's lock; `convo_core::admission::admit` decides each; `convo_turn_write_n` (with
@@ -11,7 +11,8 @@
 //!   path). Anything the batch must not decide (a session created concurrently, the
 //!   account's sessions changed past the admission's bound, a limit that leaves the shard
 //!   fewer requests than the batch counts) fails the transaction, and every turn of it runs
-//!   alone, where the limit is applied one request at a time.
+//!   alone, where the limit is applied one request at a time (for one request, `SHORT` means
+//!   the limit is reached).
 //! - **Replies**: `convo_turn_complete_n`, one statement, its outcomes in order.
 
 use std::sync::Arc;
@@ -91,6 +92,26 @@ async fn start(
     replica: &str,
     jobs: &[(RequestCount, TurnStart)],
 ) -> Result<Vec<Option<TurnAdmission>>, StoreError> {
+    let mut tx = Pipelined::new(client);
+    let decided = decide_all(&mut tx, jobs).await?;
+    if decided.iter().all(Option::is_none) {
+        drop(tx.rollback().await?);
+        return Ok(decided.iter().map(|_| None).collect());
+    }
+    write_all(tx, replica, jobs, &decided).await??;
+    Ok(decided
+        .into_iter()
+        .zip(jobs)
+        .map(|(d, (_, t))| d.map(|d| Some(answered(d.admission, d.history, t))))
+        .collect())
+}
+
+/// Opens the transaction of `jobs` with `convo_turn_facts_n` (one round trip) and decides
+/// each turn on its facts (`turn::decide`): `None` where its session has a turn in flight.
+pub(super) async fn decide_all(
+    tx: &mut Pipelined,
+    jobs: &[(RequestCount, TurnStart)],
+) -> Result<Vec<Option<Decided>>, StoreError> {
     let by_session = order_by(jobs, |(_, t)| t.session_id.clone());
     let accounts: Vec<i64> = by_session.iter().map(|&i| jobs[i].1.account.id).collect();
     let sessions: Vec<&str> = by_session
@@ -107,8 +128,6 @@ async fn start(
         .collect();
     let earliest = jobs.iter().map(|(_, t)| t.now_ms).min().unwrap_or(0);
     let expired = earliest - IDEMPOTENCY_TTL_MS;
-
-    let mut tx = Pipelined::new(client);
     let rows = tx
         .first_rows(
             "SELECT o_owner, o_deleted_at, o_busy, o_live_sessions, o_roles, o_contents, o_tokens,
@@ -128,12 +147,20 @@ async fn start(
     for (row, &i) in rows.iter().zip(&by_session) {
         decided[i] = decide(row, &jobs[i].1)?;
     }
-    if decided.iter().all(Option::is_none) {
-        drop(tx.rollback().await?);
-        return Ok(decided.iter().map(|_| None).collect());
-    }
+    Ok(decided)
+}
 
-    // The writes, in the order of accounts.
+/// Writes the turns of `jobs` as `decided` (those decided; an admitted one's rows, every
+/// one's request counted) with `convo_turn_write_n`, and commits: one round trip. The
+/// statement's own error (a SQLSTATE of the function) comes back as the inner error, after
+/// which nothing was kept.
+pub(super) async fn write_all(
+    tx: Pipelined,
+    replica: &str,
+    jobs: &[(RequestCount, TurnStart)],
+    decided: &[Option<Decided>],
+) -> Result<Result<(), tokio_postgres::Error>, StoreError> {
+    // In the order of accounts.
     let order: Vec<usize> = order_by(jobs, |(_, t)| (t.account.id, t.session_id.clone()))
         .into_iter()
         .filter(|&i| decided[i].is_some())
@@ -195,13 +222,7 @@ async fn start(
         ],
         commit,
     )
-    .await??;
-
-    Ok(decided
-        .into_iter()
-        .zip(jobs)
-        .map(|(d, (_, t))| d.map(|d| Some(answered(d.admission, d.history, t))))
-        .collect())
+    .await
 }
 
 /// The arguments of `convo_turn_write_n`, one element per turn.
@@ -226,7 +247,8 @@ struct Writes<'a> {
     limits: Vec<i64>,
 }
 
-async fn complete(
+/// Stores `items` with `convo_turn_complete_n` (one statement); each one's answer, in order.
+pub(super) async fn complete(
     client: Object,
     items: &[Completion],
 ) -> Result<Vec<Option<Result<bool, StoreError>>>, StoreError> {
