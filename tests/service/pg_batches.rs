@@ -370,3 +370,78 @@ async fn a_send_stuck_on_a_locked_session_does_not_hold_up_others() {
         Some(Ok(TurnStarted::Ready { history, .. })) if history.len() == 3
     ));
 }
+
+/// Pages of `sessions` (its rows and its indexes) read so far in the database (what this
+/// connection read is counted once flushed: `pg_stat_force_next_flush` makes the statement's
+/// end flush it).
+async fn session_pages(c: &tokio_postgres::Client) -> i64 {
+    c.execute("SELECT pg_stat_force_next_flush()", &[])
+        .await
+        .unwrap();
+    c.query_one(
+        "SELECT (heap_blks_hit + heap_blks_read + idx_blks_hit + idx_blks_read)::BIGINT
+         FROM pg_statio_user_tables WHERE relname = 'sessions'",
+        &[],
+    )
+    .await
+    .unwrap()
+    .get(0)
+}
+
+/// The batch functions keep generic plans (migration 11), made at a connection's first call,
+/// and reach `sessions` by an index lookup per turn: planned while the table holds a page of
+/// rows, a turn's start and reply still read a few of its pages once it holds 20,000 (17
+/// here; a statement that scans it reads about 200).
+#[tokio::test]
+async fn plans_made_on_a_small_table_still_look_sessions_up_one_by_one() {
+    let (db, _store, account) = store_with_account(Tier::Enterprise).await;
+    let c = connect(&db).await;
+    let call = async |session: &str| {
+        let (accounts, sessions) = (vec![account.id], vec![session]);
+        let none: Vec<Option<&str>> = vec![None];
+        c.query_one(
+            "SELECT count(*) FROM convo_turn_facts_n($1, $2, $3, 0, $4)",
+            &[&accounts, &sessions, &none, &vec![period_start()]],
+        )
+        .await
+        .unwrap();
+        let outcomes: Vec<i32> = c
+            .query_one(
+                "SELECT convo_turn_complete_n($1, $2, $3, 'assistant', $4, $5, $6, $3, $7, $3,
+                                              $5, $3)",
+                &[
+                    &accounts,
+                    &sessions,
+                    &vec![Some("no_reply")],
+                    &vec!["text"],
+                    &vec![1_i64],
+                    &vec![time::now_ms()],
+                    &vec![None::<i32>],
+                ],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        outcomes
+    };
+    let add_sessions = async |from: i32, to: i32| {
+        c.execute(
+            "INSERT INTO sessions (id, account_id, created_at, deleted_at)
+             SELECT 'session_' || lpad(i::text, 5, '0'), $1, 0, CASE WHEN i <> 12345 THEN 0 END
+             FROM generate_series($2::INTEGER, $3::INTEGER) i",
+            &[&account.id, &from, &to],
+        )
+        .await
+        .unwrap();
+    };
+    // Planned while the table holds a page of rows (deleted ones, which keeps the account's
+    // count of live sessions from being updated at each insert).
+    add_sessions(1, 50).await;
+    assert_eq!(call("session_00001").await, vec![1]);
+    add_sessions(51, 20000).await;
+    let before = session_pages(&c).await;
+    // The one live session of them, no turn in flight: nothing to store.
+    assert_eq!(call("session_12345").await, vec![2]);
+    let read = session_pages(&c).await - before;
+    assert!(read <= 50, "{read} pages of `sessions` read for one turn");
+}
