@@ -5,7 +5,8 @@
 //! waits for the operation under way (a batch, or one that came alone) to be written, then
 //! takes whatever else is waiting (up to `MOST`): batches form while earlier ones are being
 //! written, so under light load an operation comes alone and is answered `Alone`, and its
-//! caller runs the one-operation path (a batch of one costs more than that path). The wait
+//! caller runs it on its own (turn.rs: a batch of one through the same functions, run again
+//! when it may not decide, which a batch does not do). The wait
 //! for the one under way is at most `STUCK`: a transaction waiting for a lock some other
 //! client holds (a session locked by an operator's open transaction) holds up no one else for
 //! longer. A batch's transaction either commits whole or keeps nothing: when it fails (a lock
