@@ -125,17 +125,30 @@ fn parse() -> Result<Cli, ExitCode> {
             }
             crate::commands::set_json_stderr(true);
             let rendered = e.render().to_string();
-            let message = rendered
-                .lines()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("invalid arguments");
-            let message = message.strip_prefix("error: ").unwrap_or(message);
             Err(crate::commands::fail(
                 exit::USAGE_ERROR,
                 crate::commands::codes::INVALID_ARGUMENT,
-                message,
+                usage_error_message(&rendered),
             ))
         }
+    }
+}
+
+/// The message of clap's rendered usage error on one line: its first paragraph (the lines
+/// before the first blank one, which is where a tip or the usage follows), without the
+/// `error: ` prefix.
+fn usage_error_message(rendered: &str) -> String {
+    let first: Vec<&str> = rendered
+        .lines()
+        .skip_while(|l| l.trim().is_empty())
+        .take_while(|l| !l.trim().is_empty())
+        .map(str::trim)
+        .collect();
+    let message = first.join(" ");
+    match message.strip_prefix("error: ") {
+        Some(rest) => rest.to_string(),
+        None if message.is_empty() => "invalid arguments".to_string(),
+        None => message,
     }
 }
 

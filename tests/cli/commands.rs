@@ -520,6 +520,13 @@ async fn with_json_errors_are_one_json_object_on_stderr() {
             "invalid_argument",
             "unexpected argument '--bogus'",
         ),
+        // A message on several lines keeps them all (here, the argument that is missing).
+        (
+            &["send", "--json", "--new", "x"],
+            &e,
+            "invalid_argument",
+            "the following required arguments were not provided: --session <SESSION_ID>",
+        ),
         (
             &["metrics", "--json"],
             &[],
