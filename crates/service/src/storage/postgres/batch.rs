@@ -1,17 +1,17 @@
 //! Operations that arrive together, written together: one transaction (and one WAL flush) for
-//! a batch instead of one per operation (docs/performance.md, "Service on PostgreSQL").
+//! a batch instead of one per operation (docs/performance.md, "Service on PostgreSQL and replicas").
 //!
 //! A task per kind of operation gathers them from a channel. It takes the first that comes,
 //! waits for the operation under way (a batch, or one that came alone) to be written, then
 //! takes whatever else is waiting (up to `MOST`): batches form while earlier ones are being
 //! written, so under light load an operation comes alone and is answered `Alone`, and its
-//! caller runs it on its own (turn.rs: a batch of one through the same functions, run again
-//! when it may not decide, which a batch does not do). The wait
-//! for the one under way is at most `STUCK`: a transaction waiting for a lock some other
-//! client holds (a session locked by an operator's open transaction) holds up no one else for
-//! longer. A batch's transaction either commits whole or keeps nothing: when it fails (a lock
-//! it could not take, a limit it must not decide alone), all its operations are answered
-//! `Alone` and run one at a time, where every rule is applied as for any single operation.
+//! caller runs it on its own (turn_batch.rs: a batch of one through the same functions, run
+//! again when it may not decide, which a batch does not do). The wait for the one under way
+//! is at most `STUCK`: a transaction waiting for a lock some other client holds (a session
+//! locked by an operator's open transaction) holds up no one else for longer. A batch's
+//! transaction either commits whole or keeps nothing: when it fails (a lock it could not take,
+//! a limit it must not decide alone), all its operations are answered `Alone` and run one at a
+//! time, where every rule is applied as for any single operation.
 
 use std::future::Future;
 use std::sync::Arc;

@@ -763,9 +763,10 @@ const MIGRATIONS: &[&str] = &[
     END $$;
     "#,
     // 11: the batch functions set-based: each table is written by one statement per batch
-    // instead of one per turn. The one-turn path calls them with one turn (turn.rs), so every
-    // rule of a turn's admission and writes is in these three functions; the one-turn
-    // functions of migrations 3 to 10 stay for replicas of older builds during an upgrade.
+    // instead of one per turn. A turn that comes alone calls them as a batch of one
+    // (turn_batch.rs), so every rule of a turn's admission and writes is in these three
+    // functions; the one-turn functions of migrations 3 to 10 stay for replicas of older
+    // builds during an upgrade.
     // Their statements take arrays, for which PostgreSQL would plan each call anew (a custom
     // plan looks cheaper than the generic one): about 1 ms a call, more than a batch of 16
     // turns costs to run. So they keep generic plans (`plan_cache_mode`), and since a generic

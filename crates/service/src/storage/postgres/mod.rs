@@ -1,8 +1,8 @@
 //! PostgreSQL storage (`convo serve --db postgres://…`): what the SQLite store stores, in one
 //! database that any number of replicas share. Each operation is one transaction on a pooled
 //! connection (`deadpool-postgres`, statements prepared once per connection); a turn's are
-//! server-side functions sent in few round trips (turn.rs), and the turns that arrive together are
-//! written in one transaction (batch.rs, turn_batch.rs). Quotas read counters kept in
+//! server-side functions sent in few round trips, and the turns that arrive together are
+//! written in one transaction (batch.rs, turn_batch.rs, turn.rs). Quotas read counters kept in
 //! place: the month's requests and tokens in shard rows (counters.rs: the request limit exact
 //! through allowances handed out under lock), `accounts.live_sessions` by a trigger like
 //! SQLite's, checked under the account's row lock; a session's row is locked (`FOR UPDATE`)
@@ -299,7 +299,7 @@ impl Storage for PgStore {
         match self.starts.submit((request, turn)).await? {
             batch::Batched::Done(admission) => Ok(admission),
             batch::Batched::Alone((request, turn), slot) => {
-                turn::start(self, request, turn, slot).await
+                turn_batch::start_alone(self, request, turn, slot).await
             }
         }
     }
@@ -322,7 +322,9 @@ impl Storage for PgStore {
         };
         let stored = match self.completions.submit(completion).await {
             Ok(batch::Batched::Done(stored)) => stored,
-            Ok(batch::Batched::Alone(completion, _slot)) => turn::complete(self, &completion).await,
+            Ok(batch::Batched::Alone(completion, _slot)) => {
+                turn_batch::complete_alone(self, &completion).await
+            }
             Err(e) => Err(e),
         };
         if let Err(e) = &stored {

@@ -1,34 +1,20 @@
-//! A turn on PostgreSQL, and what its one-turn and batch paths share. Every turn is written
-//! by the set-based functions of migration 11 (turn_batch.rs): a turn that comes alone as a
-//! batch of one, here, run again as long as it may not decide; turns that arrive together in
-//! batches (batch.rs), which come back here one at a time when their batch keeps nothing. A
-//! start is a transaction of two round trips: `convo_turn_facts_n` (sent with `BEGIN`) reads
-//! what the admission needs under the sessions' locks (a new session's count of live sessions
-//! is checked again when written); `convo_core::admission::admit` decides (`decide`);
-//! `convo_turn_write_n` writes and counts, sent with `COMMIT`, which for a send answered with
-//! its reply does not wait for the WAL flush (`turn_commit`). Later `convo_turn_complete_n`
-//! stores the reply in a transaction of its own. The account's counters are shard rows
-//! (counters.rs), so turns of one account hold no row in common.
-
-use std::time::Duration;
+//! What a turn on PostgreSQL needs on either path (turn_batch.rs writes every turn, alone
+//! as a batch of one or in batches): the transaction of two round trips (`Pipelined`:
+//! `BEGIN` with the first statement, `COMMIT` with the last), the admission of a turn on the
+//! facts PostgreSQL read (`decide`), how its transaction commits (`commit_of`: a send answered
+//! with its reply does not wait for the WAL flush at its start), what its sender is answered
+//! (`answered`), and a reply to store (`Completion`, `stored`). The account's counters are
+//! shard rows (counters.rs), so turns of one account hold no row in common.
 
 use deadpool_postgres::{ClientWrapper, Object};
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
-use super::batch::Slot;
-use super::counters::{self, SHORT, TAKEN, raised};
-use super::turn_batch;
-use super::{PgStore, role, status_of};
+use super::{role, status_of};
 use crate::error::StoreError;
-use crate::storage::interface::TurnAdmission;
-use crate::storage::rows::{Reply, RequestCount};
+use crate::storage::rows::Reply;
 use convo_core::admission::{self, Admission, SessionFacts, TurnFacts};
 use convo_core::{HistoryEntry, Recorded, SessionStatus, TurnRefusal, TurnStart, TurnStarted};
-
-/// SQLSTATE of `convo_turn_write_n` when another transaction created the session first, or the
-/// account's live sessions changed past what the admission decided on.
-const RACED: &str = "CVR01";
 
 type Params<'a> = [&'a (dyn ToSql + Sync)];
 
@@ -311,64 +297,6 @@ pub(super) fn answered(
     }
 }
 
-/// `Storage::start_turn` for a turn that came alone: a batch of one (turn_batch.rs), in one
-/// transaction of two round trips, run again as long as it may not decide.
-/// `slot`, the batch slot a turn that came alone holds (batch.rs), is given up before
-/// waiting for another replica's turn in the session.
-pub(super) async fn start(
-    store: &PgStore,
-    request: RequestCount,
-    t: TurnStart,
-    mut slot: Option<Slot>,
-) -> Result<TurnAdmission, StoreError> {
-    // A session first used by two replicas at once: the loser runs again and finds it (so
-    // does a new session whose account's live sessions changed past the admission's bound). A
-    // session with a turn in flight elsewhere: wait (without a connection) and run again. A
-    // counter shard taken between the count's read and its update (`TAKEN`): run again.
-    // Nothing of an attempt that runs again is kept, not even its request count. The request
-    // limit reached (`SHORT`, for one request): nothing is kept and the request is refused.
-    let (mut races, mut taken, mut pause) = (0, 0, Duration::from_millis(2));
-    let jobs = [(request, t)];
-    loop {
-        let mut tx = Pipelined::new(store.client().await?);
-        let mut decided = turn_batch::decide_all(&mut tx, &jobs).await?;
-        if decided[0].is_none() {
-            drop(tx.rollback().await?);
-            drop(slot.take());
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_millis(50));
-            continue;
-        }
-        let written = turn_batch::write_all(tx, store.replica(), &jobs, &decided).await?;
-        let [(request, t)] = &jobs;
-        match written {
-            Ok(()) => {
-                let d = decided.pop().flatten().expect("the turn was decided");
-                return Ok(Some(answered(d.admission, d.history, t)));
-            }
-            Err(e) if raised(&e, SHORT) => {
-                counters::fold(&*store.client().await?, request).await?;
-                return Ok(None);
-            }
-            Err(e) if raised(&e, TAKEN) => {
-                taken += 1;
-                if taken >= counters::TAKEN_TIMES {
-                    return Err(counters::taken_too_often());
-                }
-            }
-            Err(e) if raised(&e, RACED) => {
-                races += 1;
-                if races > 8 {
-                    return Err(StoreError::Commit(
-                        "the session or the account's sessions kept changing concurrently".into(),
-                    ));
-                }
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-}
-
 /// A reply to store and its turn to end (`Storage::complete_turn`'s arguments).
 pub(super) struct Completion {
     pub(super) account_id: i64,
@@ -404,15 +332,6 @@ pub(super) fn stored(outcome: i32) -> Result<bool, StoreError> {
             "the turn was rolled back by another replica (its lease expired)".into(),
         )),
     }
-}
-
-/// `Storage::complete_turn` for a reply that came alone: a batch of one (turn_batch.rs).
-pub(super) async fn complete(store: &PgStore, c: &Completion) -> Result<bool, StoreError> {
-    let mut answers = turn_batch::complete(store.client().await?, std::slice::from_ref(c)).await?;
-    answers
-        .pop()
-        .flatten()
-        .ok_or_else(|| StoreError::Corrupt("a reply was stored without an outcome".into()))?
 }
 
 #[cfg(test)]

@@ -1,14 +1,16 @@
 //! Turns started and replies stored in batches (batch.rs), and a turn that comes alone as a
-//! batch of one (turn.rs): the set-based functions of migration 11, one statement per table
-//! per batch, in one transaction, taking the locks in the order one turn takes them (sessions
-//! by id, then accounts and their counters by account), so that two batches do not deadlock.
+//! batch of one, run again as long as it may not decide (`start_alone`, `complete_alone`):
+//! the set-based functions of migration 11, one statement per table per batch, in one
+//! transaction, taking the locks in the order one turn takes them (sessions by id, then
+//! accounts and their counters by account), so that two batches do not deadlock. What both
+//! paths share (the two-round-trip transaction, the admission, the commit) is in turn.rs.
 //!
 //! - **Starts**: `convo_turn_facts_n` (with `BEGIN`) reads each turn's facts under its
 //!   session's lock; `convo_core::admission::admit` decides each; `convo_turn_write_n` (with
 //!   `COMMIT`) writes the admitted ones and counts every request, an account's together
 //!   (within its shard's allowance, or by a refill that counts them all). A turn whose
-//!   session has a turn in flight is left alone (its caller waits for it as on the one-turn
-//!   path). Anything the batch must not decide (a session created concurrently, the
+//!   session has a turn in flight is left alone (its caller waits for it as on the path of a
+//!   turn alone). Anything the batch must not decide (a session created concurrently, the
 //!   account's sessions changed past the admission's bound, a limit that leaves the shard
 //!   fewer requests than the batch counts) fails the transaction, and every turn of it runs
 //!   alone, where the limit is applied one request at a time (for one request, `SHORT` means
@@ -16,11 +18,13 @@
 //! - **Replies**: `convo_turn_complete_n`, one statement, its outcomes in order.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use deadpool_postgres::Object;
 
-use super::batch::Batch;
-use super::counters;
+use super::PgStore;
+use super::batch::{Batch, Slot};
+use super::counters::{self, SHORT, TAKEN, raised};
 use super::leases::{EndedTurn, Unended, keep_unended};
 use super::turn::{
     Commit, Completion, Decided, Pipelined, answered, commit_of, decide, recorded_response, stored,
@@ -31,6 +35,10 @@ use crate::storage::rows::{IDEMPOTENCY_TTL_MS, RequestCount};
 use convo_core::admission::Admission;
 use convo_core::{TurnStart, TurnStarted};
 use convo_wire::Role;
+
+/// SQLSTATE of `convo_turn_write_n` when another transaction created the session first, or the
+/// account's live sessions changed past what the admission decided on.
+const RACED: &str = "CVR01";
 
 /// Turn starts (`Storage::start_turn`) in batches.
 pub(super) struct Starts {
@@ -315,4 +323,71 @@ pub(super) async fn complete(
         answers[i] = Some(stored(outcome));
     }
     Ok(answers)
+}
+
+/// `Storage::start_turn` for a turn that came alone: a batch of one, in one
+/// transaction of two round trips, run again as long as it may not decide.
+/// `slot`, the batch slot a turn that came alone holds (batch.rs), is given up before
+/// waiting for another replica's turn in the session.
+pub(super) async fn start_alone(
+    store: &PgStore,
+    request: RequestCount,
+    t: TurnStart,
+    mut slot: Option<Slot>,
+) -> Result<TurnAdmission, StoreError> {
+    // A session first used by two replicas at once: the loser runs again and finds it (so
+    // does a new session whose account's live sessions changed past the admission's bound). A
+    // session with a turn in flight elsewhere: wait (without a connection) and run again. A
+    // counter shard taken between the count's read and its update (`TAKEN`): run again.
+    // Nothing of an attempt that runs again is kept, not even its request count. The request
+    // limit reached (`SHORT`, for one request): nothing is kept and the request is refused.
+    let (mut races, mut taken, mut pause) = (0, 0, Duration::from_millis(2));
+    let jobs = [(request, t)];
+    loop {
+        let mut tx = Pipelined::new(store.client().await?);
+        let mut decided = decide_all(&mut tx, &jobs).await?;
+        if decided[0].is_none() {
+            drop(tx.rollback().await?);
+            drop(slot.take());
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(50));
+            continue;
+        }
+        let written = write_all(tx, store.replica(), &jobs, &decided).await?;
+        let [(request, t)] = &jobs;
+        match written {
+            Ok(()) => {
+                let d = decided.pop().flatten().expect("the turn was decided");
+                return Ok(Some(answered(d.admission, d.history, t)));
+            }
+            Err(e) if raised(&e, SHORT) => {
+                counters::fold(&*store.client().await?, request).await?;
+                return Ok(None);
+            }
+            Err(e) if raised(&e, TAKEN) => {
+                taken += 1;
+                if taken >= counters::TAKEN_TIMES {
+                    return Err(counters::taken_too_often());
+                }
+            }
+            Err(e) if raised(&e, RACED) => {
+                races += 1;
+                if races > 8 {
+                    return Err(StoreError::Commit(
+                        "the session or the account's sessions kept changing concurrently".into(),
+                    ));
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// `Storage::complete_turn` for a reply that came alone: a batch of one.
+pub(super) async fn complete_alone(store: &PgStore, c: &Completion) -> Result<bool, StoreError> {
+    let mut answers = complete(store.client().await?, std::slice::from_ref(c)).await?;
+    answers
+        .pop()
+        .flatten()
+        .ok_or_else(|| StoreError::Corrupt("a reply was stored without an outcome".into()))?
 }
