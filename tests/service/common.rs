@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use convo_client::api::{StreamEvent, new_session_id};
 use convo_service::{RunningService, ServiceConfig, start};
+use convo_wire::account_stream::AccountEvent;
 use futures_util::{SinkExt, StreamExt};
 use reqwest::StatusCode;
 use serde_json::Value;
@@ -166,6 +167,30 @@ pub async fn ws_connect(url: &str, key: &str) -> Ws {
 }
 
 /// The next event of a WebSocket, a text frame of JSON read as `T` (pings skipped).
+/// Reads the account stream `ws` (`GET /v1/stream`) until it tells that session `sid` lost
+/// its messages (a turn rolled back): `session.deleted`, or `session.updated` with none left.
+/// Every event read, that one last; a panic when none comes within `GUARD`.
+pub async fn until_session_emptied(ws: &mut Ws, sid: &str) -> Vec<AccountEvent> {
+    let emptied = |event: &AccountEvent| match event {
+        AccountEvent::SessionDeleted { session_id } => session_id == sid,
+        AccountEvent::SessionUpdated { session, .. } => {
+            session.session_id == sid && session.message_count == 0
+        }
+        _ => false,
+    };
+    let mut told = Vec::new();
+    let read = tokio::time::timeout(GUARD, async {
+        while !told.last().is_some_and(emptied) {
+            told.push(next_json::<AccountEvent>(ws).await);
+        }
+    })
+    .await;
+    if read.is_err() {
+        panic!("the account's stream did not tell that {sid} lost its messages: {told:?}");
+    }
+    told
+}
+
 pub async fn next_json<T: serde::de::DeserializeOwned>(ws: &mut Ws) -> T {
     loop {
         let frame = tokio::time::timeout(GUARD, ws.next())

@@ -1,18 +1,19 @@
 //! A turn whose end could not reach PostgreSQL (`crates/service/src/storage/postgres/leases.rs`,
 //! `EndedTurn`): its reply failed while the replica was cut off from the database, so the
 //! rollback failed too. The replica keeps its lease, so no sweep takes the turn back; the
-//! replica rolls it back itself at a heartbeat once the database answers again, and the session
-//! is no longer busy.
+//! replica rolls it back itself at a heartbeat once the database answers again, the session
+//! is no longer busy, and the account's stream is told.
 
 use convo_service::{DbLocation, ServiceConfig};
 use reqwest::StatusCode;
 use serde_json::json;
 
 use super::backends::TestDb;
-use super::common::{GUARD, next_event, session, start_with};
+use super::common::{GUARD, next_event, next_json, session, start_with, until_session_emptied};
 use super::pg_proxy::{PgProxy, eventually};
 use super::upstream::Upstream;
 use convo_client::api::StreamEvent;
+use convo_wire::account_stream::AccountEvent;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_turn_whose_rollback_was_cut_off_is_rolled_back_once_the_database_is_back() {
@@ -25,6 +26,11 @@ async fn a_failed_turn_whose_rollback_was_cut_off_is_rolled_back_once_the_databa
     let svc = start_with(config).await;
 
     let s = session();
+    let mut account = svc.ws_at("/v1/stream", &svc.key).await;
+    assert!(matches!(
+        next_json(&mut account).await,
+        AccountEvent::Hello { .. }
+    ));
     let (status, accepted) = svc
         .post(&s, json!({"content": "hello", "stream": true}))
         .await;
@@ -70,6 +76,13 @@ async fn a_failed_turn_whose_rollback_was_cut_off_is_rolled_back_once_the_databa
         .unwrap()
         .get(0);
     assert_eq!(messages, 0, "the failed turn's user message is gone");
+    // The account's stream, which heard of the user message, hears of the rollback and of the
+    // tokens given back.
+    until_session_emptied(&mut account, &s).await;
+    match next_json(&mut account).await {
+        AccountEvent::Usage { usage } => assert_eq!(usage.tokens.used, 0, "{usage:?}"),
+        other => panic!("expected the usage after the rollback, got {other:?}"),
+    }
     // The session is no longer busy: an undo finds nothing to undo, not a reply in progress.
     let resp = svc
         .http

@@ -204,6 +204,12 @@ impl Replica {
         body["messages"].as_array().unwrap().clone()
     }
 
+    /// The account stream, `GET /v1/stream`.
+    pub async fn account_ws(&self) -> Ws {
+        let url = format!("{}/v1/stream", self.base.replace("http://", "ws://"));
+        ws_connect(&url, self.key).await
+    }
+
     pub async fn ws(&self, sid: &str) -> Ws {
         let url = format!(
             "{}/v1/sessions/{sid}/stream",

@@ -2,17 +2,18 @@
 //! outside: SIGTERM tells each listener of the stopping replica, for each reply in flight in
 //! its session, an `error` with the code `replica_stopping` (cancelled here, or going on on
 //! another replica) before the close 1001; the lease of a replica killed with SIGKILL is
-//! removed by the live one, and its turn failed.
+//! removed by the live one, and its turn failed (its listeners and its account's stream told).
 
 use std::time::Duration;
 
 use convo_client::api::StreamEvent;
+use convo_wire::account_stream::AccountEvent;
 use futures_util::StreamExt;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use super::backends::TestDb;
-use super::common::{GUARD, Ws, next_event, session, until_end};
+use super::common::{GUARD, Ws, next_event, next_json, session, until_end, until_session_emptied};
 use super::pg_proxy::eventually;
 use super::replica_harness::Replica;
 
@@ -113,6 +114,11 @@ async fn the_lease_of_a_killed_replica_is_removed_by_the_live_one_and_its_turn_f
     assert_eq!(leases().await.len(), 2);
     let sid = session();
     let mut ws = b.ws(&sid).await;
+    let mut account = b.account_ws().await;
+    assert!(matches!(
+        next_json(&mut account).await,
+        AccountEvent::Hello { .. }
+    ));
     let reply = a.start_reply(&sid, "write a long answer with code").await;
     assert!(matches!(
         next_event(&mut ws).await,
@@ -138,6 +144,18 @@ async fn the_lease_of_a_killed_replica_is_removed_by_the_live_one_and_its_turn_f
         live.len() == 1 && !live.contains(&a_lease)
     })
     .await;
+    // The account's stream on b heard of the session begun on a (its user message), then, once
+    // b rolled the turn back, of the session without it and of the tokens given back.
+    let told = until_session_emptied(&mut account, &sid).await;
+    assert!(
+        told.iter().any(|e| matches!(e,
+            AccountEvent::SessionCreated { session } if session.session_id == sid && session.message_count == 1)),
+        "{told:?}"
+    );
+    match next_json(&mut account).await {
+        AccountEvent::Usage { usage } => assert_eq!(usage.tokens.used, 0, "{usage:?}"),
+        other => panic!("expected the usage after the rollback, got {other:?}"),
+    }
     // b's own lease stays, renewed.
     tokio::time::sleep(Duration::from_millis(2 * lease_ms)).await;
     assert_eq!(leases().await.len(), 1);

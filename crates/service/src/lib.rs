@@ -42,6 +42,7 @@ use tokio::task::JoinSet;
 pub use config::{DbLocation, EngineConfig, ServiceConfig, Tier};
 pub use connections::ConnectionLimits;
 use convo_core::Account;
+use convo_wire::account_stream::SessionChange;
 pub use error::ServiceError;
 pub use ids::{generate_admin_key, generate_api_key};
 use storage::{Db, Storage};
@@ -287,6 +288,9 @@ pub async fn start(
     let store = Db::open(&db).await?;
     let accounts = store.ensure_keys(keys, time::now_ms()).await?;
     let hub = Arc::new(stream::StreamHub::default());
+    // Turns the lease task rolls back (a stopped replica's, or this one's late): their
+    // accounts' streams are told once the state exists (below).
+    let (rolled_back_tx, mut rolled_back) = tokio::sync::mpsc::unbounded_channel();
     let (relay, leases) = match &store {
         Db::Postgres(pg) => (
             Some(
@@ -298,7 +302,11 @@ pub async fn start(
                 .await
                 .map_err(ServiceError::Store)?,
             ),
-            Some(storage::postgres::leases::start(pg.clone(), hub.clone())),
+            Some(storage::postgres::leases::start(
+                pg.clone(),
+                hub.clone(),
+                rolled_back_tx,
+            )),
         ),
         Db::Sqlite(_) => (None, None),
     };
@@ -326,6 +334,20 @@ pub async fn start(
         admin_key,
         metrics: metrics::Metrics::new(),
     });
+    {
+        let state = state.clone();
+        tokio::spawn(async move {
+            while let Some(turn) = rolled_back.recv().await {
+                account_events::tell(
+                    &state,
+                    turn.account_id,
+                    &turn.session_id,
+                    account_events::Change::Updated(SessionChange::Message),
+                )
+                .await;
+            }
+        });
+    }
     let app = router::build(state.clone());
     let server = tokio::spawn(server::serve(listener, app, limits, counter, shutdown_rx));
     tracing::info!(addr = %local, engine = state.engine.name(), db = state.store.kind(), "service listening");

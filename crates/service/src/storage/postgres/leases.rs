@@ -12,12 +12,17 @@
 //! turn's row, and so its session busy, for as long as it renews its lease. It keeps such
 //! turns (`EndedTurn`) and rolls them back itself at each heartbeat that reaches the database,
 //! each only if its row is still there.
+//!
+//! Every turn rolled back here, by a sweep or late, goes to `rolled_back` (the sender given
+//! to `start`): the service tells the account's stream of the session's change and the
+//! month's usage (`account_events::tell`), as for a reply that fails while it is answered.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use deadpool_postgres::{Pool, Transaction as Tx};
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_postgres::Row;
 
@@ -66,8 +71,14 @@ pub async fn register(pool: &Pool, replica: &str) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Renews this replica's lease and fails the turns of expired ones, until aborted.
-pub fn start(store: PgStore, hub: Arc<StreamHub>) -> JoinHandle<()> {
+/// Renews this replica's lease and fails the turns of expired ones, until aborted. Each turn
+/// it rolls back (an expired replica's, or one of this replica's whose end had not reached
+/// the database) is sent to `rolled_back`.
+pub fn start(
+    store: PgStore,
+    hub: Arc<StreamHub>,
+    rolled_back: mpsc::UnboundedSender<FailedTurn>,
+) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(heartbeat());
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -77,7 +88,9 @@ pub fn start(store: PgStore, hub: Arc<StreamHub>) -> JoinHandle<()> {
                 tracing::warn!(error = %e, "the replica's heartbeat failed");
                 continue;
             }
-            store.retry_rollbacks().await;
+            for turn in store.retry_rollbacks().await {
+                let _ = rolled_back.send(turn);
+            }
             match sweep(&store.pool).await {
                 Ok(swept) => {
                     for replica in &swept.removed {
@@ -99,6 +112,7 @@ pub fn start(store: PgStore, hub: Arc<StreamHub>) -> JoinHandle<()> {
                                 ),
                             },
                         );
+                        let _ = rolled_back.send(turn);
                     }
                 }
                 Err(e) => tracing::warn!(error = %e, "the sweep for expired turns failed"),
@@ -116,9 +130,11 @@ pub async fn unregister(store: &PgStore) {
     }
 }
 
-/// A turn taken back from a replica that stopped.
-#[derive(Debug)]
+/// A turn rolled back: taken back from a replica that stopped, or one of this replica's whose
+/// end had not reached the database.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FailedTurn {
+    pub account_id: i64,
     pub session_id: String,
     pub reply_id: String,
 }
@@ -134,13 +150,14 @@ pub struct Swept {
 }
 
 /// What `DELETE FROM turns … RETURNING` names of each turn it took out, for `roll_back`.
-const TAKEN_TURN: &str =
+pub(super) const TAKEN_TURN: &str =
     "RETURNING session_id, account_id, reply_id, user_message_id, created_at, idempotency_key";
 
 /// Undoes what the turns taken out of `turns` (rows of [`TAKEN_TURN`]) wrote, in the caller's
 /// transaction: each one's user message, its ledger row (whose trigger takes the tokens back
-/// out of the month's total) and its idempotency record.
-async fn roll_back(tx: &Tx<'_>, rows: Vec<Row>) -> Result<Vec<FailedTurn>, StoreError> {
+/// out of the month's total) and its idempotency record. Every rollback of a turn on
+/// PostgreSQL comes here: a sweep's, a late one's, and a failed reply's (`roll_back_turn`).
+pub(super) async fn roll_back(tx: &Tx<'_>, rows: Vec<Row>) -> Result<Vec<FailedTurn>, StoreError> {
     let mut failed = Vec::with_capacity(rows.len());
     for row in rows {
         let session_id: String = row.get(0);
@@ -166,6 +183,7 @@ async fn roll_back(tx: &Tx<'_>, rows: Vec<Row>) -> Result<Vec<FailedTurn>, Store
             .await?;
         }
         failed.push(FailedTurn {
+            account_id,
             session_id,
             reply_id: row.get(2),
         });
@@ -199,12 +217,12 @@ pub(super) fn keep_unended(unended: &Unended, turn: EndedTurn) {
 
 /// Rolls back this replica's turn `turn` in one transaction, if its row is still in `turns`
 /// (a reply stored, or a sweep of another replica, took it out already: then nothing is
-/// done). True when it rolled a turn back.
+/// done). The turn rolled back, if it was.
 pub async fn roll_back_own(
     pool: &Pool,
     replica: &str,
     turn: &EndedTurn,
-) -> Result<bool, StoreError> {
+) -> Result<Option<FailedTurn>, StoreError> {
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
     let rows = tx
@@ -216,9 +234,9 @@ pub async fn roll_back_own(
             &[&turn.session_id, &turn.message_id, &replica],
         )
         .await?;
-    let rolled = roll_back(&tx, rows).await?;
+    let mut rolled = roll_back(&tx, rows).await?;
     tx.commit().await?;
-    Ok(!rolled.is_empty())
+    Ok(rolled.pop())
 }
 
 /// In one transaction: rolls back every turn whose replica's lease expired (or whose replica

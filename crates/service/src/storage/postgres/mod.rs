@@ -143,18 +143,23 @@ impl PgStore {
 
     /// Rolls back the turns of this replica whose end did not reach the database (each only
     /// if its row is still in `turns`); those that fail again are kept for the next call.
-    pub async fn retry_rollbacks(&self) {
+    /// The turns it rolled back.
+    pub async fn retry_rollbacks(&self) -> Vec<leases::FailedTurn> {
         let turns = std::mem::take(
             &mut *self
                 .unended
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner),
         );
+        let mut rolled_back = Vec::new();
         for turn in turns {
             match leases::roll_back_own(&self.pool, &self.replica, &turn).await {
-                Ok(true) => tracing::info!(session = %turn.session_id,
-                    "a turn whose end had not reached the database is rolled back; the session takes messages again"),
-                Ok(false) => {}
+                Ok(Some(failed)) => {
+                    tracing::info!(session = %turn.session_id,
+                        "a turn whose end had not reached the database is rolled back; the session takes messages again");
+                    rolled_back.push(failed);
+                }
+                Ok(None) => {}
                 Err(e) => {
                     tracing::warn!(session = %turn.session_id, error = %e,
                         "the retried rollback of a turn failed; retried at the next heartbeat");
@@ -162,6 +167,7 @@ impl PgStore {
                 }
             }
         }
+        rolled_back
     }
 }
 
@@ -342,39 +348,27 @@ impl Storage for PgStore {
 
     async fn roll_back_turn(
         &self,
-        account_id: i64,
+        _account_id: i64,
         session_id: String,
         user_message_id: String,
-        created_at_ms: i64,
-        idempotency_key: Option<String>,
+        _created_at_ms: i64,
+        _idempotency_key: Option<String>,
     ) -> Result<(), StoreError> {
+        // What the turn wrote is read back from its row in `turns` (gone if a sweep took the
+        // turn back already), and undone as every rollback is (`leases::roll_back`).
         let rolled = async {
             let mut client = self.client().await?;
             let tx = client.transaction().await?;
-            tx.execute(
-                "DELETE FROM turns WHERE session_id = $1 AND user_message_id = $2",
-                &[&session_id, &user_message_id],
-            )
-            .await?;
-            tx.execute(
-                "DELETE FROM messages WHERE session_id = $1 AND id = $2",
-                &[&session_id, &user_message_id],
-            )
-            .await?;
-            // The trigger takes the tokens back out of the month's total.
-            tx.execute(
-                "DELETE FROM message_log
-                 WHERE account_id = $1 AND created_at = $2 AND message_id = $3",
-                &[&account_id, &created_at_ms, &user_message_id],
-            )
-            .await?;
-            if let Some(key) = &idempotency_key {
-                tx.execute(
-                    "DELETE FROM idempotency_keys WHERE account_id = $1 AND session_id = $2 AND key = $3",
-                    &[&account_id, &session_id, key],
+            let rows = tx
+                .query(
+                    &format!(
+                        "DELETE FROM turns WHERE session_id = $1 AND user_message_id = $2 {}",
+                        leases::TAKEN_TURN
+                    ),
+                    &[&session_id, &user_message_id],
                 )
                 .await?;
-            }
+            leases::roll_back(&tx, rows).await?;
             tx.commit().await?;
             Ok::<_, StoreError>(())
         }
