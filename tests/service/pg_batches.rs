@@ -1,8 +1,9 @@
 //! Turn starts and replies that arrive together are written together on PostgreSQL
 //! (`crates/service/src/storage/postgres/batch.rs`, `turn_batch.rs`): each turn is decided and
-//! stored as it would be alone, every request is counted once, and a batch that may not decide
-//! something (the last requests the limit leaves) keeps nothing and lets its turns run one at
-//! a time, so the limit stays exact.
+//! stored as it would be alone, every request is counted once, an account at its request limit
+//! is refused in the batch without failing it, and a batch that may not decide something (the
+//! last requests the limit leaves) keeps nothing and lets its turns run one at a time, so the
+//! limit stays exact.
 
 use std::time::Duration;
 
@@ -14,6 +15,7 @@ use convo_service::{Tier, generate_api_key, time};
 use futures_util::future::join_all;
 use tokio::task::JoinHandle;
 
+use super::backends::{Backend, TestDb};
 use super::pg_counters::{connect, period_start, send_request, store_with_account, turn, usage};
 
 /// How the store wrote turn starts and replies so far.
@@ -338,6 +340,86 @@ async fn at_the_limit_a_batch_runs_its_turns_alone_and_the_limit_stays_exact() {
     let (starts, _) = batches(&store);
     assert!(starts.failed >= 1, "{starts:?}");
     assert_eq!(usage(&store, account).await.requests, 50_000);
+}
+
+/// An account whose request limit is reached sends on together with another account: each of
+/// its turns is refused in the batch it is in (nothing written, nothing counted), and no batch
+/// fails for it, so the other account's turns are written in batches as usual.
+#[tokio::test]
+async fn an_account_at_its_limit_is_refused_without_failing_the_batch_it_is_in() {
+    let db = TestDb::create().await;
+    let backend = Backend::Postgres(db);
+    let store = Db::open(&backend.location()).await.unwrap();
+    let (spent_key, other_key) = (generate_api_key(), generate_api_key());
+    let accounts = store
+        .ensure_keys(
+            vec![
+                (spent_key.clone(), Tier::Free),
+                (other_key.clone(), Tier::Pro),
+            ],
+            time::now_ms(),
+        )
+        .await
+        .unwrap();
+    let mut accounts: Vec<Account> = accounts.values().copied().collect();
+    accounts.sort_by_key(|a| a.tier != Tier::Free);
+    let (spent, other) = (accounts[0], accounts[1]);
+    assert_eq!((spent.tier, other.tier), (Tier::Free, Tier::Pro));
+    connect(&backend)
+        .await
+        .execute(
+            "INSERT INTO usage_totals (account_id, period_start, requests) VALUES ($1, $2, $3)",
+            &[
+                &spent.id,
+                &period_start(),
+                &(Tier::Free.limits().requests as i64),
+            ],
+        )
+        .await
+        .unwrap();
+    let (mine, theirs) = (sessions("spent", 16), sessions("other", 16));
+    let both = join_all(mine.iter().zip(&theirs).flat_map(|(m, t)| {
+        [(spent, m.clone()), (other, t.clone())].map(|(account, s)| {
+            let store = store.clone();
+            async move {
+                let started = store
+                    .start_turn(send_request(account), turn(account, &s, &s))
+                    .await
+                    .unwrap();
+                (account, started)
+            }
+        })
+    }))
+    .await;
+    for (account, started) in &both {
+        if account.id == spent.id {
+            assert!(started.is_none(), "refused for the limit: {started:?}");
+        } else {
+            assert!(
+                matches!(started, Some(Ok(TurnStarted::Ready { .. }))),
+                "{started:?}"
+            );
+        }
+    }
+    let (starts, _) = batches(&store);
+    assert_eq!(starts.failed, 0, "{starts:?}");
+    assert!(starts.batches >= 1 && starts.batched >= 2, "{starts:?}");
+    assert_eq!(
+        usage(&store, spent).await.requests,
+        Tier::Free.limits().requests
+    );
+    assert_eq!(usage(&store, other).await.requests, 16);
+    let written: i64 = connect(&backend)
+        .await
+        .query_one(
+            "SELECT count(*) FROM messages m JOIN sessions s ON s.id = m.session_id
+             WHERE s.account_id = $1",
+            &[&spent.id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(written, 0, "nothing of the refused turns is written");
 }
 
 /// A session locked by another client's open transaction (an operator's `psql`, say) holds up

@@ -21,9 +21,11 @@
 //!   no concurrent refill can take its unit first (when the fold and the count were separate
 //!   steps, requests near the limit could lose their unit to other folds 64 times in a row).
 //!   A batch of turns counts an account's requests together the same way, within the
-//!   allowance or by a refill that counts them all (migration 10), and when the caller's
-//!   share of what the limit leaves does not cover them it keeps nothing: its turns are
-//!   counted one at a time.
+//!   allowance or by a refill that counts them all (migrations 10 and 12). An account the
+//!   refill finds at its limit is refused in the batch (nothing of its turns written or
+//!   counted; the fold is kept), and the batch goes on; when the limit leaves the account
+//!   some requests but the caller's share does not cover them, the batch keeps nothing
+//!   (SQLSTATE `CVQ03`) and its turns are counted one at a time.
 
 use deadpool_postgres::ClientWrapper;
 
@@ -36,11 +38,6 @@ pub(super) const LIMIT_REACHED: &str = "CVQ01";
 /// SQLSTATE of `convo_count_request` when its shard's allowance was taken between its read
 /// and its update (nothing counted): the transaction runs again, and then refills the shard.
 pub(super) const TAKEN: &str = "CVQ02";
-
-/// SQLSTATE of `convo_turn_write_n` when the caller's share of what the limit leaves does not
-/// cover an account's requests in the batch (nothing kept); for one request, the limit is
-/// reached.
-pub(super) const SHORT: &str = "CVQ03";
 
 /// How often one request may find its shard taken before it gives up. Each time, a
 /// concurrent request was counted or a refill ran between two statements of one function;

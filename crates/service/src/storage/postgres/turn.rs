@@ -56,25 +56,25 @@ impl Pipelined {
     }
 
     /// The last statement and `COMMIT` (after `SET LOCAL synchronous_commit TO off` for an
-    /// unflushed commit), in one round trip; the statement's own result (the connection goes
-    /// back to the pool). After an error the transaction was rolled back (a `COMMIT` after an
-    /// error does that).
+    /// unflushed commit), in one round trip; the statement's own result, its rows (the
+    /// connection goes back to the pool). After an error the transaction was rolled back (a
+    /// `COMMIT` after an error does that).
     pub(super) async fn last(
         mut self,
         stmt: &str,
         params: &Params<'_>,
         commit: Commit,
-    ) -> Result<Result<(), tokio_postgres::Error>, StoreError> {
+    ) -> Result<Result<Vec<Row>, tokio_postgres::Error>, StoreError> {
         let c = self.client();
         let stmt = c.prepare_cached(stmt).await?;
         let (done, committed) = match commit {
             Commit::Flushed => {
-                tokio::join!(c.execute(&stmt, params), c.batch_execute("COMMIT"))
+                tokio::join!(c.query(&stmt, params), c.batch_execute("COMMIT"))
             }
             Commit::Unflushed => {
                 let (set, done, committed) = tokio::join!(
                     c.batch_execute("SET LOCAL synchronous_commit TO off"),
-                    c.execute(&stmt, params),
+                    c.query(&stmt, params),
                     c.batch_execute("COMMIT")
                 );
                 (set.and(done), committed)
@@ -82,7 +82,7 @@ impl Pipelined {
         };
         committed?;
         drop(self.close());
-        Ok(done.map(drop))
+        Ok(done)
     }
 
     pub(super) async fn rollback(mut self) -> Result<Object, StoreError> {

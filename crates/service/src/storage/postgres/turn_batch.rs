@@ -6,15 +6,16 @@
 //! paths share (the two-round-trip transaction, the admission, the commit) is in turn.rs.
 //!
 //! - **Starts**: `convo_turn_facts_n` (with `BEGIN`) reads each turn's facts under its
-//!   session's lock; `convo_core::admission::admit` decides each; `convo_turn_write_n` (with
-//!   `COMMIT`) writes the admitted ones and counts every request, an account's together
-//!   (within its shard's allowance, or by a refill that counts them all). A turn whose
-//!   session has a turn in flight is left alone (its caller waits for it as on the path of a
-//!   turn alone). Anything the batch must not decide (a session created concurrently, the
-//!   account's sessions changed past the admission's bound, a limit that leaves the shard
-//!   fewer requests than the batch counts) fails the transaction, and every turn of it runs
-//!   alone, where the limit is applied one request at a time (for one request, `SHORT` means
-//!   the limit is reached).
+//!   session's lock; `convo_core::admission::admit` decides each; `convo_turn_write_counted_n`
+//!   (with `COMMIT`) counts every request, an account's together (within its shard's
+//!   allowance, or by a refill that counts them all), and writes the admitted ones. An account
+//!   whose request limit is reached is refused in the batch (its turns answered `None`,
+//!   nothing of them written or counted) and the batch goes on. A turn whose session has a
+//!   turn in flight is left alone (its caller waits for it as on the path of a turn alone).
+//!   Anything the batch must not decide (a session created concurrently, the account's
+//!   sessions changed past the admission's bound, a limit that leaves some requests but the
+//!   shard fewer than the batch counts) fails the transaction, and every turn of it runs
+//!   alone, where the limit is applied one request at a time.
 //! - **Replies**: `convo_turn_complete_n`, one statement, its outcomes in order.
 
 use std::sync::Arc;
@@ -24,7 +25,7 @@ use deadpool_postgres::Object;
 
 use super::PgStore;
 use super::batch::{Batch, Slot};
-use super::counters::{self, SHORT, TAKEN, raised};
+use super::counters::{self, TAKEN, raised};
 use super::leases::{EndedTurn, Unended, keep_unended};
 use super::turn::{
     Commit, Completion, Decided, Pipelined, answered, commit_of, decide, recorded_response, stored,
@@ -106,11 +107,15 @@ async fn start(
         drop(tx.rollback().await?);
         return Ok(decided.iter().map(|_| None).collect());
     }
-    write_all(tx, replica, jobs, &decided).await??;
+    let refused = write_all(tx, replica, jobs, &decided).await??;
     Ok(decided
         .into_iter()
         .zip(jobs)
-        .map(|(d, (_, t))| d.map(|d| Some(answered(d.admission, d.history, t))))
+        .map(|(d, (_, t))| {
+            d.map(|d| {
+                (!refused.contains(&t.account.id)).then(|| answered(d.admission, d.history, t))
+            })
+        })
         .collect())
 }
 
@@ -159,7 +164,8 @@ pub(super) async fn decide_all(
 }
 
 /// Writes the turns of `jobs` as `decided` (those decided; an admitted one's rows, every
-/// one's request counted) with `convo_turn_write_n`, and commits: one round trip. The
+/// one's request counted) with `convo_turn_write_counted_n`, and commits: one round trip. The
+/// accounts refused for their request limit (nothing of their turns written or counted). The
 /// statement's own error (a SQLSTATE of the function) comes back as the inner error, after
 /// which nothing was kept.
 pub(super) async fn write_all(
@@ -167,7 +173,7 @@ pub(super) async fn write_all(
     replica: &str,
     jobs: &[(RequestCount, TurnStart)],
     decided: &[Option<Decided>],
-) -> Result<Result<(), tokio_postgres::Error>, StoreError> {
+) -> Result<Result<Vec<i64>, tokio_postgres::Error>, StoreError> {
     // In the order of accounts.
     let order: Vec<usize> = order_by(jobs, |(_, t)| (t.account.id, t.session_id.clone()))
         .into_iter()
@@ -206,8 +212,8 @@ pub(super) async fn write_all(
         w.periods.push(request.period_start_ms());
         w.limits.push(counters::request_limit(request));
     }
-    tx.last(
-        "SELECT convo_turn_write_n($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)",
+    let written = tx.last(
+        "SELECT convo_turn_write_counted_n($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)",
         &[
             &w.write,
             &w.accounts,
@@ -230,7 +236,12 @@ pub(super) async fn write_all(
         ],
         commit,
     )
-    .await
+    .await?;
+    Ok(written.map(|rows| {
+        rows.first()
+            .map(|row| row.get::<_, Vec<i64>>(0))
+            .unwrap_or_default()
+    }))
 }
 
 /// The arguments of `convo_turn_write_n`, one element per turn.
@@ -340,7 +351,9 @@ pub(super) async fn start_alone(
     // session with a turn in flight elsewhere: wait (without a connection) and run again. A
     // counter shard taken between the count's read and its update (`TAKEN`): run again.
     // Nothing of an attempt that runs again is kept, not even its request count. The request
-    // limit reached (`SHORT`, for one request): nothing is kept and the request is refused.
+    // limit reached (the account refused): nothing of the turn is written and the request is
+    // refused. (`CVQ03` is not raised for one request: a share of what the limit leaves is
+    // at least one request while it leaves any.)
     let (mut races, mut taken, mut pause) = (0, 0, Duration::from_millis(2));
     let jobs = [(request, t)];
     loop {
@@ -354,15 +367,12 @@ pub(super) async fn start_alone(
             continue;
         }
         let written = write_all(tx, store.replica(), &jobs, &decided).await?;
-        let [(request, t)] = &jobs;
+        let [(_, t)] = &jobs;
         match written {
-            Ok(()) => {
+            Ok(refused) if refused.contains(&t.account.id) => return Ok(None),
+            Ok(_) => {
                 let d = decided.pop().flatten().expect("the turn was decided");
                 return Ok(Some(answered(d.admission, d.history, t)));
-            }
-            Err(e) if raised(&e, SHORT) => {
-                counters::fold(&*store.client().await?, request).await?;
-                return Ok(None);
             }
             Err(e) if raised(&e, TAKEN) => {
                 taken += 1;
