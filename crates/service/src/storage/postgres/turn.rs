@@ -205,7 +205,7 @@ fn found(row: &Row, account_id: i64, t: &TurnStart) -> Result<Found, StoreError>
 
 /// The most live sessions the account may have for the admission to decide as it did on
 /// `facts` (for a new session; the account's row is not locked while it decides, so
-/// `convo_turn_write_n` checks this bound under that lock). Asked of `admission::admit` itself,
+/// `convo_turn_write_counted_n` checks this bound under that lock). Asked of `admission::admit` itself,
 /// which can only turn to a refusal as the count grows: the last count deciding the same.
 fn live_sessions_bound(facts: &TurnFacts, decided: &Admission) -> u64 {
     let SessionFacts::New { live_sessions } = facts.session else {
@@ -236,7 +236,8 @@ fn live_sessions_bound(facts: &TurnFacts, decided: &Admission) -> u64 {
 /// A turn as its admission decided it, from the row `convo_turn_facts_n` answered.
 pub(super) struct Decided {
     pub(super) admission: Admission,
-    /// The bound `convo_turn_write_n` checks (`live_sessions_bound`), as PostgreSQL stores it.
+    /// The bound `convo_turn_write_counted_n` checks (`live_sessions_bound`), as PostgreSQL
+    /// stores it.
     pub(super) max_live: i64,
     /// What the session held before the turn.
     pub(super) history: Vec<HistoryEntry>,
