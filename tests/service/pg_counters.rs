@@ -345,3 +345,73 @@ async fn requests_at_the_edge_of_the_limit_over_two_pools_are_exact_and_never_fa
         store.close().await.unwrap();
     }
 }
+
+/// A request refused at its limit, a send or any other, takes no lock and writes nothing once
+/// the totals show the limit (migration 13, and migration 12 for a send): both are refused
+/// while another transaction holds the account's totals row and every shard, and every row of
+/// its counters is the version it was (`xmin`). (Each refusal once locked and rewrote the 33
+/// rows, twice, so that the account's other requests waited behind a client sending on.)
+#[tokio::test]
+async fn a_request_refused_at_the_limit_takes_no_lock_and_writes_nothing() {
+    let (backend, store, account) = store_with_account(Tier::Free).await;
+    let limit = Tier::Free.limits().requests as i64;
+    let db = connect(&backend).await;
+    db.execute(
+        "INSERT INTO usage_totals (account_id, period_start, requests) VALUES ($1, $2, $3)",
+        &[&account.id, &period_start(), &limit],
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        store.count_request(send_request(account)).await.unwrap(),
+        None
+    );
+    let versions = "SELECT (SELECT xmin::text FROM usage_totals
+                            WHERE account_id = $1 AND period_start = $2) || ';'
+                           || COALESCE(string_agg(shard::text || ':' || xmin::text, ','
+                                                  ORDER BY shard), '')
+                    FROM usage_shards WHERE account_id = $1 AND period_start = $2";
+    let before: String = db
+        .query_one(versions, &[&account.id, &period_start()])
+        .await
+        .unwrap()
+        .get(0);
+    let mut holder = connect(&backend).await;
+    let hold = holder.transaction().await.unwrap();
+    hold.execute(
+        "SELECT 1 FROM usage_totals WHERE account_id = $1 FOR UPDATE",
+        &[&account.id],
+    )
+    .await
+    .unwrap();
+    hold.execute(
+        "SELECT 1 FROM usage_shards WHERE account_id = $1 ORDER BY shard FOR UPDATE",
+        &[&account.id],
+    )
+    .await
+    .unwrap();
+    let (other, send) = tokio::time::timeout(Duration::from_secs(10), async {
+        let other = store.count_request(send_request(account)).await.unwrap();
+        let send = store
+            .start_turn(
+                send_request(account),
+                turn(account, &session(), "msg_refused"),
+            )
+            .await
+            .unwrap();
+        (other, send)
+    })
+    .await
+    .expect("a request refused at the limit waited for the counters' locks");
+    hold.rollback().await.unwrap();
+    assert_eq!(other, None, "the request is refused");
+    assert!(send.is_none(), "the send is refused: {send:?}");
+    let after: String = db
+        .query_one(versions, &[&account.id, &period_start()])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(after, before, "a refused request rewrote the counters");
+    assert_eq!(usage(&store, account).await.requests, limit as u64);
+    store.close().await.unwrap();
+}

@@ -29,9 +29,9 @@ async fn replicas_started_together_migrate_once_and_share_everything() {
         backend
             .int("SELECT CAST(version AS BIGINT) FROM schema_version", &[])
             .await,
-        // The number of PostgreSQL migrations (the last: an account at its limit refused in
-        // the batch it is in).
-        12
+        // The number of PostgreSQL migrations (the last: a request refused at its limit takes
+        // no lock).
+        13
     );
     // Both replicas hold a lease.
     assert_eq!(backend.int("SELECT COUNT(*) FROM replicas", &[]).await, 2);

@@ -6,20 +6,22 @@
 //! - **Tokens** (a soft limit, `used >= limit` refuses): the ledger's trigger adds a message's
 //!   tokens to its connection's shard, so no two connections of an account share a row lock.
 //! - **Requests** (exact): each shard also holds an allowance, its share of what the limit
-//!   leaves. `convo_count_request` counts a request on its connection's shard while the
-//!   shard's count is below its allowance; when it is not, in the same statement,
-//!   `convo_usage_refill` (migration 5) locks the totals row and every shard (in order), folds
-//!   the shards into the totals and, if the limit leaves any request, counts this one on the
-//!   caller's shard and hands the rest out again, the caller's shard first. With nothing left
-//!   the statement raises SQLSTATE `CVQ01` and the request is refused (and the fold, rolled
-//!   back with it, is done again in a transaction of its own: `fold`). (A shard read with
-//!   allowance left and found without when updated raises `CVQ02`: the transaction runs
-//!   again, holding no shard's lock, see migration 5.) Every counted request
-//!   is within some allowance and the allowances never sum past the limit, so the limit is
-//!   exact across any number of replicas; a refusal comes only from a fold that found the
-//!   limit reached; and a request that found its shard dry is counted by its own refill, so
-//!   no concurrent refill can take its unit first (when the fold and the count were separate
+//!   leaves. `convo_count_request_2` (migration 13) counts a request on its connection's
+//!   shard while the shard's count is below its allowance; when it is not, it refuses the
+//!   request if the totals row is at the limit (read without a lock: the totals only grow
+//!   within a month), and otherwise, in the same statement, `convo_usage_refill` (migration 5)
+//!   locks the totals row and every shard (in order), folds the shards into the totals and, if
+//!   the limit leaves any request, counts this one on the caller's shard and hands the rest
+//!   out again, the caller's shard first; with nothing left it keeps the fold (so the next
+//!   request is refused on the totals, without a lock) and the request is refused. (A shard
+//!   read with allowance left and found without when updated raises `CVQ02`: the transaction
+//!   runs again, holding no shard's lock, see migration 5.) Every counted request is within
+//!   some allowance and the allowances never sum past the limit, so the limit is exact across
+//!   any number of replicas; a refusal comes only from totals at the limit, which a fold put
+//!   there; and a request that found its shard dry is counted by its own refill, so no
+//!   concurrent refill can take its unit first (when the fold and the count were separate
 //!   steps, requests near the limit could lose their unit to other folds 64 times in a row).
+//!   A refused request writes nothing once the totals show the limit.
 //!   A batch of turns counts an account's requests together the same way, within the
 //!   allowance or by a refill that counts them all (migrations 10 and 12). An account the
 //!   refill finds at its limit is refused in the batch (nothing of its turns written or
@@ -32,11 +34,9 @@ use deadpool_postgres::ClientWrapper;
 use super::super::rows::RequestCount;
 use crate::error::StoreError;
 
-/// SQLSTATE of `convo_count_request` when the limit is reached (nothing counted).
-pub(super) const LIMIT_REACHED: &str = "CVQ01";
-
-/// SQLSTATE of `convo_count_request` when its shard's allowance was taken between its read
-/// and its update (nothing counted): the transaction runs again, and then refills the shard.
+/// SQLSTATE of `convo_count_within` (and so of `convo_count_request_2`) when its shard's
+/// allowance was taken between its read and its update (nothing counted): the transaction runs
+/// again, and then refills the shard.
 pub(super) const TAKEN: &str = "CVQ02";
 
 /// How often one request may find its shard taken before it gives up. Each time, a
@@ -45,8 +45,8 @@ pub(super) const TAKEN: &str = "CVQ02";
 /// a row do not happen.
 pub(super) const TAKEN_TIMES: u32 = 64;
 
-/// The statement that counts one request on the connection's shard.
-pub(super) const COUNT: &str = "SELECT convo_count_request($1, $2, $3)";
+/// The statement that counts one request on the connection's shard: true when counted.
+const COUNT: &str = "SELECT convo_count_request_2($1, $2, $3)";
 
 /// Whether `e` is the error PostgreSQL raised with `sqlstate`.
 pub(super) fn raised(e: &tokio_postgres::Error, sqlstate: &str) -> bool {
@@ -64,7 +64,7 @@ pub(super) async fn count(c: &ClientWrapper, request: &RequestCount) -> Result<b
     let stmt = c.prepare_cached(COUNT).await?;
     for _ in 0..TAKEN_TIMES {
         let counted = c
-            .execute(
+            .query_one(
                 &stmt,
                 &[
                     &request.account().id,
@@ -74,36 +74,12 @@ pub(super) async fn count(c: &ClientWrapper, request: &RequestCount) -> Result<b
             )
             .await;
         match counted {
-            Ok(_) => return Ok(true),
-            Err(e) if raised(&e, LIMIT_REACHED) => {
-                fold(c, request).await?;
-                return Ok(false);
-            }
+            Ok(row) => return Ok(row.get(0)),
             Err(e) if raised(&e, TAKEN) => continue,
             Err(e) => return Err(e.into()),
         }
     }
     Err(taken_too_often())
-}
-
-/// After a refusal for the limit (whose transaction rolled back the refill that found it),
-/// folds the shards into `usage_totals` in a transaction of its own, so that the totals row
-/// holds the month's total once the limit is reached. Counts nothing (migration 3's
-/// `convo_usage_rebalance`).
-pub(super) async fn fold(c: &ClientWrapper, request: &RequestCount) -> Result<(), StoreError> {
-    let stmt = c
-        .prepare_cached("SELECT convo_usage_rebalance($1, $2, $3)")
-        .await?;
-    c.execute(
-        &stmt,
-        &[
-            &request.account().id,
-            &request.period_start_ms(),
-            &request_limit(request),
-        ],
-    )
-    .await?;
-    Ok(())
 }
 
 /// The error of a request whose shard kept being taken (see `TAKEN_TIMES`).

@@ -1116,6 +1116,32 @@ const MIGRATIONS: &[&str] = &[
         END IF;
     END $$;
     "#,
+    // 13: a request other than a send refused at its limit takes no lock and writes nothing.
+    // `convo_count_request` refused by raising CVQ01 from a refill, which locked the totals row
+    // and the account's 32 shards and rewrote them, and the replica then folded them again in a
+    // transaction of its own: 33 rows locked and rewritten for every refused request, which
+    // also made the account's other requests wait. `convo_count_request_2` answers whether it
+    // counted instead of raising, and refuses on totals at the limit as a batch does
+    // (migration 12); `convo_count_request` stays for replicas of older builds.
+    r#"
+    -- Counts one request, within the connection's shard's allowance or by a refill that
+    -- counts it; false when the request limit is reached (nothing counted). Totals at the limit
+    -- (read without a lock: they only grow within a month) refuse without the refill's locks;
+    -- a refill that finds the limit reached keeps its fold, so that the totals then show it.
+    -- SQLSTATE CVQ02 as convo_count_within.
+    CREATE FUNCTION convo_count_request_2(p_account BIGINT, p_period BIGINT, p_limit BIGINT)
+    RETURNS BOOLEAN LANGUAGE plpgsql AS $$
+    BEGIN
+        IF convo_count_within(p_account, p_period, p_limit, 1) THEN
+            RETURN true;
+        END IF;
+        IF (SELECT x.requests FROM usage_totals x
+            WHERE x.account_id = p_account AND x.period_start = p_period) >= p_limit THEN
+            RETURN false;
+        END IF;
+        RETURN convo_usage_refill(p_account, p_period, p_limit);
+    END $$;
+    "#,
 ];
 
 /// Brings the schema to the newest version under the advisory lock.
