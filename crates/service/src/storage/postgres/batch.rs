@@ -3,9 +3,11 @@
 //!
 //! A task per kind of operation gathers them from a channel. It takes the first that comes,
 //! waits for the operation under way (a batch, or one that came alone) to be written, then
-//! takes whatever else is waiting (up to `MOST`): batches form while earlier ones are being
-//! written, so under light load an operation comes alone and is answered `Alone`, and its
-//! caller runs it on its own (turn_batch.rs: a batch of one through the same functions, run
+//! takes whatever else is waiting (up to `MOST`), and, when fewer are waiting than the last
+//! batch's size leads it to expect, waits up to `LINGER` for them (`take`): batches form
+//! while earlier ones are being written and from the bursts of senders a batch answered, so
+//! under light load an operation comes alone and is answered `Alone`, and its caller runs it
+//! on its own (turn_batch.rs: a batch of one through the same functions, run
 //! again when it may not decide, which a batch does not do). The wait for the one under way
 //! is at most `STUCK`: a transaction waiting for a lock some other client holds (a session
 //! locked by an operator's open transaction) holds up no one else for longer. A batch's
@@ -31,6 +33,43 @@ const MOST: usize = 32;
 /// at a time, 3,500 with two, 3,000 with four, 2,100 unbatched; docs/perf-log.md). A batch
 /// takes a few ms; one that takes longer is waiting for something, and the next goes ahead.
 const STUCK: Duration = Duration::from_millis(50);
+
+/// How long a batch waits at most for the operations it expects (`expected`). (Tokio's timer
+/// counts whole milliseconds.)
+const LINGER: Duration = Duration::from_millis(1);
+
+/// How many operations the next batch waits for (up to `LINGER`) after one of `last`: three
+/// in four of them. Under load, operations come in bursts: the senders a batch answered send
+/// again together, and the first of a burst, finding nothing under way, would be written alone
+/// while the others waited for it, a transaction of its own before each batch (4 % of the
+/// turns on one node, 10 % on two replicas; docs/perf-log.md, "the first of a burst"). Under
+/// light load (`last` of one or two) nothing waits.
+fn expected(last: usize) -> usize {
+    last * 3 / 4
+}
+
+/// The operations of the next batch: `first`, those waiting behind it (up to `MOST`), and,
+/// while fewer than `want`, those that come within `LINGER`.
+async fn take<T>(first: T, rx: &mut mpsc::UnboundedReceiver<T>, want: usize) -> Vec<T> {
+    let mut jobs = vec![first];
+    let linger = tokio::time::sleep(LINGER);
+    tokio::pin!(linger);
+    while jobs.len() < MOST {
+        match rx.try_recv() {
+            Ok(job) => jobs.push(job),
+            Err(_) if jobs.len() < want => tokio::select! {
+                biased;
+                job = rx.recv() => match job {
+                    Some(job) => jobs.push(job),
+                    None => break,
+                },
+                _ = &mut linger => break,
+            },
+            Err(_) => break,
+        }
+    }
+    jobs
+}
 
 /// One kind of operation written in batches.
 pub(super) trait Batch: Send + Sync + 'static {
@@ -154,6 +193,7 @@ async fn gather<B: Batch>(
     counts: Arc<Counts>,
 ) {
     let mut under_way: Option<oneshot::Receiver<()>> = None;
+    let mut last = 1;
     while let Some(first) = rx.recv().await {
         if let Some(written) = under_way.take() {
             // Dropped (an error) when it is written; a timeout: it is stuck.
@@ -161,13 +201,8 @@ async fn gather<B: Batch>(
         }
         let (slot, written) = Slot::new();
         under_way = Some(written);
-        let mut jobs = vec![first];
-        while jobs.len() < MOST {
-            match rx.try_recv() {
-                Ok(job) => jobs.push(job),
-                Err(_) => break,
-            }
-        }
+        let mut jobs = take(first, &mut rx, expected(last)).await;
+        last = jobs.len();
         if jobs.len() == 1 {
             counts.alone.fetch_add(1, Relaxed);
             let job = jobs.remove(0);
@@ -230,5 +265,75 @@ fn alone<B: Batch>(counts: &Counts, jobs: Vec<Job<B>>) {
     counts.alone.fetch_add(jobs.len() as u64, Relaxed);
     for job in jobs {
         let _ = job.answer.send(Batched::Alone(job.input, None));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::time::Instant;
+
+    /// `take` of the operations sent so far on a new channel, `want` expected.
+    async fn take_of(sent: &[u32], want: usize) -> (Vec<u32>, mpsc::UnboundedSender<u32>) {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        for &n in &sent[1..] {
+            tx.send(n).unwrap();
+        }
+        (take(sent[0], &mut rx, want).await, tx)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn under_light_load_nothing_waits() {
+        let start = Instant::now();
+        assert_eq!(take_of(&[1], expected(1)).await.0, [1]);
+        assert_eq!(take_of(&[1], expected(2)).await.0, [1]);
+        assert_eq!(take_of(&[1, 2, 3], expected(1)).await.0, [1, 2, 3]);
+        assert_eq!(Instant::now(), start, "nothing waited for the timer");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_first_of_a_burst_waits_for_the_rest_of_it() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let start = Instant::now();
+        // The others come a moment after the first (while `take` waits for them).
+        let others = tokio::spawn(async move {
+            for n in 2..=8 {
+                tokio::task::yield_now().await;
+                tx.send(n).unwrap();
+            }
+            tx
+        });
+        let jobs = take(1, &mut rx, expected(8)).await;
+        assert_eq!(jobs, (1..=jobs.len() as u32).collect::<Vec<_>>());
+        assert!(jobs.len() >= expected(8), "{jobs:?}");
+        assert_eq!(Instant::now(), start, "the burst came before the timer");
+        let _tx = others.await.unwrap();
+        let rest: Vec<u32> = std::iter::from_fn(|| rx.try_recv().ok()).collect();
+        assert_eq!(jobs.len() + rest.len(), 8, "every operation once");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_smaller_than_expected_waits_no_longer_than_linger() {
+        let start = Instant::now();
+        let (jobs, _tx) = take_of(&[1, 2], expected(16)).await;
+        assert_eq!(jobs, [1, 2]);
+        let waited = Instant::now() - start;
+        assert!(waited >= LINGER && waited < LINGER * 3, "waited {waited:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_closed_channel_ends_the_wait() {
+        let start = Instant::now();
+        let (tx, mut rx) = mpsc::unbounded_channel::<u32>();
+        drop(tx);
+        assert_eq!(take(1, &mut rx, expected(16)).await, [1]);
+        assert_eq!(Instant::now(), start);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_batch_takes_at_most_most() {
+        let sent: Vec<u32> = (0..MOST as u32 + 5).collect();
+        let (jobs, _tx) = take_of(&sent, expected(MOST)).await;
+        assert_eq!(jobs, sent[..MOST]);
     }
 }
