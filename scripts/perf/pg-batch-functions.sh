@@ -37,7 +37,8 @@ cleanup() {
 trap cleanup EXIT
 
 if [[ -z ${DB:-} ]]; then
-    out=$(crates/testpg/pg-cluster.sh new $$)
+    # A kept cluster is owned by init, so that its watchdog does not remove it when this ends.
+    out=$(crates/testpg/pg-cluster.sh new "$([[ -n ${KEEP:-} ]] && echo 1 || echo $$)")
     PG=$(sed -n 's/^url=//p' <<<"$out")
     cluster=$(sed -n 's/^dir=//p' <<<"$out")
     printf 'fsync = on\nfull_page_writes = on\nsynchronous_commit = on\ntrack_functions = all\n' \
@@ -59,8 +60,6 @@ if [[ -z ${DB:-} ]]; then
     # A turn in flight when the replica stopped would make its session busy.
     psql -qAt "$DB" -c 'DELETE FROM turns'
     [[ -n ${KEEP:-} ]] && echo "# kept: DB=$DB (crates/testpg/pg-cluster.sh remove $cluster)"
-else
-    psql -qAt "$DB" -c 'SET track_functions = all' >/dev/null
 fi
 echo "# $(psql -qAt "$DB" -c "SELECT count(*) FROM sessions") sessions, $(psql -qAt "$DB" -c "SELECT count(*) FROM messages") messages; $TRANSACTIONS batches per row"
 
@@ -113,7 +112,8 @@ for row in "1 distinct" "16 distinct" "6 same"; do
     label="$1 turns of $([[ $2 == same ]] && echo one account || echo distinct accounts)"
     script "$1" "$2" >"$work/batch.sql"
     psql -qAt "$DB" -c 'VACUUM' -c 'SELECT pg_stat_reset()' >/dev/null
-    pgbench -n -M prepared -t "$TRANSACTIONS" -c 1 -f "$work/batch.sql" "$DB" >"$work/pgbench" 2>&1 \
+    PGOPTIONS='-c track_functions=all' pgbench -n -M prepared -t "$TRANSACTIONS" -c 1 \
+        -f "$work/batch.sql" "$DB" >"$work/pgbench" 2>&1 \
         || { cat "$work/pgbench" >&2; exit 1; }
     sleep 0.6 # a backend's counters reach the statistics once it is gone
     psql -qAt -F ' | ' "$DB" -c "
