@@ -349,8 +349,9 @@ async fn requests_at_the_edge_of_the_limit_over_two_pools_are_exact_and_never_fa
 /// A request refused at its limit, a send or any other, takes no lock and writes nothing once
 /// the totals show the limit (migration 13, and migration 12 for a send): both are refused
 /// while another transaction holds the account's totals row and every shard, and every row of
-/// its counters is the version it was (`xmin`). (Each refusal once locked and rewrote the 33
-/// rows, twice, so that the account's other requests waited behind a client sending on.)
+/// its counters is the version it was (`xmin`). (A refusal that ran a refill would lock and
+/// rewrite the 33 rows, and the account's other requests would wait behind a client sending
+/// on.)
 #[tokio::test]
 async fn a_request_refused_at_the_limit_takes_no_lock_and_writes_nothing() {
     let (backend, store, account) = store_with_account(Tier::Free).await;
