@@ -166,7 +166,6 @@ pub async fn ws_connect(url: &str, key: &str) -> Ws {
     ws
 }
 
-/// The next event of a WebSocket, a text frame of JSON read as `T` (pings skipped).
 /// Reads the account stream `ws` (`GET /v1/stream`) until it tells that session `sid` lost
 /// its messages (a turn rolled back): `session.deleted`, or `session.updated` with none left.
 /// Every event read, that one last; a panic when none comes within `GUARD`.
@@ -191,6 +190,7 @@ pub async fn until_session_emptied(ws: &mut Ws, sid: &str) -> Vec<AccountEvent> 
     told
 }
 
+/// The next event of a WebSocket, a text frame of JSON read as `T` (pings skipped).
 pub async fn next_json<T: serde::de::DeserializeOwned>(ws: &mut Ws) -> T {
     loop {
         let frame = tokio::time::timeout(GUARD, ws.next())

@@ -16,7 +16,9 @@ use futures_util::future::join_all;
 use tokio::task::JoinHandle;
 
 use super::backends::{Backend, TestDb};
-use super::pg_counters::{connect, period_start, send_request, store_with_account, turn, usage};
+use super::pg_counters::{
+    connect, period_start, send_request, set_requests, store_with_account, turn, usage,
+};
 
 /// How the store wrote turn starts and replies so far.
 fn batches(store: &Db) -> (BatchUse, BatchUse) {
@@ -322,14 +324,7 @@ async fn a_send_waiting_for_a_turn_in_flight_does_not_hold_up_others() {
 #[tokio::test]
 async fn at_the_limit_a_batch_runs_its_turns_alone_and_the_limit_stays_exact() {
     let (db, store, account) = store_with_account(Tier::Pro).await;
-    connect(&db)
-        .await
-        .execute(
-            "INSERT INTO usage_totals (account_id, period_start, requests) VALUES ($1, $2, 49990)",
-            &[&account.id, &period_start()],
-        )
-        .await
-        .unwrap();
+    set_requests(&db, account, 49_990).await;
     let started = start_all(&store, account, &sessions("edge", 24)).await;
     let admitted = started
         .iter()
@@ -365,18 +360,7 @@ async fn an_account_at_its_limit_is_refused_without_failing_the_batch_it_is_in()
     accounts.sort_by_key(|a| a.tier != Tier::Free);
     let (spent, other) = (accounts[0], accounts[1]);
     assert_eq!((spent.tier, other.tier), (Tier::Free, Tier::Pro));
-    connect(&backend)
-        .await
-        .execute(
-            "INSERT INTO usage_totals (account_id, period_start, requests) VALUES ($1, $2, $3)",
-            &[
-                &spent.id,
-                &period_start(),
-                &(Tier::Free.limits().requests as i64),
-            ],
-        )
-        .await
-        .unwrap();
+    set_requests(&backend, spent, Tier::Free.limits().requests as i64).await;
     let (mine, theirs) = (sessions("spent", 16), sessions("other", 16));
     let both = join_all(mine.iter().zip(&theirs).flat_map(|(m, t)| {
         [(spent, m.clone()), (other, t.clone())].map(|(account, s)| {

@@ -37,6 +37,19 @@ pub(super) async fn connect(backend: &Backend) -> tokio_postgres::Client {
     }
 }
 
+/// Writes the account's requests of this month into `usage_totals` by hand, as if that many
+/// had been counted.
+pub(super) async fn set_requests(backend: &Backend, account: Account, requests: i64) {
+    connect(backend)
+        .await
+        .execute(
+            "INSERT INTO usage_totals (account_id, period_start, requests) VALUES ($1, $2, $3)",
+            &[&account.id, &period_start(), &requests],
+        )
+        .await
+        .unwrap();
+}
+
 pub(super) fn period_start() -> i64 {
     time::billing_period(Utc::now()).0.timestamp_millis()
 }
@@ -106,14 +119,8 @@ pub(super) fn turn(account: Account, session_id: &str, id: &str) -> TurnStart {
 #[tokio::test]
 async fn a_limit_changed_between_starts_counts_exactly_from_the_first_request() {
     let (backend, store, pro) = store_with_account(Tier::Pro).await;
+    set_requests(&backend, pro, 998).await;
     let client = connect(&backend).await;
-    client
-        .execute(
-            "INSERT INTO usage_totals (account_id, period_start, requests) VALUES ($1, $2, 998)",
-            &[&pro.id, &period_start()],
-        )
-        .await
-        .unwrap();
     let count = async |account: Account| {
         store
             .count_request(RequestCount::new(account, "GET", "/test", Utc::now()))
@@ -301,14 +308,7 @@ async fn requests_at_the_edge_of_the_limit_over_two_pools_are_exact_and_never_fa
     let b = Db::open(&backend.location()).await.unwrap();
     let limit = Tier::Enterprise.limits().requests as i64;
     let left = 100;
-    connect(&backend)
-        .await
-        .execute(
-            "INSERT INTO usage_totals (account_id, period_start, requests) VALUES ($1, $2, $3)",
-            &[&account.id, &period_start(), &(limit - left)],
-        )
-        .await
-        .unwrap();
+    set_requests(&backend, account, limit - left).await;
     let stores = [std::sync::Arc::new(a), std::sync::Arc::new(b)];
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..800 {
@@ -356,13 +356,8 @@ async fn requests_at_the_edge_of_the_limit_over_two_pools_are_exact_and_never_fa
 async fn a_request_refused_at_the_limit_takes_no_lock_and_writes_nothing() {
     let (backend, store, account) = store_with_account(Tier::Free).await;
     let limit = Tier::Free.limits().requests as i64;
+    set_requests(&backend, account, limit).await;
     let db = connect(&backend).await;
-    db.execute(
-        "INSERT INTO usage_totals (account_id, period_start, requests) VALUES ($1, $2, $3)",
-        &[&account.id, &period_start(), &limit],
-    )
-    .await
-    .unwrap();
     assert_eq!(
         store.count_request(send_request(account)).await.unwrap(),
         None

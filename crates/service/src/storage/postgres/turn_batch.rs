@@ -37,7 +37,7 @@ use convo_core::admission::Admission;
 use convo_core::{TurnStart, TurnStarted};
 use convo_wire::Role;
 
-/// SQLSTATE of `convo_turn_write_n` when another transaction created the session first, or the
+/// SQLSTATE of `convo_turn_write_counted_n` when another transaction created the session first, or the
 /// account's live sessions changed past what the admission decided on.
 const RACED: &str = "CVR01";
 
@@ -244,7 +244,7 @@ pub(super) async fn write_all(
     }))
 }
 
-/// The arguments of `convo_turn_write_n`, one element per turn.
+/// The arguments of `convo_turn_write_counted_n`, one element per turn.
 #[derive(Default)]
 struct Writes<'a> {
     write: Vec<bool>,
