@@ -16,7 +16,10 @@
 # Each row ends with the 1-minute load average when its run ended. After each PostgreSQL row,
 # stderr gets how its turns were written (the replicas' `convo_db_batched_operations_total`
 # and `convo_db_batches_total`, counted from their start): turns per batch, the share that
-# ran alone (a failed batch's turns too) and the failed batches, for starts and for replies.
+# ran alone (a failed batch's turns too), the failed batches, and the share of the run a
+# replica had one under way (`convo_db_batch_busy_seconds_total` over DURATION, which is then
+# in seconds, mean of the replicas: near 100 %, that kind's writes are the bottleneck), for
+# starts and for replies.
 # PG_STATS=FILE: where PostgreSQL's CPU goes. The cluster loads pg_stat_statements (statements
 # inside the functions counted too) and counts function calls; after each PostgreSQL run FILE
 # gets, per POST, the calls and execution time of each statement and function (counted from
@@ -91,7 +94,8 @@ replica() {
 # Prints to stderr how the turns of the replicas in `metrics` were written.
 batches() {
     local m
-    for m in "${metrics[@]}"; do curl -sSf "$m"; done | awk '
+    for m in "${metrics[@]}"; do curl -sSf "$m"; done | awk -v run="${DURATION%s}" -v n="${#metrics[@]}" '
+        /^convo_db_batch_busy_seconds_total\{/ { match($0, /operation="[a-z]+"/); busy[substr($0, RSTART + 11, RLENGTH - 12)] += $NF }
         /^convo_db_batches_total\{.*outcome="written"/ { match($0, /operation="[a-z]+"/); b[substr($0, RSTART + 11, RLENGTH - 12)] += $NF }
         /^convo_db_batches_total\{.*outcome="failed"/ { match($0, /operation="[a-z]+"/); failed[substr($0, RSTART + 11, RLENGTH - 12)] += $NF }
         /^convo_db_batched_operations_total\{/ {
@@ -102,7 +106,7 @@ batches() {
             printf "#   batches:"
             for (op in in_b) {
                 all = in_b[op] + alone[op]
-                printf " %s %.1f turns each, %.1f %% alone, %d failed batches;", op, b[op] ? in_b[op] / b[op] : 0, all ? 100 * alone[op] / all : 0, failed[op]
+                printf " %s %.1f turns each, %.1f %% alone, %d failed batches, under way %.0f %% of the run;", op, b[op] ? in_b[op] / b[op] : 0, all ? 100 * alone[op] / all : 0, failed[op], 100 * busy[op] / n / run
             }
             printf "\n"
         }' >&2

@@ -207,9 +207,18 @@ async fn the_alert_rules_and_the_dashboard_name_only_exposed_metrics() {
         "convo_db_pool_waiting",
         "convo_db_batches_total",
         "convo_db_batched_operations_total",
+        "convo_db_batch_busy_seconds_total",
     ] {
         assert!(exposed.contains(name), "{name} in {exposed:?}");
     }
+    // The send's start was under way for the time of its write.
+    let busy: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix(r#"convo_db_batch_busy_seconds_total{operation="start"} "#))
+        .expect("the starts' busy time")
+        .parse()
+        .expect("a number");
+    assert!(busy > 0.0, "{busy}");
 
     let docs = yaml_rust2::YamlLoader::load_from_str(ALERTS).expect("the rules are YAML");
     let groups = docs[0]["groups"].as_vec().expect("`groups`");

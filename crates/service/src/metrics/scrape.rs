@@ -75,6 +75,11 @@ struct BatchLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OperationLabel {
+    operation: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct AccountLabel {
     account: String,
 }
@@ -290,6 +295,21 @@ impl Collector for Scraped {
                 "convo_db_batched_operations",
                 "Turn starts and replies written in a batch, or alone (one per transaction)",
                 &[start_ops, reply_ops].concat(),
+            )?;
+            counters(
+                &mut e,
+                "convo_db_batch_busy_seconds",
+                "Seconds a batch of turn starts or replies (or one that came alone) was under way, by operation; one at a time, so a rate near 1 means the replica's writes of that kind are saturated",
+                &[
+                    (
+                        OperationLabel { operation: "start" },
+                        pool.starts.busy.as_secs_f64(),
+                    ),
+                    (
+                        OperationLabel { operation: "reply" },
+                        pool.replies.busy.as_secs_f64(),
+                    ),
+                ],
             )?;
         }
         gauge(

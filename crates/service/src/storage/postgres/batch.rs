@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use deadpool_postgres::{Object, Pool};
 use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
 
 use crate::error::StoreError;
 
@@ -101,16 +102,30 @@ pub(super) enum Batched<I, O> {
 }
 
 /// The place of the operation under way: the next batch waits until it is dropped (or for
-/// `STUCK`).
+/// `STUCK`). The time it is held is the writer's busy time (`BatchUse::busy`).
 pub(super) struct Slot {
     /// Dropped with the slot, which the receiver sees as the operation written.
     _written: oneshot::Sender<()>,
+    since: Instant,
+    counts: Arc<Counts>,
 }
 
 impl Slot {
-    fn new() -> (Slot, oneshot::Receiver<()>) {
+    fn new(counts: &Arc<Counts>) -> (Slot, oneshot::Receiver<()>) {
         let (written, rx) = oneshot::channel();
-        (Slot { _written: written }, rx)
+        let slot = Slot {
+            _written: written,
+            since: Instant::now(),
+            counts: Arc::clone(counts),
+        };
+        (slot, rx)
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let held = u64::try_from(self.since.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.counts.busy_micros.fetch_add(held, Relaxed);
     }
 }
 
@@ -129,6 +144,10 @@ pub struct BatchUse {
     pub failed: u64,
     /// Operations answered `Alone`: they came alone, their batch failed, or it left them.
     pub alone: u64,
+    /// How long an operation was under way (a batch, or one that came alone, from its taking
+    /// to its end): one at a time, so a rate near one second per second means this kind's
+    /// writes are what the replica's operations of this kind wait for.
+    pub busy: Duration,
 }
 
 #[derive(Debug, Default)]
@@ -137,6 +156,7 @@ struct Counts {
     batched: AtomicU64,
     failed: AtomicU64,
     alone: AtomicU64,
+    busy_micros: AtomicU64,
 }
 
 /// The sending end: cheap to clone. The gathering task ends when every clone is dropped.
@@ -171,6 +191,7 @@ impl<B: Batch> Batcher<B> {
             batched: c.batched.load(Relaxed),
             failed: c.failed.load(Relaxed),
             alone: c.alone.load(Relaxed),
+            busy: Duration::from_micros(c.busy_micros.load(Relaxed)),
         }
     }
 
@@ -199,9 +220,9 @@ async fn gather<B: Batch>(
             // Dropped (an error) when it is written; a timeout: it is stuck.
             let _ = tokio::time::timeout(STUCK, written).await;
         }
-        let (slot, written) = Slot::new();
-        under_way = Some(written);
         let mut jobs = take(first, &mut rx, expected(last)).await;
+        let (slot, written) = Slot::new(&counts);
+        under_way = Some(written);
         last = jobs.len();
         if jobs.len() == 1 {
             counts.alone.fetch_add(1, Relaxed);
@@ -271,7 +292,7 @@ fn alone<B: Batch>(counts: &Counts, jobs: Vec<Job<B>>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::time::Instant;
+    use tokio::sync::oneshot::error::TryRecvError;
 
     /// `take` of the operations sent so far on a new channel, `want` expected.
     async fn take_of(sent: &[u32], want: usize) -> (Vec<u32>, mpsc::UnboundedSender<u32>) {
@@ -328,6 +349,28 @@ mod tests {
         drop(tx);
         assert_eq!(take(1, &mut rx, expected(16)).await, [1]);
         assert_eq!(Instant::now(), start);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_time_a_slot_is_held_is_the_busy_time() {
+        let counts = Arc::new(Counts::default());
+        let (slot, mut written) = Slot::new(&counts);
+        tokio::time::advance(Duration::from_millis(7)).await;
+        assert_eq!(
+            written.try_recv(),
+            Err(TryRecvError::Empty),
+            "under way while held"
+        );
+        drop(slot);
+        assert_eq!(
+            written.try_recv(),
+            Err(TryRecvError::Closed),
+            "written once dropped"
+        );
+        let (slot, _written) = Slot::new(&counts);
+        tokio::time::advance(Duration::from_millis(3)).await;
+        drop(slot);
+        assert_eq!(counts.busy_micros.load(Relaxed), 10_000);
     }
 
     #[tokio::test(start_paused = true)]
