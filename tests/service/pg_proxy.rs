@@ -1,7 +1,9 @@
 //! A TCP proxy between a service and the tests' PostgreSQL that a test can **cut** (every open
 //! connection closed with a reset, new ones refused: PostgreSQL restarting, a network cut) or
 //! **hold** (no byte passes on any connection, new ones are accepted and held: a network
-//! that swallows everything), then **restore** (held connections go on; new ones pass).
+//! that swallows everything) or **hold the replies** (what the service sends reaches the server,
+//! nothing comes back: a network that dies after a request went through), then **restore**
+//! (held connections go on; new ones pass).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -19,6 +21,16 @@ enum Mode {
     Pass,
     Cut,
     Hold,
+    HoldReplies,
+}
+
+/// Which way a pump carries bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Way {
+    /// From the service to the server.
+    Up,
+    /// From the server to the service.
+    Down,
 }
 
 pub struct PgProxy {
@@ -88,6 +100,12 @@ impl PgProxy {
         self.mode.send_replace(Mode::Hold);
     }
 
+    /// Stops every byte from the server to the service (new connections are held whole), until
+    /// `restore`; what the service sends still reaches the server.
+    pub fn hold_replies(&self) {
+        self.mode.send_replace(Mode::HoldReplies);
+    }
+
     /// Passes bytes again: held connections go on, new ones are forwarded.
     pub fn restore(&self) {
         self.mode.send_replace(Mode::Pass);
@@ -103,10 +121,11 @@ impl Drop for PgProxy {
     }
 }
 
-/// Waits while the proxy holds; false when it cuts.
-async fn passing(mode: &mut watch::Receiver<Mode>) -> bool {
-    match mode.wait_for(|m| *m != Mode::Hold).await {
-        Ok(m) => *m == Mode::Pass,
+/// Waits while the proxy holds bytes going `way`; false when it cuts.
+async fn passing(mode: &mut watch::Receiver<Mode>, way: Way) -> bool {
+    let held = |m: &Mode| *m == Mode::Hold || (*m == Mode::HoldReplies && way == Way::Down);
+    match mode.wait_for(|m| !held(m)).await {
+        Ok(m) => *m != Mode::Cut,
         Err(_) => false,
     }
 }
@@ -114,7 +133,7 @@ async fn passing(mode: &mut watch::Receiver<Mode>) -> bool {
 async fn relay(client: TcpStream, upstream: SocketAddr, mut mode: watch::Receiver<Mode>) {
     // Closed with a reset, whoever ends it.
     let _ = client.set_zero_linger();
-    if !passing(&mut mode).await {
+    if !passing(&mut mode, Way::Down).await {
         return;
     }
     let Ok(server) = TcpStream::connect(upstream).await else {
@@ -123,8 +142,8 @@ async fn relay(client: TcpStream, upstream: SocketAddr, mut mode: watch::Receive
     let _ = server.set_zero_linger();
     let (client_read, client_write) = client.into_split();
     let (server_read, server_write) = server.into_split();
-    let up = pump(client_read, server_write, mode.clone());
-    let down = pump(server_read, client_write, mode);
+    let up = pump(client_read, server_write, mode.clone(), Way::Up);
+    let down = pump(server_read, client_write, mode, Way::Down);
     tokio::select! {
         _ = up => {}
         _ = down => {}
@@ -135,6 +154,7 @@ async fn pump(
     mut from: tokio::net::tcp::OwnedReadHalf,
     mut to: tokio::net::tcp::OwnedWriteHalf,
     mut mode: watch::Receiver<Mode>,
+    way: Way,
 ) {
     let mut buf = vec![0u8; 16 * 1024];
     loop {
@@ -146,7 +166,7 @@ async fn pump(
             // A cut ends the connection even while nothing is read.
             _ = mode.wait_for(|m| *m == Mode::Cut) => return,
         };
-        if !passing(&mut mode).await {
+        if !passing(&mut mode, way).await {
             return;
         }
         if to.write_all(&buf[..n]).await.is_err() {

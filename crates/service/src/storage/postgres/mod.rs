@@ -47,6 +47,30 @@ pub const VACUUM_DELAY: Duration = Duration::from_secs(1);
 /// deleted when the turn ends or its session is deleted).
 pub const VACUUMED_TABLES: &str = "messages, idempotency_keys, turns";
 
+/// How long the server keeps a transaction of a replica's open while it waits for the
+/// replica's next statement (`idle_in_transaction_session_timeout`, set on every connection).
+/// A replica sends a transaction's statements back to back (between two round trips at most a
+/// decision in Rust), so one that waits this long has lost its replica: a host gone from the
+/// network mid-transaction, whose connection the server would otherwise keep until TCP gives
+/// up (hours), with the locks of the sessions it was writing. The server ends it and the
+/// other replicas get the sessions. An operator's `options=-c
+/// idle_in_transaction_session_timeout=…` in the URL comes after, and wins.
+pub const IDLE_IN_TRANSACTION: Duration = Duration::from_secs(10);
+
+/// `config` with the server-side limits of a replica's connections (`IDLE_IN_TRANSACTION`)
+/// before the URL's own `options`.
+fn with_limits(mut config: tokio_postgres::Config) -> tokio_postgres::Config {
+    let mut options = format!(
+        "-c idle_in_transaction_session_timeout={}",
+        IDLE_IN_TRANSACTION.as_millis()
+    );
+    if let Some(own) = config.get_options() {
+        options = format!("{options} {own}");
+    }
+    config.options(&options);
+    config
+}
+
 /// Handle to the database; cheap to clone.
 #[derive(Clone)]
 pub struct PgStore {
@@ -77,9 +101,10 @@ type Tx<'a> = deadpool_postgres::Transaction<'a>;
 impl PgStore {
     /// Connects, migrates (once across replicas) and starts the vacuum task.
     pub async fn open(url: &str) -> Result<PgStore, StoreError> {
-        let config: tokio_postgres::Config = url
-            .parse()
-            .map_err(|e| StoreError::Config(format!("not a PostgreSQL URL ({e})")))?;
+        let config = with_limits(
+            url.parse()
+                .map_err(|e| StoreError::Config(format!("not a PostgreSQL URL ({e})")))?,
+        );
         let manager = Manager::from_config(
             config.clone(),
             NoTls,
@@ -835,5 +860,31 @@ impl Storage for PgStore {
         }
         self.pool.close();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_urls_own_options_come_after_the_replicas_limits() {
+        let plain = with_limits("postgres://u@h/db".parse().unwrap());
+        assert_eq!(
+            plain.get_options(),
+            Some("-c idle_in_transaction_session_timeout=10000")
+        );
+        let own = with_limits(
+            "postgres://u@h/db?options=-c%20idle_in_transaction_session_timeout%3D0"
+                .parse()
+                .unwrap(),
+        );
+        assert_eq!(
+            own.get_options(),
+            Some(
+                "-c idle_in_transaction_session_timeout=10000 -c idle_in_transaction_session_timeout=0"
+            ),
+            "the operator's setting comes last, and wins"
+        );
     }
 }
