@@ -14,6 +14,10 @@
 # and of 6 turns of one account (the one-key benchmark's). A row's first-call costs and its
 # per-turn costs separate by comparing 1 with 16.
 #
+# CYCLE=1 compares instead a replica's cycle of batches (the replies of one batch, the start of
+# the next) committed in two transactions, as a replica writes them, with the same statements
+# in one transaction: ms per cycle, the statements' latencies summed (docs/perf-log.md, 27 Nov).
+#
 # To try a changed function without a migration: create it under another name in the
 # database the script leaves (KEEP=1 keeps the cluster and prints its URL) and run again
 # with FACTS=name, WRITE=name or COMPLETE=name (same arguments as the function it stands
@@ -63,21 +67,24 @@ if [[ -z ${DB:-} ]]; then
 fi
 echo "# $(psql -qAt "$DB" -c "SELECT count(*) FROM sessions") sessions, $(psql -qAt "$DB" -c "SELECT count(*) FROM messages") messages; $TRANSACTIONS batches per row"
 
-# The pgbench script of a batch of $1 turns: `same` (one account's sessions) or `distinct`.
-script() {
-    local n=$1 pick
+# The pgbench statement choosing a batch of $1 turns, `same` (one account's sessions) or
+# `distinct`, into the variables s, a, m, r (arrays as text), n and now; with $3 = free, only
+# sessions without a turn in flight.
+pick() {
+    local n=$1 free=""
+    [[ ${3:-} == free ]] && free="AND id NOT IN (SELECT session_id FROM turns)"
+    local sessions
     if [[ $2 == same ]]; then
-        pick="SELECT id, account_id FROM sessions WHERE deleted_at IS NULL AND account_id = (
+        sessions="SELECT id, account_id FROM sessions WHERE deleted_at IS NULL $free AND account_id = (
                   SELECT account_id FROM sessions GROUP BY 1 HAVING count(*) >= $n
                   ORDER BY md5(account_id::text || :seed) LIMIT 1)
               ORDER BY md5(id || :seed) LIMIT $n"
     else
-        pick="SELECT DISTINCT ON (account_id) id, account_id FROM (
-                  SELECT id, account_id FROM sessions WHERE deleted_at IS NULL
+        sessions="SELECT DISTINCT ON (account_id) id, account_id FROM (
+                  SELECT id, account_id FROM sessions WHERE deleted_at IS NULL $free
                   ORDER BY md5(id || :seed) LIMIT $((n * 3))) z
               ORDER BY account_id LIMIT $n"
     fi
-    local each="ARRAY[:n::int]" now=":now::bigint" period="convo_period_start(:now::bigint)"
     cat <<SQL
 \set seed random(1, 100000000)
 SELECT array_agg(id ORDER BY account_id, id)::text AS s,
@@ -85,8 +92,14 @@ SELECT array_agg(id ORDER BY account_id, id)::text AS s,
        array_agg('m' || md5(random()::text) ORDER BY account_id, id)::text AS m,
        array_agg('r' || md5(random()::text) ORDER BY account_id, id)::text AS r,
        count(*) AS n, (extract(epoch FROM now()) * 1000)::bigint AS now
-FROM ($pick) x \gset
-BEGIN;
+FROM ($sessions) x \gset
+SQL
+}
+
+# The start of a batch (its facts, then its writes) of the picked turns.
+start() {
+    local each="ARRAY[:n::int]" now=":now::bigint" period="convo_period_start(:now::bigint)"
+    cat <<SQL
 SELECT count(*) FROM $FACTS(:a::bigint[], :s::text[], array_fill(NULL::text, $each), 0,
     array_fill($period, $each));
 SELECT $WRITE(array_fill(true, $each), :a::bigint[], :s::text[], array_fill(false, $each),
@@ -96,14 +109,68 @@ SELECT $WRITE(array_fill(true, $each), :a::bigint[], :s::text[], array_fill(fals
     array_fill(12::bigint, $each), array_fill(NULL::text, $each), array_fill(NULL::text, $each),
     array_fill(NULL::int, $each), array_fill(NULL::text, $each), 'pgbench', :r::text[],
     array_fill($period, $each), array_fill(1000000::bigint, $each));
-SELECT $COMPLETE(:a::bigint[], :s::text[], :r::text[], 'assistant',
+SQL
+}
+
+# The replies of a batch whose variables are those of pick with the prefix $1 ("" or "p").
+complete() {
+    local p=$1 each="ARRAY[:${1}n::int]" now=":now::bigint"
+    cat <<SQL
+SELECT $COMPLETE(:${p}a::bigint[], :${p}s::text[], :${p}r::text[], 'assistant',
     array_fill('A reply of some words, as the builtin engine writes it.'::text, $each),
     array_fill(14::bigint, $each), array_fill($now, $each), array_fill(NULL::text, $each),
     array_fill(NULL::int, $each), array_fill(NULL::text, $each), array_fill($now, $each),
     array_fill('stop'::text, $each));
-ROLLBACK;
 SQL
 }
+
+# The pgbench script of a batch of $1 turns ($2 as for pick): its start and its replies in a
+# transaction that is rolled back.
+script() {
+    pick "$1" "$2"
+    echo 'BEGIN;'
+    start
+    complete ""
+    echo 'ROLLBACK;'
+}
+
+# CYCLE=1: a cycle of a replica's batches, the replies of the batch before and the start of a
+# new one, committed, in two transactions (`two`: the start, then the replies, as a replica
+# writes them) or in one (`one`), batches of $2 turns ($3 as for pick).
+cycle_script() {
+    pick "$2" "$3" free
+    if [[ $1 == one ]]; then
+        echo 'BEGIN;'; complete p; start; echo 'COMMIT;'
+    else
+        echo 'BEGIN;'; start; echo 'COMMIT;'; complete p
+    fi
+    echo 'SELECT :s::text AS ps, :a::text AS pa, :r::text AS pr, :n AS pn \gset'
+}
+
+if [[ -n ${CYCLE:-} ]]; then
+    # Committed batches (synchronous_commit off, so that the WAL flush does not count), one
+    # client: the latency pgbench gives each statement of the transactions, summed.
+    echo "| batch | cycle in two transactions (ms) | in one (ms) |"
+    echo "|---|---|---|"
+    for row in "1 distinct" "16 distinct" "6 same"; do
+        set -- $row
+        label="$1 turns of $([[ $2 == same ]] && echo one account || echo distinct accounts)"
+        cells=()
+        for way in two one; do
+            cycle_script "$way" "$1" "$2" >"$work/cycle.sql"
+            psql -qAt "$DB" -c 'VACUUM' >/dev/null
+            PGOPTIONS='-c synchronous_commit=off' pgbench -n -M prepared -r -t "$TRANSACTIONS" \
+                -c 1 -D ps='{}' -D pa='{}' -D pr='{}' -D pn=0 -f "$work/cycle.sql" "$DB" \
+                >"$work/pgbench" 2>&1 || { cat "$work/pgbench" >&2; exit 1; }
+            cells+=("$(awk '/^ +[0-9.]+ +[0-9]+ +(BEGIN|COMMIT|SELECT count|SELECT convo)/ { t += $1 }
+                          END { printf "%.2f", t }' "$work/pgbench")")
+            # The last batch's turns stay in flight otherwise.
+            psql -qAt "$DB" -c 'DELETE FROM turns' >/dev/null
+        done
+        echo "| $label | ${cells[0]} | ${cells[1]} |"
+    done
+    exit 0
+fi
 
 echo "| batch | function | µs per call (self) | µs per call (total) |"
 echo "|---|---|---|---|"

@@ -299,7 +299,7 @@ impl Collector for Scraped {
             counters(
                 &mut e,
                 "convo_db_batch_busy_seconds",
-                "Seconds a batch of turn starts or replies (or one that came alone) was under way, by operation; one at a time, so a rate near 1 means the replica's writes of that kind are saturated",
+                "Seconds a batch of turn starts or replies (or one that came alone) was under way, by operation; one at a time, so its rate is the share of time that kind's writer was busy (near 1: its batches run back to back)",
                 &[
                     (
                         OperationLabel { operation: "start" },

@@ -145,8 +145,8 @@ pub struct BatchUse {
     /// Operations answered `Alone`: they came alone, their batch failed, or it left them.
     pub alone: u64,
     /// How long an operation was under way (a batch, or one that came alone, from its taking
-    /// to its end): one at a time, so a rate near one second per second means this kind's
-    /// writes are what the replica's operations of this kind wait for.
+    /// to its end): one at a time, so its rate is the share of time this kind's writer was
+    /// busy (near 1: its batches run back to back).
     pub busy: Duration,
 }
 
