@@ -65,8 +65,8 @@ async fn a_replica_lost_mid_transaction_does_not_keep_its_session_locked() {
     .expect("b's send waited for the lost transaction's lock (hang guard)");
     assert_eq!(status, StatusCode::OK, "{body}");
 
-    // The network comes back: a's send ends (its connection was ended by the server: 500, as
-    // for any connection lost mid-request), and its message is stored once if it was answered
+    // The network comes back: a's send ends (its connection was ended by the server: 503
+    // `unavailable`, as for any connection lost mid-request), and its message is stored once if it was answered
     // 200, not at all otherwise.
     proxy.restore();
     let (a, (a_status, a_body)) = tokio::time::timeout(GUARD, lost)

@@ -1,9 +1,10 @@
 //! PostgreSQL going away under a running service, for real: the test's own private cluster
 //! (`convo_testpg::Cluster`) is stopped, started again and restarted while the service runs.
-//! A message posted while the database is down gets a 500 `internal` error and leaves nothing
-//! behind; once PostgreSQL is back the same service takes messages again, with no restart of
+//! A message posted while the database is down gets a 503 `unavailable` error with
+//! `Retry-After` and leaves nothing behind; once PostgreSQL is back the same service takes messages again, with no restart of
 //! its own. It never runs against a shared server (`CONVO_TEST_PG`): it is skipped there.
 
+use convo_service::error::UNAVAILABLE_RETRY_AFTER;
 use convo_service::{DbLocation, ServiceConfig};
 use convo_testpg::Cluster;
 use reqwest::StatusCode;
@@ -46,13 +47,24 @@ async fn the_service_fails_cleanly_while_postgres_is_down_and_recovers_when_it_i
     tokio::task::block_in_place(|| cluster.stop());
     for _ in 0..2 {
         let (status, body) = post(&svc, &sid, "during the outage").await;
-        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
-        assert_eq!(body["error"]["code"], "internal", "{body}");
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+        assert_eq!(body["error"]["code"], "unavailable", "{body}");
     }
-    let (status, body) = tokio::time::timeout(GUARD, svc.get("/v1/sessions"))
-        .await
-        .expect("an answer in time");
-    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
+    let resp = tokio::time::timeout(
+        GUARD,
+        svc.http
+            .get(svc.url("/v1/sessions"))
+            .bearer_auth(&svc.key)
+            .send(),
+    )
+    .await
+    .expect("an answer in time")
+    .expect("request");
+    assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(
+        resp.headers()[reqwest::header::RETRY_AFTER],
+        UNAVAILABLE_RETRY_AFTER.to_string()
+    );
 
     // Back on the same port with the same data: the next message goes through.
     tokio::task::block_in_place(|| cluster.start());

@@ -122,12 +122,32 @@ impl HttpError {
             "internal error; see the service log",
         )
     }
+
+    /// 503 `unavailable` with `Retry-After`: the database could not serve the request now
+    /// (`StoreError::is_unavailable`); the same request may succeed in a moment.
+    pub fn unavailable() -> Self {
+        let mut e = Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "the service's database is unavailable for now; try again in a moment",
+        );
+        e.retry_after = Some(UNAVAILABLE_RETRY_AFTER);
+        e
+    }
 }
+
+/// `Retry-After` of a 503 `unavailable`, in seconds: about what a PostgreSQL restart takes.
+pub const UNAVAILABLE_RETRY_AFTER: u64 = 2;
 
 impl From<StoreError> for HttpError {
     fn from(e: StoreError) -> Self {
-        tracing::error!(error = %e, "storage failure");
-        HttpError::internal()
+        if e.is_unavailable() {
+            tracing::warn!(error = %e, "the database is unavailable");
+            HttpError::unavailable()
+        } else {
+            tracing::error!(error = %e, "storage failure");
+            HttpError::internal()
+        }
     }
 }
 
@@ -147,7 +167,8 @@ impl IntoResponse for HttpError {
     }
 }
 
-/// A failure of the storage layer (never shown to clients beyond `internal`).
+/// A failure of the storage layer (never shown to clients beyond `internal`, or `unavailable`
+/// when `is_unavailable`).
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error(transparent)]
@@ -180,4 +201,89 @@ fn with_sources(e: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+impl StoreError {
+    /// Whether PostgreSQL could not serve the operation now, though the same operation may
+    /// succeed in a moment: the connection was lost or could not be made, the pool had none
+    /// free in time, the server is shutting down or starting, a lock was not granted within
+    /// `lock_timeout` (storage/postgres/mod.rs, `LOCK_WAIT`), a deadlock or serialization
+    /// failure. (SQLite's store is a file of this process's own.) Answered 503 `unavailable`
+    /// (docs/design.md, "HTTP"); every other store error is a 500 `internal`.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            StoreError::Postgres(e) => postgres_unavailable(e),
+            StoreError::Pool(deadpool_postgres::PoolError::Backend(e)) => postgres_unavailable(e),
+            StoreError::Pool(
+                deadpool_postgres::PoolError::Timeout(_) | deadpool_postgres::PoolError::Closed,
+            ) => true,
+            _ => false,
+        }
+    }
+}
+
+fn postgres_unavailable(e: &tokio_postgres::Error) -> bool {
+    use tokio_postgres::error::SqlState;
+    match e.code() {
+        Some(code) => {
+            code.code().starts_with("08")
+                || [
+                    SqlState::ADMIN_SHUTDOWN,
+                    SqlState::CRASH_SHUTDOWN,
+                    SqlState::CANNOT_CONNECT_NOW,
+                    SqlState::TOO_MANY_CONNECTIONS,
+                    SqlState::LOCK_NOT_AVAILABLE,
+                    SqlState::T_R_SERIALIZATION_FAILURE,
+                    SqlState::T_R_DEADLOCK_DETECTED,
+                    SqlState::IDLE_IN_TRANSACTION_SESSION_TIMEOUT,
+                    SqlState::QUERY_CANCELED,
+                ]
+                .contains(code)
+        }
+        // No answer from the server: the connection closed, or its socket failed.
+        None => e.is_closed() || io_source(e),
+    }
+}
+
+fn io_source(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut source = e.source();
+    while let Some(cause) = source {
+        if cause.is::<std::io::Error>() {
+            return true;
+        }
+        source = cause.source();
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use deadpool_postgres::{PoolError, TimeoutType};
+
+    #[test]
+    fn a_database_that_cannot_serve_now_is_503_with_retry_after_and_the_rest_500() {
+        for unavailable in [
+            StoreError::Pool(PoolError::Timeout(TimeoutType::Wait)),
+            StoreError::Pool(PoolError::Timeout(TimeoutType::Create)),
+            StoreError::Pool(PoolError::Closed),
+        ] {
+            assert!(unavailable.is_unavailable(), "{unavailable}");
+            let e = HttpError::from(unavailable);
+            assert_eq!(e.status, StatusCode::SERVICE_UNAVAILABLE);
+            assert_eq!(e.body.code, "unavailable");
+            assert_eq!(e.retry_after, Some(UNAVAILABLE_RETRY_AFTER));
+        }
+        for failed in [
+            StoreError::Corrupt("a role".into()),
+            StoreError::Commit("rolled back by another replica".into()),
+            StoreError::Config("not a URL".into()),
+            StoreError::Sqlite(rusqlite::Error::QueryReturnedNoRows),
+        ] {
+            assert!(!failed.is_unavailable(), "{failed}");
+            let e = HttpError::from(failed);
+            assert_eq!(e.status, StatusCode::INTERNAL_SERVER_ERROR);
+            assert_eq!(e.retry_after, None);
+        }
+    }
 }

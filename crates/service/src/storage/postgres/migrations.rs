@@ -3,11 +3,12 @@
 //! run in one transaction that first takes a transaction-level advisory lock, so a second
 //! replica waits, then finds the version current and does nothing.
 
-use deadpool_postgres::Client;
+use deadpool_postgres::{Client, Transaction};
 
 use crate::error::StoreError;
 
-/// Key of the advisory lock taken by migrations and by `ensure_keys` ("convo" in ASCII).
+/// Key of the advisory lock taken by migrations and by `ensure_keys` ("convo" in ASCII;
+/// `lock_schema`).
 pub const SCHEMA_LOCK: i64 = 0x0063_6f6e_766f;
 
 /// Migration N (1-based) is `MIGRATIONS[N - 1]`. Never edit one that has shipped; append.
@@ -1144,11 +1145,20 @@ const MIGRATIONS: &[&str] = &[
     "#,
 ];
 
+/// Takes the advisory lock of `SCHEMA_LOCK` for the rest of `tx`, and lifts `LOCK_WAIT`
+/// (mod.rs) for it: another replica may be migrating, and a migration waits for the tables'
+/// users, as long as that takes.
+pub(super) async fn lock_schema(tx: &Transaction<'_>) -> Result<(), StoreError> {
+    tx.batch_execute("SET LOCAL lock_timeout = 0").await?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])
+        .await?;
+    Ok(())
+}
+
 /// Brings the schema to the newest version under the advisory lock.
 pub async fn migrate(client: &mut Client) -> Result<(), StoreError> {
     let tx = client.transaction().await?;
-    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])
-        .await?;
+    lock_schema(&tx).await?;
     tx.batch_execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
         .await?;
     let version: i32 = match tx

@@ -57,12 +57,23 @@ pub const VACUUMED_TABLES: &str = "messages, idempotency_keys, turns";
 /// idle_in_transaction_session_timeout=…` in the URL comes after, and wins.
 pub const IDLE_IN_TRANSACTION: Duration = Duration::from_secs(10);
 
-/// `config` with the server-side limits of a replica's connections (`IDLE_IN_TRANSACTION`)
-/// before the URL's own `options`.
+/// How long a replica's statement waits for a lock (`lock_timeout`, set on every connection;
+/// the migration waits as long as it takes). The replicas hold their locks for a few round
+/// trips, and a lost replica's for `IDLE_IN_TRANSACTION` at most, less than this; a lock held
+/// longer is some other client's (an operator's open transaction, a `VACUUM FULL`, a
+/// migration under way), and the request waiting for it is answered 503 `unavailable` with
+/// `Retry-After` (`StoreError::is_unavailable`) instead of holding its connection until the
+/// lock goes. A turn of a batch that failed so runs again alone (batch.rs), so the others are
+/// written and the one on the locked row waits once more. The URL's `options` win here too.
+pub const LOCK_WAIT: Duration = Duration::from_secs(15);
+
+/// `config` with the server-side limits of a replica's connections (`IDLE_IN_TRANSACTION`,
+/// `LOCK_WAIT`) before the URL's own `options`.
 fn with_limits(mut config: tokio_postgres::Config) -> tokio_postgres::Config {
     let mut options = format!(
-        "-c idle_in_transaction_session_timeout={}",
-        IDLE_IN_TRANSACTION.as_millis()
+        "-c idle_in_transaction_session_timeout={} -c lock_timeout={}",
+        IDLE_IN_TRANSACTION.as_millis(),
+        LOCK_WAIT.as_millis()
     );
     if let Some(own) = config.get_options() {
         options = format!("{options} {own}");
@@ -204,10 +215,7 @@ async fn vacuum_after_deletes(pool: Pool, wake: Arc<Notify>) {
         wake.notified().await;
         tokio::time::sleep(VACUUM_DELAY).await;
         let result = match pool.get().await {
-            Ok(client) => client
-                .batch_execute(&format!("VACUUM {VACUUMED_TABLES}"))
-                .await
-                .map_err(StoreError::from),
+            Ok(client) => vacuum(&client).await,
             Err(e) => Err(StoreError::from(e)),
         };
         match result {
@@ -215,6 +223,18 @@ async fn vacuum_after_deletes(pool: Pool, wake: Arc<Notify>) {
             Err(e) => tracing::warn!(error = %e, "vacuum after deletions failed"),
         }
     }
+}
+
+/// `VACUUM` of `VACUUMED_TABLES`, waiting as long as it takes for another replica's vacuum of
+/// them (whose snapshot may predate this replica's deletions): no `LOCK_WAIT`. (`VACUUM` runs
+/// outside a transaction, so the setting is the session's until reset.)
+async fn vacuum(client: &deadpool_postgres::Object) -> Result<(), StoreError> {
+    client.batch_execute("SET lock_timeout = 0").await?;
+    let vacuumed = client
+        .batch_execute(&format!("VACUUM {VACUUMED_TABLES}"))
+        .await;
+    client.batch_execute("RESET lock_timeout").await?;
+    Ok(vacuumed?)
 }
 
 /// The session's state, locking its row for the rest of the transaction.
@@ -269,11 +289,7 @@ impl Storage for PgStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         // Replicas starting together with the same keys make each account once.
-        tx.execute(
-            "SELECT pg_advisory_xact_lock($1)",
-            &[&migrations::SCHEMA_LOCK],
-        )
-        .await?;
+        migrations::lock_schema(&tx).await?;
         let mut accounts = HashMap::new();
         for (key, tier) in &keys {
             let hash = hash_key(key);
@@ -872,7 +888,7 @@ mod tests {
         let plain = with_limits("postgres://u@h/db".parse().unwrap());
         assert_eq!(
             plain.get_options(),
-            Some("-c idle_in_transaction_session_timeout=10000")
+            Some("-c idle_in_transaction_session_timeout=10000 -c lock_timeout=15000")
         );
         let own = with_limits(
             "postgres://u@h/db?options=-c%20idle_in_transaction_session_timeout%3D0"
@@ -882,7 +898,8 @@ mod tests {
         assert_eq!(
             own.get_options(),
             Some(
-                "-c idle_in_transaction_session_timeout=10000 -c idle_in_transaction_session_timeout=0"
+                "-c idle_in_transaction_session_timeout=10000 -c lock_timeout=15000 \
+                 -c idle_in_transaction_session_timeout=0"
             ),
             "the operator's setting comes last, and wins"
         );
