@@ -58,14 +58,16 @@ pub const VACUUMED_TABLES: &str = "messages, idempotency_keys, turns";
 pub const IDLE_IN_TRANSACTION: Duration = Duration::from_secs(10);
 
 /// How long a replica's statement waits for a lock (`lock_timeout`, set on every connection;
-/// the migration waits as long as it takes). The replicas hold their locks for a few round
-/// trips, and a lost replica's for `IDLE_IN_TRANSACTION` at most, less than this; a lock held
-/// longer is some other client's (an operator's open transaction, a `VACUUM FULL`, a
-/// migration under way), and the request waiting for it is answered 503 `unavailable` with
-/// `Retry-After` (`StoreError::is_unavailable`) instead of holding its connection until the
-/// lock goes. A turn of a batch that failed so runs again alone (batch.rs), so the others are
-/// written and the one on the locked row waits once more. The URL's `options` win here too.
-pub const LOCK_WAIT: Duration = Duration::from_secs(15);
+/// the migration and the vacuum wait as long as it takes). The replicas hold their locks for a
+/// few round trips, a lost replica's for `IDLE_IN_TRANSACTION` at most; a lock held longer is
+/// some other client's (an operator's open transaction, a `VACUUM FULL`, an `ALTER TABLE`),
+/// and the request waiting for it is answered 503 `unavailable` with `Retry-After`
+/// (`StoreError::is_unavailable`) instead of holding its pooled connection until the lock
+/// goes. A turn of a batch that failed so runs again alone (batch.rs): the others are written,
+/// and the one on the locked row waits once more, twice this in all, within the client's
+/// 30 s request timeout (docs/client.md); by then a lost replica's locks are gone. The URL's
+/// `options` win here too.
+pub const LOCK_WAIT: Duration = Duration::from_secs(10);
 
 /// `config` with the server-side limits of a replica's connections (`IDLE_IN_TRANSACTION`,
 /// `LOCK_WAIT`) before the URL's own `options`.
@@ -888,7 +890,7 @@ mod tests {
         let plain = with_limits("postgres://u@h/db".parse().unwrap());
         assert_eq!(
             plain.get_options(),
-            Some("-c idle_in_transaction_session_timeout=10000 -c lock_timeout=15000")
+            Some("-c idle_in_transaction_session_timeout=10000 -c lock_timeout=10000")
         );
         let own = with_limits(
             "postgres://u@h/db?options=-c%20idle_in_transaction_session_timeout%3D0"
@@ -898,7 +900,7 @@ mod tests {
         assert_eq!(
             own.get_options(),
             Some(
-                "-c idle_in_transaction_session_timeout=10000 -c lock_timeout=15000 \
+                "-c idle_in_transaction_session_timeout=10000 -c lock_timeout=10000 \
                  -c idle_in_transaction_session_timeout=0"
             ),
             "the operator's setting comes last, and wins"
