@@ -14,6 +14,8 @@ mod fake_admin;
 mod idle_budget;
 #[path = "support/killable.rs"]
 mod killable;
+#[path = "tui/limit_lifted.rs"]
+mod limit_lifted;
 #[path = "tui/live.rs"]
 mod live;
 #[path = "tui/reply_outcome.rs"]

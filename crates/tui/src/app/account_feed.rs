@@ -13,12 +13,12 @@ impl App {
     pub(super) fn on_account(&mut self, event: AccountEvent, out: &mut Vec<Command>) {
         match event {
             AccountEvent::Hello { sessions, usage } => {
-                self.on_usage(usage);
+                self.on_usage(usage, out);
                 // The service's whole list as of now: what it lacks and this target had is gone.
                 let asked_at = self.now;
                 self.on_service_sessions(ServiceChange::All { sessions, asked_at }, out);
             }
-            AccountEvent::Usage { usage } => self.on_usage(usage),
+            AccountEvent::Usage { usage } => self.on_usage(usage, out),
             AccountEvent::SessionCreated { session } => {
                 self.on_service_sessions(ServiceChange::Upsert(session), out);
             }

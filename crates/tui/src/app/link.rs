@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 
 use convo_client::api::{ApiError, Usage};
 
-use super::{App, Connection};
+use super::{App, Command, Connection, StreamState};
 use crate::event::{Endpoint, EngineStatus, describe_failure};
 
 /// Whether the service answered the last request or stream made to it.
@@ -130,7 +130,7 @@ impl App {
     }
 
     /// A usage poll answered: the limits are as it says.
-    pub(super) fn on_usage(&mut self, usage: Usage) {
+    pub(super) fn on_usage(&mut self, usage: Usage, out: &mut Vec<Command>) {
         self.note_answer(Ok(()));
         // A reached limit stays shown until the numbers say it is no longer reached.
         if let Some(r) = &self.usage.reached {
@@ -140,6 +140,16 @@ impl App {
                 _ => usage.sessions.active >= usage.sessions.limit,
             };
             if !still {
+                // The requests limit also refused the open session's stream, which then
+                // ended for good: open it again now that requests are taken.
+                if r.limit == "requests"
+                    && let Some(open) = self.transcript.session()
+                    && matches!(open.stream, StreamState::Down(_))
+                {
+                    out.push(Command::OpenStream {
+                        session_id: open.id.clone(),
+                    });
+                }
                 self.usage.reached = None;
             }
         }

@@ -448,7 +448,7 @@ impl App {
                 }
             }
             AppEvent::Account(event) => self.on_account(event, &mut out),
-            AppEvent::UsageFetched(usage) => self.on_usage(usage),
+            AppEvent::UsageFetched(usage) => self.on_usage(usage, &mut out),
             AppEvent::UsageFailed(e) => self.on_usage_failed(e),
             AppEvent::WorkerError(e) => self.notify(Level::Error, e),
             AppEvent::SessionHits { seq, result } => self.transcript.hits_answered(seq, result),

@@ -138,8 +138,11 @@ impl Workers {
     }
 
     pub(super) fn open_stream(&mut self, session_id: String) {
-        if let Some((s, _)) = &self.stream
+        // The session's stream already open, or retrying; one that ended for good (refused)
+        // is opened again.
+        if let Some((s, task)) = &self.stream
             && s.session_id() == session_id
+            && !task.is_finished()
         {
             return;
         }

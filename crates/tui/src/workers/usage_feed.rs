@@ -7,7 +7,8 @@
 //! server without it, or while the stream is down, it polls `GET /v1/analytics/usage`
 //! adaptively ([`next_poll_in`]): at the configured interval while the user types or a reply
 //! streams, at once when the app asks (after one's own send, the refresh key), and backing off
-//! to `UsagePacing::idle_every` (5 minutes) when idle and nothing changes. An idle TUI so spends
+//! to `UsagePacing::idle_every` (5 minutes) when idle and nothing changes. A stream refused by
+//! the requests limit is not tried again until a poll is answered (the limit lifted). An idle TUI so spends
 //! at most 16 requests in its first hour on a server without the stream (docs/tui.md).
 
 use std::sync::Arc;
@@ -18,6 +19,7 @@ use tokio::time::Instant;
 
 use super::Shared;
 use crate::event::{AppEvent, EventSender};
+use convo_client::api::ApiError;
 use convo_client::api::account_stream::{AccountStream, AccountUpdate};
 use convo_client::api::types::Usage;
 
@@ -106,8 +108,11 @@ pub(super) async fn account_feed(
         }
         kick.notified().await;
     };
-    let (_stream, mut updates) = AccountStream::connect(client.options().clone());
+    let (mut _stream, mut updates) = AccountStream::connect(client.options().clone());
     let mut stream_open = true;
+    // The stream was refused by the requests limit: tried again once a poll is answered (the
+    // limit lifted: a new period, a larger plan), not before (docs/tui.md).
+    let mut refused = false;
     let mut mode = Mode::Trying;
     let mut last: Option<Usage> = None;
     let mut quiet = 0u32;
@@ -137,9 +142,15 @@ pub(super) async fn account_feed(
                         next_poll = Some(Instant::now());
                     }
                 }
-                Some(AccountUpdate::Disconnected { retry_in: None, .. })
-                | Some(AccountUpdate::Unsupported)
-                | None => {
+                Some(AccountUpdate::Disconnected { retry_in: None, error }) => {
+                    stream_open = false;
+                    refused = matches!(error, ApiError::QuotaExceeded { .. });
+                    if mode != Mode::Polling {
+                        mode = Mode::Polling;
+                        next_poll = Some(Instant::now());
+                    }
+                }
+                Some(AccountUpdate::Unsupported) | None => {
                     stream_open = false;
                     if mode != Mode::Polling {
                         mode = Mode::Polling;
@@ -167,6 +178,11 @@ pub(super) async fn account_feed(
                 last_poll = Some(now);
                 let ev = match client.usage().await {
                     Ok(usage) => {
+                        if refused {
+                            refused = false;
+                            (_stream, updates) = AccountStream::connect(client.options().clone());
+                            stream_open = true;
+                        }
                         if usage_changed(last.as_ref(), &usage) {
                             quiet = 0;
                         } else {
