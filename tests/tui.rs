@@ -20,6 +20,8 @@ mod limit_lifted;
 mod live;
 #[path = "tui/reply_outcome.rs"]
 mod reply_outcome;
+#[path = "tui/runtime.rs"]
+mod runtime;
 #[path = "tui/snapshots.rs"]
 mod snapshots;
 #[path = "tui/targets.rs"]

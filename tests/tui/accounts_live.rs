@@ -3,14 +3,11 @@
 //! their limits as its baseline, and alerts once when an account then crosses 80 % (not again
 //! within the same band) and once when another reaches 100 %.
 
+use crate::runtime;
 use std::time::Duration;
 
-use chrono::Utc;
-use convo_tui::app::{App, Settings};
-use convo_tui::keys::KeyBindings;
-use convo_tui::runtime::Runtime;
-use convo_tui::workers::{Target, UsagePacing, WorkerConfig};
-use ratatui::layout::Rect;
+use convo_tui::app::App;
+use convo_tui::workers::Target;
 
 use crate::client_support::{options, serve};
 use crate::fake_admin::{ADMIN_KEY, FakeAdmin, account, accounts};
@@ -25,20 +22,7 @@ async fn a_crossing_seen_on_the_admin_stream_alerts_once() {
     o.admin_key = Some(ADMIN_KEY.into());
     o.max_retries = 0;
     let dir = tempfile::tempdir().unwrap();
-    let app = App::new(
-        KeyBindings::default(),
-        Settings::default(),
-        Rect::new(0, 0, 100, 30),
-        Utc::now(),
-    );
-    let mut rt = Runtime::start(
-        app,
-        WorkerConfig {
-            target: Target::Remote(o),
-            store_file: dir.path().join("convo.db"),
-            usage: UsagePacing::every(Duration::from_secs(3600)),
-        },
-    );
+    let mut rt = runtime::start(Target::Remote(o), dir.path(), runtime::kicks_only());
     rt.run_until("the stream open and the baseline taken", GUARD, |app| {
         app.accounts().live && app.accounts().alerts.watched() == 12
     })

@@ -5,19 +5,17 @@
 //! 120 ms instead of 5 minutes, an hour is 1.44 s. The pure schedule is tested over a real
 //! hour in `workers::usage_feed`.
 
+use crate::runtime;
 use std::time::Duration;
 
 use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::get;
-use chrono::Utc;
 use convo_client::api::client::{Client, ClientOptions};
 use convo_service::ServiceConfig;
-use convo_tui::app::{App, Connection, Settings};
-use convo_tui::keys::KeyBindings;
+use convo_tui::app::Connection;
 use convo_tui::runtime::Runtime;
-use convo_tui::workers::{Target, UsagePacing, WorkerConfig};
-use ratatui::layout::Rect;
+use convo_tui::workers::{Target, UsagePacing};
 
 use crate::client_support::{Counter, options, serve, usage_json};
 
@@ -38,20 +36,7 @@ const SCALED_HOUR: Duration = Duration::from_millis(1440);
 /// Starts a TUI's app and workers against `options`, lets it sit idle for a scaled hour.
 async fn idle_hour(options: ClientOptions) -> Runtime {
     let dir = tempfile::tempdir().unwrap();
-    let app = App::new(
-        KeyBindings::default(),
-        Settings::default(),
-        Rect::new(0, 0, 100, 30),
-        Utc::now(),
-    );
-    let mut rt = Runtime::start(
-        app,
-        WorkerConfig {
-            target: Target::Remote(options),
-            store_file: dir.path().join("convo.db"),
-            usage: scaled(),
-        },
-    );
+    let mut rt = runtime::start(Target::Remote(options), dir.path(), scaled());
     rt.run_until("connected", GUARD, |app| {
         matches!(app.connection(), Connection::Connected(_))
     })

@@ -5,17 +5,14 @@
 //! poll is answered and both streams open again: a session created from another client comes
 //! into the sessions pane by the account stream, and the open session's stream is live.
 
+use crate::runtime;
 use std::time::Duration;
 
-use chrono::Utc;
 use convo_client::api::client::{Client, ClientOptions};
 use convo_client::api::{SendMessage, new_idempotency_key};
 use convo_service::{DbLocation, ServiceConfig, Tier};
-use convo_tui::app::{App, Connection, Settings, StreamState};
-use convo_tui::keys::KeyBindings;
-use convo_tui::runtime::Runtime;
-use convo_tui::workers::{Target, UsagePacing, WorkerConfig};
-use ratatui::layout::Rect;
+use convo_tui::app::{Connection, StreamState};
+use convo_tui::workers::{Target, UsagePacing};
 
 const GUARD: Duration = Duration::from_secs(60);
 
@@ -50,25 +47,14 @@ async fn the_streams_refused_at_the_request_limit_open_again_once_it_lifts() {
     other_device.usage().await.unwrap();
     set_requests_used(&db, FREE_REQUESTS);
 
-    let app = App::new(
-        KeyBindings::default(),
-        Settings::default(),
-        Rect::new(0, 0, 100, 30),
-        Utc::now(),
-    );
-    let mut rt = Runtime::start(
-        app,
-        WorkerConfig {
-            target: Target::Remote(options),
-            store_file: dir.path().join("convo.db"),
-            // Polls every 50 ms at most, so that the lifted limit is seen soon.
-            usage: UsagePacing {
-                active_every: Duration::from_millis(50),
-                idle_every: Duration::from_millis(50),
-                active_for: Duration::from_millis(50),
-            },
-        },
-    );
+    // Polls every 50 ms at most, so that the lifted limit is seen soon.
+    let every = Duration::from_millis(50);
+    let pacing = UsagePacing {
+        active_every: every,
+        idle_every: every,
+        active_for: every,
+    };
+    let mut rt = runtime::start(Target::Remote(options), dir.path(), pacing);
     rt.run_until("refused at the limit", GUARD, |app| {
         matches!(app.connection(), Connection::Connected(_))
             && app

@@ -3,20 +3,17 @@
 use crate::killable::{restart, start_killable};
 use std::time::Duration;
 
-use chrono::Utc;
 use convo_client::api::client::{Client, ClientOptions};
 use convo_service::{RunningService, ServiceConfig};
-use convo_tui::app::{App, Connection, Overlay, Settings, StreamState};
+use convo_tui::app::{App, Connection, Overlay, StreamState};
 use convo_tui::event::AppEvent;
-use convo_tui::keys::KeyBindings;
 use convo_tui::render::transcript::EntryState;
 use convo_tui::runtime::Runtime;
 use convo_tui::view;
-use convo_tui::workers::{Target, WorkerConfig};
+use convo_tui::workers::Target;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
-use ratatui::layout::Rect;
 
 /// Only a guard against a hang; nothing depends on how fast things are.
 const GUARD: Duration = Duration::from_secs(60);
@@ -51,20 +48,10 @@ async fn start(config: ServiceConfig) -> Harness {
 
 /// The TUI's app and workers, on the store in `dir`.
 fn runtime(options: ClientOptions, dir: &tempfile::TempDir) -> Runtime {
-    let app = App::new(
-        KeyBindings::default(),
-        Settings::default(),
-        Rect::new(0, 0, 100, 30),
-        Utc::now(),
-    );
-    Runtime::start(
-        app,
-        WorkerConfig {
-            target: Target::Remote(options),
-            store_file: dir.path().join("convo.db"),
-            // Polls come from the kicks after each send and from `r`; the timer stays out of the way.
-            usage: convo_tui::workers::UsagePacing::every(Duration::from_secs(3600)),
-        },
+    crate::runtime::start(
+        Target::Remote(options),
+        dir.path(),
+        crate::runtime::kicks_only(),
     )
 }
 
@@ -393,20 +380,7 @@ async fn a_wrong_key_says_to_check_it_and_keeps_the_text() {
     options.api_key = Some("service_live_WrongWrongWrongWrong".into());
     options.max_retries = 0;
     let dir = tempfile::tempdir().unwrap();
-    let app = App::new(
-        KeyBindings::default(),
-        Settings::default(),
-        Rect::new(0, 0, 100, 30),
-        Utc::now(),
-    );
-    let mut rt = Runtime::start(
-        app,
-        WorkerConfig {
-            target: Target::Remote(options),
-            store_file: dir.path().join("convo.db"),
-            usage: convo_tui::workers::UsagePacing::every(Duration::from_secs(3600)),
-        },
-    );
+    let mut rt = runtime(options, &dir);
     rt.run_until("connected and loaded", GUARD, |app| {
         matches!(app.connection(), Connection::Connected(_))
             && app.session().is_some_and(|o| o.loaded)

@@ -3,21 +3,19 @@
 //! another's session deleted (issue 27, item 1). A second device's session shows up from
 //! the server's list (item 2).
 
+use crate::runtime;
 use std::path::Path;
 use std::time::Duration;
 
-use chrono::Utc;
 use convo_client::api::client::ClientOptions;
 use convo_client::config::{Engine, EngineKind};
 use convo_service::{RunningService, ServiceConfig};
-use convo_tui::app::{App, Connection, Settings, StreamState};
+use convo_tui::app::{App, Connection, StreamState};
 use convo_tui::event::AppEvent;
-use convo_tui::keys::KeyBindings;
 use convo_tui::render::transcript::EntryState;
 use convo_tui::runtime::Runtime;
-use convo_tui::workers::{Target, WorkerConfig};
+use convo_tui::workers::Target;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use ratatui::layout::Rect;
 
 /// Only a guard against a hang.
 const GUARD: Duration = Duration::from_secs(60);
@@ -48,20 +46,7 @@ fn remote(svc: &RunningService) -> Target {
 
 async fn open(target: Target, dir: &Path) -> Runtime {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let app = App::new(
-        KeyBindings::default(),
-        Settings::default(),
-        Rect::new(0, 0, 100, 30),
-        Utc::now(),
-    );
-    let mut rt = Runtime::start(
-        app,
-        WorkerConfig {
-            target,
-            store_file: dir.join("convo.db"),
-            usage: convo_tui::workers::UsagePacing::every(Duration::from_secs(3600)),
-        },
-    );
+    let mut rt = runtime::start(target, dir, runtime::kicks_only());
     rt.run_until("connected, store loaded, stream open", GUARD, |app| {
         matches!(app.connection(), Connection::Connected(_))
             && app.store_ready()

@@ -1,0 +1,35 @@
+//! The TUI's app and workers as the tests start them: a 100×30 screen, the default keys and
+//! settings, the store in a directory of the test's.
+
+use std::path::Path;
+use std::time::Duration;
+
+use chrono::Utc;
+use convo_tui::app::{App, Settings};
+use convo_tui::keys::KeyBindings;
+use convo_tui::runtime::Runtime;
+use convo_tui::workers::{Target, UsagePacing, WorkerConfig};
+use ratatui::layout::Rect;
+
+/// The usage poll's timer out of the way: polls come from the app's kicks (after a send, `r`).
+pub fn kicks_only() -> UsagePacing {
+    UsagePacing::every(Duration::from_secs(3600))
+}
+
+/// Starts the app and workers on `target`, with the store `convo.db` in `dir`.
+pub fn start(target: Target, dir: &Path, usage: UsagePacing) -> Runtime {
+    let app = App::new(
+        KeyBindings::default(),
+        Settings::default(),
+        Rect::new(0, 0, 100, 30),
+        Utc::now(),
+    );
+    Runtime::start(
+        app,
+        WorkerConfig {
+            target,
+            store_file: dir.join("convo.db"),
+            usage,
+        },
+    )
+}
