@@ -64,9 +64,9 @@ pub const IDLE_IN_TRANSACTION: Duration = Duration::from_secs(10);
 /// and the request waiting for it is answered 503 `unavailable` with `Retry-After`
 /// (`StoreError::is_unavailable`) instead of holding its pooled connection until the lock
 /// goes. A turn of a batch that failed so runs again alone (batch.rs): the others are written,
-/// and the one on the locked row waits once more, twice this in all, within the client's
-/// 30 s request timeout (docs/client.md); by then a lost replica's locks are gone. The URL's
-/// `options` win here too.
+/// and the one on the locked row waits once more, at most twice this in all, within the
+/// client's 30 s request timeout (docs/client.md); by then a lost replica's locks are gone.
+/// The URL's `options` win here too.
 pub const LOCK_WAIT: Duration = Duration::from_secs(10);
 
 /// `config` with the server-side limits of a replica's connections (`IDLE_IN_TRANSACTION`,
