@@ -8,8 +8,9 @@
 //! adaptively ([`next_poll_in`]): at the configured interval while the user types or a reply
 //! streams, at once when the app asks (after one's own send, the refresh key), and backing off
 //! to `UsagePacing::idle_every` (5 minutes) when idle and nothing changes. A stream refused by
-//! the requests limit is not tried again until a poll is answered (the limit lifted). An idle TUI so spends
-//! at most 16 requests in its first hour on a server without the stream (docs/tui.md).
+//! the requests limit is not tried again until a poll is answered (the limit lifted). An idle
+//! TUI so spends at most 16 requests in its first hour on a server without the stream
+//! (docs/tui.md).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -108,6 +109,7 @@ pub(super) async fn account_feed(
         }
         kick.notified().await;
     };
+    // The stream's handle: dropping it closes the stream.
     let (mut _stream, mut updates) = AccountStream::connect(client.options().clone());
     let mut stream_open = true;
     // The stream was refused by the requests limit: tried again once a poll is answered (the
@@ -142,16 +144,13 @@ pub(super) async fn account_feed(
                         next_poll = Some(Instant::now());
                     }
                 }
-                Some(AccountUpdate::Disconnected { retry_in: None, error }) => {
+                // Ended for good: refused, or the server has none.
+                ended => {
                     stream_open = false;
-                    refused = matches!(error, ApiError::QuotaExceeded { .. });
-                    if mode != Mode::Polling {
-                        mode = Mode::Polling;
-                        next_poll = Some(Instant::now());
-                    }
-                }
-                Some(AccountUpdate::Unsupported) | None => {
-                    stream_open = false;
+                    refused = matches!(
+                        ended,
+                        Some(AccountUpdate::Disconnected { error: ApiError::QuotaExceeded { .. }, .. })
+                    );
                     if mode != Mode::Polling {
                         mode = Mode::Polling;
                         next_poll = Some(Instant::now());
