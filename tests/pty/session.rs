@@ -303,7 +303,16 @@ fn with_a_model_installed_the_local_model_answers() {
     let models = home.path().join("data/models");
     std::fs::create_dir_all(&models).unwrap();
     std::os::unix::fs::symlink(&model, models.join("SmolLM2-135M-Instruct.gguf")).unwrap();
-    let mut convo = Convo::start(home.path(), 100, 30);
+    // Greedy sampling: the same reply every run (with a fresh seed per reply, the small model
+    // sometimes leaves Paris out).
+    let config = home.path().join("greedy.toml");
+    std::fs::write(&config, "[engine]\ntemperature = 0.0\n").unwrap();
+    let mut convo = Convo::start_with_env(
+        home.path(),
+        100,
+        30,
+        &[("CONVO_CONFIG", config.as_os_str())],
+    );
     convo.wait_text("● local · SmolLM2-135M-Instruct");
     convo.type_text("What is the capital of France?");
     convo.send(keys::ENTER);

@@ -27,8 +27,8 @@ async fn a_replica_lost_mid_transaction_does_not_keep_its_session_locked() {
     // A has served the account before: its next send's first statement is the turn's.
     a.send_text(&session(), "warm").await;
 
-    // A's send reaches the server; its answers do not come back.
-    proxy.hold_replies();
+    // A's send reaches the server; what follows its `BEGIN` does not come back.
+    proxy.hold_replies_in_transactions();
     let lost = tokio::spawn({
         let s = s.clone();
         async move {

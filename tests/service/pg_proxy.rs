@@ -1,9 +1,14 @@
 //! A TCP proxy between a service and the tests' PostgreSQL that a test can **cut** (every open
 //! connection closed with a reset, new ones refused: PostgreSQL restarting, a network cut) or
 //! **hold** (no byte passes on any connection, new ones are accepted and held: a network
-//! that swallows everything) or **hold the replies** (what the service sends reaches the server,
-//! nothing comes back: a network that dies after a request went through), then **restore**
-//! (held connections go on; new ones pass).
+//! that swallows everything) or **hold the replies within transactions** (what the service sends
+//! reaches the server; on each connection the answer to a transaction's `BEGIN` comes back and
+//! nothing after it: a network that dies in the middle of a transaction), then **restore** (held
+//! connections go on; new ones pass).
+//!
+//! The service connects without TLS (`NoTls`: no `SSLRequest`), so the server's bytes are the
+//! protocol's messages from the first byte on, which the proxy follows to find where a
+//! `ReadyForQuery` says a connection is in a transaction.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -21,7 +26,7 @@ enum Mode {
     Pass,
     Cut,
     Hold,
-    HoldReplies,
+    HoldInTransactions,
 }
 
 /// Which way a pump carries bytes.
@@ -100,10 +105,13 @@ impl PgProxy {
         self.mode.send_replace(Mode::Hold);
     }
 
-    /// Stops every byte from the server to the service (new connections are held whole), until
-    /// `restore`; what the service sends still reaches the server.
-    pub fn hold_replies(&self) {
-        self.mode.send_replace(Mode::HoldReplies);
+    /// On every connection, stops the bytes from the server to the service after the next
+    /// `ReadyForQuery` saying the connection is in a transaction (the answer to a `BEGIN`), until
+    /// `restore`; what the service sends still reaches the server, and connections outside a
+    /// transaction go on. A statement prepared before the `BEGIN` is answered, so the
+    /// transaction's statements are sent whether or not the connection had them prepared.
+    pub fn hold_replies_in_transactions(&self) {
+        self.mode.send_replace(Mode::HoldInTransactions);
     }
 
     /// Passes bytes again: held connections go on, new ones are forwarded.
@@ -121,19 +129,65 @@ impl Drop for PgProxy {
     }
 }
 
-/// Waits while the proxy holds bytes going `way`; false when it cuts.
-async fn passing(mode: &mut watch::Receiver<Mode>, way: Way) -> bool {
-    let held = |m: &Mode| *m == Mode::Hold || (*m == Mode::HoldReplies && way == Way::Down);
-    match mode.wait_for(|m| !held(m)).await {
+/// Waits while the proxy holds every byte; false when it cuts.
+async fn passing(mode: &mut watch::Receiver<Mode>) -> bool {
+    wait_while(mode, |m| m == Mode::Hold).await
+}
+
+/// Waits while `held(mode)`; false when the proxy cuts.
+async fn wait_while(mode: &mut watch::Receiver<Mode>, held: impl Fn(Mode) -> bool) -> bool {
+    match mode.wait_for(|m| !held(*m)).await {
         Ok(m) => *m != Mode::Cut,
         Err(_) => false,
+    }
+}
+
+/// Where a connection's server-to-service bytes are in the protocol's messages (a type byte,
+/// then a big-endian length counting itself and the body).
+#[derive(Default)]
+struct Messages {
+    /// The type byte and length of the message being read, while incomplete.
+    header: Vec<u8>,
+    /// Its type, once the header is complete.
+    kind: u8,
+    /// The bytes of its body not read yet.
+    left: usize,
+}
+
+impl Messages {
+    /// Follows `bytes`: the offset just past the first `ReadyForQuery` in them whose status
+    /// is `T` (in a transaction).
+    fn in_transaction_at(&mut self, bytes: &[u8]) -> Option<usize> {
+        let mut first = None;
+        let mut i = 0;
+        while i < bytes.len() {
+            if self.left == 0 {
+                self.header.push(bytes[i]);
+                i += 1;
+                if self.header.len() == 5 {
+                    let len = u32::from_be_bytes(self.header[1..5].try_into().unwrap());
+                    self.kind = self.header[0];
+                    self.left = (len as usize).saturating_sub(4);
+                    self.header.clear();
+                }
+                continue;
+            }
+            let take = self.left.min(bytes.len() - i);
+            // `ReadyForQuery`'s body is its one status byte.
+            if self.kind == b'Z' && self.left == 1 && bytes[i] == b'T' && first.is_none() {
+                first = Some(i + 1);
+            }
+            self.left -= take;
+            i += take;
+        }
+        first
     }
 }
 
 async fn relay(client: TcpStream, upstream: SocketAddr, mut mode: watch::Receiver<Mode>) {
     // Closed with a reset, whoever ends it.
     let _ = client.set_zero_linger();
-    if !passing(&mut mode, Way::Down).await {
+    if !passing(&mut mode).await {
         return;
     }
     let Ok(server) = TcpStream::connect(upstream).await else {
@@ -157,6 +211,7 @@ async fn pump(
     way: Way,
 ) {
     let mut buf = vec![0u8; 16 * 1024];
+    let mut messages = Messages::default();
     loop {
         let n = tokio::select! {
             read = from.read(&mut buf) => match read {
@@ -166,10 +221,24 @@ async fn pump(
             // A cut ends the connection even while nothing is read.
             _ = mode.wait_for(|m| *m == Mode::Cut) => return,
         };
-        if !passing(&mut mode, way).await {
+        let mut bytes = &buf[..n];
+        if way == Way::Down
+            && let Some(end) = messages.in_transaction_at(bytes)
+            && *mode.borrow() == Mode::HoldInTransactions
+        {
+            // The answer to the `BEGIN` goes through; what follows waits for `restore`.
+            if to.write_all(&bytes[..end]).await.is_err() {
+                return;
+            }
+            bytes = &bytes[end..];
+            if !wait_while(&mut mode, |m| m == Mode::HoldInTransactions).await {
+                return;
+            }
+        }
+        if !passing(&mut mode).await {
             return;
         }
-        if to.write_all(&buf[..n]).await.is_err() {
+        if to.write_all(bytes).await.is_err() {
             return;
         }
     }
