@@ -185,6 +185,10 @@ pub enum StoreError {
     Corrupt(String),
     #[error("the transaction was not committed: {0}")]
     Commit(String),
+    /// Other writers kept changing what an operation reads, so often that it gave up running
+    /// again; the same operation can go through a moment later.
+    #[error("given up under contention: {0}")]
+    Contended(String),
 }
 
 /// `error: its source: its source…` (tokio-postgres shows the cause, e.g. "Connection refused",
@@ -208,7 +212,8 @@ impl StoreError {
     /// succeed in a moment: the connection was lost or could not be made, the pool had none
     /// free in time, the server is shutting down or starting, a lock was not granted within
     /// `lock_timeout` (storage/postgres/mod.rs, `LOCK_WAIT`), a deadlock or serialization
-    /// failure. (SQLite's store is a file of this process's own.) Answered 503 `unavailable`
+    /// failure, an operation that ran again too often under contention (`Contended`).
+    /// (SQLite's store is a file of this process's own.) Answered 503 `unavailable`
     /// (docs/design.md, "HTTP"); every other store error is a 500 `internal`.
     pub fn is_unavailable(&self) -> bool {
         match self {
@@ -217,6 +222,7 @@ impl StoreError {
             StoreError::Pool(
                 deadpool_postgres::PoolError::Timeout(_) | deadpool_postgres::PoolError::Closed,
             ) => true,
+            StoreError::Contended(_) => true,
             _ => false,
         }
     }
@@ -267,6 +273,7 @@ mod tests {
             StoreError::Pool(PoolError::Timeout(TimeoutType::Wait)),
             StoreError::Pool(PoolError::Timeout(TimeoutType::Create)),
             StoreError::Pool(PoolError::Closed),
+            StoreError::Contended("a counter kept changing".into()),
         ] {
             assert!(unavailable.is_unavailable(), "{unavailable}");
             let e = HttpError::from(unavailable);

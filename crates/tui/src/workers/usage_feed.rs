@@ -7,8 +7,9 @@
 //! server without it, or while the stream is down, it polls `GET /v1/analytics/usage`
 //! adaptively ([`next_poll_in`]): at the configured interval while the user types or a reply
 //! streams, at once when the app asks (after one's own send, the refresh key), and backing off
-//! to `UsagePacing::idle_every` (5 minutes) when idle and nothing changes. A stream refused by
-//! the requests limit is not tried again until a poll is answered (the limit lifted). An idle
+//! to `UsagePacing::idle_every` (5 minutes) when idle and nothing changes, but a poll refused
+//! at a plan limit comes again no later than the limit's `Retry-After` (its reset). A stream
+//! refused by the requests limit is not tried again until a poll is answered (the limit lifted). An idle
 //! TUI so spends at most 16 requests in its first hour on a server without the stream
 //! (docs/tui.md).
 
@@ -63,6 +64,19 @@ pub fn next_poll_in(pacing: &UsagePacing, active: bool, quiet_polls: u32) -> Dur
     first
         .saturating_mul(2u32.saturating_pow(quiet_polls.min(16)))
         .min(pacing.idle_every.max(pacing.active_every))
+}
+
+/// The wait after a poll refused by a plan limit that lifts in `lifts_in` (its
+/// `Retry-After`): the usual wait ([`next_poll_in`]), but no later than the lift, so a TUI left
+/// idle at its limit sees a new period on time; never sooner than `active_every` (a clock
+/// behind the server's would otherwise poll in a loop).
+pub fn next_poll_when_refused(
+    pacing: &UsagePacing,
+    active: bool,
+    quiet_polls: u32,
+    lifts_in: Duration,
+) -> Duration {
+    next_poll_in(pacing, active, quiet_polls).min(lifts_in.max(pacing.active_every))
 }
 
 /// Whether a poll saw a change beyond the one request it cost itself.
@@ -195,11 +209,16 @@ pub(super) async fn account_feed(
                         AppEvent::UsageFailed(e)
                     }
                 };
+                let wait = match &ev {
+                    AppEvent::UsageFailed(ApiError::QuotaExceeded { retry_after: Some(lifts_in), .. }) => {
+                        next_poll_when_refused(&pacing, active(&activity), quiet, *lifts_in)
+                    }
+                    _ => next_poll_in(&pacing, active(&activity), quiet),
+                };
                 if !events.send(ev) {
                     return;
                 }
-                next_poll = (mode == Mode::Polling)
-                    .then(|| now + next_poll_in(&pacing, active(&activity), quiet));
+                next_poll = (mode == Mode::Polling).then(|| now + wait);
             }
         }
     }
@@ -263,6 +282,29 @@ mod tests {
         // An interval slower than the idle pace is kept when idle too.
         let slow = UsagePacing::every(Duration::from_secs(900));
         assert_eq!(next_poll_in(&slow, false, 5), Duration::from_secs(900));
+    }
+
+    #[test]
+    fn a_poll_refused_at_a_limit_comes_back_when_it_lifts_and_not_sooner_than_the_active_pace() {
+        let pacing = UsagePacing::every(Duration::from_secs(10));
+        // Idle, backed off to 5 minutes: a limit lifting in 40 s is polled at 40 s.
+        assert_eq!(
+            next_poll_when_refused(&pacing, false, 6, Duration::from_secs(40)),
+            Duration::from_secs(40)
+        );
+        // A lift in three days changes nothing.
+        let days = Duration::from_secs(3 * 86_400);
+        for (active, quiet) in [(false, 0), (false, 6), (true, 6)] {
+            assert_eq!(
+                next_poll_when_refused(&pacing, active, quiet, days),
+                next_poll_in(&pacing, active, quiet)
+            );
+        }
+        // A lift said to be now (a clock behind the server's) waits the active pace.
+        assert_eq!(
+            next_poll_when_refused(&pacing, false, 6, Duration::ZERO),
+            Duration::from_secs(10)
+        );
     }
 
     fn usage(requests: u64, tokens: u64, sessions: u64) -> Usage {

@@ -84,7 +84,7 @@ pub(super) async fn count(c: &ClientWrapper, request: &RequestCount) -> Result<b
 
 /// The error of a request whose shard kept being taken (see `TAKEN_TIMES`).
 pub(super) fn taken_too_often() -> StoreError {
-    StoreError::Commit("the request's counter kept changing concurrently".into())
+    StoreError::Contended("the request's counter kept changing concurrently".into())
 }
 
 /// The month's requests and tokens of the account.

@@ -383,7 +383,7 @@ pub(super) async fn start_alone(
             Err(e) if raised(&e, RACED) => {
                 races += 1;
                 if races > 8 {
-                    return Err(StoreError::Commit(
+                    return Err(StoreError::Contended(
                         "the session or the account's sessions kept changing concurrently".into(),
                     ));
                 }
