@@ -2,12 +2,13 @@
 //! (`PATCH /v1/sessions/{id}`, `title` in `GET /v1/sessions`), undo
 //! (`DELETE /v1/sessions/{id}/messages/last`) and fork (`POST /v1/sessions/{id}/fork`).
 
+use convo_client::api::StreamEvent;
 use convo_service::{EngineConfig, Tier, generate_api_key};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use super::backends::Backend;
-use super::common::{GUARD, Svc, json, session, start_with};
+use super::common::{Svc, json, session, start_with, until_end};
 
 /// A service on `backend` with two accounts: `svc.key` and the returned other key.
 async fn start_on(backend: &Backend) -> (Svc, String) {
@@ -246,7 +247,17 @@ async fn undo_is_refused_while_a_reply_streams_and_allowed_once_it_is_stored() {
         }
         assert_eq!(history(&svc, &s).await.len(), 1, "{name}: nothing removed");
 
-        until_stored(&svc, &s, 2).await;
+        // Once the stream says the reply is done, the session is free: an undo at once goes
+        // through, also while the account's stream is watched (the session's summary read
+        // for it after the reply is not under the session's lock).
+        let _account = svc.ws_at("/v1/stream", &svc.key).await;
+        let mut ws = svc.ws(&s).await;
+        let reply_id = accepted["messageId"].as_str().expect("the reply's id");
+        let end = until_end(&mut ws, reply_id).await;
+        assert!(
+            matches!(end.last(), Some(StreamEvent::Done { .. })),
+            "{name}: {end:?}"
+        );
         let (status, body) = undo(&svc, &svc.key, &s).await;
         assert_eq!(status, StatusCode::OK, "{name}: {body}");
         assert!(history(&svc, &s).await.is_empty(), "{name}");
@@ -267,15 +278,6 @@ async fn send_keyed(svc: &Svc, session: &str, body: Value, key: &str) -> (Status
     let replayed = resp.headers().get("idempotent-replayed").is_some();
     let (status, body) = json(resp).await;
     (status, body, replayed)
-}
-
-/// Polls until the session holds `n` messages (a streamed reply stored).
-async fn until_stored(svc: &Svc, session: &str, n: usize) {
-    let deadline = tokio::time::Instant::now() + GUARD;
-    while history(svc, session).await.len() < n {
-        assert!(tokio::time::Instant::now() < deadline, "no reply stored");
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
 }
 
 /// A send retried with its `Idempotency-Key` after its exchange was undone (its answer lost,
@@ -310,9 +312,11 @@ async fn a_send_retried_after_its_exchange_was_undone_is_refused_not_replayed() 
 
         // Streamed: the 202 is what the key remembers.
         let streamed = json!({"content": "streamed question", "stream": true});
+        let mut ws = svc.ws(&s).await;
         let (status, body, _) = send_keyed(&svc, &s, streamed.clone(), "key-streamed").await;
         assert_eq!(status, StatusCode::ACCEPTED, "{name}: {body}");
-        until_stored(&svc, &s, 4).await;
+        let reply_id = body["messageId"].as_str().expect("the reply's id");
+        until_end(&mut ws, reply_id).await;
         let (status, body) = undo(&svc, &svc.key, &s).await;
         assert_eq!(status, StatusCode::OK, "{name}: {body}");
         let (status, body, _) = send_keyed(&svc, &s, streamed, "key-streamed").await;

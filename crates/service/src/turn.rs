@@ -96,8 +96,7 @@ pub(crate) fn spawn(
     let mut turns = state.turns.lock().unwrap_or_else(|p| p.into_inner());
     while turns.try_join_next().is_some() {}
     turns.spawn(async move {
-        let outcome = run(&task_state, turn, cancelled).await;
-        drop(guard);
+        let outcome = run(&task_state, turn, cancelled, guard).await;
         let _ = tx.send(outcome);
     });
     rx
@@ -208,7 +207,15 @@ impl Progress {
     }
 }
 
-async fn run(state: &AppState, turn: Turn, cancelled: watch::Receiver<bool>) -> TurnOutcome {
+/// Generates the reply and stores it (or rolls the turn back). The session's lock (`guard`) is
+/// released as the session's listeners are told the end (`done` or `error`), in the same step:
+/// a client acting on that event (an undo, the next send) finds the session free.
+async fn run(
+    state: &AppState,
+    turn: Turn,
+    cancelled: watch::Receiver<bool>,
+    guard: OwnedMutexGuard<()>,
+) -> TurnOutcome {
     let Turn {
         account,
         session_id,
@@ -242,6 +249,7 @@ async fn run(state: &AppState, turn: Turn, cancelled: watch::Receiver<bool>) -> 
                 Err(store) => HttpError::from(store),
             };
             finish_with_error(state, &session_id, &reply_id, &error);
+            drop(guard);
             tell(
                 state,
                 account.id,
@@ -314,6 +322,7 @@ async fn run(state: &AppState, turn: Turn, cancelled: watch::Receiver<bool>) -> 
             Err(error)
         }
     };
+    drop(guard);
     tell(
         state,
         account.id,
