@@ -2,7 +2,7 @@
 //! exit codes, errors on stderr, and the local store.
 
 use super::fake::{self, KEY, WALLET_TOKEN};
-use super::support::Sandbox;
+use super::support::{Sandbox, refused_addr};
 
 fn env(base: &str) -> Vec<(&'static str, String)> {
     vec![
@@ -323,9 +323,8 @@ async fn without_a_server_commands_say_what_to_do() {
 
 #[tokio::test]
 async fn a_dead_server_is_exit_3_in_one_line() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    drop(listener);
+    let (_refusing, addr) = refused_addr();
+    let base = format!("http://{addr}");
     let s = Sandbox::new();
     for args in [
         &["send", "hi"][..],

@@ -4,7 +4,7 @@
 
 use convo_service::{RunningService, ServiceConfig};
 
-use super::support::{Run, Sandbox};
+use super::support::{Run, Sandbox, refused_addr};
 
 async fn start() -> RunningService {
     convo_service::start(ServiceConfig::ephemeral(1), "127.0.0.1:0".parse().unwrap())
@@ -167,9 +167,12 @@ async fn a_new_user_session_from_the_shell() {
     assert_eq!(twice.stderr.lines().count(), 1);
 
     // The server goes away: exit 3 and one line.
-    let base = svc.base_url();
+    // The service gone: an address where nothing answers (not the service's own, whose port
+    // may go to another test's server meanwhile).
     let key = svc.api_key.clone();
     svc.shutdown().await;
+    let (_refusing, addr) = refused_addr();
+    let base = format!("http://{addr}");
     let dead = s
         .run_env(
             &["usage"],
