@@ -21,3 +21,6 @@ mod cli {
 #[allow(dead_code)]
 #[path = "client/fake_admin.rs"]
 mod fake_admin;
+
+#[path = "support/refused.rs"]
+mod refused;

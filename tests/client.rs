@@ -16,6 +16,9 @@ mod client {
 #[path = "support/killable.rs"]
 mod killable;
 
+#[path = "support/refused.rs"]
+mod refused;
+
 // The service tests' two stores; not every helper is needed here.
 #[allow(dead_code)]
 #[path = "service/backends.rs"]

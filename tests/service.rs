@@ -41,3 +41,6 @@ mod service {
     mod totals;
     mod upstream;
 }
+
+#[path = "support/refused.rs"]
+mod refused;

@@ -2,7 +2,8 @@
 //! exit codes, errors on stderr, and the local store.
 
 use super::fake::{self, KEY, WALLET_TOKEN};
-use super::support::{Sandbox, refused_addr};
+use super::support::Sandbox;
+use crate::refused::refused_addr;
 
 fn env(base: &str) -> Vec<(&'static str, String)> {
     vec![
@@ -441,12 +442,11 @@ async fn with_json_errors_are_one_json_object_on_stderr() {
     );
 
     // On this side: stable codes, the exit codes of old.
-    let dead = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        drop(listener);
-        vec![("CONVO_BASE_URL", base), ("CONVO_API_KEY", KEY.to_string())]
-    };
+    let (_refusing, addr) = refused_addr();
+    let dead = vec![
+        ("CONVO_BASE_URL", format!("http://{addr}")),
+        ("CONVO_API_KEY", KEY.to_string()),
+    ];
     for args in [
         &["usage", "--json"][..],
         &["send", "--json", "hi"],

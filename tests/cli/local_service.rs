@@ -4,7 +4,8 @@
 
 use convo_service::{RunningService, ServiceConfig};
 
-use super::support::{Run, Sandbox, refused_addr};
+use super::support::{Run, Sandbox};
+use crate::refused::refused_addr;
 
 async fn start() -> RunningService {
     convo_service::start(ServiceConfig::ephemeral(1), "127.0.0.1:0".parse().unwrap())

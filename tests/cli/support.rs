@@ -5,24 +5,6 @@ use std::process::{Output, Stdio};
 
 use tokio::io::AsyncWriteExt;
 
-/// An address where nothing answers: a socket bound to a free port of 127.0.0.1 without
-/// `listen`, so a connection to it is refused at once, and no other test's server can take the
-/// port while the returned socket lives (a port freed by dropping a listener or stopping a
-/// service can be handed to the next server that binds port 0).
-pub fn refused_addr() -> (socket2::Socket, std::net::SocketAddr) {
-    use socket2::{Domain, Socket, Type};
-    let socket = Socket::new(Domain::IPV4, Type::STREAM, None).expect("a socket");
-    socket
-        .bind(&std::net::SocketAddr::from(([127, 0, 0, 1], 0)).into())
-        .expect("bind 127.0.0.1:0");
-    let addr = socket
-        .local_addr()
-        .expect("its address")
-        .as_socket()
-        .expect("an IP address");
-    (socket, addr)
-}
-
 /// A temporary home: config, data and cache dirs all inside it.
 pub struct Sandbox {
     pub dir: tempfile::TempDir,

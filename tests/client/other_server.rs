@@ -489,9 +489,7 @@ async fn credentials_go_where_they_belong() {
 
 #[tokio::test]
 async fn an_unreachable_server_is_a_network_error() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    drop(listener);
+    let (_refusing, addr) = crate::refused::refused_addr();
     let base = url::Url::parse(&format!("http://{addr}")).unwrap();
     let mut o = options(&base);
     o.max_retries = 0;

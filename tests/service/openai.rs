@@ -86,9 +86,8 @@ async fn a_stream_cut_short_is_an_error_and_a_retry_with_the_same_key_runs_again
 
 #[tokio::test]
 async fn an_unreachable_upstream_is_an_engine_error() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    drop(listener);
+    let (_refusing, addr) = crate::refused::refused_addr();
+    let url = format!("http://{addr}");
     let mut config = ServiceConfig::ephemeral(0);
     config.engine = convo_service::EngineConfig::OpenAi {
         url,
