@@ -88,6 +88,8 @@ fn kill_9_mid_reply_loses_no_completed_exchange() {
 
     let mut convo = Convo::start(home.path(), 100, 40);
     convo.wait_for("the stored exchanges", |s| replied(s, "exchange number 2"));
+    // The local store shows them before the embedded service answers.
+    convo.wait_text("● builtin (no model)");
     // The service that was killed comes back with the same key and history: sending works.
     convo.type_text("still here?");
     convo.send(keys::ENTER);

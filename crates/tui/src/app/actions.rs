@@ -223,11 +223,7 @@ impl App {
             )));
             return;
         }
-        if !matches!(self.connection, Connection::Connected(_)) {
-            let why = match &self.connection {
-                Connection::Failed(e) => format!("not connected: {e}"),
-                _ => "still connecting to the service…".to_string(),
-            };
+        if let Some(why) = self.not_now() {
             self.composer.set_send_error(Some(why));
             return;
         }

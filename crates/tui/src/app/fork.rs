@@ -40,12 +40,12 @@ impl App {
         self.missing.fork
     }
 
-    /// Why a fork or an undo cannot be asked for now, if it cannot.
-    fn not_now(&self) -> Option<String> {
+    /// Why a send, a fork or an undo cannot be asked for now, if it cannot.
+    pub(super) fn not_now(&self) -> Option<String> {
         match &self.connection {
             Connection::Connected(_) => None,
             Connection::Failed(e) => Some(format!("not connected: {e}")),
-            _ => Some("still connecting to the service…".into()),
+            _ => Some(super::STILL_CONNECTING.into()),
         }
     }
 

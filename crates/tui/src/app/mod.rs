@@ -354,6 +354,10 @@ impl App {
             AppEvent::Clock(now) => self.now = now,
             AppEvent::Connected(endpoint) => {
                 self.connection = Connection::Connected(endpoint);
+                // A send refused while connecting: the draft is there, Enter sends it now.
+                if self.composer.send_error() == Some(STILL_CONNECTING) {
+                    self.composer.set_send_error(None);
+                }
                 if let Some(open) = self.transcript.session() {
                     out.push(Command::OpenStream {
                         session_id: open.id.clone(),
@@ -687,6 +691,10 @@ impl App {
 
 /// Why a send waits: the previous reply has not finished.
 pub const STILL_COMING: &str = "a reply is still coming; wait or stop it (Ctrl-C)";
+
+/// Why a send, a fork or an undo waits: the service has not answered yet (`App::not_now`);
+/// cleared from the composer once it does.
+pub const STILL_CONNECTING: &str = "still connecting to the service…";
 
 /// A session's title as the sessions pane shows it: the first message's first block as
 /// plain text (markdown syntax removed), shortened as the store keeps it
