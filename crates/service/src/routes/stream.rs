@@ -14,7 +14,7 @@ use super::ws::{self, Listener};
 use crate::error::HttpError;
 use crate::paths::STREAM;
 use crate::storage::Storage;
-use crate::stream::event_message_id;
+use crate::stream::{Subscription, event_message_id};
 use crate::{AppState, auth};
 use convo_core::{Account, SessionStatus};
 use convo_wire::stream_errors::REPLICA_STOPPING;
@@ -39,12 +39,45 @@ pub(crate) async fn connect(
     // On PostgreSQL, the other replicas know of this listener before its handshake is
     // answered, so a reply they start afterwards reaches it from its first piece.
     state.hub.announce(&session_id).await;
-    Ok(upgrade.on_upgrade(move |socket| listen(state, account, session_id, socket)))
+    // Here too: the listener holds its place in the hub before the client has the answer, so
+    // a reply its client starts at once is not over before the socket is set up.
+    let held = Held::new(state, session_id);
+    Ok(upgrade.on_upgrade(move |socket| listen(held, account, socket)))
+}
+
+/// A listener's subscription to its session in the hub, taken before the handshake is
+/// answered (what happens meanwhile waits in it); the hub is told the listener left when this
+/// is dropped, whether or not the upgrade came.
+struct Held {
+    state: Arc<AppState>,
+    session_id: String,
+    subscription: Option<Subscription>,
+}
+
+impl Held {
+    fn new(state: Arc<AppState>, session_id: String) -> Held {
+        let subscription = Some(state.hub.subscribe(&session_id));
+        Held {
+            state,
+            session_id,
+            subscription,
+        }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        // Its receiver goes first: the hub counts listeners by receivers.
+        drop(self.subscription.take());
+        self.state.hub.release(&self.session_id);
+    }
 }
 
 /// Relays every reply of the session until the client leaves or the service stops.
-async fn listen(state: Arc<AppState>, account: Account, session_id: String, mut socket: WebSocket) {
-    let subscription = state.hub.subscribe(&session_id);
+async fn listen(mut held: Held, account: Account, mut socket: WebSocket) {
+    let subscription = held.subscription.take().expect("taken once, here");
+    let state = held.state.clone();
+    let session_id = held.session_id.clone();
     let mut listener = SessionListener {
         state: &state,
         account: &account,
@@ -61,7 +94,7 @@ async fn listen(state: Arc<AppState>, account: Account, session_id: String, mut 
         ws::run(&state, &mut socket, &mut listener).await;
     }
     drop(listener);
-    state.hub.release(&session_id);
+    drop(held);
 }
 
 /// The session stream's part of the loop: the hub's events of the session.
