@@ -227,6 +227,8 @@ fn a_window_learned_from_an_overflow_holds_in_the_new_session() {
     assert_eq!(open(&app).context_max, 300);
 }
 
+/// Enter while connecting keeps the text and says so; the note goes once the service answers,
+/// and Enter then sends.
 #[test]
 fn not_connected_keeps_the_text() {
     let mut app = App::new(
@@ -243,7 +245,17 @@ fn not_connected_keeps_the_text() {
     let cmds = app.update(key(KeyCode::Enter));
     assert!(sent(&cmds).is_none());
     assert_eq!(app.composer_text(), "hi");
-    assert!(app.composer().send_error().unwrap().contains("connecting"));
+    assert_eq!(app.composer().send_error(), Some(STILL_CONNECTING));
+    app.update(AppEvent::Connected(Endpoint::Embedded {
+        addr: "127.0.0.1:1".into(),
+    }));
+    assert_eq!(app.composer().send_error(), None, "no longer true");
+    assert_eq!(app.composer_text(), "hi");
+    let cmds = app.update(key(KeyCode::Enter));
+    assert_eq!(
+        sent(&cmds).map(|(_, _, body)| body.content),
+        Some("hi".into())
+    );
 }
 
 #[test]

@@ -91,41 +91,6 @@ fn resize_and_clock_and_connect_failure() {
 }
 
 #[test]
-fn enter_while_connecting_keeps_the_draft_and_the_note_goes_once_connected() {
-    let mut app = App::new(
-        KeyBindings::default(),
-        Settings::default(),
-        Rect::new(0, 0, 80, 24),
-        t0(),
-    );
-    app.update(AppEvent::StoreLoaded {
-        sessions: vec![session(A, "first", 1, 0)],
-        last_open: Some(A.into()),
-    });
-    app.update(AppEvent::TranscriptLoaded {
-        session_id: A.into(),
-        messages: vec![],
-        draft: None,
-        rendered: None,
-    });
-    type_text(&mut app, "too early");
-    let cmds = app.update(key(KeyCode::Enter));
-    assert!(sent(&cmds).is_none(), "{cmds:?}");
-    assert_eq!(app.composer_text(), "too early");
-    assert_eq!(app.composer().send_error(), Some(STILL_CONNECTING));
-    app.update(AppEvent::Connected(Endpoint::Embedded {
-        addr: "127.0.0.1:1".into(),
-    }));
-    assert_eq!(app.composer().send_error(), None, "no longer true");
-    assert_eq!(app.composer_text(), "too early");
-    let cmds = app.update(key(KeyCode::Enter));
-    assert_eq!(
-        sent(&cmds).map(|(_, _, body)| body.content),
-        Some("too early".into())
-    );
-}
-
-#[test]
 fn text_typed_before_the_store_loads_is_kept() {
     let mut app = App::new(
         KeyBindings::default(),
