@@ -5,7 +5,7 @@ use convo_service::{ServiceConfig, generate_api_key};
 use reqwest::StatusCode;
 use serde_json::json;
 
-use super::common::{Ws, close, next_event, session, start_default, start_with, until_end};
+use super::common::{GUARD, Ws, close, next_event, session, start_default, start_with, until_end};
 use super::upstream::{Upstream, chunk, finish};
 
 /// Checks that `events` are gap-free deltas of `id` from `first_seq`, then its `done`;
@@ -285,9 +285,8 @@ async fn shutdown_mid_reply_closes_streams_and_rolls_the_turn_back() {
 }
 
 /// A client that opens the stream and sends at once gets the whole reply on it: the listener
-/// holds its place in the hub before the handshake is answered, so a reply that starts and
-/// ends before the server has set the socket up waits for it. (Before, a plain send's reply
-/// could be over by then, and its listener waited for events that had gone.)
+/// holds its place in the hub before the handshake is answered, so a plain send's reply that
+/// starts and ends before the server has set the socket up waits for it there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reply_sent_the_moment_the_stream_opens_reaches_it() {
     let svc = start_default().await;
@@ -296,10 +295,9 @@ async fn a_reply_sent_the_moment_the_stream_opens_reaches_it() {
         let mut ws = svc.ws(&sid).await;
         let reply = svc.send_text(&sid, "right away").await;
         let id = reply["messageId"].as_str().unwrap();
-        let events =
-            tokio::time::timeout(std::time::Duration::from_secs(10), until_end(&mut ws, id))
-                .await
-                .expect("the reply's events reach the stream opened before the send");
+        let events = tokio::time::timeout(GUARD, until_end(&mut ws, id))
+            .await
+            .expect("the reply's events reach the stream opened before the send");
         assert!(
             matches!(events.last(), Some(StreamEvent::Done { .. })),
             "{events:?}"
