@@ -5,7 +5,7 @@ use convo_service::{ServiceConfig, generate_api_key};
 use reqwest::StatusCode;
 use serde_json::json;
 
-use super::common::{GUARD, Ws, close, next_event, session, start_default, start_with, until_end};
+use super::common::{Ws, close, next_event, session, start_default, start_with, until_end};
 use super::upstream::{Upstream, chunk, finish};
 
 /// Checks that `events` are gap-free deltas of `id` from `first_seq`, then its `done`;
