@@ -52,12 +52,17 @@ pub(crate) fn summary(r: SessionRow) -> SessionSummary {
 /// that the account's usage changed. A session gone by the time it is read is told as
 /// deleted (a turn that created it was rolled back). Errors reading it are logged: the
 /// change itself happened, and a listener catches up with its next `hello`.
+///
+/// The session's events are read and handed on one at a time (`AppState::tell_order`): two
+/// changes told at once (a reply's end and the next send, two titles) could otherwise be read
+/// in one order and published in the other, leaving listeners with the older state.
 pub(crate) async fn tell(state: &AppState, account: i64, session_id: &str, change: Change) {
     if !state.hub.account_watched(account) {
         // Nothing to read for the account's stream; the admin stream still hears of it.
         state.hub.usage_changed(account);
         return;
     }
+    let _in_order = state.tell_order.lock(session_id).await;
     let deleted = || AccountEvent::SessionDeleted {
         session_id: session_id.to_string(),
     };
