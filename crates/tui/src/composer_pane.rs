@@ -22,6 +22,20 @@ pub use wrap::{Row, Screen, width_at};
 /// when `Up` or `Down` recalls one).
 pub type Sent<'a> = &'a dyn Fn() -> Vec<String>;
 
+/// What ends a note on the composer besides the next send or edit: the state that made a
+/// send fail, once it is over. The text stays, and Enter sends it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lapse {
+    /// Nothing else (a refusal that stays true: too long, a limit, a bad key).
+    Edited,
+    /// The service answering for the first time (a send while connecting).
+    Connected,
+    /// The service answering again (a send that could not reach it).
+    LinkUp,
+    /// The reply that was coming ending (a send while it came).
+    ReplyEnded,
+}
+
 /// The composer.
 pub struct Composer {
     text: TextArea<'static>,
@@ -36,8 +50,9 @@ pub struct Composer {
     draft_in_store: String,
     /// `Command::WarmTokenCounter` was given (once, at the first edit of the composer).
     token_counter_asked: bool,
-    /// Why the last send failed, shown on the composer's border until the next send or edit.
-    send_error: Option<String>,
+    /// Why the last send failed, shown on the composer's border until the next send or edit,
+    /// or until what made it true is over.
+    send_error: Option<(String, Lapse)>,
     /// The first screen row drawn when the draft is taller than the composer (kept from
     /// frame to frame: it moves only to keep the cursor in view).
     scroll_top: Cell<usize>,
@@ -147,16 +162,29 @@ impl Composer {
         self.text.is_empty()
     }
 
-    /// The role the next message goes with.
-    /// Why the last send failed, until the next send or edit.
+    /// Why the last send failed, until the next send or edit, or its [`Lapse`].
     pub fn send_error(&self) -> Option<&str> {
-        self.send_error.as_deref()
+        self.send_error.as_ref().map(|(why, _)| why.as_str())
     }
 
+    /// Sets (or clears) why the last send failed; it stays until the next send or edit.
     pub fn set_send_error(&mut self, why: Option<String>) {
-        self.send_error = why;
+        self.send_error = why.map(|why| (why, Lapse::Edited));
     }
 
+    /// Says why the last send failed until the next send or edit, or until `lapse`.
+    pub fn set_send_note(&mut self, why: String, lapse: Lapse) {
+        self.send_error = Some((why, lapse));
+    }
+
+    /// `over` is no longer true: a note that lasts only while it is goes.
+    pub fn lapse(&mut self, over: Lapse) {
+        if self.send_error.as_ref().is_some_and(|(_, l)| *l == over) {
+            self.send_error = None;
+        }
+    }
+
+    /// The role the next message goes with.
     pub fn role(&self) -> Role {
         self.role
     }

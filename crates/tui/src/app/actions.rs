@@ -8,6 +8,7 @@ use convo_wire::limits::MAX_CONTENT_CHARS;
 use super::{
     App, Command, Connection, Focus, Level, NEW_SESSION_TITLE, STILL_COMING, StoreOp, StreamState,
 };
+use crate::composer_pane::Lapse;
 use crate::event::SessionSummary;
 use crate::render::transcript::EntryState;
 use crate::transcript_pane::{OpenSession, PendingSend};
@@ -223,8 +224,8 @@ impl App {
             )));
             return;
         }
-        if let Some(why) = self.not_now() {
-            self.composer.set_send_error(Some(why));
+        if let Some((why, lapse)) = self.not_now() {
+            self.composer.set_send_note(why, lapse);
             return;
         }
         let now = self.now;
@@ -232,7 +233,8 @@ impl App {
             return;
         };
         if open.pending.is_some() {
-            self.composer.set_send_error(Some(STILL_COMING.to_string()));
+            self.composer
+                .set_send_note(STILL_COMING.to_string(), Lapse::ReplyEnded);
             return;
         }
         // A new turn: a reply lost by the stream stays as far as it came.

@@ -6,6 +6,7 @@ use convo_client::api::{Role, new_session_id};
 use convo_client::local_store::StoredMessage;
 
 use super::{App, Command, Connection, Focus, Level, NEW_SESSION_TITLE, StoreOp};
+use crate::composer_pane::Lapse;
 use crate::event::{ForkOutcome, SessionSummary, UndoOutcome, describe_failure};
 use crate::render::transcript::EntryState;
 use crate::transcript_pane::{ForkPoint, edit_base};
@@ -40,12 +41,13 @@ impl App {
         self.missing.fork
     }
 
-    /// Why a send, a fork or an undo cannot be asked for now, if it cannot.
-    pub(super) fn not_now(&self) -> Option<String> {
+    /// Why a send, a fork or an undo cannot be asked for now, if it cannot, and when that is
+    /// over.
+    pub(super) fn not_now(&self) -> Option<(String, Lapse)> {
         match &self.connection {
             Connection::Connected(_) => None,
-            Connection::Failed(e) => Some(format!("not connected: {e}")),
-            _ => Some(super::STILL_CONNECTING.into()),
+            Connection::Failed(e) => Some((format!("not connected: {e}"), Lapse::Edited)),
+            _ => Some((super::STILL_CONNECTING.into(), Lapse::Connected)),
         }
     }
 
@@ -97,7 +99,7 @@ impl App {
         if self.missing.fork {
             return self.notify(Level::Warn, CANNOT_FORK);
         }
-        if let Some(why) = self.not_now() {
+        if let Some((why, _)) = self.not_now() {
             return self.notify(Level::Warn, why);
         }
         if self.forking.is_some() {
@@ -213,7 +215,7 @@ impl App {
         if self.missing.undo {
             return self.notify(Level::Warn, CANNOT_UNDO);
         }
-        if let Some(why) = self.not_now() {
+        if let Some((why, _)) = self.not_now() {
             return self.notify(Level::Warn, why);
         }
         let session_id = open.id.clone();

@@ -6,7 +6,7 @@ use crossterm::event::{KeyEvent, KeyEventKind};
 use ratatui::layout::Rect;
 
 use crate::component::ChatComponent;
-use crate::composer_pane::Composer;
+use crate::composer_pane::{Composer, Lapse};
 use crate::dialogs::Dialogs;
 use crate::event::{AppEvent, Endpoint, EngineStatus, describe_failure};
 use crate::full_view::{FullView, KeyResult};
@@ -355,9 +355,7 @@ impl App {
             AppEvent::Connected(endpoint) => {
                 self.connection = Connection::Connected(endpoint);
                 // A send refused while connecting: the draft is there, Enter sends it now.
-                if self.composer.send_error() == Some(STILL_CONNECTING) {
-                    self.composer.set_send_error(None);
-                }
+                self.composer.lapse(Lapse::Connected);
                 if let Some(open) = self.transcript.session() {
                     out.push(Command::OpenStream {
                         session_id: open.id.clone(),
@@ -534,11 +532,13 @@ impl App {
         self.apply_pending_jump();
         self.refresh_search();
         self.note_draft_edit(&mut out);
-        // "A reply is still coming" is over when no reply is.
-        if self.composer.send_error() == Some(STILL_COMING)
-            && self.session().is_none_or(|o| o.pending.is_none())
-        {
-            self.composer.set_send_error(None);
+        // "A reply is still coming" is over when no reply is, a network error once the
+        // service answers again.
+        if self.session().is_none_or(|o| o.pending.is_none()) {
+            self.composer.lapse(Lapse::ReplyEnded);
+        }
+        if self.link == Link::Up {
+            self.composer.lapse(Lapse::LinkUp);
         }
         self.fetch_metrics_on_screen(&mut out);
         self.flush_accounts(&mut out);

@@ -7,6 +7,7 @@ use convo_client::follow::{Change, Next, ReplyFailure, ReplyStatus};
 use convo_client::sanitize::sanitize_owned;
 
 use super::{App, Command, Focus, Level, NEW_SESSION_TITLE, StoreOp, StreamState, title_from};
+use crate::composer_pane::Lapse;
 use crate::dialogs::Overlay;
 use crate::event::{HistoryFetch, StoredMessage, describe_failure};
 use crate::render::transcript::{EntryId, EntryState, Transcript};
@@ -311,8 +312,12 @@ impl App {
         }
         self.composer.set_text(&draft);
         self.focus = Focus::Composer;
+        let lapse = match failure {
+            ApiError::Network(_) => Lapse::LinkUp,
+            _ => Lapse::Edited,
+        };
         self.composer
-            .set_send_error(Some(describe_failure(&failure, now)));
+            .set_send_note(describe_failure(&failure, now), lapse);
         match failure {
             ApiError::ContextOverflow { current, max, .. } => {
                 open.context_max = max;

@@ -258,6 +258,62 @@ fn not_connected_keeps_the_text() {
     );
 }
 
+/// A send that could not reach the service keeps its text and says why until the service
+/// answers again (here a usage poll); a refusal that stays true stays said.
+#[test]
+fn a_network_error_note_goes_when_the_service_answers_again() {
+    let mut app = app();
+    type_text(&mut app, "hello");
+    let (_, send_id, _) = sent(&app.update(key(KeyCode::Enter))).unwrap();
+    app.update(AppEvent::SendFailed {
+        session_id: A.into(),
+        send_id,
+        failure: ApiError::Network("connection refused".into()),
+    });
+    assert_eq!(app.composer_text(), "hello");
+    assert!(
+        app.composer()
+            .send_error()
+            .unwrap()
+            .contains("connection refused"),
+        "{:?}",
+        app.composer().send_error()
+    );
+    let answered = || {
+        AppEvent::UsageFetched(
+            serde_json::from_value(serde_json::json!({
+                "billingPeriod": {"start": "2026-11-01T00:00:00Z", "end": "2026-12-01T00:00:00Z"},
+                "requests": {"used": 10, "limit": 50000, "percentage": 0.02},
+                "tokens": {"used": 100, "limit": 10000000, "percentage": 0.001},
+                "sessions": {"active": 3, "limit": 500, "percentage": 0.6},
+                "tier": "pro"
+            }))
+            .unwrap(),
+        )
+    };
+    app.update(AppEvent::Clock(t0()));
+    assert!(app.composer().send_error().is_some(), "still unreachable");
+    app.update(answered());
+    assert_eq!(app.composer().send_error(), None, "no longer true");
+    assert_eq!(app.composer_text(), "hello");
+
+    let (_, send_id, _) = sent(&app.update(key(KeyCode::Enter))).unwrap();
+    app.update(AppEvent::SendFailed {
+        session_id: A.into(),
+        send_id,
+        failure: ApiError::Unauthorized {
+            message: "bad key".into(),
+        },
+    });
+    app.update(answered());
+    assert!(
+        app.composer()
+            .send_error()
+            .unwrap()
+            .contains("check your API key")
+    );
+}
+
 #[test]
 fn too_long_messages_are_refused_locally() {
     let mut app = app();
