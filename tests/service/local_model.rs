@@ -404,6 +404,100 @@ fn serve_auto_runs_the_installed_model_or_builtin() {
     );
 }
 
+/// `convo serve --engine local`'s log when a reply is stopped while its long prompt is read:
+/// the engine says it abandoned the step, and none of llama.cpp's errors about that abort
+/// ("failed to compute graph", "failed to decode") is there (`engine::log_filter`).
+#[tokio::test]
+async fn a_stopped_step_leaves_no_error_in_the_log() {
+    use std::io::BufRead;
+    let data_dir = tempfile::tempdir().unwrap();
+    let models = data_dir.path().join("models");
+    std::fs::create_dir_all(&models).unwrap();
+    std::os::unix::fs::symlink(test_model(), models.join("SmolLM2-135M-Instruct.gguf")).unwrap();
+    let key = convo_service::generate_api_key();
+    let mut child = std::process::Command::new(BIN)
+        .args([
+            "serve",
+            "--engine",
+            "local",
+            "--addr",
+            "127.0.0.1:0",
+            "--db",
+            ":memory:",
+        ])
+        .args(["--api-key", &key])
+        .env("CONVO_DATA_DIR", data_dir.path())
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("convo runs");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let base = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("{line}"))
+        .to_string();
+    let (lines_tx, lines) = std::sync::mpsc::channel::<String>();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = lines_tx.send(line);
+        }
+    });
+
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let http = reqwest::Client::new();
+    let messages = format!("{base}/v1/sessions/{}/messages", session());
+    let send = |body: serde_json::Value| http.post(&messages).bearer_auth(&key).json(&body).send();
+    // Once the model answers (the first send waits for it to load).
+    let warm = send(json!({"content": "Say hi"})).await.expect("request");
+    assert_eq!(warm.status(), 200);
+    // About 2,500 tokens of prompt, read in steps of up to 512 for several seconds.
+    let long = "The quick brown fox jumps over the lazy dog near the bank. ".repeat(160);
+    let accepted = send(json!({"content": long, "stream": true}))
+        .await
+        .expect("request");
+    assert_eq!(accepted.status(), 202);
+    let reply: serde_json::Value = accepted.json().await.unwrap();
+    let reply_id = reply["messageId"].as_str().unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let cancel = http
+        .post(format!("{messages}/{reply_id}/cancel"))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(cancel.status(), 202);
+
+    // The log is written in order: once the engine's line is there, llama.cpp's are too.
+    let mut seen = Vec::new();
+    let deadline = std::time::Instant::now() + GUARD;
+    let told = |seen: &[String], what: &str| seen.iter().any(|l| l.contains(what));
+    while !(told(&seen, "step abandoned: a reply of it was stopped")
+        && told(&seen, "reply stopped; turn rolled back"))
+    {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) => seen.push(line),
+            Err(_) => panic!("the stop is not in the log: {seen:#?}"),
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let errors: Vec<&String> = seen
+        .iter()
+        .filter(|l| l.contains("ERROR") || l.contains("failed to decode"))
+        .collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+}
+
 pub(super) fn entry(role: Role, content: &str) -> HistoryEntry {
     HistoryEntry {
         role,

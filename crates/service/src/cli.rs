@@ -381,6 +381,8 @@ async fn bind_metrics(addr: Option<&str>) -> Result<Option<tokio::net::TcpListen
 /// dropped rather than requests held (and counted: `Logging::report_dropped`). The guard
 /// writes what is left when dropped.
 fn init_logging() -> Option<Logging> {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("convo=info,warn"));
     let (writer, guard) =
@@ -390,6 +392,8 @@ fn init_logging() -> Option<Logging> {
         .with_env_filter(filter)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(writer)
+        .finish()
+        .with(crate::engine::log_filter())
         .try_init()
         .ok()
         .map(|()| Logging {

@@ -231,7 +231,12 @@ async fn run(
     let Generated { content, finish } = match generated {
         Ok(generated) => generated,
         Err(e) => {
-            tracing::warn!(session = %session_id, error = %e, "reply failed; turn rolled back");
+            if e.0 == STOPPED_EMPTY || e.0 == SESSION_DELETED {
+                // Asked for: a stop before any text, or the session deleted meanwhile.
+                tracing::info!(session = %session_id, why = %e, "reply stopped; turn rolled back");
+            } else {
+                tracing::warn!(session = %session_id, error = %e, "reply failed; turn rolled back");
+            }
             let rolled = state
                 .store
                 .roll_back_turn(

@@ -14,6 +14,22 @@ use tokio::sync::{mpsc, watch};
 use convo_core::HistoryEntry;
 pub use local_options::LocalOptions;
 
+/// A filter for the process's log (the service's and the TUI's): everything but llama.cpp's
+/// errors about a step the local engine stopped on purpose (`local/step_watch.rs`), which the
+/// engine logs as what it is ("step abandoned").
+pub fn log_filter() -> tracing_subscriber::filter::FilterFn<fn(&tracing::Metadata<'_>) -> bool> {
+    fn keep(meta: &tracing::Metadata<'_>) -> bool {
+        #[cfg(feature = "local-model")]
+        return !local::is_abort_noise(meta);
+        #[cfg(not(feature = "local-model"))]
+        {
+            let _ = meta;
+            true
+        }
+    }
+    tracing_subscriber::filter::filter_fn(keep as fn(&tracing::Metadata<'_>) -> bool)
+}
+
 /// What an engine is asked to answer.
 #[derive(Debug, Clone)]
 pub struct ReplyRequest {

@@ -27,6 +27,7 @@ use tokio::sync::{mpsc, watch};
 pub use super::local_options::{LocalOptions, model_name};
 use super::{EngineError, EngineEvent, EngineStats, Finish, LoadState, ReplyEngine, ReplyRequest};
 pub use scheduler::backend;
+pub use step_watch::is_abort_noise;
 
 /// A reply for the model thread to compute.
 struct Job {

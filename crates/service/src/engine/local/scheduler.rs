@@ -892,11 +892,8 @@ impl Scheduler<'_> {
             a.prompt_read = b.prompt_read;
             a.logits_at = None;
         }
-        // llama.cpp logs the abort as an error ("failed to compute graph", "failed to decode,
-        // ret = 2"); this line says what it was.
-        tracing::info!(
-            "step abandoned: a reply of it was stopped (llama.cpp's decode errors just before are this abort)"
-        );
+        // llama.cpp's own errors about the abort are left out of the log (`step_watch.rs`).
+        tracing::info!("step abandoned: a reply of it was stopped");
     }
 
     fn finish(&mut self, mut a: Active, finish: Finish) {
