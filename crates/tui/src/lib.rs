@@ -351,6 +351,8 @@ fn install_panic_hook(mouse: bool) {
 /// Logs go to `convo.log` in the data dir (mode 0600), never to the screen.
 fn init_logging(data_dir: &std::path::Path) -> Option<tracing_appender::non_blocking::WorkerGuard> {
     use tracing_subscriber::EnvFilter;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
     std::fs::create_dir_all(data_dir).ok()?;
     let path = data_dir.join("convo.log");
     let file = convo_client::private_file::append_private(&path).ok()?;
@@ -360,6 +362,8 @@ fn init_logging(data_dir: &std::path::Path) -> Option<tracing_appender::non_bloc
         .with_env_filter(filter)
         .with_writer(writer)
         .with_ansi(false)
+        .finish()
+        .with(convo_service::engine::log_filter())
         .try_init()
         .ok()?;
     Some(guard)
