@@ -35,6 +35,28 @@ pub fn test_model() -> PathBuf {
     path
 }
 
+/// A data dir whose models dir holds the test model (a link), as `convo model pull` leaves it.
+pub(super) fn data_dir_with_model() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let models = dir.path().join("models");
+    std::fs::create_dir_all(&models).unwrap();
+    std::os::unix::fs::symlink(test_model(), models.join("SmolLM2-135M-Instruct.gguf")).unwrap();
+    dir
+}
+
+/// The base URL a `convo serve` child (stdout piped) prints first: `listening on URL`.
+pub(super) fn listening_url(child: &mut std::process::Child) -> String {
+    use std::io::BufRead;
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("stdout piped"))
+        .read_line(&mut line)
+        .unwrap();
+    line.trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("not the address: {line}"))
+        .to_string()
+}
+
 pub(super) fn options() -> LocalOptions {
     LocalOptions {
         temperature: 0.0,
@@ -364,7 +386,6 @@ async fn replies_differ_without_a_seed_and_repeat_with_one() {
 /// else the builtin engine, saying which and how to get a model.
 #[test]
 fn serve_auto_runs_the_installed_model_or_builtin() {
-    use std::io::BufRead;
     let start = |data_dir: &std::path::Path| {
         let mut child = std::process::Command::new(BIN)
             .args(["serve", "--addr", "127.0.0.1:0", "--db", ":memory:"])
@@ -375,11 +396,7 @@ fn serve_auto_runs_the_installed_model_or_builtin() {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("convo runs");
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert!(line.starts_with("listening on"), "{line}");
+        listening_url(&mut child);
         child.kill().unwrap();
         let out = child.wait_with_output().unwrap();
         String::from_utf8_lossy(&out.stderr).into_owned()
@@ -391,10 +408,7 @@ fn serve_auto_runs_the_installed_model_or_builtin() {
         "{err}"
     );
     assert!(err.contains("convo model pull"), "{err}");
-    let with_model = tempfile::tempdir().unwrap();
-    let models = with_model.path().join("models");
-    std::fs::create_dir_all(&models).unwrap();
-    std::os::unix::fs::symlink(test_model(), models.join("SmolLM2-135M-Instruct.gguf")).unwrap();
+    let with_model = data_dir_with_model();
     let err = start(with_model.path());
     assert!(
         err.contains(
@@ -410,10 +424,7 @@ fn serve_auto_runs_the_installed_model_or_builtin() {
 #[tokio::test]
 async fn a_stopped_step_leaves_no_error_in_the_log() {
     use std::io::BufRead;
-    let data_dir = tempfile::tempdir().unwrap();
-    let models = data_dir.path().join("models");
-    std::fs::create_dir_all(&models).unwrap();
-    std::os::unix::fs::symlink(test_model(), models.join("SmolLM2-135M-Instruct.gguf")).unwrap();
+    let data_dir = data_dir_with_model();
     let key = convo_service::generate_api_key();
     let mut child = std::process::Command::new(BIN)
         .args([
@@ -425,22 +436,21 @@ async fn a_stopped_step_leaves_no_error_in_the_log() {
             "--db",
             ":memory:",
         ])
-        .args(["--api-key", &key])
+        .args([
+            "--api-key",
+            &key,
+            "--max-reply-tokens",
+            "8",
+            "--temperature",
+            "0",
+        ])
         .env("CONVO_DATA_DIR", data_dir.path())
         .env_remove("RUST_LOG")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("convo runs");
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let base = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("{line}"))
-        .to_string();
+    let base = listening_url(&mut child);
     let (lines_tx, lines) = std::sync::mpsc::channel::<String>();
     let stderr = child.stderr.take().unwrap();
     std::thread::spawn(move || {
@@ -456,7 +466,7 @@ async fn a_stopped_step_leaves_no_error_in_the_log() {
     let http = reqwest::Client::new();
     let messages = format!("{base}/v1/sessions/{}/messages", session());
     let send = |body: serde_json::Value| http.post(&messages).bearer_auth(&key).json(&body).send();
-    // Once the model answers (the first send waits for it to load).
+    // Once the model answers (the first send waits for it to load; 8 tokens at most).
     let warm = send(json!({"content": "Say hi"})).await.expect("request");
     assert_eq!(warm.status(), 200);
     // About 2,500 tokens of prompt, read in steps of up to 512 for several seconds.

@@ -11,7 +11,7 @@ use convo_service::engine::{EngineError, EngineEvent, Finish, ReplyEngine};
 use tokio::sync::mpsc;
 
 use super::common::GUARD;
-use super::local_model::{entry, options, request, settled, test_model};
+use super::local_model::{entry, listening_url, options, request, settled, test_model};
 
 /// About 2,000 tokens: several steps of up to 512 tokens, so that progress shows.
 fn long_text() -> String {
@@ -341,7 +341,6 @@ async fn the_stats_count_what_the_engine_did() {
 /// `convo serve` saves its sessions' state in `<data dir>/kv` when it stops (SIGTERM).
 #[tokio::test]
 async fn convo_serve_saves_the_sessions_state_when_it_stops() {
-    use std::io::BufRead;
     const KEY: &str = "service_live_kvkvkvkvkvkvkvkvkvkv1234";
     let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir().unwrap();
@@ -362,15 +361,7 @@ async fn convo_serve_saves_the_sessions_state_when_it_stops() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("convo runs");
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap()
-        .to_string();
+    let url = listening_url(&mut child);
     let session = convo_wire::new_session_id();
     let resp = reqwest::Client::new()
         .post(format!("{url}/v1/sessions/{session}/messages"))
