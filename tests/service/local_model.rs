@@ -57,6 +57,16 @@ pub(super) fn listening_url(child: &mut std::process::Child) -> String {
         .to_string()
 }
 
+/// A child process killed and reaped when dropped, also when the test panics first.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 pub(super) fn options() -> LocalOptions {
     LocalOptions {
         temperature: 0.0,
@@ -426,7 +436,7 @@ async fn a_stopped_step_leaves_no_error_in_the_log() {
     use std::io::BufRead;
     let data_dir = data_dir_with_model();
     let key = convo_service::generate_api_key();
-    let mut child = std::process::Command::new(BIN)
+    let child = std::process::Command::new(BIN)
         .args([
             "serve",
             "--engine",
@@ -450,9 +460,10 @@ async fn a_stopped_step_leaves_no_error_in_the_log() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("convo runs");
-    let base = listening_url(&mut child);
+    let mut child = Killed(child);
+    let base = listening_url(&mut child.0);
     let (lines_tx, lines) = std::sync::mpsc::channel::<String>();
-    let stderr = child.stderr.take().unwrap();
+    let stderr = child.0.stderr.take().unwrap();
     std::thread::spawn(move || {
         for line in std::io::BufReader::new(stderr)
             .lines()
@@ -499,8 +510,7 @@ async fn a_stopped_step_leaves_no_error_in_the_log() {
             Err(_) => panic!("the stop is not in the log: {seen:#?}"),
         }
     }
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(child);
     let errors: Vec<&String> = seen
         .iter()
         .filter(|l| l.contains("ERROR") || l.contains("failed to decode"))
