@@ -437,15 +437,7 @@ async fn a_stopped_step_leaves_no_error_in_the_log() {
     let data_dir = data_dir_with_model();
     let key = convo_service::generate_api_key();
     let child = std::process::Command::new(BIN)
-        .args([
-            "serve",
-            "--engine",
-            "local",
-            "--addr",
-            "127.0.0.1:0",
-            "--db",
-            ":memory:",
-        ])
+        .args(SERVE_LOCAL)
         .args([
             "--api-key",
             &key,
@@ -474,7 +466,7 @@ async fn a_stopped_step_leaves_no_error_in_the_log() {
     });
 
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let http = reqwest::Client::new();
+    let http = reqwest::Client::builder().timeout(GUARD).build().unwrap();
     let messages = format!("{base}/v1/sessions/{}/messages", session());
     let send = |body: serde_json::Value| http.post(&messages).bearer_auth(&key).json(&body).send();
     // Once the model answers (the first send waits for it to load; 8 tokens at most).
@@ -585,18 +577,21 @@ pub(super) async fn settled(engine: &LocalEngine) -> u64 {
 
 const BIN: &str = env!("CARGO_BIN_EXE_convo");
 
+/// `convo serve` on the local engine, on a free port, keeping nothing.
+const SERVE_LOCAL: [&str; 7] = [
+    "serve",
+    "--engine",
+    "local",
+    "--addr",
+    "127.0.0.1:0",
+    "--db",
+    ":memory:",
+];
+
 /// `convo serve --engine local` with these arguments: its exit code and stderr.
 fn serve_fails(args: &[&str], data_dir: &std::path::Path) -> (i32, String) {
     let out = std::process::Command::new(BIN)
-        .args([
-            "serve",
-            "--engine",
-            "local",
-            "--addr",
-            "127.0.0.1:0",
-            "--db",
-            ":memory:",
-        ])
+        .args(SERVE_LOCAL)
         .args(args)
         .env("CONVO_DATA_DIR", data_dir)
         .env("RUST_LOG", "off")

@@ -127,14 +127,12 @@ fn alt_enter_inserts_a_newline() {
 fn a_failed_send_puts_the_text_back_with_the_reason() {
     let mut app = app();
     type_text(&mut app, "hello");
-    let (_, send_id, _) = sent(&app.update(key(KeyCode::Enter))).unwrap();
-    app.update(AppEvent::SendFailed {
-        session_id: A.into(),
-        send_id,
-        failure: ApiError::Unauthorized {
+    send_then_fail(
+        &mut app,
+        ApiError::Unauthorized {
             message: "bad key".into(),
         },
-    });
+    );
     assert_eq!(app.composer_text(), "hello");
     assert!(open(&app).items.is_empty());
     assert!(
@@ -149,17 +147,15 @@ fn a_failed_send_puts_the_text_back_with_the_reason() {
 fn quota_exceeded_says_when_it_resets() {
     let mut app = app();
     type_text(&mut app, "hello");
-    let (_, send_id, _) = sent(&app.update(key(KeyCode::Enter))).unwrap();
-    let cmds = app.update(AppEvent::SendFailed {
-        session_id: A.into(),
-        send_id,
-        failure: ApiError::QuotaExceeded {
+    let cmds = send_then_fail(
+        &mut app,
+        ApiError::QuotaExceeded {
             limit: Some("requests".into()),
             reset_at: Some((t0() + chrono::Duration::hours(5)).to_rfc3339()),
             retry_after: None,
             message: "quota exceeded".into(),
         },
-    });
+    );
     assert!(cmds.contains(&Command::RefreshUsage));
     let err = app.composer().send_error().unwrap().to_string();
     assert!(
@@ -172,16 +168,14 @@ fn quota_exceeded_says_when_it_resets() {
 fn context_overflow_offers_a_new_session_with_the_draft() {
     let mut app = app();
     type_text(&mut app, "long text");
-    let (_, send_id, _) = sent(&app.update(key(KeyCode::Enter))).unwrap();
-    app.update(AppEvent::SendFailed {
-        session_id: A.into(),
-        send_id,
-        failure: ApiError::ContextOverflow {
+    send_then_fail(
+        &mut app,
+        ApiError::ContextOverflow {
             current: 8300,
             max: 8192,
             message: "too long".into(),
         },
-    });
+    );
     assert!(matches!(
         app.overlay().cloned(),
         Some(Overlay::ContextOverflow {
@@ -207,16 +201,14 @@ fn context_overflow_offers_a_new_session_with_the_draft() {
 fn a_window_learned_from_an_overflow_holds_in_the_new_session() {
     let mut app = app();
     type_text(&mut app, "long text");
-    let (_, send_id, _) = sent(&app.update(key(KeyCode::Enter))).unwrap();
-    app.update(AppEvent::SendFailed {
-        session_id: A.into(),
-        send_id,
-        failure: ApiError::ContextOverflow {
+    send_then_fail(
+        &mut app,
+        ApiError::ContextOverflow {
             current: 290,
             max: 300,
             message: "too long".into(),
         },
-    });
+    );
     app.update(key(KeyCode::Enter));
     assert_ne!(app.open_id(), Some(A));
     assert_eq!(open(&app).context_max, 300, "not the 8192 default");
@@ -264,12 +256,7 @@ fn not_connected_keeps_the_text() {
 fn a_network_error_note_goes_when_the_service_answers_again() {
     let mut app = app();
     type_text(&mut app, "hello");
-    let (_, send_id, _) = sent(&app.update(key(KeyCode::Enter))).unwrap();
-    app.update(AppEvent::SendFailed {
-        session_id: A.into(),
-        send_id,
-        failure: ApiError::Network("connection refused".into()),
-    });
+    send_then_fail(&mut app, ApiError::Network("connection refused".into()));
     assert_eq!(app.composer_text(), "hello");
     assert!(
         app.composer()
@@ -279,32 +266,19 @@ fn a_network_error_note_goes_when_the_service_answers_again() {
         "{:?}",
         app.composer().send_error()
     );
-    let answered = || {
-        AppEvent::UsageFetched(
-            serde_json::from_value(serde_json::json!({
-                "billingPeriod": {"start": "2026-11-01T00:00:00Z", "end": "2026-12-01T00:00:00Z"},
-                "requests": {"used": 10, "limit": 50000, "percentage": 0.02},
-                "tokens": {"used": 100, "limit": 10000000, "percentage": 0.001},
-                "sessions": {"active": 3, "limit": 500, "percentage": 0.6},
-                "tier": "pro"
-            }))
-            .unwrap(),
-        )
-    };
+    let answered = || AppEvent::UsageFetched(serde_json::from_value(usage_json()).unwrap());
     app.update(AppEvent::Clock(t0()));
     assert!(app.composer().send_error().is_some(), "still unreachable");
     app.update(answered());
     assert_eq!(app.composer().send_error(), None, "no longer true");
     assert_eq!(app.composer_text(), "hello");
 
-    let (_, send_id, _) = sent(&app.update(key(KeyCode::Enter))).unwrap();
-    app.update(AppEvent::SendFailed {
-        session_id: A.into(),
-        send_id,
-        failure: ApiError::Unauthorized {
+    send_then_fail(
+        &mut app,
+        ApiError::Unauthorized {
             message: "bad key".into(),
         },
-    });
+    );
     app.update(answered());
     assert!(
         app.composer()
@@ -468,13 +442,7 @@ fn a_title_from_a_markdown_message_is_plain_text() {
 fn the_context_window_comes_from_usage_when_the_service_says_it() {
     let mut app = app();
     let usage = |context: serde_json::Value| -> convo_client::api::Usage {
-        let mut v = serde_json::json!({
-            "billingPeriod": {"start": "2026-11-01T00:00:00Z", "end": "2026-12-01T00:00:00Z"},
-            "requests": {"used": 10, "limit": 50000, "percentage": 0.02},
-            "tokens": {"used": 100, "limit": 10000000, "percentage": 0.001},
-            "sessions": {"active": 3, "limit": 500, "percentage": 0.6},
-            "tier": "pro"
-        });
+        let mut v = usage_json();
         if !context.is_null() {
             v["context"] = context;
         }

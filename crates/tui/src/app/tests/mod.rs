@@ -122,6 +122,28 @@ fn sent(cmds: &[Command]) -> Option<(String, u64, convo_client::api::SendMessage
     })
 }
 
+/// Enter on the composer's text in A, then that send failed with `failure`; what the failure
+/// asked for.
+fn send_then_fail(app: &mut App, failure: ApiError) -> Vec<Command> {
+    let (_, send_id, _) = sent(&app.update(key(KeyCode::Enter))).expect("a send");
+    app.update(AppEvent::SendFailed {
+        session_id: A.into(),
+        send_id,
+        failure,
+    })
+}
+
+/// A pro account's usage as `GET /v1/analytics/usage` answers it, early in the period.
+fn usage_json() -> serde_json::Value {
+    serde_json::json!({
+        "billingPeriod": {"start": "2026-11-01T00:00:00Z", "end": "2026-12-01T00:00:00Z"},
+        "requests": {"used": 10, "limit": 50000, "percentage": 0.02},
+        "tokens": {"used": 100, "limit": 10000000, "percentage": 0.001},
+        "sessions": {"active": 3, "limit": 500, "percentage": 0.6},
+        "tier": "pro"
+    })
+}
+
 fn reply(id: &str, content: &str, tokens: u64) -> Message {
     Message {
         message_id: id.into(),

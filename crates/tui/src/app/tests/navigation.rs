@@ -291,14 +291,7 @@ fn deleting_the_last_session_starts_a_new_one() {
 #[test]
 fn usage_polls_update_and_failures_mark_the_gauges_stale() {
     let mut app = app();
-    let usage: convo_client::api::Usage = serde_json::from_value(serde_json::json!({
-        "billingPeriod": {"start": "2026-11-01T00:00:00Z", "end": "2026-12-01T00:00:00Z"},
-        "requests": {"used": 10, "limit": 50000, "percentage": 0.02},
-        "tokens": {"used": 100, "limit": 10000000, "percentage": 0.001},
-        "sessions": {"active": 3, "limit": 500, "percentage": 0.6},
-        "tier": "pro"
-    }))
-    .unwrap();
+    let usage: convo_client::api::Usage = serde_json::from_value(usage_json()).unwrap();
     app.update(AppEvent::UsageFetched(usage.clone()));
     assert_eq!(app.usage.usage.as_ref().unwrap().tier, "pro");
     assert!(app.usage.error.is_none());
