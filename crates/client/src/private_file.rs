@@ -38,7 +38,8 @@ pub fn write_private_atomic(path: &Path, bytes: &[u8], replace: bool) -> std::io
     let mut temp = tempfile::Builder::new()
         .prefix(".convo-")
         .suffix(".tmp")
-        .tempfile_in(dir)?;
+        .tempfile_in(dir)
+        .map_err(without_temp_path)?;
     temp.write_all(bytes)?;
     temp.as_file().sync_all()?;
     let persisted = if replace {
@@ -47,6 +48,16 @@ pub fn write_private_atomic(path: &Path, bytes: &[u8], replace: bool) -> std::io
         temp.persist_noclobber(path)
     };
     persisted.map(|_| ()).map_err(|e| e.error)
+}
+
+/// The system's error of a temporary file that could not be made, without the temporary
+/// file's name (tempfile adds it: "… at path \"dir/.convo-x1y2.tmp\""), which the user never
+/// named: the caller says which file it was writing.
+fn without_temp_path(e: std::io::Error) -> std::io::Error {
+    match e.to_string().rsplit_once(" at path ") {
+        Some((system, _)) => std::io::Error::new(e.kind(), system.to_string()),
+        None => e,
+    }
 }
 
 /// Opens `path` for appending, creating it readable by its owner only.
@@ -98,5 +109,14 @@ mod tests {
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
         assert_eq!(names.len(), 2, "{names:?}");
+    }
+
+    #[test]
+    fn a_missing_directory_is_the_system_s_error_without_the_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("missing").join("out.md");
+        let e = write_private_atomic(&path, b"ours", false).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+        assert_eq!(e.to_string(), "No such file or directory (os error 2)");
     }
 }
