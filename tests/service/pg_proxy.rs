@@ -3,8 +3,9 @@
 //! **hold** (no byte passes on any connection, new ones are accepted and held: a network
 //! that swallows everything) or **hold the replies within transactions** (what the service sends
 //! reaches the server; on each connection the answer to a transaction's `BEGIN` comes back and
-//! nothing after it: a network that dies in the middle of a transaction), then **restore** (held
-//! connections go on; new ones pass).
+//! nothing after it: a network that dies in the middle of a transaction) or **slow what the
+//! service sends** (each read of its bytes reaches the server a set time later: a distant or
+//! congested link), then **restore** (held connections go on; new ones pass).
 //!
 //! The service connects without TLS (`NoTls`: no `SSLRequest`), so the server's bytes are the
 //! protocol's messages from the first byte on, which the proxy follows to find where a
@@ -27,6 +28,8 @@ enum Mode {
     Cut,
     Hold,
     HoldInTransactions,
+    /// Passing, what the service sends delayed by this much.
+    SlowUp(Duration),
 }
 
 /// Which way a pump carries bytes.
@@ -112,6 +115,12 @@ impl PgProxy {
     /// transaction's statements are sent whether or not the connection had them prepared.
     pub fn hold_replies_in_transactions(&self) {
         self.mode.send_replace(Mode::HoldInTransactions);
+    }
+
+    /// Delays each read of what the service sends by `delay` before it goes on to the server
+    /// (the server's answers pass as they come), until `restore`.
+    pub fn slow_uploads(&self, delay: Duration) {
+        self.mode.send_replace(Mode::SlowUp(delay));
     }
 
     /// Passes bytes again: held connections go on, new ones are forwarded.
@@ -237,6 +246,13 @@ async fn pump(
         }
         if !passing(&mut mode).await {
             return;
+        }
+        let slow = match *mode.borrow() {
+            Mode::SlowUp(delay) if way == Way::Up => Some(delay),
+            _ => None,
+        };
+        if let Some(delay) = slow {
+            tokio::time::sleep(delay).await;
         }
         if to.write_all(bytes).await.is_err() {
             return;

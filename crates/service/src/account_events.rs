@@ -1,28 +1,26 @@
 //! What the routes that change an account's sessions tell its account stream
-//! (`GET /v1/stream`, `routes::account_stream`): one call per change, [`tell`], which reads
-//! the session's state after the change and hands the event to the hub (`stream::StreamHub`:
-//! its listeners here, and the replicas that watch the account). Nothing is read when nobody
-//! listens to the account anywhere; the usage change is told in any case (the admin stream
-//! hears of every account's).
+//! (`GET /v1/stream`, `routes::account_stream`): one call per change, [`tell`], which hands the
+//! hub (`stream::StreamHub`) the session's id and what happened to it, for its listeners here
+//! and the replicas that watch the account; and what a listener then sends, [`event`], which
+//! reads the session's state when the listener takes the signal.
+//!
+//! Read by the listener, not by the teller: a listener's signals come in the order they reach
+//! it, from this replica and through the relay from others, and each of its events is read
+//! after its signal came, so after the change it tells was committed. The last event a
+//! listener sends of a session is read after every change told to it, whatever order the
+//! changes were made, told or relayed in: it is the session's state.
 
-use convo_wire::account_stream::{AccountEvent, SessionChange};
+use convo_wire::account_stream::AccountEvent;
 use convo_wire::sessions::SessionSummary;
 
 use crate::AppState;
+use crate::error::StoreError;
 use crate::storage::Storage;
 use crate::storage::rows::SessionRow;
 use crate::time;
 
-/// What happened to a session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Change {
-    /// It began (its first message, or a fork).
-    Created,
-    /// It changed: a message stored or removed, a title set, an exchange undone.
-    Updated(SessionChange),
-    /// It was deleted.
-    Deleted,
-}
+/// What happened to a session (the hub's, which carries it to listeners and replicas).
+pub(crate) use crate::stream::Change;
 
 /// A stored session as the extensions list it (`GET /v1/sessions`, `PATCH`, `fork`, and the
 /// account stream's events).
@@ -49,43 +47,40 @@ pub(crate) fn summary(r: SessionRow) -> SessionSummary {
 }
 
 /// Tells the account's stream listeners (on every replica) of `change` to `session_id`, and
-/// that the account's usage changed. A session gone by the time it is read is told as
-/// deleted (a turn that created it was rolled back). Errors reading it are logged: the
-/// change itself happened, and a listener catches up with its next `hello`.
-///
-/// The session's events are read and handed on one at a time (`AppState::tell_order`): two
-/// changes told at once (a reply's end and the next send, two titles) could otherwise be read
-/// in one order and published in the other, leaving listeners with the older state.
-pub(crate) async fn tell(state: &AppState, account: i64, session_id: &str, change: Change) {
-    if !state.hub.account_watched(account) {
-        // Nothing to read for the account's stream; the admin stream still hears of it.
-        state.hub.usage_changed(account);
-        return;
-    }
-    let _in_order = state.tell_order.lock(session_id).await;
+/// that the account's usage changed. Nothing is read here: each listener reads the session
+/// when it takes the signal ([`event`]).
+pub(crate) fn tell(state: &AppState, account: i64, session_id: &str, change: Change) {
+    state.hub.session_changed(account, session_id, change);
+    state.hub.usage_changed(account);
+}
+
+/// The event a listener of account `account` sends for `change` to `session_id`, read now: the
+/// session's state as it is stored, told as deleted when it is gone (deleted since, or a turn
+/// that created it was rolled back).
+pub(crate) async fn event(
+    state: &AppState,
+    account: i64,
+    session_id: &str,
+    change: Change,
+) -> Result<AccountEvent, StoreError> {
     let deleted = || AccountEvent::SessionDeleted {
         session_id: session_id.to_string(),
     };
-    let event = match change {
-        Change::Deleted => deleted(),
-        Change::Created | Change::Updated(_) => match state.store.list_sessions(account).await {
-            Ok(rows) => match rows.into_iter().find(|r| r.id == session_id) {
-                None => deleted(),
-                Some(row) => {
-                    let session = summary(row);
-                    match change {
-                        Change::Updated(change) => AccountEvent::SessionUpdated { session, change },
-                        _ => AccountEvent::SessionCreated { session },
-                    }
-                }
-            },
-            Err(e) => {
-                tracing::warn!(account, session = %session_id, error = %e, "cannot read a changed session for the account stream");
-                state.hub.usage_changed(account);
-                return;
-            }
+    if change == Change::Deleted {
+        return Ok(deleted());
+    }
+    let row = state
+        .store
+        .session_summary(account, session_id.to_string())
+        .await?;
+    Ok(match (row, change) {
+        (None, _) => deleted(),
+        (Some(row), Change::Updated(change)) => AccountEvent::SessionUpdated {
+            session: summary(row),
+            change,
         },
-    };
-    state.hub.account_event(account, event);
-    state.hub.usage_changed(account);
+        (Some(row), _) => AccountEvent::SessionCreated {
+            session: summary(row),
+        },
+    })
 }

@@ -65,10 +65,6 @@ pub(crate) struct AppState {
     /// On PostgreSQL: this replica's heartbeat and the sweep for stopped replicas' turns.
     pub leases: Mutex<Option<tokio::task::JoinHandle<()>>>,
     pub session_locks: SessionLocks,
-    /// One per session, held by `account_events::tell` from reading a session's state to
-    /// handing its event to the hub: a session's events go out in the order of their reads,
-    /// so the last one told is its latest state.
-    pub tell_order: SessionLocks,
     /// Replies being generated; awaited on shutdown.
     pub turns: Mutex<JoinSet<()>>,
     /// How to stop the reply being generated for a session (when it is deleted).
@@ -92,9 +88,8 @@ impl AppState {
     }
 }
 
-/// One async mutex per session. As `AppState::session_locks`: turns of a session run one after
-/// the other, so messages are stored in order (user, reply, user, reply) and the context check
-/// sees every stored token; as `AppState::tell_order`, its account-stream events go out in order.
+/// One async mutex per session: turns of a session run one after the other, so messages are
+/// stored in order (user, reply, user, reply) and the context check sees every stored token.
 #[derive(Default)]
 pub(crate) struct SessionLocks {
     map: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
@@ -333,7 +328,6 @@ pub async fn start(
         relay: Mutex::new(relay),
         leases: Mutex::new(leases),
         session_locks: SessionLocks::default(),
-        tell_order: SessionLocks::default(),
         turns: Mutex::new(JoinSet::new()),
         stoppers: turn::Stoppers::default(),
         shutdown: shutdown_rx.clone(),
@@ -349,8 +343,7 @@ pub async fn start(
                     turn.account_id,
                     &turn.session_id,
                     account_events::Change::Updated(SessionChange::Message),
-                )
-                .await;
+                );
             }
         });
     }

@@ -14,10 +14,12 @@
 //! The hub also carries the account stream (`GET /v1/stream`, `routes::account_stream`): one
 //! broadcast channel per account with a listener here, of `AccountSignal`s. Across replicas
 //! it works as for sessions: a replica with a listener on an account says so (`AccountWatch`,
-//! `AccountUnwatch`), and a replica publishes an account's events (`AccountEvent`) and usage
-//! changes (`AccountUsage`) only while another replica watches that account. After the relay
-//! was lost and came back, every account listener here is told to resync (`Resync`: it sends
-//! a fresh `hello`, since what changed meanwhile was not relayed).
+//! `AccountUnwatch`), and a replica publishes what happened to an account's sessions
+//! (`AccountSession`: a session's id and its change, never its state, which each listener
+//! reads when it takes the signal: `account_events::event`) and its usage changes
+//! (`AccountUsage`) only while another replica watches that account. After the relay was lost
+//! and came back, every account listener here is told to resync (`Resync`: it sends a fresh
+//! `hello`, since what changed meanwhile was not relayed).
 
 mod admin;
 
@@ -26,7 +28,7 @@ use std::sync::{Mutex, OnceLock};
 
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
-use convo_wire::account_stream::AccountEvent;
+use convo_wire::account_stream::{AccountEvent, SessionChange};
 use convo_wire::{ErrorBody, StreamEvent};
 
 pub use admin::AdminSignal;
@@ -196,7 +198,10 @@ pub enum Relayed {
     AccountWatch { a: i64 },
     /// The sender's last listener on account `a`'s stream left.
     AccountUnwatch { a: i64 },
-    /// An event of account `a` (never a `hello`: each replica builds its own).
+    /// Session `s` of account `a` changed (`c`); each listener reads its state.
+    AccountSession { a: i64, s: String, c: Change },
+    /// An event of account `a` as a replica of an older build reads and sends it (it sent
+    /// this instead of `AccountSession`); told to the listeners as it is.
     AccountEvent { a: i64, e: AccountEvent },
     /// Account `a`'s usage changed (each listener reads it, at most a few times a second).
     AccountUsage { a: i64 },
@@ -204,12 +209,31 @@ pub enum Relayed {
     AdminWatch,
     /// The sender's last admin stream listener left.
     AdminUnwatch,
+    /// A message of a newer build's that this one does not know: ignored, so that the rest of
+    /// its batch is read.
+    #[serde(other)]
+    Unknown,
+}
+
+/// What happened to a session, as `account_events::tell` hands it to the hub and the relay
+/// carries it to the other replicas (serialised compactly).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Change {
+    /// It began (its first message, or a fork).
+    Created,
+    /// It changed: a message stored or removed, a title set, an exchange undone.
+    Updated(SessionChange),
+    /// It was deleted.
+    Deleted,
 }
 
 /// What an account stream listener is told.
 #[derive(Debug, Clone, PartialEq)]
 pub enum AccountSignal {
-    /// An event to send as it is.
+    /// A session changed: send its event, its state read now (`account_events::event`).
+    Session { session_id: String, change: Change },
+    /// An event to send as it is (relayed by a replica of an older build).
     Event(AccountEvent),
     /// The account's usage changed: send a `usage` event (coalesced by the listener).
     Usage,
@@ -333,19 +357,24 @@ impl StreamHub {
         self.with_accounts(|map| map.get(&account).is_some_and(|c| !c.idle()))
     }
 
-    /// An event of the account: to its listeners here and on the replicas that watch it.
-    pub fn account_event(&self, account: i64, event: AccountEvent) {
+    /// A session of the account changed: told to its listeners here and on the replicas that
+    /// watch it.
+    pub fn session_changed(&self, account: i64, session_id: &str, change: Change) {
         self.with_accounts(|map| {
             let Some(channel) = map.get(&account) else {
                 return;
             };
             if !channel.watchers.is_empty() {
-                self.publish(Relayed::AccountEvent {
+                self.publish(Relayed::AccountSession {
                     a: account,
-                    e: event.clone(),
+                    s: session_id.to_string(),
+                    c: change,
                 });
             }
-            channel.send(AccountSignal::Event(event));
+            channel.send(AccountSignal::Session {
+                session_id: session_id.to_string(),
+                change,
+            });
         });
     }
 
@@ -381,6 +410,14 @@ impl StreamHub {
                     if channel.idle() {
                         map.remove(&a);
                     }
+                }
+            }
+            Relayed::AccountSession { a, s, c } => {
+                if let Some(channel) = map.get(&a) {
+                    channel.send(AccountSignal::Session {
+                        session_id: s,
+                        change: c,
+                    });
                 }
             }
             Relayed::AccountEvent { a, e } => {
@@ -603,6 +640,7 @@ impl StreamHub {
             message,
             Relayed::AccountWatch { .. }
                 | Relayed::AccountUnwatch { .. }
+                | Relayed::AccountSession { .. }
                 | Relayed::AccountEvent { .. }
                 | Relayed::AccountUsage { .. }
         ) {
@@ -728,10 +766,12 @@ impl StreamHub {
             }
             Relayed::AccountWatch { .. }
             | Relayed::AccountUnwatch { .. }
+            | Relayed::AccountSession { .. }
             | Relayed::AccountEvent { .. }
             | Relayed::AccountUsage { .. }
             | Relayed::AdminWatch
-            | Relayed::AdminUnwatch => {}
+            | Relayed::AdminUnwatch
+            | Relayed::Unknown => {}
         });
     }
 
@@ -1486,58 +1526,62 @@ mod tests {
         drop(kept);
     }
 
-    fn deleted(id: &str) -> AccountEvent {
-        AccountEvent::SessionDeleted {
+    fn changed(id: &str) -> AccountSignal {
+        AccountSignal::Session {
             session_id: id.into(),
+            change: Change::Updated(SessionChange::Title),
+        }
+    }
+
+    fn relayed(account: i64, id: &str) -> Relayed {
+        Relayed::AccountSession {
+            a: account,
+            s: id.into(),
+            c: Change::Updated(SessionChange::Title),
         }
     }
 
     #[test]
-    fn account_events_reach_listeners_here_and_replicas_that_watch() {
+    fn account_changes_reach_listeners_here_and_replicas_that_watch() {
+        let title = Change::Updated(SessionChange::Title);
         let hub = StreamHub::default();
         let (tx, mut rx) = mpsc::unbounded_channel();
         hub.relay_to(tx);
         assert!(!hub.account_watched(7));
-        hub.account_event(7, deleted("s"));
+        hub.session_changed(7, "s", title);
         hub.usage_changed(7);
         assert_eq!(published(&mut rx), vec![], "nobody listens anywhere");
 
         let mut listener = hub.subscribe_account(7);
         assert_eq!(published(&mut rx), vec![Relayed::AccountWatch { a: 7 }]);
         assert!(hub.account_watched(7));
-        hub.account_event(7, deleted("s"));
+        hub.session_changed(7, "s", title);
         hub.usage_changed(7);
-        assert_eq!(
-            listener.try_recv().unwrap(),
-            AccountSignal::Event(deleted("s"))
-        );
+        assert_eq!(listener.try_recv().unwrap(), changed("s"));
         assert_eq!(listener.try_recv().unwrap(), AccountSignal::Usage);
         assert_eq!(published(&mut rx), vec![], "no other replica watches");
 
-        // Another replica watches: its events reach the listener, ours reach it.
+        // Another replica watches: its changes reach the listener, ours reach it.
         hub.apply("b", Relayed::AccountWatch { a: 7 });
+        hub.apply("b", relayed(7, "t"));
+        assert_eq!(listener.try_recv().unwrap(), changed("t"));
+        hub.session_changed(7, "u", title);
+        let _ = listener.try_recv();
+        assert_eq!(published(&mut rx), vec![relayed(7, "u")]);
+        // A replica of an older build sends its events as it read them: told as they are.
+        let deleted = AccountEvent::SessionDeleted {
+            session_id: "w".into(),
+        };
         hub.apply(
             "b",
             Relayed::AccountEvent {
                 a: 7,
-                e: deleted("t"),
+                e: deleted.clone(),
             },
         );
-        assert_eq!(
-            listener.try_recv().unwrap(),
-            AccountSignal::Event(deleted("t"))
-        );
-        hub.account_event(7, deleted("u"));
-        let _ = listener.try_recv();
-        assert_eq!(
-            published(&mut rx),
-            vec![Relayed::AccountEvent {
-                a: 7,
-                e: deleted("u")
-            }]
-        );
+        assert_eq!(listener.try_recv().unwrap(), AccountSignal::Event(deleted));
         // Other accounts are nobody's business.
-        hub.account_event(8, deleted("v"));
+        hub.session_changed(8, "v", title);
         assert!(listener.try_recv().is_err());
         assert_eq!(published(&mut rx), vec![]);
 
@@ -1548,6 +1592,23 @@ mod tests {
         assert!(hub.account_watched(7));
         hub.apply("b", Relayed::AccountUnwatch { a: 7 });
         assert!(!hub.account_watched(7));
+    }
+
+    #[test]
+    fn a_relayed_message_of_a_newer_build_is_skipped_and_the_rest_read() {
+        let batch: Vec<Relayed> = serde_json::from_str(
+            r#"[{"k":"account_moved","a":7,"to":"x"},{"k":"account_session","a":7,"s":"t","c":{"updated":"title"}},{"k":"hello"}]"#,
+        )
+        .unwrap();
+        assert_eq!(
+            batch,
+            vec![Relayed::Unknown, relayed(7, "t"), Relayed::Hello]
+        );
+        let json = serde_json::to_string(&relayed(7, "t")).unwrap();
+        assert_eq!(
+            serde_json::from_str::<Relayed>(&json).unwrap(),
+            relayed(7, "t")
+        );
     }
 
     #[test]

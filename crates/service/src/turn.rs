@@ -260,8 +260,7 @@ async fn run(
                 account.id,
                 &session_id,
                 Change::Updated(SessionChange::Message),
-            )
-            .await;
+            );
             return Err(error);
         }
     };
@@ -333,8 +332,7 @@ async fn run(
         account.id,
         &session_id,
         Change::Updated(SessionChange::Message),
-    )
-    .await;
+    );
     outcome
 }
 

@@ -34,7 +34,8 @@ pub enum AccountEvent {
     /// A session began (its first message, or a fork).
     #[serde(rename = "session.created")]
     SessionCreated { session: SessionSummary },
-    /// A session changed; `session` is its state after the change.
+    /// A session changed; `session` is its state as the server sent the event: after the
+    /// change, and after any change made since (a later event tells those too).
     #[serde(rename = "session.updated")]
     SessionUpdated {
         session: SessionSummary,

@@ -216,7 +216,7 @@ pub(crate) async fn send(
     } else {
         Change::Updated(SessionChange::Message)
     };
-    tell(&state, account.id, &session_id, change).await;
+    tell(&state, account.id, &session_id, change);
     let streamed = request.stream || state.hub.has_listeners(&session_id);
     let outcome = turn::spawn(
         state.clone(),

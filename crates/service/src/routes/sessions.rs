@@ -35,7 +35,7 @@ pub(crate) async fn delete(
     if deleted {
         state.stoppers.stop(&session_id);
         state.engine.forget_session(&session_id);
-        tell(&state, account.id, &session_id, Change::Deleted).await;
+        tell(&state, account.id, &session_id, Change::Deleted);
         tracing::info!(account = account.id, session = %session_id, "session deleted");
         Ok(Json(Deleted {
             deleted: true,
@@ -91,10 +91,8 @@ pub(crate) async fn patch(
     }
     let row = state
         .store
-        .list_sessions(account.id)
+        .session_summary(account.id, session_id.clone())
         .await?
-        .into_iter()
-        .find(|r| r.id == session_id)
         // Deleted between the two transactions.
         .ok_or_else(|| HttpError::session_not_found(&session_id))?;
     tracing::info!(account = account.id, session = %session_id, "session titled");
@@ -103,8 +101,7 @@ pub(crate) async fn patch(
         account.id,
         &session_id,
         Change::Updated(SessionChange::Title),
-    )
-    .await;
+    );
     Ok(Json(summary(row)))
 }
 
@@ -179,8 +176,7 @@ pub(crate) async fn undo(
                 account.id,
                 &session_id,
                 Change::Updated(SessionChange::Undo),
-            )
-            .await;
+            );
             Ok(Json(Undone {
                 session_id,
                 removed_message_ids,
@@ -254,13 +250,11 @@ pub(crate) async fn fork(
         Fork::Forked => {}
     }
     tracing::info!(account = account.id, source = %source, session = %new_session_id, "session forked");
-    tell(&state, account.id, &new_session_id, Change::Created).await;
+    tell(&state, account.id, &new_session_id, Change::Created);
     let row = state
         .store
-        .list_sessions(account.id)
+        .session_summary(account.id, new_session_id.clone())
         .await?
-        .into_iter()
-        .find(|r| r.id == new_session_id)
         // Deleted between the two transactions.
         .ok_or_else(|| HttpError::session_not_found(&new_session_id))?;
     Ok((StatusCode::CREATED, Json(summary(row))))

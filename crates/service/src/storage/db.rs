@@ -110,6 +110,15 @@ impl Storage for SqliteStore {
             .await
     }
 
+    async fn session_summary(
+        &self,
+        account_id: i64,
+        session_id: String,
+    ) -> Result<Option<SessionRow>, StoreError> {
+        self.call(move |c| messages::session_summary(c, account_id, &session_id))
+            .await
+    }
+
     async fn set_title(
         &self,
         account_id: i64,
@@ -297,6 +306,14 @@ impl Storage for Db {
 
     async fn list_sessions(&self, account_id: i64) -> Result<Vec<SessionRow>, StoreError> {
         dispatch!(self.list_sessions(account_id))
+    }
+
+    async fn session_summary(
+        &self,
+        account_id: i64,
+        session_id: String,
+    ) -> Result<Option<SessionRow>, StoreError> {
+        dispatch!(self.session_summary(account_id, session_id))
     }
 
     async fn set_title(

@@ -82,6 +82,13 @@ pub trait Storage: Send + Sync {
         account_id: i64,
     ) -> impl Future<Output = Result<Vec<SessionRow>, StoreError>> + Send;
 
+    /// A live session of the account as `list_sessions` gives it; `None` when it is not live.
+    fn session_summary(
+        &self,
+        account_id: i64,
+        session_id: String,
+    ) -> impl Future<Output = Result<Option<SessionRow>, StoreError>> + Send;
+
     /// Sets the title of a live session of the account; false when there is none.
     fn set_title(
         &self,

@@ -172,6 +172,32 @@ pub struct MetricCounts {
     pub completion_tokens: u64,
 }
 
+impl MetricCounts {
+    /// Adds the ledger's `count` messages of `role` holding `tokens`: a user's or a system
+    /// message's tokens are the prompt's, an assistant's the completion's.
+    pub fn add_role(
+        &mut self,
+        role: &str,
+        count: u64,
+        tokens: u64,
+    ) -> Result<(), crate::error::StoreError> {
+        let (messages, spent) = match role {
+            "user" => (&mut self.user_messages, &mut self.prompt_tokens),
+            "system" => (&mut self.system_messages, &mut self.prompt_tokens),
+            "assistant" => (&mut self.assistant_messages, &mut self.completion_tokens),
+            other => {
+                return Err(crate::error::StoreError::Corrupt(format!(
+                    "unknown role {other} in message_log"
+                )));
+            }
+        };
+        *messages += count;
+        *spent += tokens;
+        self.messages_total += count;
+        Ok(())
+    }
+}
+
 /// What `Storage::admin_accounts` reads: one page of the deployment's accounts with their
 /// usage in the billing period starting at `period_start_ms`.
 #[derive(Debug, Clone, PartialEq)]

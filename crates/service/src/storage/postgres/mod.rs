@@ -282,6 +282,39 @@ fn role(s: &str) -> Result<Role, StoreError> {
     s.parse::<Role>().map_err(StoreError::Corrupt)
 }
 
+/// The columns of a `SessionRow`, of the live sessions of account `$1`; a query adds its own
+/// filter and its `GROUP BY s.id`.
+macro_rules! session_rows {
+    ($rest:literal) => {
+        concat!(
+            "SELECT s.id, s.created_at, COALESCE(MAX(m.created_at), s.created_at),
+                    COUNT(m.pk), COALESCE(SUM(m.tokens), 0)::BIGINT, s.title,
+                    (SELECT f.content FROM messages f
+                     WHERE f.session_id = s.id AND f.role = 'user' ORDER BY f.pk LIMIT 1),
+                    s.forked_from_session, s.forked_from_message
+             FROM sessions s LEFT JOIN messages m ON m.session_id = s.id
+             WHERE s.account_id = $1 AND s.deleted_at IS NULL ",
+            $rest
+        )
+    };
+}
+
+fn session_row(r: &tokio_postgres::Row) -> SessionRow {
+    SessionRow {
+        id: r.get(0),
+        created_at_ms: r.get(1),
+        last_activity_ms: r.get(2),
+        messages: r.get::<_, i64>(3).max(0) as u64,
+        tokens: r.get::<_, i64>(4).max(0) as u64,
+        title: r.get(5),
+        first_user_message: r.get(6),
+        forked_from: match (r.get::<_, Option<String>>(7), r.get(8)) {
+            (Some(session), Some(message)) => Some((session, message)),
+            _ => None,
+        },
+    }
+}
+
 impl Storage for PgStore {
     async fn ensure_keys(
         &self,
@@ -489,33 +522,26 @@ impl Storage for PgStore {
         let client = self.client().await?;
         let rows = client
             .query(
-                "SELECT s.id, s.created_at, COALESCE(MAX(m.created_at), s.created_at),
-                        COUNT(m.pk), COALESCE(SUM(m.tokens), 0)::BIGINT, s.title,
-                        (SELECT f.content FROM messages f
-                         WHERE f.session_id = s.id AND f.role = 'user' ORDER BY f.pk LIMIT 1),
-                        s.forked_from_session, s.forked_from_message
-                 FROM sessions s LEFT JOIN messages m ON m.session_id = s.id
-                 WHERE s.account_id = $1 AND s.deleted_at IS NULL
-                 GROUP BY s.id ORDER BY 3 DESC, s.id",
+                session_rows!("GROUP BY s.id ORDER BY 3 DESC, s.id"),
                 &[&account_id],
             )
             .await?;
-        Ok(rows
-            .iter()
-            .map(|r| SessionRow {
-                id: r.get(0),
-                created_at_ms: r.get(1),
-                last_activity_ms: r.get(2),
-                messages: r.get::<_, i64>(3).max(0) as u64,
-                tokens: r.get::<_, i64>(4).max(0) as u64,
-                title: r.get(5),
-                first_user_message: r.get(6),
-                forked_from: match (r.get::<_, Option<String>>(7), r.get(8)) {
-                    (Some(session), Some(message)) => Some((session, message)),
-                    _ => None,
-                },
-            })
-            .collect())
+        Ok(rows.iter().map(session_row).collect())
+    }
+
+    async fn session_summary(
+        &self,
+        account_id: i64,
+        session_id: String,
+    ) -> Result<Option<SessionRow>, StoreError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                session_rows!("AND s.id = $2 GROUP BY s.id"),
+                &[&account_id, &session_id],
+            )
+            .await?;
+        Ok(row.as_ref().map(session_row))
     }
 
     async fn fork_session(&self, f: ForkRequest) -> Result<Fork, StoreError> {
@@ -820,27 +846,11 @@ impl Storage for PgStore {
             .await?;
         tx.commit().await?;
         for r in rows {
-            let (count, tokens) = (r.get::<_, i64>(1) as u64, r.get::<_, i64>(2) as u64);
-            m.messages_total += count;
-            match r.get::<_, &str>(0) {
-                "user" => {
-                    m.user_messages += count;
-                    m.prompt_tokens += tokens;
-                }
-                "system" => {
-                    m.system_messages += count;
-                    m.prompt_tokens += tokens;
-                }
-                "assistant" => {
-                    m.assistant_messages += count;
-                    m.completion_tokens += tokens;
-                }
-                other => {
-                    return Err(StoreError::Corrupt(format!(
-                        "unknown role {other} in message_log"
-                    )));
-                }
-            }
+            m.add_role(
+                r.get(0),
+                r.get::<_, i64>(1) as u64,
+                r.get::<_, i64>(2) as u64,
+            )?;
         }
         Ok(m)
     }

@@ -25,7 +25,7 @@
 //!
 //! The account stream (`GET /v1/stream`) rides the same relay: a replica with a listener on
 //! an account's stream watches it (`Relayed::AccountWatch`), and the changes made elsewhere
-//! reach it as `AccountEvent`/`AccountUsage` messages. Nothing of an account stream is
+//! reach it as `AccountSession`/`AccountUsage` messages. Nothing of an account stream is
 //! settled from the database after a heal: the hub tells each account listener to resync,
 //! and it sends a fresh `hello` read from the database.
 

@@ -264,33 +264,55 @@ pub fn delete_session(
     Ok(true)
 }
 
-/// The account's live sessions, most recently active first.
-pub fn list_sessions(conn: &Connection, account_id: i64) -> Result<Vec<SessionRow>, StoreError> {
-    let mut stmt = conn.prepare(
-        "SELECT s.id, s.created_at, COALESCE(MAX(m.created_at), s.created_at), COUNT(m.pk), COALESCE(SUM(m.tokens), 0),
+/// The columns of a `SessionRow`, of the live sessions of account `?1`; a query adds its own
+/// filter and its `GROUP BY s.id`.
+macro_rules! session_rows {
+    ($rest:literal) => {
+        concat!(
+            "SELECT s.id, s.created_at, COALESCE(MAX(m.created_at), s.created_at), COUNT(m.pk), COALESCE(SUM(m.tokens), 0),
                 s.title,
                 (SELECT f.content FROM messages f WHERE f.session_id = s.id AND f.role = 'user' ORDER BY f.pk LIMIT 1),
                 s.forked_from_session, s.forked_from_message
          FROM sessions s LEFT JOIN messages m ON m.session_id = s.id
-         WHERE s.account_id = ?1 AND s.deleted_at IS NULL
-         GROUP BY s.id ORDER BY 3 DESC, s.id",
-    )?;
-    let rows = stmt.query_map([account_id], |r| {
-        Ok(SessionRow {
-            id: r.get(0)?,
-            created_at_ms: r.get(1)?,
-            last_activity_ms: r.get(2)?,
-            messages: r.get::<_, i64>(3)? as u64,
-            tokens: r.get::<_, i64>(4)? as u64,
-            title: r.get(5)?,
-            first_user_message: r.get(6)?,
-            forked_from: match (r.get::<_, Option<String>>(7)?, r.get(8)?) {
-                (Some(session), Some(message)) => Some((session, message)),
-                _ => None,
-            },
-        })
-    })?;
+         WHERE s.account_id = ?1 AND s.deleted_at IS NULL ",
+            $rest
+        )
+    };
+}
+
+fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
+    Ok(SessionRow {
+        id: r.get(0)?,
+        created_at_ms: r.get(1)?,
+        last_activity_ms: r.get(2)?,
+        messages: r.get::<_, i64>(3)? as u64,
+        tokens: r.get::<_, i64>(4)? as u64,
+        title: r.get(5)?,
+        first_user_message: r.get(6)?,
+        forked_from: match (r.get::<_, Option<String>>(7)?, r.get(8)?) {
+            (Some(session), Some(message)) => Some((session, message)),
+            _ => None,
+        },
+    })
+}
+
+/// The account's live sessions, most recently active first.
+pub fn list_sessions(conn: &Connection, account_id: i64) -> Result<Vec<SessionRow>, StoreError> {
+    let mut stmt = conn.prepare(session_rows!("GROUP BY s.id ORDER BY 3 DESC, s.id"))?;
+    let rows = stmt.query_map([account_id], session_row)?;
     Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// A live session of the account as `list_sessions` gives it; `None` when it is not live.
+pub fn session_summary(
+    conn: &Connection,
+    account_id: i64,
+    session_id: &str,
+) -> Result<Option<SessionRow>, StoreError> {
+    let mut stmt = conn.prepare(session_rows!("AND s.id = ?2 GROUP BY s.id"))?;
+    Ok(stmt
+        .query_row(params![account_id, session_id], session_row)
+        .optional()?)
 }
 
 /// Sets the title of a live session of the account; false when there is none.

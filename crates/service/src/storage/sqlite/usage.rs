@@ -147,27 +147,7 @@ pub fn metric_counts(
     })?;
     for row in rows {
         let (role, count, tokens) = row?;
-        let (count, tokens) = (count as u64, tokens as u64);
-        m.messages_total += count;
-        match role.as_str() {
-            "user" => {
-                m.user_messages += count;
-                m.prompt_tokens += tokens;
-            }
-            "system" => {
-                m.system_messages += count;
-                m.prompt_tokens += tokens;
-            }
-            "assistant" => {
-                m.assistant_messages += count;
-                m.completion_tokens += tokens;
-            }
-            other => {
-                return Err(StoreError::Corrupt(format!(
-                    "unknown role {other} in message_log"
-                )));
-            }
-        }
+        m.add_role(&role, count as u64, tokens as u64)?;
     }
     Ok(m)
 }
