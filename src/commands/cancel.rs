@@ -6,7 +6,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use super::{connect_with_store, fail, fail_api, find_session, out, print_json};
+use super::{connect_with_store, fail, fail_api, out, print_json, resolve_session_id};
 use convo_client::api::{
     Cancelled, Client, Role, SessionStream, StreamEvent, StreamTiming, StreamUpdate, Update,
 };
@@ -41,8 +41,9 @@ pub async fn run(args: CancelArgs, global: convo_client::config::GlobalArgs) -> 
         Ok(c) => c,
         Err(code) => return code,
     };
-    let session = match find_session(&store, &args.session).await {
-        Ok(s) => s.id,
+    // A whole id passes as it is: the session may be another device's, not filed here yet.
+    let session = match resolve_session_id(&store, &args.session).await {
+        Ok((id, _)) => id,
         Err(code) => return code,
     };
     let message = match args.message {

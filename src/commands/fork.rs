@@ -3,7 +3,9 @@
 //! kept in the local store with where it came from.
 use std::process::ExitCode;
 
-use super::{codes, connect_with_store, fail, fail_api, find_session, out, print_json, record};
+use super::{
+    codes, connect_with_store, fail, fail_api, out, print_json, record, resolve_session_id,
+};
 use convo_client::api::{Message, new_session_id};
 use convo_client::local_store::StoredMessage;
 use convo_wire::exit;
@@ -31,8 +33,9 @@ pub async fn run(args: ForkArgs, global: convo_client::config::GlobalArgs) -> Ex
         Ok(c) => c,
         Err(code) => return code,
     };
-    let source = match find_session(&store, &args.session).await {
-        Ok(s) => s.id,
+    // A whole id passes as it is: the session may be another device's, not filed here yet.
+    let source = match resolve_session_id(&store, &args.session).await {
+        Ok((id, _)) => id,
         Err(code) => return code,
     };
     let at = match args.at.as_deref().map(str::trim) {

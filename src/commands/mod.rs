@@ -348,7 +348,8 @@ fn elsewhere(id: &str, target: &str) -> ExitCode {
     )
 }
 
-/// The id of the session a command that asks the server names (`delete`, `send --session`):
+/// The id of the session a command that asks the server names (`delete`, `send --session`,
+/// `cancel`, `fork`, `undo`):
 /// the store's session of this target with that id, start of id or title
 /// ([`find_session`]); a whole id the store does not know passes as it is (the server may
 /// hold it: `None` in the second place says the store did not know it). A session of

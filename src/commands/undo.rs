@@ -3,7 +3,7 @@
 //! store. Refused while a reply is being generated.
 use std::process::ExitCode;
 
-use super::{connect_with_store, fail, fail_api, find_session, out, print_json, record};
+use super::{connect_with_store, fail, fail_api, out, print_json, record, resolve_session_id};
 use convo_wire::exit;
 
 /// What a server without the extension is told.
@@ -25,8 +25,9 @@ pub async fn run(args: UndoArgs, global: convo_client::config::GlobalArgs) -> Ex
         Ok(c) => c,
         Err(code) => return code,
     };
-    let session = match find_session(&store, &args.session).await {
-        Ok(s) => s.id,
+    // A whole id passes as it is: the session may be another device's, not filed here yet.
+    let session = match resolve_session_id(&store, &args.session).await {
+        Ok((id, _)) => id,
         Err(code) => return code,
     };
     let undone = match client.undo(&session).await {

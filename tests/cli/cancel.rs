@@ -117,9 +117,8 @@ async fn cancel_without_a_message_stops_the_sessions_running_reply_or_says_none_
         .as_str()
         .unwrap()
         .to_string();
-    // The session, started elsewhere, is filed in the local store by the listing.
-    run(&s, &svc, &["sessions"]).await.expect(0);
-
+    // The session was started elsewhere: this local store has never heard of it, and its
+    // whole id is enough.
     let stopped = run(&s, &svc, &["cancel", &sid]).await.expect(0);
     assert_eq!(
         stopped.stdout,

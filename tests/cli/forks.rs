@@ -146,6 +146,33 @@ async fn undo_removes_the_last_exchange_here_and_on_the_service() {
     );
 }
 
+/// A session another device made (another data dir): its whole id is enough for `fork` and
+/// `undo`, though this local store has never heard of it; a start of it is not.
+#[tokio::test]
+async fn another_devices_session_is_forked_and_undone_by_its_whole_id() {
+    let svc = start().await;
+    let id = two_exchanges(&Sandbox::new(), &svc).await;
+    let s = Sandbox::new();
+    let unknown = run(&s, &svc, &["undo", &id[..14]]).await.expect(1);
+    assert!(
+        unknown.stderr.contains("in the local store"),
+        "{}",
+        unknown.stderr
+    );
+
+    let forked = run(&s, &svc, &["fork", &id, "--json"])
+        .await
+        .expect(0)
+        .json();
+    assert_eq!(forked["forkedFrom"]["sessionId"], id.as_str(), "{forked}");
+    let undone = run(&s, &svc, &["undo", &id, "--json"])
+        .await
+        .expect(0)
+        .json();
+    assert_eq!(undone["sessionId"], id.as_str());
+    assert_eq!(undone["removedMessageIds"].as_array().unwrap().len(), 2);
+}
+
 #[tokio::test]
 async fn a_server_without_the_extensions_is_named_and_nothing_is_lost() {
     // A server with the seed's interface only (no list, history, fork or undo): the session
