@@ -110,9 +110,9 @@ pub struct ServeArgs {
     /// Default: the default installed model.
     #[arg(long, value_name = "NAME|PATH")]
     pub model: Option<String>,
-    /// The most tokens one reply of the local engine may have. Default: what the context
-    /// window leaves after the conversation (a reply cut by either ends with
-    /// `finishReason: "length"`).
+    /// The most tokens one reply of the local engine may have. Default: 2048. A reply also
+    /// ends where the context window is full (cut by either, it ends with
+    /// `finishReason: "length"`; the TUI's /continue asks for the rest).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_reply_tokens: Option<u32>,
     /// Disk the local engine may use for sessions' saved KV state (`<data dir>/kv`, kept

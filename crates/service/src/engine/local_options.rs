@@ -8,8 +8,10 @@ use std::path::{Path, PathBuf};
 pub struct LocalOptions {
     /// The GGUF file.
     pub model: PathBuf,
-    /// The most tokens one reply may have. `None`: what the context window leaves after the
-    /// prompt (a reply cut by either ends with `Finish::Length`).
+    /// The most tokens one reply may have. `None`: [`Self::DEFAULT_MAX_REPLY_TOKENS`]. A
+    /// reply also ends where the context window is full; cut by either, it ends with
+    /// `Finish::Length`. Only a cap given here keeps its room in the window free of history
+    /// when the prompt is built.
     pub max_reply_tokens: Option<u32>,
     /// KV cache cells shared by all sessions: the memory for context (about 23 KB per cell
     /// for SmolLM2-135M). A session's window is the smaller of this and the model's own.
@@ -36,11 +38,22 @@ pub struct LocalOptions {
 }
 
 impl LocalOptions {
+    /// The cap of a reply when none is given: room for any answer a chat model means to give
+    /// (about 1,500 words), and an end to a small model caught repeating itself, which would
+    /// otherwise write until the window is full (6,644 tokens in 8 minutes with SmolLM2 on
+    /// two cores, asked to say hello in French). `/continue` asks for the rest of a cut reply.
+    pub const DEFAULT_MAX_REPLY_TOKENS: u32 = 2048;
     pub const DEFAULT_KV_DISK_BYTES: u64 = 1 << 30;
     pub const DEFAULT_KV_TOKENS: u32 = 8192;
     pub const DEFAULT_SESSIONS: u32 = 8;
     pub const DEFAULT_TEMPERATURE: f32 = convo_wire::engine::sampling::DEFAULT_TEMPERATURE;
     pub const DEFAULT_TOP_P: f32 = convo_wire::engine::sampling::DEFAULT_TOP_P;
+
+    /// The most tokens one reply may have.
+    pub fn reply_cap(&self) -> u32 {
+        self.max_reply_tokens
+            .unwrap_or(Self::DEFAULT_MAX_REPLY_TOKENS)
+    }
 
     pub fn new(model: PathBuf) -> LocalOptions {
         LocalOptions {
@@ -63,4 +76,19 @@ pub fn model_name(path: &Path) -> String {
     path.file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| path.display().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reply_is_capped_by_default_and_a_given_cap_replaces_the_default() {
+        let mut options = LocalOptions::new("m.gguf".into());
+        assert_eq!(options.reply_cap(), LocalOptions::DEFAULT_MAX_REPLY_TOKENS);
+        options.max_reply_tokens = Some(100_000);
+        assert_eq!(options.reply_cap(), 100_000);
+        options.max_reply_tokens = Some(96);
+        assert_eq!(options.reply_cap(), 96);
+    }
 }

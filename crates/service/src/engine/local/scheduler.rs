@@ -859,10 +859,7 @@ impl Scheduler<'_> {
                 let _ = a.job.out.send(Piece::Text(text));
             }
             let full = self.slots[a.slot].tokens.len() + 1 >= self.window;
-            let capped = self
-                .options
-                .max_reply_tokens
-                .is_some_and(|cap| a.generated >= cap);
+            let capped = a.generated >= self.options.reply_cap();
             if capped || full {
                 let a = active.swap_remove(i);
                 let tokens = a.generated as u64;
