@@ -616,3 +616,40 @@ async fn with_json_warnings_are_json_too() {
         plain.stderr
     );
 }
+
+/// A send whose reply takes longer than `request_timeout_ms` waits for it (up to
+/// `reply_timeout_ms`, ten minutes by default): a local model may write for minutes.
+#[tokio::test]
+async fn a_send_waits_for_a_slow_reply_longer_than_for_other_requests() {
+    let base = fake::start().await;
+    let e = env(&base);
+    let s = Sandbox::new();
+    let config = |reply_ms: u128| {
+        let path = s.home().join(format!("reply-{reply_ms}.toml"));
+        std::fs::write(
+            &path,
+            format!(
+                "[connection]\nrequest_timeout_ms = {}\nreply_timeout_ms = {reply_ms}\nmax_retries = 0\n",
+                fake::SLOW_REPLY.as_millis() / 4
+            ),
+        )
+        .unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let patient = config(fake::SLOW_REPLY.as_millis() * 10);
+    let sent = run(&s, &["--config", &patient, "send", "slow"], &e)
+        .await
+        .expect(0);
+    assert_eq!(sent.stdout, "echo (user): slow\n");
+    // The other requests keep the short timeout; a reply timeout shorter than the reply
+    // gives up as before.
+    let hasty = config(fake::SLOW_REPLY.as_millis() / 4);
+    let late = run(&s, &["--config", &hasty, "send", "slow"], &e)
+        .await
+        .expect(convo_wire::exit::NETWORK_ERROR.into());
+    assert!(
+        late.stderr.contains("did not answer in time"),
+        "{}",
+        late.stderr
+    );
+}

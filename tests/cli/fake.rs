@@ -14,6 +14,8 @@ use serde_json::{Value, json};
 
 pub const KEY: &str = "service_live_clitestkey0000000000";
 pub const WALLET_TOKEN: &str = "a.wallet.token";
+/// How long the reply to the message "slow" takes.
+pub const SLOW_REPLY: std::time::Duration = std::time::Duration::from_millis(1200);
 
 #[derive(Default)]
 struct Fake {
@@ -65,6 +67,10 @@ async fn send(
             ),
         )
             .into_response();
+    }
+    if content == "slow" {
+        // A reply that takes longer to write than other requests may take to answer.
+        tokio::time::sleep(SLOW_REPLY).await;
     }
     let mut f = s.lock().unwrap();
     if f.deleted.contains(&id) {

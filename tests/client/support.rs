@@ -30,6 +30,7 @@ pub fn options(base: &Url) -> ClientOptions {
     o.timeouts = Timeouts {
         connect: Duration::from_secs(10),
         request: Duration::from_secs(30),
+        reply: Duration::from_secs(30),
     };
     o.max_retries = 2;
     o

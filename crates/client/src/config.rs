@@ -111,6 +111,9 @@ pub struct Connection {
     pub allow_insecure: bool,
     pub connect_timeout: Duration,
     pub request_timeout: Duration,
+    /// Time for a message whose reply comes whole in the answer (a send without streaming),
+    /// which takes as long as the reply is written.
+    pub reply_timeout: Duration,
     pub max_retries: u32,
 }
 
@@ -127,6 +130,7 @@ impl std::fmt::Debug for Connection {
             .field("allow_insecure", &self.allow_insecure)
             .field("connect_timeout", &self.connect_timeout)
             .field("request_timeout", &self.request_timeout)
+            .field("reply_timeout", &self.reply_timeout)
             .field("max_retries", &self.max_retries)
             .finish()
     }
@@ -338,6 +342,7 @@ struct ConnectionLayer {
     allow_insecure: Option<bool>,
     connect_timeout_ms: Option<Spanned<u64>>,
     request_timeout_ms: Option<Spanned<u64>>,
+    reply_timeout_ms: Option<Spanned<u64>>,
     max_retries: Option<Spanned<u32>>,
 }
 
@@ -603,6 +608,7 @@ impl Config {
                 allow_insecure: false,
                 connect_timeout: Duration::from_secs(5),
                 request_timeout: Duration::from_secs(30),
+                reply_timeout: Duration::from_secs(600),
                 max_retries: 3,
             },
             ui: Ui {
@@ -671,6 +677,10 @@ impl Config {
             if let Some(ms) = c.request_timeout_ms {
                 self.connection.request_timeout =
                     positive_ms(ms, source, "connection.request_timeout_ms")?;
+            }
+            if let Some(ms) = c.reply_timeout_ms {
+                self.connection.reply_timeout =
+                    positive_ms(ms, source, "connection.reply_timeout_ms")?;
             }
             if let Some(n) = c.max_retries {
                 let span = n.span();
@@ -858,6 +868,10 @@ impl Config {
         conn.insert(
             "request_timeout_ms".into(),
             toml::Value::Integer(c.request_timeout.as_millis().min(i64::MAX as u128) as i64),
+        );
+        conn.insert(
+            "reply_timeout_ms".into(),
+            toml::Value::Integer(c.reply_timeout.as_millis().min(i64::MAX as u128) as i64),
         );
         conn.insert(
             "max_retries".into(),

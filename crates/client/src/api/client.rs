@@ -48,6 +48,10 @@ pub struct Timeouts {
     pub connect: Duration,
     /// Time for a whole request, from sending to the last byte of the response.
     pub request: Duration,
+    /// Time for a send whose reply comes whole in the answer (`stream` not asked): the
+    /// service answers once the reply is written, which a local model on a small machine
+    /// may take minutes for.
+    pub reply: Duration,
 }
 
 impl Default for Timeouts {
@@ -55,6 +59,7 @@ impl Default for Timeouts {
         Timeouts {
             connect: Duration::from_secs(5),
             request: Duration::from_secs(30),
+            reply: Duration::from_secs(600),
         }
     }
 }
@@ -149,6 +154,7 @@ impl ClientOptions {
             timeouts: Timeouts {
                 connect: c.connect_timeout,
                 request: c.request_timeout,
+                reply: c.reply_timeout,
             },
             max_retries: c.max_retries,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
@@ -261,15 +267,23 @@ impl Client {
             .endpoint(&["v1", "sessions", session_id, "messages"]);
         let body = serde_json::to_vec(message)
             .map_err(|e| ApiError::Config(format!("cannot encode the message: {e}")))?;
+        // A reply that comes whole in the answer takes as long as it is written.
+        let timeout = if message.stream == Some(true) {
+            self.options.timeouts.request
+        } else {
+            self.options.timeouts.reply
+        };
         let (status, reply): (StatusCode, Message) = self
-            .request(
+            .request_within(
                 Method::POST,
                 url,
                 Auth::ApiKey,
                 Some(body),
                 Some(idempotency_key),
+                timeout,
             )
-            .await?;
+            .await
+            .map_err(|f| f.error)?;
         let pending = status == StatusCode::ACCEPTED
             || (message.stream == Some(true) && reply.content.is_empty() && reply.tokens == 0);
         Ok(SendReply {
@@ -456,10 +470,33 @@ impl Client {
         body: Option<Vec<u8>>,
         idempotency_key: Option<&str>,
     ) -> Result<(StatusCode, T), Failure> {
+        let timeout = self.options.timeouts.request;
+        self.request_within(method, url, auth, body, idempotency_key, timeout)
+            .await
+    }
+
+    /// [`Client::request_with_status`], each attempt given `timeout` instead of the whole
+    /// request's.
+    async fn request_within<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        url: Url,
+        auth: Auth,
+        body: Option<Vec<u8>>,
+        idempotency_key: Option<&str>,
+        timeout: Duration,
+    ) -> Result<(StatusCode, T), Failure> {
         let mut attempt: u32 = 0;
         loop {
             match self
-                .attempt(&method, &url, auth, body.as_deref(), idempotency_key)
+                .attempt(
+                    &method,
+                    &url,
+                    auth,
+                    body.as_deref(),
+                    idempotency_key,
+                    timeout,
+                )
                 .await
             {
                 Ok(ok) => return Ok(ok),
@@ -484,10 +521,12 @@ impl Client {
         auth: Auth,
         body: Option<&[u8]>,
         idempotency_key: Option<&str>,
+        timeout: Duration,
     ) -> Result<(StatusCode, T), Failure> {
         let mut req = self
             .http
             .request(method.clone(), url.clone())
+            .timeout(timeout)
             .header(reqwest::header::ACCEPT, "application/json");
         let credential = match auth {
             Auth::ApiKey => self.options.api_key.as_deref(),
