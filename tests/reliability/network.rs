@@ -421,6 +421,9 @@ async fn a_stalled_connection_times_out_while_the_ui_keeps_working() {
     let mut opts = options(proxy.url(), &svc.api_key);
     opts.timeouts.request = Duration::from_millis(800);
     opts.timeouts.connect = Duration::from_millis(800);
+    // With the stream down the send is a plain POST, which waits as long as a reply takes
+    // to write: the reply timeout (ten minutes by default).
+    opts.timeouts.reply = Duration::from_millis(800);
     let mut tui = Tui::start(opts, dir.path());
     tui.until("stream open", |app| app.store_ready() && stream_open(app))
         .await;
