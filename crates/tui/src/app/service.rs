@@ -498,6 +498,42 @@ mod tests {
     }
 
     #[test]
+    fn ctrl_c_stops_another_devices_reply_shown_here_and_a_second_quits() {
+        let mut app = streaming_app();
+        let ctrl_c = || AppEvent::Key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));
+        app.update(AppEvent::Stream {
+            session_id: A.into(),
+            update: StreamUpdate::Event(StreamEvent::Delta {
+                session_id: A.into(),
+                message_id: "msg_r".into(),
+                seq: 0,
+                content: "On and on".into(),
+            }),
+        });
+        app.update(AppEvent::History {
+            session_id: A.into(),
+            fetch: HistoryFetch::Messages(vec![message("msg_q", Role::User, "from the laptop")]),
+        });
+        assert_eq!(app.session().unwrap().items[1].state, EntryState::Streaming);
+        let cmds = app.update(ctrl_c());
+        assert!(
+            cmds.contains(&Command::CancelReply {
+                session_id: A.into(),
+                message_id: "msg_r".into(),
+            }),
+            "{cmds:?}"
+        );
+        assert!(!cmds.contains(&Command::Quit), "{cmds:?}");
+        assert_eq!(
+            app.notice().map(|n| n.text.as_str()),
+            Some("stopping the reply…")
+        );
+        // Asked once: the next Ctrl-C is the quit key again.
+        let cmds = app.update(ctrl_c());
+        assert!(cmds.contains(&Command::Quit), "{cmds:?}");
+    }
+
+    #[test]
     fn another_devices_reply_the_history_holds_whole_is_not_shown_twice() {
         let mut app = streaming_app();
         let question = message("msg_q", Role::User, "from the laptop");

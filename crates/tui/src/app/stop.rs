@@ -54,16 +54,40 @@ impl QuitGuard {
 }
 
 impl App {
-    /// Ctrl-C (the stop-or-quit key): stops the reply in flight, else quits, asking for a
-    /// second press right after a reply ended.
+    /// Ctrl-C (the stop-or-quit key): stops the reply in flight, this device's or one
+    /// another device started that shows here, else quits, asking for a second press right
+    /// after a reply ended.
     pub(super) fn stop_or_quit(&mut self, out: &mut Vec<Command>) {
         if self.session().is_some_and(|o| o.is_streaming()) {
             self.stop_stream(out);
+        } else if let Some(cancel) = self.cancel_foreign() {
+            out.push(cancel);
+            self.notify(Level::Info, STOPPING);
         } else if self.quit_guard.quits(Instant::now()) {
             self.quit(out);
         } else {
             self.notify(Level::Info, PRESS_AGAIN);
         }
+    }
+
+    /// The stop of a reply another device started, shown streaming in the open session: asked
+    /// of the service once (its `done`, marked stopped, follows on the stream); `None` when
+    /// there is none, it was asked already (a second Ctrl-C goes on to quit), or the server
+    /// cannot stop replies.
+    fn cancel_foreign(&mut self) -> Option<Command> {
+        if self.quit_guard.cancel_missing {
+            return None;
+        }
+        let open = self.transcript.session_mut()?;
+        let foreign = open
+            .foreign
+            .as_mut()
+            .filter(|f| f.item.is_some() && !f.cancel_sent)?;
+        foreign.cancel_sent = true;
+        Some(Command::CancelReply {
+            session_id: open.id.clone(),
+            message_id: foreign.message_id.clone(),
+        })
     }
 
     /// A reply ended here (stored, failed or stopped): a Ctrl-C right after asks again.

@@ -18,6 +18,8 @@ pub struct ForeignReply {
     pub follower: ReplyFollower,
     /// Its transcript item, once shown.
     pub item: Option<usize>,
+    /// The service was asked to stop it (Ctrl-C here).
+    pub cancel_sent: bool,
 }
 
 /// What a stream event of an unknown reply asks of the app.
@@ -53,6 +55,7 @@ impl OpenSession {
                 // It answers a message of another device; nothing here is to be sent again.
                 follower: ReplyFollower::new(Role::User, ""),
                 item: None,
+                cancel_sent: false,
             });
             step = ForeignStep::FetchHistory;
         }
