@@ -167,4 +167,11 @@ pub enum StoreOp {
     RemoveLastExchange {
         session_id: String,
     },
+    /// Another device undid the session's last exchange, and the service holds `messages`
+    /// messages now: the store removes its last exchange if it holds more
+    /// (`Store::undone_elsewhere`).
+    UndoneElsewhere {
+        session_id: String,
+        messages: u64,
+    },
 }

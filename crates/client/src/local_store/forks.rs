@@ -44,6 +44,25 @@ impl Store {
         tx.commit().map_err(|e| self.err(e))?;
         Ok(removed)
     }
+
+    /// Another device undid the session's last exchange and the service holds `messages`
+    /// messages now: the last exchange is removed here too if the store holds more (its
+    /// messages not marked failed). At most one exchange per undo, so that a store holding
+    /// messages the service never had loses none of them. Returns how many messages went.
+    pub fn undone_elsewhere(&self, session_id: &str, messages: u64) -> Result<usize, StoreError> {
+        let held: i64 = self
+            .lock()
+            .query_row(
+                "SELECT count(*) FROM messages WHERE session_id = ?1 AND status <> 'failed'",
+                params![session_id],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(e))?;
+        if held.max(0) as u64 <= messages {
+            return Ok(0);
+        }
+        self.remove_last_exchange(session_id)
+    }
 }
 
 #[cfg(test)]
@@ -54,6 +73,34 @@ mod tests {
 
     const A: &str = "session_aaaaaaaaaaaaaaaa";
     const B: &str = "session_bbbbbbbbbbbbbbbb";
+
+    #[test]
+    fn an_undo_elsewhere_removes_one_exchange_only_where_the_store_holds_more() {
+        let store = Store::in_memory().unwrap();
+        for (role, text) in [
+            (Role::User, "one"),
+            (Role::Assistant, "reply one"),
+            (Role::User, "two"),
+            (Role::Assistant, "reply two"),
+        ] {
+            store
+                .append_message(A, &StoredMessage::user(role, text))
+                .unwrap();
+        }
+        // The service holds four: this store has no more, nothing goes.
+        assert_eq!(store.undone_elsewhere(A, 4).unwrap(), 0);
+        // Two: the last exchange goes; told again (or by this device's own undo), nothing more.
+        assert_eq!(store.undone_elsewhere(A, 2).unwrap(), 2);
+        assert_eq!(store.undone_elsewhere(A, 2).unwrap(), 0);
+        // None, while the store holds two: one exchange per undo, never the whole history.
+        assert_eq!(store.undone_elsewhere(A, 0).unwrap(), 2);
+        assert_eq!(store.undone_elsewhere(A, 0).unwrap(), 0);
+        assert_eq!(
+            store.undone_elsewhere(B, 0).unwrap(),
+            0,
+            "a session it does not have"
+        );
+    }
 
     #[test]
     fn a_fork_keeps_its_origin_and_undo_removes_the_last_exchange_only() {

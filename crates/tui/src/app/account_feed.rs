@@ -5,8 +5,9 @@
 //! makes the transcript read the stored history, which `App::adopt_history` appends (the App
 //! follows only its own replies on the session stream).
 
-use super::{App, Command};
+use super::{App, Command, Level, StoreOp};
 use crate::event::ServiceChange;
+use crate::render::transcript::EntryState;
 use convo_client::api::account_stream::{AccountEvent, SessionChange};
 
 impl App {
@@ -23,6 +24,11 @@ impl App {
                 self.on_service_sessions(ServiceChange::Upsert(session), out);
             }
             AccountEvent::SessionUpdated { session, change } => {
+                // Another device undid an exchange (this device's own undo is settled by its
+                // answer): the store, and the open session, follow.
+                if change == SessionChange::Undo && !self.undoing.contains(&session.session_id) {
+                    self.undone_elsewhere(&session.session_id, session.message_count, out);
+                }
                 // A message stored from elsewhere in the open session (the service holds more
                 // than the transcript, and no send of ours is in flight, whose own events
                 // settle it): the transcript catches up from the stored history.
@@ -46,6 +52,35 @@ impl App {
                     self.on_service_sessions(ServiceChange::Deleted(session_id), out);
                 }
             }
+        }
+    }
+}
+
+impl App {
+    /// Another device undid `session_id`'s last exchange; the service holds `messages`
+    /// messages now. The store removes the exchange if it holds more; an open session showing
+    /// more, with no send of its own in flight, is read again from the store after it.
+    fn undone_elsewhere(&mut self, session_id: &str, messages: u64, out: &mut Vec<Command>) {
+        out.push(Command::Persist(StoreOp::UndoneElsewhere {
+            session_id: session_id.to_string(),
+            messages,
+        }));
+        let shown_more = self.transcript.session().is_some_and(|open| {
+            open.id == session_id
+                && open.pending.is_none()
+                && open
+                    .items
+                    .iter()
+                    .filter(|i| !matches!(i.state, EntryState::Failed(_)))
+                    .count() as u64
+                    > messages
+        });
+        if shown_more {
+            self.reload_open_session(session_id, out);
+            self.notify(
+                Level::Info,
+                "the last exchange was undone on another device",
+            );
         }
     }
 }
@@ -211,6 +246,63 @@ mod tests {
             fetches(&app.update(updated(A, 2, SessionChange::Message))),
             0
         );
+    }
+
+    #[test]
+    fn an_undo_elsewhere_takes_the_exchange_from_the_store_and_the_open_session() {
+        use convo_client::api::Role;
+        use convo_client::local_store::StoredMessage;
+        let mut app = app();
+        app.update(AppEvent::TranscriptLoaded {
+            session_id: A.into(),
+            messages: vec![
+                StoredMessage::user(Role::User, "one"),
+                StoredMessage::user(Role::Assistant, "reply one"),
+                StoredMessage::user(Role::User, "two"),
+                StoredMessage::user(Role::Assistant, "reply two"),
+            ],
+            draft: None,
+            rendered: None,
+        });
+        let undone = |id: &str, count: u64| {
+            let mut session = service(id, None);
+            session.message_count = count;
+            AppEvent::Account(AccountEvent::SessionUpdated {
+                session,
+                change: SessionChange::Undo,
+            })
+        };
+        let removals = |out: &[Command]| -> Vec<(String, u64)> {
+            out.iter()
+                .filter_map(|c| match c {
+                    Command::Persist(StoreOp::UndoneElsewhere {
+                        session_id,
+                        messages,
+                    }) => Some((session_id.clone(), *messages)),
+                    _ => None,
+                })
+                .collect()
+        };
+        // This device's own undo, not answered yet: its answer settles it, not the news.
+        app.undoing.push(A.into());
+        assert_eq!(removals(&app.update(undone(A, 2))), vec![]);
+        app.undoing.clear();
+        // Another device's: the store is asked, the open session read again, and said.
+        let out = app.update(undone(A, 2));
+        assert_eq!(removals(&out), vec![(A.to_string(), 2)]);
+        assert!(
+            out.iter().any(
+                |c| matches!(c, Command::LoadTranscript { session_id, .. } if session_id == A)
+            ),
+            "{out:?}"
+        );
+        assert_eq!(
+            app.notice().map(|n| n.text.as_str()),
+            Some("the last exchange was undone on another device")
+        );
+        // A session not open: the store only.
+        let out = app.update(undone(B, 0));
+        assert_eq!(removals(&out), vec![(B.to_string(), 0)]);
     }
 
     #[test]

@@ -220,8 +220,26 @@ impl App {
         }
         let session_id = open.id.clone();
         self.composer.clear();
+        self.undoing.push(session_id.clone());
         out.push(Command::Undo { session_id });
         self.notify(Level::Info, "undoing the last exchange…");
+    }
+
+    /// Reads `session_id`, if it is open, again from the store, after a removal queued before
+    /// (the store keeps order). The session's stream stays as it is: the network worker keeps
+    /// it open.
+    pub(super) fn reload_open_session(&mut self, session_id: &str, out: &mut Vec<Command>) {
+        if let Some(stream) = self
+            .transcript
+            .session_mut_if(session_id)
+            .map(|open| open.stream.clone())
+        {
+            self.leave_open_session(out);
+            self.open_session(session_id.to_string(), out);
+            if let Some(open) = self.transcript.session_mut_if(session_id) {
+                open.stream = stream;
+            }
+        }
     }
 
     /// The server's answer to an undo.
@@ -231,6 +249,9 @@ impl App {
         outcome: UndoOutcome,
         out: &mut Vec<Command>,
     ) {
+        if let Some(i) = self.undoing.iter().position(|s| *s == session_id) {
+            self.undoing.swap_remove(i);
+        }
         match outcome {
             UndoOutcome::Undone(removed) => {
                 out.push(Command::Persist(StoreOp::RemoveLastExchange {
@@ -250,19 +271,7 @@ impl App {
                         s.tokens = s.tokens.saturating_sub(gone);
                     }
                 }
-                if let Some(stream) = self
-                    .transcript
-                    .session_mut_if(&session_id)
-                    .map(|open| open.stream.clone())
-                {
-                    // Read again from the store, after the removal (the store keeps order).
-                    // The session's stream stays as it is: the network worker keeps it open.
-                    self.leave_open_session(out);
-                    self.open_session(session_id.clone(), out);
-                    if let Some(open) = self.transcript.session_mut_if(&session_id) {
-                        open.stream = stream;
-                    }
-                }
+                self.reload_open_session(&session_id, out);
                 let n = convo_client::format::counted(removed.len() as u64, "message");
                 self.notify(Level::Info, format!("undone: removed {n}"));
             }

@@ -91,6 +91,9 @@ pub struct App {
     forking: Option<fork::PendingFork>,
     /// The extensions the server turned out not to have.
     missing: fork::Missing,
+    /// The sessions whose undo this device asked for and has no answer to yet: the account
+    /// stream's news of it is this device's own (`account_feed.rs`).
+    undoing: Vec<String>,
     /// Ctrl-C right after a reply ended asks for a second one (`stop.rs`).
     quit_guard: stop::QuitGuard,
 }
@@ -125,6 +128,7 @@ impl App {
             terminal_focused: true,
             forking: None,
             missing: fork::Missing::default(),
+            undoing: Vec::new(),
             quit_guard: stop::QuitGuard::default(),
         }
     }

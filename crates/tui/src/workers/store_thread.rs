@@ -142,8 +142,12 @@ pub(super) fn spawn_store(
                         merge_service(&store, &change, &events)
                     }
                     StoreJob::Op(StoreOp::RemoveLastExchange { session_id }) => {
-                        remove_last_exchange(&store, session_id, &events)
+                        remove_last_exchange(&store, session_id, None, &events)
                     }
+                    StoreJob::Op(StoreOp::UndoneElsewhere {
+                        session_id,
+                        messages,
+                    }) => remove_last_exchange(&store, session_id, Some(messages), &events),
                     StoreJob::Export { session_id, path } => {
                         let result = export(&store, &session_id, path.as_deref());
                         events.send(AppEvent::Exported { session_id, result });
@@ -320,12 +324,18 @@ fn merge_service(
 /// Removes the session's last exchange (an undo) and tells the app the session's tokens as the
 /// store counts them now: a list merged before the removal, answered after the app took the
 /// exchange's tokens off, would otherwise leave the pane with the old total.
+/// With `Some(messages)` the undo was another device's: the exchange goes only if the store
+/// holds more than the service's `messages`.
 fn remove_last_exchange(
     store: &Store,
     session_id: String,
+    elsewhere: Option<u64>,
     events: &EventSender,
 ) -> Result<(), local_store::StoreError> {
-    store.remove_last_exchange(&session_id)?;
+    match elsewhere {
+        None => store.remove_last_exchange(&session_id)?,
+        Some(messages) => store.undone_elsewhere(&session_id, messages)?,
+    };
     if let Some(record) = store.session(&session_id)? {
         events.send(AppEvent::SessionTokens {
             session_id,
@@ -433,6 +443,10 @@ fn apply(store: &Store, op: StoreOp) -> Result<(), local_store::StoreError> {
         StoreOp::RemoveLastExchange { session_id } => {
             store.remove_last_exchange(&session_id).map(|_| ())
         }
+        StoreOp::UndoneElsewhere {
+            session_id,
+            messages,
+        } => store.undone_elsewhere(&session_id, messages).map(|_| ()),
     }
 }
 
@@ -454,7 +468,7 @@ mod tests {
         }
         let before = store.session(id).unwrap().unwrap().tokens;
         let (events, mut rx) = EventSender::new();
-        remove_last_exchange(&store, id.to_string(), &events).unwrap();
+        remove_last_exchange(&store, id.to_string(), None, &events).unwrap();
         let after = store.session(id).unwrap().unwrap().tokens;
         assert!(after < before, "{after} < {before}");
         match rx.try_recv() {
