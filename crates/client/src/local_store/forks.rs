@@ -74,8 +74,8 @@ mod tests {
     const A: &str = "session_aaaaaaaaaaaaaaaa";
     const B: &str = "session_bbbbbbbbbbbbbbbb";
 
-    #[test]
-    fn an_undo_elsewhere_removes_one_exchange_only_where_the_store_holds_more() {
+    /// A store holding session A with two exchanges.
+    fn two_exchanges() -> Store {
         let store = Store::in_memory().unwrap();
         for (role, text) in [
             (Role::User, "one"),
@@ -87,6 +87,12 @@ mod tests {
                 .append_message(A, &StoredMessage::user(role, text))
                 .unwrap();
         }
+        store
+    }
+
+    #[test]
+    fn an_undo_elsewhere_removes_one_exchange_only_where_the_store_holds_more() {
+        let store = two_exchanges();
         // The service holds four: this store has no more, nothing goes.
         assert_eq!(store.undone_elsewhere(A, 4).unwrap(), 0);
         // Two: the last exchange goes; told again (or by this device's own undo), nothing more.
@@ -104,17 +110,7 @@ mod tests {
 
     #[test]
     fn a_fork_keeps_its_origin_and_undo_removes_the_last_exchange_only() {
-        let store = Store::in_memory().unwrap();
-        for (role, text) in [
-            (Role::User, "one"),
-            (Role::Assistant, "reply one"),
-            (Role::User, "two"),
-            (Role::Assistant, "reply two"),
-        ] {
-            store
-                .append_message(A, &StoredMessage::user(role, text))
-                .unwrap();
-        }
+        let store = two_exchanges();
         // A message that never reached the service is not the exchange the service removed.
         store
             .append_message(

@@ -438,10 +438,9 @@ mod tests {
         );
     }
 
-    #[test]
-    fn another_devices_reply_is_followed_live_and_stored_once() {
-        let mut app = streaming_app();
-        let delta = |seq, content: &str| AppEvent::Stream {
+    /// Piece `seq` of reply `msg_r` of session A, which another device asked for.
+    fn foreign_delta(seq: u64, content: &str) -> AppEvent {
+        AppEvent::Stream {
             session_id: A.into(),
             update: StreamUpdate::Event(StreamEvent::Delta {
                 session_id: A.into(),
@@ -449,7 +448,13 @@ mod tests {
                 seq,
                 content: content.into(),
             }),
-        };
+        }
+    }
+
+    #[test]
+    fn another_devices_reply_is_followed_live_and_stored_once() {
+        let mut app = streaming_app();
+        let delta = foreign_delta;
         // The first piece of a reply this device did not ask for: the message it answers
         // is read first.
         let cmds = app.update(delta(0, "Hel"));
@@ -501,15 +506,7 @@ mod tests {
     fn ctrl_c_stops_another_devices_reply_shown_here_and_a_second_quits() {
         let mut app = streaming_app();
         let ctrl_c = || AppEvent::Key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));
-        app.update(AppEvent::Stream {
-            session_id: A.into(),
-            update: StreamUpdate::Event(StreamEvent::Delta {
-                session_id: A.into(),
-                message_id: "msg_r".into(),
-                seq: 0,
-                content: "On and on".into(),
-            }),
-        });
+        app.update(foreign_delta(0, "On and on"));
         app.update(AppEvent::History {
             session_id: A.into(),
             fetch: HistoryFetch::Messages(vec![message("msg_q", Role::User, "from the laptop")]),
@@ -537,15 +534,7 @@ mod tests {
     fn another_devices_reply_the_history_holds_whole_is_not_shown_twice() {
         let mut app = streaming_app();
         let question = message("msg_q", Role::User, "from the laptop");
-        app.update(AppEvent::Stream {
-            session_id: A.into(),
-            update: StreamUpdate::Event(StreamEvent::Delta {
-                session_id: A.into(),
-                message_id: "msg_r".into(),
-                seq: 0,
-                content: "Hel".into(),
-            }),
-        });
+        app.update(foreign_delta(0, "Hel"));
         app.update(AppEvent::History {
             session_id: A.into(),
             fetch: HistoryFetch::Messages(vec![question.clone()]),
