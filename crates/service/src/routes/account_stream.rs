@@ -163,11 +163,13 @@ impl AccountListener<'_> {
         }
     }
 
-    /// Sends a fresh `hello` (which has the usage too); false when the socket is gone.
+    /// Sends a fresh `hello` (which has the usage and every session too); false when the
+    /// socket is gone.
     async fn resync(&mut self, socket: &mut WebSocket) -> bool {
         let alive = send_hello(self.state, self.account, socket).await;
         self.last_usage = Instant::now();
         self.usage_due = None;
+        self.unread = Unread::default();
         alive
     }
 }
@@ -210,9 +212,15 @@ impl Listener for AccountListener<'_> {
             AccountWake::Signal(Err(RecvError::Closed)) => false,
             AccountWake::UnreadDue => {
                 self.unread.due = None;
-                for (session_id, change) in std::mem::take(&mut self.unread.sessions) {
+                let mut waiting = std::mem::take(&mut self.unread.sessions).into_iter();
+                while let Some((session_id, change)) = waiting.next() {
                     if !self.tell(socket, session_id, change).await {
                         return false;
+                    }
+                    if !self.unread.sessions.is_empty() {
+                        // Still not read: the database is still away; the rest wait with it.
+                        self.unread.sessions.extend(waiting);
+                        break;
                     }
                 }
                 true
