@@ -1,7 +1,7 @@
 //! Two devices on one service: two `convo` TUIs (two data dirs), each in its own
 //! pseudo-terminal, against one `convo serve` (started in-process, SQLite), and against two
 //! replicas of it on one PostgreSQL database (one TUI on each). What one device does — a new
-//! session, a title, a message, a delete — shows on the other through the account stream,
+//! session, a title, a message, an undo, a delete — shows on the other through the account stream,
 //! with no request from the other.
 
 use convo_service::{DbLocation, RunningService, ServiceConfig};
@@ -78,6 +78,14 @@ fn two_devices(one: &RunningService, two: &RunningService) {
     one.type_text("/title Lisbon in May");
     one.send(keys::ENTER);
     two.wait_text("Lisbon in May");
+
+    // One undoes that message and its reply: two's open transcript drops them too.
+    one.type_text("/undo");
+    one.send(keys::ENTER);
+    one.wait_text("undone: removed 2 messages");
+    two.wait_for("the exchange gone on two as well", |s| {
+        s.contains("undone on another device") && !s.contains("book the hotel")
+    });
 
     // Two deletes it: one, which has it open, is told.
     focus_sessions(&mut two);
