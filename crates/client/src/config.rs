@@ -100,6 +100,14 @@ pub struct Config {
     pub warnings: Vec<String>,
 }
 
+/// `connection.connect_timeout_ms` when the configuration does not set it.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// `connection.request_timeout_ms` when the configuration does not set it.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// `connection.reply_timeout_ms` when the configuration does not set it: a send whose reply
+/// comes whole in the answer waits as long as the reply takes to write.
+pub const DEFAULT_REPLY_TIMEOUT: Duration = Duration::from_secs(600);
+
 #[derive(Clone)]
 pub struct Connection {
     /// `None`: no server configured (the TUI embeds the local service).
@@ -606,9 +614,9 @@ impl Config {
                 wallet_token: None,
                 admin_key: None,
                 allow_insecure: false,
-                connect_timeout: Duration::from_secs(5),
-                request_timeout: Duration::from_secs(30),
-                reply_timeout: Duration::from_secs(600),
+                connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+                request_timeout: DEFAULT_REQUEST_TIMEOUT,
+                reply_timeout: DEFAULT_REPLY_TIMEOUT,
                 max_retries: 3,
             },
             ui: Ui {

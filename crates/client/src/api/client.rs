@@ -57,9 +57,9 @@ pub struct Timeouts {
 impl Default for Timeouts {
     fn default() -> Self {
         Timeouts {
-            connect: Duration::from_secs(5),
-            request: Duration::from_secs(30),
-            reply: Duration::from_secs(600),
+            connect: crate::config::DEFAULT_CONNECT_TIMEOUT,
+            request: crate::config::DEFAULT_REQUEST_TIMEOUT,
+            reply: crate::config::DEFAULT_REPLY_TIMEOUT,
         }
     }
 }
