@@ -39,9 +39,9 @@ pub struct LocalOptions {
 
 impl LocalOptions {
     /// The cap of a reply when none is given: room for any answer a chat model means to give
-    /// (about 1,500 words), and an end to a small model caught repeating itself, which would
-    /// otherwise write until the window is full (6,644 tokens in 8 minutes with SmolLM2 on
-    /// two cores, asked to say hello in French). `/continue` asks for the rest of a cut reply.
+    /// (about 1,500 words), and an end to a small model caught in a loop longer than the
+    /// sampler's repetition window, which would otherwise write until the context window is
+    /// full. `/continue` asks for the rest of a cut reply.
     pub const DEFAULT_MAX_REPLY_TOKENS: u32 = 2048;
     pub const DEFAULT_KV_DISK_BYTES: u64 = 1 << 30;
     pub const DEFAULT_KV_TOKENS: u32 = 8192;
