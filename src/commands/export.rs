@@ -1,10 +1,13 @@
-//! `convo export`: a session's transcript as Markdown or JSON, from the local store alone (the
-//! server may be down or gone).
+//! `convo export`: a session's transcript as Markdown or JSON, from the local store (the
+//! server may be down or gone), caught up first with what the configured server holds.
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use super::{codes, fail, find_session, in_store, local_store, out};
+use super::{codes, fail, find_session, in_store, load_config, open_store, out, record, warn};
+use convo_client::api::{Client, ClientOptions, History};
+use convo_client::config::Config;
 use convo_client::export;
+use convo_client::local_store::Store;
 use convo_wire::exit;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -34,6 +37,42 @@ pub struct ExportArgs {
     pub force: bool,
 }
 
+/// With a server configured, the messages of the session that the local store lacks are read
+/// from it first (`Store::catch_up`): a session listed here but opened only on another device
+/// would otherwise export without them. Without a server, or when it cannot answer, the store
+/// alone is exported, with a warning saying so in the second case.
+async fn catch_up(config: &Config, store: &Store, session_id: &str) {
+    if config.connection.base_url.is_none() {
+        return;
+    }
+    if let Err(e) = config.check_transport() {
+        return warn(format_args!("{}: {e}", from_store_only(session_id)));
+    }
+    let client = match ClientOptions::from_config(config).and_then(Client::new) {
+        Ok(c) => c,
+        Err(e) => return warn(format_args!("{}: {e}", from_store_only(session_id))),
+    };
+    let history = match client.history(session_id).await {
+        Ok(History::Messages(m)) => m,
+        // Gone from the server, or a server without the extension: the store is all there is.
+        Ok(History::NotFound | History::Unsupported) => return,
+        Err(e) => return warn(format_args!("{}: {e}", from_store_only(session_id))),
+    };
+    let id = session_id.to_string();
+    record(
+        store.clone(),
+        "the session's messages from the server",
+        move |s| s.catch_up(&id, &history).map(|_| ()),
+    )
+    .await;
+}
+
+fn from_store_only(session_id: &str) -> String {
+    format!(
+        "could not read {session_id} from the server, so the export holds what this device's store has"
+    )
+}
+
 impl ExportArgs {
     pub fn format(&self) -> Format {
         if self.json { Format::Json } else { self.format }
@@ -41,7 +80,11 @@ impl ExportArgs {
 }
 
 pub async fn run(args: ExportArgs, global: convo_client::config::GlobalArgs) -> ExitCode {
-    let store = match local_store(&global) {
+    let config = match load_config(&global) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let store = match open_store(&config) {
         Ok(s) => s,
         Err(code) => return code,
     };
@@ -49,7 +92,14 @@ pub async fn run(args: ExportArgs, global: convo_client::config::GlobalArgs) -> 
         Ok(s) => s,
         Err(code) => return code,
     };
-    let transcript = match in_store(store, move |s| export::load(s, session)).await {
+    catch_up(&config, &store, &session.id).await;
+    let transcript = match in_store(store, move |s| {
+        // Caught up, the session's token total may have changed.
+        let session = s.session(&session.id)?.unwrap_or(session);
+        export::load(s, session)
+    })
+    .await
+    {
         Ok(t) => t,
         Err(code) => return code,
     };

@@ -23,6 +23,7 @@ pub mod sessions;
 pub mod title;
 pub mod undo;
 pub mod usage;
+mod waiting;
 pub mod wallet;
 
 use std::borrow::Cow;

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use chrono::Utc;
 
+use super::waiting::Waiting;
 use super::{
     check_session_id, codes, connect_with_store, fail, fail_api, out, print_json, record, sanitize,
 };
@@ -172,7 +173,10 @@ pub async fn run(args: SendArgs, global: convo_client::config::GlobalArgs) -> Ex
     } else if args.stream {
         send_streaming(&client, &session_id, &body, &key, |_| {}).await
     } else {
-        client.send_message(&session_id, &body, &key).await
+        let waiting = Waiting::start(!args.json && std::io::stderr().is_terminal());
+        let r = client.send_message(&session_id, &body, &key).await;
+        waiting.finish().await;
+        r
     };
 
     match result {

@@ -207,3 +207,62 @@ async fn a_server_without_the_extensions_is_named_and_nothing_is_lost() {
         .json();
     assert_eq!(export["messages"].as_array().unwrap().len(), 2, "{export}");
 }
+
+#[tokio::test]
+async fn a_session_written_on_another_device_exports_whole() {
+    let svc = start().await;
+    let laptop = Sandbox::new();
+    let id = two_exchanges(&laptop, &svc).await;
+    // This device knows the session from the list only: none of its messages.
+    let s = Sandbox::new();
+    run(&s, &svc, &["sessions"]).await.expect(0);
+    let messages = |export: &serde_json::Value| -> Vec<String> {
+        export["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["content"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let export = run(&s, &svc, &["export", &id, "--json"])
+        .await
+        .expect(0)
+        .json();
+    assert_eq!(messages(&export).len(), 4, "{export}");
+    assert_eq!(messages(&export)[2], "second question");
+    // The laptop goes on; this device's export follows, without a message twice.
+    run(&laptop, &svc, &["send", "--session", &id, "third question"])
+        .await
+        .expect(0);
+    let export = run(&s, &svc, &["export", &id, "--json"])
+        .await
+        .expect(0)
+        .json();
+    assert_eq!(messages(&export).len(), 6, "{export}");
+    assert_eq!(messages(&export)[4], "third question");
+    // With the server gone, the store's copy is exported, and stderr says where it came from.
+    let (base, key) = (svc.base_url(), svc.api_key.clone());
+    svc.shutdown().await;
+    let env = [
+        ("CONVO_BASE_URL", base.as_str()),
+        ("CONVO_API_KEY", key.as_str()),
+    ];
+    let offline = s.run_env(&["export", &id], &env).await.expect(0);
+    assert!(
+        offline.stdout.contains(" · 6 messages · "),
+        "{}",
+        offline.stdout
+    );
+    assert!(
+        offline.stdout.contains("third question"),
+        "{}",
+        offline.stdout
+    );
+    assert!(
+        offline
+            .stderr
+            .contains("from the server, so the export holds what this device's store has"),
+        "{}",
+        offline.stderr
+    );
+}

@@ -30,10 +30,12 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::api::{FinishReason, Message, Role};
 
+mod catch_up;
 mod forks;
 mod metric_buckets;
 mod search;
 mod targets;
+pub use catch_up::missing_from;
 pub use search::{SearchHit, SnippetPart, fts_query};
 pub use targets::{Merged, ServiceSessions};
 

@@ -6,6 +6,7 @@
 
 use chrono::{DateTime, Utc};
 use convo_client::api::{Message, Role};
+use convo_client::local_store::missing_from;
 
 use super::{App, Command, Level, NEW_SESSION_TITLE, StoreOp};
 use crate::event::{ServiceChange, SessionSummary};
@@ -168,20 +169,6 @@ impl App {
             s.tokens = tokens;
         }
     }
-}
-
-/// Where the service's `history` goes on past what is `shown` (role and text of each message
-/// kept, oldest first): `Some(shown.len())` when `shown` is the start of `history` and shorter;
-/// `None` when nothing is missing or the two differ (then the transcript is left as it is).
-pub(super) fn missing_from(shown: &[(Role, &str)], history: &[Message]) -> Option<usize> {
-    if shown.len() >= history.len() {
-        return None;
-    }
-    let same = shown
-        .iter()
-        .zip(history)
-        .all(|((role, text), m)| *role == m.role && *text == m.content);
-    same.then_some(shown.len())
 }
 
 #[cfg(test)]
@@ -396,46 +383,6 @@ mod tests {
             KeyModifiers::CONTROL,
         )));
         assert_eq!(app.notice(), None);
-    }
-
-    fn m(role: Role, text: &str) -> Message {
-        Message {
-            message_id: format!("msg_{text}"),
-            session_id: "session_AAAAAAAAAAAAAAAA".into(),
-            role,
-            content: text.into(),
-            tokens: 1,
-            created_at: "2026-11-26T00:00:00Z".into(),
-            finish_reason: None,
-        }
-    }
-
-    #[test]
-    fn only_a_history_that_goes_on_from_what_is_shown_is_adopted() {
-        let history = [
-            m(Role::User, "a"),
-            m(Role::Assistant, "b"),
-            m(Role::User, "c"),
-        ];
-        assert_eq!(missing_from(&[], &history), Some(0));
-        assert_eq!(
-            missing_from(&[(Role::User, "a"), (Role::Assistant, "b")], &history),
-            Some(2)
-        );
-        // Nothing missing; or the transcript differs from the service's: left alone.
-        assert_eq!(
-            missing_from(
-                &[(Role::User, "a"), (Role::Assistant, "b"), (Role::User, "c")],
-                &history
-            ),
-            None
-        );
-        assert_eq!(missing_from(&[(Role::User, "x")], &history), None);
-        assert_eq!(
-            missing_from(&[(Role::System, "a")], &history),
-            None,
-            "the role counts"
-        );
     }
 
     /// Piece `seq` of reply `msg_r` of session A, which another device asked for.
