@@ -735,6 +735,57 @@ fn every_small_size_draws_twice_without_a_panic() {
     }
 }
 
+/// The narrow layout's usage band cuts no number at any width (`2/5` would read as two
+/// sessions of five, not of 500): each gauge drops its bar, then its label, then its numbers
+/// whole, as its third of the row narrows, with a limit reached and without.
+#[test]
+fn the_usage_band_never_cuts_a_number() {
+    let whole = [
+        "req",
+        "tok",
+        "ses",
+        "200/50k",
+        "123.5k/10M",
+        "3/500",
+        "0%",
+        "1%",
+        "full",
+    ];
+    let mut banded = 0;
+    for reached in [false, true] {
+        for w in 1..=120u16 {
+            let mut app = chat(w, 24);
+            if reached {
+                app.update(AppEvent::UsageFailed(ApiError::QuotaExceeded {
+                    limit: Some("requests".into()),
+                    reset_at: Some(
+                        (Utc.with_ymd_and_hms(2026, 11, 22, 14, 30, 0).unwrap()).to_rfc3339(),
+                    ),
+                    retry_after: None,
+                    message: "request quota exceeded".into(),
+                }));
+            }
+            let screen = render(&app);
+            let band = screen.lines().next().unwrap_or_default();
+            if band.starts_with('┌') || band.trim().is_empty() {
+                continue;
+            }
+            banded += 1;
+            for word in band.split_whitespace() {
+                if word.chars().all(|c| c == '━' || c == '─') || whole.contains(&word) {
+                    continue;
+                }
+                // The reset time of a limit reached, where it fits: "· resets in 2h 30m".
+                assert!(
+                    reached && ["·", "resets", "in", "2h", "30m"].contains(&word),
+                    "a cut word {word:?} at width {w}: {band:?}"
+                );
+            }
+        }
+    }
+    assert!(banded > 100, "the band was drawn at {banded} widths");
+}
+
 /// A notice too long for the status bar's rows after a local model's label: the label gives
 /// way to its dot, and the advice at the end is whole.
 #[test]

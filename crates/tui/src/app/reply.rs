@@ -190,6 +190,22 @@ impl App {
         reply: Message,
         out: &mut Vec<Command>,
     ) {
+        self.complete_reply(session_id, reply, true, out);
+    }
+
+    /// As [`App::finish_reply`], never announced: a reply this device asked the service to
+    /// stop.
+    fn finish_reply_quietly(&mut self, session_id: &str, reply: Message, out: &mut Vec<Command>) {
+        self.complete_reply(session_id, reply, false, out);
+    }
+
+    fn complete_reply(
+        &mut self,
+        session_id: &str,
+        reply: Message,
+        may_announce: bool,
+        out: &mut Vec<Command>,
+    ) {
         let Some(open) = self.transcript.session_mut_if(session_id) else {
             return;
         };
@@ -219,7 +235,8 @@ impl App {
             .pending
             .as_ref()
             .is_some_and(|p| p.reply_item == idx && p.cancel_sent);
-        let announce = !stopped
+        let announce = may_announce
+            && !stopped
             && !cancelled
             && crate::notify::should_notify(&self.settings.notify, self.terminal_focused, took);
         if announce {
@@ -442,6 +459,12 @@ impl App {
                     self.show_waiting();
                 }
                 StreamEvent::Done { message } => {
+                    // Another device's reply that this device asked the service to stop is
+                    // not announced as finished.
+                    let stopped_here = open
+                        .foreign
+                        .as_ref()
+                        .is_some_and(|f| f.message_id == message.message_id && f.cancel_sent);
                     // Another device's reply not shown yet: the history brings it whole.
                     if open.end_foreign(&message.message_id) == Some(None) {
                         out.push(Command::FetchHistory { session_id });
@@ -461,7 +484,11 @@ impl App {
                             });
                         }
                     }
-                    self.finish_reply(&session_id, message, out);
+                    if stopped_here {
+                        self.finish_reply_quietly(&session_id, message, out);
+                    } else {
+                        self.finish_reply(&session_id, message, out);
+                    }
                 }
                 StreamEvent::Error {
                     ref message_id,
@@ -472,9 +499,7 @@ impl App {
                     if let Some(shown) = open.end_foreign(message_id) {
                         if let Some(idx) = shown {
                             let text = sanitize_owned(&error.message);
-                            open.items[idx].state = EntryState::Failed(text.clone());
-                            open.transcript
-                                .set_state(open.items[idx].entry, EntryState::Failed(text));
+                            open.set_state(idx, EntryState::Failed(text));
                         }
                         return;
                     }

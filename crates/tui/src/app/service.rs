@@ -180,6 +180,8 @@ mod tests {
     use chrono::TimeZone;
     use convo_client::api::StreamEvent;
     use convo_client::api::stream::StreamUpdate;
+    use convo_client::config::NotifyMode;
+    use convo_wire::FinishReason;
     use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
     const A: &str = "session_AAAAAAAAAAAAAAAA";
@@ -475,6 +477,54 @@ mod tests {
         // Asked once: the next Ctrl-C is the quit key again.
         let cmds = app.update(ctrl_c());
         assert!(cmds.contains(&Command::Quit), "{cmds:?}");
+    }
+
+    /// The `done` of another device's reply, as the service sends it.
+    fn foreign_done(content: &str, finish_reason: Option<FinishReason>) -> AppEvent {
+        AppEvent::Stream {
+            session_id: A.into(),
+            update: StreamUpdate::Event(StreamEvent::Done {
+                message: Message {
+                    finish_reason,
+                    ..message("msg_r", Role::Assistant, content)
+                },
+            }),
+        }
+    }
+
+    fn announced(cmds: &[Command]) -> bool {
+        cmds.iter().any(|c| matches!(c, Command::Notify(_)))
+    }
+
+    #[test]
+    fn another_devices_reply_stopped_here_is_not_announced_as_finished() {
+        for stop_here in [false, true] {
+            let mut app = streaming_app();
+            app.settings.notify.mode = NotifyMode::Bell;
+            app.update(AppEvent::Focus(false));
+            app.update(foreign_delta(0, "On and on"));
+            app.update(AppEvent::History {
+                session_id: A.into(),
+                fetch: HistoryFetch::Messages(vec![message(
+                    "msg_q",
+                    Role::User,
+                    "from the laptop",
+                )]),
+            });
+            if stop_here {
+                let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+                app.update(AppEvent::Key(ctrl_c));
+            }
+            let cmds = app.update(foreign_done("On and on", Some(FinishReason::Stopped)));
+            // Stopped by another device (or by the service), it is news here; stopped here,
+            // it is not.
+            assert_eq!(
+                announced(&cmds),
+                !stop_here,
+                "stop here: {stop_here}, {cmds:?}"
+            );
+            assert_eq!(app.session().unwrap().items[1].state, EntryState::Complete);
+        }
     }
 
     #[test]

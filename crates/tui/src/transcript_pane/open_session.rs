@@ -255,7 +255,19 @@ impl OpenSession {
         }
     }
 
+    /// Sets item `idx`'s state. A reply that ends (stopped, failed, cut off) before its first
+    /// text drops what its header said while it waited (`waiting for the reply · 3 s`): that
+    /// no longer holds, and the state's own mark takes its place.
     pub fn set_state(&mut self, idx: usize, state: EntryState) {
+        let ended_empty = state != EntryState::Streaming
+            && self
+                .items
+                .get(idx)
+                .is_some_and(|i| i.state == EntryState::Streaming)
+            && self.content(idx).is_empty();
+        if ended_empty {
+            self.set_note(idx, None);
+        }
         if let Some(item) = self.items.get_mut(idx) {
             item.state = state.clone();
             self.transcript.set_state(item.entry, state);

@@ -48,6 +48,65 @@ impl UsageGauge {
     }
 }
 
+/// The columns of each gauge of the band in a row of `width`: each what its numbers need with
+/// a bar of two cells (a limit reached with its reset time, else without), the rest shared
+/// among the bars; a row too narrow for that gives each a third (and [`fit_gauge`] drops
+/// what does not fit).
+fn cell_widths(gauges: &[(&'static str, UsageGauge); 3], width: usize) -> [usize; 3] {
+    let need = |numbers: &dyn Fn(&UsageGauge) -> String| {
+        gauges
+            .each_ref()
+            .map(|(_, g)| 3 + 1 + 2 + numbers(g).chars().count() + 1)
+    };
+    let short = |g: &UsageGauge| match g.reached {
+        Some(_) => " full".to_string(),
+        None => g.numbers(),
+    };
+    for needs in [need(&UsageGauge::numbers), need(&short)] {
+        let total: usize = needs.iter().sum();
+        if total <= width {
+            let extra = width - total;
+            let mut cells = needs.map(|n| n + extra / 3);
+            for cell in cells.iter_mut().take(extra % 3) {
+                *cell += 1;
+            }
+            return cells;
+        }
+    }
+    [width / 3; 3]
+}
+
+/// One gauge of the band in at most `cell - 1` columns (a space parts it from the next): the
+/// first of these that fits, so that a number is never cut, which would misread (`2/5` for
+/// `2/500`): the label, a bar of at least two cells and the numbers; without the bar; without
+/// the label; the percentage (or `full`) alone; nothing.
+fn fit_gauge(short: &str, g: &UsageGauge, cell: usize, stale: bool) -> Vec<Span<'static>> {
+    let room = cell.saturating_sub(1);
+    // A limit reached says so, with its reset time where it fits (the second row says it too).
+    let mut numbers = vec![g.numbers()];
+    if g.reached.is_some() {
+        numbers.push(" full".to_string());
+    }
+    for n in &numbers {
+        let bar_w = room.saturating_sub(short.len() + 1 + n.chars().count());
+        if bar_w >= 2 {
+            let mut s = gauge_spans(short, g, n.clone(), bar_w, stale);
+            s.push(Span::raw(" "));
+            return s;
+        }
+    }
+    let n = numbers.pop().unwrap_or_default();
+    let alone = match g.reached {
+        Some(_) => "full".to_string(),
+        None => format!("{:.0}%", g.percent),
+    };
+    [format!("{short}{n}"), n.trim_start().to_string(), alone]
+        .into_iter()
+        .find(|text| text.chars().count() <= room)
+        .map(|text| vec![Span::styled(text, g.style(stale)), Span::raw(" ")])
+        .unwrap_or_default()
+}
+
 /// `━━━━────` of `width` cells filled to `percent`.
 pub fn bar(percent: f64, width: usize) -> String {
     let filled = ((percent.clamp(0.0, 100.0) / 100.0) * width as f64).round() as usize;
@@ -249,20 +308,10 @@ fn band(app: &App, area: Rect, buf: &mut Buffer) {
     let row1 = match gauges(app) {
         Some(gs) => {
             // Three gauges share the row: "req ━━── 1/1k 0%".
-            let cell = width / 3;
+            let cells = cell_widths(&gs, width);
             let mut spans = Vec::new();
-            for (label, g) in gs {
-                let short = &label[..3];
-                let mut numbers = g.numbers();
-                if g.reached.is_some() && short.len() + numbers.chars().count() + 4 > cell {
-                    // Too narrow for the reset time: the second row says it.
-                    numbers = " full".to_string();
-                }
-                let bar_w = cell
-                    .saturating_sub(short.len() + 1 + numbers.chars().count() + 1)
-                    .max(2);
-                let mut s = gauge_spans(short, &g, numbers, bar_w, stale);
-                s.push(Span::raw(" "));
+            for ((label, g), cell) in gs.into_iter().zip(cells) {
+                let mut s = fit_gauge(&label[..3], &g, cell, stale);
                 let used: usize = s.iter().map(|s| s.width()).sum();
                 if used < cell {
                     s.push(Span::raw(" ".repeat(cell - used)));

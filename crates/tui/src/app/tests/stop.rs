@@ -49,6 +49,35 @@ fn progress_shows_in_the_replys_header_until_the_first_text() {
 }
 
 #[test]
+fn a_reply_that_fails_before_its_first_text_drops_its_waiting_note() {
+    // Failed by the service, and cut off by a lost stream.
+    for fail in [
+        error_event("msg_1", "engine_error", "the engine failed"),
+        stream(StreamUpdate::Disconnected {
+            error: ApiError::Network("reset".into()),
+            retry_in: None,
+        }),
+    ] {
+        let mut app = app();
+        send_accepted(&mut app, "summarise this", "msg_1", 1);
+        app.update(stream(StreamUpdate::Event(StreamEvent::Progress {
+            session_id: A.into(),
+            message_id: "msg_1".into(),
+            prompt_tokens: 470,
+            prompt_total: 1000,
+        })));
+        assert!(header(&app, 1).contains("reading the conversation"));
+        app.update(fail);
+        assert_ne!(open(&app).items[1].state, EntryState::Streaming);
+        assert!(
+            !header(&app, 1).contains("reading the conversation"),
+            "{}",
+            header(&app, 1)
+        );
+    }
+}
+
+#[test]
 fn an_empty_reply_asks_for_ticks_and_stops_asking_once_text_comes() {
     let mut app = app();
     type_text(&mut app, "hello");
