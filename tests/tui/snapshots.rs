@@ -736,8 +736,8 @@ fn every_small_size_draws_twice_without_a_panic() {
 }
 
 /// The narrow layout's usage band cuts no number at any width (`2/5` would read as two
-/// sessions of five, not of 500): each gauge drops its bar, then its label, then its numbers
-/// whole, as its third of the row narrows, with a limit reached and without.
+/// sessions of five, not of 500): as the row narrows the gauges drop, all alike, their bars,
+/// their numbers and last their labels, with a limit reached and without.
 #[test]
 fn the_usage_band_never_cuts_a_number() {
     let whole = [
@@ -771,6 +771,13 @@ fn the_usage_band_never_cuts_a_number() {
                 continue;
             }
             banded += 1;
+            // Where the three labelled percentages fit ("req 0% tok 1% ses 1% ", "req full
+            // tok 1% ses 1% "), each gauge keeps its label.
+            if w >= if reached { 23 } else { 21 } {
+                for label in ["req ", "tok ", "ses "] {
+                    assert!(band.contains(label), "no {label:?} at width {w}: {band:?}");
+                }
+            }
             for word in band.split_whitespace() {
                 if word.chars().all(|c| c == '━' || c == '─') || whole.contains(&word) {
                     continue;

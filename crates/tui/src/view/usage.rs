@@ -48,63 +48,101 @@ impl UsageGauge {
     }
 }
 
-/// The columns of each gauge of the band in a row of `width`: each what its numbers need with
-/// a bar of two cells (a limit reached with its reset time, else without), the rest shared
-/// among the bars; a row too narrow for that gives each a third (and [`fit_gauge`] drops
-/// what does not fit).
-fn cell_widths(gauges: &[(&'static str, UsageGauge); 3], width: usize) -> [usize; 3] {
-    let need = |numbers: &dyn Fn(&UsageGauge) -> String| {
-        gauges
-            .each_ref()
-            .map(|(_, g)| 3 + 1 + 2 + numbers(g).chars().count() + 1)
-    };
-    let short = |g: &UsageGauge| match g.reached {
-        Some(_) => " full".to_string(),
-        None => g.numbers(),
-    };
-    for needs in [need(&UsageGauge::numbers), need(&short)] {
-        let total: usize = needs.iter().sum();
-        if total <= width {
-            let extra = width - total;
-            let mut cells = needs.map(|n| n + extra / 3);
-            for cell in cells.iter_mut().take(extra % 3) {
-                *cell += 1;
-            }
-            return cells;
-        }
-    }
-    [width / 3; 3]
+/// How much of a gauge the band shows, widest first: the row takes the widest form in which
+/// all three fit, so that a number is never cut (`2/5` for `2/500` would misread).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Form {
+    /// `req ━━── 12/50k 0%` (a limit reached: `req ━━━━ full · resets in 2h`).
+    Bar,
+    /// As `Bar`, a limit reached without its reset time (the second row says it).
+    BarFull,
+    /// `req 12/50k 0%`.
+    Numbers,
+    /// `req 0%` (`req full`).
+    Percent,
+    /// `0%` (`full`).
+    Bare,
 }
 
-/// One gauge of the band in at most `cell - 1` columns (a space parts it from the next): the
-/// first of these that fits, so that a number is never cut, which would misread (`2/5` for
-/// `2/500`): the label, a bar of at least two cells and the numbers; without the bar; without
-/// the label; the percentage (or `full`) alone; nothing.
-fn fit_gauge(short: &str, g: &UsageGauge, cell: usize, stale: bool) -> Vec<Span<'static>> {
-    let room = cell.saturating_sub(1);
-    // A limit reached says so, with its reset time where it fits (the second row says it too).
-    let mut numbers = vec![g.numbers()];
-    if g.reached.is_some() {
-        numbers.push(" full".to_string());
-    }
-    for n in &numbers {
-        let bar_w = room.saturating_sub(short.len() + 1 + n.chars().count());
-        if bar_w >= 2 {
-            let mut s = gauge_spans(short, g, n.clone(), bar_w, stale);
-            s.push(Span::raw(" "));
-            return s;
+impl Form {
+    const ALL: [Form; 5] = [
+        Form::Bar,
+        Form::BarFull,
+        Form::Numbers,
+        Form::Percent,
+        Form::Bare,
+    ];
+
+    /// The gauge's text in this form, without the bar (`Bar` and `BarFull` add one of at
+    /// least [`MIN_BAR`] cells after the label).
+    fn text(self, short: &str, g: &UsageGauge) -> String {
+        let alone = match g.reached {
+            Some(_) => "full".to_string(),
+            None => format!("{:.0}%", g.percent),
+        };
+        match self {
+            Form::Bar => format!("{short}{}", g.numbers()),
+            Form::BarFull | Form::Numbers if g.reached.is_some() => format!("{short} full"),
+            Form::BarFull | Form::Numbers => format!("{short}{}", g.numbers()),
+            Form::Percent => format!("{short} {alone}"),
+            Form::Bare => alone,
         }
     }
-    let n = numbers.pop().unwrap_or_default();
-    let alone = match g.reached {
-        Some(_) => "full".to_string(),
-        None => format!("{:.0}%", g.percent),
+
+    fn has_bar(self) -> bool {
+        matches!(self, Form::Bar | Form::BarFull)
+    }
+
+    /// Columns the gauge needs in this form, with the space after it (and with a bar, the
+    /// bar and a space before it).
+    fn need(self, short: &str, g: &UsageGauge) -> usize {
+        let bar = if self.has_bar() { 1 + MIN_BAR } else { 0 };
+        self.text(short, g).chars().count() + bar + 1
+    }
+}
+
+/// The shortest bar drawn.
+const MIN_BAR: usize = 2;
+
+/// The form of the band's gauges in a row of `width` and each one's columns: the widest form
+/// in which all three fit, each gauge what it needs and the rest shared among them (their bars,
+/// in the forms with one, are then of one length). `None` when not even `Bare` fits.
+fn band_cells(
+    gauges: &[(&'static str, UsageGauge); 3],
+    width: usize,
+) -> Option<(Form, [usize; 3])> {
+    Form::ALL.into_iter().find_map(|form| {
+        let needs = gauges
+            .each_ref()
+            .map(|(label, g)| form.need(&label[..3], g));
+        let extra = width.checked_sub(needs.iter().sum())?;
+        let mut cells = needs.map(|n| n + extra / 3);
+        for cell in cells.iter_mut().take(extra % 3) {
+            *cell += 1;
+        }
+        Some((form, cells))
+    })
+}
+
+/// One gauge of the band in `form`, in `cell` columns (the last of them a space).
+fn draw_gauge(
+    form: Form,
+    short: &str,
+    g: &UsageGauge,
+    cell: usize,
+    stale: bool,
+) -> Vec<Span<'static>> {
+    let text = form.text(short, g);
+    let mut spans = if form.has_bar() {
+        let numbers = text[short.len()..].to_string();
+        let bar_w = cell.saturating_sub(text.chars().count() + 2);
+        gauge_spans(short, g, numbers, bar_w, stale)
+    } else {
+        vec![Span::styled(text, g.style(stale))]
     };
-    [format!("{short}{n}"), n.trim_start().to_string(), alone]
-        .into_iter()
-        .find(|text| text.chars().count() <= room)
-        .map(|text| vec![Span::styled(text, g.style(stale)), Span::raw(" ")])
-        .unwrap_or_default()
+    let used: usize = spans.iter().map(|s| s.width()).sum();
+    spans.push(Span::raw(" ".repeat(cell.saturating_sub(used))));
+    spans
 }
 
 /// `━━━━────` of `width` cells filled to `percent`.
@@ -308,15 +346,11 @@ fn band(app: &App, area: Rect, buf: &mut Buffer) {
     let row1 = match gauges(app) {
         Some(gs) => {
             // Three gauges share the row: "req ━━── 1/1k 0%".
-            let cells = cell_widths(&gs, width);
             let mut spans = Vec::new();
-            for ((label, g), cell) in gs.into_iter().zip(cells) {
-                let mut s = fit_gauge(&label[..3], &g, cell, stale);
-                let used: usize = s.iter().map(|s| s.width()).sum();
-                if used < cell {
-                    s.push(Span::raw(" ".repeat(cell - used)));
+            if let Some((form, cells)) = band_cells(&gs, width) {
+                for ((label, g), cell) in gs.iter().zip(cells) {
+                    spans.extend(draw_gauge(form, &label[..3], g, cell, stale));
                 }
-                spans.extend(s);
             }
             Line::from(spans)
         }
