@@ -48,6 +48,10 @@ pub enum CliCommand {
     /// Search the messages of the configured server's sessions in the local store.
     Search(crate::commands::search::SearchArgs),
     /// Write a session's transcript as Markdown or JSON, from the local store.
+    ///
+    /// With a server configured, the store first gets from it the session's messages it lacks
+    /// (written on another device); without one, or with the server down, the store alone is
+    /// written.
     Export(crate::commands::export::ExportArgs),
     /// Give a session a title of your own, or clear it (back to the first message's).
     Title(crate::commands::title::TitleArgs),
