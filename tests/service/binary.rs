@@ -105,6 +105,104 @@ fn serve_prints_one_line_serves_and_stops_on_sigterm() {
     assert_eq!(check, "ok");
 }
 
+/// `convo serve` on a SQLite file given no key keeps the one it made beside the database: a
+/// restart serves the same account, its sessions with it, and names the key without printing
+/// it again. A key file holding no valid key stops the start, naming the file, and is kept.
+#[test]
+fn a_generated_key_is_kept_beside_the_database_across_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("svc.db");
+    let serve = || {
+        let mut command = Command::new(BIN);
+        command
+            .args([
+                "serve",
+                "--engine",
+                "builtin",
+                "--addr",
+                "127.0.0.1:0",
+                "--db",
+            ])
+            .arg(&db)
+            .env_remove("CONVO_SERVE_API_KEYS")
+            .env_remove("CONVO_API_KEY");
+        command
+    };
+    let stop = |mut child: Child| -> String {
+        Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(child.wait().unwrap().success());
+        stderr_of(&mut child)
+    };
+    let runtime = client_runtime();
+    let http = reqwest::Client::new();
+    let sessions = |base: &str, key: &str| {
+        let request = http
+            .get(format!("{base}/v1/sessions"))
+            .bearer_auth(key)
+            .send();
+        runtime.block_on(async {
+            request
+                .await
+                .unwrap()
+                .json::<serde_json::Value>()
+                .await
+                .unwrap()
+        })
+    };
+
+    let (child, base, _stdout) = started(&mut serve());
+    let send = http
+        .post(format!(
+            "{base}/v1/sessions/session_keptKeyAcross123/messages"
+        ))
+        .json(&serde_json::json!({"content": "kept"}));
+    // The key as the file keeps it; the first start printed it whole.
+    let key_file = dir.path().join("local-service.key");
+    let key = std::fs::read_to_string(&key_file).unwrap();
+    let status = runtime.block_on(async { send.bearer_auth(&key).send().await.unwrap().status() });
+    assert_eq!(status, 200);
+    let stderr = stop(child);
+    assert!(
+        stderr.contains(&format!(
+            "API key (pro, kept in {} for the next starts): {key}",
+            key_file.display()
+        )),
+        "{stderr}"
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&key_file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    let (child, base, _stdout) = started(&mut serve());
+    let listed = sessions(&base, &key);
+    assert_eq!(
+        listed["sessions"][0]["sessionId"], "session_keptKeyAcross123",
+        "{listed}"
+    );
+    let stderr = stop(child);
+    assert!(!stderr.contains(&key), "not printed again: {stderr}");
+    assert!(
+        stderr.contains("API key (pro): the one kept in "),
+        "{stderr}"
+    );
+
+    std::fs::write(&key_file, "oops\n").unwrap();
+    let out = serve().output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("local-service.key holds no valid key"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_to_string(&key_file).unwrap(), "oops\n");
+}
+
 #[test]
 fn serve_takes_repeated_api_keys_with_tiers() {
     let k1 = "service_live_AAAAbbbbCCCCdddd1111";

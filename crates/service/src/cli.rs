@@ -205,6 +205,40 @@ fn default_db_path(data_dir: Option<&std::path::Path>) -> Result<PathBuf, String
     Ok(dir.join("service.db"))
 }
 
+/// The key of a service given none, and what to say about it. On a SQLite file it is kept
+/// beside the database (`config::kept_api_key`), so that a restart serves the same account:
+/// printed whole when it is made, named by its file afterwards. On PostgreSQL (whose replicas
+/// must share their keys, `docs/deploy.md`) or in memory it is made for this run only.
+fn generated_key(db: &DbLocation) -> Result<(String, String), String> {
+    let DbLocation::File(path) = db else {
+        let key = super::generate_api_key();
+        let said = format!("API key (pro, shown only now): {key}");
+        return Ok((key, said));
+    };
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let file = dir.join(crate::config::KEY_FILE);
+    let (key, made) = crate::config::kept_api_key(dir).map_err(|e| match e.kind() {
+        std::io::ErrorKind::InvalidData => e.to_string(),
+        _ => format!("cannot keep the generated key in {}: {e}", file.display()),
+    })?;
+    let said = if made {
+        format!(
+            "API key (pro, kept in {} for the next starts): {key}",
+            file.display()
+        )
+    } else {
+        format!(
+            "API key (pro): the one kept in {} ({})",
+            file.display(),
+            redact_key(&key)
+        )
+    };
+    Ok((key, said))
+}
+
 /// The service configuration of `args`, and the lines to print once it has started: the
 /// secrets that were generated, and which engine answers (what `auto` chose, and why).
 fn config_from_args(
@@ -219,11 +253,6 @@ fn config_from_args(
         .filter(|k| !k.is_empty())
         .map(parse_key_arg)
         .collect::<Result<Vec<_>, _>>()?;
-    if api_keys.is_empty() {
-        let key = super::generate_api_key();
-        generated.push(format!("API key (pro, shown only now): {key}"));
-        api_keys.push((key, Tier::Pro));
-    }
     let jwt_secret = match &args.jwt_secret {
         Some(s) if s.is_empty() => return Err("--jwt-secret must not be empty".into()),
         Some(s) => s.clone(),
@@ -240,6 +269,11 @@ fn config_from_args(
         Some(arg) => DbLocation::parse(arg),
         None => DbLocation::File(default_db_path(data_dir)?),
     };
+    if api_keys.is_empty() {
+        let (key, said) = generated_key(&db)?;
+        generated.push(said);
+        api_keys.push((key, Tier::Pro));
+    }
     // Saved KV state outlives the process only for sessions that do.
     let kv_dir = match db {
         DbLocation::Memory => None,

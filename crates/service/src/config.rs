@@ -138,6 +138,48 @@ impl ServiceConfig {
     }
 }
 
+/// File name of the generated key a service on a SQLite file keeps beside the database when it
+/// is given none: `convo serve` without `--api-key`, and the TUI's embedded service (whose
+/// database is `service.db` in the data dir, `convo serve`'s default: the two share the key).
+pub const KEY_FILE: &str = "local-service.key";
+
+/// The `pro` key kept in `dir`'s [`KEY_FILE`], and whether it was made now: generated and
+/// written (mode 0600) when there is no such file, so that the account and its sessions stay
+/// reachable across restarts. The file is created exclusively: two processes making it at
+/// once both end with the one written first. A file that holds no valid key is an error
+/// naming it, and is left as it is.
+pub fn kept_api_key(dir: &std::path::Path) -> std::io::Result<(String, bool)> {
+    use std::io::{Error, ErrorKind};
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join(KEY_FILE);
+    let read = |path: &std::path::Path| -> std::io::Result<String> {
+        let text = std::fs::read_to_string(path)?;
+        let key = text.trim();
+        if is_valid_api_key(key) {
+            Ok(key.to_string())
+        } else {
+            Err(Error::new(
+                ErrorKind::InvalidData,
+                format!(
+                    "{} holds no valid key (`service_live_` and at least 16 letters or digits): fix it, or remove it to have a new key (and a new, empty account) made",
+                    path.display()
+                ),
+            ))
+        }
+    };
+    match read(&path) {
+        Ok(key) => return Ok((key, false)),
+        Err(e) if e.kind() == ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let key = super::generate_api_key();
+    match write_private(&path, &key) {
+        Ok(()) => Ok((key, true)),
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => read(&path).map(|key| (key, false)),
+        Err(e) => Err(e),
+    }
+}
+
 /// Writes `text` to a new file readable by its owner only.
 fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
     use std::io::Write;

@@ -11,7 +11,6 @@ use convo_service::{DbLocation, EngineConfig, ServiceConfig, Tier};
 use convo_wire::engine::LoadState;
 
 use super::event::{Endpoint, EngineStatus};
-use convo_client::private_file::write_private;
 
 const WALLET_TOKEN_TTL_SECS: u64 = 30 * 24 * 3600;
 
@@ -98,10 +97,11 @@ pub fn plan_label(tier: &str) -> String {
 /// operator's key new at each start (the latter for the accounts view, F4, and known only to
 /// this process). Returns it with the local account's key.
 fn local_config(data_dir: &Path, engine: EngineConfig) -> Result<(ServiceConfig, String), String> {
-    let key =
-        local_key(data_dir).map_err(|e| format!("cannot prepare {}: {e}", data_dir.display()))?;
+    // The key `convo serve` on the same database uses too (`convo_service::config::KEY_FILE`).
+    let (key, _) = convo_service::config::kept_api_key(data_dir)
+        .map_err(|e| format!("cannot prepare {}: {e}", data_dir.display()))?;
     let config = ServiceConfig {
-        db: DbLocation::File(data_dir.join("service.db")),
+        db: DbLocation::File(data_dir.join(convo_service::config::DB_FILE)),
         api_keys: vec![(key.clone(), Tier::Pro)],
         jwt_secret: convo_service::ids::random_alnum(48),
         jwt_leeway_secs: 0,
@@ -187,21 +187,6 @@ pub async fn start_for_reading(data_dir: &Path) -> Result<(RunningService, Clien
     options.api_key = Some(key);
     let client = Client::new(options).map_err(|e| e.to_string())?;
     Ok((service, client))
-}
-
-/// The embedded service's key, created on first use.
-fn local_key(data_dir: &Path) -> std::io::Result<String> {
-    std::fs::create_dir_all(data_dir)?;
-    let path = data_dir.join("local-service.key");
-    if let Ok(existing) = std::fs::read_to_string(&path) {
-        let existing = existing.trim().to_string();
-        if convo_service::config::is_valid_api_key(&existing) {
-            return Ok(existing);
-        }
-    }
-    let key = convo_service::generate_api_key();
-    write_private(&path, key.as_bytes())?;
-    Ok(key)
 }
 
 #[cfg(test)]
