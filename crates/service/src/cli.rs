@@ -271,7 +271,7 @@ fn config_from_args(
     };
     if api_keys.is_empty() {
         let (key, said) = generated_key(&db)?;
-        generated.push(said);
+        generated.insert(0, said);
         api_keys.push((key, Tier::Pro));
     }
     // Saved KV state outlives the process only for sessions that do.
