@@ -23,6 +23,16 @@ fn done(message: convo_client::api::Message) -> AppEvent {
     stream(StreamUpdate::Event(StreamEvent::Done { message }))
 }
 
+/// The service's progress of reply `message_id`: 470 of the prompt's 1,000 tokens read.
+fn half_read(message_id: &str) -> AppEvent {
+    stream(StreamUpdate::Event(StreamEvent::Progress {
+        session_id: A.into(),
+        message_id: message_id.into(),
+        prompt_tokens: 470,
+        prompt_total: 1000,
+    }))
+}
+
 fn notice_text(app: &App) -> String {
     app.notice().map(|n| n.text.clone()).unwrap_or_default()
 }
@@ -31,12 +41,7 @@ fn notice_text(app: &App) -> String {
 fn progress_shows_in_the_replys_header_until_the_first_text() {
     let mut app = app();
     send_accepted(&mut app, "summarise this", "msg_1", 1);
-    app.update(stream(StreamUpdate::Event(StreamEvent::Progress {
-        session_id: A.into(),
-        message_id: "msg_1".into(),
-        prompt_tokens: 470,
-        prompt_total: 1000,
-    })));
+    app.update(half_read("msg_1"));
     assert!(
         header(&app, 1).ends_with("· reading the conversation · 47 %"),
         "{}",
@@ -60,12 +65,7 @@ fn a_reply_that_fails_before_its_first_text_drops_its_waiting_note() {
     ] {
         let mut app = app();
         send_accepted(&mut app, "summarise this", "msg_1", 1);
-        app.update(stream(StreamUpdate::Event(StreamEvent::Progress {
-            session_id: A.into(),
-            message_id: "msg_1".into(),
-            prompt_tokens: 470,
-            prompt_total: 1000,
-        })));
+        app.update(half_read("msg_1"));
         assert!(header(&app, 1).contains("reading the conversation"));
         app.update(fail);
         assert_ne!(open(&app).items[1].state, EntryState::Streaming);
