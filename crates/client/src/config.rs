@@ -162,7 +162,9 @@ pub struct Engine {
     /// `local`: a fixed sampling seed, for repeatable replies. `None`: a fresh seed for every
     /// reply, so that `/retry` gets another answer.
     pub seed: Option<u32>,
-    /// `local`: the most tokens one reply may have. `None`: what the context window leaves.
+    /// `local`: the most tokens one reply may have. `None`: the engine's default
+    /// (`LocalOptions::DEFAULT_MAX_REPLY_TOKENS` in `convo_service`, 2,048); a reply also
+    /// ends where the context window is full.
     pub max_reply_tokens: Option<u32>,
 }
 
