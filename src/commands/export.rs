@@ -3,8 +3,11 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use super::{codes, fail, find_session, in_store, load_config, open_store, out, record, warn};
-use convo_client::api::{Client, ClientOptions, History};
+use super::{
+    codes, fail, find_session, in_store, load_config, open_store, out, record,
+    store_command_client, warn,
+};
+use convo_client::api::History;
 use convo_client::config::Config;
 use convo_client::export;
 use convo_client::local_store::Store;
@@ -42,15 +45,10 @@ pub struct ExportArgs {
 /// would otherwise export without them. Without a server, or when it cannot answer, the store
 /// alone is exported, with a warning saying so in the second case.
 async fn catch_up(config: &Config, store: &Store, session_id: &str) {
-    if config.connection.base_url.is_none() {
-        return;
-    }
-    if let Err(e) = config.check_transport() {
-        return warn(format_args!("{}: {e}", from_store_only(session_id)));
-    }
-    let client = match ClientOptions::from_config(config).and_then(Client::new) {
-        Ok(c) => c,
-        Err(e) => return warn(format_args!("{}: {e}", from_store_only(session_id))),
+    let client = match store_command_client(config) {
+        None => return,
+        Some(Ok(c)) => c,
+        Some(Err(e)) => return warn(format_args!("{}: {e}", from_store_only(session_id))),
     };
     let history = match client.history(session_id).await {
         Ok(History::Messages(m)) => m,

@@ -257,6 +257,24 @@ pub(crate) fn client_for(config: &Config) -> Result<Client, ExitCode> {
         .map_err(|e| fail_api(&e))
 }
 
+/// A client for the configured server, for a command that also works from the local store
+/// alone (`sessions`, `title`, `export`): `None` with no base URL configured; the error, as
+/// text, when the configuration cannot make one (plain `http://` to another host without
+/// `--allow-insecure`, a bad option), for the command to warn with.
+pub(crate) fn store_command_client(config: &Config) -> Option<Result<Client, String>> {
+    config.connection.base_url.as_ref()?;
+    Some(
+        config
+            .check_transport()
+            .map_err(|e| e.to_string())
+            .and_then(|()| {
+                ClientOptions::from_config(config)
+                    .and_then(Client::new)
+                    .map_err(|e| e.to_string())
+            }),
+    )
+}
+
 /// A client for the configured server and the local store of its target: what the commands
 /// that change a session on the server (`send`, `delete`, `fork`, `undo`) start with.
 pub(crate) fn connect_with_store(global: &GlobalArgs) -> Result<(Client, Store), ExitCode> {

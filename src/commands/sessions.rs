@@ -7,8 +7,10 @@ use chrono::Utc;
 use comfy_table::Cell;
 use serde::Serialize;
 
-use super::{in_store, load_config, open_store, out, print_json, sanitize, table, warn};
-use convo_client::api::{Client, ClientOptions};
+use super::{
+    in_store, load_config, open_store, out, print_json, sanitize, store_command_client, table, warn,
+};
+use convo_client::api::Client;
 use convo_client::config::Config;
 use convo_client::format::group_digits;
 use convo_client::local_store::{ServiceSessions, SessionRecord, Store};
@@ -47,10 +49,11 @@ pub async fn run(args: SessionsArgs, global: convo_client::config::GlobalArgs) -
         Ok(s) => s,
         Err(code) => return code,
     };
+    let mut refreshed = Refreshed::Current;
     let listed = if args.all_targets {
         in_store(store, |s| s.list_all_sessions()).await
     } else {
-        refresh(&config, &store).await;
+        refreshed = refresh(&config, &store).await;
         in_store(store, |s| {
             let label = s.target().label().to_string();
             s.list_sessions()
@@ -77,7 +80,10 @@ pub async fn run(args: SessionsArgs, global: convo_client::config::GlobalArgs) -
         return print_json(&out);
     }
     if sessions.is_empty() {
-        eprintln!("no sessions yet: start one with `convo send \"hi\"`");
+        match refreshed {
+            Refreshed::Current => eprintln!("no sessions yet: start one with `convo send \"hi\"`"),
+            Refreshed::StoreOnly => eprintln!("no sessions of this server in the local store"),
+        }
         return ExitCode::SUCCESS;
     }
     if args.all_targets {
@@ -89,26 +95,37 @@ pub async fn run(args: SessionsArgs, global: convo_client::config::GlobalArgs) -
     ExitCode::SUCCESS
 }
 
+/// Whether the store's list is the server's ([`refresh`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refreshed {
+    /// The server's list is merged in, or there is no server (or it has no list to give).
+    Current,
+    /// The server could not be asked (unreachable, the key refused, an unusable
+    /// configuration): the store's list alone, said in a warning.
+    StoreOnly,
+}
+
 /// With a server configured: its list merged into the store (`Store::merge_service`), and
 /// the titles given here that it does not have yet sent to it. A server without the list
-/// changes nothing; one that fails leaves the store's list, with a warning.
-pub(crate) async fn refresh(config: &Config, store: &Store) {
-    if config.connection.base_url.is_none() {
-        return;
-    }
-    let Ok(client) = ClientOptions::from_config(config).and_then(Client::new) else {
-        return;
+/// changes nothing; one that fails, or a configuration that cannot reach it, leaves the
+/// store's list, with a warning.
+pub(crate) async fn refresh(config: &Config, store: &Store) -> Refreshed {
+    let not_shown = |e: &dyn std::fmt::Display| {
+        warn(format_args!(
+            "the server's list of sessions is not shown ({e}); this is the local store's"
+        ));
+        Refreshed::StoreOnly
+    };
+    let client = match store_command_client(config) {
+        None => return Refreshed::Current,
+        Some(Ok(c)) => c,
+        Some(Err(e)) => return not_shown(&e),
     };
     let asked_at = Utc::now();
     let list = match client.list_sessions().await {
         Ok(Some(list)) => list,
-        Ok(None) => return,
-        Err(e) => {
-            warn(format_args!(
-                "the server's list of sessions is not shown ({e}); this is the local store's"
-            ));
-            return;
-        }
+        Ok(None) => return Refreshed::Current,
+        Err(e) => return not_shown(&e),
     };
     let merged = in_store(store.clone(), move |s| {
         s.merge_service(ServiceSessions::All {
@@ -117,10 +134,13 @@ pub(crate) async fn refresh(config: &Config, store: &Store) {
         })
     })
     .await;
-    let Ok(merged) = merged else { return };
+    let Ok(merged) = merged else {
+        return Refreshed::StoreOnly;
+    };
     for (id, title) in merged.titles_to_send {
         send_title(&client, store, &id, &title).await;
     }
+    Refreshed::Current
 }
 
 /// Sends a title given here to the server (`PATCH`), and notes that it has it. A failure

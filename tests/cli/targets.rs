@@ -257,3 +257,42 @@ async fn against_a_seed_only_server_the_store_stays_the_list() {
     let deleted = on(&s, &base, KEY, &["delete", prefix]).await.expect(0);
     assert_eq!(deleted.stdout, format!("deleted {id}\n"));
 }
+
+/// A server that cannot be asked for its list (the key refused, plain HTTP to another host)
+/// leaves the store's list with a warning saying why, and an empty one is not "no sessions
+/// yet": the store holds none of that server's.
+#[tokio::test]
+async fn a_list_the_server_did_not_give_says_so() {
+    let svc = start().await;
+    let s = Sandbox::new();
+    let base = svc.base_url();
+    let refused = on(&s, &base, "service_live_notAKeyOfThisOne1", &["sessions"])
+        .await
+        .expect(0);
+    assert!(
+        refused
+            .stderr
+            .contains("the server's list of sessions is not shown (unauthorized: "),
+        "{}",
+        refused.stderr
+    );
+    assert!(
+        refused
+            .stderr
+            .contains("no sessions of this server in the local store"),
+        "{}",
+        refused.stderr
+    );
+    let insecure = on(&s, "http://192.0.2.1:8787", KEY, &["sessions"])
+        .await
+        .expect(0);
+    assert!(
+        insecure.stderr.contains("the server's list of sessions is not shown (")
+            && insecure.stderr.contains("--allow-insecure"),
+        "{}",
+        insecure.stderr
+    );
+    // A server that answers with no sessions: none yet.
+    let fresh = run(&s, &svc, &["sessions"]).await.expect(0);
+    assert!(fresh.stderr.contains("no sessions yet"), "{}", fresh.stderr);
+}
