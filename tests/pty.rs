@@ -5,6 +5,8 @@ mod accounts;
 #[path = "service/backends.rs"]
 #[allow(dead_code)]
 mod backends;
+#[path = "pty/delete.rs"]
+mod delete;
 #[path = "pty/devices.rs"]
 mod devices;
 #[path = "pty/editor.rs"]

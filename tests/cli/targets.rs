@@ -287,7 +287,9 @@ async fn a_list_the_server_did_not_give_says_so() {
         .await
         .expect(0);
     assert!(
-        insecure.stderr.contains("the server's list of sessions is not shown (")
+        insecure
+            .stderr
+            .contains("the server's list of sessions is not shown (")
             && insecure.stderr.contains("--allow-insecure"),
         "{}",
         insecure.stderr

@@ -66,6 +66,17 @@ impl Convo {
         rows: u16,
         env: &[(&str, &std::ffi::OsStr)],
     ) -> Convo {
+        Convo::command(home, cols, rows, &[], env)
+    }
+
+    /// `convo ARGS` (a one-shot command at a terminal) as [`Convo::start_with_env`] starts it.
+    pub fn command(
+        home: &Path,
+        cols: u16,
+        rows: u16,
+        args: &[&str],
+        env: &[(&str, &std::ffi::OsStr)],
+    ) -> Convo {
         let pty = native_pty_system();
         let pair = pty
             .openpty(PtySize {
@@ -76,6 +87,7 @@ impl Convo {
             })
             .expect("openpty");
         let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_convo"));
+        cmd.args(args);
         cmd.env_clear();
         cmd.env("HOME", home);
         cmd.env("XDG_CONFIG_HOME", home.join(".config"));
