@@ -382,3 +382,31 @@ async fn the_key_is_not_sent_over_plain_ws_to_another_host() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A stream waiting out a long backoff reconnects at once when told to (`retry_now`: the
+/// TUI does so when someone types), and by itself only when its backoff is over.
+#[tokio::test]
+async fn retry_now_cuts_a_reconnects_backoff_short() {
+    // The first connection closes at once; the second stays open.
+    let (base, auths) = scripted(vec![vec![], vec![]]).await;
+    let timing = StreamTiming {
+        backoff_base: Duration::from_secs(600),
+        backoff_cap: Duration::from_secs(600),
+        ..fast()
+    };
+    let (handle, mut rx) = SessionStream::connect_with(options(&base), SESSION, timing);
+    assert_eq!(next(&mut rx).await, StreamUpdate::Connected);
+    match next(&mut rx).await {
+        StreamUpdate::Disconnected { retry_in, .. } => {
+            assert_eq!(retry_in, Some(Duration::from_secs(600)))
+        }
+        other => panic!("{other:?}"),
+    }
+    // Left alone, it waits out the backoff (600 s).
+    let alone = tokio::time::timeout(Duration::from_millis(1500), rx.recv()).await;
+    assert!(alone.is_err(), "{alone:?}");
+    assert_eq!(auths.lock().unwrap().len(), 1);
+    handle.retry_now();
+    assert_eq!(next(&mut rx).await, StreamUpdate::Connected);
+    assert_eq!(auths.lock().unwrap().len(), 2);
+}

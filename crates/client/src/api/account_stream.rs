@@ -20,10 +20,10 @@
 //! # }
 //! ```
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 use super::client::ClientOptions;
-use super::stream::{Frame, StreamTiming, Update, spawn_task};
+use super::stream::{Frame, StreamTiming, TaskHandle, Update, spawn_task};
 pub use convo_wire::account_stream::{AccountEvent, SessionChange};
 
 /// What the account stream task tells its owner.
@@ -63,7 +63,7 @@ impl Frame for AccountEvent {
 /// Handle of the account stream task. Dropping it closes the stream.
 #[derive(Debug)]
 pub struct AccountStream {
-    _close: oneshot::Sender<()>,
+    task: TaskHandle,
 }
 
 impl AccountStream {
@@ -77,8 +77,13 @@ impl AccountStream {
         options: ClientOptions,
         timing: StreamTiming,
     ) -> (AccountStream, mpsc::Receiver<AccountUpdate>) {
-        let (close, rx) = spawn_task(options, vec!["v1".into(), "stream".into()], timing);
-        (AccountStream { _close: close }, rx)
+        let (task, rx) = spawn_task(options, vec!["v1".into(), "stream".into()], timing);
+        (AccountStream { task }, rx)
+    }
+
+    /// Waiting to reconnect, the stream tries again now (`TaskHandle::retry_now`).
+    pub fn retry_now(&self) {
+        self.task.retry_now();
     }
 }
 

@@ -22,11 +22,11 @@
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use reqwest::Method;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 use super::client::{Auth, Client, ClientOptions, Extension, extension};
 use super::error::ApiError;
-use super::stream::{Frame, StreamTiming, Update, spawn_task};
+use super::stream::{Frame, StreamTiming, TaskHandle, Update, spawn_task};
 use super::types::{Granularity, Metrics};
 pub use convo_wire::admin::{AccountSort, AdminAccount, AdminAccounts, AdminEvent};
 
@@ -162,7 +162,7 @@ impl Frame for AdminEvent {
 /// the endpoint. Dropping the handle closes the stream.
 #[derive(Debug)]
 pub struct AdminStream {
-    _close: oneshot::Sender<()>,
+    _task: TaskHandle,
 }
 
 impl AdminStream {
@@ -188,8 +188,8 @@ impl AdminStream {
         stream_options.wallet_token = None;
         stream_options.admin_key = None;
         let path = vec!["v1".into(), "admin".into(), "stream".into()];
-        let (close, rx) = spawn_task(stream_options, path, timing);
-        Ok((AdminStream { _close: close }, rx))
+        let (task, rx) = spawn_task(stream_options, path, timing);
+        Ok((AdminStream { _task: task }, rx))
     }
 }
 

@@ -18,10 +18,11 @@
 //! # }
 //! ```
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::time::{Instant, sleep, sleep_until, timeout};
 use tokio_tungstenite::tungstenite::{self, Message as WsMessage, client::IntoClientRequest};
 
@@ -91,8 +92,28 @@ impl StreamTiming {
 #[derive(Debug)]
 pub struct SessionStream {
     session_id: String,
-    _close: oneshot::Sender<()>,
+    task: TaskHandle,
 }
+
+/// What the owner of a stream task holds: dropping it stops the task; [`TaskHandle::retry_now`]
+/// cuts a reconnect's backoff short.
+#[derive(Debug)]
+pub(super) struct TaskHandle {
+    _close: oneshot::Sender<()>,
+    retry: Arc<Notify>,
+}
+
+impl TaskHandle {
+    /// A stream waiting to reconnect tries again now (someone is at the keyboard: the server
+    /// may be back), though not sooner than [`RETRY_GAP`] after its last attempt. A stream
+    /// that is open, or already connecting, is not affected.
+    pub(super) fn retry_now(&self) {
+        self.retry.notify_waiters();
+    }
+}
+
+/// The least time between two attempts of a stream that [`TaskHandle::retry_now`] hurries.
+pub const RETRY_GAP: Duration = Duration::from_secs(1);
 
 impl SessionStream {
     /// Open the stream of `session_id` in a background task with default timings.
@@ -109,7 +130,7 @@ impl SessionStream {
         session_id: &str,
         timing: StreamTiming,
     ) -> (SessionStream, mpsc::Receiver<StreamUpdate>) {
-        let (close, rx) = spawn_task(
+        let (task, rx) = spawn_task(
             options,
             vec![
                 "v1".into(),
@@ -122,7 +143,7 @@ impl SessionStream {
         (
             SessionStream {
                 session_id: session_id.to_string(),
-                _close: close,
+                task,
             },
             rx,
         )
@@ -130,6 +151,11 @@ impl SessionStream {
 
     pub fn session_id(&self) -> &str {
         &self.session_id
+    }
+
+    /// Waiting to reconnect, the stream tries again now ([`TaskHandle::retry_now`]).
+    pub fn retry_now(&self) {
+        self.task.retry_now();
     }
 }
 
@@ -169,17 +195,25 @@ pub(super) fn spawn_task<E: Frame>(
     options: ClientOptions,
     path: Vec<String>,
     timing: StreamTiming,
-) -> (oneshot::Sender<()>, mpsc::Receiver<Update<E>>) {
+) -> (TaskHandle, mpsc::Receiver<Update<E>>) {
     let (tx, rx) = mpsc::channel(256);
     let (close_tx, close_rx) = oneshot::channel();
+    let retry = Arc::new(Notify::new());
     let task = StreamTask {
         options,
         path,
         timing,
         tx,
+        retry: retry.clone(),
     };
     tokio::spawn(task.run(close_rx));
-    (close_tx, rx)
+    (
+        TaskHandle {
+            _close: close_tx,
+            retry,
+        },
+        rx,
+    )
 }
 
 struct StreamTask<E> {
@@ -188,12 +222,15 @@ struct StreamTask<E> {
     path: Vec<String>,
     timing: StreamTiming,
     tx: mpsc::Sender<Update<E>>,
+    /// Cuts a reconnect's backoff short ([`TaskHandle::retry_now`]).
+    retry: Arc<Notify>,
 }
 
 impl<E: Frame> StreamTask<E> {
     async fn run(mut self, mut close: oneshot::Receiver<()>) {
         let mut failures: u32 = 0;
         loop {
+            let attempt = Instant::now();
             let ending = tokio::select! {
                 _ = &mut close => Ending::Closed,
                 e = self.connect_and_read(&mut failures) => e,
@@ -232,6 +269,13 @@ impl<E: Frame> StreamTask<E> {
                     tokio::select! {
                         _ = &mut close => return,
                         _ = sleep(wait) => {}
+                        _ = self.retry.notified() => {
+                            tracing::debug!(path = %self.path.join("/"), "stream retried at once");
+                            tokio::select! {
+                                _ = &mut close => return,
+                                _ = sleep_until(attempt + RETRY_GAP) => {}
+                            }
+                        }
                     }
                 }
             }

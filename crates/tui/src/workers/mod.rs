@@ -215,6 +215,12 @@ impl Workers {
         ) {
             self.activity
                 .send_replace(Some(tokio::time::Instant::now()));
+            // Someone is at the keyboard: a stream waiting to reconnect tries now, so that a
+            // server back up is found without waiting out a long backoff (the account
+            // stream's feed does the same on this activity).
+            if let Some((stream, _)) = &self.stream {
+                stream.retry_now();
+            }
         }
         match command {
             Command::LoadTranscript {

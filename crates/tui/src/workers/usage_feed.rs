@@ -124,7 +124,7 @@ pub(super) async fn account_feed(
         kick.notified().await;
     };
     // The stream's handle: dropping it closes the stream.
-    let (mut _stream, mut updates) = AccountStream::connect(client.options().clone());
+    let (mut stream, mut updates) = AccountStream::connect(client.options().clone());
     let mut stream_open = true;
     // The stream was refused by the requests limit: tried again once a poll is answered (the
     // limit lifted: a new period, a larger plan), not before (docs/tui.md).
@@ -180,6 +180,8 @@ pub(super) async fn account_feed(
                 if changed.is_err() {
                     return;
                 }
+                // Someone is at the keyboard: a stream waiting to reconnect tries now.
+                stream.retry_now();
                 // Active again: the next poll comes at the active pace.
                 if mode == Mode::Polling && active(&activity) {
                     let soon = last_poll.map_or_else(Instant::now, |at| at + pacing.active_every);
@@ -193,7 +195,7 @@ pub(super) async fn account_feed(
                     Ok(usage) => {
                         if refused {
                             refused = false;
-                            (_stream, updates) = AccountStream::connect(client.options().clone());
+                            (stream, updates) = AccountStream::connect(client.options().clone());
                             stream_open = true;
                         }
                         if usage_changed(last.as_ref(), &usage) {
