@@ -201,6 +201,24 @@ fn a_generated_key_is_kept_beside_the_database_across_restarts() {
         "{stderr}"
     );
     assert_eq!(std::fs::read_to_string(&key_file).unwrap(), "oops\n");
+
+    // A database in a directory that does not exist is refused, and the directory not made.
+    let missing = dir.path().join("no-such-dir");
+    let out = Command::new(BIN)
+        .args([
+            "serve",
+            "--engine",
+            "builtin",
+            "--addr",
+            "127.0.0.1:0",
+            "--db",
+        ])
+        .arg(missing.join("svc.db"))
+        .env_remove("CONVO_SERVE_API_KEYS")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(!missing.exists());
 }
 
 #[test]

@@ -147,10 +147,10 @@ pub const KEY_FILE: &str = "local-service.key";
 /// written (mode 0600) when there is no such file, so that the account and its sessions stay
 /// reachable across restarts. The file is created exclusively: two processes making it at
 /// once both end with the one written first. A file that holds no valid key is an error
-/// naming it, and is left as it is.
+/// naming it, and is left as it is. `dir` must exist (a mistyped `--db` directory is not
+/// made).
 pub fn kept_api_key(dir: &std::path::Path) -> std::io::Result<(String, bool)> {
     use std::io::{Error, ErrorKind};
-    std::fs::create_dir_all(dir)?;
     let path = dir.join(KEY_FILE);
     let read = |path: &std::path::Path| -> std::io::Result<String> {
         let text = std::fs::read_to_string(path)?;

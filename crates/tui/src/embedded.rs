@@ -98,7 +98,8 @@ pub fn plan_label(tier: &str) -> String {
 /// this process). Returns it with the local account's key.
 fn local_config(data_dir: &Path, engine: EngineConfig) -> Result<(ServiceConfig, String), String> {
     // The key `convo serve` on the same database uses too (`convo_service::config::KEY_FILE`).
-    let (key, _) = convo_service::config::kept_api_key(data_dir)
+    let (key, _) = std::fs::create_dir_all(data_dir)
+        .and_then(|()| convo_service::config::kept_api_key(data_dir))
         .map_err(|e| format!("cannot prepare {}: {e}", data_dir.display()))?;
     let config = ServiceConfig {
         db: DbLocation::File(data_dir.join(convo_service::config::DB_FILE)),
