@@ -42,8 +42,9 @@ pub struct ServeArgs {
     )]
     pub db: Option<String>,
     /// Accepted API key, `service_live_…` with an optional `=free|pro|enterprise` (default pro).
-    /// Repeatable. Without one, a key is generated and printed once to stderr (the client's
-    /// `CONVO_API_KEY` is not read here).
+    /// Repeatable. Without one, a key is generated and printed once to stderr; on a SQLite file
+    /// it is kept beside the database (`local-service.key`) and used again at the next start
+    /// (the client's `CONVO_API_KEY` is not read here).
     // The id `api_keys` is shared with the global client flag `--api-key` (config.rs), so that
     // clap does not define `--api-key` twice in `serve`.
     #[arg(
