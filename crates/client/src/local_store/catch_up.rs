@@ -22,24 +22,46 @@ pub fn missing_from(kept: &[(Role, &str)], history: &[Message]) -> Option<usize>
 }
 
 impl Store {
-    /// Appends the messages of the service's `history` of `session_id` that the store lacks
-    /// ([`missing_from`] its messages not marked failed); returns how many. A store whose
-    /// messages differ from the history (an interrupted reply, an exchange undone elsewhere)
-    /// is left as it is.
+    /// Brings the store's copy of `session_id` up to the service's `history`: a reply it holds
+    /// under a service id but not as the service stored it (interrupted here, then finished
+    /// there) is replaced by the service's, then the messages the store lacks are appended
+    /// ([`missing_from`] its messages not marked failed). Returns how many messages were
+    /// written. A store whose messages otherwise differ from the history (an exchange undone
+    /// elsewhere) is left as it is.
     pub fn catch_up(&self, session_id: &str, history: &[Message]) -> Result<usize, StoreError> {
+        let mut written = 0;
         let stored = self.transcript(session_id)?;
+        for m in history {
+            let settled = StoredMessage::from_reply(m);
+            let behind = stored.iter().any(|s| {
+                s.message_id.as_deref() == Some(m.message_id.as_str())
+                    && (s.content != settled.content
+                        || s.status != settled.status
+                        || s.finish_reason != settled.finish_reason)
+            });
+            if behind {
+                // Stored again under its service id: the row is replaced in place.
+                self.append_message(session_id, &settled)?;
+                written += 1;
+            }
+        }
+        let stored = if written > 0 {
+            self.transcript(session_id)?
+        } else {
+            stored
+        };
         let kept: Vec<(Role, &str)> = stored
             .iter()
             .filter(|m| m.status != MessageStatus::Failed)
             .map(|m| (m.role, m.content.as_str()))
             .collect();
         let Some(start) = missing_from(&kept, history) else {
-            return Ok(0);
+            return Ok(written);
         };
         for m in &history[start..] {
             self.append_message(session_id, &StoredMessage::from_reply(m))?;
         }
-        Ok(history.len() - start)
+        Ok(written + history.len() - start)
     }
 }
 
@@ -126,5 +148,38 @@ mod tests {
         ];
         assert_eq!(store.catch_up(S, &other).unwrap(), 0);
         assert_eq!(store.transcript(S).unwrap().len(), 5);
+    }
+
+    #[test]
+    fn a_reply_interrupted_here_and_finished_there_is_the_services() {
+        const S: &str = "session_AAAAAAAAAAAAAAAA";
+        let store = Store::in_memory().unwrap();
+        let history = [
+            m(Role::User, "a"),
+            m(Role::Assistant, "the whole reply"),
+            m(Role::User, "c"),
+        ];
+        store
+            .append_message(S, &StoredMessage::from_reply(&history[0]))
+            .unwrap();
+        let mut cut =
+            StoredMessage::from_reply(&history[1]).with_status(MessageStatus::Interrupted);
+        cut.content = "the who".into();
+        store.append_message(S, &cut).unwrap();
+        assert_eq!(store.catch_up(S, &history).unwrap(), 2);
+        let stored = store.transcript(S).unwrap();
+        let texts: Vec<(&str, MessageStatus)> = stored
+            .iter()
+            .map(|m| (m.content.as_str(), m.status))
+            .collect();
+        assert_eq!(
+            texts,
+            [
+                ("a", MessageStatus::Complete),
+                ("the whole reply", MessageStatus::Complete),
+                ("c", MessageStatus::Complete),
+            ]
+        );
+        assert_eq!(store.catch_up(S, &history).unwrap(), 0);
     }
 }
