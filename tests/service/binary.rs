@@ -160,7 +160,7 @@ fn a_generated_key_is_kept_beside_the_database_across_restarts() {
         ))
         .json(&serde_json::json!({"content": "kept"}));
     // The key as the file keeps it; the first start printed it whole.
-    let key_file = dir.path().join("local-service.key");
+    let key_file = dir.path().join("svc.db.key");
     let key = std::fs::read_to_string(&key_file).unwrap();
     let status = runtime.block_on(async { send.bearer_auth(&key).send().await.unwrap().status() });
     assert_eq!(status, 200);
@@ -197,7 +197,7 @@ fn a_generated_key_is_kept_beside_the_database_across_restarts() {
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("local-service.key holds no valid key"),
+        stderr.contains("svc.db.key holds no valid key"),
         "{stderr}"
     );
     assert_eq!(std::fs::read_to_string(&key_file).unwrap(), "oops\n");

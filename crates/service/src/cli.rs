@@ -43,8 +43,9 @@ pub struct ServeArgs {
     pub db: Option<String>,
     /// Accepted API key, `service_live_…` with an optional `=free|pro|enterprise` (default pro).
     /// Repeatable. Without one, a key is generated and printed once to stderr; on a SQLite file
-    /// it is kept beside the database (`local-service.key`) and used again at the next start
-    /// (the client's `CONVO_API_KEY` is not read here).
+    /// it is kept beside the database (`NAME.key`; the data dir's `service.db`:
+    /// `local-service.key`) and used again at the next start (the client's `CONVO_API_KEY` is
+    /// not read here).
     // The id `api_keys` is shared with the global client flag `--api-key` (config.rs), so that
     // clap does not define `--api-key` twice in `serve`.
     #[arg(
@@ -207,7 +208,8 @@ fn default_db_path(data_dir: Option<&std::path::Path>) -> Result<PathBuf, String
 }
 
 /// The key of a service given none, and what to say about it. On a SQLite file it is kept
-/// beside the database (`config::kept_api_key`), so that a restart serves the same account:
+/// beside the database (`config::key_file_for`, `kept_api_key`), so that a restart serves the
+/// same account:
 /// printed whole when it is made, named by its file afterwards. On PostgreSQL (whose replicas
 /// must share their keys, `docs/deploy.md`) or in memory it is made for this run only.
 fn generated_key(db: &DbLocation) -> Result<(String, String), String> {
@@ -216,12 +218,8 @@ fn generated_key(db: &DbLocation) -> Result<(String, String), String> {
         let said = format!("API key (pro, shown only now): {key}");
         return Ok((key, said));
     };
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(std::path::Path::new("."));
-    let file = dir.join(crate::config::KEY_FILE);
-    let (key, made) = crate::config::kept_api_key(dir).map_err(|e| match e.kind() {
+    let file = crate::config::key_file_for(path);
+    let (key, made) = crate::config::kept_api_key(&file).map_err(|e| match e.kind() {
         std::io::ErrorKind::InvalidData => e.to_string(),
         _ => format!("cannot keep the generated key in {}: {e}", file.display()),
     })?;

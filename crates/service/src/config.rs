@@ -138,20 +138,37 @@ impl ServiceConfig {
     }
 }
 
-/// File name of the generated key a service on a SQLite file keeps beside the database when it
-/// is given none: `convo serve` without `--api-key`, and the TUI's embedded service (whose
-/// database is `service.db` in the data dir, `convo serve`'s default: the two share the key).
+/// File name of the generated key kept beside the data dir's `service.db` ([`key_file_for`]):
+/// the TUI's embedded service and `convo serve` on its default database share it.
 pub const KEY_FILE: &str = "local-service.key";
 
-/// The `pro` key kept in `dir`'s [`KEY_FILE`], and whether it was made now: generated and
-/// written (mode 0600) when there is no such file, so that the account and its sessions stay
-/// reachable across restarts. The file is created exclusively: two processes making it at
-/// once both end with the one written first. A file that holds no valid key is an error
-/// naming it, and is left as it is. `dir` must exist (a mistyped `--db` directory is not
-/// made).
-pub fn kept_api_key(dir: &std::path::Path) -> std::io::Result<(String, bool)> {
+/// The file beside the SQLite database `db` that keeps the key a service on it generated when
+/// given none: [`KEY_FILE`] for a database named [`DB_FILE`] (the data dir's), `<name>.key` for
+/// any other, so that two databases in one directory never share an account's key (a client
+/// would take the second's sessions for the first's and drop its copies of those missing).
+pub fn key_file_for(db: &std::path::Path) -> std::path::PathBuf {
+    let dir = db
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    match db.file_name() {
+        Some(name) if name != DB_FILE => {
+            let mut file = name.to_os_string();
+            file.push(".key");
+            dir.join(file)
+        }
+        _ => dir.join(KEY_FILE),
+    }
+}
+
+/// The `pro` key kept in the file `path` ([`key_file_for`]), and whether it was made now:
+/// generated and written (mode 0600) when there is no such file, so that the account and its
+/// sessions stay reachable across restarts. The file is created exclusively: two processes
+/// making it at once both end with the one written first. A file that holds no valid key is
+/// an error naming it, and is left as it is. Its directory must exist (a mistyped `--db`
+/// directory is not made).
+pub fn kept_api_key(path: &std::path::Path) -> std::io::Result<(String, bool)> {
     use std::io::{Error, ErrorKind};
-    let path = dir.join(KEY_FILE);
     let read = |path: &std::path::Path| -> std::io::Result<String> {
         let text = std::fs::read_to_string(path)?;
         let key = text.trim();
@@ -167,15 +184,15 @@ pub fn kept_api_key(dir: &std::path::Path) -> std::io::Result<(String, bool)> {
             ))
         }
     };
-    match read(&path) {
+    match read(path) {
         Ok(key) => return Ok((key, false)),
         Err(e) if e.kind() == ErrorKind::NotFound => {}
         Err(e) => return Err(e),
     }
     let key = super::generate_api_key();
-    match write_private(&path, &key) {
+    match write_private(path, &key) {
         Ok(()) => Ok((key, true)),
-        Err(e) if e.kind() == ErrorKind::AlreadyExists => read(&path).map(|key| (key, false)),
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => read(path).map(|key| (key, false)),
         Err(e) => Err(e),
     }
 }
@@ -195,6 +212,24 @@ fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
 #[cfg(test)]
 mod persistent_tests {
     use super::*;
+
+    #[test]
+    fn each_database_has_its_own_key_file_and_the_data_dirs_is_the_tuis() {
+        use std::path::Path;
+        assert_eq!(
+            key_file_for(Path::new("/data/convo/service.db")),
+            Path::new("/data/convo/local-service.key")
+        );
+        assert_eq!(
+            key_file_for(Path::new("/srv/a.db")),
+            Path::new("/srv/a.db.key")
+        );
+        assert_eq!(
+            key_file_for(Path::new("/srv/b.db")),
+            Path::new("/srv/b.db.key")
+        );
+        assert_eq!(key_file_for(Path::new("b.db")), Path::new("./b.db.key"));
+    }
 
     #[test]
     fn persistent_configs_reuse_their_credentials() {

@@ -97,12 +97,15 @@ pub fn plan_label(tier: &str) -> String {
 /// operator's key new at each start (the latter for the accounts view, F4, and known only to
 /// this process). Returns it with the local account's key.
 fn local_config(data_dir: &Path, engine: EngineConfig) -> Result<(ServiceConfig, String), String> {
-    // The key `convo serve` on the same database uses too (`convo_service::config::KEY_FILE`).
+    // The key `convo serve` on the same database uses too (`local-service.key`).
+    let db = data_dir.join(convo_service::config::DB_FILE);
     let (key, _) = std::fs::create_dir_all(data_dir)
-        .and_then(|()| convo_service::config::kept_api_key(data_dir))
+        .and_then(|()| {
+            convo_service::config::kept_api_key(&convo_service::config::key_file_for(&db))
+        })
         .map_err(|e| format!("cannot prepare {}: {e}", data_dir.display()))?;
     let config = ServiceConfig {
-        db: DbLocation::File(data_dir.join(convo_service::config::DB_FILE)),
+        db: DbLocation::File(db),
         api_keys: vec![(key.clone(), Tier::Pro)],
         jwt_secret: convo_service::ids::random_alnum(48),
         jwt_leeway_secs: 0,
