@@ -196,10 +196,7 @@ fn a_generated_key_is_kept_beside_the_database_across_restarts() {
     let out = serve().output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("svc.db.key holds no valid key"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("svc.db.key holds no valid key"), "{stderr}");
     assert_eq!(std::fs::read_to_string(&key_file).unwrap(), "oops\n");
 
     // A database in a directory that does not exist is refused, and the directory not made.
