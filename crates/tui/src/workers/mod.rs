@@ -270,6 +270,11 @@ impl Workers {
             Command::RefreshUsage => {
                 self.usage_kick.notify_one();
                 self.admin_kick.notify_one();
+                // `r`, or a send or deletion answered: a stream waiting to reconnect tries now
+                // (the account stream's feed does the same on this kick).
+                if let Some((stream, _)) = &self.stream {
+                    stream.retry_now();
+                }
             }
             Command::LoadKnownBuckets => {
                 if let Some(account) = self.shared.account.get() {

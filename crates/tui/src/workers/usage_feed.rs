@@ -172,6 +172,7 @@ pub(super) async fn account_feed(
                 }
             },
             _ = kick.notified() => {
+                stream.retry_now();
                 if mode == Mode::Polling {
                     next_poll = Some(Instant::now());
                 }
