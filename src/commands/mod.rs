@@ -243,18 +243,34 @@ pub(crate) fn connect(global: &GlobalArgs) -> Result<(Config, Client), ExitCode>
     Ok((config, client))
 }
 
+/// Why the configuration makes no client ([`make_client`]).
+enum NoClient {
+    NoBaseUrl,
+    /// Plain `http://` to another host without `--allow-insecure`.
+    Transport(convo_client::config::ConfigError),
+    /// A bad option.
+    Options(ApiError),
+}
+
+/// The one way a command builds its client from the configuration.
+fn make_client(config: &Config) -> Result<Client, NoClient> {
+    if config.connection.base_url.is_none() {
+        return Err(NoClient::NoBaseUrl);
+    }
+    config.check_transport().map_err(NoClient::Transport)?;
+    ClientOptions::from_config(config)
+        .and_then(Client::new)
+        .map_err(NoClient::Options)
+}
+
 /// A client for the configured server; on error, the exit code (no base URL, insecure
 /// transport, a bad option).
 pub(crate) fn client_for(config: &Config) -> Result<Client, ExitCode> {
-    if config.connection.base_url.is_none() {
-        return Err(fail(exit::USAGE_ERROR, codes::CONFIG, NO_BASE_URL));
-    }
-    config
-        .check_transport()
-        .map_err(|e| fail(exit::USAGE_ERROR, codes::CONFIG, e))?;
-    ClientOptions::from_config(config)
-        .and_then(Client::new)
-        .map_err(|e| fail_api(&e))
+    make_client(config).map_err(|e| match e {
+        NoClient::NoBaseUrl => fail(exit::USAGE_ERROR, codes::CONFIG, NO_BASE_URL),
+        NoClient::Transport(e) => fail(exit::USAGE_ERROR, codes::CONFIG, e),
+        NoClient::Options(e) => fail_api(&e),
+    })
 }
 
 /// A client for the configured server, for a command that also works from the local store
@@ -262,17 +278,12 @@ pub(crate) fn client_for(config: &Config) -> Result<Client, ExitCode> {
 /// text, when the configuration cannot make one (plain `http://` to another host without
 /// `--allow-insecure`, a bad option), for the command to warn with.
 pub(crate) fn store_command_client(config: &Config) -> Option<Result<Client, String>> {
-    config.connection.base_url.as_ref()?;
-    Some(
-        config
-            .check_transport()
-            .map_err(|e| e.to_string())
-            .and_then(|()| {
-                ClientOptions::from_config(config)
-                    .and_then(Client::new)
-                    .map_err(|e| e.to_string())
-            }),
-    )
+    match make_client(config) {
+        Ok(client) => Some(Ok(client)),
+        Err(NoClient::NoBaseUrl) => None,
+        Err(NoClient::Transport(e)) => Some(Err(e.to_string())),
+        Err(NoClient::Options(e)) => Some(Err(e.to_string())),
+    }
 }
 
 /// A client for the configured server and the local store of its target: what the commands

@@ -216,30 +216,29 @@ async fn a_session_written_on_another_device_exports_whole() {
     // This device knows the session from the list only: none of its messages.
     let s = Sandbox::new();
     run(&s, &svc, &["sessions"]).await.expect(0);
-    let messages = |export: &serde_json::Value| -> Vec<String> {
+    // The texts of the session's messages as `convo export --json` writes them here.
+    let exported = || async {
+        let export = run(&s, &svc, &["export", &id, "--json"])
+            .await
+            .expect(0)
+            .json();
         export["messages"]
             .as_array()
             .unwrap()
             .iter()
             .map(|m| m["content"].as_str().unwrap().to_string())
-            .collect()
+            .collect::<Vec<String>>()
     };
-    let export = run(&s, &svc, &["export", &id, "--json"])
-        .await
-        .expect(0)
-        .json();
-    assert_eq!(messages(&export).len(), 4, "{export}");
-    assert_eq!(messages(&export)[2], "second question");
+    let messages = exported().await;
+    assert_eq!(messages.len(), 4, "{messages:?}");
+    assert_eq!(messages[2], "second question");
     // The laptop goes on; this device's export follows, without a message twice.
     run(&laptop, &svc, &["send", "--session", &id, "third question"])
         .await
         .expect(0);
-    let export = run(&s, &svc, &["export", &id, "--json"])
-        .await
-        .expect(0)
-        .json();
-    assert_eq!(messages(&export).len(), 6, "{export}");
-    assert_eq!(messages(&export)[4], "third question");
+    let messages = exported().await;
+    assert_eq!(messages.len(), 6, "{messages:?}");
+    assert_eq!(messages[4], "third question");
     // With the server gone, the store's copy is exported, and stderr says where it came from.
     let (base, key) = (svc.base_url(), svc.api_key.clone());
     svc.shutdown().await;

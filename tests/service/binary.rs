@@ -25,6 +25,24 @@ pub(super) fn started(command: &mut Command) -> (Child, String, BufReader<ChildS
     (child, base, stdout)
 }
 
+/// `convo serve` with the builtin engine on a free port and the database `db`, taking no key
+/// from the environment.
+fn serve_on(db: &std::path::Path) -> Command {
+    let mut command = Command::new(BIN);
+    command
+        .args([
+            "serve",
+            "--engine",
+            "builtin",
+            "--addr",
+            "127.0.0.1:0",
+            "--db",
+        ])
+        .arg(db)
+        .env_remove("CONVO_SERVE_API_KEYS");
+    command
+}
+
 /// A runtime for the test's HTTP client.
 fn client_runtime() -> tokio::runtime::Runtime {
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -48,19 +66,8 @@ fn serve_prints_one_line_serves_and_stops_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("svc.db");
     let (mut child, base, mut stdout) = started(
-        Command::new(BIN)
-            .args([
-                "serve",
-                "--engine",
-                "builtin",
-                "--addr",
-                "127.0.0.1:0",
-                "--engine-pace-ms",
-                "0",
-                "--db",
-            ])
-            .arg(&db)
-            .env_remove("CONVO_SERVE_API_KEYS")
+        serve_on(&db)
+            .args(["--engine-pace-ms", "0"])
             // The client's key (for another deployment) is not a key this service accepts.
             .env("CONVO_API_KEY", CLIENT_KEY)
             .env_remove("CONVO_JWT_SECRET"),
@@ -113,19 +120,8 @@ fn a_generated_key_is_kept_beside_the_database_across_restarts() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("svc.db");
     let serve = || {
-        let mut command = Command::new(BIN);
-        command
-            .args([
-                "serve",
-                "--engine",
-                "builtin",
-                "--addr",
-                "127.0.0.1:0",
-                "--db",
-            ])
-            .arg(&db)
-            .env_remove("CONVO_SERVE_API_KEYS")
-            .env_remove("CONVO_API_KEY");
+        let mut command = serve_on(&db);
+        command.env_remove("CONVO_API_KEY");
         command
     };
     let stop = |mut child: Child| -> String {
@@ -201,19 +197,7 @@ fn a_generated_key_is_kept_beside_the_database_across_restarts() {
 
     // A database in a directory that does not exist is refused, and the directory not made.
     let missing = dir.path().join("no-such-dir");
-    let out = Command::new(BIN)
-        .args([
-            "serve",
-            "--engine",
-            "builtin",
-            "--addr",
-            "127.0.0.1:0",
-            "--db",
-        ])
-        .arg(missing.join("svc.db"))
-        .env_remove("CONVO_SERVE_API_KEYS")
-        .output()
-        .unwrap();
+    let out = serve_on(&missing.join("svc.db")).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(!missing.exists());
 }
@@ -327,18 +311,8 @@ fn token_prints_a_verifiable_jwt() {
 fn a_stderr_nobody_reads_holds_neither_requests_nor_the_stop() {
     let dir = tempfile::tempdir().unwrap();
     let (mut child, base, _stdout) = started(
-        Command::new(BIN)
-            .args([
-                "serve",
-                "--engine",
-                "builtin",
-                "--addr",
-                "127.0.0.1:0",
-                "--db",
-            ])
-            .arg(dir.path().join("svc.db"))
+        serve_on(&dir.path().join("svc.db"))
             .args(["--api-key", "service_live_AAAAbbbbCCCCdddd1111"])
-            .env_remove("CONVO_SERVE_API_KEYS")
             .env_remove("RUST_LOG"),
     );
 

@@ -209,9 +209,9 @@ fn default_db_path(data_dir: Option<&std::path::Path>) -> Result<PathBuf, String
 
 /// The key of a service given none, and what to say about it. On a SQLite file it is kept
 /// beside the database (`config::key_file_for`, `kept_api_key`), so that a restart serves the
-/// same account:
-/// printed whole when it is made, named by its file afterwards. On PostgreSQL (whose replicas
-/// must share their keys, `docs/deploy.md`) or in memory it is made for this run only.
+/// same account: printed whole when it is made, named by its file afterwards. On PostgreSQL
+/// (whose replicas must share their keys, `docs/deploy.md`) or in memory it is made for this
+/// run only.
 fn generated_key(db: &DbLocation) -> Result<(String, String), String> {
     let DbLocation::File(path) = db else {
         let key = super::generate_api_key();

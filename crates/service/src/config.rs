@@ -163,9 +163,10 @@ pub fn key_file_for(db: &std::path::Path) -> std::path::PathBuf {
 
 /// The `pro` key kept in the file `path` ([`key_file_for`]), and whether it was made now:
 /// generated and written (mode 0600) when there is no such file, so that the account and its
-/// sessions stay reachable across restarts. The file is created exclusively: two processes
-/// making it at once both end with the one written first. A file that holds no valid key is
-/// an error naming it, and is left as it is. Its directory must exist (a mistyped `--db`
+/// sessions stay reachable across restarts. The file is created exclusively, so two processes
+/// making it at once never write two keys; the one that finds it made reads it (in the instant
+/// it is being written, that read finds no valid key and fails as below: started again, it
+/// reads the key). A file that holds no valid key is an error naming it, and is left as it is. Its directory must exist (a mistyped `--db`
 /// directory is not made).
 pub fn kept_api_key(path: &std::path::Path) -> std::io::Result<(String, bool)> {
     use std::io::{Error, ErrorKind};

@@ -25,9 +25,11 @@ pub struct UsageGauge {
 }
 
 impl UsageGauge {
-    fn numbers(&self) -> String {
+    /// ` 12/50k 0%`, or for a limit reached ` full` and, `with_reset`, when it resets.
+    fn numbers(&self, with_reset: bool) -> String {
         match &self.reached {
-            Some(reset) => format!(" full{reset}"),
+            Some(reset) if with_reset => format!(" full{reset}"),
+            Some(_) => " full".to_string(),
             None => format!(
                 " {}/{} {:.0}%",
                 format::count(self.used),
@@ -81,9 +83,8 @@ impl Form {
             None => format!("{:.0}%", g.percent),
         };
         match self {
-            Form::Bar => format!("{short}{}", g.numbers()),
-            Form::BarFull | Form::Numbers if g.reached.is_some() => format!("{short} full"),
-            Form::BarFull | Form::Numbers => format!("{short}{}", g.numbers()),
+            Form::Bar => format!("{short}{}", g.numbers(true)),
+            Form::BarFull | Form::Numbers => format!("{short}{}", g.numbers(false)),
             Form::Percent => format!("{short} {alone}"),
             Form::Bare => alone,
         }
@@ -293,7 +294,7 @@ fn column(app: &App, area: Rect, buf: &mut Buffer) {
     if let Some(gs) = gauges(app) {
         for (label, g) in gs {
             let text = match &g.reached {
-                Some(_) => format!("{}{}", label.trim(), g.numbers()),
+                Some(_) => format!("{}{}", label.trim(), g.numbers(true)),
                 None => format!(
                     "{} {}/{} {:.1}%",
                     label.trim(),

@@ -203,6 +203,14 @@ impl Workers {
             tokio::task::spawn_blocking(|| crossterm::event::poll(std::time::Duration::ZERO)).await;
     }
 
+    /// The open session's stream, if it waits to reconnect, tries now: a server back up is
+    /// found without waiting out a long backoff (`SessionStream::retry_now`).
+    fn hurry_stream(&self) {
+        if let Some((stream, _)) = &self.stream {
+            stream.retry_now();
+        }
+    }
+
     /// The client of the connected service, once connected.
     pub fn client(&self) -> Option<&Client> {
         self.shared.client.get()
@@ -215,12 +223,9 @@ impl Workers {
         ) {
             self.activity
                 .send_replace(Some(tokio::time::Instant::now()));
-            // Someone is at the keyboard: a stream waiting to reconnect tries now, so that a
-            // server back up is found without waiting out a long backoff (the account
-            // stream's feed does the same on this activity).
-            if let Some((stream, _)) = &self.stream {
-                stream.retry_now();
-            }
+            // Someone is at the keyboard (the account stream's feed hurries its stream on
+            // this activity too).
+            self.hurry_stream();
         }
         match command {
             Command::LoadTranscript {
@@ -270,11 +275,9 @@ impl Workers {
             Command::RefreshUsage => {
                 self.usage_kick.notify_one();
                 self.admin_kick.notify_one();
-                // `r`, or a send or deletion answered: a stream waiting to reconnect tries now
-                // (the account stream's feed does the same on this kick).
-                if let Some((stream, _)) = &self.stream {
-                    stream.retry_now();
-                }
+                // `r`, or a send or deletion answered (the account stream's feed hurries its
+                // stream on this kick too).
+                self.hurry_stream();
             }
             Command::LoadKnownBuckets => {
                 if let Some(account) = self.shared.account.get() {
