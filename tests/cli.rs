@@ -24,3 +24,8 @@ mod fake_admin;
 
 #[path = "support/refused.rs"]
 mod refused;
+
+/// The reliability tests' TCP proxy: one address in front of a server that is replaced.
+#[allow(dead_code)]
+#[path = "reliability/proxy.rs"]
+mod proxy;

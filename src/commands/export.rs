@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use super::{
-    codes, fail, find_session, in_store, load_config, open_store, out, record,
+    codes, fail, find_stored_session, in_store, load_config, open_store, out, record,
     store_command_client, warn,
 };
 use convo_client::api::History;
@@ -86,11 +86,22 @@ pub async fn run(args: ExportArgs, global: convo_client::config::GlobalArgs) -> 
         Ok(s) => s,
         Err(code) => return code,
     };
-    let session = match find_session(&store, &args.session).await {
-        Ok(s) => s,
+    let session = match find_stored_session(&store, &args.session).await {
+        Ok((s, None)) => {
+            catch_up(&config, &store, &s.id).await;
+            s
+        }
+        // Not the configured server's: what the store keeps of it is all there is here.
+        Ok((s, Some(target))) => {
+            warn(format_args!(
+                "{} is a session of {}, not of the configured server: exported from the local store",
+                s.id,
+                super::sanitize(&target)
+            ));
+            s
+        }
         Err(code) => return code,
     };
-    catch_up(&config, &store, &session.id).await;
     let transcript = match in_store(store, move |s| {
         // Caught up, the session's token total may have changed.
         let session = s.session(&session.id)?.unwrap_or(session);

@@ -366,6 +366,35 @@ pub(crate) async fn find_session(
     }
 }
 
+/// Like [`find_session`], but a session of another target named by its whole id is found
+/// too, with that target's label: another server's, or one kept from a server's earlier
+/// database (`convo sessions --all-targets` lists them). For commands that read the store
+/// only.
+pub(crate) async fn find_stored_session(
+    store: &Store,
+    query: &str,
+) -> Result<(convo_client::local_store::SessionRecord, Option<String>), ExitCode> {
+    use convo_client::local_store::SessionLookup;
+    let (s, q) = (store.clone(), query.to_string());
+    let elsewhere = tokio::task::spawn_blocking(
+        move || -> Result<_, convo_client::local_store::StoreError> {
+            match s.find_session(&q)? {
+                SessionLookup::Elsewhere { id, target } => {
+                    Ok(s.session(&id)?.map(|record| (record, target)))
+                }
+                _ => Ok(None),
+            }
+        },
+    )
+    .await;
+    match elsewhere {
+        Ok(Ok(Some((record, target)))) => Ok((record, Some(target))),
+        Ok(Ok(None)) => find_session(store, query).await.map(|r| (r, None)),
+        Ok(Err(e)) => Err(fail(exit::USAGE_ERROR, codes::STORE, e)),
+        Err(e) => Err(fail(exit::USAGE_ERROR, codes::STORE, e)),
+    }
+}
+
 /// A session of another target was named: `session_not_found` (exit 1), saying whose it is.
 fn elsewhere(id: &str, target: &str) -> ExitCode {
     fail(

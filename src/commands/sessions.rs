@@ -129,14 +129,18 @@ pub(crate) async fn refresh(config: &Config, store: &Store) -> Refreshed {
     };
     let merged = in_store(store.clone(), move |s| {
         s.merge_service(ServiceSessions::All {
-            sessions: &list,
+            sessions: &list.sessions,
             asked_at,
+            database_id: list.database_id.as_deref(),
         })
     })
     .await;
     let Ok(merged) = merged else {
         return Refreshed::StoreOnly;
     };
+    if let Some(archived) = &merged.archived {
+        warn(archived);
+    }
     for (id, title) in merged.titles_to_send {
         send_title(&client, store, &id, &title).await;
     }

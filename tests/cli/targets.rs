@@ -54,7 +54,8 @@ async fn each_server_sees_its_own_sessions_and_all_targets_shows_whose() {
     assert_eq!(ids(&on_a), [id_a.as_str()]);
     let on_b = run(&s, &b, &["sessions", "--json"]).await.expect(0).json();
     assert_eq!(ids(&on_b), [id_b.as_str()]);
-    // Search, export and title see only the configured server's sessions.
+    // Search and title see only the configured server's sessions; export, which reads the
+    // store only, writes another server's session named by its id, saying whose it is.
     let hits = run(&s, &b, &["search", "--json", "hello"])
         .await
         .expect(0)
@@ -64,9 +65,17 @@ async fn each_server_sees_its_own_sessions_and_all_targets_shows_whose() {
         !found.is_empty() && found.iter().all(|id| *id == id_b),
         "{found:?}"
     );
-    let foreign = run(&s, &b, &["export", &id_a]).await.expect(1);
+    let foreign = run(&s, &b, &["export", &id_a]).await.expect(0);
     assert!(
-        foreign.stderr.contains("belongs to another server"),
+        foreign.stdout.contains("hello from A"),
+        "{}",
+        foreign.stdout
+    );
+    assert!(
+        foreign.stderr.contains(&format!(
+            "is a session of {} #",
+            a.base_url().trim_end_matches('/')
+        )) && foreign.stderr.contains("not of the configured server"),
         "{}",
         foreign.stderr
     );
@@ -297,4 +306,79 @@ async fn a_list_the_server_did_not_give_says_so() {
     // A server that answers with no sessions: none yet.
     let fresh = run(&s, &svc, &["sessions"]).await.expect(0);
     assert!(fresh.stderr.contains("no sessions yet"), "{}", fresh.stderr);
+}
+
+/// A server that starts over on a new database at the same address, with the same key (its
+/// database file removed, its key file kept), lists none of the sessions this device kept
+/// from it. They were not deleted: they move aside, whole, and say so.
+#[tokio::test]
+async fn the_sessions_of_a_servers_earlier_database_are_kept_aside_not_deleted() {
+    use convo_service::Tier;
+    let first = start().await;
+    let key = first.api_key.clone();
+    let proxy = crate::proxy::FaultProxy::start(Some(first.addr)).await;
+    let base = proxy.url().to_string();
+    let s = Sandbox::new();
+    let id = new_id(
+        &on(&s, &base, &key, &["send", "remember the milk"])
+            .await
+            .expect(0),
+    );
+    let listed = on(&s, &base, &key, &["sessions", "--json"]).await.expect(0);
+    assert_eq!(ids(&listed.json()), [id.as_str()]);
+
+    first.shutdown().await;
+    let mut config = ServiceConfig::ephemeral(1);
+    config.api_keys = vec![(key.clone(), Tier::Pro)];
+    let second = convo_service::start(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .expect("service starts");
+    proxy.set_upstream(Some(second.addr));
+
+    let listed = on(&s, &base, &key, &["sessions", "--json"]).await.expect(0);
+    assert_eq!(ids(&listed.json()), Vec::<&str>::new());
+    assert!(
+        listed
+            .stderr
+            .contains("the server's database is new: the 1 session kept from its earlier one"),
+        "{}",
+        listed.stderr
+    );
+    // Listed again: nothing more moves, nothing is said.
+    let again = on(&s, &base, &key, &["sessions"]).await.expect(0);
+    assert!(
+        !again.stderr.contains("database is new"),
+        "{}",
+        again.stderr
+    );
+    let all = s
+        .run(&["sessions", "--all-targets", "--json"])
+        .await
+        .expect(0)
+        .json();
+    let kept = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["sessionId"] == id.as_str())
+        .expect("still in the store");
+    assert!(
+        kept["target"]
+            .as_str()
+            .unwrap()
+            .contains("(earlier database, until "),
+        "{kept}"
+    );
+    let export = on(&s, &base, &key, &["export", &id]).await.expect(0);
+    assert!(
+        export.stdout.contains("remember the milk"),
+        "{}",
+        export.stdout
+    );
+    assert!(
+        export.stdout.contains(" · 2 messages · "),
+        "{}",
+        export.stdout
+    );
+    second.shutdown().await;
 }

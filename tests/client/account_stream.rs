@@ -56,7 +56,9 @@ async fn the_local_service_says_hello_then_what_changes() {
     let (_handle, mut rx) = AccountStream::connect_with(o, fast());
     assert_eq!(next(&mut rx).await, AccountUpdate::Connected);
     match next_change(&mut rx).await {
-        AccountEvent::Hello { sessions, usage } => {
+        AccountEvent::Hello {
+            sessions, usage, ..
+        } => {
             assert!(sessions.is_empty());
             assert_eq!(usage.requests.used, 1);
         }

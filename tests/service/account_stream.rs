@@ -75,7 +75,9 @@ async fn every_change_is_told(name: &str, backend: Backend) {
     let mut ws = account_ws(&svc, &svc.key).await;
     let mut theirs = account_ws(&svc, &other).await;
     match next(&mut ws).await {
-        AccountEvent::Hello { sessions, usage } => {
+        AccountEvent::Hello {
+            sessions, usage, ..
+        } => {
             assert!(sessions.is_empty(), "{name}: {sessions:?}");
             assert_eq!(usage.requests.used, 1, "{name}: connecting counted once");
         }

@@ -29,9 +29,8 @@ async fn replicas_started_together_migrate_once_and_share_everything() {
         backend
             .int("SELECT CAST(version AS BIGINT) FROM schema_version", &[])
             .await,
-        // The number of PostgreSQL migrations (the last: a request refused at its limit takes
-        // no lock).
-        13
+        // The number of PostgreSQL migrations (the last: the database's own id).
+        14
     );
     // Both replicas hold a lease.
     assert_eq!(backend.int("SELECT COUNT(*) FROM replicas", &[]).await, 2);
@@ -76,6 +75,10 @@ async fn replicas_started_together_migrate_once_and_share_everything() {
         StatusCode::NOT_FOUND
     );
     assert_eq!(a.usage().await["sessions"]["active"], 0);
+    // One database, one id, whichever replica says it.
+    let (on_a, on_b) = (a.get("/v1/sessions").await.1, b.get("/v1/sessions").await.1);
+    assert!(on_a["databaseId"].is_string(), "{on_a}");
+    assert_eq!(on_a["databaseId"], on_b["databaseId"]);
     a.service.shutdown().await;
     b.service.shutdown().await;
 }

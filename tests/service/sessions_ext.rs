@@ -8,7 +8,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use super::backends::Backend;
-use super::common::{Svc, json, session, start_with, until_end};
+use super::common::{Svc, json, next_json, session, start_with, until_end};
 
 /// A service on `backend` with two accounts: `svc.key` and the returned other key.
 async fn start_on(backend: &Backend) -> (Svc, String) {
@@ -643,3 +643,35 @@ async fn a_fork_lists_its_origin_also_after_a_title_and_the_sources_delete() {
         assert_eq!(listed_origin(&svc, &forked).await, origin, "{name}");
     }
 }
+
+/// `GET /v1/sessions` and the account stream's `hello` say the id of the database: the same
+/// after a restart on it, another for another database (`databaseId`, docs/service.md).
+async fn the_database_id_is_kept_by_its_database_and_differs_between_databases(backend: Backend) {
+    let id_of = |list: &Value| {
+        let id = list["databaseId"].as_str().unwrap_or_default().to_string();
+        assert!(id.starts_with("db_") && id.len() >= 27, "{list}");
+        id
+    };
+    let svc = start_with(backend.config()).await;
+    let (status, list) = svc.get("/v1/sessions").await;
+    assert_eq!(status, StatusCode::OK, "{list}");
+    let first = id_of(&list);
+    let mut ws = svc.ws_at("/v1/stream", &svc.key).await;
+    let hello: Value = next_json(&mut ws).await;
+    assert_eq!(hello["type"], "hello", "{hello}");
+    assert_eq!(hello["databaseId"], first.as_str(), "{hello}");
+    drop(ws);
+    svc.service.shutdown().await;
+    let again = start_with(backend.config()).await;
+    assert_eq!(id_of(&again.get("/v1/sessions").await.1), first);
+    again.service.shutdown().await;
+    let other = match backend {
+        Backend::Sqlite(_) => Backend::sqlite().await,
+        Backend::Postgres(_) => Backend::postgres().await,
+    };
+    let elsewhere = start_with(other.config()).await;
+    assert_ne!(id_of(&elsewhere.get("/v1/sessions").await.1), first);
+    elsewhere.service.shutdown().await;
+}
+
+crate::on_both_backends!(the_database_id_is_kept_by_its_database_and_differs_between_databases);

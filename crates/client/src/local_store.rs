@@ -37,7 +37,7 @@ mod search;
 mod targets;
 pub use catch_up::missing_from;
 pub use search::{SearchHit, SnippetPart, fts_query};
-pub use targets::{Merged, ServiceSessions};
+pub use targets::{Archived, Merged, ServiceSessions};
 
 use crate::target::TargetId;
 
@@ -132,6 +132,10 @@ const MIGRATIONS: &[&str] = &[
     // 7: how a reply ended, as the service said (`finishReason`: `stop`, `length`,
     // `stopped`); NULL for other messages and when the service did not say.
     "ALTER TABLE messages ADD COLUMN finish_reason TEXT;",
+    // 8: the id of the database each target's service last said it has (`targets.rs`): a
+    // new one means that service started over, and the sessions kept from before are moved
+    // to a target of their own instead of being taken as deleted. NULL until a service says.
+    "ALTER TABLE targets ADD COLUMN database_id TEXT;",
 ];
 
 /// The columns [`SessionRow::read`] reads, in its order.

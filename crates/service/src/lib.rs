@@ -50,6 +50,8 @@ use storage::{Db, Storage};
 /// Shared state of a running service.
 pub(crate) struct AppState {
     pub store: Db,
+    /// The database's own id (`Storage::database_id`), read at start.
+    pub database_id: String,
     /// Accounts by SHA-256 of their key.
     pub accounts: HashMap<String, Account>,
     pub jwt_secret: String,
@@ -316,8 +318,10 @@ pub async fn start(
     }
 
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let database_id = store.database_id().await.map_err(ServiceError::Store)?;
     let state = Arc::new(AppState {
         store,
+        database_id,
         accounts,
         jwt_secret: config.jwt_secret.clone(),
         jwt_leeway_secs: config.jwt_leeway_secs,

@@ -234,7 +234,7 @@ pub enum AccountSignal {
     /// A session changed: send its event, its state read now (`account_events::event`).
     Session { session_id: String, change: Change },
     /// An event to send as it is (relayed by a replica of an older build).
-    Event(AccountEvent),
+    Event(Box<AccountEvent>),
     /// The account's usage changed: send a `usage` event (coalesced by the listener).
     Usage,
     /// What changed may not all have been told (the relay was lost): send a fresh `hello`.
@@ -422,7 +422,7 @@ impl StreamHub {
             }
             Relayed::AccountEvent { a, e } => {
                 if let Some(channel) = map.get(&a) {
-                    channel.send(AccountSignal::Event(e));
+                    channel.send(AccountSignal::Event(Box::new(e)));
                 }
             }
             Relayed::AccountUsage { a } => {
@@ -1579,7 +1579,10 @@ mod tests {
                 e: deleted.clone(),
             },
         );
-        assert_eq!(listener.try_recv().unwrap(), AccountSignal::Event(deleted));
+        assert_eq!(
+            listener.try_recv().unwrap(),
+            AccountSignal::Event(Box::new(deleted))
+        );
         // Other accounts are nobody's business.
         hub.session_changed(8, "v", title);
         assert!(listener.try_recv().is_err());

@@ -122,6 +122,8 @@ pub enum AppEvent {
         sessions: Vec<SessionSummary>,
         deleted: Vec<String>,
         titles_to_send: Vec<(String, String)>,
+        /// The service's database is new: this target's sessions moved to a target of their own.
+        archived: Option<convo_client::local_store::Archived>,
     },
     /// The service took the session's title (`PATCH /v1/sessions/{id}`).
     TitleSent { session_id: String, title: String },
@@ -168,6 +170,8 @@ pub enum ServiceChange {
     All {
         sessions: Vec<convo_wire::sessions::SessionSummary>,
         asked_at: DateTime<Utc>,
+        /// The id of the service's database, where it says it (`local_store::targets`).
+        database_id: Option<convo_wire::sessions::DatabaseId>,
     },
     /// One session created or changed (its title, a new message).
     Upsert(convo_wire::sessions::SessionSummary),

@@ -30,6 +30,13 @@ pub enum AccountEvent {
     Hello {
         sessions: Vec<SessionSummary>,
         usage: Usage,
+        /// As in `GET /v1/sessions` ([`crate::sessions::DatabaseId`]).
+        #[serde(
+            default,
+            rename = "databaseId",
+            skip_serializing_if = "Option::is_none"
+        )]
+        database_id: Option<crate::sessions::DatabaseId>,
     },
     /// A session began (its first message, or a fork).
     #[serde(rename = "session.created")]

@@ -36,9 +36,20 @@ pub struct ForkedFrom {
 
 /// `GET /v1/sessions`: the account's live sessions, most recently active first.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct SessionList {
     pub sessions: Vec<SessionSummary>,
+    /// The id the service's database was given when it was made ([`DatabaseId`]); absent on
+    /// servers that do not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub database_id: Option<DatabaseId>,
 }
+
+/// The id a service's database was given when it was made: the same for every replica on
+/// it and across restarts, another one for a new (or reset) database. A client that finds
+/// another id than the one it saw last knows that the sessions it kept from this server were
+/// not deleted one by one: the server starts over (its whole list is another database's).
+pub type DatabaseId = String;
 
 /// One stored message of `GET /v1/sessions/{id}/messages`: the Message fields plus the
 /// metadata sent with it.

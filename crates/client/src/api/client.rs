@@ -384,15 +384,16 @@ impl Client {
         }
     }
 
-    /// `GET /v1/sessions`: the account's live sessions, most recently active first.
+    /// `GET /v1/sessions`: the account's live sessions, most recently active first, and the
+    /// id of the database they are listed from where the server says it.
     /// `Ok(None)` when the server has no such endpoint (404, 405: the seed's interface).
-    pub async fn list_sessions(&self) -> Result<Option<Vec<SessionSummary>>, ApiError> {
+    pub async fn list_sessions(&self) -> Result<Option<SessionList>, ApiError> {
         let url = self.options.endpoint(&["v1", "sessions"]);
         let answer = self
             .request_with_status::<SessionList>(Method::GET, url, Auth::ApiKey, None, None)
             .await;
         match extension(answer)? {
-            Extension::Answered(list) => Ok(Some(list.sessions)),
+            Extension::Answered(list) => Ok(Some(list)),
             // No session is named: a 404 with an extension's code is not this endpoint's.
             Extension::Refused(_) | Extension::Unsupported => Ok(None),
         }
@@ -804,6 +805,7 @@ impl Client {
                 let made = self
                     .list_sessions()
                     .await?
+                    .map(|list| list.sessions)
                     .unwrap_or_default()
                     .into_iter()
                     .find(|s| is_fork_of(s, new_session_id, session_id, message_id));

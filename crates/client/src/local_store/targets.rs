@@ -12,7 +12,15 @@
 //! - a session of this target that the service no longer lists is marked deleted only if the
 //!   service is known to have had it (a reply of it is stored), its activity is older than
 //!   the list, and its target was not a guess: never a session of another target, nor one
-//!   nothing was sent to yet.
+//!   nothing was sent to yet;
+//! - a whole list comes with the id of the service's database where the service says it
+//!   (`convo_wire::sessions::DatabaseId`). When it is not the one this target's service said
+//!   before, the service started over on a new database: its sessions were not deleted one
+//!   by one, and none of this target's is taken as deleted. They move, with their messages,
+//!   to a target of their own, `ID@DATABASE`, labelled `LABEL (earlier database, until
+//!   DATE)`, where every command that reads the store still finds them (`convo sessions
+//!   --all-targets`, `convo export`), and the complete metrics buckets kept for this target
+//!   go (they counted the other database).
 
 use std::collections::HashSet;
 
@@ -29,6 +37,8 @@ pub enum ServiceSessions<'a> {
     All {
         sessions: &'a [SessionSummary],
         asked_at: DateTime<Utc>,
+        /// The id of the database the service said it lists from; `None` when it did not say.
+        database_id: Option<&'a str>,
     },
     /// One session created or changed.
     One(&'a SessionSummary),
@@ -43,6 +53,31 @@ pub struct Merged {
     pub deleted: Vec<String>,
     /// Titles the user gave that the service does not have: (session id, title) to send.
     pub titles_to_send: Vec<(String, String)>,
+    /// The service's database is not the one it had: this target's sessions moved away.
+    pub archived: Option<Archived>,
+}
+
+/// Where a target's sessions went when its service's database turned out new.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Archived {
+    /// How many sessions (not deleted) moved.
+    pub sessions: usize,
+    /// The label of the target they are under now (`convo sessions --all-targets`).
+    pub label: String,
+}
+
+impl std::fmt::Display for Archived {
+    /// What the user is told (the TUI's status bar, `convo sessions`' warning).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.sessions;
+        let sessions = if n == 1 { "session" } else { "sessions" };
+        write!(
+            f,
+            "the server's database is new: the {n} {sessions} kept from its earlier one are \
+             in the local store as “{}” (`convo sessions --all-targets`, `convo export`)",
+            self.label
+        )
+    }
 }
 
 /// A row as the merge needs it.
@@ -84,7 +119,16 @@ impl Store {
         let mut conn = self.lock();
         let tx = conn.transaction().map_err(|e| self.err(e))?;
         match said {
-            ServiceSessions::All { sessions, asked_at } => {
+            ServiceSessions::All {
+                sessions,
+                asked_at,
+                database_id,
+            } => {
+                if let Some(database) = database_id {
+                    merged.archived = self
+                        .note_database(&tx, database, asked_at)
+                        .map_err(|e| self.err(e))?;
+                }
                 for s in sessions {
                     merge_one(&tx, &target, s, &mut merged).map_err(|e| self.err(e))?;
                 }
@@ -112,6 +156,74 @@ impl Store {
             checkpoint_after_delete(&conn);
         }
         Ok(merged)
+    }
+
+    /// Records `database` as the database of this handle's target's service; when it said
+    /// another one before, moves the target's sessions to a target of their own first (the
+    /// file's header). Returns where they went, if they did.
+    fn note_database(
+        &self,
+        tx: &Connection,
+        database: &str,
+        asked_at: DateTime<Utc>,
+    ) -> rusqlite::Result<Option<Archived>> {
+        let target = self.target.id();
+        let before: Option<String> = tx
+            .query_row(
+                "SELECT database_id FROM targets WHERE id = ?1",
+                params![target],
+                |r| r.get(0),
+            )
+            .optional()?
+            .flatten();
+        let archived = match before {
+            Some(before) if before != database => {
+                let id = format!("{target}@{before}");
+                let label = format!(
+                    "{} (earlier database, until {})",
+                    self.target.label(),
+                    asked_at.format("%Y-%m-%d")
+                );
+                tx.execute(
+                    "INSERT INTO targets (id, label, database_id) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (id) DO NOTHING",
+                    params![id, label, before],
+                )?;
+                let sessions = tx.query_row(
+                    "SELECT count(*) FROM sessions WHERE target = ?1 AND deleted = 0",
+                    params![target],
+                    |r| r.get::<_, i64>(0),
+                )?;
+                tx.execute(
+                    "UPDATE sessions SET target = ?2 WHERE target = ?1",
+                    params![target, id],
+                )?;
+                tx.execute(
+                    "DELETE FROM metric_buckets WHERE account = ?1",
+                    params![target],
+                )?;
+                tx.execute(
+                    "DELETE FROM state WHERE key = ?1",
+                    params![super::last_open_key(target)],
+                )?;
+                let label = tx.query_row(
+                    "SELECT label FROM targets WHERE id = ?1",
+                    params![id],
+                    |r| r.get(0),
+                )?;
+                (sessions > 0).then_some(Archived {
+                    sessions: sessions as usize,
+                    label,
+                })
+            }
+            _ => None,
+        };
+        tx.execute(
+            "INSERT INTO targets (id, label, database_id) VALUES (?1, ?2, ?3)
+             ON CONFLICT (id) DO UPDATE SET database_id = ?3",
+            params![target, self.target.label(), database],
+        )?;
+        Ok(archived)
     }
 
     /// The service of this handle's target holds `session_id` (it answered for it): the
@@ -409,6 +521,7 @@ mod tests {
             .merge_service(ServiceSessions::All {
                 sessions: &listed,
                 asked_at: at(50),
+                database_id: None,
             })
             .unwrap();
         assert_eq!(merged.deleted, ["session_GONEGONEGONEGONE"]);
@@ -440,6 +553,86 @@ mod tests {
     }
 
     #[test]
+    fn a_new_database_moves_the_targets_sessions_aside_instead_of_deleting_them() {
+        let s = Store::in_memory().unwrap().for_target(&remote()).unwrap();
+        let all = |list: &[SessionSummary], database: &str, t: i64| {
+            s.merge_service(ServiceSessions::All {
+                sessions: list,
+                asked_at: at(t),
+                database_id: Some(database),
+            })
+            .unwrap()
+        };
+        exchanged(&s, "session_KEPTKEPTKEPTKEPT", 0);
+        s.save_draft("session_KEPTKEPTKEPTKEPT", "half a thought")
+            .unwrap();
+        let listed = [summary("session_KEPTKEPTKEPTKEPT", Some("Kept"), 0)];
+        // The first list names the database: recorded, nothing moves.
+        assert_eq!(all(&listed, "db_first", 10), Merged::default());
+        let target = s.target().id().to_string();
+        s.lock()
+            .execute(
+                "INSERT INTO metric_buckets VALUES (?1, 'hour', 'a', 'b', '{}')",
+                params![target],
+            )
+            .unwrap();
+        // The same database again, without the session: deleted, as before.
+        exchanged(&s, "session_GONEGONEGONEGONE", 20);
+        let merged = all(&listed, "db_first", 30);
+        assert_eq!(merged.deleted, ["session_GONEGONEGONEGONE"]);
+        assert!(merged.archived.is_none());
+
+        // Another database listing none of them: nothing is deleted, they move aside.
+        let fresh = [summary("session_FRESHFRESHFRESHFR", None, 40)];
+        let merged = all(&fresh, "db_second", 50);
+        assert!(merged.deleted.is_empty());
+        let archived = merged.archived.expect("moved aside");
+        assert_eq!(archived.sessions, 1);
+        assert!(
+            archived.label.starts_with("http://127.0.0.1:9 #")
+                && archived
+                    .label
+                    .contains("(earlier database, until 2023-11-14)"),
+            "{}",
+            archived.label
+        );
+        assert!(archived.to_string().contains("the 1 session kept"));
+        assert_eq!(
+            ids(s.list_sessions().unwrap()),
+            ["session_FRESHFRESHFRESHFR"]
+        );
+        // Still whole, under the target of the earlier database, draft and all.
+        let every = s.list_all_sessions().unwrap();
+        let kept = every
+            .iter()
+            .find(|(r, _)| r.id == "session_KEPTKEPTKEPTKEPT")
+            .expect("kept");
+        assert_eq!(kept.1, archived.label);
+        assert_eq!(kept.0.target, format!("{target}@db_first"));
+        assert_eq!(s.transcript("session_KEPTKEPTKEPTKEPT").unwrap().len(), 2);
+        assert_eq!(
+            s.draft("session_KEPTKEPTKEPTKEPT").unwrap().as_deref(),
+            Some("half a thought")
+        );
+        assert!(matches!(
+            s.find_session("session_KEPTKEPTKEPTKEPT").unwrap(),
+            SessionLookup::Elsewhere { .. }
+        ));
+        // The buckets counted the earlier database.
+        let buckets: i64 = s
+            .lock()
+            .query_row("SELECT count(*) FROM metric_buckets", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(buckets, 0);
+        // The new database from now on: the next list moves nothing.
+        assert!(all(&fresh, "db_second", 60).archived.is_none());
+        assert_eq!(
+            ids(s.list_sessions().unwrap()),
+            ["session_FRESHFRESHFRESHFR"]
+        );
+    }
+
+    #[test]
     fn a_guessed_row_moves_to_the_first_target_that_lists_it() {
         let embedded = Store::in_memory().unwrap();
         exchanged(&embedded, "session_MOVEMOVEMOVEMOVE", 0);
@@ -452,6 +645,7 @@ mod tests {
         s.merge_service(ServiceSessions::All {
             sessions: &[summary("session_MOVEMOVEMOVEMOVE", None, 0)],
             asked_at: at(50),
+            database_id: None,
         })
         .unwrap();
         assert_eq!(
@@ -467,6 +661,7 @@ mod tests {
             .merge_service(ServiceSessions::All {
                 sessions: &[],
                 asked_at: at(50),
+                database_id: None,
             })
             .unwrap();
         assert!(merged.deleted.is_empty());

@@ -48,6 +48,7 @@ async fn hello(state: &AppState, account: Account) -> Result<AccountEvent, HttpE
     Ok(AccountEvent::Hello {
         sessions: rows.into_iter().map(summary).collect(),
         usage,
+        database_id: Some(state.database_id.clone()),
     })
 }
 

@@ -55,6 +55,7 @@ pub(crate) async fn list(
     let rows = state.store.list_sessions(account.id).await?;
     Ok(Json(SessionList {
         sessions: rows.into_iter().map(summary).collect(),
+        database_id: Some(state.database_id.clone()),
     }))
 }
 

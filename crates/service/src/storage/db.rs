@@ -188,6 +188,11 @@ impl Storage for SqliteStore {
         self.call(move |c| admin::accounts(c, &query)).await
     }
 
+    async fn database_id(&self) -> Result<String, StoreError> {
+        self.call(|c| Ok(c.query_row("SELECT id FROM database_identity", [], |r| r.get(0))?))
+            .await
+    }
+
     async fn ready(&self, within: std::time::Duration) -> Result<(), String> {
         SqliteStore::ready(self, within).await
     }
@@ -373,6 +378,10 @@ impl Storage for Db {
 
     async fn admin_accounts(&self, query: AccountsQuery) -> Result<AccountPage, StoreError> {
         dispatch!(self.admin_accounts(query))
+    }
+
+    async fn database_id(&self) -> Result<String, StoreError> {
+        dispatch!(self.database_id())
     }
 
     async fn ready(&self, within: std::time::Duration) -> Result<(), String> {

@@ -151,6 +151,11 @@ pub trait Storage: Send + Sync {
         query: AccountsQuery,
     ) -> impl Future<Output = Result<AccountPage, StoreError>> + Send;
 
+    /// The id this database was given when its schema was made (SQLite's migration 9,
+    /// PostgreSQL's 14): `GET /v1/sessions` and the account stream's `hello` say it, so that
+    /// a client tells a new database from sessions deleted (`convo_wire::sessions::DatabaseId`).
+    fn database_id(&self) -> impl Future<Output = Result<String, StoreError>> + Send;
+
     /// Readiness: a trivial query answers within `within`; else why not, for the log.
     fn ready(&self, within: std::time::Duration)
     -> impl Future<Output = Result<(), String>> + Send;

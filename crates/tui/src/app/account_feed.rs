@@ -13,11 +13,20 @@ use convo_client::api::account_stream::{AccountEvent, SessionChange};
 impl App {
     pub(super) fn on_account(&mut self, event: AccountEvent, out: &mut Vec<Command>) {
         match event {
-            AccountEvent::Hello { sessions, usage } => {
+            AccountEvent::Hello {
+                sessions,
+                usage,
+                database_id,
+            } => {
                 self.on_usage(usage, out);
                 // The service's whole list as of now: what it lacks and this target had is gone.
                 let asked_at = self.now;
-                self.on_service_sessions(ServiceChange::All { sessions, asked_at }, out);
+                let all = ServiceChange::All {
+                    sessions,
+                    asked_at,
+                    database_id,
+                };
+                self.on_service_sessions(all, out);
             }
             AccountEvent::Usage { usage } => self.on_usage(usage, out),
             AccountEvent::SessionCreated { session } => {
@@ -174,12 +183,20 @@ mod tests {
                 service(B, Some("from the laptop")),
             ],
             usage: usage(7),
+            database_id: Some("db_one".into()),
         }));
         assert_eq!(app.usage().usage.as_ref().unwrap().requests.used, 7);
         match merges(&out).as_slice() {
-            [ServiceChange::All { sessions, asked_at }] => {
+            [
+                ServiceChange::All {
+                    sessions,
+                    asked_at,
+                    database_id,
+                },
+            ] => {
                 assert_eq!(sessions.len(), 2);
                 assert_eq!(*asked_at, t0());
+                assert_eq!(database_id.as_deref(), Some("db_one"));
             }
             other => panic!("expected the whole list, got {other:?}"),
         }

@@ -478,7 +478,8 @@ impl App {
                 sessions,
                 deleted,
                 titles_to_send,
-            } => self.on_sessions_merged(sessions, deleted, titles_to_send, &mut out),
+                archived,
+            } => self.on_sessions_merged(sessions, deleted, titles_to_send, archived, &mut out),
             AppEvent::TitleSent { session_id, title } => {
                 out.push(Command::Persist(StoreOp::TitleSent { session_id, title }));
             }

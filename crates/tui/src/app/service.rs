@@ -6,7 +6,7 @@
 
 use chrono::{DateTime, Utc};
 use convo_client::api::{Message, Role};
-use convo_client::local_store::missing_from;
+use convo_client::local_store::{Archived, missing_from};
 
 use super::{App, Command, Level, NEW_SESSION_TITLE, StoreOp};
 use crate::event::{ServiceChange, SessionSummary};
@@ -30,12 +30,16 @@ impl App {
     /// are now (keeping the open session and one not sent yet, which the service cannot
     /// list), sessions the service deleted go (the open one with a notice), and titles given
     /// here that the service lacks are sent. The first time, the open session's history is
-    /// asked for, to show what other devices added.
+    /// asked for, to show what other devices added. When the service's database turned out
+    /// new (`archived`), the sessions kept from the earlier one left this target in the store:
+    /// they leave the pane too (the open one is left for the first listed, its draft kept
+    /// with it), and a notice says where they are.
     pub(super) fn on_sessions_merged(
         &mut self,
         sessions: Vec<SessionSummary>,
         deleted: Vec<String>,
         titles_to_send: Vec<(String, String)>,
+        archived: Option<Archived>,
         out: &mut Vec<Command>,
     ) {
         let first = self.service_lists != Some(true);
@@ -50,17 +54,28 @@ impl App {
             }
             self.remove_session(id, out);
         }
+        let open_moved = archived.is_some()
+            && (self.open_id()).is_some_and(|id| !sessions.iter().any(|s| s.id == id));
         let keep: Vec<String> = self
             .sessions_pane
             .all()
             .iter()
             .filter(|s| {
-                self.open_id() == Some(s.id.as_str())
+                (self.open_id() == Some(s.id.as_str()) && !open_moved)
                     || (s.title == NEW_SESSION_TITLE && s.tokens == 0)
             })
             .map(|s| s.id.clone())
             .collect();
         self.sessions_pane.merge_listed(sessions, &keep);
+        if let Some(archived) = archived {
+            if open_moved {
+                match self.sessions_pane.all().first().map(|s| s.id.clone()) {
+                    Some(next) => self.open_session(next, out),
+                    None => self.new_session(String::new(), out),
+                }
+            }
+            self.notify(Level::Warn, archived.to_string());
+        }
         for (session_id, title) in titles_to_send {
             out.push(Command::SendTitle { session_id, title });
         }
@@ -269,6 +284,7 @@ mod tests {
             ],
             deleted: vec![A.into()],
             titles_to_send: vec![(B.into(), "Mine".into())],
+            archived: None,
         });
         let ids: Vec<&str> = app
             .sessions_pane()
@@ -287,6 +303,57 @@ mod tests {
     }
 
     #[test]
+    fn sessions_of_a_services_earlier_database_leave_the_pane_but_are_not_deleted() {
+        let mut app = app();
+        for c in "half a thought".chars() {
+            app.update(AppEvent::Key(KeyEvent::new(
+                KeyCode::Char(c),
+                KeyModifiers::NONE,
+            )));
+        }
+        // The store moved A and B aside: the service lists C only, from a new database.
+        let cmds = app.update(AppEvent::SessionsMerged {
+            sessions: vec![summary(C, "from the new one", 0, 7)],
+            deleted: Vec::new(),
+            titles_to_send: Vec::new(),
+            archived: Some(Archived {
+                sessions: 2,
+                label: "http://h:1 #abcdef (earlier database, until 2026-11-27)".into(),
+            }),
+        });
+        let ids: Vec<&str> = app
+            .sessions_pane()
+            .all()
+            .iter()
+            .map(|s| s.id.as_str())
+            .collect();
+        assert_eq!(ids, [C]);
+        assert_eq!(app.open_id(), Some(C));
+        // Nothing is deleted in the store, and A's draft is kept with it.
+        assert!(
+            !cmds
+                .iter()
+                .any(|c| matches!(c, Command::Persist(StoreOp::DeleteSession(_)))),
+            "{cmds:?}"
+        );
+        assert!(
+            cmds.iter().any(|c| matches!(
+                c,
+                Command::Persist(StoreOp::SaveDraft { session_id, text })
+                    if session_id == A && text == "half a thought"
+            )),
+            "{cmds:?}"
+        );
+        let notice = app.notice().unwrap();
+        assert!(
+            notice
+                .text
+                .contains("the server's database is new: the 2 sessions kept"),
+            "{notice:?}"
+        );
+    }
+
+    #[test]
     fn a_session_not_sent_yet_stays_in_the_pane_though_the_service_cannot_list_it() {
         let mut app = app();
         app.update(AppEvent::Key(KeyEvent::new(
@@ -299,6 +366,7 @@ mod tests {
             sessions: vec![summary(A, "first", 1, 20)],
             deleted: Vec::new(),
             titles_to_send: Vec::new(),
+            archived: None,
         });
         assert!(app.sessions_pane().get(&new).is_some());
         assert_eq!(app.open_id(), Some(new.as_str()));
@@ -313,6 +381,7 @@ mod tests {
             sessions: vec![summary(A, "first", 1, 20)],
             deleted: Vec::new(),
             titles_to_send: Vec::new(),
+            archived: None,
         });
         assert!(cmds.contains(&Command::FetchHistory {
             session_id: A.into()

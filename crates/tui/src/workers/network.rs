@@ -91,9 +91,11 @@ impl Workers {
         self.spawn_request(None, AppEvent::WorkerError, move |client| async move {
             let asked_at = Utc::now();
             match client.list_sessions().await {
-                Ok(Some(sessions)) => {
-                    AppEvent::ServiceSessions(ServiceChange::All { sessions, asked_at })
-                }
+                Ok(Some(list)) => AppEvent::ServiceSessions(ServiceChange::All {
+                    sessions: list.sessions,
+                    asked_at,
+                    database_id: list.database_id,
+                }),
                 Ok(None) => AppEvent::ServiceSessionsUnsupported,
                 Err(e) => AppEvent::ServiceSessionsFailed(e.to_string()),
             }

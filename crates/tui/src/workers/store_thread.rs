@@ -295,9 +295,14 @@ fn summaries(list: Vec<SessionRecord>) -> Vec<SessionSummary> {
 /// The store's view of a [`ServiceChange`].
 fn said(change: &ServiceChange) -> ServiceSessions<'_> {
     match change {
-        ServiceChange::All { sessions, asked_at } => ServiceSessions::All {
+        ServiceChange::All {
+            sessions,
+            asked_at,
+            database_id,
+        } => ServiceSessions::All {
             sessions,
             asked_at: *asked_at,
+            database_id: database_id.as_deref(),
         },
         ServiceChange::Upsert(s) => ServiceSessions::One(s),
         ServiceChange::Deleted(id) => ServiceSessions::Deleted(id),
@@ -317,6 +322,7 @@ fn merge_service(
         sessions,
         deleted: merged.deleted,
         titles_to_send: merged.titles_to_send,
+        archived: merged.archived,
     });
     Ok(())
 }

@@ -1143,6 +1143,13 @@ const MIGRATIONS: &[&str] = &[
         RETURN convo_usage_refill(p_account, p_period, p_limit);
     END $$;
     "#,
+    // 14: the database's own id (`Storage::database_id`), made once with the schema and the
+    // same for every replica: a client that finds another one knows the database is new, not
+    // its sessions deleted (SQLite's migration 9).
+    r#"
+    CREATE TABLE database_identity (id TEXT NOT NULL);
+    INSERT INTO database_identity (id) VALUES ('db_' || replace(gen_random_uuid()::text, '-', ''));
+    "#,
 ];
 
 /// Takes the advisory lock of `SCHEMA_LOCK` for the rest of `tx`, and lifts `LOCK_WAIT`

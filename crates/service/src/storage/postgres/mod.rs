@@ -859,6 +859,14 @@ impl Storage for PgStore {
         admin::accounts(&self.client().await?, &query).await
     }
 
+    async fn database_id(&self) -> Result<String, StoreError> {
+        let client = self.client().await?;
+        let row = client
+            .query_one("SELECT id FROM database_identity", &[])
+            .await?;
+        Ok(row.get(0))
+    }
+
     async fn ready(&self, within: Duration) -> Result<(), String> {
         let late = || format!("PostgreSQL did not answer within {within:?}");
         let client = tokio::time::timeout(within, self.client())

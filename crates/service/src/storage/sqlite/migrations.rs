@@ -287,6 +287,12 @@ const MIGRATIONS: &[&str] = &[
     r#"
     CREATE INDEX api_keys_by_account ON api_keys(account_id, created_at);
     "#,
+    // 9: the database's own id (`Storage::database_id`), made once with the schema: a client
+    // that finds another one knows the server's database is new, not its sessions deleted.
+    r#"
+    CREATE TABLE database_identity (id TEXT NOT NULL);
+    INSERT INTO database_identity (id) VALUES ('db_' || lower(hex(randomblob(12))));
+    "#,
 ];
 
 /// Brings the schema up to date; each migration runs in its own transaction.

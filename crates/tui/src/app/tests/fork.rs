@@ -285,6 +285,7 @@ fn undo_asks_the_server_then_the_store_and_reloads_and_is_refused_while_a_reply_
         sessions: vec![stale],
         deleted: vec![],
         titles_to_send: vec![],
+        archived: None,
     });
     app.update(AppEvent::SessionTokens {
         session_id: A.into(),
