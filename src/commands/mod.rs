@@ -354,16 +354,43 @@ pub(crate) async fn find_session(
                 ),
             ))
         }
-        Ok(Ok(SessionLookup::NotFound)) => Err(fail(
-            exit::SERVICE_ERROR,
-            codes::SESSION_NOT_FOUND,
-            format_args!(
-                "no session `{query}` in the local store (by id, start of id or title; `convo sessions` lists them)"
-            ),
-        )),
+        Ok(Ok(SessionLookup::NotFound)) => {
+            let near = titled_like(store, &query).await;
+            Err(fail(
+                exit::SERVICE_ERROR,
+                codes::SESSION_NOT_FOUND,
+                format_args!(
+                    "no session `{query}` in the local store (by id, start of id or whole title; `convo sessions` lists them){near}"
+                ),
+            ))
+        }
         Ok(Err(e)) => Err(fail(exit::USAGE_ERROR, codes::STORE, e)),
         Err(e) => Err(fail(exit::USAGE_ERROR, codes::STORE, e)),
     }
+}
+
+/// The sessions whose title holds `query` (ignoring case), for a lookup that found none:
+/// `; titles holding it: “Trip to Lisbon” (session_Ab12…), …` (at most three), else nothing.
+async fn titled_like(store: &Store, query: &str) -> String {
+    let (s, wanted) = (store.clone(), query.to_lowercase());
+    let listed = tokio::task::spawn_blocking(move || s.list_sessions()).await;
+    let Ok(Ok(sessions)) = listed else {
+        return String::new();
+    };
+    let near: Vec<String> = sessions
+        .iter()
+        .filter_map(|r| Some((r.title.as_deref()?, &r.id)))
+        .filter(|(title, _)| title.to_lowercase().contains(&wanted))
+        .take(3)
+        .map(|(title, id)| {
+            let short: String = id.chars().take(12).collect();
+            format!("“{}” ({short}…)", sanitize(title))
+        })
+        .collect();
+    if near.is_empty() || wanted.is_empty() {
+        return String::new();
+    }
+    format!("; titles holding it: {}", near.join(", "))
 }
 
 /// Like [`find_session`], but a session of another target named by its whole id is found

@@ -218,6 +218,16 @@ async fn titles_reach_every_device_and_delete_takes_a_prefix() {
         .json();
     assert_eq!(listed[0]["sessionId"], id.as_str());
     assert_eq!(listed[0]["title"], "Lisbon in May");
+    // A word of the title is not a name; the error shows the titles holding it.
+    let near = run(&laptop, &a, &["delete", "lisbon"]).await.expect(1);
+    assert!(
+        near.stderr.contains(&format!(
+            "titles holding it: “Lisbon in May” ({}…)",
+            &id[..12]
+        )),
+        "{}",
+        near.stderr
+    );
 
     // The session deleted from the laptop by the start of its id…
     let prefix = &id["session_".len().."session_".len() + 6];
