@@ -168,12 +168,23 @@ fn a_generated_key_is_kept_beside_the_database_across_restarts() {
         )),
         "{stderr}"
     );
+    // The JWT secret is kept beside it too, named, not printed.
+    let secret_file = dir.path().join("svc.db.jwt-secret");
+    let secret = std::fs::read_to_string(&secret_file).unwrap();
+    assert!(
+        stderr.contains(&format!(
+            "JWT secret: made and kept in {}",
+            secret_file.display()
+        )) && !stderr.contains(&secret),
+        "{stderr}"
+    );
     #[cfg(unix)]
-    {
+    for file in [&key_file, &secret_file] {
         use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(&key_file).unwrap().permissions().mode();
+        let mode = std::fs::metadata(file).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
     }
+    let token = convo_service::jwt::mint(&secret, "alice", 600);
 
     let (child, base, _stdout) = started(&mut serve());
     let listed = sessions(&base, &key);
@@ -181,10 +192,18 @@ fn a_generated_key_is_kept_beside_the_database_across_restarts() {
         listed["sessions"][0]["sessionId"], "session_keptKeyAcross123",
         "{listed}"
     );
+    // A wallet token signed before the restart is still good.
+    let wallet = http
+        .get(format!("{base}/v1/wallets/staker"))
+        .bearer_auth(&token)
+        .send();
+    let status = runtime.block_on(async { wallet.await.unwrap().status() });
+    assert_eq!(status, 200);
     let stderr = stop(child);
     assert!(!stderr.contains(&key), "not printed again: {stderr}");
     assert!(
-        stderr.contains("API key (pro): the one kept in "),
+        stderr.contains("API key (pro): the one kept in ")
+            && stderr.contains("JWT secret: the one kept in "),
         "{stderr}"
     );
 

@@ -219,10 +219,7 @@ fn generated_key(db: &DbLocation) -> Result<(String, String), String> {
         return Ok((key, said));
     };
     let file = crate::config::key_file_for(path);
-    let (key, made) = crate::config::kept_api_key(&file).map_err(|e| match e.kind() {
-        std::io::ErrorKind::InvalidData => e.to_string(),
-        _ => format!("cannot keep the generated key in {}: {e}", file.display()),
-    })?;
+    let (key, made) = keep(&file, crate::config::kept_api_key, "key")?;
     let said = if made {
         format!(
             "API key (pro, kept in {} for the next starts): {key}",
@@ -236,6 +233,46 @@ fn generated_key(db: &DbLocation) -> Result<(String, String), String> {
         )
     };
     Ok((key, said))
+}
+
+/// The secret kept in `file` by `kept` (`config::kept_api_key`, `kept_jwt_secret`), and
+/// whether it was made now; the error as the start prints it.
+fn keep(
+    file: &std::path::Path,
+    kept: fn(&std::path::Path) -> std::io::Result<(String, bool)>,
+    what: &str,
+) -> Result<(String, bool), String> {
+    kept(file).map_err(|e| match e.kind() {
+        std::io::ErrorKind::InvalidData => e.to_string(),
+        _ => format!(
+            "cannot keep the generated {what} in {}: {e}",
+            file.display()
+        ),
+    })
+}
+
+/// The JWT secret of a service given none, and what to say about it: kept beside a SQLite
+/// file as its key is ([`generated_key`]; `config::jwt_secret_file_for`, `kept_jwt_secret`),
+/// so that wallet tokens signed with it stay valid across restarts; for this run only on
+/// PostgreSQL (replicas must share one: `--jwt-secret`) and in memory.
+fn generated_jwt_secret(db: &DbLocation) -> Result<(String, String), String> {
+    let DbLocation::File(path) = db else {
+        let secret = super::ids::random_alnum(48);
+        let said = format!("JWT secret (for `convo token --secret`, shown only now): {secret}");
+        return Ok((secret, said));
+    };
+    let file = crate::config::jwt_secret_file_for(path);
+    let (secret, made) = keep(&file, crate::config::kept_jwt_secret, "JWT secret")?;
+    let f = file.display();
+    let said = format!(
+        "JWT secret: {} {f} (`convo token --secret \"$(cat {f})\" --sub NAME` mints a wallet token)",
+        if made {
+            "made and kept in"
+        } else {
+            "the one kept in"
+        }
+    );
+    Ok((secret, said))
 }
 
 /// The service configuration of `args`, and the lines to print once it has started: the
@@ -252,21 +289,19 @@ fn config_from_args(
         .filter(|k| !k.is_empty())
         .map(parse_key_arg)
         .collect::<Result<Vec<_>, _>>()?;
-    let jwt_secret = match &args.jwt_secret {
-        Some(s) if s.is_empty() => return Err("--jwt-secret must not be empty".into()),
-        Some(s) => s.clone(),
-        None => {
-            let secret = super::ids::random_alnum(48);
-            generated.push(format!(
-                "JWT secret (for `convo token --secret`, shown only now): {secret}"
-            ));
-            secret
-        }
-    };
     let db = match args.db.as_deref() {
         Some("") => return Err("--db must not be empty".into()),
         Some(arg) => DbLocation::parse(arg),
         None => DbLocation::File(default_db_path(data_dir)?),
+    };
+    let jwt_secret = match &args.jwt_secret {
+        Some(s) if s.is_empty() => return Err("--jwt-secret must not be empty".into()),
+        Some(s) => s.clone(),
+        None => {
+            let (secret, said) = generated_jwt_secret(&db)?;
+            generated.push(said);
+            secret
+        }
     };
     if api_keys.is_empty() {
         let (key, said) = generated_key(&db)?;

@@ -67,67 +67,33 @@ mod tests {
     }
 }
 
-/// Key and JWT secret of a persistent embedded service, kept beside its database.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct StoredCredentials {
-    api_key: String,
-    jwt_secret: String,
-}
-
-/// File name of the credentials `ServiceConfig::persistent` keeps in its directory.
-pub const CREDENTIALS_FILE: &str = "service-credentials.json";
 /// File name of the database `ServiceConfig::persistent` keeps in its directory.
 pub const DB_FILE: &str = "service.db";
 
 impl ServiceConfig {
     /// A service that keeps its data in `dir` (created if needed): the database `service.db`
-    /// and, in `service-credentials.json` (mode 0600), one `pro` key and a JWT secret generated
-    /// on first use and reused afterwards, so that sessions survive restarts of an embedding
-    /// program. Builtin engine at the given pace.
+    /// and, beside it as `convo serve` keeps them ([`kept_api_key`], [`kept_jwt_secret`]), one
+    /// `pro` key and a JWT secret generated on first use and reused afterwards, so that
+    /// sessions (and wallet tokens) survive restarts of an embedding program. Builtin engine
+    /// at the given pace.
     pub fn persistent(dir: &std::path::Path, pace_ms: u64) -> Result<Self, super::ServiceError> {
         use super::ServiceError;
         std::fs::create_dir_all(dir)
             .map_err(|e| ServiceError::Config(format!("cannot create {}: {e}", dir.display())))?;
-        let path = dir.join(CREDENTIALS_FILE);
-        let credentials = match std::fs::read_to_string(&path) {
-            Ok(text) => {
-                let stored: StoredCredentials = serde_json::from_str(&text).map_err(|e| {
-                    ServiceError::Config(format!("{} is not valid: {e}", path.display()))
-                })?;
-                if !is_valid_api_key(&stored.api_key) || stored.jwt_secret.is_empty() {
-                    return Err(ServiceError::Config(format!(
-                        "{} holds an invalid key or an empty secret",
-                        path.display()
-                    )));
-                }
-                stored
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let fresh = StoredCredentials {
-                    api_key: super::generate_api_key(),
-                    jwt_secret: super::ids::random_alnum(48),
-                };
-                write_private(
-                    &path,
-                    &serde_json::to_string_pretty(&fresh).unwrap_or_default(),
-                )
-                .map_err(|e| {
-                    ServiceError::Config(format!("cannot write {}: {e}", path.display()))
-                })?;
-                fresh
-            }
-            Err(e) => {
-                return Err(ServiceError::Config(format!(
-                    "cannot read {}: {e}",
-                    path.display()
-                )));
-            }
-        };
+        let db = dir.join(DB_FILE);
+        let kept =
+            |file: std::path::PathBuf,
+             keep: fn(&std::path::Path) -> std::io::Result<(String, bool)>| {
+                keep(&file)
+                    .map(|(secret, _)| secret)
+                    .map_err(|e| ServiceError::Config(e.to_string()))
+            };
+        let api_key = kept(key_file_for(&db), kept_api_key)?;
+        let jwt_secret = kept(jwt_secret_file_for(&db), kept_jwt_secret)?;
         Ok(ServiceConfig {
-            db: DbLocation::File(dir.join(DB_FILE)),
-            api_keys: vec![(credentials.api_key, Tier::Pro)],
-            jwt_secret: credentials.jwt_secret,
+            db: DbLocation::File(db),
+            api_keys: vec![(api_key, Tier::Pro)],
+            jwt_secret,
             jwt_leeway_secs: 0,
             connections: ConnectionLimits::default(),
             engine: EngineConfig::Builtin { pace_ms },
@@ -142,11 +108,27 @@ impl ServiceConfig {
 /// the TUI's embedded service and `convo serve` on its default database share it.
 pub const KEY_FILE: &str = "local-service.key";
 
+/// File name of the generated JWT secret kept beside the data dir's `service.db`
+/// ([`jwt_secret_file_for`]).
+pub const JWT_SECRET_FILE: &str = "local-service.jwt-secret";
+
 /// The file beside the SQLite database `db` that keeps the key a service on it generated when
 /// given none: [`KEY_FILE`] for a database named [`DB_FILE`] (the data dir's), `<name>.key` for
 /// any other, so that two databases in one directory never share an account's key (a client
 /// would take the second's sessions for the first's and drop its copies of those missing).
 pub fn key_file_for(db: &std::path::Path) -> std::path::PathBuf {
+    kept_file_for(db, KEY_FILE, "key")
+}
+
+/// The file beside the SQLite database `db` that keeps the JWT secret a service on it
+/// generated when given none: [`JWT_SECRET_FILE`] for the data dir's [`DB_FILE`],
+/// `<name>.jwt-secret` for any other (as [`key_file_for`]).
+pub fn jwt_secret_file_for(db: &std::path::Path) -> std::path::PathBuf {
+    kept_file_for(db, JWT_SECRET_FILE, "jwt-secret")
+}
+
+/// `data_dirs` beside `db` when it is the data dir's [`DB_FILE`], else `<name>.<extension>`.
+fn kept_file_for(db: &std::path::Path, data_dirs: &str, extension: &str) -> std::path::PathBuf {
     let dir = db
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
@@ -154,46 +136,87 @@ pub fn key_file_for(db: &std::path::Path) -> std::path::PathBuf {
     match db.file_name() {
         Some(name) if name != DB_FILE => {
             let mut file = name.to_os_string();
-            file.push(".key");
+            file.push(".");
+            file.push(extension);
             dir.join(file)
         }
-        _ => dir.join(KEY_FILE),
+        _ => dir.join(data_dirs),
     }
 }
 
-/// The `pro` key kept in the file `path` ([`key_file_for`]), and whether it was made now:
-/// generated and written (mode 0600) when there is no such file, so that the account and its
-/// sessions stay reachable across restarts. The file is created exclusively, so two processes
-/// making it at once never write two keys; the one that finds it made reads it (in the instant
-/// it is being written, that read finds no valid key and fails as below: started again, it
-/// reads the key). A file that holds no valid key is an error naming it, and is left as it is. Its directory must exist (a mistyped `--db`
-/// directory is not made).
+/// The `pro` key kept in the file `path` ([`key_file_for`]), and whether it was made now
+/// ([`kept_secret`]), so that the account and its sessions stay reachable across restarts.
 pub fn kept_api_key(path: &std::path::Path) -> std::io::Result<(String, bool)> {
+    kept_secret(
+        path,
+        Kept {
+            what: "no valid key (`service_live_` and at least 16 letters or digits)",
+            fresh: "a new key (and a new, empty account)",
+            valid: is_valid_api_key,
+            make: super::generate_api_key,
+        },
+    )
+}
+
+/// The JWT secret kept in the file `path` ([`jwt_secret_file_for`]), and whether it was made
+/// now ([`kept_secret`]), so that wallet tokens signed with it stay valid across restarts.
+pub fn kept_jwt_secret(path: &std::path::Path) -> std::io::Result<(String, bool)> {
+    kept_secret(
+        path,
+        Kept {
+            what: "no JWT secret (it is empty)",
+            fresh: "a new secret (tokens signed with the old one are then refused)",
+            valid: |secret| !secret.is_empty(),
+            make: || super::ids::random_alnum(48),
+        },
+    )
+}
+
+/// One kind of secret kept in a file.
+struct Kept {
+    /// What a file that is not usable holds, for the error.
+    what: &'static str,
+    /// What removing such a file gives.
+    fresh: &'static str,
+    valid: fn(&str) -> bool,
+    make: fn() -> String,
+}
+
+/// The secret kept in the file `path` (trimmed), and whether it was made now: generated and
+/// written (mode 0600) when there is no such file. The file is created exclusively, so two
+/// processes making it at once never write two secrets; the one that finds it made reads it
+/// (in the instant it is being written, that read finds nothing valid and fails as below:
+/// started again, it reads the secret). A file that holds nothing valid is an error naming
+/// it, and is left as it is. Its directory must exist (a mistyped `--db` directory is not
+/// made).
+fn kept_secret(path: &std::path::Path, kind: Kept) -> std::io::Result<(String, bool)> {
     use std::io::{Error, ErrorKind};
     let read = |path: &std::path::Path| -> std::io::Result<String> {
         let text = std::fs::read_to_string(path)?;
-        let key = text.trim();
-        if is_valid_api_key(key) {
-            Ok(key.to_string())
+        let secret = text.trim();
+        if (kind.valid)(secret) {
+            Ok(secret.to_string())
         } else {
             Err(Error::new(
                 ErrorKind::InvalidData,
                 format!(
-                    "{} holds no valid key (`service_live_` and at least 16 letters or digits): fix it, or remove it to have a new key (and a new, empty account) made",
-                    path.display()
+                    "{} holds {}: fix it, or remove it to have {} made",
+                    path.display(),
+                    kind.what,
+                    kind.fresh
                 ),
             ))
         }
     };
     match read(path) {
-        Ok(key) => return Ok((key, false)),
+        Ok(secret) => return Ok((secret, false)),
         Err(e) if e.kind() == ErrorKind::NotFound => {}
         Err(e) => return Err(e),
     }
-    let key = super::generate_api_key();
-    match write_private(path, &key) {
-        Ok(()) => Ok((key, true)),
-        Err(e) if e.kind() == ErrorKind::AlreadyExists => read(path).map(|key| (key, false)),
+    let secret = (kind.make)();
+    match write_private(path, &secret) {
+        Ok(()) => Ok((secret, true)),
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => read(path).map(|secret| (secret, false)),
         Err(e) => Err(e),
     }
 }
@@ -230,6 +253,14 @@ mod persistent_tests {
             Path::new("/srv/b.db.key")
         );
         assert_eq!(key_file_for(Path::new("b.db")), Path::new("./b.db.key"));
+        assert_eq!(
+            jwt_secret_file_for(Path::new("/data/convo/service.db")),
+            Path::new("/data/convo/local-service.jwt-secret")
+        );
+        assert_eq!(
+            jwt_secret_file_for(Path::new("/srv/a.db")),
+            Path::new("/srv/a.db.jwt-secret")
+        );
     }
 
     #[test]
@@ -241,17 +272,22 @@ mod persistent_tests {
         assert_eq!(first.api_keys, again.api_keys);
         assert_eq!(first.jwt_secret, again.jwt_secret);
         assert_eq!(first.db, DbLocation::File(data.join(DB_FILE)));
+        // Kept where `convo serve` on that database keeps them.
+        let (key, secret) = (data.join(KEY_FILE), data.join(JWT_SECRET_FILE));
+        assert_eq!(std::fs::read_to_string(&key).unwrap(), first.api_keys[0].0);
+        assert_eq!(std::fs::read_to_string(&secret).unwrap(), first.jwt_secret);
         #[cfg(unix)]
-        {
+        for file in [&key, &secret] {
             use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(data.join(CREDENTIALS_FILE))
-                .unwrap()
-                .permissions()
-                .mode();
+            let mode = std::fs::metadata(file).unwrap().permissions().mode();
             assert_eq!(mode & 0o777, 0o600);
         }
-        std::fs::write(data.join(CREDENTIALS_FILE), "{oops").unwrap();
+        std::fs::write(&secret, " \n").unwrap();
         let err = ServiceConfig::persistent(&data, 0).unwrap_err().to_string();
-        assert!(err.contains("not valid"), "{err}");
+        assert!(
+            err.contains("local-service.jwt-secret holds no JWT secret (it is empty)"),
+            "{err}"
+        );
+        assert_eq!(std::fs::read_to_string(&secret).unwrap(), " \n");
     }
 }
