@@ -70,10 +70,14 @@ impl std::fmt::Display for Archived {
     /// What the user is told (the TUI's status bar, `convo sessions`' warning).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let n = self.sessions;
-        let sessions = if n == 1 { "session" } else { "sessions" };
+        let (sessions, are) = if n == 1 {
+            ("session", "is")
+        } else {
+            ("sessions", "are")
+        };
         write!(
             f,
-            "the server's database is new: the {n} {sessions} kept from its earlier one are \
+            "the server's database is new: the {n} {sessions} kept from its earlier one {are} \
              in the local store as “{}” (`convo sessions --all-targets`, `convo export`)",
             self.label
         )
@@ -596,7 +600,10 @@ mod tests {
             "{}",
             archived.label
         );
-        assert!(archived.to_string().contains("the 1 session kept"));
+        assert!(
+            (archived.to_string()).contains("the 1 session kept from its earlier one is in"),
+            "{archived}"
+        );
         assert_eq!(
             ids(s.list_sessions().unwrap()),
             ["session_FRESHFRESHFRESHFR"]
