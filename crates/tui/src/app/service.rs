@@ -242,6 +242,15 @@ mod tests {
         app
     }
 
+    /// The ids the sessions pane lists, in its order.
+    fn pane_ids(app: &App) -> Vec<String> {
+        app.sessions_pane()
+            .all()
+            .iter()
+            .map(|s| s.id.clone())
+            .collect()
+    }
+
     /// Connected, A and B in the store, A open with nothing stored.
     fn app() -> App {
         let mut app = App::new(
@@ -287,12 +296,7 @@ mod tests {
             titles_to_send: vec![(B.into(), "Mine".into())],
             archived: None,
         });
-        let ids: Vec<&str> = app
-            .sessions_pane()
-            .all()
-            .iter()
-            .map(|s| s.id.as_str())
-            .collect();
+        let ids = pane_ids(&app);
         assert_eq!(ids, [C, B]);
         assert_ne!(app.open_id(), Some(A));
         let notice = app.notice().unwrap();
@@ -324,14 +328,9 @@ mod tests {
         });
         let open = app.open_id().unwrap().to_string();
         assert!(open != A && open != C, "a new session: {open}");
-        let ids: Vec<&str> = app
-            .sessions_pane()
-            .all()
-            .iter()
-            .map(|s| s.id.as_str())
-            .collect();
+        let ids = pane_ids(&app);
         assert!(
-            !ids.contains(&A) && !ids.contains(&B) && ids.contains(&C),
+            ids.iter().all(|id| id != A && id != B) && ids.iter().any(|id| id == C),
             "{ids:?}"
         );
         // Nothing is deleted in the store, and what was typed goes on in the new session.
