@@ -16,8 +16,8 @@
 //! - a whole list comes with the id of the service's database where the service says it
 //!   (`convo_wire::sessions::DatabaseId`). When it is not the one this target's service said
 //!   before, the service started over on a new database: its sessions were not deleted one
-//!   by one, and none of this target's is taken as deleted. They move, with their messages,
-//!   to a target of their own, `ID@DATABASE`, labelled `LABEL (earlier database, until
+//!   by one, and none of this target's is taken as deleted. They move (all but those nothing
+//!   was sent to yet), with their messages, to a target of their own, `ID@DATABASE`, labelled `LABEL (earlier database, until
 //!   DATE)`, where every command that reads the store still finds them (`convo sessions
 //!   --all-targets`, `convo export`), and the complete metrics buckets kept for this target
 //!   go (they counted the other database).
@@ -193,13 +193,17 @@ impl Store {
                      ON CONFLICT (id) DO NOTHING",
                     params![id, label, before],
                 )?;
+                // Every session of the earlier database: all but one nothing was sent to yet (no
+                // message, no tokens), which neither database has and which stays.
+                const OF_IT: &str = "target = ?1 AND (deleted = 1 OR tokens > 0
+                     OR EXISTS (SELECT 1 FROM messages m WHERE m.session_id = sessions.id))";
                 let sessions = tx.query_row(
-                    "SELECT count(*) FROM sessions WHERE target = ?1 AND deleted = 0",
+                    &format!("SELECT count(*) FROM sessions WHERE {OF_IT} AND deleted = 0"),
                     params![target],
                     |r| r.get::<_, i64>(0),
                 )?;
                 tx.execute(
-                    "UPDATE sessions SET target = ?2 WHERE target = ?1",
+                    &format!("UPDATE sessions SET target = ?2 WHERE {OF_IT}"),
                     params![target, id],
                 )?;
                 tx.execute(
@@ -570,6 +574,8 @@ mod tests {
         exchanged(&s, "session_KEPTKEPTKEPTKEPT", 0);
         s.save_draft("session_KEPTKEPTKEPTKEPT", "half a thought")
             .unwrap();
+        // Nothing sent to it yet: no database's.
+        s.upsert_session("session_UNSENTUNSENTUNSE", at(0)).unwrap();
         let listed = [summary("session_KEPTKEPTKEPTKEPT", Some("Kept"), 0)];
         // The first list names the database: recorded, nothing moves.
         assert_eq!(all(&listed, "db_first", 10), Merged::default());
@@ -604,9 +610,11 @@ mod tests {
             (archived.to_string()).contains("the 1 session kept from its earlier one is in"),
             "{archived}"
         );
+        let mut now = ids(s.list_sessions().unwrap());
+        now.sort();
         assert_eq!(
-            ids(s.list_sessions().unwrap()),
-            ["session_FRESHFRESHFRESHFR"]
+            now,
+            ["session_FRESHFRESHFRESHFR", "session_UNSENTUNSENTUNSE"]
         );
         // Still whole, under the target of the earlier database, draft and all.
         let every = s.list_all_sessions().unwrap();
@@ -633,10 +641,7 @@ mod tests {
         assert_eq!(buckets, 0);
         // The new database from now on: the next list moves nothing.
         assert!(all(&fresh, "db_second", 60).archived.is_none());
-        assert_eq!(
-            ids(s.list_sessions().unwrap()),
-            ["session_FRESHFRESHFRESHFR"]
-        );
+        assert_eq!(ids(s.list_sessions().unwrap()).len(), 2);
     }
 
     #[test]
