@@ -7,6 +7,7 @@ use chrono::Utc;
 use super::waiting::Waiting;
 use super::{
     check_session_id, codes, connect_with_store, fail, fail_api, out, print_json, record, sanitize,
+    warn,
 };
 use convo_client::api::{
     ApiError, Role, SendMessage, new_idempotency_key, new_session_id, send_streaming,
@@ -184,6 +185,18 @@ pub async fn run(args: SendArgs, global: convo_client::config::GlobalArgs) -> Ex
             // With --json the reply's sessionId says it, and stderr stays JSON.
             if new_session && !args.json {
                 eprintln!("new session: {session_id}");
+            }
+            // Before the exchange is stored: a server on a new database moves the sessions of
+            // its earlier one aside, not this one.
+            if let Some(database) = client.database_id() {
+                let s = store.clone();
+                let said = tokio::task::spawn_blocking(move || s.database_said(&database)).await;
+                match said {
+                    Ok(Ok(Some(archived))) => warn(archived),
+                    Ok(Ok(None)) => {}
+                    Ok(Err(e)) => warn(format_args!("the local store: {e}")),
+                    Err(e) => warn(format_args!("the local store: {e}")),
+                }
             }
             let stored_reply = StoredMessage::from_reply(&reply);
             let id = session_id.clone();

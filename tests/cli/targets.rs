@@ -336,6 +336,10 @@ async fn the_sessions_of_a_servers_earlier_database_are_kept_aside_not_deleted()
     );
     let listed = on(&s, &base, &key, &["sessions", "--json"]).await.expect(0);
     assert_eq!(ids(&listed.json()), [id.as_str()]);
+    // Another device that only ever sends learns the database from the answers.
+    let phone = Sandbox::new();
+    let sent = on(&phone, &base, &key, &["send", "from the phone"]).await;
+    let phones = new_id(&sent.expect(0));
 
     first.shutdown().await;
     let mut config = ServiceConfig::ephemeral(1);
@@ -387,6 +391,33 @@ async fn the_sessions_of_a_servers_earlier_database_are_kept_aside_not_deleted()
     );
     assert!(
         export.stdout.contains(" · 2 messages · "),
+        "{}",
+        export.stdout
+    );
+
+    // The phone's first send to the new database moves its copy aside, not the new session.
+    let sent = on(&phone, &base, &key, &["send", "after the reset"]).await;
+    assert!(
+        sent.stderr
+            .contains("the server's database is new: the 1 session kept"),
+        "{}",
+        sent.stderr
+    );
+    let after = sent
+        .stderr
+        .lines()
+        .next()
+        .unwrap()
+        .replace("new session: ", "");
+    let listed = on(&phone, &base, &key, &["sessions", "--json"])
+        .await
+        .expect(0);
+    assert_eq!(ids(&listed.json()), [after.as_str()]);
+    let export = on(&phone, &base, &key, &["export", &phones])
+        .await
+        .expect(0);
+    assert!(
+        export.stdout.contains("from the phone"),
         "{}",
         export.stdout
     );

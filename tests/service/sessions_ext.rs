@@ -656,6 +656,24 @@ async fn the_database_id_is_kept_by_its_database_and_differs_between_databases(b
     let (status, list) = svc.get("/v1/sessions").await;
     assert_eq!(status, StatusCode::OK, "{list}");
     let first = id_of(&list);
+    // Every answer says it too, a refusal included.
+    for path in [
+        "/v1/analytics/usage",
+        "/v1/sessions/session_nonesuch00000000/messages",
+    ] {
+        let answer = svc
+            .http
+            .get(svc.url(path))
+            .bearer_auth(&svc.key)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            answer.headers()[convo_wire::sessions::DATABASE_ID_HEADER],
+            first.as_str(),
+            "{path}"
+        );
+    }
     let mut ws = svc.ws_at("/v1/stream", &svc.key).await;
     let hello: Value = next_json(&mut ws).await;
     assert_eq!(hello["type"], "hello", "{hello}");

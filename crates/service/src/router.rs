@@ -84,6 +84,10 @@ pub(crate) fn build(state: Arc<AppState>) -> Router {
         .layer(axum::middleware::from_fn(log_request))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
+            say_database,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
             record_request,
         ))
         .with_state(state)
@@ -121,6 +125,19 @@ async fn record_request(
         response.status().as_u16(),
         started.elapsed().as_secs_f64(),
     );
+    response
+}
+
+/// Every answer says the database's id (`convo_wire::sessions::DATABASE_ID_HEADER`).
+async fn say_database(
+    State(state): State<Arc<AppState>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let mut response = next.run(request).await;
+    if let Ok(id) = HeaderValue::from_str(&state.database_id) {
+        (response.headers_mut()).insert(convo_wire::sessions::DATABASE_ID_HEADER, id);
+    }
     response
 }
 

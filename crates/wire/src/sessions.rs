@@ -51,6 +51,10 @@ pub struct SessionList {
 /// not deleted one by one: the server starts over (its whole list is another database's).
 pub type DatabaseId = String;
 
+/// The response header in which `convo serve` says its [`DatabaseId`] on every answer, so that
+/// a client that only sends learns it too.
+pub const DATABASE_ID_HEADER: &str = "convo-database-id";
+
 /// One stored message of `GET /v1/sessions/{id}/messages`: the Message fields plus the
 /// metadata sent with it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

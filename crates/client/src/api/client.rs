@@ -187,6 +187,8 @@ pub struct SendReply {
 pub struct Client {
     http: reqwest::Client,
     options: Arc<ClientOptions>,
+    /// The database id the server said last (`convo_wire::sessions::DATABASE_ID_HEADER`).
+    database_id: Arc<std::sync::Mutex<Option<String>>>,
 }
 
 #[derive(Clone, Copy)]
@@ -235,11 +237,21 @@ impl Client {
         Ok(Client {
             http,
             options: Arc::new(options),
+            database_id: Arc::default(),
         })
     }
 
     pub fn options(&self) -> &ClientOptions {
         &self.options
+    }
+
+    /// The id of the database the server said it answers from, in its last answer that said
+    /// one (`convo serve` says it in every answer); `None` before, and from other servers.
+    pub fn database_id(&self) -> Option<String> {
+        self.database_id
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// POST `/v1/sessions/{sessionId}/messages`: send a message, get the assistant reply.
@@ -552,6 +564,12 @@ impl Client {
             status: None,
         })?;
         let status = resp.status();
+        if let Some(id) = (resp.headers())
+            .get(convo_wire::sessions::DATABASE_ID_HEADER)
+            .and_then(|v| v.to_str().ok())
+        {
+            *self.database_id.lock().unwrap_or_else(|p| p.into_inner()) = Some(id.to_string());
+        }
         let retry_after = resp
             .headers()
             .get(reqwest::header::RETRY_AFTER)

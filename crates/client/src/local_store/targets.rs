@@ -162,6 +162,17 @@ impl Store {
         Ok(merged)
     }
 
+    /// The service of this handle's target said it answers from `database` (an answer's
+    /// header, `Client::database_id`): recorded, and this target's sessions moved aside when
+    /// it said another one before, as for a list ([`Store::merge_service`]). One transaction.
+    pub fn database_said(&self, database: &str) -> Result<Option<Archived>, StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction().map_err(|e| self.err(e))?;
+        let archived = (self.note_database(&tx, database, Utc::now())).map_err(|e| self.err(e))?;
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(archived)
+    }
+
     /// Records `database` as the database of this handle's target's service; when it said
     /// another one before, moves the target's sessions to a target of their own first (the
     /// file's header). Returns where they went, if they did.
