@@ -82,10 +82,7 @@ pub(crate) fn build(state: Arc<AppState>) -> Router {
         .layer(axum::middleware::from_fn(limit_query))
         .layer(axum::middleware::from_fn(catch_panic))
         .layer(axum::middleware::from_fn(log_request))
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            say_database,
-        ))
+        .layer(axum::middleware::map_response(say_database(&state)))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             record_request,
@@ -128,17 +125,18 @@ async fn record_request(
     response
 }
 
-/// Every answer says the database's id (`convo_wire::sessions::DATABASE_ID_HEADER`).
-async fn say_database(
-    State(state): State<Arc<AppState>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let mut response = next.run(request).await;
-    if let Ok(id) = HeaderValue::from_str(&state.database_id) {
-        (response.headers_mut()).insert(convo_wire::sessions::DATABASE_ID_HEADER, id);
+/// What every answer gets: the database's id in `convo_wire::sessions::DATABASE_ID_HEADER`,
+/// its header value made once here.
+fn say_database(
+    state: &AppState,
+) -> impl Fn(Response) -> std::future::Ready<Response> + Clone + Send + Sync + 'static {
+    let id = HeaderValue::from_str(&state.database_id).ok();
+    move |mut response: Response| {
+        if let Some(id) = &id {
+            (response.headers_mut()).insert(convo_wire::sessions::DATABASE_ID_HEADER, id.clone());
+        }
+        std::future::ready(response)
     }
-    response
 }
 
 /// One log line per request: method, path (ids only, never credentials), status, duration.
