@@ -335,7 +335,11 @@ pub(crate) async fn find_session(
     let query = sanitize(query);
     match lookup {
         Ok(Ok(SessionLookup::Found(r))) => Ok(r),
-        Ok(Ok(SessionLookup::Elsewhere { id, target })) => Err(elsewhere(&id, &target)),
+        Ok(Ok(SessionLookup::Elsewhere {
+            id,
+            target,
+            earlier,
+        })) => Err(elsewhere(&id, &target, earlier)),
         Ok(Ok(SessionLookup::Deleted(id))) => Err(fail(
             exit::SERVICE_ERROR,
             codes::SESSION_NOT_FOUND,
@@ -406,7 +410,7 @@ pub(crate) async fn find_stored_session(
     let elsewhere = tokio::task::spawn_blocking(
         move || -> Result<_, convo_client::local_store::StoreError> {
             match s.find_session(&q)? {
-                SessionLookup::Elsewhere { id, target } => {
+                SessionLookup::Elsewhere { id, target, .. } => {
                     Ok(s.session(&id)?.map(|record| (record, target)))
                 }
                 _ => Ok(None),
@@ -422,14 +426,24 @@ pub(crate) async fn find_stored_session(
     }
 }
 
-/// A session of another target was named: `session_not_found` (exit 1), saying whose it is.
-fn elsewhere(id: &str, target: &str) -> ExitCode {
+/// A session of another target was named: `session_not_found` (exit 1), saying whose it is
+/// (`earlier`: kept from the configured server's earlier database).
+fn elsewhere(id: &str, target: &str, earlier: bool) -> ExitCode {
+    let target = sanitize(target);
+    if earlier {
+        return fail(
+            exit::SERVICE_ERROR,
+            codes::SESSION_NOT_FOUND,
+            format_args!(
+                "session {id} is kept from the server's earlier database ({target}), which the server no longer has: `convo export {id}` writes it from the local store"
+            ),
+        );
+    }
     fail(
         exit::SERVICE_ERROR,
         codes::SESSION_NOT_FOUND,
         format_args!(
-            "session {id} belongs to another server ({}), not the one configured: point convo at it (--base-url, CONVO_BASE_URL) or see `convo sessions --all-targets`",
-            sanitize(target)
+            "session {id} belongs to another server ({target}), not the one configured: point convo at it (--base-url, CONVO_BASE_URL) or see `convo sessions --all-targets`"
         ),
     )
 }
@@ -453,7 +467,11 @@ pub(crate) async fn resolve_session_id(
         Ok(Ok(SessionLookup::NotFound)) if convo_client::api::is_valid_session_id(query) => {
             Ok((query.to_string(), None))
         }
-        Ok(Ok(SessionLookup::Elsewhere { id, target })) => Err(elsewhere(&id, &target)),
+        // The server's new database may have a session of that id: it is asked.
+        Ok(Ok(SessionLookup::Elsewhere {
+            id, earlier: true, ..
+        })) => Ok((id, None)),
+        Ok(Ok(SessionLookup::Elsewhere { id, target, .. })) => Err(elsewhere(&id, &target, false)),
         _ => find_session(store, query)
             .await
             .map(|r| (r.id.clone(), Some(r))),

@@ -229,7 +229,9 @@ pub async fn run(args: SendArgs, global: convo_client::config::GlobalArgs) -> Ex
 /// knowing it on this target is enough; else the server is asked (`GET
 /// /v1/sessions/{id}/messages`, where it has that extension) and, holding it, the session is
 /// filed on this target. Otherwise exit 1 (`session_not_found`), saying how to start it.
-/// With `--new` (`new`) only an id the store files on another target is refused.
+/// With `--new` (`new`) only an id the store files on another server is refused. An id the
+/// store keeps from the server's earlier database is asked for like an unknown one (and with
+/// `--new` taken): the kept copy then gives the id up (`Store::claim_session`).
 async fn check_known(
     client: &convo_client::api::Client,
     store: &convo_client::local_store::Store,
@@ -252,25 +254,38 @@ async fn check_known(
             ),
         )
     };
-    match lookup {
-        SessionLookup::Elsewhere { target, .. } => {
+    // A session kept from the server's earlier database names nothing the server has: the
+    // server is asked, as for an id the store does not know (its new database may hold one).
+    let earlier = match lookup {
+        SessionLookup::Elsewhere {
+            target,
+            earlier: false,
+            ..
+        } => {
             return Err(not_known(&format!(
                 "belongs to another server ({}), not the one configured",
                 sanitize(&target)
             )));
         }
         _ if new => return Ok(()),
+        SessionLookup::Elsewhere { target, .. } => Some(target),
         SessionLookup::Found(r) if r.id == id => return Ok(()),
         SessionLookup::Deleted(_) => return Err(not_known("was deleted")),
-        _ => {}
-    }
+        _ => None,
+    };
     match client.history(id).await {
         Ok(History::Messages(_)) => {
             let (s, i) = (store.clone(), id.to_string());
             record(s, "the session", move |s| s.claim_session(&i).map(|_| ())).await;
             Ok(())
         }
-        Ok(History::NotFound) => Err(not_known("is not on this server")),
+        Ok(History::NotFound) => Err(not_known(&match earlier {
+            Some(target) => format!(
+                "is not on this server: the local store keeps it from the server's earlier database ({})",
+                sanitize(&target)
+            ),
+            None => "is not on this server".to_string(),
+        })),
         Ok(History::Unsupported) => Err(not_known(
             "is not in the local store for this server (and the server cannot list its sessions)",
         )),

@@ -43,6 +43,23 @@ fn ids(list: &Value) -> Vec<&str> {
 
 const UNKNOWN: &str = "session_UNKNOWN000000000";
 
+/// `service` stops and a service on a new, empty database with the same key takes its place
+/// behind `proxy` (the same address, as a server restarted on a removed database file).
+async fn on_a_new_database(
+    service: RunningService,
+    proxy: &crate::proxy::FaultProxy,
+) -> RunningService {
+    let key = service.api_key.clone();
+    service.shutdown().await;
+    let mut config = ServiceConfig::ephemeral(1);
+    config.api_keys = vec![(key, convo_service::Tier::Pro)];
+    let next = convo_service::start(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .expect("service starts");
+    proxy.set_upstream(Some(next.addr));
+    next
+}
+
 #[tokio::test]
 async fn each_server_sees_its_own_sessions_and_all_targets_shows_whose() {
     let (a, b) = (start().await, start().await);
@@ -323,7 +340,6 @@ async fn a_list_the_server_did_not_give_says_so() {
 /// from it. They were not deleted: they move aside, whole, and say so.
 #[tokio::test]
 async fn the_sessions_of_a_servers_earlier_database_are_kept_aside_not_deleted() {
-    use convo_service::Tier;
     let first = start().await;
     let key = first.api_key.clone();
     let proxy = crate::proxy::FaultProxy::start(Some(first.addr)).await;
@@ -341,13 +357,7 @@ async fn the_sessions_of_a_servers_earlier_database_are_kept_aside_not_deleted()
     let sent = on(&phone, &base, &key, &["send", "from the phone"]).await;
     let phones = new_id(&sent.expect(0));
 
-    first.shutdown().await;
-    let mut config = ServiceConfig::ephemeral(1);
-    config.api_keys = vec![(key.clone(), Tier::Pro)];
-    let second = convo_service::start(config, "127.0.0.1:0".parse().unwrap())
-        .await
-        .expect("service starts");
-    proxy.set_upstream(Some(second.addr));
+    let second = on_a_new_database(first, &proxy).await;
 
     let listed = on(&s, &base, &key, &["sessions", "--json"]).await.expect(0);
     assert_eq!(ids(&listed.json()), Vec::<&str>::new());
@@ -421,5 +431,79 @@ async fn the_sessions_of_a_servers_earlier_database_are_kept_aside_not_deleted()
         "{}",
         export.stdout
     );
+    second.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_session_id_sent_to_again_after_the_database_changed_keeps_the_two_databases_apart() {
+    let first = start().await;
+    let key = first.api_key.clone();
+    let proxy = crate::proxy::FaultProxy::start(Some(first.addr)).await;
+    let base = proxy.url().to_string();
+    let s = Sandbox::new();
+    let send = |id: &'static str, text: &'static str| {
+        let (s, base, key) = (&s, base.clone(), key.clone());
+        async move { on(s, &base, &key, &["send", "--session", id, text]).await }
+    };
+    const SCRIPTED: &str = "session_SCRIPTEDSCRIPTED";
+    const LEFT: &str = "session_LEFTBEHINDLEFTBE";
+    for (id, text) in [(SCRIPTED, "before the reset"), (LEFT, "only before")] {
+        on(&s, &base, &key, &["send", "--new", "--session", id, text])
+            .await
+            .expect(0);
+    }
+    let second = on_a_new_database(first, &proxy).await;
+
+    // A script sending to its session again: the new database creates it, the copy of the
+    // earlier one is kept apart, and neither holds the other's messages.
+    let sent = send(SCRIPTED, "after the reset").await.expect(0);
+    assert!(
+        sent.stderr
+            .contains("the server's database is new: the 2 sessions kept"),
+        "{}",
+        sent.stderr
+    );
+    send(SCRIPTED, "and once more").await.expect(0);
+    let listed = on(&s, &base, &key, &["sessions", "--json"]).await.expect(0);
+    assert_eq!(ids(&listed.json()), [SCRIPTED]);
+    let export = on(&s, &base, &key, &["export", SCRIPTED]).await.expect(0);
+    assert!(
+        export.stdout.contains("after the reset")
+            && export.stdout.contains("and once more")
+            && !export.stdout.contains("before the reset"),
+        "{}",
+        export.stdout
+    );
+    let all = s
+        .run(&["sessions", "--all-targets", "--json"])
+        .await
+        .expect(0)
+        .json();
+    let kept: Vec<&str> = ids(&all)
+        .into_iter()
+        .filter(|id| id.starts_with(&format!("{SCRIPTED}@db_")))
+        .collect();
+    assert_eq!(kept.len(), 1, "{all}");
+    let export = on(&s, &base, &key, &["export", kept[0]]).await.expect(0);
+    assert!(
+        export.stdout.contains("before the reset") && !export.stdout.contains("after the reset"),
+        "{}",
+        export.stdout
+    );
+
+    // A session the new database does not have is said to be the earlier one's, and a
+    // delete the server refuses leaves the kept copy whole.
+    let refused = send(LEFT, "again").await.expect(1);
+    assert!(
+        refused.stderr.contains("is not on this server")
+            && refused.stderr.contains("earlier database"),
+        "{}",
+        refused.stderr
+    );
+    on(&s, &base, &key, &["delete", "--yes", LEFT])
+        .await
+        .expect(1);
+    let export = on(&s, &base, &key, &["export", LEFT]).await.expect(0);
+    assert!(export.stdout.contains("only before"), "{}", export.stdout);
     second.shutdown().await;
 }

@@ -317,6 +317,9 @@ pub enum SessionLookup {
     Elsewhere {
         id: String,
         target: String,
+        /// The other target is this one's service's earlier database (`targets.rs`): the
+        /// service's new database may have a session of that id, which takes it.
+        earlier: bool,
     },
     NotFound,
 }
@@ -462,8 +465,10 @@ impl Store {
     /// Record that the session exists, with activity at `at` (creating it if new, on this
     /// handle's target).
     pub fn upsert_session(&self, session_id: &str, at: DateTime<Utc>) -> Result<(), StoreError> {
-        let conn = self.lock();
-        upsert(&conn, self.target.id(), session_id, &at).map_err(|e| self.err(e))
+        let mut conn = self.lock();
+        let tx = conn.transaction().map_err(|e| self.err(e))?;
+        upsert(&tx, self.target.id(), session_id, &at).map_err(|e| self.err(e))?;
+        tx.commit().map_err(|e| self.err(e))
     }
 
     /// This target's sessions not deleted, most recent activity first.
@@ -612,9 +617,11 @@ impl Store {
             }
             if session.target != self.target.id() {
                 let target = self.target_label(&session.target)?;
+                let earlier = targets::is_earlier_database(self.target.id(), &session.target);
                 return Ok(SessionLookup::Elsewhere {
                     id: session.id,
                     target,
+                    earlier,
                 });
             }
             return Ok(if session.deleted {
@@ -774,7 +781,9 @@ impl Store {
             ],
         )
         .map_err(|e| self.err(e))?;
-        upsert(&tx, self.target.id(), &session_id, &message.created_at).map_err(|e| self.err(e))?;
+        // The row's own session, wherever it is filed (even kept from an earlier database).
+        upsert_row(&tx, self.target.id(), &session_id, &message.created_at)
+            .map_err(|e| self.err(e))?;
         refresh_tokens(&tx, &session_id).map_err(|e| self.err(e))?;
         tx.commit().map_err(|e| self.err(e))
     }
@@ -941,8 +950,20 @@ fn last_open_key(target: &str) -> String {
     format!("last_open_session:{target}")
 }
 
-/// Creates the session on `target` if new; a known one keeps its target.
+/// Creates the session on `target` if new; a known one keeps its target, but a copy kept from
+/// the target's service's earlier database gives the id up (`targets::free_id`).
 fn upsert(
+    conn: &Connection,
+    target: &str,
+    session_id: &str,
+    at: &DateTime<Utc>,
+) -> rusqlite::Result<()> {
+    targets::free_id(conn, target, session_id)?;
+    upsert_row(conn, target, session_id, at)
+}
+
+/// Creates the session on `target` if new; a known one keeps its target and its id.
+fn upsert_row(
     conn: &Connection,
     target: &str,
     session_id: &str,
@@ -961,8 +982,13 @@ fn upsert(
 }
 
 /// Marks the session deleted (creating the row on `target` if new) and removes its
-/// transcript, draft and any target's memory of it as the last open session.
+/// transcript, draft and any target's memory of it as the last open session. A session kept
+/// from `target`'s service's earlier database is not the one its new database deleted (or
+/// never had): it stays as it is.
 fn delete_in(conn: &Connection, target: &str, session_id: &str) -> rusqlite::Result<()> {
+    if targets::kept_from_earlier(conn, target, session_id)?.is_some() {
+        return Ok(());
+    }
     let now = fmt_time(&Utc::now());
     conn.execute(
         "INSERT INTO sessions (id, target, created_at, last_activity, deleted)

@@ -20,7 +20,12 @@
 //!   was sent to yet), with their messages, to a target of their own, `ID@DATABASE`, labelled `LABEL (earlier database, until
 //!   DATE)`, where every command that reads the store still finds them (`convo sessions
 //!   --all-targets`, `convo export`), and the complete metrics buckets kept for this target
-//!   go (they counted the other database).
+//!   go (they counted the other database);
+//! - a session id of the service's new database is this target's even when a session kept
+//!   from the earlier one has it (`convo send --session ID` to a server that started over
+//!   creates ID anew): the kept copy gives the id up and is renamed `ID@DATABASE` with its
+//!   messages, draft and forks ([`free_id`]), so the two databases' sessions are two sessions
+//!   and neither database's messages land in the other's.
 
 use std::collections::HashSet;
 
@@ -114,6 +119,69 @@ fn known(conn: &Connection, id: &str) -> rusqlite::Result<Option<Known>> {
     .optional()
 }
 
+/// Whether `other` is where `target`'s sessions of its service's earlier database are kept.
+pub(super) fn is_earlier_database(target: &str, other: &str) -> bool {
+    other
+        .strip_prefix(target)
+        .is_some_and(|rest| rest.starts_with('@'))
+}
+
+/// The target `id` is filed on when that is where `target`'s sessions of its service's earlier
+/// database are kept (`TARGET@DATABASE`).
+pub(super) fn kept_from_earlier(
+    conn: &Connection,
+    target: &str,
+    id: &str,
+) -> rusqlite::Result<Option<String>> {
+    let filed: Option<String> = conn
+        .query_row(
+            "SELECT target FROM sessions WHERE id = ?1",
+            params![id],
+            |r| r.get(0),
+        )
+        .optional()?;
+    Ok(filed.filter(|filed| is_earlier_database(target, filed)))
+}
+
+/// Makes `id` free for `target`: a session of `target`'s service's earlier database that has
+/// it (filed on `TARGET@DATABASE` by [`Store::note_database`]) is renamed `ID@DATABASE`, with
+/// its messages, its draft and the forks of it kept beside it. Returns the new name. Any
+/// other row with the id (this target's, another server's) is left as it is. Runs inside
+/// the caller's transaction (the renames are checked at its commit).
+pub(super) fn free_id(
+    conn: &Connection,
+    target: &str,
+    id: &str,
+) -> rusqlite::Result<Option<String>> {
+    let Some(archive) = kept_from_earlier(conn, target, id)? else {
+        return Ok(None);
+    };
+    let database = &archive[target.len() + 1..];
+    let renamed = format!("{id}@{database}");
+    // The messages and the draft point at the session by id: checked at commit, not between
+    // the updates.
+    conn.execute_batch("PRAGMA defer_foreign_keys = ON")?;
+    conn.execute(
+        "UPDATE sessions SET id = ?2 WHERE id = ?1",
+        params![id, renamed],
+    )?;
+    conn.execute(
+        "UPDATE messages SET session_id = ?2 WHERE session_id = ?1",
+        params![id, renamed],
+    )?;
+    conn.execute(
+        "UPDATE drafts SET session_id = ?2 WHERE session_id = ?1",
+        params![id, renamed],
+    )?;
+    conn.execute(
+        "UPDATE sessions SET forked_from = ?2 WHERE forked_from = ?1 AND target = ?3",
+        params![id, renamed, archive],
+    )?;
+    tracing::info!(session = %id, kept_as = %renamed,
+        "the server's new database has a session with the id of one kept from its earlier one");
+    Ok(Some(renamed))
+}
+
 impl Store {
     /// Merges what this handle's target's service said into the store ([`ServiceSessions`];
     /// the rules are this file's header). One transaction.
@@ -197,7 +265,7 @@ impl Store {
                 let label = format!(
                     "{} (earlier database, until {})",
                     self.target.label(),
-                    asked_at.format("%Y-%m-%d")
+                    asked_at.format("%Y-%m-%d %H:%M UTC")
                 );
                 tx.execute(
                     "INSERT INTO targets (id, label, database_id) VALUES (?1, ?2, ?3)
@@ -248,24 +316,28 @@ impl Store {
     /// The service of this handle's target holds `session_id` (it answered for it): the
     /// session is this target's from now on, live, created if the store did not know it.
     /// False, changing nothing, when another target has it live.
+    /// A copy kept from the service's earlier database gives the id up ([`free_id`]).
     pub fn claim_session(&self, session_id: &str) -> Result<bool, StoreError> {
         let target = self.target.id();
-        let conn = self.lock();
-        let row = known(&conn, session_id).map_err(|e| self.err(e))?;
-        match row {
-            Some(k) if k.target != target && !k.guessed && !k.deleted => Ok(false),
-            Some(_) => conn
-                .execute(
-                    "UPDATE sessions SET target = ?2, target_guessed = 0, deleted = 0
-                     WHERE id = ?1",
-                    params![session_id, target],
-                )
-                .map(|_| true)
-                .map_err(|e| self.err(e)),
-            None => super::upsert(&conn, target, session_id, &Utc::now())
-                .map(|_| true)
-                .map_err(|e| self.err(e)),
-        }
+        let mut conn = self.lock();
+        let tx = conn.transaction().map_err(|e| self.err(e))?;
+        let claimed = (|| {
+            free_id(&tx, target, session_id)?;
+            match known(&tx, session_id)? {
+                Some(k) if k.target != target && !k.guessed && !k.deleted => Ok(false),
+                Some(_) => tx
+                    .execute(
+                        "UPDATE sessions SET target = ?2, target_guessed = 0, deleted = 0
+                         WHERE id = ?1",
+                        params![session_id, target],
+                    )
+                    .map(|_| true),
+                None => super::upsert(&tx, target, session_id, &Utc::now()).map(|_| true),
+            }
+        })()
+        .map_err(|e| self.err(e))?;
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(claimed)
     }
 
     /// The service confirmed `title` for the session (`PATCH` answered): it is no longer
@@ -314,6 +386,7 @@ fn merge_one(
         .title
         .as_deref()
         .map(|t| crate::sanitize::sanitize(t).into_owned());
+    free_id(conn, target, &s.session_id)?;
     match known(conn, &s.session_id)? {
         None => {
             conn.execute(
@@ -500,7 +573,8 @@ mod tests {
             embedded.find_session("session_RRRRRRRRRRRRRRRR").unwrap(),
             SessionLookup::Elsewhere {
                 id: "session_RRRRRRRRRRRRRRRR".into(),
-                target: remote().label().into()
+                target: remote().label().into(),
+                earlier: false,
             }
         );
         assert_eq!(
@@ -613,7 +687,7 @@ mod tests {
             archived.label.starts_with("http://127.0.0.1:9 #")
                 && archived
                     .label
-                    .contains("(earlier database, until 2023-11-14)"),
+                    .contains("(earlier database, until 2023-11-14 "),
             "{}",
             archived.label
         );
@@ -642,7 +716,7 @@ mod tests {
         );
         assert!(matches!(
             s.find_session("session_KEPTKEPTKEPTKEPT").unwrap(),
-            SessionLookup::Elsewhere { .. }
+            SessionLookup::Elsewhere { earlier: true, .. }
         ));
         // The buckets counted the earlier database.
         let buckets: i64 = s
@@ -653,6 +727,92 @@ mod tests {
         // The new database from now on: the next list moves nothing.
         assert!(all(&fresh, "db_second", 60).archived.is_none());
         assert_eq!(ids(s.list_sessions().unwrap()).len(), 2);
+    }
+
+    #[test]
+    fn an_id_the_new_database_has_too_is_its_own_and_the_kept_copy_is_renamed() {
+        let s = Store::in_memory().unwrap().for_target(&remote()).unwrap();
+        let all = |list: &[SessionSummary], database: &str, t: i64| {
+            s.merge_service(ServiceSessions::All {
+                sessions: list,
+                asked_at: at(t),
+                database_id: Some(database),
+            })
+            .unwrap()
+        };
+        const ID: &str = "session_SAMEIDSAMEIDSAME";
+        const FORK: &str = "session_FORKOFITFORKOFIT";
+        const LEFT: &str = "session_LEFTLEFTLEFTLEFT";
+        exchanged(&s, ID, 0);
+        s.save_draft(ID, "a draft of the earlier one").unwrap();
+        exchanged(&s, FORK, 1);
+        s.set_forked_from(FORK, ID, "msg_x").unwrap();
+        exchanged(&s, LEFT, 2);
+        let listed = [
+            summary(ID, None, 0),
+            summary(FORK, None, 1),
+            summary(LEFT, None, 2),
+        ];
+        all(&listed, "db_first", 10);
+        assert!(all(&[], "db_second", 20).archived.is_some());
+        let kept = format!("{ID}@db_first");
+        let reply_row: i64 = s
+            .lock()
+            .query_row(
+                "SELECT max(id) FROM messages WHERE session_id = ?1",
+                params![ID],
+                |r| r.get(0),
+            )
+            .unwrap();
+
+        // A reply of the kept copy that ends late is still its own: the id stays.
+        let late = s.transcript(ID).unwrap().pop().unwrap();
+        s.update_message(reply_row, &late).unwrap();
+        assert!(matches!(
+            s.find_session(ID).unwrap(),
+            SessionLookup::Elsewhere { earlier: true, .. }
+        ));
+        // Deleting the id here (the new database has no such session) keeps the kept copy.
+        s.mark_deleted(LEFT).unwrap();
+        assert_eq!(s.transcript(LEFT).unwrap().len(), 2);
+
+        // The new database has the id: listed, it is this target's, and the copy moves on.
+        all(&[summary(ID, Some("New"), 30)], "db_second", 40);
+        let mine = s.session(ID).unwrap().unwrap();
+        assert_eq!(mine.target, s.target().id());
+        assert!(s.transcript(ID).unwrap().is_empty());
+        assert_eq!(s.draft(ID).unwrap(), None);
+        let copy = s.session(&kept).unwrap().expect("renamed");
+        assert_eq!(copy.target, format!("{}@db_first", s.target().id()));
+        assert_eq!(s.transcript(&kept).unwrap().len(), 2);
+        assert_eq!(
+            s.draft(&kept).unwrap().as_deref(),
+            Some("a draft of the earlier one")
+        );
+        assert_eq!(
+            s.session(FORK).unwrap().unwrap().forked_from.as_deref(),
+            Some(kept.as_str())
+        );
+        // A message of the new database goes to the new session only.
+        s.append_message(ID, &StoredMessage::user(Role::User, "fresh"))
+            .unwrap();
+        assert_eq!(s.transcript(ID).unwrap().len(), 1);
+        assert_eq!(s.transcript(&kept).unwrap().len(), 2);
+
+        // The same through a claim (the server answered for the id) and an append.
+        assert!(s.claim_session(FORK).unwrap());
+        s.append_message(LEFT, &StoredMessage::user(Role::User, "new"))
+            .unwrap();
+        for id in [FORK, LEFT] {
+            assert_eq!(s.session(id).unwrap().unwrap().target, s.target().id());
+            let copy = format!("{id}@db_first");
+            assert_eq!(s.transcript(&copy).unwrap().len(), 2, "{id}");
+        }
+        // Another server's session is never renamed: the id stays taken.
+        let embedded = Store::in_memory().unwrap();
+        exchanged(&embedded, "session_OTHERSERVER00000", 0);
+        let other = embedded.for_target(&remote()).unwrap();
+        assert!(!other.claim_session("session_OTHERSERVER00000").unwrap());
     }
 
     #[test]
