@@ -631,5 +631,11 @@ mod tests {
             },
         ];
         insta::assert_snapshot!("sessions", sessions::render(&sessions));
+        // A fork says where it came from (it keeps its source's title).
+        let mut fork = sessions[0].clone();
+        fork.id = "session_F0rkF0rkF0rkF0rk".into();
+        fork.forked_from = Some("session_k1zbxTbfvBIJHLxy".into());
+        let with_fork = [fork, sessions[0].clone()];
+        insta::assert_snapshot!("sessions_with_a_fork", sessions::render(&with_fork));
     }
 }

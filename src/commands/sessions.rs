@@ -35,6 +35,9 @@ struct SessionJson<'a> {
     created_at: String,
     last_activity: String,
     tokens: u64,
+    /// The session it was forked from, for a fork.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    forked_from: Option<&'a str>,
     /// With `--all-targets`: the server (and key) the session belongs to.
     #[serde(skip_serializing_if = "Option::is_none")]
     target: Option<&'a str>,
@@ -74,6 +77,7 @@ pub async fn run(args: SessionsArgs, global: convo_client::config::GlobalArgs) -
                 created_at: s.created_at.to_rfc3339(),
                 last_activity: s.last_activity.to_rfc3339(),
                 tokens: s.tokens,
+                forked_from: s.forked_from.as_deref(),
                 target: args.all_targets.then_some(target.as_str()),
             })
             .collect();
@@ -165,34 +169,48 @@ pub(crate) async fn send_title(client: &Client, store: &Store, id: &str, title: 
     }
 }
 
-/// The human-readable list.
+/// The human-readable list. A fork says which session it was forked from (a `forked from`
+/// column, shown when one of them is a fork: a fork keeps its source's title).
 pub fn render(sessions: &[SessionRecord]) -> String {
-    let mut t = table(&["session", "title", "last activity", "tokens"], &[3]);
-    for s in sessions {
-        t.add_row(vec![
-            Cell::new(&s.id),
-            Cell::new(sanitize(s.title.as_deref().unwrap_or(""))),
-            Cell::new(s.last_activity.format("%Y-%m-%d %H:%M UTC")),
-            Cell::new(group_digits(s.tokens)),
-        ]);
-    }
-    format!("{t}\n")
+    let rows: Vec<(&SessionRecord, Option<&str>)> = sessions.iter().map(|s| (s, None)).collect();
+    render_rows(&rows, false)
 }
 
 /// The list of every target's sessions, with whose each is.
 pub fn render_all(sessions: &[(SessionRecord, String)]) -> String {
-    let mut t = table(
-        &["session", "target", "title", "last activity", "tokens"],
-        &[4],
-    );
+    let rows: Vec<(&SessionRecord, Option<&str>)> = sessions
+        .iter()
+        .map(|(s, t)| (s, Some(t.as_str())))
+        .collect();
+    render_rows(&rows, true)
+}
+
+fn render_rows(sessions: &[(&SessionRecord, Option<&str>)], with_target: bool) -> String {
+    let forks = sessions.iter().any(|(s, _)| s.forked_from.is_some());
+    let mut header = vec!["session"];
+    if with_target {
+        header.push("target");
+    }
+    header.push("title");
+    if forks {
+        header.push("forked from");
+    }
+    header.extend(["last activity", "tokens"]);
+    let mut t = table(&header, &[header.len() - 1]);
     for (s, target) in sessions {
-        t.add_row(vec![
-            Cell::new(&s.id),
-            Cell::new(sanitize(target)),
-            Cell::new(sanitize(s.title.as_deref().unwrap_or(""))),
+        let mut row = vec![Cell::new(&s.id)];
+        if with_target {
+            row.push(Cell::new(sanitize(target.unwrap_or(""))));
+        }
+        row.push(Cell::new(sanitize(s.title.as_deref().unwrap_or(""))));
+        if forks {
+            row.push(Cell::new(s.forked_from.as_deref().unwrap_or("")));
+        }
+        row.extend([
             Cell::new(s.last_activity.format("%Y-%m-%d %H:%M UTC")),
             Cell::new(group_digits(s.tokens)),
         ]);
+        t.add_row(row);
     }
     format!("{t}\n")
 }

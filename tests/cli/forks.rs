@@ -61,6 +61,28 @@ async fn fork_by_an_id_prefix_at_the_last_or_a_chosen_message() {
         .expect(0)
         .json();
     assert_eq!(export["messages"].as_array().unwrap().len(), 4, "{export}");
+    // The list says which session is the fork (it keeps its source's title).
+    let listed = run(&s, &svc, &["sessions", "--json"])
+        .await
+        .expect(0)
+        .json();
+    let of = |sid: &str| {
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["sessionId"] == sid)
+            .cloned()
+            .unwrap_or_else(|| panic!("{sid} in {listed}"))
+    };
+    assert_eq!(of(&new_id)["forkedFrom"], id.as_str());
+    assert!(of(&id).get("forkedFrom").is_none(), "{listed}");
+    let table = run(&s, &svc, &["sessions"]).await.expect(0).stdout;
+    let fork_row = table.lines().find(|l| l.contains(&new_id)).unwrap();
+    assert!(
+        table.contains("forked from") && fork_row.contains(&id),
+        "{table}"
+    );
 
     // --at the first message (a user message): one message.
     let at = forked["forkedFrom"]["messageId"]
