@@ -417,6 +417,20 @@ mod tests {
 
     const AREA: Viewport = (60, 10);
 
+    #[test]
+    fn a_header_counts_its_tokens_in_words() {
+        use chrono::TimeZone;
+        let at = chrono::Utc
+            .with_ymd_and_hms(2026, 11, 27, 21, 34, 0)
+            .unwrap();
+        assert_eq!(header_for(Role::User, at, 1), "you · 21:34 · 1 token");
+        assert_eq!(
+            header_for(Role::Assistant, at, 1234),
+            "assistant · 21:34 · 1,234 tokens"
+        );
+        assert_eq!(header_for(Role::System, at, 0), "system · 21:34");
+    }
+
     fn press(code: KeyCode) -> KeyEvent {
         KeyEvent::new(code, KeyModifiers::NONE)
     }

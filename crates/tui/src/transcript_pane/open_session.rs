@@ -339,7 +339,11 @@ pub fn header_for(role: Role, at: DateTime<Utc>, tokens: u64) -> String {
         Role::Assistant => "assistant",
     };
     if tokens > 0 {
-        format!("{who} · {} · {tokens} tokens", at.format("%H:%M"))
+        format!(
+            "{who} · {} · {}",
+            at.format("%H:%M"),
+            convo_client::format::counted(tokens, "token")
+        )
     } else {
         format!("{who} · {}", at.format("%H:%M"))
     }
