@@ -34,6 +34,9 @@ pub enum Lapse {
     LinkUp,
     /// The reply that was coming ending (a send while it came).
     ReplyEnded,
+    /// Never by itself: the note of a send queued behind the reply that is coming, which the
+    /// app takes back when it sends it or drops it (`app/queue.rs`); an edit or Esc ends it.
+    Queued,
 }
 
 /// The composer.
@@ -175,6 +178,11 @@ impl Composer {
     /// Says why the last send failed until the next send or edit, or until `lapse`.
     pub fn set_send_note(&mut self, why: String, lapse: Lapse) {
         self.send_error = Some((why, lapse));
+    }
+
+    /// Whether the composer's note is one that lasts until `lapse`.
+    pub fn noted(&self, lapse: Lapse) -> bool {
+        self.send_error.as_ref().is_some_and(|(_, l)| *l == lapse)
     }
 
     /// `over` is no longer true: a note that lasts only while it is goes.

@@ -232,9 +232,12 @@ impl App {
         let Some(open) = self.transcript.session_mut() else {
             return;
         };
-        if open.pending.is_some() {
-            self.composer
-                .set_send_note(STILL_COMING.to_string(), Lapse::ReplyEnded);
+        if let Some(reply_item) = open.pending.as_ref().map(|p| p.reply_item) {
+            let session_id = open.id.clone();
+            if !self.queue_send(session_id, reply_item) {
+                self.composer
+                    .set_send_note(STILL_COMING.to_string(), Lapse::ReplyEnded);
+            }
             return;
         }
         // A new turn: a reply lost by the stream stays as far as it came.

@@ -26,6 +26,7 @@ mod editor;
 mod fork;
 mod input;
 mod link;
+mod queue;
 mod recall;
 mod reply;
 mod service;
@@ -96,6 +97,8 @@ pub struct App {
     undoing: Vec<String>,
     /// Ctrl-C right after a reply ended asks for a second one (`stop.rs`).
     quit_guard: stop::QuitGuard,
+    /// The composer's text waits for the reply that is coming (`queue.rs`).
+    queued: Option<queue::Queued>,
 }
 
 impl App {
@@ -130,6 +133,7 @@ impl App {
             missing: fork::Missing::default(),
             undoing: Vec::new(),
             quit_guard: stop::QuitGuard::default(),
+            queued: None,
         }
     }
 
@@ -542,6 +546,7 @@ impl App {
         if self.session().is_none_or(|o| o.pending.is_none()) {
             self.composer.lapse(Lapse::ReplyEnded);
         }
+        self.send_queued(&mut out);
         if self.link == Link::Up {
             self.composer.lapse(Lapse::LinkUp);
         }

@@ -102,6 +102,8 @@ impl App {
     /// Stops the reply in flight: asks the service to stop it when its id is known and the
     /// server may have the cancel; otherwise (or on a second stop) stops watching it.
     pub(super) fn stop_stream(&mut self, out: &mut Vec<Command>) {
+        // What waited for the reply is not sent after a stop: Enter sends it.
+        self.unqueue();
         let cancel_missing = self.quit_guard.cancel_missing;
         let Some(open) = self.transcript.session_mut() else {
             return;

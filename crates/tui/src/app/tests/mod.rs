@@ -19,6 +19,7 @@ mod cut_off;
 mod editor_notify_code;
 mod fork;
 mod navigation;
+mod queue;
 mod replies;
 mod search;
 mod slash;

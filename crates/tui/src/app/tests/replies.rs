@@ -144,35 +144,6 @@ fn a_reply_done_before_the_post_answers_is_stored_after_the_message_and_once() {
 }
 
 #[test]
-fn a_finished_reply_clears_the_error_that_said_one_was_coming() {
-    let mut app = app();
-    type_text(&mut app, "first");
-    let (_, send_id, _) = sent(&app.update(key(KeyCode::Enter))).unwrap();
-    type_text(&mut app, "second");
-    app.update(key(KeyCode::Enter));
-    assert_eq!(app.composer().send_error(), Some(STILL_COMING));
-    app.update(AppEvent::SendAccepted {
-        session_id: A.into(),
-        send_id,
-        reply: reply("msg_1", "", 0),
-        prompt_tokens: 3,
-    });
-    app.update(AppEvent::Stream {
-        session_id: A.into(),
-        update: StreamUpdate::Event(StreamEvent::Done {
-            message: reply("msg_1", "Done.", 2),
-        }),
-    });
-    assert!(!open(&app).is_streaming());
-    assert_eq!(
-        app.composer().send_error(),
-        None,
-        "the reply it waited for has come"
-    );
-    assert_eq!(app.composer_text(), "second", "the draft is kept");
-}
-
-#[test]
 fn an_informational_notice_clears_on_the_next_key_and_an_error_stays() {
     let mut app = app();
     app.notify(Level::Info, "copied");
@@ -186,26 +157,6 @@ fn an_informational_notice_clears_on_the_next_key_and_an_error_stays() {
     );
     app.update(key(KeyCode::Esc));
     assert_eq!(app.notice, None);
-}
-
-#[test]
-fn stopping_a_reply_clears_the_error_that_said_one_was_coming() {
-    let mut app = app();
-    type_text(&mut app, "first");
-    app.update(key(KeyCode::Enter));
-    assert!(open(&app).is_streaming());
-    type_text(&mut app, "second");
-    app.update(key(KeyCode::Enter));
-    assert!(
-        app.composer()
-            .send_error()
-            .is_some_and(|e| e.contains("still coming"))
-    );
-    app.update(ctrl('c'));
-    assert!(!open(&app).is_streaming());
-    assert_eq!(app.composer().send_error(), None);
-    assert_eq!(app.composer_text(), "second");
-    assert!(!app.quit);
 }
 
 #[test]
