@@ -15,6 +15,8 @@ mod editor;
 mod fork;
 #[path = "pty/harness.rs"]
 mod harness;
+#[path = "pty/queue.rs"]
+mod queue;
 #[path = "pty/search.rs"]
 mod search;
 #[path = "pty/session.rs"]
