@@ -24,8 +24,9 @@ pub(super) struct Queued {
 
 impl App {
     /// Enter while the open session's reply `reply_item` is coming: the composer's text waits
-    /// for it. False when there is nothing in the composer to wait (a command that took it,
-    /// like `/continue`).
+    /// for it (a message, or a command that sends: `/system`, `/retry`, `/continue`). False
+    /// when the composer is empty, as a send that does not come from its text would find it:
+    /// the caller says to wait instead.
     pub(super) fn queue_send(&mut self, session_id: String, reply_item: usize) -> bool {
         if self.composer.is_empty() {
             return false;

@@ -109,7 +109,8 @@ impl App {
                 if self.open_id().is_none() {
                     return self.notify(Level::Warn, "/continue: no session is open");
                 }
-                self.composer.clear();
+                // The command stays in the composer until the prompt is sent (`send` clears
+                // it): while a reply is coming it waits for it, queued like a message.
                 let prompt = crate::transcript_pane::reply_marks::CONTINUE_PROMPT;
                 self.send(prompt.to_string(), Role::User, out);
             }

@@ -85,18 +85,19 @@ fn switching_sessions_drops_the_queued_send() {
 }
 
 #[test]
-fn a_command_that_empties_the_composer_still_waits_with_a_note() {
+fn a_command_that_sends_waits_in_the_queue_too() {
     let mut app = app();
     send_accepted(&mut app, "first", "r", 3);
     type_text(&mut app, "/continue");
     let cmds = app.update(key(KeyCode::Enter));
     assert!(sent(&cmds).is_none());
-    assert!(!app.is_queued());
-    assert_eq!(app.composer().send_error(), Some(STILL_COMING));
-    app.update(done("r", "Done."));
+    assert_eq!(app.composer_text(), "/continue", "kept while it waits");
+    assert!(app.is_queued());
+    let cmds = app.update(done("r", "Done."));
+    let (_, _, body) = sent(&cmds).expect("the command runs when the reply ends");
     assert_eq!(
-        app.composer().send_error(),
-        None,
-        "the reply it waited for came"
+        body.content,
+        crate::transcript_pane::reply_marks::CONTINUE_PROMPT
     );
+    assert_eq!(app.composer_text(), "");
 }
