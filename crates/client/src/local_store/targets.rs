@@ -503,6 +503,16 @@ mod tests {
         s.append_message(id, &reply).unwrap();
     }
 
+    /// `s`'s service listed `list` from `database` at `t`.
+    fn listed(s: &Store, list: &[SessionSummary], database: &str, t: i64) -> Merged {
+        s.merge_service(ServiceSessions::All {
+            sessions: list,
+            asked_at: at(t),
+            database_id: Some(database),
+        })
+        .unwrap()
+    }
+
     fn ids(list: Vec<crate::local_store::SessionRecord>) -> Vec<String> {
         list.into_iter().map(|r| r.id).collect()
     }
@@ -648,14 +658,7 @@ mod tests {
     #[test]
     fn a_new_database_moves_the_targets_sessions_aside_instead_of_deleting_them() {
         let s = Store::in_memory().unwrap().for_target(&remote()).unwrap();
-        let all = |list: &[SessionSummary], database: &str, t: i64| {
-            s.merge_service(ServiceSessions::All {
-                sessions: list,
-                asked_at: at(t),
-                database_id: Some(database),
-            })
-            .unwrap()
-        };
+        let all = |list: &[SessionSummary], database: &str, t: i64| listed(&s, list, database, t);
         exchanged(&s, "session_KEPTKEPTKEPTKEPT", 0);
         s.save_draft("session_KEPTKEPTKEPTKEPT", "half a thought")
             .unwrap();
@@ -732,14 +735,7 @@ mod tests {
     #[test]
     fn an_id_the_new_database_has_too_is_its_own_and_the_kept_copy_is_renamed() {
         let s = Store::in_memory().unwrap().for_target(&remote()).unwrap();
-        let all = |list: &[SessionSummary], database: &str, t: i64| {
-            s.merge_service(ServiceSessions::All {
-                sessions: list,
-                asked_at: at(t),
-                database_id: Some(database),
-            })
-            .unwrap()
-        };
+        let all = |list: &[SessionSummary], database: &str, t: i64| listed(&s, list, database, t);
         const ID: &str = "session_SAMEIDSAMEIDSAME";
         const FORK: &str = "session_FORKOFITFORKOFIT";
         const LEFT: &str = "session_LEFTLEFTLEFTLEFT";
