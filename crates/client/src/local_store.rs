@@ -163,12 +163,39 @@ pub enum StoreError {
         found: i64,
         known: i64,
     },
+    /// The file is not a database SQLite can read (another file in its place, a damaged
+    /// one): what to do about it is part of the message.
+    #[error(
+        "local store {}: {source}: move it aside (`mv \"{0}\" \"{0}.broken\"`) and convo starts a new one; the server's sessions come back from the server, and what only this device had stays in the moved file",
+        path.display()
+    )]
+    Unreadable {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
     #[error("local store {}: bad value in column {column}: {value}", path.display())]
     Corrupt {
         path: PathBuf,
         column: &'static str,
         value: String,
     },
+}
+
+/// A store that cannot be opened because its file is not a readable database says how to
+/// start again without losing it.
+fn unreadable(e: StoreError) -> StoreError {
+    use rusqlite::ErrorCode::{DatabaseCorrupt, NotADatabase};
+    match e {
+        StoreError::Sqlite { path, source }
+            if matches!(
+                source.sqlite_error_code(),
+                Some(NotADatabase | DatabaseCorrupt)
+            ) =>
+        {
+            StoreError::Unreadable { path, source }
+        }
+        other => other,
+    }
 }
 
 /// How a stored message ended.
@@ -356,7 +383,7 @@ impl Store {
             path: Arc::new(path.to_path_buf()),
             target: Arc::new(TargetId::embedded()),
         };
-        store.init()?;
+        store.init().map_err(unreadable)?;
         Ok(store)
     }
 
@@ -1173,6 +1200,23 @@ mod tests {
             );
         }
         assert_eq!(s.transcript("session_b").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_database_says_how_to_start_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("convo.db");
+        std::fs::write(&path, vec![0x5a; 8192]).unwrap();
+        let err = Store::open(&path).expect_err("not a database");
+        assert!(matches!(err, StoreError::Unreadable { .. }), "{err:?}");
+        let said = err.to_string();
+        assert!(
+            said.contains("file is not a database")
+                && said.contains(&format!("mv \"{0}\" \"{0}.broken\"", path.display())),
+            "{said}"
+        );
+        // The file is left as it was.
+        assert_eq!(std::fs::read(&path).unwrap(), vec![0x5a; 8192]);
     }
 
     #[test]
