@@ -29,9 +29,12 @@ impl Store {
 
     /// Removes the session's last exchange as the service did: its last user message and
     /// everything after it. Returns how many messages went (none when it has no user message).
+    /// The service's session is this target's: a copy of that id kept from the service's
+    /// earlier database gives the id up first, untouched (`targets::free_id`).
     pub fn remove_last_exchange(&self, session_id: &str) -> Result<usize, StoreError> {
         let mut conn = self.lock();
         let tx = conn.transaction().map_err(|e| self.err(e))?;
+        super::targets::free_id(&tx, self.target.id(), session_id).map_err(|e| self.err(e))?;
         let removed = tx
             .execute(
                 "DELETE FROM messages WHERE session_id = ?1 AND id >=

@@ -794,6 +794,13 @@ mod tests {
             .unwrap();
         assert_eq!(s.transcript(ID).unwrap().len(), 1);
         assert_eq!(s.transcript(&kept).unwrap().len(), 2);
+        // An undo on the new database's session never reaches the kept copy.
+        const UNDONE: &str = "session_UNDONEUNDONEUNDO";
+        exchanged(&s, UNDONE, 3);
+        all(&[], "db_third", 60);
+        assert_eq!(s.remove_last_exchange(UNDONE).unwrap(), 0);
+        let undone_copy = format!("{UNDONE}@db_second");
+        assert_eq!(s.transcript(&undone_copy).unwrap().len(), 2);
 
         // The same through a claim (the server answered for the id) and an append.
         assert!(s.claim_session(FORK).unwrap());
