@@ -6,8 +6,8 @@ use super::harness::{Convo, Server, keys};
 
 #[test]
 fn a_message_sent_during_a_reply_goes_when_the_reply_ends() {
-    // A word every 20 ms: the first reply streams for a few seconds.
-    let server = Server::start(20);
+    // A word every 60 ms: the first reply streams for several seconds, well past the typing.
+    let server = Server::start(60);
     let home = tempfile::tempdir().unwrap();
     let mut convo = Convo::start_remote(home.path(), 100, 30, &server.service);
     convo.wait_text("● live");
