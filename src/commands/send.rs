@@ -189,14 +189,13 @@ pub async fn run(args: SendArgs, global: convo_client::config::GlobalArgs) -> Ex
             // Before the exchange is stored: a server on a new database moves the sessions of
             // its earlier one aside, not this one.
             if let Some(database) = client.database_id() {
-                let s = store.clone();
-                let said = tokio::task::spawn_blocking(move || s.database_said(&database)).await;
-                match said {
-                    Ok(Ok(Some(archived))) => warn(archived),
-                    Ok(Ok(None)) => {}
-                    Ok(Err(e)) => warn(format_args!("the local store: {e}")),
-                    Err(e) => warn(format_args!("the local store: {e}")),
-                }
+                record(store.clone(), "the server's database id", move |s| {
+                    if let Some(archived) = s.database_said(&database)? {
+                        warn(archived);
+                    }
+                    Ok(())
+                })
+                .await;
             }
             let stored_reply = StoredMessage::from_reply(&reply);
             let id = session_id.clone();
