@@ -427,7 +427,7 @@ pub(crate) async fn find_stored_session(
 }
 
 /// A session of another target was named: `session_not_found` (exit 1), saying whose it is
-/// (`earlier`: kept from the configured server's earlier database).
+/// (`earlier`: kept aside from the configured server: its earlier database, or missing from it).
 fn elsewhere(id: &str, target: &str, earlier: bool) -> ExitCode {
     let target = sanitize(target);
     if earlier {
@@ -435,7 +435,7 @@ fn elsewhere(id: &str, target: &str, earlier: bool) -> ExitCode {
             exit::SERVICE_ERROR,
             codes::SESSION_NOT_FOUND,
             format_args!(
-                "session {id} is kept from the server's earlier database ({target}), which the server no longer has: `convo export {id}` writes it from the local store"
+                "session {id} is no longer on the server; the local store keeps it as “{target}”: `convo export {id}` writes it"
             ),
         );
     }

@@ -280,7 +280,7 @@ async fn check_known(
         }
         Ok(History::NotFound) => Err(not_known(&match earlier {
             Some(target) => format!(
-                "is not on this server: the local store keeps it from the server's earlier database ({})",
+                "is not on this server (the local store keeps its copy as “{}”)",
                 sanitize(&target)
             ),
             None => "is not on this server".to_string(),

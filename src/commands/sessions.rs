@@ -136,6 +136,7 @@ pub(crate) async fn refresh(config: &Config, store: &Store) -> Refreshed {
             sessions: &list.sessions,
             asked_at,
             database_id: list.database_id.as_deref(),
+            deleted: list.deleted_session_ids.as_deref(),
         })
     })
     .await;

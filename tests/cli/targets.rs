@@ -507,3 +507,117 @@ async fn a_session_id_sent_to_again_after_the_database_changed_keeps_the_two_dat
     assert!(export.stdout.contains("only before"), "{}", export.stdout);
     second.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_session_the_server_lost_to_an_older_backup_is_kept_not_erased() {
+    let dir = tempfile::tempdir().unwrap();
+    let backup = tempfile::tempdir().unwrap();
+    let start_on_dir = || async {
+        convo_service::start(
+            ServiceConfig::persistent(dir.path(), 1).unwrap(),
+            "127.0.0.1:0".parse().unwrap(),
+        )
+        .await
+        .expect("service starts")
+    };
+    let first = start_on_dir().await;
+    let key = first.api_key.clone();
+    let proxy = crate::proxy::FaultProxy::start(Some(first.addr)).await;
+    let base = proxy.url().to_string();
+    let (s, phone) = (Sandbox::new(), Sandbox::new());
+    let sent = |text: &'static str| {
+        let (s, base, key) = (&s, base.clone(), key.clone());
+        async move { new_id(&on(s, &base, &key, &["send", text]).await.expect(0)) }
+    };
+    let kept = sent("before the backup").await;
+    let deleted = sent("deleted on the phone").await;
+
+    // The backup: the database's files while the server is stopped.
+    first.shutdown().await;
+    let files = |from: &std::path::Path, to: &std::path::Path| {
+        for entry in std::fs::read_dir(from).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().to_string();
+            if name.starts_with("service.db") {
+                std::fs::copy(&path, to.join(&name)).unwrap();
+            }
+        }
+    };
+    files(dir.path(), backup.path());
+    let second = start_on_dir().await;
+    proxy.set_upstream(Some(second.addr));
+    let lost = sent("after the backup").await;
+    on(&phone, &base, &key, &["delete", "--yes", &deleted])
+        .await
+        .expect(0);
+    // A session deleted on another device goes here too: the list names it deleted.
+    let listed = on(&s, &base, &key, &["sessions", "--json"]).await.expect(0);
+    let mut now = ids(&listed.json())
+        .into_iter()
+        .map(String::from)
+        .collect::<Vec<_>>();
+    now.sort();
+    let mut want = vec![kept.clone(), lost.clone()];
+    want.sort();
+    assert_eq!(now, want);
+    on(&s, &base, &key, &["export", &deleted]).await.expect(1);
+
+    // The server comes back on the backup: the same database, without the last session.
+    second.shutdown().await;
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let path = entry.unwrap().path();
+        if path
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("service.db")
+        {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+    files(backup.path(), dir.path());
+    let third = start_on_dir().await;
+    proxy.set_upstream(Some(third.addr));
+
+    let listed = on(&s, &base, &key, &["sessions", "--json"]).await.expect(0);
+    assert!(
+        listed
+            .stderr
+            .contains("1 session kept here is no longer on the server, which did not delete it"),
+        "{}",
+        listed.stderr
+    );
+    assert!(!ids(&listed.json()).contains(&lost.as_str()));
+    let all = s
+        .run(&["sessions", "--all-targets", "--json"])
+        .await
+        .expect(0)
+        .json();
+    let aside = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["sessionId"] == lost.as_str())
+        .unwrap_or_else(|| panic!("kept: {all}"));
+    assert!(
+        aside["target"]
+            .as_str()
+            .unwrap()
+            .contains("(missing from the server since "),
+        "{aside}"
+    );
+    let export = on(&s, &base, &key, &["export", &lost]).await.expect(0);
+    assert!(
+        export.stdout.contains("after the backup"),
+        "{}",
+        export.stdout
+    );
+    // Listed again: nothing more moves, nothing is said.
+    let again = on(&s, &base, &key, &["sessions"]).await.expect(0);
+    assert!(
+        !again.stderr.contains("no longer on the server"),
+        "{}",
+        again.stderr
+    );
+    third.shutdown().await;
+}

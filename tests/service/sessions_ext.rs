@@ -693,3 +693,50 @@ async fn the_database_id_is_kept_by_its_database_and_differs_between_databases(b
 }
 
 crate::on_both_backends!(the_database_id_is_kept_by_its_database_and_differs_between_databases);
+
+/// A whole list names the sessions deleted lately beside the live ones (`deletedSessionIds`,
+/// most recent first), in `GET /v1/sessions` and in the account stream's `hello`, so that a
+/// client erases only what was deleted and keeps what the list lacks for another reason.
+async fn a_whole_list_names_the_sessions_deleted_lately(backend: Backend) {
+    let (svc, other) = start_on(&backend).await;
+    let ids = [
+        "session_LIVELIVELIVELIVE",
+        "session_GONE1GONE1GONE1G",
+        "session_GONE2GONE2GONE2G",
+    ];
+    for id in ids {
+        let (status, body) = svc.post(id, json!({"content": "hello"})).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+    let (_, list) = svc.get("/v1/sessions").await;
+    assert_eq!(list["deletedSessionIds"], json!([]), "{list}");
+    for id in &ids[1..] {
+        assert_eq!(svc.delete(id).await.0, StatusCode::OK);
+        // Deletion times a millisecond apart at least, for the order.
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let (_, list) = svc.get("/v1/sessions").await;
+    assert_eq!(list["sessions"].as_array().unwrap().len(), 1, "{list}");
+    assert_eq!(list["deletedSessionIds"], json!([ids[2], ids[1]]), "{list}");
+    let mut ws = svc.ws_at("/v1/stream", &svc.key).await;
+    let hello: Value = next_json(&mut ws).await;
+    assert_eq!(
+        hello["deletedSessionIds"], list["deletedSessionIds"],
+        "{hello}"
+    );
+    // Another account's deletions are not named.
+    let theirs: Value = svc
+        .http
+        .get(svc.url("/v1/sessions"))
+        .bearer_auth(&other)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(theirs["deletedSessionIds"], json!([]), "{theirs}");
+    svc.service.shutdown().await;
+}
+
+crate::on_both_backends!(a_whole_list_names_the_sessions_deleted_lately);

@@ -37,7 +37,7 @@ mod search;
 mod targets;
 pub use catch_up::missing_from;
 pub use search::{SearchHit, SnippetPart, fts_query};
-pub use targets::{Archived, Merged, ServiceSessions};
+pub use targets::{Archived, Aside, Merged, ServiceSessions};
 
 use crate::target::TargetId;
 
@@ -344,8 +344,9 @@ pub enum SessionLookup {
     Elsewhere {
         id: String,
         target: String,
-        /// The other target is this one's service's earlier database (`targets.rs`): the
-        /// service's new database may have a session of that id, which takes it.
+        /// The other target is where this one's sessions are kept aside (`targets.rs`: those
+        /// of its service's earlier database, or missing from its list): the service may
+        /// have a session of that id now, which takes it.
         earlier: bool,
     },
     NotFound,

@@ -172,6 +172,8 @@ pub enum ServiceChange {
         asked_at: DateTime<Utc>,
         /// The id of the service's database, where it says it (`local_store::targets`).
         database_id: Option<convo_wire::sessions::DatabaseId>,
+        /// The sessions the service says it deleted lately, where it says it.
+        deleted: Option<Vec<String>>,
     },
     /// One session created or changed (its title, a new message).
     Upsert(convo_wire::sessions::SessionSummary),

@@ -37,6 +37,13 @@ pub enum AccountEvent {
             skip_serializing_if = "Option::is_none"
         )]
         database_id: Option<crate::sessions::DatabaseId>,
+        /// As in `GET /v1/sessions` ([`crate::sessions::SessionList::deleted_session_ids`]).
+        #[serde(
+            default,
+            rename = "deletedSessionIds",
+            skip_serializing_if = "Option::is_none"
+        )]
+        deleted_session_ids: Option<Vec<String>>,
     },
     /// A session began (its first message, or a fork).
     #[serde(rename = "session.created")]

@@ -43,7 +43,16 @@ pub struct SessionList {
     /// servers that do not say.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub database_id: Option<DatabaseId>,
+    /// The ids of the account's sessions deleted in the last [`DELETIONS_LISTED_DAYS`] days,
+    /// most recent first; absent on servers that do not say. A client erases its copy of a
+    /// session the list lacks only when it is named here: one missing for another reason (a
+    /// database restored from an older backup) is kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deleted_session_ids: Option<Vec<String>>,
 }
+
+/// How far back `GET /v1/sessions` names deleted sessions ([`SessionList::deleted_session_ids`]).
+pub const DELETIONS_LISTED_DAYS: i64 = 90;
 
 /// The id a service's database was given when it was made: the same for every replica on
 /// it and across restarts, another one for a new (or reset) database. A client that finds

@@ -21,6 +21,11 @@
 //!   DATE)`, where every command that reads the store still finds them (`convo sessions
 //!   --all-targets`, `convo export`), and the complete metrics buckets kept for this target
 //!   go (they counted the other database);
+//! - a session the service's whole list lacks, when the list names the sessions the service
+//!   deleted lately (`deletedSessionIds`) and not this one, was not deleted (a database
+//!   restored from an older backup): it moves, whole, to `TARGET@missing`, labelled `LABEL
+//!   (missing from the server since DATE)`, instead of being erased; a list that names no
+//!   deletions (an older server) erases it as before;
 //! - a session id of the service's new database is this target's even when a session kept
 //!   from the earlier one has it (`convo send --session ID` to a server that started over
 //!   creates ID anew): the kept copy gives the id up and is renamed `ID@DATABASE` with its
@@ -44,6 +49,9 @@ pub enum ServiceSessions<'a> {
         asked_at: DateTime<Utc>,
         /// The id of the database the service said it lists from; `None` when it did not say.
         database_id: Option<&'a str>,
+        /// The sessions the service says were deleted lately; `None` when it does not say
+        /// (then every session of this target it no longer lists is taken as deleted).
+        deleted: Option<&'a [String]>,
     },
     /// One session created or changed.
     One(&'a SessionSummary),
@@ -62,30 +70,51 @@ pub struct Merged {
     pub archived: Option<Archived>,
 }
 
-/// Where a target's sessions went when its service's database turned out new.
+/// Where sessions of a target went when its service no longer had them, not deleted.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Archived {
     /// How many sessions (not deleted) moved.
     pub sessions: usize,
     /// The label of the target they are under now (`convo sessions --all-targets`).
     pub label: String,
+    /// Why they moved.
+    pub why: Aside,
+}
+
+/// Why sessions were kept aside ([`Archived`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Aside {
+    /// The service's database turned out new: every session of the earlier one.
+    EarlierDatabase,
+    /// The service's list lacks them and does not name them deleted (a database restored
+    /// from an older backup).
+    Missing,
 }
 
 impl std::fmt::Display for Archived {
     /// What the user is told (the TUI's status bar, `convo sessions`' warning).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let n = self.sessions;
-        let (sessions, are) = if n == 1 {
-            ("session", "is")
+        let (sessions, are, them) = if n == 1 {
+            ("session", "is", "it")
         } else {
-            ("sessions", "are")
+            ("sessions", "are", "them")
         };
-        write!(
-            f,
-            "the server's database is new: the {n} {sessions} kept from its earlier one {are} \
-             in the local store as “{}” (`convo sessions --all-targets`, `convo export`)",
-            self.label
-        )
+        let label = &self.label;
+        let where_ = "(`convo sessions --all-targets`, `convo export`)";
+        match self.why {
+            Aside::EarlierDatabase => write!(
+                f,
+                "the server's database is new: the {n} {sessions} kept from its earlier one {are} \
+                 in the local store as “{label}” {where_}"
+            ),
+            Aside::Missing => write!(
+                f,
+                "{n} {sessions} kept here {are} no longer on the server, which did not delete \
+                 {them} (its database restored from an older backup?): kept in the local store as \
+                 “{label}” {where_}"
+            ),
+        }
     }
 }
 
@@ -119,7 +148,8 @@ fn known(conn: &Connection, id: &str) -> rusqlite::Result<Option<Known>> {
     .optional()
 }
 
-/// Whether `other` is where `target`'s sessions of its service's earlier database are kept.
+/// Whether `other` is where `target`'s sessions are kept aside: those of its service's earlier
+/// database (`TARGET@DATABASE`) or those missing from its list (`TARGET@missing`).
 pub(super) fn is_earlier_database(target: &str, other: &str) -> bool {
     other
         .strip_prefix(target)
@@ -195,6 +225,7 @@ impl Store {
                 sessions,
                 asked_at,
                 database_id,
+                deleted,
             } => {
                 if let Some(database) = database_id {
                     merged.archived = self
@@ -207,9 +238,21 @@ impl Store {
                 let listed: HashSet<&str> =
                     sessions.iter().map(|s| s.session_id.as_str()).collect();
                 let gone = gone_from(&tx, &target, &asked_at).map_err(|e| self.err(e))?;
+                let mut missing = Vec::new();
                 for id in gone.into_iter().filter(|id| !listed.contains(id.as_str())) {
+                    // Not listed, and not said to be deleted: kept, aside.
+                    if deleted.is_some_and(|d| !d.contains(&id)) {
+                        missing.push(id);
+                        continue;
+                    }
                     delete_in(&tx, &target, &id).map_err(|e| self.err(e))?;
                     merged.deleted.push(id);
+                }
+                if !missing.is_empty() {
+                    merged.archived = Some(
+                        self.keep_missing(&tx, &missing, asked_at)
+                            .map_err(|e| self.err(e))?,
+                    );
                 }
             }
             ServiceSessions::One(s) => {
@@ -301,6 +344,7 @@ impl Store {
                 (sessions > 0).then_some(Archived {
                     sessions: sessions as usize,
                     label,
+                    why: Aside::EarlierDatabase,
                 })
             }
             _ => None,
@@ -311,6 +355,44 @@ impl Store {
             params![target, self.target.label(), database],
         )?;
         Ok(archived)
+    }
+
+    /// Moves `ids`, sessions of this handle's target its service no longer lists and did
+    /// not say it deleted, to a target of their own, `TARGET@missing`, labelled `LABEL
+    /// (missing from the server since DATE)`, whole; as sessions of an earlier database, they
+    /// give their id up if the service has that id again (`free_id`).
+    fn keep_missing(
+        &self,
+        tx: &Connection,
+        ids: &[String],
+        asked_at: DateTime<Utc>,
+    ) -> rusqlite::Result<Archived> {
+        let aside = format!("{}@missing", self.target.id());
+        let label = format!(
+            "{} (missing from the server since {})",
+            self.target.label(),
+            asked_at.format("%Y-%m-%d %H:%M UTC")
+        );
+        tx.execute(
+            "INSERT INTO targets (id, label) VALUES (?1, ?2) ON CONFLICT (id) DO NOTHING",
+            params![aside, label],
+        )?;
+        for id in ids {
+            tx.execute(
+                "UPDATE sessions SET target = ?2 WHERE id = ?1",
+                params![id, aside],
+            )?;
+        }
+        let label = tx.query_row(
+            "SELECT label FROM targets WHERE id = ?1",
+            params![aside],
+            |r| r.get(0),
+        )?;
+        Ok(Archived {
+            sessions: ids.len(),
+            label,
+            why: Aside::Missing,
+        })
     }
 
     /// The service of this handle's target holds `session_id` (it answered for it): the
@@ -509,6 +591,7 @@ mod tests {
             sessions: list,
             asked_at: at(t),
             database_id: Some(database),
+            deleted: None,
         })
         .unwrap()
     }
@@ -625,6 +708,7 @@ mod tests {
                 sessions: &listed,
                 asked_at: at(50),
                 database_id: None,
+                deleted: None,
             })
             .unwrap();
         assert_eq!(merged.deleted, ["session_GONEGONEGONEGONE"]);
@@ -819,6 +903,53 @@ mod tests {
     }
 
     #[test]
+    fn a_session_the_list_lacks_is_erased_only_when_the_list_names_it_deleted() {
+        let s = Store::in_memory().unwrap().for_target(&remote()).unwrap();
+        const DELETED: &str = "session_DELETEDDELETEDDE";
+        const LOST: &str = "session_LOSTLOSTLOSTLOST";
+        exchanged(&s, DELETED, 0);
+        exchanged(&s, LOST, 0);
+        s.save_draft(LOST, "unsent words").unwrap();
+        let said = |deleted: Option<&[String]>, t: i64| {
+            s.merge_service(ServiceSessions::All {
+                sessions: &[],
+                asked_at: at(t),
+                database_id: Some("db_one"),
+                deleted,
+            })
+            .unwrap()
+        };
+        let named = [DELETED.to_string(), "session_OTHEROTHEROTHERO".to_string()];
+        let merged = said(Some(&named), 10);
+        assert_eq!(merged.deleted, [DELETED]);
+        let aside = merged.archived.expect("kept aside");
+        assert_eq!((aside.sessions, aside.why), (1, Aside::Missing));
+        assert!(
+            aside
+                .label
+                .contains("(missing from the server since 2023-11-14 "),
+            "{}",
+            aside.label
+        );
+        assert!(
+            aside.to_string().starts_with(
+                "1 session kept here is no longer on the server, which did not delete it"
+            ),
+            "{aside}"
+        );
+        assert!(s.list_sessions().unwrap().is_empty());
+        assert_eq!(s.transcript(LOST).unwrap().len(), 2);
+        assert_eq!(s.draft(LOST).unwrap().as_deref(), Some("unsent words"));
+        assert!(s.transcript(DELETED).unwrap().is_empty());
+        // Again: nothing more moves, nothing is said.
+        assert_eq!(said(Some(&named), 20), Merged::default());
+        // A server that names no deletions: what its list lacks is taken as deleted, as before.
+        exchanged(&s, "session_OLDSERVEROLDSERVE", 0);
+        assert_eq!(said(None, 30).deleted, ["session_OLDSERVEROLDSERVE"]);
+        assert_eq!(s.transcript(LOST).unwrap().len(), 2, "kept aside stays");
+    }
+
+    #[test]
     fn a_guessed_row_moves_to_the_first_target_that_lists_it() {
         let embedded = Store::in_memory().unwrap();
         exchanged(&embedded, "session_MOVEMOVEMOVEMOVE", 0);
@@ -832,6 +963,7 @@ mod tests {
             sessions: &[summary("session_MOVEMOVEMOVEMOVE", None, 0)],
             asked_at: at(50),
             database_id: None,
+            deleted: None,
         })
         .unwrap();
         assert_eq!(
@@ -848,6 +980,7 @@ mod tests {
                 sessions: &[],
                 asked_at: at(50),
                 database_id: None,
+                deleted: None,
             })
             .unwrap();
         assert!(merged.deleted.is_empty());

@@ -49,6 +49,7 @@ async fn hello(state: &AppState, account: Account) -> Result<AccountEvent, HttpE
         sessions: rows.into_iter().map(summary).collect(),
         usage,
         database_id: Some(state.database_id.clone()),
+        deleted_session_ids: Some(super::sessions::recently_deleted(state, account.id).await?),
     })
 }
 

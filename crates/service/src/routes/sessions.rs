@@ -56,7 +56,18 @@ pub(crate) async fn list(
     Ok(Json(SessionList {
         sessions: rows.into_iter().map(summary).collect(),
         database_id: Some(state.database_id.clone()),
+        deleted_session_ids: Some(recently_deleted(&state, account.id).await?),
     }))
+}
+
+/// The ids of the account's sessions deleted in the last `DELETIONS_LISTED_DAYS` days, which
+/// a whole list names beside the live ones (`GET /v1/sessions`, the account stream's `hello`).
+pub(crate) async fn recently_deleted(
+    state: &AppState,
+    account_id: i64,
+) -> Result<Vec<String>, HttpError> {
+    let since = time::now_ms() - convo_wire::sessions::DELETIONS_LISTED_DAYS * 86_400_000;
+    Ok(state.store.deleted_sessions(account_id, since).await?)
 }
 
 /// The body of `PATCH /v1/sessions/{sessionId}`.

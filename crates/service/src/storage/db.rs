@@ -110,6 +110,15 @@ impl Storage for SqliteStore {
             .await
     }
 
+    async fn deleted_sessions(
+        &self,
+        account_id: i64,
+        since_ms: i64,
+    ) -> Result<Vec<String>, StoreError> {
+        self.call(move |c| messages::deleted_sessions(c, account_id, since_ms))
+            .await
+    }
+
     async fn session_summary(
         &self,
         account_id: i64,
@@ -311,6 +320,14 @@ impl Storage for Db {
 
     async fn list_sessions(&self, account_id: i64) -> Result<Vec<SessionRow>, StoreError> {
         dispatch!(self.list_sessions(account_id))
+    }
+
+    async fn deleted_sessions(
+        &self,
+        account_id: i64,
+        since_ms: i64,
+    ) -> Result<Vec<String>, StoreError> {
+        dispatch!(self.deleted_sessions(account_id, since_ms))
     }
 
     async fn session_summary(

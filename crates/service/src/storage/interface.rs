@@ -82,6 +82,14 @@ pub trait Storage: Send + Sync {
         account_id: i64,
     ) -> impl Future<Output = Result<Vec<SessionRow>, StoreError>> + Send;
 
+    /// The ids of the account's sessions deleted at or after `since_ms`, the most recently
+    /// deleted first (a deleted session keeps its row, without content: `delete_session`).
+    fn deleted_sessions(
+        &self,
+        account_id: i64,
+        since_ms: i64,
+    ) -> impl Future<Output = Result<Vec<String>, StoreError>> + Send;
+
     /// A live session of the account as `list_sessions` gives it; `None` when it is not live.
     fn session_summary(
         &self,

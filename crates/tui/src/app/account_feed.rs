@@ -17,6 +17,7 @@ impl App {
                 sessions,
                 usage,
                 database_id,
+                deleted_session_ids,
             } => {
                 self.on_usage(usage, out);
                 // The service's whole list as of now: what it lacks and this target had is gone.
@@ -25,6 +26,7 @@ impl App {
                     sessions,
                     asked_at,
                     database_id,
+                    deleted: deleted_session_ids,
                 };
                 self.on_service_sessions(all, out);
             }
@@ -184,6 +186,7 @@ mod tests {
             ],
             usage: usage(7),
             database_id: Some("db_one".into()),
+            deleted_session_ids: Some(vec!["session_GONEGONEGONEGONE".into()]),
         }));
         assert_eq!(app.usage().usage.as_ref().unwrap().requests.used, 7);
         match merges(&out).as_slice() {
@@ -192,11 +195,16 @@ mod tests {
                     sessions,
                     asked_at,
                     database_id,
+                    deleted,
                 },
             ] => {
                 assert_eq!(sessions.len(), 2);
                 assert_eq!(*asked_at, t0());
                 assert_eq!(database_id.as_deref(), Some("db_one"));
+                assert_eq!(
+                    deleted.as_deref(),
+                    Some(&["session_GONEGONEGONEGONE".to_string()][..])
+                );
             }
             other => panic!("expected the whole list, got {other:?}"),
         }

@@ -323,7 +323,8 @@ mod tests {
             titles_to_send: Vec::new(),
             archived: Some(Archived {
                 sessions: 2,
-                label: "http://h:1 #abcdef (earlier database, until 2026-11-27)".into(),
+                label: "http://h:1 #abcdef (earlier database, until 2026-11-27 21:17 UTC)".into(),
+                why: convo_client::local_store::Aside::EarlierDatabase,
             }),
         });
         let open = app.open_id().unwrap().to_string();

@@ -95,6 +95,7 @@ impl Workers {
                     sessions: list.sessions,
                     asked_at,
                     database_id: list.database_id,
+                    deleted: list.deleted_session_ids,
                 }),
                 Ok(None) => AppEvent::ServiceSessionsUnsupported,
                 Err(e) => AppEvent::ServiceSessionsFailed(e.to_string()),

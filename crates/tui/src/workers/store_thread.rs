@@ -299,10 +299,12 @@ fn said(change: &ServiceChange) -> ServiceSessions<'_> {
             sessions,
             asked_at,
             database_id,
+            deleted,
         } => ServiceSessions::All {
             sessions,
             asked_at: *asked_at,
             database_id: database_id.as_deref(),
+            deleted: deleted.as_deref(),
         },
         ServiceChange::Upsert(s) => ServiceSessions::One(s),
         ServiceChange::Deleted(id) => ServiceSessions::Deleted(id),

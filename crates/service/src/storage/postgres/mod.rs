@@ -529,6 +529,22 @@ impl Storage for PgStore {
         Ok(rows.iter().map(session_row).collect())
     }
 
+    async fn deleted_sessions(
+        &self,
+        account_id: i64,
+        since_ms: i64,
+    ) -> Result<Vec<String>, StoreError> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT id FROM sessions WHERE account_id = $1 AND deleted_at >= $2
+                 ORDER BY deleted_at DESC, id",
+                &[&account_id, &since_ms],
+            )
+            .await?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
     async fn session_summary(
         &self,
         account_id: i64,

@@ -303,6 +303,20 @@ pub fn list_sessions(conn: &Connection, account_id: i64) -> Result<Vec<SessionRo
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
+/// The ids of the account's sessions deleted at or after `since_ms`, most recent first.
+pub fn deleted_sessions(
+    conn: &Connection,
+    account_id: i64,
+    since_ms: i64,
+) -> Result<Vec<String>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT id FROM sessions WHERE account_id = ?1 AND deleted_at >= ?2
+         ORDER BY deleted_at DESC, id",
+    )?;
+    let rows = stmt.query_map(params![account_id, since_ms], |r| r.get(0))?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
 /// A live session of the account as `list_sessions` gives it; `None` when it is not live.
 pub fn session_summary(
     conn: &Connection,
