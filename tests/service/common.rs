@@ -87,10 +87,15 @@ impl Svc {
     }
 
     pub async fn get(&self, path: &str) -> (StatusCode, Value) {
+        self.get_with_key(path, &self.key).await
+    }
+
+    /// `GET path` as the account of `key`.
+    pub async fn get_with_key(&self, path: &str, key: &str) -> (StatusCode, Value) {
         let resp = self
             .http
             .get(self.url(path))
-            .bearer_auth(&self.key)
+            .bearer_auth(key)
             .send()
             .await
             .expect("request");

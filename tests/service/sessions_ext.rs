@@ -725,16 +725,7 @@ async fn a_whole_list_names_the_sessions_deleted_lately(backend: Backend) {
         "{hello}"
     );
     // Another account's deletions are not named.
-    let theirs: Value = svc
-        .http
-        .get(svc.url("/v1/sessions"))
-        .bearer_auth(&other)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, theirs) = svc.get_with_key("/v1/sessions", &other).await;
     assert_eq!(theirs["deletedSessionIds"], json!([]), "{theirs}");
     svc.service.shutdown().await;
 }

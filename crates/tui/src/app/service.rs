@@ -30,10 +30,11 @@ impl App {
     /// are now (keeping the open session and one not sent yet, which the service cannot
     /// list), sessions the service deleted go (the open one with a notice), and titles given
     /// here that the service lacks are sent. The first time, the open session's history is
-    /// asked for, to show what other devices added. When the service's database turned out
-    /// new (`archived`), the sessions kept from the earlier one left this target in the store:
-    /// they leave the pane too (the open one for a new session, which takes what the composer
-    /// holds), and a notice says where they are.
+    /// asked for, to show what other devices added. When sessions were kept aside
+    /// (`archived`: the service's database turned out new, or its list lacks sessions it did
+    /// not delete), they left this target in the store: they leave the pane too (the open one
+    /// for a new session, which takes what the composer holds), and a notice says where they
+    /// are.
     pub(super) fn on_sessions_merged(
         &mut self,
         sessions: Vec<SessionSummary>,
