@@ -277,3 +277,29 @@ async fn man_prints_the_page_or_writes_one_per_command() {
         "{export}"
     );
 }
+
+/// The TUI keeps a session nothing was sent to yet (its new session, for its draft): no server
+/// has it, and `convo sessions` leaves it out, with or without `--all-targets`.
+#[tokio::test]
+async fn a_session_nothing_was_sent_to_is_not_listed() {
+    let s = sandbox();
+    let store = Store::open(&s.home().join("data").join("convo.db")).unwrap();
+    const NEW: &str = "session_NEWNEWNEWNEWNEWN";
+    store.upsert_session(NEW, chrono::Utc::now()).unwrap();
+    store.save_draft(NEW, "half a thought").unwrap();
+    for args in [
+        &["sessions", "--json"][..],
+        &["sessions", "--all-targets", "--json"],
+    ] {
+        let listed = run(&s, args).await.expect(0).json();
+        let ids: Vec<&str> = listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["sessionId"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids, [A], "{args:?}");
+    }
+    // Still in the store, its draft kept.
+    assert_eq!(store.draft(NEW).unwrap().as_deref(), Some("half a thought"));
+}
