@@ -187,7 +187,7 @@ impl Composer {
 
     /// `over` is no longer true: a note that lasts only while it is goes.
     pub fn lapse(&mut self, over: Lapse) {
-        if self.send_error.as_ref().is_some_and(|(_, l)| *l == over) {
+        if self.noted(over) {
             self.send_error = None;
         }
     }

@@ -232,8 +232,21 @@ impl App {
         match (notice, send_error) {
             (None, None) => None,
             (Some(n), None) => Some((n.level, n.text.clone())),
-            (None, Some(e)) => Some((Level::Error, e.to_string())),
-            (Some(n), Some(e)) => Some((Level::Error, format!("{} · {e}", n.text))),
+            (None, Some(e)) => Some((self.send_note_level(), e.to_string())),
+            (Some(n), Some(e)) => Some((
+                n.level.max(self.send_note_level()),
+                format!("{} · {e}", n.text),
+            )),
+        }
+    }
+
+    /// What the composer's note is: the queued send's is news (`queue.rs`), any other says why
+    /// a send did not go.
+    pub fn send_note_level(&self) -> Level {
+        if self.composer.noted(Lapse::Queued) {
+            Level::Info
+        } else {
+            Level::Error
         }
     }
 

@@ -59,11 +59,9 @@ impl App {
             self.queued = None;
             return;
         }
-        let open = self.transcript.session();
-        if open.is_none_or(|o| o.id != queued.session_id) {
+        let Some(open) = (self.transcript.session()).filter(|o| o.id == queued.session_id) else {
             return self.unqueue();
-        }
-        let open = open.expect("checked");
+        };
         if open.pending.is_some() {
             return;
         }
@@ -79,7 +77,8 @@ impl App {
         }
     }
 
-    /// Whether a send is queued (for the tests and the view).
+    /// Whether a send is queued.
+    #[cfg(test)]
     pub fn is_queued(&self) -> bool {
         self.queued.is_some()
     }

@@ -42,7 +42,8 @@ pub enum Connection {
     Failed(String),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Ordered by weight: a message joining two says the heavier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Level {
     Info,
     Warn,

@@ -58,12 +58,10 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         } else {
             format!("{} ↓", truncate(err, area.width.saturating_sub(6) as usize))
         };
-        let style = if app.is_queued() {
-            theme::hint()
-        } else {
-            theme::error()
-        };
-        block = block.title_bottom(Line::from(Span::styled(format!(" {text} "), style)));
+        block = block.title_bottom(Line::from(Span::styled(
+            format!(" {text} "),
+            theme::level(app.send_note_level()),
+        )));
     }
     let inner = block.inner(area);
     block.render(area, buf);

@@ -6,7 +6,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
 use super::{theme, truncate};
-use crate::app::{App, Level, Tone};
+use crate::app::{App, Tone};
 
 pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let conn = connection(app);
@@ -18,11 +18,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     };
     let width = area.width as usize;
     if let Some((level, text)) = app.status_message() {
-        let style = match level {
-            Level::Info => theme::hint(),
-            Level::Warn => theme::warn(),
-            Level::Error => theme::error(),
-        };
+        let style = theme::level(level);
         let ((tone, label), _) = app.status_label(&text, area.width, area.height);
         let conn = Span::styled(label, tone_style(tone));
         let rows = wrapped(&text, width.saturating_sub(conn.width()), width);

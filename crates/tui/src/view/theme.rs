@@ -18,6 +18,15 @@ pub fn warn() -> Style {
 pub fn error() -> Style {
     Style::default().fg(Color::Red)
 }
+/// How a message of `level` is drawn (the status bar, the composer's note).
+pub fn level(level: crate::app::Level) -> Style {
+    match level {
+        crate::app::Level::Info => hint(),
+        crate::app::Level::Warn => warn(),
+        crate::app::Level::Error => error(),
+    }
+}
+
 pub fn bold() -> Style {
     Style::default().add_modifier(Modifier::BOLD)
 }

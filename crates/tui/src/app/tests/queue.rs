@@ -39,6 +39,22 @@ fn a_message_queued_behind_a_reply_is_sent_when_the_reply_ends() {
 }
 
 #[test]
+fn the_queued_note_is_news_not_an_error_where_the_status_bar_says_it() {
+    let mut app = queued_behind_a_reply();
+    // Too narrow for the composer's border: the status bar says the note, as information.
+    app.update(AppEvent::Resize(60, 20));
+    assert!(!app.send_error_fits(QUEUED));
+    assert_eq!(
+        app.status_message(),
+        Some((Level::Info, QUEUED.to_string()))
+    );
+    assert_eq!(app.send_note_level(), Level::Info);
+    // A note that says why a send did not go stays an error.
+    app.update(error_event("r", "engine_failed", "the model stopped"));
+    assert_eq!(app.send_note_level(), Level::Error);
+}
+
+#[test]
 fn an_edit_or_esc_takes_the_queued_send_back_and_keeps_the_text() {
     let mut app = queued_behind_a_reply();
     type_text(&mut app, "!");
