@@ -338,8 +338,8 @@ pub(crate) async fn find_session(
         Ok(Ok(SessionLookup::Elsewhere {
             id,
             target,
-            earlier,
-        })) => Err(elsewhere(&id, &target, earlier)),
+            kept_aside,
+        })) => Err(elsewhere(&id, &target, kept_aside)),
         Ok(Ok(SessionLookup::Deleted(id))) => Err(fail(
             exit::SERVICE_ERROR,
             codes::SESSION_NOT_FOUND,
@@ -427,10 +427,10 @@ pub(crate) async fn find_stored_session(
 }
 
 /// A session of another target was named: `session_not_found` (exit 1), saying whose it is
-/// (`earlier`: kept aside from the configured server: its earlier database, or missing from it).
-fn elsewhere(id: &str, target: &str, earlier: bool) -> ExitCode {
+/// (`kept_aside`: kept aside from the configured server: its earlier database, or missing from it).
+fn elsewhere(id: &str, target: &str, kept_aside: bool) -> ExitCode {
     let target = sanitize(target);
-    if earlier {
+    if kept_aside {
         return fail(
             exit::SERVICE_ERROR,
             codes::SESSION_NOT_FOUND,
@@ -469,7 +469,9 @@ pub(crate) async fn resolve_session_id(
         }
         // The server's new database may have a session of that id: it is asked.
         Ok(Ok(SessionLookup::Elsewhere {
-            id, earlier: true, ..
+            id,
+            kept_aside: true,
+            ..
         })) => Ok((id, None)),
         Ok(Ok(SessionLookup::Elsewhere { id, target, .. })) => Err(elsewhere(&id, &target, false)),
         _ => find_session(store, query)

@@ -229,8 +229,8 @@ pub async fn run(args: SendArgs, global: convo_client::config::GlobalArgs) -> Ex
 /// /v1/sessions/{id}/messages`, where it has that extension) and, holding it, the session is
 /// filed on this target. Otherwise exit 1 (`session_not_found`), saying how to start it.
 /// With `--new` (`new`) only an id the store files on another server is refused. An id the
-/// store keeps from the server's earlier database is asked for like an unknown one (and with
-/// `--new` taken): the kept copy then gives the id up (`Store::claim_session`).
+/// store keeps aside from this server is asked for like an unknown one (and with `--new`
+/// taken): the kept copy then gives the id up (`Store::claim_session`).
 async fn check_known(
     client: &convo_client::api::Client,
     store: &convo_client::local_store::Store,
@@ -253,12 +253,13 @@ async fn check_known(
             ),
         )
     };
-    // A session kept from the server's earlier database names nothing the server has: the
-    // server is asked, as for an id the store does not know (its new database may hold one).
-    let earlier = match lookup {
+    // A session kept aside (the server's earlier database's, or missing from its list) names
+    // nothing the server is known to have: the server is asked, as for an id the store does
+    // not know (it may hold one of that id now).
+    let kept_aside = match lookup {
         SessionLookup::Elsewhere {
             target,
-            earlier: false,
+            kept_aside: false,
             ..
         } => {
             return Err(not_known(&format!(
@@ -278,7 +279,7 @@ async fn check_known(
             record(s, "the session", move |s| s.claim_session(&i).map(|_| ())).await;
             Ok(())
         }
-        Ok(History::NotFound) => Err(not_known(&match earlier {
+        Ok(History::NotFound) => Err(not_known(&match kept_aside {
             Some(target) => format!(
                 "is not on this server (the local store keeps its copy as “{}”)",
                 sanitize(&target)

@@ -347,7 +347,7 @@ pub enum SessionLookup {
         /// The other target is where this one's sessions are kept aside (`targets.rs`: those
         /// of its service's earlier database, or missing from its list): the service may
         /// have a session of that id now, which takes it.
-        earlier: bool,
+        kept_aside: bool,
     },
     NotFound,
 }
@@ -645,11 +645,11 @@ impl Store {
             }
             if session.target != self.target.id() {
                 let target = self.target_label(&session.target)?;
-                let earlier = targets::is_earlier_database(self.target.id(), &session.target);
+                let kept_aside = targets::is_aside(self.target.id(), &session.target);
                 return Ok(SessionLookup::Elsewhere {
                     id: session.id,
                     target,
-                    earlier,
+                    kept_aside,
                 });
             }
             return Ok(if session.deleted {
@@ -809,7 +809,7 @@ impl Store {
             ],
         )
         .map_err(|e| self.err(e))?;
-        // The row's own session, wherever it is filed (even kept from an earlier database).
+        // The row's own session, wherever it is filed (even kept aside).
         upsert_row(&tx, self.target.id(), &session_id, &message.created_at)
             .map_err(|e| self.err(e))?;
         refresh_tokens(&tx, &session_id).map_err(|e| self.err(e))?;
@@ -978,8 +978,8 @@ fn last_open_key(target: &str) -> String {
     format!("last_open_session:{target}")
 }
 
-/// Creates the session on `target` if new; a known one keeps its target, but a copy kept from
-/// the target's service's earlier database gives the id up (`targets::free_id`).
+/// Creates the session on `target` if new; a known one keeps its target, but a copy of
+/// `target`'s kept aside gives the id up (`targets::free_id`).
 fn upsert(
     conn: &Connection,
     target: &str,
@@ -1010,11 +1010,10 @@ fn upsert_row(
 }
 
 /// Marks the session deleted (creating the row on `target` if new) and removes its
-/// transcript, draft and any target's memory of it as the last open session. A session kept
-/// from `target`'s service's earlier database is not the one its new database deleted (or
-/// never had): it stays as it is.
+/// transcript, draft and any target's memory of it as the last open session. A session of
+/// `target`'s kept aside is not the one its service deleted (or never had): it stays as it is.
 fn delete_in(conn: &Connection, target: &str, session_id: &str) -> rusqlite::Result<()> {
-    if targets::kept_from_earlier(conn, target, session_id)?.is_some() {
+    if targets::aside_target(conn, target, session_id)?.is_some() {
         return Ok(());
     }
     let now = fmt_time(&Utc::now());

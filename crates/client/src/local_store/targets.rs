@@ -17,7 +17,7 @@
 //!   (`convo_wire::sessions::DatabaseId`). When it is not the one this target's service said
 //!   before, the service started over on a new database: its sessions were not deleted one
 //!   by one, and none of this target's is taken as deleted. They move (all but those nothing
-//!   was sent to yet), with their messages, to a target of their own, `ID@DATABASE`, labelled `LABEL (earlier database, until
+//!   was sent to yet), with their messages, to a target of their own, `TARGET@DATABASE`, labelled `LABEL (earlier database, until
 //!   DATE)`, where every command that reads the store still finds them (`convo sessions
 //!   --all-targets`, `convo export`), and the complete metrics buckets kept for this target
 //!   go (they counted the other database);
@@ -26,9 +26,9 @@
 //!   restored from an older backup): it moves, whole, to `TARGET@missing`, labelled `LABEL
 //!   (missing from the server since DATE)`, instead of being erased; a list that names no
 //!   deletions (an older server) erases it as before;
-//! - a session id of the service's new database is this target's even when a session kept
-//!   from the earlier one has it (`convo send --session ID` to a server that started over
-//!   creates ID anew): the kept copy gives the id up and is renamed `ID@DATABASE` with its
+//! - a session id the service has is this target's even when a session kept aside has it
+//!   (`convo send --session ID` to a server that started over creates ID anew): the kept
+//!   copy gives the id up and is renamed `ID@DATABASE` with its
 //!   messages, draft and forks ([`free_id`]), so the two databases' sessions are two sessions
 //!   and neither database's messages land in the other's.
 
@@ -150,15 +150,15 @@ fn known(conn: &Connection, id: &str) -> rusqlite::Result<Option<Known>> {
 
 /// Whether `other` is where `target`'s sessions are kept aside: those of its service's earlier
 /// database (`TARGET@DATABASE`) or those missing from its list (`TARGET@missing`).
-pub(super) fn is_earlier_database(target: &str, other: &str) -> bool {
+pub(super) fn is_aside(target: &str, other: &str) -> bool {
     other
         .strip_prefix(target)
         .is_some_and(|rest| rest.starts_with('@'))
 }
 
-/// The target `id` is filed on when that is where `target`'s sessions of its service's earlier
-/// database are kept (`TARGET@DATABASE`).
-pub(super) fn kept_from_earlier(
+/// The target `id` is filed on when that is one where `target`'s sessions are kept aside
+/// ([`is_aside`]).
+pub(super) fn aside_target(
     conn: &Connection,
     target: &str,
     id: &str,
@@ -170,12 +170,13 @@ pub(super) fn kept_from_earlier(
             |r| r.get(0),
         )
         .optional()?;
-    Ok(filed.filter(|filed| is_earlier_database(target, filed)))
+    Ok(filed.filter(|filed| is_aside(target, filed)))
 }
 
-/// Makes `id` free for `target`: a session of `target`'s service's earlier database that has
-/// it (filed on `TARGET@DATABASE` by [`Store::note_database`]) is renamed `ID@DATABASE`, with
-/// its messages, its draft and the forks of it kept beside it. Returns the new name. Any
+/// Makes `id` free for `target`: a session of `target`'s kept aside that has it (filed on
+/// `TARGET@DATABASE` by [`Store::note_database`], or on `TARGET@missing` by
+/// `Store::keep_missing`) is renamed `ID@DATABASE` (`ID@missing`), with its messages, its
+/// draft and the forks of it kept beside it. Returns the new name. Any
 /// other row with the id (this target's, another server's) is left as it is. Runs inside
 /// the caller's transaction (the renames are checked at its commit).
 pub(super) fn free_id(
@@ -183,11 +184,10 @@ pub(super) fn free_id(
     target: &str,
     id: &str,
 ) -> rusqlite::Result<Option<String>> {
-    let Some(archive) = kept_from_earlier(conn, target, id)? else {
+    let Some(archive) = aside_target(conn, target, id)? else {
         return Ok(None);
     };
-    let database = &archive[target.len() + 1..];
-    let renamed = format!("{id}@{database}");
+    let renamed = format!("{id}@{}", &archive[target.len() + 1..]);
     // The messages and the draft point at the session by id: checked at commit, not between
     // the updates.
     conn.execute_batch("PRAGMA defer_foreign_keys = ON")?;
@@ -208,7 +208,7 @@ pub(super) fn free_id(
         params![id, renamed, archive],
     )?;
     tracing::info!(session = %id, kept_as = %renamed,
-        "the server's new database has a session with the id of one kept from its earlier one");
+        "the server has a session with the id of one kept aside here: the kept one is renamed");
     Ok(Some(renamed))
 }
 
@@ -667,7 +667,7 @@ mod tests {
             SessionLookup::Elsewhere {
                 id: "session_RRRRRRRRRRRRRRRR".into(),
                 target: remote().label().into(),
-                earlier: false,
+                kept_aside: false,
             }
         );
         assert_eq!(
@@ -803,7 +803,10 @@ mod tests {
         );
         assert!(matches!(
             s.find_session("session_KEPTKEPTKEPTKEPT").unwrap(),
-            SessionLookup::Elsewhere { earlier: true, .. }
+            SessionLookup::Elsewhere {
+                kept_aside: true,
+                ..
+            }
         ));
         // The buckets counted the earlier database.
         let buckets: i64 = s
@@ -850,7 +853,10 @@ mod tests {
         s.update_message(reply_row, &late).unwrap();
         assert!(matches!(
             s.find_session(ID).unwrap(),
-            SessionLookup::Elsewhere { earlier: true, .. }
+            SessionLookup::Elsewhere {
+                kept_aside: true,
+                ..
+            }
         ));
         // Deleting the id here (the new database has no such session) keeps the kept copy.
         s.mark_deleted(LEFT).unwrap();
