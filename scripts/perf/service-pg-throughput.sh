@@ -20,6 +20,8 @@
 # replica had one under way (`convo_db_batch_busy_seconds_total` over DURATION, which is then
 # in seconds, mean of the replicas: near 100 %, that kind's writes are the bottleneck), for
 # starts and for replies.
+# PG_SOCKET=1: the replicas reach the cluster through its Unix socket (in its data directory)
+# instead of TCP on 127.0.0.1, as a replica on the database's own machine can.
 # PG_STATS=FILE: where PostgreSQL's CPU goes. The cluster loads pg_stat_statements (statements
 # inside the functions counted too) and counts function calls; after each PostgreSQL run FILE
 # gets, per POST, the calls and execution time of each statement and function (counted from
@@ -49,6 +51,7 @@ fsync = on
 full_page_writes = on
 synchronous_commit = ${PG_SYNC_COMMIT:-on}
 CONF
+[[ -n ${PG_SOCKET:-} ]] && echo "unix_socket_directories = '$cluster/data'" >>"$cluster/data/postgresql.conf"
 if [[ -n ${PG_STATS:-} ]]; then
     : >"$PG_STATS"
     cat >>"$cluster/data/postgresql.conf" <<CONF
@@ -216,6 +219,11 @@ new_db() {
     runs=$((runs + 1))
     psql -q "$PG/postgres" -c "CREATE DATABASE convo_perf_$runs"
     db=$PG/convo_perf_$runs
+    if [[ -n ${PG_SOCKET:-} ]]; then
+        replica_db="postgresql:///convo_perf_$runs?host=$cluster/data&port=${PG##*:}&user=postgres"
+    else
+        replica_db=$db
+    fi
 }
 
 echo "| setup | keys | POSTs/s | p99 | errors | replica CPU µs/POST | PostgreSQL CPU µs/POST | load |"
@@ -227,12 +235,12 @@ for round in $(seq "$ROUNDS"); do
         measure "SQLite, one node"
         stop_all
         new_db
-        replica "$db"
+        replica "$replica_db"
         measure "PostgreSQL, one node"
         stop_all
         new_db
-        replica "$db"
-        replica "$db"
+        replica "$replica_db"
+        replica "$replica_db"
         measure "PostgreSQL, two replicas"
         stop_all
     done
