@@ -328,7 +328,7 @@ macro_rules! bindings {
 
 bindings! {
     /// Send the composer's text (or run its slash command).
-    send => "send message",
+    send => "send (queued during a reply)",
     /// Insert a newline in the composer.
     newline => "new line",
     new_session => "new session",
