@@ -191,6 +191,27 @@ async fn send_streams_the_reply_into_the_transcript() {
     assert_eq!(h.rt.app.sessions_pane().all()[0].title, "hello there");
 }
 
+/// The clock ticks every 15 s; a message sent between ticks is stamped when it was sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_is_stamped_when_it_is_sent_not_at_the_last_tick() {
+    let mut h = start(ServiceConfig::ephemeral(1)).await;
+    // Well after the tick at start (the next one is 15 s away).
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let before = chrono::Utc::now();
+    h.send_and_wait("what time is it").await;
+    let o = h.rt.app.session().unwrap();
+    for item in &o.items {
+        assert!(
+            item.created_at >= before,
+            "{:?} stamped {} before it was sent ({before})",
+            item.role,
+            item.created_at
+        );
+    }
+    let session = &h.rt.app.sessions_pane().all()[0];
+    assert!(session.last_activity >= before, "{session:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_n_opens_a_new_session() {
     let mut h = start(ServiceConfig::ephemeral(1)).await;

@@ -34,8 +34,10 @@ impl Runtime {
         self.sender.clone()
     }
 
-    /// Feeds one event to the app and hands its commands to the workers.
+    /// Feeds one event to the app, at the wall clock's time, and hands its commands to the
+    /// workers.
     pub fn handle(&mut self, event: AppEvent) {
+        self.app.observe_clock(chrono::Utc::now());
         for command in self.app.update(event) {
             if command != Command::Quit {
                 self.workers.dispatch(command);

@@ -152,6 +152,14 @@ impl App {
         self.now
     }
 
+    /// The wall clock as an event is about to be handled (`Runtime::handle`): what the event
+    /// stamps (a message sent, a session's last activity) gets the time it happened. The
+    /// clock's ticks (`AppEvent::Clock`, every 15 s) only move relative times on screen;
+    /// stamping by the last tick put a message up to 15 s before it was sent.
+    pub fn observe_clock(&mut self, now: DateTime<Utc>) {
+        self.now = now;
+    }
+
     /// Which pane has the keys.
     pub fn focus(&self) -> Focus {
         self.focus
