@@ -1,11 +1,14 @@
-//! `convo metrics`: aggregate metrics over a date range.
+//! `convo metrics`: aggregate metrics over a date range, of the configured server's account,
+//! or with no base URL of the embedded service's local account (`account_reader.rs`).
 use std::process::ExitCode;
 
 use chrono::{DateTime, Duration, NaiveDate, NaiveDateTime, Timelike, Utc};
 use comfy_table::Cell;
 
-use super::{codes, connect, fail, fail_api, out, print_json, sanitize, table};
+use super::account_reader::AccountReader;
+use super::{codes, fail, fail_api, load_config, out, print_json, sanitize, table};
 use convo_client::api::{Granularity, Metrics};
+use convo_client::config::Config;
 use convo_client::format::group_digits;
 use convo_wire::exit;
 
@@ -85,10 +88,28 @@ pub async fn run(args: MetricsArgs, global: convo_client::config::GlobalArgs) ->
             format_args!("--start ({start}) is after --end ({end})"),
         );
     }
-    let (config, client) = match connect(&global) {
-        Ok(c) => c,
+    let config = match load_config(&global) {
+        Ok(config) => config,
         Err(code) => return code,
     };
+    let reader = match AccountReader::start(&config).await {
+        Ok(reader) => reader,
+        Err(code) => return code,
+    };
+    let code = report(&args, start, end, &config, &reader).await;
+    reader.finish().await;
+    code
+}
+
+/// The report of `[start, end)` from the account `reader` asks.
+async fn report(
+    args: &MetricsArgs,
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+    config: &Config,
+    reader: &AccountReader,
+) -> ExitCode {
+    let client = &reader.client;
     if args.series {
         let g = args.granularity.unwrap_or_default();
         // Without the store the series is only asked for in full: a warning, not a failure.
@@ -101,9 +122,10 @@ pub async fn run(args: MetricsArgs, global: convo_client::config::GlobalArgs) ->
         };
         let kept = super::series::Kept {
             store,
+            account: reader.account(),
             fresh: args.fresh,
         };
-        return super::series::run_series(&client, start, end, g, args.json, kept).await;
+        return super::series::run_series(client, start, end, g, args.json, kept).await;
     }
     match client.metrics(start, end, args.granularity).await {
         Ok(m) if args.json => print_json(&m),

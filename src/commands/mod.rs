@@ -5,6 +5,7 @@
 //! 3 network error. Data goes to stdout, errors to stderr as `convo: <code>: <message>`;
 //! with `--json`, as one JSON object, `{"error": {"code", "message", …}}` (see [`fail`]).
 
+mod account_reader;
 pub mod accounts;
 pub mod cancel;
 pub mod completions;

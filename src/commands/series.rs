@@ -16,10 +16,12 @@ use convo_client::series::buckets::{self, TimeRange};
 use convo_client::series::{KnownBucket, SeriesRow, fetch_series};
 use convo_wire::exit;
 
-/// The complete buckets of earlier runs, in the local store under the client's account.
+/// The complete buckets of earlier runs, in the local store under the account's id.
 pub struct Kept {
     /// None when the store could not be opened: every bucket is asked for.
     pub store: Option<Store>,
+    /// The account's id in the store (`AccountReader::account`: the TUI's for the same target).
+    pub account: String,
     /// `--fresh`: ask for every bucket (the answers are still kept).
     pub fresh: bool,
 }
@@ -81,7 +83,7 @@ pub async fn run_series(
             ExitCode::SUCCESS
         };
     }
-    let account = client.options().account();
+    let account = kept.account.clone();
     let known = kept.read(&account).await;
     let (rows, complete) = match fetch_series(client, range, g, &known).await {
         Ok(r) => r,

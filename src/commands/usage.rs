@@ -1,15 +1,14 @@
 //! `convo usage`: the current billing period against the plan's limits, of the configured
 //! server's account, or with no base URL of the embedded service's local account (read from
-//! the data dir as the TUI runs it: `convo_tui::embedded::start_for_reading`).
+//! the data dir as the TUI runs it: `account_reader.rs`).
 use std::process::ExitCode;
 
 use comfy_table::Cell;
 
-use super::{client_for, codes, fail, fail_api, load_config, out, print_json, sanitize, table};
+use super::account_reader::AccountReader;
+use super::{fail_api, load_config, out, print_json, sanitize, table};
 use convo_client::api::Usage;
-use convo_client::config::Config;
 use convo_client::format::group_digits;
-use convo_wire::exit;
 
 #[derive(Debug, clap::Args)]
 pub struct UsageArgs {
@@ -33,45 +32,17 @@ pub async fn run(args: UsageArgs, global: convo_client::config::GlobalArgs) -> E
         Ok(config) => config,
         Err(code) => return code,
     };
-    if config.connection.base_url.is_none() {
-        return embedded(&args, &config).await;
-    }
-    let client = match client_for(&config) {
-        Ok(client) => client,
+    let reader = match AccountReader::start(&config).await {
+        Ok(reader) => reader,
         Err(code) => return code,
     };
-    match client.usage().await {
-        Ok(usage) if args.json => print_json(&usage),
-        Ok(usage) => {
-            out(render(&usage));
-            ExitCode::SUCCESS
-        }
-        Err(e) => fail_api(&e),
-    }
-}
-
-/// The usage of the embedded service's local account, from the data dir (a TUI may be running
-/// on it: `start_for_reading` says why that is safe). Its context window is left out: it is the
-/// model's, known only once a TUI has loaded it.
-async fn embedded(args: &UsageArgs, config: &Config) -> ExitCode {
-    let data_dir = &config.paths.data_dir;
-    let (service, client) = match convo_tui::embedded::start_for_reading(data_dir).await {
-        Ok(started) => started,
-        Err(e) => {
-            return fail(
-                exit::USAGE_ERROR,
-                codes::STORE,
-                format_args!(
-                    "no base URL configured, and the embedded service's data in {} cannot be read: {e}",
-                    data_dir.display()
-                ),
-            );
-        }
-    };
-    let usage = client.usage().await;
-    service.shutdown().await;
+    let usage = reader.client.usage().await;
+    let embedded = reader.is_embedded();
+    reader.finish().await;
     match usage {
-        Ok(usage) => {
+        // The embedded service's context window is the model's, known only once a TUI has
+        // loaded it: left out.
+        Ok(usage) if embedded => {
             let usage = Usage {
                 context: None,
                 ..usage
@@ -86,6 +57,11 @@ async fn embedded(args: &UsageArgs, config: &Config) -> ExitCode {
                 out(format!("{label}\n{}", render(&usage)));
                 ExitCode::SUCCESS
             }
+        }
+        Ok(usage) if args.json => print_json(&usage),
+        Ok(usage) => {
+            out(render(&usage));
+            ExitCode::SUCCESS
         }
         Err(e) => fail_api(&e),
     }

@@ -306,10 +306,10 @@ async fn bad_input_is_a_usage_error() {
 #[tokio::test]
 async fn without_a_server_commands_say_what_to_do() {
     let s = Sandbox::new();
-    // (`convo usage` reads the embedded service's data instead: tests/cli/usage.rs.)
+    // (`convo usage` and `convo metrics` read the embedded service's data instead:
+    // tests/cli/usage.rs.)
     for args in [
         &["send", "hi"][..],
-        &["metrics"],
         &["delete", "session_abcdefgh12345678"],
         &["wallet", "w"],
     ] {
@@ -527,7 +527,7 @@ async fn with_json_errors_are_one_json_object_on_stderr() {
             "the following required arguments were not provided: --session <SESSION_ID>",
         ),
         (
-            &["metrics", "--json"],
+            &["delete", "--json", "session_abcdefgh12345678"],
             &[],
             "config",
             "no base URL configured",

@@ -148,3 +148,74 @@ async fn a_data_dir_that_cannot_be_read_is_a_clear_error_that_changes_nothing() 
     );
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "x");
 }
+
+async fn metrics(s: &Sandbox, data_dir: &Path, args: &[&str]) -> Run {
+    let dir = data_dir.to_str().unwrap();
+    let mut all = vec!["metrics"];
+    all.extend_from_slice(args);
+    s.run_env(&all, &[("CONVO_DATA_DIR", dir)]).await
+}
+
+/// `convo metrics` with no base URL: the embedded service's local account, as the TUI's
+/// F2 shows it, its complete buckets kept where the TUI finds them (`embedded`).
+#[tokio::test]
+async fn with_no_base_url_metrics_are_the_embedded_services_local_account() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let s = Sandbox::new();
+    let data = s.home().join("convo-data");
+    // A message sent through the embedded service as the TUI starts it, then stopped.
+    let slot: Mutex<Option<RunningService>> = Mutex::new(None);
+    let started = embedded::start(&data, &builtin(), 0, &slot)
+        .await
+        .expect("the embedded service starts");
+    let key = std::fs::read_to_string(data.join("local-service.key")).unwrap();
+    let base = match &started.endpoint {
+        convo_tui::event::Endpoint::Embedded { addr } => format!("http://{addr}"),
+        other => panic!("{other:?}"),
+    };
+    let sent = reqwest::Client::new()
+        .post(format!(
+            "{base}/v1/sessions/{}/messages",
+            convo_client::api::new_session_id()
+        ))
+        .bearer_auth(key.trim())
+        .json(&json!({"content": "hello"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(sent.status(), 200);
+    let service = slot.lock().unwrap().take().unwrap();
+    service.shutdown().await;
+
+    let report = metrics(&s, &data, &["--json"]).await.expect(0).json();
+    assert_eq!(report["messages"]["total"], 2, "{report}");
+    assert_eq!(report["messages"]["userMessages"], 1, "{report}");
+    assert_eq!(report["sessions"]["active"], 1, "{report}");
+    assert!(report["tokens"]["total"].as_u64().unwrap() > 0, "{report}");
+    let human = metrics(&s, &data, &[]).await.expect(0);
+    assert!(human.stdout.contains("messages total"), "{}", human.stdout);
+
+    // Two days that ended a day ago: complete, so kept under the TUI's account for it.
+    let today = chrono::Utc::now().date_naive();
+    let day = |d: i64| (today - chrono::Duration::days(d)).to_string();
+    let series = metrics(
+        &s,
+        &data,
+        &[
+            "--series",
+            "--json",
+            "--granularity",
+            "day",
+            "--start",
+            &day(3),
+            "--end",
+            &day(1),
+        ],
+    )
+    .await
+    .expect(0)
+    .json();
+    assert_eq!(series.as_array().map(Vec::len), Some(2), "{series}");
+    let store = convo_client::local_store::Store::open(&data.join("convo.db")).unwrap();
+    assert_eq!(store.known_buckets("embedded").unwrap().len(), 2);
+}
