@@ -4,10 +4,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use super::{
-    codes, fail, find_stored_session, in_store, load_config, open_store, out, record,
-    store_command_client, warn,
+    codes, fail, find_stored_session, in_store, load_config, open_store, out, store_command_client,
+    warn,
 };
-use convo_client::api::History;
 use convo_client::config::Config;
 use convo_client::export;
 use convo_client::local_store::Store;
@@ -41,7 +40,7 @@ pub struct ExportArgs {
 }
 
 /// With a server configured, the messages of the session that the local store lacks are read
-/// from it first (`Store::catch_up`): a session listed here but opened only on another device
+/// from it first ([`super::catch_up`]): a session listed here but opened only on another device
 /// would otherwise export without them. Without a server, or when it cannot answer, the store
 /// alone is exported, with a warning saying so in the second case.
 async fn catch_up(config: &Config, store: &Store, session_id: &str) {
@@ -50,19 +49,9 @@ async fn catch_up(config: &Config, store: &Store, session_id: &str) {
         Some(Ok(c)) => c,
         Some(Err(e)) => return warn(format_args!("{}: {e}", from_store_only(session_id))),
     };
-    let history = match client.history(session_id).await {
-        Ok(History::Messages(m)) => m,
-        // Gone from the server, or a server without the extension: the store is all there is.
-        Ok(History::NotFound | History::Unsupported) => return,
-        Err(e) => return warn(format_args!("{}: {e}", from_store_only(session_id))),
-    };
-    let id = session_id.to_string();
-    record(
-        store.clone(),
-        "the session's messages from the server",
-        move |s| s.catch_up(&id, &history).map(|_| ()),
-    )
-    .await;
+    if let Err(e) = super::catch_up(&client, store, session_id).await {
+        warn(format_args!("{}: {e}", from_store_only(session_id)));
+    }
 }
 
 fn from_store_only(session_id: &str) -> String {

@@ -304,12 +304,6 @@ pub(crate) fn open_store(config: &Config) -> Result<Store, ExitCode> {
         .map_err(|e| fail(exit::USAGE_ERROR, codes::STORE, e))
 }
 
-/// The local store of the configured data dir, for the commands that read only it (they
-/// need no server): `sessions`, `search`, `export`, `title`.
-pub(crate) fn local_store(global: &GlobalArgs) -> Result<Store, ExitCode> {
-    open_store(&load_config(global)?)
-}
-
 /// `f` on the store off the async runtime; a failure is printed (`store`, exit 2).
 pub(crate) async fn in_store<T, F>(store: Store, f: F) -> Result<T, ExitCode>
 where
@@ -497,6 +491,32 @@ where
             "could not record {what} in the local store: {e}"
         )),
     }
+}
+
+/// Reads `session_id`'s history from the server and appends to the store the messages it
+/// lacks (`Store::catch_up`, the rule the TUI completes an opened session by): a session
+/// listed here but written on another device holds none of its messages here until then. A
+/// session the server does not have, or a server without the history extension, leaves the
+/// store as it is; a failure to ask is the error, for the caller to warn with.
+pub(crate) async fn catch_up(
+    client: &Client,
+    store: &Store,
+    session_id: &str,
+) -> Result<(), ApiError> {
+    let history = match client.history(session_id).await? {
+        convo_client::api::History::Messages(m) => m,
+        convo_client::api::History::NotFound | convo_client::api::History::Unsupported => {
+            return Ok(());
+        }
+    };
+    let id = session_id.to_string();
+    record(
+        store.clone(),
+        "the session's messages from the server",
+        move |s| s.catch_up(&id, &history).map(|_| ()),
+    )
+    .await;
+    Ok(())
 }
 
 /// Write to stdout. A reader that went away (`convo … | head`) is not worth a panic or an

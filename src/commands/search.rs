@@ -1,12 +1,15 @@
 //! `convo search TEXT`: the stored messages of the configured server's sessions (its target,
 //! `convo_client::target`) that hold the words typed, from the local store's full-text index
-//! (no server needed).
+//! (no server needed); with `--fetch`, the sessions written on another device are read from
+//! the server first.
 use std::process::ExitCode;
 
 use serde::Serialize;
 
-use super::{codes, fail, in_store, local_store, out, print_json};
+use super::{client_for, codes, fail, in_store, load_config, open_store, out, print_json, warn};
+use convo_client::config::Config;
 use convo_client::local_store::SearchHit;
+use convo_client::local_store::Store;
 use convo_wire::exit;
 
 /// Hits listed when `--limit` is not given.
@@ -29,6 +32,11 @@ pub struct SearchArgs {
     /// each hit names its server
     #[arg(long)]
     pub all_targets: bool,
+    /// First read from the configured server the sessions whose messages this device has
+    /// none of (written on another device and not opened here), so that they are searched too
+    /// (one request each, once: their messages stay in the local store)
+    #[arg(long)]
+    pub fetch: bool,
 }
 
 /// One hit in `--json` output.
@@ -55,10 +63,32 @@ pub async fn run(args: SearchArgs, global: convo_client::config::GlobalArgs) -> 
             format_args!("nothing to search for in {text:?}: give at least one word"),
         );
     }
-    let store = match local_store(&global) {
+    let config = match load_config(&global) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let store = match open_store(&config) {
         Ok(s) => s,
         Err(code) => return code,
     };
+    if args.fetch
+        && let Err(code) = fetch_unsearched(&config, &store).await
+    {
+        return code;
+    }
+    let unsearched = match in_store(store.clone(), |s| s.unsearched_sessions()).await {
+        Ok(ids) => ids.len(),
+        Err(code) => return code,
+    };
+    if unsearched > 0 {
+        warn(format_args!(
+            "{} of this server listed here {} no messages in the local store (written on another device and not opened here) and {} not searched: --fetch reads {} from the server first",
+            convo_client::format::counted(unsearched as u64, "session"),
+            if unsearched == 1 { "has" } else { "have" },
+            if unsearched == 1 { "was" } else { "were" },
+            if unsearched == 1 { "it" } else { "them" },
+        ));
+    }
     let limit = args.limit as usize;
     let all_targets = args.all_targets;
     // Each hit with the label of its target, asked for with --all-targets.
@@ -97,6 +127,23 @@ pub async fn run(args: SearchArgs, global: convo_client::config::GlobalArgs) -> 
     }
     out(render(&hits));
     ExitCode::SUCCESS
+}
+
+/// `--fetch`: the server's list merged into the store, then the history of every session the
+/// store has no message of read into it (`super::catch_up`). No server configured: exit 2;
+/// a session that cannot be read is a warning, and the search goes on without it.
+async fn fetch_unsearched(config: &Config, store: &Store) -> Result<(), ExitCode> {
+    let client = client_for(config)?;
+    super::sessions::refresh(config, store).await;
+    let ids = in_store(store.clone(), |s| s.unsearched_sessions()).await?;
+    for id in ids {
+        if let Err(e) = super::catch_up(&client, store, &id).await {
+            warn(format_args!(
+                "could not read {id} from the server, so it is not searched: {e}"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The human-readable list: per hit, a line naming the session, the time and the role, and

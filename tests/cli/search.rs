@@ -131,3 +131,61 @@ async fn bad_input_is_a_usage_error() {
         .expect(2);
     assert!(zero.stderr.contains("invalid_argument"), "{}", zero.stderr);
 }
+
+/// A session written on another device (another data dir) is listed here without its
+/// messages: `convo search` says it was not searched, and `--fetch` reads it first.
+#[tokio::test]
+async fn a_session_written_on_another_device_is_searched_after_fetch() {
+    let svc = convo_service::start(
+        convo_service::ServiceConfig::ephemeral(1),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .expect("service starts");
+    let (base, key) = (svc.base_url(), svc.api_key.clone());
+    let env = [
+        ("CONVO_BASE_URL", base.as_str()),
+        ("CONVO_API_KEY", key.as_str()),
+    ];
+    let laptop = Sandbox::new();
+    laptop
+        .run_env(&["send", "the lighthouse keeper's logbook"], &env)
+        .await
+        .expect(0);
+    let phone = Sandbox::new();
+    phone.run_env(&["sessions"], &env).await.expect(0);
+
+    let before = phone.run_env(&["search", "logbook"], &env).await.expect(0);
+    assert_eq!(before.stdout, "no matches\n");
+    assert_eq!(
+        before.stderr,
+        "convo: warning: 1 session of this server listed here has no messages in the \
+         local store (written on another device and not opened here) and was not searched: \
+         --fetch reads it from the server first\n"
+    );
+    let fetched = phone
+        .run_env(&["search", "--fetch", "--json", "logbook"], &env)
+        .await
+        .expect(0);
+    let hits = fetched.json();
+    // The message, and the builtin engine's reply, which quotes it.
+    let roles: Vec<&str> = hits
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["role"].as_str().unwrap())
+        .collect();
+    assert!(roles.contains(&"user"), "{hits}");
+    assert!(fetched.stderr.is_empty(), "{}", fetched.stderr);
+    // Its messages stay here: found again without fetching, and nothing is left unsearched.
+    svc.shutdown().await;
+    let again = phone.run_env(&["search", "logbook"], &env).await.expect(0);
+    assert!(
+        again
+            .stdout
+            .starts_with("the lighthouse keeper's logbook · "),
+        "{}",
+        again.stdout
+    );
+    assert!(again.stderr.is_empty(), "{}", again.stderr);
+}

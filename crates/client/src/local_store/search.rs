@@ -159,6 +159,28 @@ impl Store {
         self.search_in(text, limit, None)
     }
 
+    /// This target's sessions, not deleted, that the service lists with tokens but whose
+    /// messages the store has none of (written on another device and not opened here), most
+    /// recent first: [`Store::search`] does not see them until their messages come in
+    /// ([`Store::catch_up`]).
+    pub fn unsearched_sessions(&self) -> Result<Vec<String>, StoreError> {
+        let conn = self.lock();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT s.id FROM sessions s
+                 WHERE s.target = ?1 AND s.deleted = 0 AND s.tokens > 0
+                     AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.session_id = s.id)
+                 ORDER BY s.last_activity DESC, s.id",
+            )
+            .map_err(|e| self.err(e))?;
+        let ids = stmt
+            .query_map(params![self.target.id()], |r| r.get::<_, String>(0))
+            .map_err(|e| self.err(e))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.err(e))?;
+        Ok(ids)
+    }
+
     /// The search, over one target's sessions or (`None`) every target's.
     fn search_in(
         &self,
@@ -383,6 +405,73 @@ mod tests {
             .unwrap();
         assert_eq!(found(&s, "start"), []);
         assert_eq!(found(&s, "weasels"), [("session_a".into(), 2)]);
+    }
+
+    #[test]
+    fn sessions_listed_without_messages_here_are_unsearched_until_caught_up() {
+        use crate::local_store::ServiceSessions;
+        use convo_wire::Message;
+        use convo_wire::sessions::SessionSummary;
+        let s = Store::in_memory().unwrap();
+        let listed = |id: &str, t: &str| SessionSummary {
+            session_id: id.into(),
+            created_at: t.into(),
+            last_activity_at: t.into(),
+            message_count: 2,
+            tokens: 30,
+            title: Some("from the laptop".into()),
+            forked_from: None,
+        };
+        // Two sessions another device wrote, listed here; one this device wrote; one with
+        // nothing sent yet; one deleted.
+        for (id, t) in [
+            ("session_OLDEROLDEROLDER1", "2026-11-26T10:00:00Z"),
+            ("session_NEWERNEWERNEWER1", "2026-11-26T11:00:00Z"),
+        ] {
+            s.merge_service(ServiceSessions::One(&listed(id, t)))
+                .unwrap();
+        }
+        s.append_message(
+            "session_HEREHEREHEREHERE",
+            &msg(Role::User, "lighthouse", 0),
+        )
+        .unwrap();
+        s.upsert_session("session_UNSENTUNSENTUNSE", Utc::now())
+            .unwrap();
+        s.merge_service(ServiceSessions::One(&listed(
+            "session_GONEGONEGONEGONE",
+            "2026-11-26T12:00:00Z",
+        )))
+        .unwrap();
+        s.mark_deleted("session_GONEGONEGONEGONE").unwrap();
+        assert_eq!(
+            s.unsearched_sessions().unwrap(),
+            ["session_NEWERNEWERNEWER1", "session_OLDEROLDEROLDER1"]
+        );
+        assert_eq!(found(&s, "keeper"), []);
+        // Its history read from the service: searched, and no longer listed as unsearched.
+        let history: Vec<Message> = [(Role::User, "the keeper"), (Role::Assistant, "a lamp")]
+            .into_iter()
+            .enumerate()
+            .map(|(i, (role, text))| Message {
+                message_id: format!("msg_{i}"),
+                session_id: "session_NEWERNEWERNEWER1".into(),
+                role,
+                content: text.into(),
+                tokens: 15,
+                created_at: "2026-11-26T11:00:00Z".into(),
+                finish_reason: None,
+            })
+            .collect();
+        s.catch_up("session_NEWERNEWERNEWER1", &history).unwrap();
+        assert_eq!(
+            found(&s, "keeper"),
+            [("session_NEWERNEWERNEWER1".into(), 0)]
+        );
+        assert_eq!(
+            s.unsearched_sessions().unwrap(),
+            ["session_OLDEROLDEROLDER1"]
+        );
     }
 
     #[test]
