@@ -9,6 +9,7 @@ use convo_tui::app::{App, Connection, Overlay, StreamState};
 use convo_tui::event::AppEvent;
 use convo_tui::render::transcript::EntryState;
 use convo_tui::runtime::Runtime;
+use convo_tui::search::HitsState;
 use convo_tui::view;
 use convo_tui::workers::Target;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -189,6 +190,56 @@ async fn send_streams_the_reply_into_the_transcript() {
     })
     .await;
     assert_eq!(h.rt.app.sessions_pane().all()[0].title, "hello there");
+}
+
+/// A session written on another device is listed here without its messages: the search
+/// across sessions says it was not searched, Tab reads it, and the search finds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tab_in_the_search_reads_a_session_written_on_another_device() {
+    let mut h = start(ServiceConfig::ephemeral(1)).await;
+    let elsewhere = convo_client::api::new_session_id();
+    let body = convo_client::api::SendMessage {
+        content: "otters hold hands while they sleep".into(),
+        role: None,
+        stream: None,
+        metadata: None,
+    };
+    h.client
+        .send_message(&elsewhere, &body, "written-elsewhere-1")
+        .await
+        .unwrap();
+    h.until("the other device's session listed with its tokens", |app| {
+        app.sessions_pane()
+            .all()
+            .iter()
+            .any(|s| s.id == elsewhere && s.tokens > 0)
+    })
+    .await;
+    h.type_text("/search otters");
+    h.press(KeyCode::Enter);
+    h.until("the search answered", |app| {
+        app.transcript_pane()
+            .hits()
+            .is_some_and(|s| s.state == HitsState::Done && s.unsearched.contains(&elsewhere))
+    })
+    .await;
+    assert!(h.rt.app.transcript_pane().hits().unwrap().hits.is_empty());
+    assert!(
+        h.screen()
+            .contains("1 session from other devices not searched: Tab reads it"),
+        "{}",
+        h.screen()
+    );
+    h.press(KeyCode::Tab);
+    h.until("the session read and found", |app| {
+        app.transcript_pane().hits().is_some_and(|s| {
+            s.reading == 0
+                && s.unsearched.is_empty()
+                && s.hits.iter().any(|hit| hit.session_id == elsewhere)
+        })
+    })
+    .await;
+    assert!(h.screen().contains("otters"), "{}", h.screen());
 }
 
 /// The clock ticks every 15 s; a message sent between ticks is stamped when it was sent.

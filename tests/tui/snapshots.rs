@@ -1072,43 +1072,46 @@ fn search_hits_across_sessions() {
         let seq = search_sessions(&mut app, "/search static");
         app.update(AppEvent::SessionHits {
             seq,
-            result: Ok(vec![
-                hit(
-                    A,
-                    "Rust lifetimes",
-                    Role::Assistant,
-                    2,
-                    &[
-                        ("For example String is ", false),
-                        ("'static", true),
-                        (" but &'a str is not unless 'a is ", false),
-                        ("'static", true),
-                        (".", false),
-                    ],
-                ),
-                hit(
-                    A,
-                    "Rust lifetimes",
-                    Role::User,
-                    3,
-                    &[
-                        ("What does '", false),
-                        ("static", true),
-                        (" mean for a type parameter?", false),
-                    ],
-                ),
-                hit(
-                    C,
-                    "Trip to Lisbon",
-                    Role::Assistant,
-                    3 * 24 * 60,
-                    &[
-                        ("…the tram is ", false),
-                        ("static", true),
-                        (" on Sundays…", false),
-                    ],
-                ),
-            ]),
+            result: Ok((
+                vec![
+                    hit(
+                        A,
+                        "Rust lifetimes",
+                        Role::Assistant,
+                        2,
+                        &[
+                            ("For example String is ", false),
+                            ("'static", true),
+                            (" but &'a str is not unless 'a is ", false),
+                            ("'static", true),
+                            (".", false),
+                        ],
+                    ),
+                    hit(
+                        A,
+                        "Rust lifetimes",
+                        Role::User,
+                        3,
+                        &[
+                            ("What does '", false),
+                            ("static", true),
+                            (" mean for a type parameter?", false),
+                        ],
+                    ),
+                    hit(
+                        C,
+                        "Trip to Lisbon",
+                        Role::Assistant,
+                        3 * 24 * 60,
+                        &[
+                            ("…the tram is ", false),
+                            ("static", true),
+                            (" on Sundays…", false),
+                        ],
+                    ),
+                ],
+                Vec::new(),
+            )),
         });
         app.update(key(KeyCode::Down));
         app
@@ -1130,9 +1133,10 @@ fn search_hits_with_no_match() {
                 _ => None,
             })
             .expect("a search of the store");
+        // Two sessions written on another device have no message here.
         app.update(AppEvent::SessionHits {
             seq,
-            result: Ok(vec![]),
+            result: Ok((Vec::new(), vec![B.to_string(), C.to_string()])),
         });
         app
     });

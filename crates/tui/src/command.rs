@@ -63,6 +63,10 @@ pub enum Command {
         text: String,
         limit: usize,
     },
+    /// Read the histories of sessions the store has no message of (written on another
+    /// device), for the search across sessions: each answered with
+    /// `AppEvent::ReadForSearch`.
+    ReadUnsearched { session_ids: Vec<String> },
     /// Ask the service for the target's sessions (`GET /v1/sessions`): at connect and on
     /// `/refresh`, never on a timer. Answered with `AppEvent::ServiceSessions` (nothing when
     /// the server has no list).
@@ -173,5 +177,11 @@ pub enum StoreOp {
     UndoneElsewhere {
         session_id: String,
         messages: u64,
+    },
+    /// The session's history as the service has it, read for a search across sessions: the
+    /// store appends the messages it lacks (`Store::catch_up`).
+    CatchUp {
+        session_id: String,
+        history: Vec<convo_client::api::Message>,
     },
 }

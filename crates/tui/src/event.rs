@@ -49,10 +49,16 @@ pub enum AppEvent {
         draft: Option<String>,
         rendered: Option<Rendered>,
     },
-    /// The local store's answer to `Command::SearchSessions` number `seq`.
+    /// The local store's answer to `Command::SearchSessions` number `seq`: the hits, and the
+    /// sessions it could not search (`Store::unsearched_sessions`).
     SessionHits {
         seq: u64,
-        result: Result<Vec<convo_client::local_store::SearchHit>, String>,
+        result: Result<(Vec<convo_client::local_store::SearchHit>, Vec<String>), String>,
+    },
+    /// A session's history read for the search across sessions (`Command::ReadUnsearched`).
+    ReadForSearch {
+        session_id: String,
+        fetch: HistoryFetch,
     },
     /// The server accepted a message. With streaming, `reply.content` is empty and the text
     /// follows on the stream; otherwise it is the whole reply. `prompt_tokens` is the local

@@ -504,6 +504,8 @@ impl KeyBindings {
                     ("move_up", &self.move_up),
                     ("move_down", &self.move_down),
                     ("open_session", &self.open_session),
+                    // Reads the sessions of other devices the search could not see.
+                    ("focus_next", &self.focus_next),
                     ("back", &self.back),
                     ("stop_or_quit", &self.stop_or_quit),
                 ],

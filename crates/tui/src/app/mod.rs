@@ -483,6 +483,9 @@ impl App {
             AppEvent::UsageFailed(e) => self.on_usage_failed(e),
             AppEvent::WorkerError(e) => self.notify(Level::Error, e),
             AppEvent::SessionHits { seq, result } => self.transcript.hits_answered(seq, result),
+            AppEvent::ReadForSearch { session_id, fetch } => {
+                self.on_read_for_search(session_id, fetch, &mut out)
+            }
             AppEvent::TitleChanged {
                 session_id,
                 title,

@@ -9,7 +9,7 @@ use convo_client::api::{Message, Role};
 use convo_client::local_store::{Archived, missing_from};
 
 use super::{App, Command, Level, NEW_SESSION_TITLE, StoreOp};
-use crate::event::{ServiceChange, SessionSummary};
+use crate::event::{HistoryFetch, ServiceChange, SessionSummary};
 use crate::render::transcript::EntryState;
 
 impl App {
@@ -111,6 +111,30 @@ impl App {
     /// transcript is loaded: the service lists sessions, so it keeps their histories too.
     pub(super) fn history_from_service(&self) -> bool {
         self.service_lists == Some(true)
+    }
+
+    /// A history read for the search across sessions (`Command::ReadUnsearched`): its
+    /// messages go to the store (`StoreOp::CatchUp`), and after the last answer the search is
+    /// asked again (the store does both in order). A session that cannot be read stays
+    /// unsearched, said once.
+    pub(super) fn on_read_for_search(
+        &mut self,
+        session_id: String,
+        fetch: HistoryFetch,
+        out: &mut Vec<Command>,
+    ) {
+        match fetch {
+            HistoryFetch::Messages(history) => out.push(Command::Persist(StoreOp::CatchUp {
+                session_id,
+                history,
+            })),
+            HistoryFetch::Unsupported => {}
+            HistoryFetch::Failed(why) => self.notify(
+                Level::Warn,
+                format!("a session written on another device could not be read, so it is not searched: {why}"),
+            ),
+        }
+        out.extend(self.transcript.hits_read_one());
     }
 
     /// The service's history of the open session holds messages after those shown (written

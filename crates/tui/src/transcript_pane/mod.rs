@@ -519,8 +519,8 @@ mod tests {
             created_at: chrono::Utc::now(),
             snippet: Vec::new(),
         };
-        pane.hits_answered(1, Ok(Vec::new()));
-        pane.hits_answered(2, Ok(vec![hit]));
+        pane.hits_answered(1, Ok((Vec::new(), Vec::new())));
+        pane.hits_answered(2, Ok((vec![hit], Vec::new())));
         assert_eq!(
             pane.hits().unwrap().hits.len(),
             1,

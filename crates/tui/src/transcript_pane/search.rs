@@ -243,6 +243,12 @@ impl TranscriptPane {
             }
         } else if k.open_session.matches(key) {
             return self.choose_hit();
+        } else if k.focus_next.matches(key) {
+            // The sessions written on another device, read so that they are searched too.
+            let open = self.open.as_ref().map(|o| o.id.as_str());
+            if let Some(session_ids) = hits.read_unsearched(open) {
+                return TranscriptKey::Command(Command::ReadUnsearched { session_ids });
+            }
         } else if k.back.matches(key) || k.stop_or_quit.matches(key) {
             self.hits = None;
         }
@@ -250,9 +256,23 @@ impl TranscriptPane {
     }
 
     /// The store's answer to a search across sessions.
-    pub fn hits_answered(&mut self, seq: u64, result: Result<Vec<SearchHit>, String>) {
+    pub fn hits_answered(
+        &mut self,
+        seq: u64,
+        result: Result<(Vec<SearchHit>, Vec<String>), String>,
+    ) {
         if let Some(hits) = self.hits.as_mut() {
             hits.answered(seq, result);
+        }
+    }
+
+    /// A history read for the search answered (its messages already queued for the store):
+    /// after the last one, the search asked again, now over them too.
+    pub fn hits_read_one(&mut self) -> Option<Command> {
+        let last = self.hits.as_mut().is_some_and(|h| h.read_one());
+        match last.then(|| self.ask_hits()) {
+            Some(TranscriptKey::Command(command)) => Some(command),
+            _ => None,
         }
     }
 

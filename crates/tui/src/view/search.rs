@@ -105,6 +105,26 @@ pub fn highlight(
     }
 }
 
+/// What the hits list says of the sessions it could not search (written on another device,
+/// no message of theirs here), and of reading them (`tab`: the key that does).
+fn unsearched_note(hits: &SessionSearch, tab: &str) -> Option<String> {
+    let sessions = |n: usize| convo_client::format::counted(n as u64, "session");
+    if hits.reading > 0 {
+        return Some(format!(
+            "reading {} from other devices…",
+            sessions(hits.reading)
+        ));
+    }
+    match hits.unsearched.len() {
+        0 => None,
+        n => Some(format!(
+            "{} from other devices not searched: {tab} reads {}",
+            sessions(n),
+            if n == 1 { "it" } else { "them" }
+        )),
+    }
+}
+
 /// The hits list: the text searched, then per hit a line with the session, the time and
 /// the role, and a line with the snippet (the matched words marked).
 pub fn hits(app: &App, hits: &SessionSearch, screen: Rect, buf: &mut Buffer) {
@@ -157,8 +177,13 @@ pub fn hits(app: &App, hits: &SessionSearch, screen: Rect, buf: &mut Buffer) {
         },
         HitsState::Failed(e) => (format!("search failed: {e}"), theme::error()),
     };
-    Line::from(Span::styled(truncate(&summary, width), style))
-        .render(Rect::new(inner.x, inner.y + 1, inner.width, 1), buf);
+    let mut line = vec![Span::styled(truncate(&summary, width), style)];
+    if let Some(note) = unsearched_note(hits, &k.focus_next.first_label()) {
+        let room = width.saturating_sub(str_width(&summary) + 3);
+        line.push(Span::styled(" · ", theme::dim()));
+        line.push(Span::styled(truncate(&note, room), theme::hint()));
+    }
+    Line::from(line).render(Rect::new(inner.x, inner.y + 1, inner.width, 1), buf);
     let list = Rect::new(inner.x, inner.y + 2, inner.width, inner.height - 2);
     let per_page = usize::from(list.height / 2).max(1);
     let first = hits.cursor.saturating_sub(per_page - 1);

@@ -248,6 +248,7 @@ impl Workers {
                 idempotency_key,
             } => self.send(session_id, send_id, body, idempotency_key),
             Command::FetchHistory { session_id } => self.fetch_history(session_id, None),
+            Command::ReadUnsearched { session_ids } => self.read_for_search(session_ids),
             Command::FetchHistoryLater { session_id } => {
                 self.fetch_history(session_id, Some(convo_client::follow::CONFIRM_AFTER))
             }

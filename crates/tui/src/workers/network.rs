@@ -85,6 +85,32 @@ impl Workers {
         });
     }
 
+    /// The histories of sessions for the search across sessions, one request each, each
+    /// answered with `ReadForSearch` (a failure too, so that the app counts every answer).
+    pub(super) fn read_for_search(&mut self, session_ids: Vec<String>) {
+        for session_id in session_ids {
+            let failed = {
+                let session_id = session_id.clone();
+                move |why: String| AppEvent::ReadForSearch {
+                    session_id,
+                    fetch: HistoryFetch::Failed(why),
+                }
+            };
+            let offline = AppEvent::ReadForSearch {
+                session_id: session_id.clone(),
+                fetch: HistoryFetch::Failed("not connected".into()),
+            };
+            self.spawn_request(Some(offline), failed, move |client| async move {
+                let fetch = match client.session_messages(&session_id).await {
+                    Ok(Some(messages)) => HistoryFetch::Messages(messages),
+                    Ok(None) => HistoryFetch::Unsupported,
+                    Err(e) => HistoryFetch::Failed(e.to_string()),
+                };
+                AppEvent::ReadForSearch { session_id, fetch }
+            });
+        }
+    }
+
     /// `GET /v1/sessions`: the target's sessions, answered with `ServiceSessions` (nothing
     /// when the server has no list; a failure is logged, the store's list stays).
     pub(super) fn list_sessions(&mut self) {

@@ -127,7 +127,10 @@ pub(super) fn spawn_store(
                         return;
                     }
                     StoreJob::Search { seq, text, limit } => {
-                        let result = store.search(&text, limit).map_err(|e| e.to_string());
+                        let result = store
+                            .search(&text, limit)
+                            .and_then(|hits| Ok((hits, store.unsearched_sessions()?)))
+                            .map_err(|e| e.to_string());
                         events.send(AppEvent::SessionHits { seq, result });
                         Ok(())
                     }
@@ -455,6 +458,10 @@ fn apply(store: &Store, op: StoreOp) -> Result<(), local_store::StoreError> {
             session_id,
             messages,
         } => store.undone_elsewhere(&session_id, messages).map(|_| ()),
+        StoreOp::CatchUp {
+            session_id,
+            history,
+        } => store.catch_up(&session_id, &history).map(|_| ()),
     }
 }
 

@@ -181,7 +181,7 @@ fn slash_search_lists_hits_and_enter_opens_the_message() {
     assert_eq!(text2, "Otters x");
     app.update(AppEvent::SessionHits {
         seq,
-        result: Ok(vec![hit(C, 0, "old")]),
+        result: Ok((vec![hit(C, 0, "old")], Vec::new())),
     });
     assert!(app.transcript_pane().hits().unwrap().hits.is_empty());
     app.update(key(KeyCode::Backspace));
@@ -190,7 +190,7 @@ fn slash_search_lists_hits_and_enter_opens_the_message() {
     assert!(last > seq2);
     app.update(AppEvent::SessionHits {
         seq: last,
-        result: Ok(vec![hit(C, 0, "first"), hit(B, 2, "otters")]),
+        result: Ok((vec![hit(C, 0, "first"), hit(B, 2, "otters")], Vec::new())),
     });
     app.update(key(KeyCode::Down));
     let cmds = app.update(key(KeyCode::Enter));
@@ -239,7 +239,7 @@ fn a_hit_whose_words_are_not_on_screen_selects_its_message() {
     assert_eq!(seq, app.transcript_pane().hits().unwrap().asked);
     app.update(AppEvent::SessionHits {
         seq,
-        result: Ok(vec![hit(A, 1, "zzhidden")]),
+        result: Ok((vec![hit(A, 1, "zzhidden")], Vec::new())),
     });
     // A is open already: nothing to load, the message is selected at once.
     let cmds = app.update(key(KeyCode::Enter));
@@ -294,7 +294,7 @@ fn a_hit_a_place_off_finds_its_words_in_the_message_next_to_it() {
     let (seq, _) = asked(&cmds).unwrap();
     app.update(AppEvent::SessionHits {
         seq,
-        result: Ok(vec![hit(A, 2, "otters")]),
+        result: Ok((vec![hit(A, 2, "otters")], Vec::new())),
     });
     app.update(key(KeyCode::Enter));
     let search = app
@@ -306,4 +306,65 @@ fn a_hit_a_place_off_finds_its_words_in_the_message_next_to_it() {
     let idx = open.items.iter().position(|i| i.entry == at).unwrap();
     assert!(idx == 1 || idx == 3, "a neighbour of place 2: {idx}");
     assert_eq!(status(&app).as_deref().map(|s| &s[..7]), Some("match 1"));
+}
+
+#[test]
+fn tab_reads_the_sessions_written_elsewhere_and_searches_again_over_them() {
+    let mut app = app();
+    type_text(&mut app, "/search otters");
+    let (seq, _) = asked(&app.update(key(KeyCode::Enter))).unwrap();
+    // No hit; three sessions listed here have no message (A is the open one).
+    app.update(AppEvent::SessionHits {
+        seq,
+        result: Ok((Vec::new(), vec![A.into(), B.into(), C.into()])),
+    });
+    let cmds = app.update(key(KeyCode::Tab));
+    assert!(
+        cmds.contains(&Command::ReadUnsearched {
+            session_ids: vec![B.into(), C.into()]
+        }),
+        "{cmds:?}"
+    );
+    assert_eq!(app.transcript_pane().hits().unwrap().reading, 2);
+    // Again while reading: nothing more asked.
+    assert!(
+        !app.update(key(KeyCode::Tab))
+            .iter()
+            .any(|c| matches!(c, Command::ReadUnsearched { .. }))
+    );
+    let history = vec![Message {
+        message_id: "msg_b1".into(),
+        session_id: B.into(),
+        role: Role::User,
+        content: "otters hold hands".into(),
+        tokens: 4,
+        created_at: "2026-11-26T00:00:00Z".into(),
+        finish_reason: None,
+    }];
+    let cmds = app.update(AppEvent::ReadForSearch {
+        session_id: B.into(),
+        fetch: HistoryFetch::Messages(history.clone()),
+    });
+    assert!(cmds.contains(&Command::Persist(StoreOp::CatchUp {
+        session_id: B.into(),
+        history,
+    })));
+    assert_eq!(asked(&cmds), None, "not before the last answer");
+    // The last answer, a failure: said, and the search asked again (after the store's write).
+    let cmds = app.update(AppEvent::ReadForSearch {
+        session_id: C.into(),
+        fetch: HistoryFetch::Failed("connection refused".into()),
+    });
+    assert_eq!(
+        asked(&cmds).map(|(_, text)| text).as_deref(),
+        Some("otters")
+    );
+    let notice = app.notice.as_ref().unwrap();
+    assert_eq!(notice.level, Level::Warn);
+    assert!(
+        notice.text.contains("connection refused"),
+        "{}",
+        notice.text
+    );
+    assert_eq!(app.transcript_pane().hits().unwrap().reading, 0);
 }
