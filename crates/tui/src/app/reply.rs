@@ -34,7 +34,9 @@ impl App {
         out: &mut Vec<Command>,
     ) {
         let started = std::time::Instant::now();
-        let from_service = self.history_from_service();
+        // A session nothing was sent to yet has no history on the server to ask for (the
+        // request would be a 404, counted against the plan).
+        let from_service = self.history_from_service() && !self.is_unsent(&session_id);
         let Some(open) = self.transcript.session_mut_if(&session_id) else {
             return;
         };

@@ -81,11 +81,13 @@ impl App {
         for (session_id, title) in titles_to_send {
             out.push(Command::SendTitle { session_id, title });
         }
+        // (Not for a session nothing was sent to yet: the server has no history of it.)
         if first
             && let Some(open) = self.transcript.session()
             && open.loaded
             && open.pending.is_none()
             && open.cut_off.is_none()
+            && !self.is_unsent(&open.id)
         {
             out.push(Command::FetchHistory {
                 session_id: open.id.clone(),

@@ -322,3 +322,69 @@ fn the_first_edit_of_the_composer_asks_for_the_token_tables_once() {
     let cmds = app.update(AppEvent::Paste("pasted".into()));
     assert_eq!(warm_asks(&cmds), 1);
 }
+
+#[test]
+fn a_session_nothing_was_sent_to_asks_the_server_for_no_history_when_it_opens() {
+    let mut app = App::new(
+        KeyBindings::default(),
+        Settings::default(),
+        Rect::new(0, 0, 80, 24),
+        t0(),
+    );
+    app.update(AppEvent::Connected(Endpoint::Embedded {
+        addr: "127.0.0.1:1".into(),
+    }));
+    let fetches = |cmds: &[Command], id: &str| {
+        cmds.iter()
+            .any(|c| matches!(c, Command::FetchHistory { session_id } if session_id == id))
+    };
+    app.update(AppEvent::StoreLoaded {
+        sessions: vec![
+            session(B, NEW_SESSION_TITLE, 0, 0),
+            session(A, "first", 1, 20),
+        ],
+        last_open: Some(B.into()),
+    });
+    let cmds = app.update(AppEvent::TranscriptLoaded {
+        session_id: B.into(),
+        messages: vec![],
+        draft: Some("half a thought".into()),
+        rendered: None,
+    });
+    assert!(!fetches(&cmds, B), "{cmds:?}");
+    // The service's list comes in: it keeps histories, but not this one's.
+    let cmds = app.update(AppEvent::SessionsMerged {
+        sessions: vec![session(A, "first", 1, 20)],
+        deleted: vec![],
+        titles_to_send: vec![],
+        archived: None,
+    });
+    assert!(!fetches(&cmds, B), "{cmds:?}");
+    // A session the server has: what other devices added is asked for.
+    app.focus = Focus::Sessions;
+    app.update(key(KeyCode::Down));
+    app.update(key(KeyCode::Enter));
+    assert_eq!(app.open_id(), Some(A));
+    let cmds = app.update(AppEvent::TranscriptLoaded {
+        session_id: A.into(),
+        messages: vec![
+            stored_msg(Role::User, "hi"),
+            stored_msg(Role::Assistant, "hello"),
+        ],
+        draft: None,
+        rendered: None,
+    });
+    assert!(fetches(&cmds, A), "{cmds:?}");
+    // Back to the new session: still nothing to ask for.
+    app.focus = Focus::Sessions;
+    app.update(key(KeyCode::Up));
+    app.update(key(KeyCode::Enter));
+    assert_eq!(app.open_id(), Some(B));
+    let cmds = app.update(AppEvent::TranscriptLoaded {
+        session_id: B.into(),
+        messages: vec![],
+        draft: Some("half a thought".into()),
+        rendered: None,
+    });
+    assert!(!fetches(&cmds, B), "{cmds:?}");
+}
