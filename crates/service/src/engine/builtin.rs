@@ -257,9 +257,9 @@ pub fn compose(request: &ReplyRequest) -> String {
     }
     text.push_str(
         "\nThese are canned replies. For real answers, install a model with `convo model pull \
-         NAME` (`convo model list --available` lists them) and run `convo serve --engine local`, \
-         or `convo serve --engine openai` against an OpenAI-compatible server (Ollama, \
-         llama.cpp, vLLM).",
+         NAME` (`convo model list --available` lists them) and start convo (or `convo serve`) \
+         again: it answers with the installed model. Or run `convo serve --engine openai` \
+         against an OpenAI-compatible server (Ollama, llama.cpp, vLLM).",
     );
     text
 }
@@ -336,12 +336,13 @@ mod tests {
         assert_eq!(paced, words(&text));
     }
 
-    /// The canned reply says how to get real ones: a model and the local engine.
+    /// The canned reply says how to get real ones: a model, which convo and `convo serve` use
+    /// once installed (`--engine auto`), or another server.
     #[test]
-    fn the_reply_names_the_local_engine_and_the_pull() {
+    fn the_reply_names_the_pull_and_the_restart() {
         let text = compose(&request(&[(Role::User, "What is a monad?")]));
         for needle in [
-            "--engine local",
+            "start convo (or `convo serve`) again",
             "convo model pull",
             "convo model list --available",
             "--engine openai",
