@@ -34,6 +34,20 @@ fn builtin() -> Engine {
     }
 }
 
+/// The embedded service as the TUI starts it on `data` (its handle in `slot`): its base URL
+/// and the local account's key.
+async fn start_embedded(data: &Path, slot: &Mutex<Option<RunningService>>) -> (String, String) {
+    let started = embedded::start(data, &builtin(), 0, slot)
+        .await
+        .expect("the embedded service starts");
+    let key = std::fs::read_to_string(data.join("local-service.key")).unwrap();
+    let base = match &started.endpoint {
+        convo_tui::event::Endpoint::Embedded { addr } => format!("http://{addr}"),
+        other => panic!("{other:?}"),
+    };
+    (base, key.trim().to_string())
+}
+
 #[tokio::test]
 async fn with_no_base_url_usage_is_the_embedded_services_local_account() {
     let s = Sandbox::new();
@@ -70,21 +84,14 @@ async fn usage_reads_the_data_dir_while_the_embedded_service_runs_on_it() {
     let data = s.home().join("convo-data");
     // The embedded service as the TUI starts it, on the same data dir.
     let slot: Mutex<Option<RunningService>> = Mutex::new(None);
-    let started = embedded::start(&data, &builtin(), 0, &slot)
-        .await
-        .expect("the embedded service starts");
-    let key = std::fs::read_to_string(data.join("local-service.key")).unwrap();
-    let base = match &started.endpoint {
-        convo_tui::event::Endpoint::Embedded { addr } => format!("http://{addr}"),
-        other => panic!("{other:?}"),
-    };
+    let (base, key) = start_embedded(&data, &slot).await;
     let http = reqwest::Client::new();
     let send = |text: &str| {
         http.post(format!(
             "{base}/v1/sessions/{}/messages",
             convo_client::api::new_session_id()
         ))
-        .bearer_auth(key.trim())
+        .bearer_auth(&key)
         .json(&json!({"content": text}))
         .send()
     };
@@ -101,7 +108,7 @@ async fn usage_reads_the_data_dir_while_the_embedded_service_runs_on_it() {
     assert_eq!(send("again").await.unwrap().status(), 200);
     let own: Value = http
         .get(format!("{base}/v1/analytics/usage"))
-        .bearer_auth(key.trim())
+        .bearer_auth(&key)
         .send()
         .await
         .unwrap()
@@ -165,20 +172,13 @@ async fn with_no_base_url_metrics_are_the_embedded_services_local_account() {
     let data = s.home().join("convo-data");
     // A message sent through the embedded service as the TUI starts it, then stopped.
     let slot: Mutex<Option<RunningService>> = Mutex::new(None);
-    let started = embedded::start(&data, &builtin(), 0, &slot)
-        .await
-        .expect("the embedded service starts");
-    let key = std::fs::read_to_string(data.join("local-service.key")).unwrap();
-    let base = match &started.endpoint {
-        convo_tui::event::Endpoint::Embedded { addr } => format!("http://{addr}"),
-        other => panic!("{other:?}"),
-    };
+    let (base, key) = start_embedded(&data, &slot).await;
     let sent = reqwest::Client::new()
         .post(format!(
             "{base}/v1/sessions/{}/messages",
             convo_client::api::new_session_id()
         ))
-        .bearer_auth(key.trim())
+        .bearer_auth(&key)
         .json(&json!({"content": "hello"}))
         .send()
         .await

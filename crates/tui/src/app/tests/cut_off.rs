@@ -226,15 +226,7 @@ fn quitting_or_leaving_keeps_a_cut_off_reply_as_interrupted() {
 
 #[test]
 fn a_cut_off_reply_stays_itself_when_the_transcript_loads_late() {
-    let mut app = App::new(
-        KeyBindings::default(),
-        Settings::default(),
-        Rect::new(0, 0, 80, 24),
-        t0(),
-    );
-    app.update(AppEvent::Connected(Endpoint::Embedded {
-        addr: "127.0.0.1:1".into(),
-    }));
+    let mut app = connected();
     app.update(AppEvent::StoreLoaded {
         sessions: vec![session(A, "first", 1, 20)],
         last_open: Some(A.into()),

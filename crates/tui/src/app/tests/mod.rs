@@ -52,8 +52,8 @@ fn app() -> App {
     app_loaded(Vec::new())
 }
 
-/// [`app`] with A's transcript holding `messages`.
-fn app_loaded(messages: Vec<StoredMessage>) -> App {
+/// An 80×24 app connected to an embedded service, before the store has answered.
+fn connected() -> App {
     let mut app = App::new(
         KeyBindings::default(),
         Settings::default(),
@@ -63,6 +63,12 @@ fn app_loaded(messages: Vec<StoredMessage>) -> App {
     app.update(AppEvent::Connected(Endpoint::Embedded {
         addr: "127.0.0.1:1".into(),
     }));
+    app
+}
+
+/// [`app`] with A's transcript holding `messages`.
+fn app_loaded(messages: Vec<StoredMessage>) -> App {
+    let mut app = connected();
     let cmds = app.update(AppEvent::StoreLoaded {
         sessions: vec![
             session(B, "second", 5, 10),

@@ -207,15 +207,7 @@ fn no_draft_edit_before_the_stored_draft_is_read() {
 
 #[test]
 fn a_transcript_rendered_off_the_ui_task_is_adopted_not_rebuilt() {
-    let mut app = App::new(
-        KeyBindings::default(),
-        Settings::default(),
-        Rect::new(0, 0, 80, 24),
-        t0(),
-    );
-    app.update(AppEvent::Connected(Endpoint::Embedded {
-        addr: "127.0.0.1:1".into(),
-    }));
+    let mut app = connected();
     app.update(AppEvent::StoreLoaded {
         sessions: vec![session(A, "first", 1, 20)],
         last_open: Some(A.into()),
@@ -325,15 +317,7 @@ fn the_first_edit_of_the_composer_asks_for_the_token_tables_once() {
 
 #[test]
 fn a_session_nothing_was_sent_to_asks_the_server_for_no_history_when_it_opens() {
-    let mut app = App::new(
-        KeyBindings::default(),
-        Settings::default(),
-        Rect::new(0, 0, 80, 24),
-        t0(),
-    );
-    app.update(AppEvent::Connected(Endpoint::Embedded {
-        addr: "127.0.0.1:1".into(),
-    }));
+    let mut app = connected();
     let fetches = |cmds: &[Command], id: &str| {
         cmds.iter()
             .any(|c| matches!(c, Command::FetchHistory { session_id } if session_id == id))
