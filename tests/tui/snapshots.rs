@@ -1353,3 +1353,58 @@ fn a_reply_reading_the_conversation_stopped_or_cut() {
         app
     });
 }
+
+/// `/kept` with two sessions kept aside (the server's database turned out new, and one its
+/// list lacks), then the first read.
+fn kept_view(w: u16, h: u16, read: bool) -> App {
+    use convo_tui::kept_view::{KeptEvent, KeptSession};
+    let mut app = chat(w, h);
+    type_text(&mut app, "/kept");
+    app.update(key(KeyCode::Enter));
+    let kept = |id: &str, title: &str, label: &str, tokens| KeptSession {
+        id: id.into(),
+        title: Some(title.into()),
+        label: label.into(),
+        last_activity: t0() - chrono::Duration::days(2),
+        tokens,
+    };
+    app.update(AppEvent::Kept(KeptEvent::Listed(Ok(vec![
+        kept(
+            "session_LIGHTHOUSEKEEPER@db_2f9c",
+            "A lighthouse keeper's logbook",
+            "https://convo.example.com #4be1a0 (earlier database, until 2026-11-27 21:17 UTC)",
+            1_284,
+        ),
+        kept(
+            "session_TRIPTOLISBONXXXX@missing",
+            "Trip to Lisbon",
+            "https://convo.example.com #4be1a0 (missing from the server since 2026-11-26)",
+            312,
+        ),
+    ]))));
+    if read {
+        app.update(key(KeyCode::Enter));
+        app.update(AppEvent::Kept(KeptEvent::Read {
+            session_id: "session_LIGHTHOUSEKEEPER@db_2f9c".into(),
+            result: Ok(convo_tui::event::Rendered::new(convo_tui::app::render_stored(&[
+                msg(Role::User, "Write the first entry of a lighthouse keeper's logbook.", 12),
+                msg(
+                    Role::Assistant,
+                    "**12 March.** Wind from the north-east, the lamp lit at dusk.\n\n- oil: 4 gallons\n- visitors: none",
+                    30,
+                ),
+            ]))),
+        }));
+    }
+    app
+}
+
+#[test]
+fn kept_sessions_listed() {
+    snap("kept_list", |w, h| kept_view(w, h, false));
+}
+
+#[test]
+fn a_kept_session_read() {
+    snap("kept_read", |w, h| kept_view(w, h, true));
+}

@@ -196,3 +196,92 @@ async fn a_session_of_another_device_is_listed_and_opens_with_its_history() {
     .unwrap();
     rt.shutdown().await;
 }
+
+/// Sessions the store kept aside from the server's earlier database are listed by `/kept`
+/// and read from the store there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kept_lists_the_sessions_of_an_earlier_database_and_reads_one() {
+    use convo_client::api::Role;
+    use convo_client::local_store::{ServiceSessions, Store, StoredMessage};
+    use convo_client::target::TargetId;
+    use convo_tui::kept_view::KeptList;
+    let dir = tempfile::tempdir().unwrap();
+    // A session of the embedded service's earlier database, kept aside when a list came from
+    // a new one.
+    const S: &str = "session_LIGHTHOUSEKEEPER";
+    let store = Store::open(&dir.path().join("convo.db"))
+        .unwrap()
+        .for_target(&TargetId::embedded())
+        .unwrap();
+    store
+        .append_message(S, &StoredMessage::user(Role::User, "the keeper's logbook"))
+        .unwrap();
+    let mut reply = StoredMessage::user(Role::Assistant, "12 March: wind from the north-east");
+    reply.message_id = Some("msg_0000000000000001".into());
+    store.append_message(S, &reply).unwrap();
+    let said = |database: &'static str| ServiceSessions::All {
+        sessions: &[],
+        asked_at: chrono::Utc::now(),
+        database_id: Some(database),
+        deleted: Some(&[]),
+    };
+    store.database_said("db-earlier").unwrap();
+    let moved = store.merge_service(said("db-newer")).unwrap();
+    assert_eq!(moved.archived.map(|a| a.sessions), Some(1));
+    drop(store);
+
+    let mut rt = open(embedded(dir.path()), dir.path()).await;
+    for c in "/kept".chars() {
+        rt.handle(AppEvent::Key(KeyEvent::new(
+            KeyCode::Char(c),
+            KeyModifiers::NONE,
+        )));
+    }
+    rt.handle(AppEvent::Key(KeyEvent::new(
+        KeyCode::Enter,
+        KeyModifiers::NONE,
+    )));
+    rt.run_until(
+        "the kept list",
+        GUARD,
+        |app| matches!(&app.kept().list, KeptList::Loaded(s) if !s.is_empty()),
+    )
+    .await
+    .unwrap();
+    let KeptList::Loaded(kept) = &rt.app.kept().list else {
+        unreachable!()
+    };
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert_eq!(kept[0].id, S);
+    assert!(
+        kept[0].label.contains("earlier database"),
+        "{}",
+        kept[0].label
+    );
+    rt.handle(AppEvent::Key(KeyEvent::new(
+        KeyCode::Enter,
+        KeyModifiers::NONE,
+    )));
+    rt.run_until("the kept session read", GUARD, |app| {
+        app.kept()
+            .reading
+            .as_ref()
+            .is_some_and(|r| matches!(r.transcript, Some(Ok(_))))
+    })
+    .await
+    .unwrap();
+    let screen = {
+        let (w, h) = (rt.app.size().width, rt.app.size().height);
+        let mut t = ratatui::Terminal::new(ratatui::backend::TestBackend::new(w, h)).unwrap();
+        t.draw(|f| convo_tui::view::draw(f, &rt.app)).unwrap();
+        let buf = t.backend().buffer().clone();
+        (0..h)
+            .map(|y| (0..w).map(|x| buf[(x, y)].symbol()).collect::<String>() + "\n")
+            .collect::<String>()
+    };
+    assert!(
+        screen.contains("12 March: wind from the north-east"),
+        "{screen}"
+    );
+    rt.shutdown().await;
+}

@@ -54,6 +54,8 @@ pub enum Command {
     Metrics(MetricsRequest),
     /// Work for the wallet view's worker (`tui::wallet::worker::WalletWorker`).
     Wallet(WalletRequest),
+    /// Work for the kept view (`tui::kept_view`), done by the store thread.
+    Kept(crate::kept_view::KeptRequest),
     /// Work for the accounts view's worker (`tui::accounts_view::worker::AccountsWorker`).
     Accounts(crate::accounts_view::AccountsRequest),
     /// Search the messages of every session in the local store (off the UI task); the

@@ -163,6 +163,8 @@ pub enum AppEvent {
     /// A report for the wallet view (F3): a fetched wallet, recent ids, token status
     /// (`tui::wallet`).
     Wallet(crate::wallet::WalletEvent),
+    /// The store thread's answer for the kept view (`/kept`).
+    Kept(crate::kept_view::KeptEvent),
     /// A report for the accounts view (F4) and its alerts: a load, a day of an account's
     /// details, the admin feed's changes (`tui::accounts_view`).
     Accounts(crate::accounts_view::AccountsEvent),
@@ -287,28 +289,7 @@ pub struct SessionSummary {
 /// A message of a transcript as the store keeps it.
 pub use convo_client::local_store::{MessageStatus, StoredMessage};
 
-/// A transcript model built off the UI task, handed over once: the first `take` gets it.
-#[derive(Clone)]
-pub struct Rendered(
-    std::sync::Arc<std::sync::Mutex<Option<crate::render::transcript::Transcript>>>,
-);
-
-impl Rendered {
-    pub fn new(transcript: crate::render::transcript::Transcript) -> Self {
-        Rendered(std::sync::Arc::new(std::sync::Mutex::new(Some(transcript))))
-    }
-
-    /// The transcript, unless it was taken already.
-    pub fn take(&self) -> Option<crate::render::transcript::Transcript> {
-        self.0.lock().ok().and_then(|mut t| t.take())
-    }
-}
-
-impl std::fmt::Debug for Rendered {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Rendered(..)")
-    }
-}
+pub use crate::render::transcript::Rendered;
 
 /// One line for the user about a failed request. A `quota_exceeded` names when the limit
 /// resets: the server's `resetAt`, which the network worker fills in from `Retry-After` when

@@ -7,6 +7,7 @@ use unicode_width::UnicodeWidthStr;
 
 use crate::accounts_view::AccountsState;
 use crate::full_view::FullView;
+use crate::kept_view::KeptState;
 use crate::keys::KeyBindings;
 use crate::layout::centered;
 use crate::metrics::MetricsState;
@@ -45,6 +46,7 @@ pub fn lines(keys: &KeyBindings) -> Vec<HelpRow> {
     sections.push(MetricsState::help(keys));
     sections.push(WalletState::help(keys));
     sections.push(AccountsState::help(keys));
+    sections.push(KeptState::help(keys));
     let mut out = Vec::new();
     for (title, entries) in sections {
         if !out.is_empty() {

@@ -16,6 +16,7 @@ pub mod frame;
 pub mod full_view;
 pub mod help;
 pub mod instance;
+pub mod kept_view;
 pub mod key_result;
 pub mod keys;
 pub mod layout;

@@ -32,6 +32,8 @@ pub enum SlashCommand {
     /// `/continue`: ask for the rest of a reply cut by a limit (sends
     /// `transcript_pane::reply_marks::CONTINUE_PROMPT` as a user message).
     Continue,
+    /// `/kept`: the sessions the local store keeps aside (the server no longer has them).
+    Kept,
 }
 
 impl SlashCommand {
@@ -51,6 +53,7 @@ impl SlashCommand {
         ("/search TEXT", "search all sessions"),
         ("/undo", "remove the last exchange"),
         ("/continue", "the rest of a cut reply"),
+        ("/kept", "kept sessions the server lost"),
     ];
 
     /// The command in `text` (already trimmed): `None` when it is a message (no leading `/`,
@@ -74,6 +77,7 @@ impl SlashCommand {
             "search" => SlashCommand::Search(arg),
             "undo" => SlashCommand::Undo,
             "continue" => SlashCommand::Continue,
+            "kept" => SlashCommand::Kept,
             other => return Some(Err(other.to_string())),
         }))
     }
@@ -131,7 +135,7 @@ mod tests {
     fn the_unknown_notice_lists_every_command() {
         assert_eq!(
             SlashCommand::unknown("x"),
-            "unknown command /x: try /new, /delete, /system, /meta, /metrics, /wallet, /help, /quit, /retry, /title, /export, /search, /undo, /continue (// sends a literal /)"
+            "unknown command /x: try /new, /delete, /system, /meta, /metrics, /wallet, /help, /quit, /retry, /title, /export, /search, /undo, /continue, /kept (// sends a literal /)"
         );
     }
 }

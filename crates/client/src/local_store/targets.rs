@@ -37,7 +37,9 @@ use std::collections::HashSet;
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::{Store, StoreError, checkpoint_after_delete, delete_in, fmt_time, parse_time};
+use super::{
+    SessionRecord, Store, StoreError, checkpoint_after_delete, delete_in, fmt_time, parse_time,
+};
 use convo_wire::sessions::SessionSummary;
 
 /// What the target's service said about its sessions.
@@ -92,8 +94,26 @@ pub enum Aside {
 }
 
 impl std::fmt::Display for Archived {
-    /// What the user is told (the TUI's status bar, `convo sessions`' warning).
+    /// What the user of the command line is told (`convo sessions`' warning).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.told(f, "(`convo sessions --all-targets`, `convo export`)")
+    }
+}
+
+impl Archived {
+    /// What the user is told, `where_` saying how to reach the sessions (the TUI's `/kept`,
+    /// the command line's commands).
+    pub fn told_with(&self, where_: &str) -> String {
+        struct Told<'a>(&'a Archived, &'a str);
+        impl std::fmt::Display for Told<'_> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                self.0.told(f, self.1)
+            }
+        }
+        Told(self, where_).to_string()
+    }
+
+    fn told(&self, f: &mut std::fmt::Formatter<'_>, where_: &str) -> std::fmt::Result {
         let n = self.sessions;
         let (sessions, are, them) = if n == 1 {
             ("session", "is", "it")
@@ -101,7 +121,6 @@ impl std::fmt::Display for Archived {
             ("sessions", "are", "them")
         };
         let label = &self.label;
-        let where_ = "(`convo sessions --all-targets`, `convo export`)";
         match self.why {
             Aside::EarlierDatabase => write!(
                 f,
@@ -393,6 +412,19 @@ impl Store {
             label,
             why: Aside::Missing,
         })
+    }
+
+    /// The sessions of this target kept aside (an earlier database's, or missing from the
+    /// service's list), not deleted, most recent first, each with the label of where it is
+    /// kept (`… (earlier database, until …)`, `… (missing from the server since …)`): what the
+    /// TUI's kept view (`/kept`) lists.
+    pub fn kept_aside_sessions(&self) -> Result<Vec<(SessionRecord, String)>, StoreError> {
+        let target = self.target.id().to_string();
+        Ok(self
+            .list_all_sessions()?
+            .into_iter()
+            .filter(|(s, _)| is_aside(&target, &s.target))
+            .collect())
     }
 
     /// The service of this handle's target holds `session_id` (it answered for it): the
@@ -947,6 +979,14 @@ mod tests {
         assert_eq!(s.transcript(LOST).unwrap().len(), 2);
         assert_eq!(s.draft(LOST).unwrap().as_deref(), Some("unsent words"));
         assert!(s.transcript(DELETED).unwrap().is_empty());
+        // Listed as kept aside, with the label of where (the TUI's /kept).
+        let kept = s.kept_aside_sessions().unwrap();
+        assert_eq!(kept.len(), 1, "{kept:?}");
+        assert_eq!(kept[0].0.id, LOST);
+        assert_eq!(kept[0].1, aside.label);
+        // Another target's handle sees none of them.
+        let other = s.for_target(&TargetId::embedded()).unwrap();
+        assert!(other.kept_aside_sessions().unwrap().is_empty());
         // Again: nothing more moves, nothing is said.
         assert_eq!(said(Some(&named), 20), Merged::default());
         // A server that names no deletions: what its list lacks is taken as deleted, as before.

@@ -82,6 +82,7 @@ pub struct App {
     wallet: super::wallet::WalletState,
     /// The accounts view's state (F4) and the operator's alerts.
     accounts: super::accounts_view::AccountsState,
+    kept: super::kept_view::KeptState,
     next_send_id: u64,
     /// Quit was asked for before the store loaded, with text to keep.
     quit_when_loaded: bool,
@@ -125,6 +126,7 @@ impl App {
             metrics: Default::default(),
             wallet: Default::default(),
             accounts: Default::default(),
+            kept: Default::default(),
             next_send_id: 1,
             quit_when_loaded: false,
             quit: false,
@@ -561,6 +563,7 @@ impl App {
                 out.extend(reqs.into_iter().map(Command::Wallet));
             }
             AppEvent::Accounts(ev) => self.on_accounts(ev, &mut out),
+            AppEvent::Kept(ev) => self.kept.on_event(ev),
         }
         self.apply_pending_jump();
         self.refresh_search();
@@ -660,6 +663,7 @@ impl App {
             View::Metrics => Some(&self.metrics),
             View::Wallet => Some(&self.wallet),
             View::Accounts => Some(&self.accounts),
+            View::Kept => Some(&self.kept),
         }
     }
 
@@ -669,6 +673,7 @@ impl App {
             View::Metrics => Some(&mut self.metrics),
             View::Wallet => Some(&mut self.wallet),
             View::Accounts => Some(&mut self.accounts),
+            View::Kept => Some(&mut self.kept),
         }
     }
 
@@ -680,6 +685,7 @@ impl App {
             View::Metrics => &mut self.metrics,
             View::Wallet => &mut self.wallet,
             View::Accounts => &mut self.accounts,
+            View::Kept => &mut self.kept,
         };
         match view.key(&self.keys, key, self.now, out) {
             KeyResult::Consumed => {}
@@ -711,6 +717,17 @@ impl App {
     }
 
     /// F3 (no id) or `/wallet ID`: shows the wallet view, fetching `wallet_id` if given.
+    /// The kept view's state (`/kept`).
+    pub fn kept(&self) -> &super::kept_view::KeptState {
+        &self.kept
+    }
+
+    /// `/kept`: the sessions kept aside in the local store, listed anew.
+    pub(super) fn open_kept(&mut self, out: &mut Vec<Command>) {
+        self.view = View::Kept;
+        out.push(Command::Kept(self.kept.open()));
+    }
+
     fn open_wallet(&mut self, wallet_id: Option<&str>, out: &mut Vec<Command>) {
         self.view = View::Wallet;
         let embedded = matches!(

@@ -76,7 +76,7 @@ impl App {
                 self.composer.clear();
                 self.new_session(carried, out);
             }
-            self.notify(Level::Warn, archived.to_string());
+            self.notify(Level::Warn, archived.told_with("(/kept shows them)"));
         }
         for (session_id, title) in titles_to_send {
             out.push(Command::SendTitle { session_id, title });
@@ -376,6 +376,7 @@ mod tests {
                 .contains("the server's database is new: the 2 sessions kept"),
             "{notice:?}"
         );
+        assert!(notice.text.ends_with("(/kept shows them)"), "{notice:?}");
     }
 
     #[test]

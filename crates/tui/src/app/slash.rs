@@ -78,6 +78,10 @@ impl App {
                 self.composer.clear();
                 self.open_metrics(out);
             }
+            SlashCommand::Kept => {
+                self.composer.clear();
+                self.open_kept(out);
+            }
             SlashCommand::Wallet(id) => {
                 self.composer.clear();
                 self.open_wallet(id.as_deref(), out);

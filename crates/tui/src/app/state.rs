@@ -32,6 +32,8 @@ pub enum View {
     Wallet,
     /// Every account of the deployment, for an operator (F4; `tui::accounts_view`).
     Accounts,
+    /// The sessions kept aside in the local store (`/kept`; `tui::kept_view`).
+    Kept,
 }
 
 /// Connection to the service.

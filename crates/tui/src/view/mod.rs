@@ -4,6 +4,7 @@ pub mod accounts;
 pub mod composer;
 pub mod dialog;
 pub mod help;
+pub mod kept;
 pub mod metrics;
 pub mod search;
 pub mod sessions;
@@ -36,7 +37,7 @@ pub fn draw(frame: &mut Frame, app: &App) {
             }
         }
         // A full-screen view takes the screen above the status bar.
-        View::Metrics | View::Wallet | View::Accounts => {
+        View::Metrics | View::Wallet | View::Accounts | View::Kept => {
             let area = buf.area;
             let above = Rect::new(
                 area.x,

@@ -237,6 +237,7 @@ impl Workers {
             Command::Export { session_id, path } => {
                 self.store_job(StoreJob::Export { session_id, path })
             }
+            Command::Kept(request) => self.store_job(StoreJob::Kept(request)),
             Command::SearchSessions { seq, text, limit } => {
                 self.store_job(StoreJob::Search { seq, text, limit })
             }

@@ -1,6 +1,8 @@
 //! The store thread: the local store's API blocks and its jobs must stay in order, so one
 //! thread owns it and takes jobs from a channel. Draft edits are written once typing pauses.
 
+use crate::kept_view::{KeptEvent, KeptRequest, KeptSession};
+use crate::render::transcript::Rendered;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -28,6 +30,8 @@ pub(super) enum StoreJob {
         text: String,
         limit: usize,
     },
+    /// The kept view's work: the sessions kept aside, or one's messages.
+    Kept(crate::kept_view::KeptRequest),
     /// Writes the drafts still waiting, then closes the database, so that SQLite folds its WAL
     /// into the file and removes it; answers after that. Jobs sent later are not run.
     Close(oneshot::Sender<()>),
@@ -72,6 +76,12 @@ pub(super) fn spawn_store(
                                     session_id,
                                     result: Err(format!("local store unavailable: {e}")),
                                 });
+                            }
+                            StoreJob::Kept(request) => {
+                                events.send(AppEvent::Kept(kept_failed(
+                                    request,
+                                    format!("local store unavailable: {e}"),
+                                )));
                             }
                             StoreJob::Op(_) | StoreJob::Load(..) | StoreJob::KnownBuckets(_) => {}
                         }
@@ -154,6 +164,10 @@ pub(super) fn spawn_store(
                     StoreJob::Export { session_id, path } => {
                         let result = export(&store, &session_id, path.as_deref());
                         events.send(AppEvent::Exported { session_id, result });
+                        Ok(())
+                    }
+                    StoreJob::Kept(request) => {
+                        events.send(AppEvent::Kept(kept(&store, request)));
                         Ok(())
                     }
                     StoreJob::Load(session_id, width, rows) => {
@@ -382,6 +396,41 @@ fn set_title(
 
 /// Writes the session's transcript as Markdown where `/export` asks ([`convo_client::export::target`])
 /// and says where, as the user reads it; or why not.
+/// The kept view's answer to `request`.
+fn kept(store: &Store, request: KeptRequest) -> KeptEvent {
+    match request {
+        KeptRequest::List => KeptEvent::Listed(
+            store
+                .kept_aside_sessions()
+                .map(|list| {
+                    list.into_iter()
+                        .map(|(record, label)| KeptSession::of(record, label))
+                        .collect()
+                })
+                .map_err(|e| e.to_string()),
+        ),
+        KeptRequest::Read(session_id) => {
+            // Laid out here, as a session opened in the chat is, off the UI task.
+            let result = store
+                .transcript(&session_id)
+                .map(|messages| Rendered::new(crate::app::render_stored(&messages)))
+                .map_err(|e| e.to_string());
+            KeptEvent::Read { session_id, result }
+        }
+    }
+}
+
+/// The kept view's answer to `request` when the store cannot be read.
+fn kept_failed(request: KeptRequest, why: String) -> KeptEvent {
+    match request {
+        KeptRequest::List => KeptEvent::Listed(Err(why)),
+        KeptRequest::Read(session_id) => KeptEvent::Read {
+            session_id,
+            result: Err(why),
+        },
+    }
+}
+
 fn export(store: &Store, session_id: &str, path: Option<&str>) -> Result<Exported, String> {
     use convo_client::export;
     let session = match store.session(session_id) {

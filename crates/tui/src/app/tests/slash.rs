@@ -190,3 +190,42 @@ fn slash_new_help_delete_quit_and_unknown() {
     assert!(cmds.contains(&Command::Quit));
     assert!(app.quit);
 }
+
+#[test]
+fn slash_kept_lists_the_sessions_kept_aside_and_reads_one() {
+    use crate::kept_view::{KeptEvent, KeptRequest, KeptSession};
+    let mut app = app();
+    type_text(&mut app, "/kept");
+    let cmds = app.update(key(KeyCode::Enter));
+    assert_eq!(app.view(), View::Kept);
+    assert!(cmds.contains(&Command::Kept(KeptRequest::List)), "{cmds:?}");
+    assert_eq!(app.composer_text(), "");
+    let kept = KeptSession {
+        id: "session_AAAAAAAAAAAAAAAA@db1".into(),
+        title: Some("the lighthouse".into()),
+        label: "http://h:1 #abcdef (earlier database, until 2026-11-27 21:17 UTC)".into(),
+        last_activity: t0(),
+        tokens: 40,
+    };
+    app.update(AppEvent::Kept(KeptEvent::Listed(Ok(vec![kept]))));
+    let cmds = app.update(key(KeyCode::Enter));
+    assert!(cmds.contains(&Command::Kept(KeptRequest::Read(
+        "session_AAAAAAAAAAAAAAAA@db1".into()
+    ))));
+    // Read-only: typing sends nothing and changes no draft.
+    let cmds = type_text(&mut app, "hello");
+    assert!(
+        !cmds.iter().any(|c| matches!(c, Command::Send { .. })),
+        "{cmds:?}"
+    );
+    // `x` exports it from the store.
+    let cmds = app.update(key(KeyCode::Char('x')));
+    assert!(cmds.contains(&Command::Export {
+        session_id: "session_AAAAAAAAAAAAAAAA@db1".into(),
+        path: None
+    }));
+    app.update(key(KeyCode::Esc));
+    assert_eq!(app.view(), View::Kept, "back to the list");
+    app.update(key(KeyCode::Esc));
+    assert_eq!(app.view(), View::Chat);
+}

@@ -30,6 +30,7 @@
 //! let mut buf = Buffer::empty(area);
 //! t.render(area, &mut buf, 0, Some(id));
 //! ```
+pub use handover::Rendered;
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::ops::Range;
@@ -43,6 +44,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
 mod draw;
+mod handover;
 mod line_cache;
 mod stream_body;
 

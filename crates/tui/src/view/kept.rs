@@ -1,0 +1,255 @@
+//! The kept view (`/kept`, `tui::kept_view`): the sessions the local store keeps aside, one
+//! row each, and one of them read.
+
+use chrono::{DateTime, Utc};
+use crossterm::event::KeyEvent;
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Widget;
+
+use super::{theme, truncate};
+use crate::command::Command;
+use crate::full_view::{FullView, HelpSection, KeyResult};
+use crate::kept_view::{KeptAction, KeptList, KeptState, Reading};
+use crate::keys::KeyBindings;
+use crate::render::wrap::str_width;
+use convo_client::sanitize::sanitize_owned;
+
+impl FullView for KeptState {
+    fn key(
+        &mut self,
+        keys: &KeyBindings,
+        key: &KeyEvent,
+        _now: DateTime<Utc>,
+        out: &mut Vec<Command>,
+    ) -> KeyResult {
+        let mut actions = Vec::new();
+        let result = self.handle_key(keys, key, &mut actions);
+        out.extend(actions.into_iter().map(|action| match action {
+            KeptAction::Store(request) => Command::Kept(request),
+            KeptAction::Export(session_id) => Command::Export {
+                session_id,
+                path: None,
+            },
+        }));
+        result
+    }
+
+    fn paste(&mut self, _text: &str) {}
+
+    fn scroll(&mut self, delta: isize) {
+        KeptState::scroll(self, delta);
+    }
+
+    fn hints(&self, k: &KeyBindings) -> Vec<(String, &'static str)> {
+        let mut out = vec![(k.back.first_label(), "back")];
+        if self.reading.is_some() {
+            out.push((k.move_up.first_label(), "scroll"));
+        } else {
+            out.push((k.open_session.first_label(), "read"));
+        }
+        if self.selected().is_some() {
+            out.push(("x".into(), "export"));
+        }
+        out.push(("F1".into(), "help"));
+        out
+    }
+
+    fn help(keys: &KeyBindings) -> HelpSection {
+        (
+            "Kept sessions (/kept)".into(),
+            vec![
+                (keys.open_session.first_label(), "read the session".into()),
+                ("↑ ↓ PgUp PgDn".into(), "choose; scroll".into()),
+                ("x".into(), "export to a Markdown file".into()),
+                (keys.back.first_label(), "back: list, then chat".into()),
+            ],
+        )
+    }
+
+    fn render(&self, _keys: &KeyBindings, area: Rect, buf: &mut Buffer) {
+        match &self.reading {
+            Some(reading) => render_reading(reading, area, buf),
+            None => render_list(self, area, buf),
+        }
+    }
+}
+
+fn line(area: Rect, y: u16, spans: Vec<Span<'_>>, buf: &mut Buffer) {
+    if y < area.bottom() {
+        Line::from(spans).render(Rect::new(area.x, y, area.width, 1), buf);
+    }
+}
+
+fn render_list(s: &KeptState, area: Rect, buf: &mut Buffer) {
+    let width = usize::from(area.width.saturating_sub(2));
+    let x = area.x + 1;
+    let inner = Rect::new(x, area.y, area.width.saturating_sub(2), area.height);
+    line(
+        inner,
+        inner.y,
+        vec![Span::styled("Kept on this device", theme::bold())],
+        buf,
+    );
+    line(
+        inner,
+        inner.y + 1,
+        vec![Span::styled(
+            truncate(
+                "The server no longer has these sessions: Enter reads one, x exports it.",
+                width,
+            ),
+            theme::dim(),
+        )],
+        buf,
+    );
+    let sessions = match &s.list {
+        KeptList::Loading => {
+            return line(
+                inner,
+                inner.y + 3,
+                vec![Span::styled("reading the local store…", theme::dim())],
+                buf,
+            );
+        }
+        KeptList::Failed(e) => {
+            return line(
+                inner,
+                inner.y + 3,
+                vec![Span::styled(
+                    truncate(&format!("cannot read the local store: {e}"), width),
+                    theme::error(),
+                )],
+                buf,
+            );
+        }
+        KeptList::Loaded(sessions) if sessions.is_empty() => {
+            return line(
+                inner,
+                inner.y + 3,
+                vec![Span::styled(
+                    "Nothing is kept aside: every session here is on the server.",
+                    theme::dim(),
+                )],
+                buf,
+            );
+        }
+        KeptList::Loaded(sessions) => sessions,
+    };
+    let list = Rect::new(
+        inner.x,
+        inner.y + 3,
+        inner.width,
+        inner.height.saturating_sub(3),
+    );
+    let per_page = usize::from(list.height / 2).max(1);
+    let first = s.cursor.saturating_sub(per_page - 1);
+    for (row, (i, session)) in sessions
+        .iter()
+        .enumerate()
+        .skip(first)
+        .take(per_page)
+        .enumerate()
+    {
+        let y = list.y + (row as u16) * 2;
+        let title = session
+            .title
+            .as_deref()
+            .map_or_else(|| "(untitled)".to_string(), sanitize_owned);
+        let tail = format!(
+            " · {} · {}",
+            session.last_activity.format("%Y-%m-%d %H:%M"),
+            convo_client::format::counted(session.tokens, "token")
+        );
+        let title = truncate(&title, width.saturating_sub(str_width(&tail) + 1));
+        line(
+            list,
+            y,
+            vec![
+                Span::styled(title, theme::bold()),
+                Span::styled(tail, theme::dim()),
+            ],
+            buf,
+        );
+        line(
+            list,
+            y + 1,
+            vec![Span::styled(
+                truncate(&format!("  {}", sanitize_owned(&session.label)), width),
+                theme::dim(),
+            )],
+            buf,
+        );
+        if i == s.cursor {
+            let rows = if y + 1 < list.bottom() { 2 } else { 1 };
+            buf.set_style(Rect::new(list.x, y, list.width, rows), theme::selected());
+        }
+    }
+}
+
+fn render_reading(r: &Reading, area: Rect, buf: &mut Buffer) {
+    let width = usize::from(area.width.saturating_sub(2));
+    let inner = Rect::new(
+        area.x + 1,
+        area.y,
+        area.width.saturating_sub(2),
+        area.height,
+    );
+    let title = r
+        .session
+        .title
+        .as_deref()
+        .map_or_else(|| "(untitled)".to_string(), sanitize_owned);
+    line(
+        inner,
+        inner.y,
+        vec![Span::styled(truncate(&title, width), theme::bold())],
+        buf,
+    );
+    line(
+        inner,
+        inner.y + 1,
+        vec![Span::styled(
+            truncate(
+                &format!(
+                    "{} · kept in {}",
+                    r.session.id,
+                    sanitize_owned(&r.session.label)
+                ),
+                width,
+            ),
+            theme::dim(),
+        )],
+        buf,
+    );
+    let body = Rect::new(
+        inner.x,
+        inner.y + 3,
+        inner.width,
+        inner.height.saturating_sub(3),
+    );
+    match &r.transcript {
+        None => line(
+            body,
+            body.y,
+            vec![Span::styled("reading the local store…", theme::dim())],
+            buf,
+        ),
+        Some(Err(e)) => line(
+            body,
+            body.y,
+            vec![Span::styled(
+                truncate(&format!("cannot read the local store: {e}"), width),
+                theme::error(),
+            )],
+            buf,
+        ),
+        Some(Ok(transcript)) if body.height > 0 && body.width > 0 => {
+            let max = transcript.tail_top(body.width, body.height);
+            r.max_top.set(max);
+            transcript.render(body, buf, r.top.min(max), None);
+        }
+        Some(Ok(_)) => {}
+    }
+}
