@@ -76,7 +76,11 @@ impl App {
                 self.composer.clear();
                 self.new_session(carried, out);
             }
-            self.notify(Level::Warn, archived.told_with("(/kept shows them)"));
+            let where_ = match archived.sessions {
+                1 => "(/kept shows it)",
+                _ => "(/kept shows them)",
+            };
+            self.notify(Level::Warn, archived.told_with(where_));
         }
         for (session_id, title) in titles_to_send {
             out.push(Command::SendTitle { session_id, title });
