@@ -1408,3 +1408,12 @@ fn kept_sessions_listed() {
 fn a_kept_session_read() {
     snap("kept_read", |w, h| kept_view(w, h, true));
 }
+
+#[test]
+fn a_kept_session_asked_about_before_it_is_erased() {
+    snap("kept_erase", |w, h| {
+        let mut app = kept_view(w, h, false);
+        app.update(key(KeyCode::Char('d')));
+        app
+    });
+}

@@ -1024,6 +1024,12 @@ fn delete_in(conn: &Connection, target: &str, session_id: &str) -> rusqlite::Res
              title_pending = 0",
         params![session_id, now, target],
     )?;
+    erase_content(conn, session_id)
+}
+
+/// What a deleted session leaves behind goes: its messages, its draft, and its place as a
+/// target's last open session.
+fn erase_content(conn: &Connection, session_id: &str) -> rusqlite::Result<()> {
     conn.execute(
         "DELETE FROM messages WHERE session_id = ?1",
         params![session_id],

@@ -21,6 +21,9 @@ pub enum KeptRequest {
     List,
     /// One session's messages, answered with `KeptEvent::Read`.
     Read(String),
+    /// One session erased from the store (`Store::erase_kept`), answered with
+    /// `KeptEvent::Erased`.
+    Erase(String),
 }
 
 /// What a key in the view asks for (`view/kept.rs` makes them commands).
@@ -40,6 +43,11 @@ pub enum KeptEvent {
     Read {
         session_id: String,
         result: Result<Rendered, String>,
+    },
+    /// `Ok(false)`: it was no longer one of the kept sessions.
+    Erased {
+        session_id: String,
+        result: Result<bool, String>,
     },
 }
 
@@ -95,6 +103,10 @@ pub struct KeptState {
     /// Index into the list.
     pub cursor: usize,
     pub reading: Option<Reading>,
+    /// The selected session is to be erased once the user confirms.
+    pub confirm_erase: bool,
+    /// What the last erase did: (done, what to say).
+    pub note: Option<(bool, String)>,
 }
 
 impl Default for KeptState {
@@ -103,6 +115,8 @@ impl Default for KeptState {
             list: KeptList::Loading,
             cursor: 0,
             reading: None,
+            confirm_erase: false,
+            note: None,
         }
     }
 }
@@ -132,7 +146,42 @@ impl KeptState {
                     }));
                 }
             }
+            KeptEvent::Erased { session_id, result } => {
+                let title = self.title_of(&session_id);
+                self.note = Some(match result {
+                    Ok(true) => {
+                        if let KeptList::Loaded(sessions) = &mut self.list {
+                            sessions.retain(|s| s.id != session_id);
+                            self.cursor = self.cursor.min(sessions.len().saturating_sub(1));
+                        }
+                        if self
+                            .reading
+                            .as_ref()
+                            .is_some_and(|r| r.session.id == session_id)
+                        {
+                            self.reading = None;
+                        }
+                        (true, format!("erased “{title}” from this device"))
+                    }
+                    Ok(false) => (
+                        false,
+                        format!("“{title}” was not erased: it is no longer kept aside here"),
+                    ),
+                    Err(e) => (false, format!("“{title}” was not erased: {e}")),
+                });
+            }
         }
+    }
+
+    /// A kept session's title as the view says it.
+    fn title_of(&self, session_id: &str) -> String {
+        let listed = match &self.list {
+            KeptList::Loaded(sessions) => sessions.iter().find(|s| s.id == session_id),
+            _ => None,
+        };
+        listed
+            .and_then(|s| s.title.clone())
+            .unwrap_or_else(|| session_id.to_string())
     }
 
     /// The session under the cursor (or being read).
@@ -161,6 +210,25 @@ impl KeptState {
     ) -> KeyResult {
         if k.stop_or_quit.matches(key) {
             return KeyResult::Quit;
+        }
+        if self.confirm_erase {
+            // Only the answer counts while the question is asked.
+            if k.confirm.matches(key) {
+                if let Some(s) = self.selected() {
+                    out.push(KeptAction::Store(KeptRequest::Erase(s.id.clone())));
+                }
+                self.confirm_erase = false;
+            } else if k.cancel.matches(key) {
+                self.confirm_erase = false;
+            }
+            return KeyResult::Consumed;
+        }
+        if k.delete_session.matches(key) {
+            if self.selected().is_some() {
+                self.confirm_erase = true;
+                self.note = None;
+            }
+            return KeyResult::Consumed;
         }
         if is_char(key, 'x') {
             if let Some(s) = self.selected() {
@@ -301,12 +369,26 @@ mod tests {
         out.clear();
         s.handle_key(&k, &key(KeyCode::Char('x')), &mut out);
         assert_eq!(out, [KeptAction::Export("b@db1".into())]);
-        // Esc back to the list, then out of the view.
+        // `d` asks first: `n` keeps it, `y` erases it.
+        out.clear();
+        s.handle_key(&k, &key(KeyCode::Char('d')), &mut out);
+        assert!(s.confirm_erase && out.is_empty());
+        s.handle_key(&k, &key(KeyCode::Char('n')), &mut out);
+        assert!(!s.confirm_erase && out.is_empty());
+        s.handle_key(&k, &key(KeyCode::Char('d')), &mut out);
+        s.handle_key(&k, &key(KeyCode::Char('y')), &mut out);
+        assert_eq!(out, [KeptAction::Store(KeptRequest::Erase("b@db1".into()))]);
+        s.on_event(KeptEvent::Erased {
+            session_id: "b@db1".into(),
+            result: Ok(true),
+        });
+        assert!(s.reading.is_none(), "the session read is gone");
+        assert_eq!(s.selected().unwrap().id, "a@db1");
         assert_eq!(
-            s.handle_key(&k, &key(KeyCode::Esc), &mut out),
-            KeyResult::Consumed
+            s.note,
+            Some((true, "erased “title of b@db1” from this device".into()))
         );
-        assert!(s.reading.is_none());
+        // Esc out of the view.
         assert_eq!(
             s.handle_key(&k, &key(KeyCode::Esc), &mut out),
             KeyResult::Back

@@ -38,7 +38,8 @@ use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{
-    SessionRecord, Store, StoreError, checkpoint_after_delete, delete_in, fmt_time, parse_time,
+    SessionRecord, Store, StoreError, checkpoint_after_delete, delete_in, erase_content, fmt_time,
+    parse_time,
 };
 use convo_wire::sessions::SessionSummary;
 
@@ -425,6 +426,34 @@ impl Store {
             .into_iter()
             .filter(|(s, _)| is_aside(&target, &s.target))
             .collect())
+    }
+
+    /// One of this target's sessions kept aside ([`Store::kept_aside_sessions`]) erased at the
+    /// user's word (the TUI's kept view): its messages and draft go, as a deletion's do, and
+    /// its row stays, marked deleted, where it was kept. False, changing nothing, for any
+    /// other session: a deletion by the service never reaches a kept copy ([`delete_in`]),
+    /// and neither does this one reach a session of the service.
+    pub fn erase_kept(&self, session_id: &str) -> Result<bool, StoreError> {
+        let target = self.target.id();
+        let mut conn = self.lock();
+        let tx = conn.transaction().map_err(|e| self.err(e))?;
+        if aside_target(&tx, target, session_id)
+            .map_err(|e| self.err(e))?
+            .is_none()
+        {
+            return Ok(false);
+        }
+        tx.execute(
+            "UPDATE sessions SET deleted = 1, title = NULL, title_set = 0, tokens = 0,
+                 title_pending = 0
+             WHERE id = ?1",
+            params![session_id],
+        )
+        .map_err(|e| self.err(e))?;
+        erase_content(&tx, session_id).map_err(|e| self.err(e))?;
+        tx.commit().map_err(|e| self.err(e))?;
+        checkpoint_after_delete(&conn);
+        Ok(true)
     }
 
     /// The service of this handle's target holds `session_id` (it answered for it): the
@@ -984,15 +1013,25 @@ mod tests {
         assert_eq!(kept.len(), 1, "{kept:?}");
         assert_eq!(kept[0].0.id, LOST);
         assert_eq!(kept[0].1, aside.label);
-        // Another target's handle sees none of them.
+        // Another target's handle sees none of them, and cannot erase them.
         let other = s.for_target(&TargetId::embedded()).unwrap();
         assert!(other.kept_aside_sessions().unwrap().is_empty());
+        assert!(!other.erase_kept(LOST).unwrap());
         // Again: nothing more moves, nothing is said.
         assert_eq!(said(Some(&named), 20), Merged::default());
         // A server that names no deletions: what its list lacks is taken as deleted, as before.
         exchanged(&s, "session_OLDSERVEROLDSERVE", 0);
         assert_eq!(said(None, 30).deleted, ["session_OLDSERVEROLDSERVE"]);
         assert_eq!(s.transcript(LOST).unwrap().len(), 2, "kept aside stays");
+        // Erased at the user's word: gone from the kept list, its messages and draft too.
+        assert!(s.erase_kept(LOST).unwrap());
+        assert!(s.kept_aside_sessions().unwrap().is_empty());
+        assert!(s.transcript(LOST).unwrap().is_empty());
+        assert_eq!(s.draft(LOST).unwrap(), None);
+        // A session of the service is not a kept one.
+        exchanged(&s, "session_SERVICESSERVICESS", 40);
+        assert!(!s.erase_kept("session_SERVICESSERVICESS").unwrap());
+        assert_eq!(s.transcript("session_SERVICESSERVICESS").unwrap().len(), 2);
     }
 
     #[test]

@@ -49,8 +49,15 @@ impl FullView for KeptState {
         } else {
             out.push((k.open_session.first_label(), "read"));
         }
+        if self.confirm_erase {
+            return vec![
+                (k.confirm.first_label(), "erase"),
+                (k.cancel.first_label(), "keep"),
+            ];
+        }
         if self.selected().is_some() {
             out.push(("x".into(), "export"));
+            out.push((k.delete_session.first_label(), "erase"));
         }
         out.push(("F1".into(), "help"));
         out
@@ -63,15 +70,58 @@ impl FullView for KeptState {
                 (keys.open_session.first_label(), "read the session".into()),
                 ("↑ ↓ PgUp PgDn".into(), "choose; scroll".into()),
                 ("x".into(), "export to a Markdown file".into()),
+                (
+                    keys.delete_session.first_label(),
+                    "erase from this device".into(),
+                ),
                 (keys.back.first_label(), "back: list, then chat".into()),
             ],
         )
     }
 
-    fn render(&self, _keys: &KeyBindings, area: Rect, buf: &mut Buffer) {
+    fn render(&self, keys: &KeyBindings, area: Rect, buf: &mut Buffer) {
         match &self.reading {
             Some(reading) => render_reading(reading, area, buf),
             None => render_list(self, area, buf),
+        }
+        // The question, or what the last erase did, on the line under the title.
+        let said = if self.confirm_erase {
+            self.selected().map(|s| {
+                let title = s
+                    .title
+                    .as_deref()
+                    .map_or_else(|| s.id.clone(), sanitize_owned);
+                (
+                    format!(
+                        "{} erases “{title}” from this device · {} keeps it",
+                        keys.confirm.first_label(),
+                        keys.cancel.first_label()
+                    ),
+                    theme::warn(),
+                )
+            })
+        } else {
+            self.note.as_ref().map(|(done, text)| {
+                let style = if *done {
+                    theme::success()
+                } else {
+                    theme::error()
+                };
+                (sanitize_owned(text), style)
+            })
+        };
+        if let Some((text, style)) = said
+            && area.height > 1
+        {
+            let row = Rect::new(area.x, area.y + 1, area.width, 1);
+            ratatui::widgets::Clear.render(row, buf);
+            let width = usize::from(area.width.saturating_sub(2));
+            line(
+                Rect::new(area.x + 1, row.y, area.width.saturating_sub(2), 1),
+                row.y,
+                vec![Span::styled(truncate(&text, width), style)],
+                buf,
+            );
         }
     }
 }

@@ -417,6 +417,10 @@ fn kept(store: &Store, request: KeptRequest) -> KeptEvent {
                 .map_err(|e| e.to_string());
             KeptEvent::Read { session_id, result }
         }
+        KeptRequest::Erase(session_id) => {
+            let result = store.erase_kept(&session_id).map_err(|e| e.to_string());
+            KeptEvent::Erased { session_id, result }
+        }
     }
 }
 
@@ -425,6 +429,10 @@ fn kept_failed(request: KeptRequest, why: String) -> KeptEvent {
     match request {
         KeptRequest::List => KeptEvent::Listed(Err(why)),
         KeptRequest::Read(session_id) => KeptEvent::Read {
+            session_id,
+            result: Err(why),
+        },
+        KeptRequest::Erase(session_id) => KeptEvent::Erased {
             session_id,
             result: Err(why),
         },
