@@ -132,26 +132,36 @@ fn line(area: Rect, y: u16, spans: Vec<Span<'_>>, buf: &mut Buffer) {
     }
 }
 
-fn render_list(s: &KeptState, area: Rect, buf: &mut Buffer) {
-    let width = usize::from(area.width.saturating_sub(2));
-    let x = area.x + 1;
-    let inner = Rect::new(x, area.y, area.width.saturating_sub(2), area.height);
+/// The view's first two rows, a bold title and a dim line under it; the area below them and a
+/// blank row, and its width in columns.
+fn heading(area: Rect, title: &str, under: &str, buf: &mut Buffer) -> (Rect, usize) {
+    let inner = Rect::new(
+        area.x + 1,
+        area.y,
+        area.width.saturating_sub(2),
+        area.height,
+    );
+    let width = usize::from(inner.width);
     line(
         inner,
         inner.y,
-        vec![Span::styled("Kept on this device", theme::bold())],
+        vec![Span::styled(truncate(title, width), theme::bold())],
         buf,
     );
     line(
         inner,
         inner.y + 1,
-        vec![Span::styled(
-            truncate(
-                "The server no longer has these sessions: Enter reads one, x exports it.",
-                width,
-            ),
-            theme::dim(),
-        )],
+        vec![Span::styled(truncate(under, width), theme::dim())],
+        buf,
+    );
+    (inner, width)
+}
+
+fn render_list(s: &KeptState, area: Rect, buf: &mut Buffer) {
+    let (inner, width) = heading(
+        area,
+        "Kept on this device",
+        "The server no longer has these sessions: Enter reads one, x exports it.",
         buf,
     );
     let sessions = match &s.list {
@@ -193,8 +203,7 @@ fn render_list(s: &KeptState, area: Rect, buf: &mut Buffer) {
         inner.width,
         inner.height.saturating_sub(3),
     );
-    let per_page = usize::from(list.height / 2).max(1);
-    let first = s.cursor.saturating_sub(per_page - 1);
+    let (first, per_page) = super::two_row_page(s.cursor, list.height);
     for (row, (i, session)) in sessions
         .iter()
         .enumerate()
@@ -239,38 +248,19 @@ fn render_list(s: &KeptState, area: Rect, buf: &mut Buffer) {
 }
 
 fn render_reading(r: &Reading, area: Rect, buf: &mut Buffer) {
-    let width = usize::from(area.width.saturating_sub(2));
-    let inner = Rect::new(
-        area.x + 1,
-        area.y,
-        area.width.saturating_sub(2),
-        area.height,
-    );
     let title = r
         .session
         .title
         .as_deref()
         .map_or_else(|| "(untitled)".to_string(), sanitize_owned);
-    line(
-        inner,
-        inner.y,
-        vec![Span::styled(truncate(&title, width), theme::bold())],
-        buf,
-    );
-    line(
-        inner,
-        inner.y + 1,
-        vec![Span::styled(
-            truncate(
-                &format!(
-                    "{} · kept in {}",
-                    r.session.id,
-                    sanitize_owned(&r.session.label)
-                ),
-                width,
-            ),
-            theme::dim(),
-        )],
+    let (inner, width) = heading(
+        area,
+        &title,
+        &format!(
+            "{} · kept in {}",
+            r.session.id,
+            sanitize_owned(&r.session.label)
+        ),
         buf,
     );
     let body = Rect::new(

@@ -71,6 +71,13 @@ fn frame_area(buf: &Buffer) -> Rect {
     buf.area
 }
 
+/// A list drawn two rows per item in `height` rows, with item `cursor` on screen: the first
+/// item shown and how many fit (the search hits, the kept sessions).
+pub fn two_row_page(cursor: usize, height: u16) -> (usize, usize) {
+    let per_page = usize::from(height / 2).max(1);
+    (cursor.saturating_sub(per_page - 1), per_page)
+}
+
 /// Cuts `s` to `width` columns, with an ellipsis when cut.
 pub fn truncate(s: &str, width: usize) -> String {
     use unicode_width::UnicodeWidthChar;

@@ -185,8 +185,7 @@ pub fn hits(app: &App, hits: &SessionSearch, screen: Rect, buf: &mut Buffer) {
     }
     Line::from(line).render(Rect::new(inner.x, inner.y + 1, inner.width, 1), buf);
     let list = Rect::new(inner.x, inner.y + 2, inner.width, inner.height - 2);
-    let per_page = usize::from(list.height / 2).max(1);
-    let first = hits.cursor.saturating_sub(per_page - 1);
+    let (first, per_page) = super::two_row_page(hits.cursor, list.height);
     for (row, (i, hit)) in hits
         .hits
         .iter()
