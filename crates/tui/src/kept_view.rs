@@ -11,7 +11,7 @@ use convo_client::local_store::SessionRecord;
 use crossterm::event::KeyEvent;
 
 use crate::key_result::KeyResult;
-use crate::keys::KeyBindings;
+use crate::keys::{KeyBindings, typed_char};
 use crate::render::transcript::{Rendered, Transcript};
 
 /// Work for the store thread.
@@ -230,7 +230,7 @@ impl KeptState {
             }
             return KeyResult::Consumed;
         }
-        if is_char(key, 'x') {
+        if typed_char(key) == Some('x') {
             if let Some(s) = self.selected() {
                 out.push(KeptAction::Export(s.id.clone()));
             }
@@ -288,13 +288,6 @@ impl KeptState {
             r.top = r.top.min(max).saturating_add_signed(delta).min(max);
         }
     }
-}
-
-fn is_char(key: &KeyEvent, c: char) -> bool {
-    key.code == crossterm::event::KeyCode::Char(c)
-        && !key.modifiers.intersects(
-            crossterm::event::KeyModifiers::CONTROL | crossterm::event::KeyModifiers::ALT,
-        )
 }
 
 #[cfg(test)]

@@ -326,6 +326,22 @@ macro_rules! bindings {
     };
 }
 
+/// The character a key types, when it is one to type: a character without Ctrl or Alt (Shift
+/// gives the capital). The letters the views read as their own (`x`, `s`, `1`–`4`) and the
+/// search queries are typed this way.
+pub fn typed_char(key: &KeyEvent) -> Option<char> {
+    match key.code {
+        KeyCode::Char(c)
+            if !key
+                .modifiers
+                .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT) =>
+        {
+            Some(c)
+        }
+        _ => None,
+    }
+}
+
 bindings! {
     /// Send the composer's text (or run its slash command).
     send => "send (queued during a reply)",

@@ -2,7 +2,7 @@
 //! worker's answers and the admin feed's changes, which return the alerts they raise.
 
 use chrono::{DateTime, Duration, Utc};
-use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use crossterm::event::{KeyCode, KeyEvent};
 
 use super::window::clamp_offset;
 use super::{
@@ -10,7 +10,7 @@ use super::{
     DETAIL_DAYS, Day, Details, next_sort,
 };
 use crate::key_result::KeyResult;
-use crate::keys::KeyBindings;
+use crate::keys::{KeyBindings, typed_char};
 use convo_client::api::AdminAccount;
 use convo_client::sanitize::sanitize_owned;
 
@@ -131,7 +131,7 @@ impl AccountsState {
             self.move_to(0);
         } else if keys.scroll_bottom.matches(key) {
             self.move_to(isize::MAX);
-        } else if key.code == KeyCode::Char('s') && plain(key) {
+        } else if typed_char(key) == Some('s') {
             self.sort = next_sort(self.sort);
             self.selected = 0;
             self.offset = 0;
@@ -165,7 +165,7 @@ impl AccountsState {
                     self.load(true, out);
                 }
             }
-            KeyCode::Char(c) if plain(key) && self.filter.chars().count() < 200 => {
+            KeyCode::Char(c) if typed_char(key).is_some() && self.filter.chars().count() < 200 => {
                 self.filter.push(c);
                 self.selected = 0;
                 self.offset = 0;
@@ -314,17 +314,12 @@ impl AccountsState {
     }
 }
 
-fn plain(key: &KeyEvent) -> bool {
-    !key.modifiers
-        .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::accounts_view::alerts::test_account as account;
     use convo_client::api::AccountSort;
-    use crossterm::event::KeyEvent;
+    use crossterm::event::{KeyEvent, KeyModifiers};
 
     fn key(code: KeyCode) -> KeyEvent {
         KeyEvent::new(code, KeyModifiers::NONE)

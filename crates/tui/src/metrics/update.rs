@@ -8,7 +8,7 @@ use super::{
     MetricsEvent, MetricsRequest, MetricsState, Query, RangeChoice, Section, Slot,
 };
 use crate::key_result::KeyResult;
-use crate::keys::KeyBindings;
+use crate::keys::{KeyBindings, typed_char};
 use convo_client::api::Granularity;
 use convo_client::series::buckets::{self, Bucket, MAX_BUCKETS, RangeError, RangePreset};
 
@@ -38,19 +38,6 @@ fn is_right(key: &KeyEvent) -> bool {
         && !key
             .modifiers
             .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT)
-}
-
-fn plain_char(key: &KeyEvent) -> Option<char> {
-    match key.code {
-        KeyCode::Char(c)
-            if !key
-                .modifiers
-                .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT) =>
-        {
-            Some(c)
-        }
-        _ => None,
-    }
 }
 
 impl MetricsState {
@@ -336,7 +323,7 @@ impl MetricsState {
             self.section = self.section.prev();
             return KeyResult::Consumed;
         }
-        if let Some(c @ '1'..='4') = plain_char(key) {
+        if let Some(c @ '1'..='4') = typed_char(key) {
             let preset = RangePreset::ALL[(c as usize) - ('1' as usize)];
             self.section = Section::Range;
             self.set_range(RangeChoice::Preset(preset), now, out);
@@ -456,7 +443,7 @@ impl MetricsState {
                 self.custom.error = None;
                 self.handle_key(keys, key, now, out)
             }
-            _ => match plain_char(key) {
+            _ => match typed_char(key) {
                 Some(c) if self.custom.text.chars().count() < 80 => {
                     self.custom.text.push(c);
                     self.validate_custom();

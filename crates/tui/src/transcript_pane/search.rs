@@ -6,7 +6,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::{Jump, TranscriptKey, TranscriptPane, Viewport};
 use crate::command::Command;
-use crate::keys::KeyBindings;
+use crate::keys::{KeyBindings, typed_char};
 use crate::render::transcript::Transcript;
 use crate::search::{HITS_LIMIT, Match, SessionSearch, TranscriptSearch};
 use convo_client::local_store::SearchHit;
@@ -29,10 +29,7 @@ const NEARBY_ITEMS: usize = 3;
 
 /// Whether a key is a character to type (not a Ctrl or Alt chord).
 fn is_text(key: &KeyEvent) -> bool {
-    matches!(key.code, KeyCode::Char(_))
-        && !key
-            .modifiers
-            .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT)
+    typed_char(key).is_some()
 }
 
 /// Whether a key clears what is typed (Ctrl-U, as in shells).
