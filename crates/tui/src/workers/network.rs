@@ -16,6 +16,18 @@ use convo_client::api::error::ApiError;
 use convo_client::api::stream::SessionStream;
 use convo_client::local_store;
 
+/// Histories read at once for the search across sessions (`Workers::read_for_search`).
+const READS_AT_ONCE: usize = 4;
+
+/// `GET /v1/sessions/{id}/messages`, as the app takes it.
+async fn history_of(client: &Client, session_id: &str) -> HistoryFetch {
+    match client.session_messages(session_id).await {
+        Ok(Some(messages)) => HistoryFetch::Messages(messages),
+        Ok(None) => HistoryFetch::Unsupported,
+        Err(e) => HistoryFetch::Failed(e.to_string()),
+    }
+}
+
 impl Workers {
     /// POSTs a message; the answer (or why not) comes back as `SendAccepted`/`SendFailed`.
     pub(super) fn send(
@@ -76,19 +88,19 @@ impl Workers {
             if let Some(after) = after {
                 tokio::time::sleep(after).await;
             }
-            let fetch = match client.session_messages(&session_id).await {
-                Ok(Some(messages)) => HistoryFetch::Messages(messages),
-                Ok(None) => HistoryFetch::Unsupported,
-                Err(e) => HistoryFetch::Failed(e.to_string()),
-            };
+            let fetch = history_of(&client, &session_id).await;
             AppEvent::History { session_id, fetch }
         });
     }
 
     /// The histories of sessions for the search across sessions, one request each, each
     /// answered with `ReadForSearch` (a failure too, so that the app counts every answer).
+    /// A few at a time (`READS_AT_ONCE`), so that a long list neither opens a connection per
+    /// session nor floods the server; each read ends with the client's request timeout.
     pub(super) fn read_for_search(&mut self, session_ids: Vec<String>) {
+        let at_once = Arc::new(tokio::sync::Semaphore::new(READS_AT_ONCE));
         for session_id in session_ids {
+            let at_once = at_once.clone();
             let failed = {
                 let session_id = session_id.clone();
                 move |why: String| AppEvent::ReadForSearch {
@@ -101,11 +113,9 @@ impl Workers {
                 fetch: HistoryFetch::Failed("not connected".into()),
             };
             self.spawn_request(Some(offline), failed, move |client| async move {
-                let fetch = match client.session_messages(&session_id).await {
-                    Ok(Some(messages)) => HistoryFetch::Messages(messages),
-                    Ok(None) => HistoryFetch::Unsupported,
-                    Err(e) => HistoryFetch::Failed(e.to_string()),
-                };
+                // The semaphore is never closed: a permit always comes.
+                let _permit = at_once.acquire_owned().await;
+                let fetch = history_of(&client, &session_id).await;
                 AppEvent::ReadForSearch { session_id, fetch }
             });
         }
