@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 use crossterm::event::KeyEvent;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
+use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
@@ -43,17 +44,17 @@ impl FullView for KeptState {
     }
 
     fn hints(&self, k: &KeyBindings) -> Vec<(String, &'static str)> {
-        let mut out = vec![(k.back.first_label(), "back")];
-        if self.reading.is_some() {
-            out.push((k.move_up.first_label(), "scroll"));
-        } else {
-            out.push((k.open_session.first_label(), "read"));
-        }
         if self.confirm_erase {
             return vec![
                 (k.confirm.first_label(), "erase"),
                 (k.cancel.first_label(), "keep"),
             ];
+        }
+        let mut out = vec![(k.back.first_label(), "back")];
+        if self.reading.is_some() {
+            out.push((k.move_up.first_label(), "scroll"));
+        } else {
+            out.push((k.open_session.first_label(), "read"));
         }
         if self.selected().is_some() {
             out.push(("x".into(), "export"));
@@ -80,50 +81,41 @@ impl FullView for KeptState {
     }
 
     fn render(&self, keys: &KeyBindings, area: Rect, buf: &mut Buffer) {
+        let said = said(self, keys);
         match &self.reading {
-            Some(reading) => render_reading(reading, area, buf),
-            None => render_list(self, area, buf),
-        }
-        // The question, or what the last erase did, on the line under the title.
-        let said = if self.confirm_erase {
-            self.selected().map(|s| {
-                let title = s
-                    .title
-                    .as_deref()
-                    .map_or_else(|| s.id.clone(), sanitize_owned);
-                (
-                    format!(
-                        "{} erases “{title}” from this device · {} keeps it",
-                        keys.confirm.first_label(),
-                        keys.cancel.first_label()
-                    ),
-                    theme::warn(),
-                )
-            })
-        } else {
-            self.note.as_ref().map(|(done, text)| {
-                let style = if *done {
-                    theme::success()
-                } else {
-                    theme::error()
-                };
-                (sanitize_owned(text), style)
-            })
-        };
-        if let Some((text, style)) = said
-            && area.height > 1
-        {
-            let row = Rect::new(area.x, area.y + 1, area.width, 1);
-            ratatui::widgets::Clear.render(row, buf);
-            let width = usize::from(area.width.saturating_sub(2));
-            line(
-                Rect::new(area.x + 1, row.y, area.width.saturating_sub(2), 1),
-                row.y,
-                vec![Span::styled(truncate(&text, width), style)],
-                buf,
-            );
+            Some(reading) => render_reading(reading, said, area, buf),
+            None => render_list(self, said, area, buf),
         }
     }
+}
+
+/// The question before an erase, or what the last erase did: said on the line under the
+/// title, in place of what that line says otherwise.
+fn said(s: &KeptState, keys: &KeyBindings) -> Option<(String, Style)> {
+    if s.confirm_erase {
+        return s.selected().map(|k| {
+            let title = k
+                .title
+                .as_deref()
+                .map_or_else(|| k.id.clone(), sanitize_owned);
+            (
+                format!(
+                    "{} erases “{title}” from this device · {} keeps it",
+                    keys.confirm.first_label(),
+                    keys.cancel.first_label()
+                ),
+                theme::warn(),
+            )
+        });
+    }
+    s.note.as_ref().map(|(done, text)| {
+        let style = if *done {
+            theme::success()
+        } else {
+            theme::error()
+        };
+        (sanitize_owned(text), style)
+    })
 }
 
 fn line(area: Rect, y: u16, spans: Vec<Span<'_>>, buf: &mut Buffer) {
@@ -132,9 +124,15 @@ fn line(area: Rect, y: u16, spans: Vec<Span<'_>>, buf: &mut Buffer) {
     }
 }
 
-/// The view's first two rows, a bold title and a dim line under it; the area below them and a
-/// blank row, and its width in columns.
-fn heading(area: Rect, title: &str, under: &str, buf: &mut Buffer) -> (Rect, usize) {
+/// The view's first two rows, a bold title and a line under it (`said`, else `under` dimmed);
+/// the area below them and a blank row, and its width in columns.
+fn heading(
+    area: Rect,
+    title: &str,
+    under: &str,
+    said: Option<(String, Style)>,
+    buf: &mut Buffer,
+) -> (Rect, usize) {
     let inner = Rect::new(
         area.x + 1,
         area.y,
@@ -151,17 +149,21 @@ fn heading(area: Rect, title: &str, under: &str, buf: &mut Buffer) -> (Rect, usi
     line(
         inner,
         inner.y + 1,
-        vec![Span::styled(truncate(under, width), theme::dim())],
+        vec![match said {
+            Some((text, style)) => Span::styled(truncate(&text, width), style),
+            None => Span::styled(truncate(under, width), theme::dim()),
+        }],
         buf,
     );
     (inner, width)
 }
 
-fn render_list(s: &KeptState, area: Rect, buf: &mut Buffer) {
+fn render_list(s: &KeptState, said: Option<(String, Style)>, area: Rect, buf: &mut Buffer) {
     let (inner, width) = heading(
         area,
         "Kept on this device",
         "The server no longer has these sessions: Enter reads one, x exports it.",
+        said,
         buf,
     );
     let sessions = match &s.list {
@@ -247,7 +249,7 @@ fn render_list(s: &KeptState, area: Rect, buf: &mut Buffer) {
     }
 }
 
-fn render_reading(r: &Reading, area: Rect, buf: &mut Buffer) {
+fn render_reading(r: &Reading, said: Option<(String, Style)>, area: Rect, buf: &mut Buffer) {
     let title = r
         .session
         .title
@@ -261,6 +263,7 @@ fn render_reading(r: &Reading, area: Rect, buf: &mut Buffer) {
             r.session.id,
             sanitize_owned(&r.session.label)
         ),
+        said,
         buf,
     );
     let body = Rect::new(
