@@ -10,11 +10,8 @@ use convo_tui::event::AppEvent;
 use convo_tui::render::transcript::EntryState;
 use convo_tui::runtime::Runtime;
 use convo_tui::search::HitsState;
-use convo_tui::view;
 use convo_tui::workers::Target;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use ratatui::Terminal;
-use ratatui::backend::TestBackend;
 
 /// Only a guard against a hang; nothing depends on how fast things are.
 const GUARD: Duration = Duration::from_secs(60);
@@ -111,21 +108,7 @@ impl Harness {
     }
 
     fn screen(&self) -> String {
-        let mut t = Terminal::new(TestBackend::new(
-            self.rt.app.size().width,
-            self.rt.app.size().height,
-        ))
-        .unwrap();
-        t.draw(|f| view::draw(f, &self.rt.app)).unwrap();
-        let buf = t.backend().buffer();
-        (0..buf.area.height)
-            .map(|y| {
-                (0..buf.area.width)
-                    .map(|x| buf[(x, y)].symbol())
-                    .collect::<String>()
-                    + "\n"
-            })
-            .collect()
+        crate::runtime::screen(&self.rt.app)
     }
 
     async fn send_and_wait(&mut self, text: &str) {

@@ -33,3 +33,14 @@ pub fn start(target: Target, dir: &Path, usage: UsagePacing) -> Runtime {
         },
     )
 }
+
+/// What `app` draws, as text: one line per row.
+pub fn screen(app: &App) -> String {
+    let (w, h) = (app.size().width, app.size().height);
+    let mut t = ratatui::Terminal::new(ratatui::backend::TestBackend::new(w, h)).unwrap();
+    t.draw(|f| convo_tui::view::draw(f, app)).unwrap();
+    let buf = t.backend().buffer();
+    (0..h)
+        .map(|y| (0..w).map(|x| buf[(x, y)].symbol()).collect::<String>() + "\n")
+        .collect()
+}

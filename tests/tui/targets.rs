@@ -59,7 +59,8 @@ async fn open(target: Target, dir: &Path) -> Runtime {
     rt
 }
 
-async fn send(rt: &mut Runtime, text: &str) -> String {
+/// Types `text`, then Enter.
+fn enter(rt: &mut Runtime, text: &str) {
     for c in text.chars() {
         rt.handle(AppEvent::Key(KeyEvent::new(
             KeyCode::Char(c),
@@ -70,6 +71,10 @@ async fn send(rt: &mut Runtime, text: &str) -> String {
         KeyCode::Enter,
         KeyModifiers::NONE,
     )));
+}
+
+async fn send(rt: &mut Runtime, text: &str) -> String {
+    enter(rt, text);
     rt.run_until("the reply", GUARD, |app| {
         app.session().is_some_and(|o| {
             o.pending.is_none()
@@ -231,16 +236,7 @@ async fn kept_lists_the_sessions_of_an_earlier_database_and_reads_one() {
     drop(store);
 
     let mut rt = open(embedded(dir.path()), dir.path()).await;
-    for c in "/kept".chars() {
-        rt.handle(AppEvent::Key(KeyEvent::new(
-            KeyCode::Char(c),
-            KeyModifiers::NONE,
-        )));
-    }
-    rt.handle(AppEvent::Key(KeyEvent::new(
-        KeyCode::Enter,
-        KeyModifiers::NONE,
-    )));
+    enter(&mut rt, "/kept");
     rt.run_until(
         "the kept list",
         GUARD,
@@ -258,10 +254,7 @@ async fn kept_lists_the_sessions_of_an_earlier_database_and_reads_one() {
         "{}",
         kept[0].label
     );
-    rt.handle(AppEvent::Key(KeyEvent::new(
-        KeyCode::Enter,
-        KeyModifiers::NONE,
-    )));
+    enter(&mut rt, "");
     rt.run_until("the kept session read", GUARD, |app| {
         app.kept()
             .reading
@@ -270,15 +263,8 @@ async fn kept_lists_the_sessions_of_an_earlier_database_and_reads_one() {
     })
     .await
     .unwrap();
-    let screen = {
-        let (w, h) = (rt.app.size().width, rt.app.size().height);
-        let mut t = ratatui::Terminal::new(ratatui::backend::TestBackend::new(w, h)).unwrap();
-        t.draw(|f| convo_tui::view::draw(f, &rt.app)).unwrap();
-        let buf = t.backend().buffer().clone();
-        (0..h)
-            .map(|y| (0..w).map(|x| buf[(x, y)].symbol()).collect::<String>() + "\n")
-            .collect::<String>()
-    };
+    let screen = runtime::screen(&rt.app);
+
     assert!(
         screen.contains("12 March: wind from the north-east"),
         "{screen}"
