@@ -59,7 +59,9 @@ pub const IDLE_IN_TRANSACTION: Duration = Duration::from_secs(10);
 
 /// How long a replica's statement waits for a lock (`lock_timeout`, set on every connection;
 /// the migration and the vacuum wait as long as it takes). The replicas hold their locks for a
-/// few round trips, a lost replica's for `IDLE_IN_TRANSACTION` at most; a lock held longer is
+/// few round trips, a lost replica's for `IDLE_IN_TRANSACTION` at most, which this outlasts (a
+/// send that came alone waits once, and gets the lock when the server ends the lost
+/// transaction; with the two equal it raced that end); a lock held longer is
 /// some other client's (an operator's open transaction, a `VACUUM FULL`, an `ALTER TABLE`),
 /// and the request waiting for it is answered 503 `unavailable` with `Retry-After`
 /// (`StoreError::is_unavailable`) instead of holding its pooled connection until the lock
@@ -67,7 +69,12 @@ pub const IDLE_IN_TRANSACTION: Duration = Duration::from_secs(10);
 /// and the one on the locked row waits once more, at most twice this in all, within the
 /// client's 30 s request timeout (docs/client.md); by then a lost replica's locks are gone.
 /// The URL's `options` win here too.
-pub const LOCK_WAIT: Duration = Duration::from_secs(10);
+pub const LOCK_WAIT: Duration = Duration::from_secs(12);
+
+// A lost replica's locks go before a waiting statement gives up, and a send that waits twice
+// (its batch, then alone) still answers within the client's 30 s request timeout.
+const _: () =
+    assert!(LOCK_WAIT.as_secs() > IDLE_IN_TRANSACTION.as_secs() && 2 * LOCK_WAIT.as_secs() < 30);
 
 /// `config` with the server-side limits of a replica's connections (`IDLE_IN_TRANSACTION`,
 /// `LOCK_WAIT`) before the URL's own `options`.
@@ -924,7 +931,7 @@ mod tests {
         let plain = with_limits("postgres://u@h/db".parse().unwrap());
         assert_eq!(
             plain.get_options(),
-            Some("-c idle_in_transaction_session_timeout=10000 -c lock_timeout=10000")
+            Some("-c idle_in_transaction_session_timeout=10000 -c lock_timeout=12000")
         );
         let own = with_limits(
             "postgres://u@h/db?options=-c%20idle_in_transaction_session_timeout%3D0"
@@ -934,7 +941,7 @@ mod tests {
         assert_eq!(
             own.get_options(),
             Some(
-                "-c idle_in_transaction_session_timeout=10000 -c lock_timeout=10000 \
+                "-c idle_in_transaction_session_timeout=10000 -c lock_timeout=12000 \
                  -c idle_in_transaction_session_timeout=0"
             ),
             "the operator's setting comes last, and wins"
