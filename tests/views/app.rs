@@ -67,7 +67,7 @@ fn pastes_go_to_the_view_inputs_not_the_composer() {
     let mut app = app();
     app.update(key(KeyCode::F(3)));
     app.update(AppEvent::Paste("collector\nsecond line".into()));
-    assert_eq!(app.wallet().input, "collector");
+    assert_eq!(app.wallet().input.text(), "collector");
     assert!(app.composer_text().is_empty());
     app.metrics.requests_left = Some(1_000_000);
     app.update(key(KeyCode::F(2)));

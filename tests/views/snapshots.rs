@@ -244,6 +244,42 @@ fn metrics_custom_range_typed_80x24() {
     insta::assert_snapshot!(render(&app));
 }
 
+/// A slip in the middle of the range is mended where it is, the rest left as typed.
+#[test]
+fn metrics_custom_range_mended_in_the_middle_80x24() {
+    let mut app = app(80, 24);
+    open_metrics(&mut app);
+    for _ in 0..4 {
+        app.update(key(KeyCode::Right));
+    }
+    app.update(key(KeyCode::Enter));
+    app.update(AppEvent::Key(KeyEvent::new(
+        KeyCode::Char('u'),
+        KeyModifiers::CONTROL,
+    )));
+    for c in "2026-1101..2026-11-30".chars() {
+        app.update(key(KeyCode::Char(c)));
+    }
+    assert!(
+        app.metrics
+            .custom
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("start"),
+        "{:?}",
+        app.metrics.custom.error
+    );
+    app.update(key(KeyCode::Home));
+    for _ in 0.."2026-11".len() {
+        app.update(key(KeyCode::Right));
+    }
+    app.update(key(KeyCode::Char('-')));
+    assert_eq!(app.metrics.custom.text.text(), "2026-11-01..2026-11-30");
+    assert_eq!(app.metrics.custom.error, None);
+    insta::assert_snapshot!(render(&app));
+}
+
 #[test]
 fn metrics_cancelled_80x24() {
     let mut app = app(80, 24);

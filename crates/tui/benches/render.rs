@@ -396,7 +396,7 @@ fn search(c: &mut Criterion) {
     let width = WIDTH - 2;
     let searched = |query: &str| {
         let mut s = TranscriptSearch::new("session_bench".into(), 0);
-        s.query = query.into();
+        s.query.set_text(query);
         s.refresh(&t, width);
         s
     };
@@ -413,11 +413,11 @@ fn search(c: &mut Criterion) {
                 timed(iters, || {
                     // Alternates so that every pass scans again.
                     flip = !flip;
-                    s.query = if flip {
-                        query.into()
+                    s.query.set_text(&if flip {
+                        query.to_string()
                     } else {
                         format!("{query} ")
-                    };
+                    });
                     black_box(s.refresh(&t, width));
                 })
             })

@@ -20,6 +20,7 @@ pub mod kept_view;
 pub mod key_result;
 pub mod keys;
 pub mod layout;
+pub mod line_input;
 pub mod metrics;
 pub mod notify;
 pub mod render;

@@ -3,11 +3,12 @@
 //! the pane's keys to [`SessionsPane::key`] and acts on what it answers; `view/sessions.rs`
 //! draws it from the read-only methods.
 
-use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use crossterm::event::{KeyCode, KeyEvent};
 
 use crate::component::ChatComponent;
 use crate::event::SessionSummary;
 use crate::keys::KeyBindings;
+use crate::line_input::{LineInput, LineKey};
 
 /// The sessions pane.
 #[derive(Debug, Default)]
@@ -15,7 +16,7 @@ pub struct SessionsPane {
     sessions: Vec<SessionSummary>,
     /// Index into [`SessionsPane::visible`].
     cursor: usize,
-    filter: String,
+    filter: LineInput,
     /// Whether keys type into the filter.
     filtering: bool,
     /// Session ids with a DELETE in flight.
@@ -123,7 +124,7 @@ impl SessionsPane {
 
     /// [`SessionsPane::visible`] with where each row sits in the fork tree.
     pub fn visible_rows(&self) -> Vec<Row<'_>> {
-        let needle = self.filter.to_lowercase();
+        let needle = self.filter.text().to_lowercase();
         tree_order(&self.sessions)
             .into_iter()
             .map(|(i, depth, orphan)| Row {
@@ -164,6 +165,11 @@ impl SessionsPane {
 
     /// The filter typed after `/` (kept after Enter until Esc).
     pub fn filter(&self) -> &str {
+        self.filter.text()
+    }
+
+    /// The filter as it is edited (its cursor), for the view.
+    pub fn filter_input(&self) -> &LineInput {
         &self.filter
     }
 
@@ -299,26 +305,19 @@ impl SessionsPane {
                 KeyCode::Enter => {
                     if self.visible().is_empty() {
                         // Nothing to open: stay in the filter; the app says why it is empty.
-                        return SessionsKey::NoMatch(self.filter.clone());
+                        return SessionsKey::NoMatch(self.filter.text().to_string());
                     }
                     self.filtering = false;
                     return SessionsKey::OpenSelectedFromFilter;
                 }
-                KeyCode::Backspace => {
-                    self.filter.pop();
-                    self.cursor = 0;
-                    return SessionsKey::Consumed;
-                }
-                KeyCode::Char(c)
-                    if !key
-                        .modifiers
-                        .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT) =>
-                {
-                    self.filter.push(c);
-                    self.cursor = 0;
-                    return SessionsKey::Consumed;
-                }
-                _ => {}
+                _ => match self.filter.key(key) {
+                    LineKey::Edited => {
+                        self.cursor = 0;
+                        return SessionsKey::Consumed;
+                    }
+                    LineKey::Moved => return SessionsKey::Consumed,
+                    LineKey::Ignored => {}
+                },
             }
         }
         if key.code == KeyCode::Esc && !self.filter.is_empty() {
@@ -397,6 +396,7 @@ impl ChatComponent for SessionsPane {
 mod tests {
     use super::*;
     use chrono::{Duration, TimeZone, Utc};
+    use crossterm::event::KeyModifiers;
 
     fn s(id: &str, mins_ago: i64, from: Option<&str>) -> SessionSummary {
         SessionSummary {

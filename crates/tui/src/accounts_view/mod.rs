@@ -16,6 +16,8 @@ pub mod worker;
 
 use chrono::{DateTime, Utc};
 
+use crate::line_input::LineInput;
+
 use convo_client::api::{AccountSort, AdminAccount, Metrics};
 
 pub use alerts::{Alerts, Crossing, Limit, ShareLevel};
@@ -113,12 +115,15 @@ pub struct Details {
 }
 
 /// The accounts view's whole state.
+/// The longest filter that can be typed, in characters.
+pub const FILTER_MAX_CHARS: usize = 200;
+
 #[derive(Debug, Clone)]
 pub struct AccountsState {
     pub availability: Availability,
     pub sort: AccountSort,
     /// The filter applied (sent as `q`).
-    pub filter: String,
+    pub filter: LineInput,
     /// Whether `/` is editing the filter.
     pub filtering: bool,
     pub rows: Vec<AdminAccount>,
@@ -152,7 +157,7 @@ impl Default for AccountsState {
         AccountsState {
             availability: Availability::Unknown,
             sort: AccountSort::Share,
-            filter: String::new(),
+            filter: LineInput::new(FILTER_MAX_CHARS),
             filtering: false,
             rows: Vec::new(),
             total: 0,

@@ -11,6 +11,7 @@ use super::{
 };
 use crate::key_result::KeyResult;
 use crate::keys::{KeyBindings, typed_char};
+use crate::line_input::LineKey;
 use convo_client::api::AdminAccount;
 use convo_client::sanitize::sanitize_owned;
 
@@ -51,7 +52,7 @@ impl AccountsState {
     fn load(&mut self, debounce: bool, out: &mut Vec<AccountsRequest>) {
         let seq = self.seq();
         self.loading = Some(seq);
-        let q = Some(self.filter.trim().to_string()).filter(|q| !q.is_empty());
+        let q = Some(self.filter.text().trim().to_string()).filter(|q| !q.is_empty());
         out.push(AccountsRequest::Load {
             seq,
             sort: self.sort,
@@ -76,10 +77,7 @@ impl AccountsState {
     /// Pasted text goes to the filter while it is edited; its load goes out at the next
     /// [`AccountsState::flush`].
     pub fn paste(&mut self, text: &str) {
-        if self.filtering {
-            let room = 200usize.saturating_sub(self.filter.chars().count());
-            self.filter
-                .extend(text.chars().filter(|c| !c.is_control()).take(room));
+        if self.filtering && self.filter.paste(text) {
             self.filter_changed = true;
         }
     }
@@ -160,18 +158,15 @@ impl AccountsState {
                     self.load(false, out);
                 }
             }
-            KeyCode::Backspace => {
-                if self.filter.pop().is_some() {
+            _ => match self.filter.key(key) {
+                LineKey::Edited => {
+                    self.selected = 0;
+                    self.offset = 0;
                     self.load(true, out);
                 }
-            }
-            KeyCode::Char(c) if typed_char(key).is_some() && self.filter.chars().count() < 200 => {
-                self.filter.push(c);
-                self.selected = 0;
-                self.offset = 0;
-                self.load(true, out);
-            }
-            _ => return KeyResult::NotConsumed,
+                LineKey::Moved => {}
+                LineKey::Ignored => return KeyResult::NotConsumed,
+            },
         }
         KeyResult::Consumed
     }
@@ -442,7 +437,7 @@ mod tests {
         // Enter keeps the filter; Esc (editing again) clears it and reloads everything.
         press(&mut s, KeyCode::Enter);
         assert!(!s.filtering);
-        assert_eq!(s.filter, "pr");
+        assert_eq!(s.filter.text(), "pr");
         press(&mut s, KeyCode::Char('/'));
         let (_, out) = press(&mut s, KeyCode::Esc);
         assert!(matches!(
@@ -453,6 +448,28 @@ mod tests {
                 ..
             }]
         ));
+    }
+
+    #[test]
+    fn the_filter_is_edited_where_its_cursor_is_and_moving_loads_nothing() {
+        let mut s = ready(3);
+        press(&mut s, KeyCode::Char('/'));
+        for c in "pr".chars() {
+            press(&mut s, KeyCode::Char(c));
+        }
+        let (r, out) = press(&mut s, KeyCode::Home);
+        assert_eq!((r, out.len()), (KeyResult::Consumed, 0));
+        let (_, out) = press(&mut s, KeyCode::Char('a'));
+        assert!(matches!(
+            &out[..],
+            [AccountsRequest::Load { q: Some(q), .. }] if q == "apr"
+        ));
+        let (_, out) = press(&mut s, KeyCode::Delete);
+        assert!(matches!(
+            &out[..],
+            [AccountsRequest::Load { q: Some(q), .. }] if q == "ar"
+        ));
+        assert_eq!((s.filter.text(), s.filter.cursor()), ("ar", 1));
     }
 
     #[test]

@@ -14,6 +14,7 @@ use std::ops::Range;
 use chrono::{DateTime, Utc};
 use ratatui::layout::{Constraint, Layout, Rect};
 
+use crate::line_input::LineInput;
 use convo_client::api::{Granularity, Metrics};
 
 pub use convo_client::series::KnownBucket;
@@ -211,13 +212,26 @@ impl Load {
     }
 }
 
+/// The longest custom range that can be typed, in characters.
+pub const CUSTOM_MAX_CHARS: usize = 80;
+
 /// A typed custom range, validated as it is typed.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CustomInput {
-    pub text: String,
+    pub text: LineInput,
     pub editing: bool,
     /// What is wrong with `text` so far, shown inline.
     pub error: Option<String>,
+}
+
+impl Default for CustomInput {
+    fn default() -> Self {
+        Self {
+            text: LineInput::new(CUSTOM_MAX_CHARS),
+            editing: false,
+            error: None,
+        }
+    }
 }
 
 /// The metrics view's whole state.

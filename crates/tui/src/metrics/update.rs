@@ -9,6 +9,7 @@ use super::{
 };
 use crate::key_result::KeyResult;
 use crate::keys::{KeyBindings, typed_char};
+use crate::line_input::LineKey;
 use convo_client::api::Granularity;
 use convo_client::series::buckets::{self, Bucket, MAX_BUCKETS, RangeError, RangePreset};
 
@@ -380,18 +381,18 @@ impl MetricsState {
         if self.custom.text.is_empty() {
             // Start from the range shown, so that a small change is a small edit.
             if let Some(l) = &self.current {
-                self.custom.text = format!(
+                self.custom.text.set_text(&format!(
                     "{}..{}",
                     l.range.start.format("%Y-%m-%d"),
                     (l.range.end + chrono::Duration::days(1)).format("%Y-%m-%d")
-                );
+                ));
             }
         }
         self.validate_custom();
     }
 
     fn validate_custom(&mut self) {
-        self.custom.error = match buckets::parse_range(&self.custom.text) {
+        self.custom.error = match buckets::parse_range(self.custom.text.text()) {
             Err(e) => Some(e),
             Ok(r) => match buckets::check(r, self.granularity) {
                 Err(RangeError::TooManyBuckets {
@@ -412,7 +413,7 @@ impl MetricsState {
     ) -> KeyResult {
         match key.code {
             KeyCode::Enter => {
-                if let Ok(r) = buckets::parse_range(&self.custom.text) {
+                if let Ok(r) = buckets::parse_range(self.custom.text.text()) {
                     self.validate_custom();
                     if self.custom.error.is_none() {
                         self.custom.editing = false;
@@ -433,38 +434,29 @@ impl MetricsState {
                 };
                 KeyResult::Consumed
             }
-            KeyCode::Backspace => {
-                self.custom.text.pop();
-                self.validate_custom();
-                KeyResult::Consumed
-            }
             _ if keys.focus_next.matches(key) || keys.focus_prev.matches(key) => {
                 self.custom.editing = false;
                 self.custom.error = None;
                 self.handle_key(keys, key, now, out)
             }
-            _ => match typed_char(key) {
-                Some(c) if self.custom.text.chars().count() < 80 => {
-                    self.custom.text.push(c);
+            _ => match self.custom.text.key(key) {
+                LineKey::Edited => {
                     self.validate_custom();
                     KeyResult::Consumed
                 }
-                Some(_) => KeyResult::Consumed,
-                None if keys.stop_or_quit.matches(key) => {
+                LineKey::Moved => KeyResult::Consumed,
+                LineKey::Ignored if keys.stop_or_quit.matches(key) => {
                     self.custom.editing = false;
                     KeyResult::Consumed
                 }
-                None => KeyResult::NotConsumed,
+                LineKey::Ignored => KeyResult::NotConsumed,
             },
         }
     }
 
     /// Pasted text goes into the custom range while it is edited.
     pub fn paste(&mut self, text: &str) {
-        if self.custom.editing {
-            self.custom
-                .text
-                .extend(text.chars().filter(|c| !c.is_control()).take(80));
+        if self.custom.editing && self.custom.text.paste(text) {
             self.validate_custom();
         }
     }
@@ -1003,7 +995,7 @@ mod tests {
         // A range the service refuses cannot be applied.
         s.handle_key(&keys, &key(KeyCode::Enter), now(), &mut reqs);
         assert!(s.custom.editing);
-        s.custom.text = "2024-01-01..2026-01-011".into();
+        s.custom.text.set_text("2024-01-01..2026-01-011");
         s.handle_key(&keys, &key(KeyCode::Backspace), now(), &mut reqs);
         assert!(s.custom.error.as_deref().unwrap().contains("at most 366"));
         reqs.clear();

@@ -1,6 +1,7 @@
 //! The hits list of a search across sessions (`/search TEXT`, or the key in the sessions
 //! pane): the text typed, the store's answer, the selected hit.
 
+use crate::line_input::LineInput;
 use convo_client::local_store::SearchHit;
 
 /// Hits asked of the store per search.
@@ -19,7 +20,7 @@ pub enum HitsState {
 /// The hits list's state.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionSearch {
-    pub query: String,
+    pub query: LineInput,
     pub hits: Vec<SearchHit>,
     /// Index into `hits`.
     pub cursor: usize,
@@ -36,7 +37,7 @@ pub struct SessionSearch {
 impl SessionSearch {
     pub fn new(query: String) -> Self {
         SessionSearch {
-            query,
+            query: LineInput::with_text(&query, usize::MAX),
             hits: Vec::new(),
             cursor: 0,
             state: HitsState::Empty,
@@ -50,7 +51,7 @@ impl SessionSearch {
     /// is nothing to search for (no word in the text), which empties the list.
     pub fn ask(&mut self) -> Option<u64> {
         self.asked += 1;
-        if convo_client::local_store::fts_query(&self.query).is_none() {
+        if convo_client::local_store::fts_query(self.query.text()).is_none() {
             self.hits.clear();
             self.cursor = 0;
             self.state = HitsState::Empty;
@@ -143,7 +144,7 @@ mod tests {
     fn only_the_answer_to_the_last_search_is_kept() {
         let mut s = SessionSearch::new("ru".into());
         let first = s.ask().unwrap();
-        s.query = "rust".into();
+        s.query.set_text("rust");
         let second = s.ask().unwrap();
         s.answered(
             second,
@@ -158,7 +159,7 @@ mod tests {
         s.up();
         s.up();
         assert_eq!(s.cursor, 0);
-        s.query = "* -".into();
+        s.query.set_text("* -");
         assert_eq!(s.ask(), None);
         assert!(s.hits.is_empty());
         assert_eq!(s.state, HitsState::Empty);

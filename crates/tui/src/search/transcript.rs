@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 
+use crate::line_input::LineInput;
 use crate::render::transcript::{EntryId, Transcript};
 use crate::render::wrap::str_width;
 
@@ -28,7 +29,7 @@ pub struct Match {
 pub struct TranscriptSearch {
     /// The session whose transcript is searched (the bar closes when another opens).
     pub session_id: String,
-    pub query: String,
+    pub query: LineInput,
     /// Keys type into the query (true), or move between matches (false, after Enter).
     pub editing: bool,
     /// Every match, in the order of the transcript.
@@ -124,7 +125,7 @@ impl TranscriptSearch {
     /// lines of messages that changed), keeping the current match where it was. Returns
     /// true when the matches changed.
     pub fn refresh(&mut self, transcript: &Transcript, width: u16) -> bool {
-        let needle = fold(&self.query);
+        let needle = fold(self.query.text());
         let mut changed = self
             .computed
             .as_ref()
@@ -265,7 +266,7 @@ mod tests {
 
     fn searched(t: &Transcript, query: &str, width: u16) -> TranscriptSearch {
         let mut s = TranscriptSearch::new("session_a".into(), 0);
-        s.query = query.into();
+        s.query.set_text(query);
         s.refresh(t, width);
         s
     }

@@ -471,10 +471,19 @@ mod tests {
             Some("match 1/2")
         );
         assert_eq!(pane.paste(" and\nanother", AREA), TranscriptKey::Consumed);
-        assert_eq!(pane.search().unwrap().query, "fox and another");
+        assert_eq!(pane.search().unwrap().query.text(), "fox and another");
         assert_eq!(pane.hints(&keys)[0].0, "match 1/1");
         let page = pane.key(&keys, &press(KeyCode::PageDown), AREA);
         assert_eq!(page, TranscriptKey::Global);
+        // While typing, Home and End move in the query, as in the composer.
+        assert_eq!(
+            pane.key(&keys, &press(KeyCode::Home), AREA),
+            TranscriptKey::Consumed
+        );
+        pane.key(&keys, &press(KeyCode::Delete), AREA);
+        assert_eq!(pane.search().unwrap().query.text(), "ox and another");
+        // After Enter (moving between matches) they scroll the transcript.
+        pane.key(&keys, &press(KeyCode::Enter), AREA);
         assert_eq!(
             pane.key(&keys, &press(KeyCode::End), AREA),
             TranscriptKey::Common

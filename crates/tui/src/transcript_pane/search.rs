@@ -2,11 +2,12 @@
 //! hits list of a search across sessions (`/search TEXT`, `search_sessions` in the sessions
 //! pane). Both take every key while open, so nothing typed in them reaches the composer.
 
-use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use crossterm::event::KeyEvent;
 
 use super::{Jump, TranscriptKey, TranscriptPane, Viewport};
 use crate::command::Command;
 use crate::keys::{KeyBindings, typed_char};
+use crate::line_input::LineKey;
 use crate::render::transcript::Transcript;
 use crate::search::{HITS_LIMIT, Match, SessionSearch, TranscriptSearch};
 use convo_client::local_store::SearchHit;
@@ -26,16 +27,6 @@ pub struct PendingJump {
 /// How many places from a hit's position its words are looked for when they are not in the
 /// message at that place.
 const NEARBY_ITEMS: usize = 3;
-
-/// Whether a key is a character to type (not a Ctrl or Alt chord).
-fn is_text(key: &KeyEvent) -> bool {
-    typed_char(key).is_some()
-}
-
-/// Whether a key clears what is typed (Ctrl-U, as in shells).
-fn is_clear(key: &KeyEvent) -> bool {
-    key.modifiers == KeyModifiers::CONTROL && key.code == KeyCode::Char('u')
-}
 
 impl TranscriptPane {
     /// `search`: opens the search bar over the open transcript, ready to type (or back to
@@ -73,18 +64,26 @@ impl TranscriptPane {
         let Some(search) = self.search.as_mut() else {
             return TranscriptKey::NotConsumed;
         };
-        if search.editing && is_text(key) {
-            if let KeyCode::Char(c) = key.code {
-                search.query.push(c);
+        // As in the composer, Home and End scroll the transcript while there is no text to
+        // move in.
+        let scrolls = search.query.is_empty()
+            && typed_char(key).is_none()
+            && (k.scroll_top.matches(key) || k.scroll_bottom.matches(key));
+        let edit = if search.editing && !scrolls {
+            search.query.key(key)
+        } else {
+            LineKey::Ignored
+        };
+        if edit != LineKey::Ignored {
+            if edit == LineKey::Edited {
+                self.search_edited(area);
             }
-            self.search_edited(area);
-        } else if search.editing && key.code == KeyCode::Backspace {
-            search.query.pop();
-            self.search_edited(area);
-        } else if search.editing && is_clear(key) {
-            search.query.clear();
-            self.search_edited(area);
-        } else if k.back.matches(key) {
+            return TranscriptKey::Consumed;
+        }
+        let Some(search) = self.search.as_mut() else {
+            return TranscriptKey::NotConsumed;
+        };
+        if k.back.matches(key) {
             // The transcript stays where the search took it; End follows the tail again.
             self.search = None;
             return TranscriptKey::SearchClosed;
@@ -121,12 +120,14 @@ impl TranscriptPane {
     /// (on one line), nowhere otherwise. `None` when neither is open.
     pub fn bar_paste(&mut self, text: &str, area: Viewport) -> Option<TranscriptKey> {
         if let Some(hits) = self.hits.as_mut() {
-            hits.query.push_str(&one_line(text));
-            return Some(self.ask_hits());
+            return Some(if hits.query.paste(text) {
+                self.ask_hits()
+            } else {
+                TranscriptKey::Consumed
+            });
         }
         let search = self.search.as_mut()?;
-        if search.editing {
-            search.query.push_str(&one_line(text));
+        if search.editing && search.query.paste(text) {
             self.search_edited(area);
         }
         Some(TranscriptKey::Consumed)
@@ -204,7 +205,7 @@ impl TranscriptPane {
         match hits.ask() {
             Some(seq) => TranscriptKey::Command(Command::SearchSessions {
                 seq,
-                text: hits.query.clone(),
+                text: hits.query.text().to_string(),
                 limit: HITS_LIMIT,
             }),
             None => TranscriptKey::Consumed,
@@ -215,18 +216,12 @@ impl TranscriptPane {
         let Some(hits) = self.hits.as_mut() else {
             return TranscriptKey::NotConsumed;
         };
-        if is_text(key) {
-            if let KeyCode::Char(c) = key.code {
-                hits.query.push(c);
-            }
-            return self.ask_hits();
-        } else if key.code == KeyCode::Backspace {
-            hits.query.pop();
-            return self.ask_hits();
-        } else if is_clear(key) {
-            hits.query.clear();
-            return self.ask_hits();
-        } else if k.move_up.matches(key) {
+        match hits.query.key(key) {
+            LineKey::Edited => return self.ask_hits(),
+            LineKey::Moved => return TranscriptKey::Consumed,
+            LineKey::Ignored => {}
+        }
+        if k.move_up.matches(key) {
             hits.up();
         } else if k.move_down.matches(key) {
             hits.down();
@@ -282,7 +277,7 @@ impl TranscriptPane {
         let Some(hit) = hits.selected().cloned() else {
             return TranscriptKey::Consumed;
         };
-        let mut queries = vec![hits.query.trim().to_string()];
+        let mut queries = vec![hits.query.text().trim().to_string()];
         queries.extend(
             hit.snippet
                 .iter()
@@ -331,7 +326,7 @@ impl TranscriptPane {
         for slack in [0, NEARBY_ITEMS] {
             for query in &jump.queries {
                 let mut search = TranscriptSearch::new(open.id.clone(), 0);
-                search.query = query.clone();
+                search.query.set_text(query);
                 search.editing = false;
                 search.refresh(&open.transcript, width);
                 let distance = |m: &Match| {
@@ -361,9 +356,4 @@ impl TranscriptPane {
 /// The transcript line a match is on at `width`.
 pub fn match_line(transcript: &Transcript, width: u16, m: &Match) -> usize {
     transcript.line_range_of(width, m.entry).start + 1 + m.line
-}
-
-/// Pasted text on one line: line breaks become spaces.
-fn one_line(text: &str) -> String {
-    text.replace("\r\n", " ").replace(['\n', '\r'], " ")
 }

@@ -121,7 +121,7 @@ pub fn render(s: &AccountsState, keys: &KeyBindings, area: Rect, buf: &mut Buffe
         return;
     }
     let title = Rect::new(area.x, area.y, area.width, 1);
-    title_line(s, keys).render(title, buf);
+    title_line(s, keys, usize::from(title.width)).render(title, buf);
     let body = Rect::new(
         area.x,
         area.y + 1,
@@ -135,7 +135,7 @@ pub fn render(s: &AccountsState, keys: &KeyBindings, area: Rect, buf: &mut Buffe
     }
 }
 
-fn title_line(s: &AccountsState, keys: &KeyBindings) -> Line<'static> {
+fn title_line(s: &AccountsState, keys: &KeyBindings, width: usize) -> Line<'static> {
     let mut spans = vec![Span::styled(
         format!("Accounts ({})", keys.accounts_view.first_label()),
         theme::bold(),
@@ -152,11 +152,15 @@ fn title_line(s: &AccountsState, keys: &KeyBindings) -> Line<'static> {
             theme::dim(),
         ));
         if s.filtering || !s.filter.is_empty() {
-            let cursor = if s.filtering { "▏" } else { "" };
-            spans.push(Span::styled(
-                format!(" · filter: {}{cursor}", s.filter),
-                theme::hint(),
-            ));
+            spans.push(Span::styled(" · filter: ", theme::hint()));
+            // A long filter scrolls within 30 columns, fewer if the line has less room left,
+            // so that what follows it stays in view.
+            let used: usize = spans.iter().map(Span::width).sum();
+            let room = width.saturating_sub(used + 20).clamp(12, 30);
+            spans.extend(
+                s.filter
+                    .spans(room, s.filtering, theme::hint(), theme::hint()),
+            );
         }
         if s.loading.is_some() && s.loaded {
             spans.push(Span::styled(" · loading…", theme::dim()));
@@ -209,7 +213,7 @@ fn table(s: &AccountsState, area: Rect, buf: &mut Buffer) {
         let text = if s.filter.is_empty() {
             "No accounts yet.".to_string()
         } else {
-            format!("No account matches “{}”.", s.filter)
+            format!("No account matches “{}”.", s.filter.text())
         };
         Line::styled(text, theme::dim()).render(Rect::new(area.x, area.y, area.width, 1), buf);
         return;

@@ -253,12 +253,14 @@ fn render_controls(s: &MetricsState, area: Rect, buf: &mut Buffer) {
 fn render_info(s: &MetricsState, area: Rect, buf: &mut Buffer) {
     let width = area.width as usize;
     let line = if s.custom.editing {
-        let mut spans = vec![
-            Span::styled(" custom › ", theme::hint()),
-            Span::raw(s.custom.text.clone()),
-            Span::styled("▏", theme::hint()),
-        ];
-        let used = 10 + s.custom.text.chars().count() + 1;
+        let mut spans = vec![Span::styled(" custom › ", theme::hint())];
+        spans.extend(s.custom.text.spans(
+            width.saturating_sub(10),
+            true,
+            Style::default(),
+            theme::hint(),
+        ));
+        let used: usize = spans.iter().map(Span::width).sum();
         let room = width.saturating_sub(used + 2);
         match &s.custom.error {
             Some(e) => spans.push(Span::styled(

@@ -42,21 +42,23 @@ pub fn bar(app: &App, search: &TranscriptSearch, area: Rect, buf: &mut Buffer) {
         String::new()
     };
     let room = width.saturating_sub(fixed + str_width(&keys));
-    // The end of a long query stays in view.
-    let mut query: String = search.query.clone();
-    while str_width(&query) > room && !query.is_empty() {
-        query.remove(0);
-    }
-    let mut spans = vec![
-        Span::styled("/ ", theme::hint()),
-        Span::styled(query.clone(), theme::bold()),
-    ];
+    // A long query scrolls so that its cursor (its end, after Enter) stays in view.
+    let mut spans = vec![Span::styled("/ ", theme::hint())];
     if search.editing {
-        spans.push(Span::styled("▏", theme::hint()));
+        spans.extend(
+            search
+                .query
+                .spans(room + 1, true, theme::bold(), theme::hint()),
+        );
     } else {
+        spans.extend(
+            search
+                .query
+                .spans(room, false, theme::bold(), theme::hint()),
+        );
         spans.push(Span::raw(" "));
     }
-    let used = 2 + str_width(&query) + 1;
+    let used: usize = spans.iter().map(Span::width).sum();
     let pad = width.saturating_sub(used + str_width(&status) + str_width(&keys));
     spans.push(Span::raw(" ".repeat(pad)));
     spans.push(Span::styled(status, status_style));
@@ -158,13 +160,12 @@ pub fn hits(app: &App, hits: &SessionSearch, screen: Rect, buf: &mut Buffer) {
         return;
     }
     let width = usize::from(inner.width);
-    let query = truncate(&hits.query, width.saturating_sub(3));
-    Line::from(vec![
-        Span::styled("› ", theme::hint()),
-        Span::styled(query, theme::bold()),
-        Span::styled("▏", theme::hint()),
-    ])
-    .render(Rect::new(inner.x, inner.y, inner.width, 1), buf);
+    let mut query = vec![Span::styled("› ", theme::hint())];
+    query.extend(
+        hits.query
+            .spans(width.saturating_sub(2), true, theme::bold(), theme::hint()),
+    );
+    Line::from(query).render(Rect::new(inner.x, inner.y, inner.width, 1), buf);
     let (summary, style) = match &hits.state {
         HitsState::Empty => ("type words to search for".to_string(), theme::dim()),
         HitsState::Searching if hits.hits.is_empty() => ("searching…".to_string(), theme::dim()),

@@ -16,11 +16,16 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     let pane = app.sessions_pane();
     let mut title = vec![Span::styled(" Sessions ", theme::bold())];
     if pane.is_filtering() || !pane.filter().is_empty() {
-        let cursor = if pane.is_filtering() { "▏" } else { "" };
-        title.push(Span::styled(
-            format!("/{}{cursor} ", pane.filter()),
+        // The title's room in the border, less " Sessions ", the "/" and a space after.
+        let room = usize::from(area.width).saturating_sub(2 + 10 + 2);
+        title.push(Span::styled("/", theme::hint()));
+        title.extend(pane.filter_input().spans(
+            room,
+            pane.is_filtering(),
+            theme::hint(),
             theme::hint(),
         ));
+        title.push(Span::styled(" ", theme::hint()));
     }
     let block = Block::default()
         .borders(Borders::ALL)

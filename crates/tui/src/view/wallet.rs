@@ -183,13 +183,13 @@ fn render_prompt(w: &WalletState, area: Rect, buf: &mut Buffer) {
     } else {
         theme::dim()
     };
-    let mut spans = vec![
-        Span::styled(" Wallet id › ", label_style),
-        Span::raw(sanitize_owned(&w.input)),
-    ];
-    if focused {
-        spans.push(Span::styled("▏", theme::hint()));
-    }
+    let mut spans = vec![Span::styled(" Wallet id › ", label_style)];
+    spans.extend(w.input.spans(
+        usize::from(area.width).saturating_sub(13),
+        focused,
+        Style::default(),
+        theme::hint(),
+    ));
     if let Some(e) = &w.input_error {
         spans.push(Span::styled(format!("  ✗ {e}"), theme::error()));
     }

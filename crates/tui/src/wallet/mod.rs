@@ -5,6 +5,7 @@ pub mod recent;
 pub mod update;
 pub mod worker;
 
+use crate::line_input::LineInput;
 use convo_client::api::Wallet;
 
 /// The parts of the view that Tab moves between.
@@ -74,7 +75,7 @@ pub enum WalletLoad {
 #[derive(Debug, Clone)]
 pub struct WalletState {
     /// The id being typed.
-    pub input: String,
+    pub input: LineInput,
     /// What is wrong with `input`, shown inline.
     pub input_error: Option<String>,
     pub section: WalletSection,
@@ -95,7 +96,7 @@ pub struct WalletState {
 impl Default for WalletState {
     fn default() -> Self {
         WalletState {
-            input: String::new(),
+            input: LineInput::new(MAX_ID_CHARS),
             input_error: None,
             section: WalletSection::Prompt,
             recent: Vec::new(),

@@ -2,13 +2,14 @@
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use super::{MAX_ID_CHARS, validate_id};
+use super::validate_id;
 use super::{
     TokenStatus, WalletEvent, WalletFailure, WalletLoad, WalletRequest, WalletSection, WalletState,
     recent,
 };
 use crate::key_result::KeyResult;
 use crate::keys::KeyBindings;
+use crate::line_input::LineKey;
 
 /// Rows a page key scrolls a table.
 const PAGE: usize = 10;
@@ -50,7 +51,7 @@ impl WalletState {
             self.input_error = Some(e);
             return;
         }
-        self.input = wallet_id.to_string();
+        self.input.set_text(wallet_id);
         self.input_error = None;
         self.suggestion = None;
         let fetch_id = self.next_fetch;
@@ -131,21 +132,13 @@ impl WalletState {
     }
 
     fn prompt_key(&mut self, key: &KeyEvent, out: &mut Vec<WalletRequest>) -> bool {
-        let plain = !key
-            .modifiers
-            .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT);
         match key.code {
             KeyCode::Enter => {
-                let id = self.input.clone();
+                let id = self.input.text().to_string();
                 self.fetch(&id, out);
                 if self.input_error.is_none() {
                     self.section = WalletSection::Tokens;
                 }
-            }
-            KeyCode::Backspace => {
-                self.input.pop();
-                self.suggestion = None;
-                self.input_error = None;
             }
             KeyCode::Up | KeyCode::Down => {
                 let n = self.suggestions().len();
@@ -159,22 +152,21 @@ impl WalletState {
                     (Some(i), _) => (i + n - 1) % n,
                 };
                 self.suggestion = Some(next);
-                self.input = self.suggestions()[next].to_string();
+                let id = self.suggestions()[next].to_string();
+                self.input.set_text(&id);
                 self.input_error = None;
             }
-            KeyCode::Char('u') if key.modifiers.contains(KeyModifiers::CONTROL) => {
-                self.input.clear();
-                self.suggestion = None;
-                self.input_error = None;
-            }
-            KeyCode::Char(c) if plain => {
-                if self.input.chars().count() < MAX_ID_CHARS {
-                    self.input.push(c);
+            _ => match self.input.key(key) {
+                LineKey::Edited => {
+                    self.suggestion = None;
+                    // Nothing typed is not an error yet.
+                    self.input_error = (!self.input.is_empty())
+                        .then(|| validate_id(self.input.text()).err())
+                        .flatten();
                 }
-                self.suggestion = None;
-                self.input_error = validate_id(&self.input).err();
-            }
-            _ => return false,
+                LineKey::Moved => {}
+                LineKey::Ignored => return false,
+            },
         }
         true
     }
@@ -235,13 +227,9 @@ impl WalletState {
     pub fn paste(&mut self, text: &str) {
         let line = text.lines().next().unwrap_or("").trim();
         self.section = WalletSection::Prompt;
-        self.input.extend(
-            line.chars()
-                .filter(|c| !c.is_control())
-                .take(MAX_ID_CHARS.saturating_sub(self.input.chars().count())),
-        );
+        self.input.paste(line);
         self.suggestion = None;
-        self.input_error = validate_id(&self.input).err();
+        self.input_error = validate_id(self.input.text()).err();
     }
 
     /// A report from the worker or the loop.
@@ -387,7 +375,7 @@ mod tests {
         for c in "ops".chars() {
             s.handle_key(&keys, &key(KeyCode::Char(c)), &mut reqs);
         }
-        assert_eq!(s.input, "ops");
+        assert_eq!(s.input.text(), "ops");
         // From the table, a character no table key uses starts a new id too; j and q keep
         // their meaning there.
         s.section = WalletSection::Tokens;
@@ -400,7 +388,7 @@ mod tests {
             s.handle_key(&keys, &key(KeyCode::Char('x')), &mut reqs),
             KeyResult::Consumed
         );
-        assert_eq!((s.section, s.input.as_str()), (WalletSection::Prompt, "x"));
+        assert_eq!((s.section, s.input.text()), (WalletSection::Prompt, "x"));
         s.section = WalletSection::Tokens;
         assert_eq!(
             s.handle_key(&keys, &key(KeyCode::Char('q')), &mut reqs),
@@ -426,6 +414,36 @@ mod tests {
     }
 
     #[test]
+    fn a_slip_in_the_id_is_mended_where_it_is() {
+        let keys = KeyBindings::default();
+        let mut s = WalletState::default();
+        let mut reqs = Vec::new();
+        for c in "tresury".chars() {
+            s.handle_key(&keys, &key(KeyCode::Char(c)), &mut reqs);
+        }
+        s.handle_key(&keys, &key(KeyCode::Home), &mut reqs);
+        for _ in 0..3 {
+            s.handle_key(&keys, &key(KeyCode::Right), &mut reqs);
+        }
+        s.handle_key(&keys, &key(KeyCode::Char('a')), &mut reqs);
+        assert_eq!(s.input.text(), "treasury");
+        assert_eq!(s.input.cursor(), 4);
+        // A space typed in the middle is refused as it would be at the end.
+        s.handle_key(&keys, &key(KeyCode::Char(' ')), &mut reqs);
+        assert!(s.input_error.as_deref().unwrap().contains("no spaces"));
+        s.handle_key(&keys, &key(KeyCode::Backspace), &mut reqs);
+        assert_eq!(s.input_error, None);
+        s.handle_key(&keys, &key(KeyCode::Enter), &mut reqs);
+        assert_eq!(
+            reqs,
+            vec![WalletRequest::Fetch {
+                fetch_id: 1,
+                wallet_id: "treasury".into()
+            }]
+        );
+    }
+
+    #[test]
     fn up_and_down_cycle_through_recent_then_known_ids() {
         let keys = KeyBindings::default();
         let mut s = WalletState {
@@ -435,15 +453,15 @@ mod tests {
         };
         let mut reqs = Vec::new();
         s.handle_key(&keys, &key(KeyCode::Down), &mut reqs);
-        assert_eq!(s.input, "mine");
+        assert_eq!(s.input.text(), "mine");
         s.handle_key(&keys, &key(KeyCode::Down), &mut reqs);
-        assert_eq!(s.input, "treasury");
+        assert_eq!(s.input.text(), "treasury");
         s.handle_key(&keys, &key(KeyCode::Up), &mut reqs);
         s.handle_key(&keys, &key(KeyCode::Up), &mut reqs);
-        assert_eq!(s.input, "empty");
+        assert_eq!(s.input.text(), "empty");
         // `q`, `j` and `?` are text in the prompt.
         s.handle_key(&keys, &key(KeyCode::Char('q')), &mut reqs);
-        assert_eq!(s.input, "emptyq");
+        assert_eq!(s.input.text(), "emptyq");
     }
 
     #[test]

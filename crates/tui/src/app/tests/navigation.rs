@@ -197,6 +197,27 @@ fn a_filter_that_matches_nothing_says_so_and_esc_clears_it() {
 }
 
 #[test]
+fn a_slip_in_the_sessions_filter_is_mended_where_it_is() {
+    let mut app = app();
+    app.update(key(KeyCode::BackTab));
+    app.update(key(KeyCode::BackTab));
+    app.update(key(KeyCode::Char('/')));
+    type_text(&mut app, "tird");
+    assert!(app.sessions_pane().visible().is_empty());
+    for _ in 0..3 {
+        app.update(key(KeyCode::Left));
+    }
+    type_text(&mut app, "h");
+    assert_eq!(app.sessions_pane().filter(), "third");
+    assert_eq!(app.sessions_pane().visible().len(), 1);
+    // Up and Down still move in the list while the filter is typed.
+    app.update(key(KeyCode::Down));
+    assert!(app.sessions_pane().is_filtering());
+    app.update(key(KeyCode::Enter));
+    assert_eq!(app.open_id(), Some(C));
+}
+
+#[test]
 fn a_click_on_a_session_opens_it() {
     let mut app = app();
     let list = app.layout().session_list.unwrap();

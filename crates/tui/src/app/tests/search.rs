@@ -40,7 +40,10 @@ fn the_search_bar_finds_moves_and_closes_without_touching_the_draft() {
     assert_eq!(status(&app), None);
     // Typed characters, `n` and `q` included, go to the query, never to the composer.
     type_text(&mut app, "fox jumps");
-    assert_eq!(app.transcript_pane().search().unwrap().query, "fox jumps");
+    assert_eq!(
+        app.transcript_pane().search().unwrap().query.text(),
+        "fox jumps"
+    );
     assert_eq!(status(&app).as_deref(), Some("match 1/3"));
     let open = app.session().unwrap();
     assert!(!open.follow, "the transcript went to the match");
@@ -103,17 +106,26 @@ fn pasting_into_the_search_bar_fills_the_query_not_the_composer() {
     let mut app = app_with_transcript(&["hello world", "another world"]);
     app.update(ctrl('f'));
     app.update(AppEvent::Paste("wor\nld".into()));
-    assert_eq!(app.transcript_pane().search().unwrap().query, "wor ld");
+    assert_eq!(
+        app.transcript_pane().search().unwrap().query.text(),
+        "wor ld"
+    );
     assert_eq!(app.composer_text(), "");
     app.update(ctrl('u'));
-    assert_eq!(app.transcript_pane().search().unwrap().query, "");
+    assert_eq!(app.transcript_pane().search().unwrap().query.text(), "");
     app.update(AppEvent::Paste("world".into()));
-    assert_eq!(app.transcript_pane().search().unwrap().query, "world");
+    assert_eq!(
+        app.transcript_pane().search().unwrap().query.text(),
+        "world"
+    );
     assert_eq!(status(&app).as_deref(), Some("match 1/2"));
     // Not typing (after Enter), a paste goes nowhere.
     app.update(key(KeyCode::Enter));
     app.update(AppEvent::Paste("zzz".into()));
-    assert_eq!(app.transcript_pane().search().unwrap().query, "world");
+    assert_eq!(
+        app.transcript_pane().search().unwrap().query.text(),
+        "world"
+    );
     assert_eq!(app.composer_text(), "");
 }
 
@@ -367,4 +379,44 @@ fn tab_reads_the_sessions_written_elsewhere_and_searches_again_over_them() {
         notice.text
     );
     assert_eq!(app.transcript_pane().hits().unwrap().reading, 0);
+}
+
+#[test]
+fn a_slip_in_the_search_bar_is_mended_where_it_is() {
+    let mut app = app_with_transcript(&["hello world", "another world"]);
+    app.update(ctrl('f'));
+    type_text(&mut app, "wrld");
+    assert_eq!(status(&app).as_deref(), Some("no match"));
+    for _ in 0..3 {
+        app.update(key(KeyCode::Left));
+    }
+    type_text(&mut app, "o");
+    let search = app.transcript_pane().search().unwrap();
+    assert_eq!((search.query.text(), search.query.cursor()), ("world", 2));
+    assert_eq!(search.matches.len(), 2);
+    // Ctrl-w takes the word back, Ctrl-z brings it again.
+    app.update(key(KeyCode::End));
+    app.update(ctrl('w'));
+    assert_eq!(app.transcript_pane().search().unwrap().query.text(), "");
+    app.update(ctrl('z'));
+    assert_eq!(
+        app.transcript_pane().search().unwrap().query.text(),
+        "world"
+    );
+    assert_eq!(app.composer_text(), "");
+}
+
+#[test]
+fn a_slip_in_the_search_across_sessions_is_mended_where_it_is() {
+    let mut app = app_with_transcript(&["hello world"]);
+    type_text(&mut app, "/search wrld");
+    let cmds = app.update(key(KeyCode::Enter));
+    assert_eq!(asked(&cmds).unwrap().1, "wrld");
+    app.update(key(KeyCode::Home));
+    app.update(key(KeyCode::Right));
+    let cmds = type_text(&mut app, "o");
+    assert_eq!(asked(&cmds).unwrap().1, "world");
+    // Moving asks nothing.
+    let cmds = app.update(key(KeyCode::Left));
+    assert_eq!(asked(&cmds), None);
 }
