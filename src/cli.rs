@@ -231,6 +231,7 @@ pub fn main() -> ExitCode {
             Some(CliCommand::Search(args)) => crate::commands::search::run(args, global).await,
         }
     });
+    runtime.block_on(crate::commands::stop_embedded());
     crate::commands::flush_warnings();
     code
 }

@@ -6,6 +6,7 @@ mod cli {
     mod cancel;
     mod commands;
     mod config;
+    mod embedded;
     mod export;
     mod fake;
     mod forks;

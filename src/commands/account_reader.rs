@@ -2,7 +2,8 @@
 //! metrics`): the configured one, or with no base URL the embedded service of the data dir,
 //! started for the command as the TUI starts it and stopped after it
 //! (`convo_tui::embedded::start_for_reading`, which says why that is safe beside a running
-//! TUI). The other one-shot commands need a configured server (docs/client.md).
+//! TUI). The commands that change sessions start it with the configured engine instead
+//! (`super::session_server`); the others need a configured server (docs/client.md).
 
 use std::process::ExitCode;
 

@@ -3,8 +3,7 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
 
 use super::{
-    codes, connect_with_store, fail, fail_api, out, print_json, record, resolve_session_id,
-    sanitize,
+    codes, fail, fail_api, out, print_json, record, resolve_session_id, sanitize, session_server,
 };
 use convo_client::api::ApiError;
 use convo_client::local_store::SessionRecord;
@@ -26,7 +25,7 @@ pub struct DeleteArgs {
 }
 
 pub async fn run(args: DeleteArgs, global: convo_client::config::GlobalArgs) -> ExitCode {
-    let (client, store) = match connect_with_store(&global) {
+    let (client, store) = match session_server(&global).await {
         Ok(c) => c,
         Err(code) => return code,
     };

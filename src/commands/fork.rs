@@ -3,9 +3,7 @@
 //! kept in the local store with where it came from.
 use std::process::ExitCode;
 
-use super::{
-    codes, connect_with_store, fail, fail_api, out, print_json, record, resolve_session_id,
-};
+use super::{codes, fail, fail_api, out, print_json, record, resolve_session_id, session_server};
 use convo_client::api::{Message, new_session_id};
 use convo_client::local_store::StoredMessage;
 use convo_wire::exit;
@@ -29,7 +27,7 @@ pub struct ForkArgs {
 }
 
 pub async fn run(args: ForkArgs, global: convo_client::config::GlobalArgs) -> ExitCode {
-    let (client, store) = match connect_with_store(&global) {
+    let (client, store) = match session_server(&global).await {
         Ok(c) => c,
         Err(code) => return code,
     };

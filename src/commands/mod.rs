@@ -236,8 +236,9 @@ pub(crate) fn load_config(global: &GlobalArgs) -> Result<Config, ExitCode> {
     Ok(config)
 }
 
-/// The configuration and a client for it. Needs a base URL: one-shot commands never
-/// embed the service (but `convo usage`, which reads the embedded service's data without one).
+/// The configuration and a client for it. Needs a base URL: the commands that start the
+/// embedded service without one go through [`session_server`] (`send`, `fork`, `undo`,
+/// `delete`) or `AccountReader` (`usage`, `metrics`).
 pub(crate) fn connect(global: &GlobalArgs) -> Result<(Config, Client), ExitCode> {
     let config = load_config(global)?;
     let client = client_for(&config)?;
@@ -293,6 +294,59 @@ pub(crate) fn connect_with_store(global: &GlobalArgs) -> Result<(Client, Store),
     let (config, client) = connect(global)?;
     let store = open_store(&config)?;
     Ok((client, store))
+}
+
+/// The embedded service [`session_server`] started for this command, stopped by
+/// [`stop_embedded`] when the command ends.
+static EMBEDDED: std::sync::Mutex<Option<convo_tui::embedded::RunningService>> =
+    std::sync::Mutex::new(None);
+
+/// A client and the local store of its target, for the commands that change a session on
+/// the server (`send`, `delete`, `fork`, `undo`): the configured server's, or with no base URL
+/// the embedded service's, started for the command as the TUI starts it (its database and
+/// local account in the data dir, the engine of `[engine]`) and stopped when the command ends
+/// ([`stop_embedded`]). An engine that cannot be had (`kind = "local"` without the model) is
+/// `config`, exit 2; a data dir whose service cannot start is `store`, exit 2.
+pub(crate) async fn session_server(global: &GlobalArgs) -> Result<(Client, Store), ExitCode> {
+    let config = load_config(global)?;
+    let client = match config.connection.base_url {
+        Some(_) => client_for(&config)?,
+        None => start_embedded(&config).await?,
+    };
+    let store = open_store(&config)?;
+    Ok((client, store))
+}
+
+async fn start_embedded(config: &Config) -> Result<Client, ExitCode> {
+    let data_dir = &config.paths.data_dir;
+    let (engine, hint) = convo_tui::embedded::engine_config(&config.engine, data_dir, 0)
+        .map_err(|e| fail(exit::USAGE_ERROR, codes::CONFIG, e))?;
+    if let Some(hint) = hint {
+        warn(hint);
+    }
+    let (service, client) = convo_tui::embedded::start_for_command(data_dir, engine)
+        .await
+        .map_err(|e| {
+            fail(
+                exit::USAGE_ERROR,
+                codes::STORE,
+                format_args!(
+                    "no base URL configured, and the embedded service on {} cannot start: {e}",
+                    data_dir.display()
+                ),
+            )
+        })?;
+    *EMBEDDED.lock().unwrap_or_else(|p| p.into_inner()) = Some(service);
+    Ok(client)
+}
+
+/// Stops the embedded service a command started, if it did: after the command, before the
+/// process ends.
+pub async fn stop_embedded() {
+    let service = EMBEDDED.lock().unwrap_or_else(|p| p.into_inner()).take();
+    if let Some(service) = service {
+        service.shutdown().await;
+    }
 }
 
 /// Open the local store in the data dir, for the configuration's target

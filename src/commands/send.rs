@@ -6,7 +6,7 @@ use chrono::Utc;
 
 use super::waiting::Waiting;
 use super::{
-    check_session_id, codes, connect_with_store, fail, fail_api, out, print_json, record, sanitize,
+    check_session_id, codes, fail, fail_api, out, print_json, record, sanitize, session_server,
     warn,
 };
 use convo_client::api::{
@@ -133,7 +133,7 @@ pub async fn run(args: SendArgs, global: convo_client::config::GlobalArgs) -> Ex
     {
         return code;
     }
-    let (client, store) = match connect_with_store(&global) {
+    let (client, store) = match session_server(&global).await {
         Ok(c) => c,
         Err(code) => return code,
     };

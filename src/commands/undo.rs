@@ -3,7 +3,7 @@
 //! store. Refused while a reply is being generated.
 use std::process::ExitCode;
 
-use super::{connect_with_store, fail, fail_api, out, print_json, record, resolve_session_id};
+use super::{fail, fail_api, out, print_json, record, resolve_session_id, session_server};
 use convo_wire::exit;
 
 /// What a server without the extension is told.
@@ -21,7 +21,7 @@ pub struct UndoArgs {
 }
 
 pub async fn run(args: UndoArgs, global: convo_client::config::GlobalArgs) -> ExitCode {
-    let (client, store) = match connect_with_store(&global) {
+    let (client, store) = match session_server(&global).await {
         Ok(c) => c,
         Err(code) => return code,
     };

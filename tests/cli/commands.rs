@@ -306,12 +306,12 @@ async fn bad_input_is_a_usage_error() {
 #[tokio::test]
 async fn without_a_server_commands_say_what_to_do() {
     let s = Sandbox::new();
-    // (`convo usage` and `convo metrics` read the embedded service's data instead:
-    // tests/cli/usage.rs.)
+    // (`convo usage` and `convo metrics` read the embedded service's data instead, and
+    // `send`, `fork`, `undo` and `delete` run on it: tests/cli/usage.rs, tests/cli/embedded.rs.)
     for args in [
-        &["send", "hi"][..],
-        &["delete", "session_abcdefgh12345678"],
+        &["cancel", "session_abcdefgh12345678"][..],
         &["wallet", "w"],
+        &["accounts"],
     ] {
         let run = s.run(args).await.expect(2);
         assert_eq!(
@@ -378,18 +378,6 @@ async fn a_key_is_not_sent_over_plain_http_to_another_host() {
     );
 }
 
-/// The one JSON object a failed `--json` run leaves on stderr (and nothing on stdout).
-fn error_json(run: &super::support::Run) -> serde_json::Value {
-    assert!(run.stdout.is_empty(), "stdout: {}", run.stdout);
-    assert_eq!(run.stderr.lines().count(), 1, "one line: {}", run.stderr);
-    let v: serde_json::Value = serde_json::from_str(&run.stderr)
-        .unwrap_or_else(|e| panic!("stderr is not JSON ({e}): {}", run.stderr));
-    assert_eq!(v.as_object().unwrap().len(), 1, "only `error`: {v}");
-    assert!(v["error"]["code"].is_string(), "{v}");
-    assert!(v["error"]["message"].is_string(), "{v}");
-    v["error"].clone()
-}
-
 #[tokio::test]
 async fn with_json_errors_are_one_json_object_on_stderr() {
     let base = fake::start().await;
@@ -401,7 +389,7 @@ async fn with_json_errors_are_one_json_object_on_stderr() {
         .await
         .expect(1);
     assert_eq!(
-        error_json(&gone),
+        gone.error_json(),
         serde_json::json!({"code": "session_not_found", "message": "no such session"})
     );
     let bad_key = [
@@ -410,12 +398,12 @@ async fn with_json_errors_are_one_json_object_on_stderr() {
     ];
     let refused = run(&s, &["usage", "--json"], &bad_key).await.expect(1);
     assert_eq!(
-        error_json(&refused),
+        refused.error_json(),
         serde_json::json!({"code": "unauthorized",
             "message": "unknown API key (check CONVO_API_KEY / --api-key)"})
     );
     let overflow = run(&s, &["send", "--json", "overflow"], &e).await.expect(1);
-    let err = error_json(&overflow);
+    let err = overflow.error_json();
     assert_eq!(err["code"], "context_overflow");
     assert_eq!(
         (err["currentTokens"].as_u64(), err["maxTokens"].as_u64()),
@@ -424,7 +412,7 @@ async fn with_json_errors_are_one_json_object_on_stderr() {
     let quota = run(&s, &["send", "--json", "--stream", "quota"], &e)
         .await
         .expect(1);
-    let err = error_json(&quota);
+    let err = quota.error_json();
     assert_eq!(err["code"], "quota_exceeded");
     assert_eq!(err["limit"], "requests");
     assert_eq!(err["resetAt"], "2026-12-01T00:00:00Z");
@@ -437,7 +425,7 @@ async fn with_json_errors_are_one_json_object_on_stderr() {
     .await
     .expect(1);
     assert_eq!(
-        error_json(&unknown),
+        unknown.error_json(),
         serde_json::json!({"code": "wallet_not_found", "message": "no such wallet", "status": 404})
     );
 
@@ -462,7 +450,7 @@ async fn with_json_errors_are_one_json_object_on_stderr() {
             assert_eq!(failed.stderr.lines().count(), 1, "{}", failed.stderr);
             serde_json::from_str::<serde_json::Value>(line).unwrap()["error"].clone()
         } else {
-            error_json(&failed)
+            failed.error_json()
         };
         assert_eq!(err["code"], "network", "{args:?}: {err}");
         assert!(
@@ -527,7 +515,7 @@ async fn with_json_errors_are_one_json_object_on_stderr() {
             "the following required arguments were not provided: --session <SESSION_ID>",
         ),
         (
-            &["delete", "--json", "session_abcdefgh12345678"],
+            &["cancel", "--json", "session_abcdefgh12345678"],
             &[],
             "config",
             "no base URL configured",
@@ -535,7 +523,7 @@ async fn with_json_errors_are_one_json_object_on_stderr() {
     ];
     for (args, env, code, message) in cases {
         let failed = run(&s, args, env).await.expect(2);
-        let err = error_json(&failed);
+        let err = failed.error_json();
         assert_eq!(err["code"], *code, "{args:?}: {err}");
         assert!(
             err["message"].as_str().unwrap().contains(message),
@@ -601,7 +589,7 @@ async fn with_json_warnings_are_json_too() {
         ])
         .await
         .expect(1);
-    let err = error_json(&failed);
+    let err = failed.error_json();
     assert_eq!(err["code"], "session_not_found");
     assert!(
         err["warnings"][0].as_str().unwrap().contains("chmod 600"),

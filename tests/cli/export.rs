@@ -40,15 +40,6 @@ async fn run(s: &Sandbox, args: &[&str]) -> Run {
     .await
 }
 
-/// The one JSON object a failed `--json` run leaves on stderr.
-fn error_json(run: &Run) -> serde_json::Value {
-    assert!(run.stdout.is_empty(), "stdout: {}", run.stdout);
-    assert_eq!(run.stderr.lines().count(), 1, "one line: {}", run.stderr);
-    let v: serde_json::Value = serde_json::from_str(&run.stderr)
-        .unwrap_or_else(|e| panic!("stderr is not JSON ({e}): {}", run.stderr));
-    v["error"].clone()
-}
-
 #[tokio::test]
 async fn export_prints_markdown_with_a_heading_per_message() {
     let s = sandbox();
@@ -144,7 +135,7 @@ async fn export_to_a_file_is_private_and_never_replaces_one_without_force() {
     let refused = run(&s, &["export", A, "--json", "-o", path])
         .await
         .expect(2);
-    assert_eq!(error_json(&refused)["code"], "file_exists");
+    assert_eq!(refused.error_json()["code"], "file_exists");
     // -o names a file, not a directory.
     let home = s.home().to_str().unwrap().to_string();
     let out = run(&s, &["export", A, "-o", &home, "--force"])
@@ -187,7 +178,7 @@ async fn export_of_an_unknown_session_is_session_not_found() {
     let out = run(&s, &["export", "nothing-like-it", "--json"])
         .await
         .expect(1);
-    let e = error_json(&out);
+    let e = out.error_json();
     assert_eq!(e["code"], "session_not_found", "{e}");
     // A deleted session is gone from the store: it says so.
     Store::open(&s.home().join("data").join("convo.db"))
@@ -195,7 +186,7 @@ async fn export_of_an_unknown_session_is_session_not_found() {
         .mark_deleted(A)
         .unwrap();
     let out = run(&s, &["export", A, "--format", "json"]).await.expect(1);
-    let e = error_json(&out);
+    let e = out.error_json();
     assert_eq!(e["code"], "session_not_found");
     assert!(
         e["message"].as_str().unwrap().contains("was deleted"),
@@ -205,7 +196,7 @@ async fn export_of_an_unknown_session_is_session_not_found() {
     let out = run(&s, &["export", A, "--format", "pdf", "--json"])
         .await
         .expect(2);
-    assert_eq!(error_json(&out)["code"], "invalid_argument");
+    assert_eq!(out.error_json()["code"], "invalid_argument");
 }
 
 #[tokio::test]

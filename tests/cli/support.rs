@@ -41,6 +41,19 @@ impl Run {
         serde_json::from_str(&self.stdout)
             .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", self.stdout))
     }
+
+    /// The one JSON object a failed `--json` run leaves on stderr (and nothing on stdout):
+    /// its `error`.
+    pub fn error_json(&self) -> serde_json::Value {
+        assert!(self.stdout.is_empty(), "stdout: {}", self.stdout);
+        assert_eq!(self.stderr.lines().count(), 1, "one line: {}", self.stderr);
+        let v: serde_json::Value = serde_json::from_str(&self.stderr)
+            .unwrap_or_else(|e| panic!("stderr is not JSON ({e}): {}", self.stderr));
+        assert_eq!(v.as_object().unwrap().len(), 1, "only `error`: {v}");
+        assert!(v["error"]["code"].is_string(), "{v}");
+        assert!(v["error"]["message"].is_string(), "{v}");
+        v["error"].clone()
+    }
 }
 
 impl Sandbox {

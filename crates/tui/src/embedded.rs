@@ -181,7 +181,20 @@ pub async fn start(
 /// process writes is the local account's row as the TUI writes it at start, and the requests
 /// its client makes, counted as the TUI's are.
 pub async fn start_for_reading(data_dir: &Path) -> Result<(RunningService, Client), String> {
-    let (config, key) = local_config(data_dir, EngineConfig::Builtin { pace_ms: 0 })?;
+    start_for_command(data_dir, EngineConfig::Builtin { pace_ms: 0 }).await
+}
+
+/// The embedded service on `data_dir` for a one-shot command that changes sessions (`convo
+/// send`, `delete`, `fork`, `undo` with no base URL), and a client of the local account: the
+/// TUI's configuration with `engine` (from [`engine_config`]; a local model loads as the
+/// service starts, and a reply waits for it). Beside a running TUI it is as safe as
+/// [`start_for_reading`]: the two services share the database, and the TUI sees what this
+/// one wrote when it next reads its list or the session, not live.
+pub async fn start_for_command(
+    data_dir: &Path,
+    engine: EngineConfig,
+) -> Result<(RunningService, Client), String> {
+    let (config, key) = local_config(data_dir, engine)?;
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
     let service = convo_service::start(config, addr)
         .await

@@ -1,0 +1,68 @@
+//! The one-shot commands that change sessions (`send`, `fork`, `undo`, `delete`) with no base
+//! URL configured: they run on the embedded service of the data dir, started for the command
+//! as the TUI starts it and stopped after it (docs/client.md, "With no server configured").
+
+use super::support::Sandbox;
+
+#[tokio::test]
+async fn with_no_base_url_the_session_commands_run_on_the_embedded_service() {
+    let s = Sandbox::new();
+    let sent = s.run(&["send", "hello there", "--json"]).await.expect(0);
+    let reply = sent.json();
+    assert_eq!(reply["role"], "assistant", "{reply}");
+    assert!(!reply["content"].as_str().unwrap().is_empty(), "{reply}");
+    let id = reply["sessionId"].as_str().unwrap().to_string();
+    // No model in this data dir: the builtin engine answers, and stderr says why.
+    assert!(
+        sent.stderr.contains("No language model is installed"),
+        "{}",
+        sent.stderr
+    );
+
+    // The session outlives the command: the next one goes on with it, streamed.
+    let again = s
+        .run(&["send", "--session", &id, "--stream", "and again"])
+        .await
+        .expect(0);
+    assert!(!again.stdout.trim().is_empty(), "{}", again.stderr);
+    let listed = s.run(&["sessions", "--json"]).await.expect(0).json();
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+    assert_eq!(listed[0]["sessionId"], id.as_str());
+    // The local account's usage, as `convo usage` reads it, counts them.
+    let usage = s.run(&["usage", "--json"]).await.expect(0).json();
+    assert_eq!(usage["sessions"]["active"], 1, "{usage}");
+    assert!(usage["tokens"]["used"].as_u64().unwrap() > 0, "{usage}");
+
+    let fork = s.run(&["fork", &id, "--json"]).await.expect(0).json();
+    assert_eq!(fork["messageCount"], 4, "{fork}");
+    let undone = s.run(&["undo", &id]).await.expect(0);
+    assert!(undone.stdout.contains("2 messages"), "{}", undone.stdout);
+    let export = s.run(&["export", &id]).await.expect(0);
+    assert!(export.stdout.contains("hello there"), "{}", export.stdout);
+    assert!(!export.stdout.contains("and again"), "{}", export.stdout);
+    s.run(&["delete", &id]).await.expect(0);
+    let gone = s
+        .run(&["delete", &id, "--json"])
+        .await
+        .expect(1)
+        .error_json();
+    assert_eq!(gone["code"], "session_not_found", "{gone}");
+}
+
+#[tokio::test]
+async fn an_engine_the_embedded_service_cannot_have_is_a_config_error() {
+    let s = Sandbox::new();
+    let file = s.default_config_file();
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(&file, "[engine]\nkind = \"local\"\n").unwrap();
+    let failed = s.run(&["send", "hi", "--json"]).await.expect(2);
+    let err = failed.error_json();
+    assert_eq!(err["code"], "config", "{err}");
+    // The engine's problem, not a missing server.
+    let message = err["message"].as_str().unwrap();
+    assert!(message.contains("model"), "{err}");
+    assert!(!message.contains("base URL"), "{err}");
+    // Nothing was sent, so the store has no session.
+    let listed = s.run(&["sessions", "--json"]).await.expect(0).json();
+    assert_eq!(listed, serde_json::json!([]));
+}
