@@ -303,9 +303,9 @@ static EMBEDDED: std::sync::Mutex<Option<convo_tui::embedded::RunningService>> =
 
 /// A client and the local store of its target, for the commands that change a session on
 /// the server (`send`, `delete`, `fork`, `undo`): the configured server's, or with no base URL
-/// the embedded service's, started for the command as the TUI starts it (its database and
-/// local account in the data dir, the engine of `[engine]`) and stopped when the command ends
-/// ([`stop_embedded`]). An engine that cannot be had (`kind = "local"` without the model) is
+/// the embedded service's: the one a TUI running on the data dir has, else one started for
+/// the command as the TUI starts it (its database and local account in the data dir, the
+/// engine of `[engine]`) and stopped when the command ends ([`stop_embedded`]). An engine that cannot be had (`kind = "local"` without the model) is
 /// `config`, exit 2; a data dir whose service cannot start is `store`, exit 2.
 pub(crate) async fn session_server(global: &GlobalArgs) -> Result<(Client, Store), ExitCode> {
     let config = load_config(global)?;
@@ -319,6 +319,11 @@ pub(crate) async fn session_server(global: &GlobalArgs) -> Result<(Client, Store
 
 async fn start_embedded(config: &Config) -> Result<Client, ExitCode> {
     let data_dir = &config.paths.data_dir;
+    // A TUI running on the data dir: its service, so that it shows what the command does as
+    // it happens, and one service takes the session's turns in order.
+    if let Some(client) = convo_tui::embedded::running(data_dir).await {
+        return Ok(client);
+    }
     let (engine, hint) = convo_tui::embedded::engine_config(&config.engine, data_dir, 0)
         .map_err(|e| fail(exit::USAGE_ERROR, codes::CONFIG, e))?;
     if let Some(hint) = hint {

@@ -2,6 +2,10 @@
 //! URL configured: they run on the embedded service of the data dir, started for the command
 //! as the TUI starts it and stopped after it (docs/client.md, "With no server configured").
 
+use std::sync::Mutex;
+
+use convo_tui::embedded::{self, RunningService};
+
 use super::support::Sandbox;
 
 #[tokio::test]
@@ -65,4 +69,60 @@ async fn an_engine_the_embedded_service_cannot_have_is_a_config_error() {
     // Nothing was sent, so the store has no session.
     let listed = s.run(&["sessions", "--json"]).await.expect(0).json();
     assert_eq!(listed, serde_json::json!([]));
+}
+
+/// With a TUI running on the data dir, the commands use its embedded service (which shows
+/// what they do as it happens) instead of starting a second one on the same database; when it
+/// stops, or its address file is stale, they start their own again.
+#[tokio::test]
+async fn with_a_tui_running_the_commands_use_its_service() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let s = Sandbox::new();
+    let data = s.home().join("convo-data");
+    let dir = data.to_str().unwrap();
+    let env = [("CONVO_DATA_DIR", dir)];
+    let own_service = "No language model is installed";
+
+    // The embedded service as the TUI starts it (the builtin engine: no hint of its own).
+    let slot: Mutex<Option<RunningService>> = Mutex::new(None);
+    let (base, key) = super::usage::start_embedded(&data, &slot).await;
+    let advertised = data.join(embedded::ADDRESS_FILE);
+    assert_eq!(
+        format!("http://{}", std::fs::read_to_string(&advertised).unwrap()),
+        base
+    );
+    let sent = s.run_env(&["send", "hi", "--json"], &env).await.expect(0);
+    assert!(!sent.stderr.contains(own_service), "{}", sent.stderr);
+    let id = sent.json()["sessionId"].as_str().unwrap().to_string();
+    // The running service has the session.
+    let listed: serde_json::Value = reqwest::Client::new()
+        .get(format!("{base}/v1/sessions"))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["sessions"][0]["sessionId"], id.as_str(), "{listed}");
+
+    // The TUI ends: its file goes, and the next command starts a service of its own.
+    let service = slot.lock().unwrap().take().unwrap();
+    embedded::withdraw();
+    service.shutdown().await;
+    assert!(!advertised.exists());
+    let alone = s
+        .run_env(&["send", "--session", &id, "again"], &env)
+        .await
+        .expect(0);
+    assert!(alone.stderr.contains(own_service), "{}", alone.stderr);
+
+    // A file a TUI that crashed left behind names an address nothing answers on: ignored.
+    let (_refusing, dead) = crate::refused::refused_addr();
+    std::fs::write(&advertised, dead.to_string()).unwrap();
+    let stale = s
+        .run_env(&["send", "--session", &id, "once more"], &env)
+        .await
+        .expect(0);
+    assert!(stale.stderr.contains(own_service), "{}", stale.stderr);
 }

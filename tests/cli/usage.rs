@@ -36,7 +36,10 @@ fn builtin() -> Engine {
 
 /// The embedded service as the TUI starts it on `data` (its handle in `slot`): its base URL
 /// and the local account's key.
-async fn start_embedded(data: &Path, slot: &Mutex<Option<RunningService>>) -> (String, String) {
+pub(super) async fn start_embedded(
+    data: &Path,
+    slot: &Mutex<Option<RunningService>>,
+) -> (String, String) {
     let started = embedded::start(data, &builtin(), 0, slot)
         .await
         .expect("the embedded service starts");

@@ -161,6 +161,7 @@ pub async fn start(
         hint,
     };
     tracing::info!(addr = %service.addr, engine = %engine.label, "embedded service started");
+    advertise(data_dir, &service.addr.to_string());
     if let Ok(mut slot) = slot.lock() {
         *slot = Some(service);
     }
@@ -170,6 +171,77 @@ pub async fn start(
         engine,
         load,
     })
+}
+
+/// The file in the data dir where a running TUI says where its embedded service listens, so
+/// that the one-shot commands use that service rather than start a second one on the same
+/// database ([`running`]).
+pub const ADDRESS_FILE: &str = "embedded.addr";
+
+/// This process's [`ADDRESS_FILE`], removed by [`withdraw`] (or when replaced).
+static ADVERTISED: Mutex<Option<Advertised>> = Mutex::new(None);
+
+struct Advertised {
+    path: std::path::PathBuf,
+    addr: String,
+}
+
+impl Drop for Advertised {
+    fn drop(&mut self) {
+        // Only if it still says this service: a later TUI on the data dir may have written it.
+        if std::fs::read_to_string(&self.path).is_ok_and(|a| a.trim() == self.addr) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Writes where the embedded service on `data_dir` listens into its [`ADDRESS_FILE`] (mode
+/// 0600, as the key beside it), for as long as the TUI runs. A failure only costs the
+/// one-shot commands that service: they start their own.
+fn advertise(data_dir: &Path, addr: &str) {
+    let path = data_dir.join(ADDRESS_FILE);
+    match convo_client::private_file::write_private_atomic(&path, addr.as_bytes(), true) {
+        Ok(()) => {
+            let advertised = Advertised {
+                path,
+                addr: addr.to_string(),
+            };
+            if let Ok(mut slot) = ADVERTISED.lock() {
+                *slot = Some(advertised);
+            }
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, path = %path.display(), "cannot say where the embedded service listens")
+        }
+    }
+}
+
+/// Removes the [`ADDRESS_FILE`] this process wrote, when its embedded service stops.
+pub fn withdraw() {
+    let advertised = ADVERTISED.lock().ok().and_then(|mut slot| slot.take());
+    drop(advertised);
+}
+
+/// The embedded service a TUI running on `data_dir` has, when its [`ADDRESS_FILE`] names one
+/// that answers (`GET /healthz` within a second): a client of the local account on it. `None`
+/// when no TUI runs there (no file, or one a TUI that ended without removing it left behind,
+/// whose address no longer answers).
+pub async fn running(data_dir: &Path) -> Option<Client> {
+    let addr = std::fs::read_to_string(data_dir.join(ADDRESS_FILE)).ok()?;
+    let addr: std::net::SocketAddr = addr.trim().parse().ok()?;
+    if !addr.ip().is_loopback() {
+        return None;
+    }
+    let db = data_dir.join(convo_service::config::DB_FILE);
+    let key = std::fs::read_to_string(convo_service::config::key_file_for(&db)).ok()?;
+    let base = url::Url::parse(&format!("http://{addr}")).ok()?;
+    let mut options = ClientOptions::new(base);
+    options.api_key = Some(key.trim().to_string());
+    let client = Client::new(options).ok()?;
+    match tokio::time::timeout(std::time::Duration::from_secs(1), client.health()).await {
+        Ok(Ok(true)) => Some(client),
+        _ => None,
+    }
 }
 
 /// The embedded service on `data_dir` for a one-shot command that reads the local account
