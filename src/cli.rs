@@ -14,7 +14,8 @@ use convo_wire::exit;
     version,
     about = "A fast, keyboard-first terminal chat client for the Conversational Session Service",
     long_about = "With no subcommand, opens the chat TUI. With no base URL configured, convo starts \
-                  the embedded local service and connects to it."
+                  the embedded local service and connects to it; send, fork, undo and delete then \
+                  use the running TUI's service, or start one for the command."
 )]
 pub struct Cli {
     #[command(flatten)]
