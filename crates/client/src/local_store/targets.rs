@@ -6,7 +6,8 @@
 //! - a listed session is this target's: a row of it filed on the embedded target by the
 //!   migration (a guess) moves here the first time this target lists it; a row another
 //!   target confirmed is left alone;
-//! - the service's times, tokens (while the store holds none of its messages) and title come
+//! - the service's times, tokens (while the store holds fewer of its messages than the service
+//!   has: none yet, or some before another device or process sent more) and title come
 //!   in, except a title the user gave that the service has not confirmed yet: that one stays
 //!   and is returned to be sent (`PATCH /v1/sessions/{id}`);
 //! - a session of this target that the service no longer lists is marked deleted only if the
@@ -547,7 +548,7 @@ fn merge_one(
                  WHERE id = ?1",
                 params![s.session_id, target, created, last],
             )?;
-            if k.messages == 0 {
+            if k.messages == 0 || s.message_count > k.messages.max(0) as u64 {
                 conn.execute(
                     "UPDATE sessions SET tokens = ?2 WHERE id = ?1",
                     params![s.session_id, s.tokens as i64],
@@ -627,6 +628,31 @@ mod tests {
             title: title.map(String::from),
             forked_from: None,
         }
+    }
+
+    /// A session this store holds messages of gets the service's tokens while the service has
+    /// more messages than it (another device sent, or another process on this one before it
+    /// stored its exchange), and keeps the sum of its own once it holds them all.
+    #[test]
+    fn tokens_come_from_the_service_while_it_has_more_messages_than_the_store() {
+        let s = Store::in_memory().unwrap().for_target(&remote()).unwrap();
+        let id = "session_TOKENSTOKENSTOKE";
+        exchanged(&s, id, 10);
+        let before = s.session(id).unwrap().unwrap().tokens;
+        let mut later = summary(id, None, 20);
+        later.message_count = 4;
+        later.tokens = 500;
+        s.merge_service(ServiceSessions::One(&later)).unwrap();
+        assert_eq!(s.session(id).unwrap().unwrap().tokens, 500);
+        // The store holds as many as the service: its own sum stands.
+        let mut same = summary(id, None, 30);
+        same.tokens = 999;
+        s.merge_service(ServiceSessions::One(&same)).unwrap();
+        assert_eq!(s.session(id).unwrap().unwrap().tokens, 500);
+        // A message stored: the sum of what the store holds again.
+        let more = StoredMessage::user(Role::User, "and more");
+        s.append_message(id, &more).unwrap();
+        assert_eq!(s.session(id).unwrap().unwrap().tokens, before + more.tokens);
     }
 
     /// A session with a user message and the service's reply, at `t`.
