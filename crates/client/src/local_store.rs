@@ -468,9 +468,7 @@ impl Store {
         // The version is read and the migrations run under one write lock: two processes
         // opening a new store at once (the TUI and a one-shot command) must not both see
         // version 0 and both create the tables.
-        let tx = conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(|e| self.err(e))?;
+        let tx = write_tx(&mut conn).map_err(|e| self.err(e))?;
         let version: i64 = tx
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .map_err(|e| self.err(e))?;
@@ -494,7 +492,7 @@ impl Store {
     /// handle's target).
     pub fn upsert_session(&self, session_id: &str, at: DateTime<Utc>) -> Result<(), StoreError> {
         let mut conn = self.lock();
-        let tx = conn.transaction().map_err(|e| self.err(e))?;
+        let tx = write_tx(&mut conn).map_err(|e| self.err(e))?;
         upsert(&tx, self.target.id(), session_id, &at).map_err(|e| self.err(e))?;
         tx.commit().map_err(|e| self.err(e))
     }
@@ -685,7 +683,7 @@ impl Store {
     /// removes them: a deleted session leaves no content behind.
     pub fn mark_deleted(&self, session_id: &str) -> Result<(), StoreError> {
         let mut conn = self.lock();
-        let tx = conn.transaction().map_err(|e| self.err(e))?;
+        let tx = write_tx(&mut conn).map_err(|e| self.err(e))?;
         delete_in(&tx, self.target.id(), session_id).map_err(|e| self.err(e))?;
         tx.commit().map_err(|e| self.err(e))?;
         checkpoint_after_delete(&conn);
@@ -719,7 +717,7 @@ impl Store {
             }
         }
         let mut conn = self.lock();
-        let tx = conn.transaction().map_err(|e| self.err(e))?;
+        let tx = write_tx(&mut conn).map_err(|e| self.err(e))?;
         upsert(&tx, self.target.id(), session_id, &message.created_at).map_err(|e| self.err(e))?;
         tx.execute(
             "INSERT INTO messages (session_id, role, content, tokens, created_at, message_id, status,
@@ -782,7 +780,7 @@ impl Store {
     /// Replace a stored message (e.g. a streamed reply when it completes or is cut short).
     pub fn update_message(&self, row_id: i64, message: &StoredMessage) -> Result<(), StoreError> {
         let mut conn = self.lock();
-        let tx = conn.transaction().map_err(|e| self.err(e))?;
+        let tx = write_tx(&mut conn).map_err(|e| self.err(e))?;
         let session: Option<String> = tx
             .query_row(
                 "SELECT session_id FROM messages WHERE id = ?1",
@@ -1064,6 +1062,15 @@ fn refresh_tokens(conn: &Connection, session_id: &str) -> rusqlite::Result<()> {
         params![session_id],
     )
     .map(|_| ())
+}
+
+/// A transaction that writes. It takes the write lock as it begins (`BEGIN IMMEDIATE`): while
+/// another process writes to the store (the TUI and a one-shot command beside it), it waits
+/// for the busy timeout like any other statement. A deferred transaction that read first
+/// could not: its snapshot is stale once the other commits, and SQLite then answers "database
+/// is locked" at once, without waiting.
+pub(crate) fn write_tx(conn: &mut Connection) -> rusqlite::Result<rusqlite::Transaction<'_>> {
+    conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 
 use rusqlite::params;
 
+use super::write_tx;
 use super::{Store, StoreError, refresh_tokens};
 
 impl Store {
@@ -16,7 +17,7 @@ impl Store {
         message_id: &str,
     ) -> Result<(), StoreError> {
         let mut conn = self.lock();
-        let tx = conn.transaction().map_err(|e| self.err(e))?;
+        let tx = write_tx(&mut conn).map_err(|e| self.err(e))?;
         super::upsert(&tx, self.target.id(), session_id, &chrono::Utc::now())
             .map_err(|e| self.err(e))?;
         tx.execute(
@@ -33,7 +34,7 @@ impl Store {
     /// earlier database gives the id up first, untouched (`targets::free_id`).
     pub fn remove_last_exchange(&self, session_id: &str) -> Result<usize, StoreError> {
         let mut conn = self.lock();
-        let tx = conn.transaction().map_err(|e| self.err(e))?;
+        let tx = write_tx(&mut conn).map_err(|e| self.err(e))?;
         super::targets::free_id(&tx, self.target.id(), session_id).map_err(|e| self.err(e))?;
         let removed = tx
             .execute(

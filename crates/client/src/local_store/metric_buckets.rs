@@ -9,6 +9,7 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use rusqlite::params;
 
+use super::write_tx;
 use super::{Store, StoreError};
 use crate::api::{Granularity, Metrics};
 use crate::series::KnownBucket;
@@ -26,7 +27,7 @@ impl Store {
     /// Keeps these complete buckets of `account` (replacing any kept before).
     pub fn keep_buckets(&self, account: &str, buckets: &[KnownBucket]) -> Result<(), StoreError> {
         let mut conn = self.lock();
-        let tx = conn.transaction().map_err(|e| self.err(e))?;
+        let tx = write_tx(&mut conn).map_err(|e| self.err(e))?;
         for k in buckets {
             let json = serde_json::to_string(&k.metrics).map_err(|e| StoreError::Corrupt {
                 path: self.path.to_path_buf(),

@@ -38,6 +38,7 @@ use std::collections::HashSet;
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, params};
 
+use super::write_tx;
 use super::{
     SessionRecord, Store, StoreError, checkpoint_after_delete, delete_in, erase_content, fmt_time,
     parse_time,
@@ -240,7 +241,7 @@ impl Store {
         let target = self.target.id().to_string();
         let mut merged = Merged::default();
         let mut conn = self.lock();
-        let tx = conn.transaction().map_err(|e| self.err(e))?;
+        let tx = write_tx(&mut conn).map_err(|e| self.err(e))?;
         match said {
             ServiceSessions::All {
                 sessions,
@@ -299,7 +300,7 @@ impl Store {
     /// it said another one before, as for a list ([`Store::merge_service`]). One transaction.
     pub fn database_said(&self, database: &str) -> Result<Option<Archived>, StoreError> {
         let mut conn = self.lock();
-        let tx = conn.transaction().map_err(|e| self.err(e))?;
+        let tx = write_tx(&mut conn).map_err(|e| self.err(e))?;
         let archived = (self.note_database(&tx, database, Utc::now())).map_err(|e| self.err(e))?;
         tx.commit().map_err(|e| self.err(e))?;
         Ok(archived)
@@ -437,7 +438,7 @@ impl Store {
     pub fn erase_kept(&self, session_id: &str) -> Result<bool, StoreError> {
         let target = self.target.id();
         let mut conn = self.lock();
-        let tx = conn.transaction().map_err(|e| self.err(e))?;
+        let tx = write_tx(&mut conn).map_err(|e| self.err(e))?;
         if aside_target(&tx, target, session_id)
             .map_err(|e| self.err(e))?
             .is_none()
@@ -464,7 +465,7 @@ impl Store {
     pub fn claim_session(&self, session_id: &str) -> Result<bool, StoreError> {
         let target = self.target.id();
         let mut conn = self.lock();
-        let tx = conn.transaction().map_err(|e| self.err(e))?;
+        let tx = write_tx(&mut conn).map_err(|e| self.err(e))?;
         let claimed = (|| {
             free_id(&tx, target, session_id)?;
             match known(&tx, session_id)? {
@@ -653,6 +654,40 @@ mod tests {
         let more = StoredMessage::user(Role::User, "and more");
         s.append_message(id, &more).unwrap();
         assert_eq!(s.session(id).unwrap().unwrap().tokens, before + more.tokens);
+    }
+
+    /// Two processes on one store (the TUI and a one-shot command beside it) write at once:
+    /// a transaction that read before it writes waits for the other's, rather than failing
+    /// with "database is locked" (a deferred transaction whose snapshot is stale cannot wait).
+    #[test]
+    fn two_handles_on_one_file_merging_and_storing_at_once_both_succeed() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("convo.db");
+        let handles: Vec<Store> = (0..2)
+            .map(|_| Store::open(&file).unwrap().for_target(&remote()).unwrap())
+            .collect();
+        let threads: Vec<_> = handles
+            .into_iter()
+            .enumerate()
+            .map(|(n, s)| {
+                std::thread::spawn(move || {
+                    for i in 0..150 {
+                        let id = format!("session_RACE{n}RACE{i:010}");
+                        let mut listed = summary(&id, None, i);
+                        listed.message_count = 4;
+                        s.merge_service(ServiceSessions::One(&listed))?;
+                        s.append_message(&id, &StoredMessage::user(Role::User, "hello"))?;
+                        // The other handle's sessions too: reads, then writes, of rows it wrote.
+                        let theirs = format!("session_RACE{}RACE{i:010}", 1 - n);
+                        s.merge_service(ServiceSessions::One(&summary(&theirs, None, i)))?;
+                    }
+                    Ok::<(), StoreError>(())
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap().unwrap();
+        }
     }
 
     /// A session with a user message and the service's reply, at `t`.
