@@ -585,8 +585,13 @@ fn run_job(conn: &mut Connection, job: Job) -> Option<Completion> {
 }
 
 fn run_group(conn: &mut Connection, group: Vec<Job>) {
-    if group.len() == 1 || conn.execute_batch("BEGIN IMMEDIATE").is_err() {
-        // Alone, or the group transaction cannot start: each closure on its own.
+    // A group of one too: its transaction takes the write lock as it begins, so that while
+    // another process writes to the file (a one-shot command's service beside the TUI's), it
+    // waits for the busy timeout. A closure's own savepoint in autocommit would begin a
+    // deferred transaction, which fails at once ("database is locked") when it read before
+    // the other committed and then writes.
+    if conn.execute_batch("BEGIN IMMEDIATE").is_err() {
+        // The group transaction cannot start: each closure on its own.
         for job in group {
             if let Some(done) = run_job(conn, job) {
                 done(None);
@@ -660,6 +665,50 @@ mod tests {
         Ok(())
     }
 
+    /// Two services on one database file (the TUI's embedded service and a one-shot
+    /// command's, or `convo usage` beside the TUI): a closure that reads before it writes
+    /// waits for the other's transaction, rather than failing with "database is locked" (a
+    /// deferred transaction whose snapshot went stale cannot wait).
+    #[tokio::test]
+    async fn two_stores_on_one_file_reading_then_writing_at_once_both_succeed() {
+        let dir = tempfile::tempdir().unwrap();
+        let location = DbLocation::File(dir.path().join("service.db"));
+        let stores = [
+            SqliteStore::open(&location).unwrap(),
+            SqliteStore::open(&location).unwrap(),
+        ];
+        let tasks: Vec<_> = stores
+            .into_iter()
+            .enumerate()
+            .map(|(n, store)| {
+                tokio::spawn(async move {
+                    for i in 0..150_i64 {
+                        store
+                            .call(move |conn| {
+                                let sp = conn.savepoint()?;
+                                let count: i64 =
+                                    sp.query_row("SELECT count(*) FROM accounts", [], |r| {
+                                        r.get(0)
+                                    })?;
+                                sp.execute(
+                                    "INSERT INTO accounts (id, tier, created_at)
+                                     VALUES (?1, 'pro', ?2)",
+                                    [1_000 * n as i64 + i, count],
+                                )?;
+                                sp.commit()?;
+                                Ok(())
+                            })
+                            .await?;
+                    }
+                    Ok::<(), StoreError>(())
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap().unwrap();
+        }
+    }
+
     /// Closures waiting while the writer is busy run as one group; one that fails or panics
     /// takes back only its own writes, and the others are committed and answered.
     #[tokio::test]
@@ -669,11 +718,11 @@ mod tests {
         let (started, has_started) = std_mpsc::channel::<()>();
         // The first closure holds the writer until every other one is queued.
         let mut first = Box::pin(store.call(move |conn| {
-            let alone = conn.is_autocommit();
+            let grouped = !conn.is_autocommit();
             let _ = started.send(());
             wait.recv().map_err(|e| StoreError::Join(e.to_string()))?;
             insert(conn, 1)?;
-            Ok(alone)
+            Ok(grouped)
         }));
         assert!(futures_util::poll!(&mut first).is_pending());
         has_started.recv().unwrap();
@@ -700,7 +749,10 @@ mod tests {
             queued.push((n, f));
         }
         release.send(()).unwrap();
-        assert!(first.await.unwrap(), "the first closure ran alone");
+        assert!(
+            first.await.unwrap(),
+            "the first closure, alone in its group, ran in its transaction too"
+        );
         for (n, f) in queued {
             match (n, f.await) {
                 (3, Err(StoreError::Corrupt(_))) | (4, Err(StoreError::Join(_))) => {}
