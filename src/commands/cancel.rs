@@ -6,7 +6,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use super::{connect_with_store, fail, fail_api, out, print_json, resolve_session_id};
+use super::{fail, fail_api, out, print_json, resolve_session_id};
 use convo_client::api::{
     Cancelled, Client, Role, SessionStream, StreamEvent, StreamTiming, StreamUpdate, Update,
 };
@@ -37,7 +37,7 @@ pub struct CancelArgs {
 }
 
 pub async fn run(args: CancelArgs, global: convo_client::config::GlobalArgs) -> ExitCode {
-    let (client, store) = match connect_with_store(&global) {
+    let (client, store) = match super::running_server(&global).await {
         Ok(c) => c,
         Err(code) => return code,
     };

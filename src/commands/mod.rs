@@ -42,6 +42,9 @@ use convo_client::target::TargetId;
 use convo_wire::exit;
 
 /// What to say when a one-shot command has no server to talk to.
+/// `convo cancel` with no base URL and no TUI running on the data dir ([`running_server`]).
+pub const NO_RUNNING_SERVICE: &str = "no base URL configured, and no convo TUI runs on the data dir: a reply of the embedded service is stopped with Ctrl-C in the TUI, or in the `convo send` waiting for it";
+
 pub const NO_BASE_URL: &str = "no base URL configured: start `convo serve` and set CONVO_BASE_URL, or use the TUI which embeds the service";
 
 /// The error codes of failures on this side (docs/client.md, "Errors as JSON"); errors
@@ -288,14 +291,6 @@ pub(crate) fn store_command_client(config: &Config) -> Option<Result<Client, Str
     }
 }
 
-/// A client for the configured server and the local store of its target: what the commands
-/// that change a session on the server (`send`, `delete`, `fork`, `undo`) start with.
-pub(crate) fn connect_with_store(global: &GlobalArgs) -> Result<(Client, Store), ExitCode> {
-    let (config, client) = connect(global)?;
-    let store = open_store(&config)?;
-    Ok((client, store))
-}
-
 /// The embedded service [`session_server`] started for this command, stopped by
 /// [`stop_embedded`] when the command ends.
 static EMBEDDED: std::sync::Mutex<Option<convo_tui::embedded::RunningService>> =
@@ -312,6 +307,24 @@ pub(crate) async fn session_server(global: &GlobalArgs) -> Result<(Client, Store
     let client = match config.connection.base_url {
         Some(_) => client_for(&config)?,
         None => start_embedded(&config).await?,
+    };
+    let store = open_store(&config)?;
+    Ok((client, store))
+}
+
+/// A client and the local store of its target, for `convo cancel`: the configured server's,
+/// or with no base URL the embedded service of a TUI running on the data dir, where the
+/// replies it and the commands beside it asked for are generated. With neither, no reply
+/// can be running that a command could reach (a `convo send` that started its own service
+/// stops its reply with Ctrl-C): `config`, exit 2, saying so.
+pub(crate) async fn running_server(global: &GlobalArgs) -> Result<(Client, Store), ExitCode> {
+    let config = load_config(global)?;
+    let client = match config.connection.base_url {
+        Some(_) => client_for(&config)?,
+        None => match convo_tui::embedded::running(&config.paths.data_dir).await {
+            Some(client) => client,
+            None => return Err(fail(exit::USAGE_ERROR, codes::CONFIG, NO_RUNNING_SERVICE)),
+        },
     };
     let store = open_store(&config)?;
     Ok((client, store))

@@ -308,11 +308,18 @@ async fn without_a_server_commands_say_what_to_do() {
     let s = Sandbox::new();
     // (`convo usage` and `convo metrics` read the embedded service's data instead, and
     // `send`, `fork`, `undo` and `delete` run on it: tests/cli/usage.rs, tests/cli/embedded.rs.)
-    for args in [
-        &["cancel", "session_abcdefgh12345678"][..],
-        &["wallet", "w"],
-        &["accounts"],
-    ] {
+    let cancel = s
+        .run(&["cancel", "session_abcdefgh12345678"])
+        .await
+        .expect(2);
+    assert!(
+        cancel
+            .stderr
+            .starts_with("convo: no base URL configured, and no convo TUI runs"),
+        "{}",
+        cancel.stderr
+    );
+    for args in [&["wallet", "w"][..], &["accounts"]] {
         let run = s.run(args).await.expect(2);
         assert_eq!(
             run.stderr,

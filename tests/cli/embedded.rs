@@ -93,7 +93,18 @@ async fn with_a_tui_running_the_commands_use_its_service() {
     );
     let sent = s.run_env(&["send", "hi", "--json"], &env).await.expect(0);
     assert!(!sent.stderr.contains(own_service), "{}", sent.stderr);
-    let id = sent.json()["sessionId"].as_str().unwrap().to_string();
+    let reply = sent.json();
+    let id = reply["sessionId"].as_str().unwrap().to_string();
+    // `convo cancel` reaches it too (here a reply that has ended: nothing to stop).
+    let cancel = s
+        .run_env(&["cancel", &id, reply["messageId"].as_str().unwrap()], &env)
+        .await
+        .expect(0);
+    assert!(
+        cancel.stdout.contains("had already ended"),
+        "{}",
+        cancel.stdout
+    );
     // The running service has the session.
     let listed: serde_json::Value = reqwest::Client::new()
         .get(format!("{base}/v1/sessions"))
@@ -111,6 +122,13 @@ async fn with_a_tui_running_the_commands_use_its_service() {
     embedded::withdraw();
     service.shutdown().await;
     assert!(!advertised.exists());
+    // No TUI: no service a reply could be running in for `convo cancel` to reach.
+    let cancel = s.run_env(&["cancel", &id], &env).await.expect(2);
+    assert!(
+        cancel.stderr.contains("no convo TUI runs"),
+        "{}",
+        cancel.stderr
+    );
     let alone = s
         .run_env(&["send", "--session", &id, "again"], &env)
         .await
