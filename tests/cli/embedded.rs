@@ -85,7 +85,7 @@ async fn with_a_tui_running_the_commands_use_its_service() {
 
     // The embedded service as the TUI starts it (the builtin engine: no hint of its own).
     let slot: Mutex<Option<RunningService>> = Mutex::new(None);
-    let (base, key) = super::usage::start_embedded(&data, &slot).await;
+    let (base, _key) = super::usage::start_embedded(&data, &slot).await;
     let advertised = data.join(embedded::ADDRESS_FILE);
     assert_eq!(
         format!("http://{}", std::fs::read_to_string(&advertised).unwrap()),
@@ -105,17 +105,6 @@ async fn with_a_tui_running_the_commands_use_its_service() {
         "{}",
         cancel.stdout
     );
-    // The running service has the session.
-    let listed: serde_json::Value = reqwest::Client::new()
-        .get(format!("{base}/v1/sessions"))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(listed["sessions"][0]["sessionId"], id.as_str(), "{listed}");
 
     // The TUI ends: its file goes, and the next command starts a service of its own.
     let service = slot.lock().unwrap().take().unwrap();
