@@ -246,7 +246,10 @@ pub fn delete_session(
     session_id: &str,
     now_ms: i64,
 ) -> Result<bool, StoreError> {
-    let tx = conn.savepoint()?;
+    // Run alone (it checkpoints after its commit), so in its own transaction, which takes
+    // the write lock as it begins: beside another process on the file it waits rather than
+    // fail (`run_group` in mod.rs says why a deferred one cannot).
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     if session_status(&tx, account_id, session_id)? != SessionStatus::Live {
         return Ok(false);
     }
