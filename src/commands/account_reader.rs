@@ -1,6 +1,7 @@
 //! The server that a command which only reads the account asks (`convo usage`, `convo
-//! metrics`): the configured one, or with no base URL the embedded service of the data dir,
-//! started for the command as the TUI starts it and stopped after it
+//! metrics`): the configured one, or with no base URL the embedded service of the data dir:
+//! a running TUI's (whose gauges then move as the command asks), else one started for the
+//! command as the TUI starts it and stopped after it
 //! (`convo_tui::embedded::start_for_reading`, which says why that is safe beside a running
 //! TUI). The commands that change sessions start it with the configured engine instead
 //! (`super::session_server`); the others need a configured server (docs/client.md).
@@ -17,8 +18,17 @@ use super::{client_for, codes, fail};
 
 pub(crate) struct AccountReader {
     pub client: Client,
-    /// The embedded service started for this command; `None` for a configured server.
-    embedded: Option<RunningService>,
+    embedded: Embedded,
+}
+
+/// Whose account the reader asks.
+enum Embedded {
+    /// The configured server's.
+    No,
+    /// The embedded service of a TUI running on the data dir (`convo_tui::embedded::running`).
+    Running,
+    /// The embedded service started for this command.
+    Started(RunningService),
 }
 
 impl AccountReader {
@@ -29,14 +39,20 @@ impl AccountReader {
         if config.connection.base_url.is_some() {
             return Ok(AccountReader {
                 client: client_for(config)?,
-                embedded: None,
+                embedded: Embedded::No,
             });
         }
         let data_dir = &config.paths.data_dir;
+        if let Some(client) = convo_tui::embedded::running(data_dir).await {
+            return Ok(AccountReader {
+                client,
+                embedded: Embedded::Running,
+            });
+        }
         match convo_tui::embedded::start_for_reading(data_dir).await {
             Ok((service, client)) => Ok(AccountReader {
                 client,
-                embedded: Some(service),
+                embedded: Embedded::Started(service),
             }),
             Err(e) => Err(fail(
                 exit::USAGE_ERROR,
@@ -51,21 +67,21 @@ impl AccountReader {
 
     /// Whether it is the embedded service's local account.
     pub fn is_embedded(&self) -> bool {
-        self.embedded.is_some()
+        !matches!(self.embedded, Embedded::No)
     }
 
     /// The account's id in the local store (its kept metrics buckets): the TUI's for the same
     /// target, `embedded` or the hash of the base URL and key.
     pub fn account(&self) -> String {
         match self.embedded {
-            Some(_) => TargetId::embedded().id().to_string(),
-            None => TargetId::remote(self.client.options()).id().to_string(),
+            Embedded::No => TargetId::remote(self.client.options()).id().to_string(),
+            Embedded::Running | Embedded::Started(_) => TargetId::embedded().id().to_string(),
         }
     }
 
     /// Stops the embedded service, if one was started.
     pub async fn finish(self) {
-        if let Some(service) = self.embedded {
+        if let Embedded::Started(service) = self.embedded {
             service.shutdown().await;
         }
     }

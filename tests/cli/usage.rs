@@ -99,6 +99,10 @@ async fn usage_reads_the_data_dir_while_the_embedded_service_runs_on_it() {
         .send()
     };
     assert_eq!(send("hello").await.unwrap().status(), 200);
+    // Without the file that says where the running service listens (a TUI of an older build),
+    // the command starts a second service on the same database: safe too. (With it, the
+    // command asks the running one: tests/cli/embedded.rs.)
+    std::fs::remove_file(data.join(embedded::ADDRESS_FILE)).unwrap();
 
     let report = usage(&s, &data, &["--json"]).await.expect(0).json();
     assert_eq!(report["embedded"], true, "{report}");
