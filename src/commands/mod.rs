@@ -42,10 +42,10 @@ use convo_client::target::TargetId;
 use convo_wire::exit;
 
 /// What to say when a one-shot command has no server to talk to.
+pub const NO_BASE_URL: &str = "no base URL configured: start `convo serve` and set CONVO_BASE_URL, or use the TUI which embeds the service";
+
 /// `convo cancel` with no base URL and no TUI running on the data dir ([`running_server`]).
 pub const NO_RUNNING_SERVICE: &str = "no base URL configured, and no convo TUI runs on the data dir: a reply of the embedded service is stopped with Ctrl-C in the TUI, or in the `convo send` waiting for it";
-
-pub const NO_BASE_URL: &str = "no base URL configured: start `convo serve` and set CONVO_BASE_URL, or use the TUI which embeds the service";
 
 /// The error codes of failures on this side (docs/client.md, "Errors as JSON"); errors
 /// from the service keep its `error.code`, and [`ApiError::code`] names the client's own
@@ -300,8 +300,9 @@ static EMBEDDED: std::sync::Mutex<Option<convo_tui::embedded::RunningService>> =
 /// the server (`send`, `delete`, `fork`, `undo`): the configured server's, or with no base URL
 /// the embedded service's: the one a TUI running on the data dir has, else one started for
 /// the command as the TUI starts it (its database and local account in the data dir, the
-/// engine of `[engine]`) and stopped when the command ends ([`stop_embedded`]). An engine that cannot be had (`kind = "local"` without the model) is
-/// `config`, exit 2; a data dir whose service cannot start is `store`, exit 2.
+/// engine of `[engine]`) and stopped when the command ends ([`stop_embedded`]). An engine
+/// that cannot be had (`kind = "local"` without the model) is `config`, exit 2; a data dir
+/// whose service cannot start is `store`, exit 2.
 pub(crate) async fn session_server(global: &GlobalArgs) -> Result<(Client, Store), ExitCode> {
     let config = load_config(global)?;
     let client = match config.connection.base_url {
