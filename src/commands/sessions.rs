@@ -65,7 +65,8 @@ pub async fn run(args: SessionsArgs, global: convo_client::config::GlobalArgs) -
         .await
     };
     let sessions: Vec<(SessionRecord, String)> = match listed {
-        Ok(s) => s.into_iter().filter(|(r, _)| !unsent(r)).collect(),
+        // Not the TUI's new session nothing was sent to yet: no server has it.
+        Ok(s) => s.into_iter().filter(|(r, _)| !r.is_unsent()).collect(),
         Err(code) => return code,
     };
     if args.json {
@@ -97,12 +98,6 @@ pub async fn run(args: SessionsArgs, global: convo_client::config::GlobalArgs) -
         out(render(&only));
     }
     ExitCode::SUCCESS
-}
-
-/// A session nothing was sent to yet (the TUI's new session, kept for its draft): no server
-/// has it, so the list leaves it out.
-fn unsent(s: &SessionRecord) -> bool {
-    s.title.is_none() && s.tokens == 0 && s.forked_from.is_none()
 }
 
 /// Whether the store's list is the server's ([`refresh`]).

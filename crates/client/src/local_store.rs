@@ -247,6 +247,26 @@ pub struct SessionRecord {
     pub forked_from: Option<String>,
 }
 
+impl SessionRecord {
+    /// Whether nothing was sent to the session yet ([`nothing_sent`]).
+    pub fn is_unsent(&self) -> bool {
+        nothing_sent(
+            self.title.as_deref(),
+            self.tokens,
+            self.forked_from.as_deref(),
+        )
+    }
+}
+
+/// Whether a session with this title (`None`: none yet), token total and fork source is one
+/// nothing was sent to yet: the TUI's new session, kept here for its draft, which no server
+/// has. A message sent gives it tokens (and a title); a fork starts with its source's
+/// history. The one rule for the one-shot commands (`SessionRecord::is_unsent`) and the TUI's
+/// sessions pane.
+pub fn nothing_sent(title: Option<&str>, tokens: u64, forked_from: Option<&str>) -> bool {
+    title.is_none() && tokens == 0 && forked_from.is_none()
+}
+
 /// One message of a transcript.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredMessage {

@@ -273,6 +273,9 @@ impl Endpoint {
     }
 }
 
+/// Title of a session before its first message.
+pub const NEW_SESSION_TITLE: &str = "New session";
+
 /// A session as the sessions pane shows it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionSummary {
@@ -284,6 +287,16 @@ pub struct SessionSummary {
     pub tokens: u64,
     /// The session this one was forked from (which may be deleted), if it is a fork.
     pub forked_from: Option<String>,
+}
+
+impl SessionSummary {
+    /// Whether nothing was sent to it yet (`convo_client::local_store::nothing_sent`: the
+    /// shown title is the placeholder, not one of its own).
+    pub fn nothing_sent(&self) -> bool {
+        let own_title =
+            (self.title_set || self.title != NEW_SESSION_TITLE).then_some(self.title.as_str());
+        convo_client::local_store::nothing_sent(own_title, self.tokens, self.forked_from.as_deref())
+    }
 }
 
 /// A message of a transcript as the store keeps it.
@@ -378,6 +391,40 @@ mod tests {
             retry_after: None,
             message: "Quota exceeded".into(),
         }
+    }
+
+    #[test]
+    fn a_session_is_unsent_by_the_stores_rule_with_the_placeholder_as_no_title() {
+        let new = SessionSummary {
+            id: "session_AAAAAAAAAAAAAAAA".into(),
+            title: NEW_SESSION_TITLE.into(),
+            title_set: false,
+            last_activity: Utc::now(),
+            tokens: 0,
+            forked_from: None,
+        };
+        assert!(new.nothing_sent());
+        // A title the user gave is one, whatever it says; tokens or a source mean something
+        // was sent.
+        let titled = SessionSummary {
+            title_set: true,
+            ..new.clone()
+        };
+        assert!(!titled.nothing_sent());
+        assert!(
+            !SessionSummary {
+                tokens: 3,
+                ..new.clone()
+            }
+            .nothing_sent()
+        );
+        assert!(
+            !SessionSummary {
+                forked_from: Some("session_BBBBBBBBBBBBBBBB".into()),
+                ..new
+            }
+            .nothing_sent()
+        );
     }
 
     #[test]

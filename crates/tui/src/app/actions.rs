@@ -139,7 +139,7 @@ impl App {
             .sessions_pane
             .all()
             .iter()
-            .any(|s| s.id == id && s.title == NEW_SESSION_TITLE && s.tokens == 0);
+            .any(|s| s.id == id && s.nothing_sent());
         let open_empty = match self.transcript.session() {
             Some(o) if o.id == id => o.items.is_empty(),
             _ => true,

@@ -48,8 +48,7 @@ pub use link::{LimitReached, Link, Tone};
 use recall::sent_messages;
 pub use state::*;
 
-/// Title of a session before its first message.
-pub const NEW_SESSION_TITLE: &str = "New session";
+pub use crate::event::NEW_SESSION_TITLE;
 
 /// The whole state of the TUI.
 pub struct App {

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use convo_client::api::{Message, Role};
 use convo_client::local_store::{Archived, missing_from};
 
-use super::{App, Command, Level, NEW_SESSION_TITLE, StoreOp};
+use super::{App, Command, Level, StoreOp};
 use crate::event::{HistoryFetch, ServiceChange, SessionSummary};
 use crate::render::transcript::EntryState;
 
@@ -61,10 +61,7 @@ impl App {
             .sessions_pane
             .all()
             .iter()
-            .filter(|s| {
-                (self.open_id() == Some(s.id.as_str()) && !open_moved)
-                    || (s.title == NEW_SESSION_TITLE && s.tokens == 0)
-            })
+            .filter(|s| (self.open_id() == Some(s.id.as_str()) && !open_moved) || s.nothing_sent())
             .map(|s| s.id.clone())
             .collect();
         self.sessions_pane.merge_listed(sessions, &keep);
