@@ -168,15 +168,19 @@ impl LineInput {
     ) -> Vec<Span<'static>> {
         let chars: Vec<char> = self.text().chars().collect();
         let at = if cursor { self.cursor() } else { chars.len() };
-        let width = |cs: &[char]| cs.iter().map(|c| c.width().unwrap_or(0)).sum::<usize>();
+        let width = |c: char| c.width().unwrap_or(0);
         let room = room.saturating_sub(usize::from(cursor));
-        // From the cursor, back as far as the room goes, then forward with what is left.
+        // From the cursor, back as far as the room goes, then forward with what is left: each
+        // character looked at once (drawn every frame, and a pasted query can be long).
+        let mut used = 0;
         let mut start = at;
-        while start > 0 && width(&chars[start - 1..at]) <= room {
+        while start > 0 && used + width(chars[start - 1]) <= room {
+            used += width(chars[start - 1]);
             start -= 1;
         }
         let mut end = at;
-        while end < chars.len() && width(&chars[start..=end]) <= room {
+        while end < chars.len() && used + width(chars[end]) <= room {
+            used += width(chars[end]);
             end += 1;
         }
         let before: String = chars[start..at].iter().collect();
