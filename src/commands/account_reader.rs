@@ -82,7 +82,8 @@ impl AccountReader {
     /// Stops the embedded service, if one was started.
     pub async fn finish(self) {
         if let Embedded::Started(service) = self.embedded {
-            service.shutdown().await;
+            let _ =
+                tokio::time::timeout(convo_tui::embedded::STOP_WITHIN, service.shutdown()).await;
         }
     }
 }

@@ -360,11 +360,18 @@ async fn start_embedded(config: &Config) -> Result<Client, ExitCode> {
 }
 
 /// Stops the embedded service a command started, if it did: after the command, before the
-/// process ends.
+/// process ends, within `convo_tui::embedded::STOP_WITHIN`.
 pub async fn stop_embedded() {
     let service = EMBEDDED.lock().unwrap_or_else(|p| p.into_inner()).take();
-    if let Some(service) = service {
-        service.shutdown().await;
+    if let Some(service) = service
+        && tokio::time::timeout(convo_tui::embedded::STOP_WITHIN, service.shutdown())
+            .await
+            .is_err()
+    {
+        warn(format_args!(
+            "the embedded service did not stop within {} s; leaving it",
+            convo_tui::embedded::STOP_WITHIN.as_secs()
+        ));
     }
 }
 

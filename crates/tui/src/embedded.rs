@@ -173,6 +173,12 @@ pub async fn start(
     })
 }
 
+/// How long an embedded service gets to stop (its turns end first; a local model's reply
+/// still running would otherwise hold the process for as long as it generates): the TUI's
+/// at exit and a one-shot command's. After it, the process ends without waiting more; what
+/// was committed stays (SQLite in WAL mode).
+pub const STOP_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The file in the data dir where a running TUI says where its embedded service listens, so
 /// that the one-shot commands use that service rather than start a second one on the same
 /// database ([`running`]).

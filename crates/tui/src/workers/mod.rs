@@ -341,7 +341,7 @@ impl Workers {
         let service = self.shared.service.lock().ok().and_then(|mut s| s.take());
         if let Some(service) = service {
             crate::embedded::withdraw();
-            let _ = tokio::time::timeout(Duration::from_secs(10), service.shutdown()).await;
+            let _ = tokio::time::timeout(crate::embedded::STOP_WITHIN, service.shutdown()).await;
         }
     }
 }
