@@ -781,20 +781,23 @@ impl Store {
     /// Mark the latest stored copy of `message` (same role, text and time) as failed: it
     /// was stored as sent, and the service turned out not to keep it.
     pub fn mark_failed(&self, session_id: &str, message: &StoredMessage) -> Result<(), StoreError> {
-        self.lock()
-            .execute(
-                "UPDATE messages SET status = 'failed' WHERE id = (SELECT id FROM messages
-                     WHERE session_id = ?1 AND role = ?2 AND content = ?3 AND created_at = ?4
-                     ORDER BY id DESC LIMIT 1)",
-                params![
-                    session_id,
-                    message.role.as_str(),
-                    message.content,
-                    fmt_time(&message.created_at),
-                ],
-            )
-            .map(|_| ())
-            .map_err(|e| self.err(e))
+        let mut conn = self.lock();
+        let tx = write_tx(&mut conn).map_err(|e| self.err(e))?;
+        tx.execute(
+            "UPDATE messages SET status = 'failed' WHERE id = (SELECT id FROM messages
+                 WHERE session_id = ?1 AND role = ?2 AND content = ?3 AND created_at = ?4
+                 ORDER BY id DESC LIMIT 1)",
+            params![
+                session_id,
+                message.role.as_str(),
+                message.content,
+                fmt_time(&message.created_at),
+            ],
+        )
+        .map_err(|e| self.err(e))?;
+        // A failed message is not the service's: the session's tokens no longer count it.
+        refresh_tokens(&tx, session_id).map_err(|e| self.err(e))?;
+        tx.commit().map_err(|e| self.err(e))
     }
 
     /// Replace a stored message (e.g. a streamed reply when it completes or is cut short).
@@ -1317,6 +1320,8 @@ mod tests {
         let t = s.transcript("session_a").unwrap();
         assert_eq!(t[0].status, MessageStatus::Complete);
         assert_eq!(t[1].status, MessageStatus::Failed);
+        // The session's tokens are those of what the service holds.
+        assert_eq!(s.list_sessions().unwrap()[0].tokens, 1);
     }
 
     #[test]
