@@ -172,6 +172,22 @@ impl ReplyFollower {
         }
     }
 
+    /// Another device's reply, followed from its first event on the session's stream: the
+    /// message it answers is not known until read from the stored history
+    /// ([`ReplyFollower::answers`]); until then the history cannot settle it.
+    pub fn foreign(message_id: &str) -> Self {
+        let mut follower = ReplyFollower::new(Role::User, "");
+        follower.reply_id = Some(message_id.to_string());
+        follower
+    }
+
+    /// The message the reply answers, as the stored history shows it (for a reply followed
+    /// with [`ReplyFollower::foreign`]).
+    pub fn answers(&mut self, role: Role, text: impl Into<String>) {
+        self.sent_role = role;
+        self.sent_text = text.into();
+    }
+
     /// While the service reads the prompt and no text has come: tokens read and the total,
     /// from its `progress` events (servers without them send none).
     pub fn progress(&self) -> Option<(u64, u64)> {

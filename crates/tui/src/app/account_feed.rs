@@ -7,7 +7,6 @@
 
 use super::{App, Command, Level, StoreOp};
 use crate::event::ServiceChange;
-use crate::render::transcript::EntryState;
 use convo_client::api::account_stream::{AccountEvent, SessionChange};
 
 impl App {
@@ -20,6 +19,11 @@ impl App {
                 deleted_session_ids,
             } => {
                 self.on_usage(usage, out);
+                // The stream (re)connected: what was stored in the open session while it was
+                // down (a message sent elsewhere, a turn a restarted server kept) is read.
+                for s in &sessions {
+                    self.catch_up_open(&s.session_id, s.message_count, out);
+                }
                 // The service's whole list as of now: what it lacks and this target had is gone.
                 let asked_at = self.now;
                 let all = ServiceChange::All {
@@ -40,20 +44,8 @@ impl App {
                 if change == SessionChange::Undo && !self.undoing.contains(&session.session_id) {
                     self.undone_elsewhere(&session.session_id, session.message_count, out);
                 }
-                // A message stored from elsewhere in the open session (the service holds more
-                // than the transcript, and no send of ours is in flight, whose own events
-                // settle it): the transcript catches up from the stored history.
-                if change == SessionChange::Message
-                    && let Some(open) = self.transcript.session()
-                    && open.id == session.session_id
-                    && open.loaded
-                    && open.pending.is_none()
-                    && open.cut_off.is_none()
-                    && session.message_count as usize > open.items.len()
-                {
-                    out.push(Command::FetchHistory {
-                        session_id: session.session_id.clone(),
-                    });
+                if change == SessionChange::Message {
+                    self.catch_up_open(&session.session_id, session.message_count, out);
                 }
                 self.on_service_sessions(ServiceChange::Upsert(session), out);
             }
@@ -68,6 +60,27 @@ impl App {
 }
 
 impl App {
+    /// The service holds `messages` messages of `session_id`. When that is the open session and
+    /// the service holds more than it shows as kept (a message stored from elsewhere, or while
+    /// the stream was down), with no send of ours in flight and no other device's reply
+    /// followed (their own events settle them, and a follower's looks at the history are
+    /// timed), the transcript reads the stored history, which `App::adopt_history` appends.
+    fn catch_up_open(&mut self, session_id: &str, messages: u64, out: &mut Vec<Command>) {
+        let behind = self.transcript.session().is_some_and(|open| {
+            open.id == session_id
+                && open.loaded
+                && open.pending.is_none()
+                && open.cut_off.is_none()
+                && open.foreign.is_none()
+                && messages as usize > open.kept_items().count()
+        });
+        if behind {
+            out.push(Command::FetchHistory {
+                session_id: session_id.to_string(),
+            });
+        }
+    }
+
     /// Another device undid `session_id`'s last exchange; the service holds `messages`
     /// messages now. The store removes the exchange if it holds more; an open session showing
     /// more, with no send of its own in flight, is read again from the store after it.
@@ -79,12 +92,7 @@ impl App {
         let shown_more = self.transcript.session().is_some_and(|open| {
             open.id == session_id
                 && open.pending.is_none()
-                && open
-                    .items
-                    .iter()
-                    .filter(|i| !matches!(i.state, EntryState::Failed(_)))
-                    .count() as u64
-                    > messages
+                && open.kept_items().count() as u64 > messages
         });
         if shown_more {
             self.reload_open_session(session_id, out);
@@ -271,6 +279,70 @@ mod tests {
             fetches(&app.update(updated(A, 2, SessionChange::Message))),
             0
         );
+    }
+
+    fn fetches_of(out: &[Command], id: &str) -> usize {
+        out.iter()
+            .filter(|c| matches!(c, Command::FetchHistory { session_id } if session_id == id))
+            .count()
+    }
+
+    /// A open with two messages the service holds and one it did not keep (marked failed).
+    fn app_with_one_not_kept() -> App {
+        use convo_client::api::Role;
+        use convo_client::local_store::{MessageStatus, StoredMessage};
+        let mut app = app();
+        let mut lost = StoredMessage::user(Role::User, "lost in a restart");
+        lost.status = MessageStatus::Failed;
+        app.update(AppEvent::TranscriptLoaded {
+            session_id: A.into(),
+            messages: vec![
+                StoredMessage::user(Role::User, "one"),
+                StoredMessage::user(Role::Assistant, "reply one"),
+                lost,
+            ],
+            draft: None,
+            rendered: None,
+        });
+        app
+    }
+
+    #[test]
+    fn a_message_not_kept_here_does_not_hide_one_stored_elsewhere() {
+        let mut app = app_with_one_not_kept();
+        let updated = |count: u64| {
+            let mut session = service(A, None);
+            session.message_count = count;
+            AppEvent::Account(AccountEvent::SessionUpdated {
+                session,
+                change: SessionChange::Message,
+            })
+        };
+        // Three shown, two of them kept: the service's third is one this device lacks.
+        assert_eq!(fetches_of(&app.update(updated(3)), A), 1);
+        assert_eq!(fetches_of(&app.update(updated(2)), A), 0);
+    }
+
+    #[test]
+    fn a_reconnected_account_stream_reads_the_open_session_when_the_service_holds_more() {
+        let mut app = app_with_one_not_kept();
+        let hello = |count: u64| {
+            let mut open = service(A, None);
+            open.message_count = count;
+            let mut other = service(B, None);
+            other.message_count = 9;
+            AppEvent::Account(AccountEvent::Hello {
+                sessions: vec![open, other],
+                usage: usage(1),
+                database_id: None,
+                deleted_session_ids: None,
+            })
+        };
+        // Stored while the stream was down (a server killed mid-reply keeps the message).
+        let out = app.update(hello(3));
+        assert_eq!(fetches_of(&out, A), 1);
+        assert_eq!(fetches_of(&out, B), 0, "only the open session is read");
+        assert_eq!(fetches_of(&app.update(hello(2)), A), 0, "nothing missed");
     }
 
     #[test]

@@ -12,7 +12,8 @@ use crate::dialogs::Overlay;
 use crate::event::{HistoryFetch, StoredMessage, describe_failure};
 use crate::render::transcript::{EntryId, EntryState, Transcript};
 use crate::transcript_pane::{
-    ForeignStep, PendingSend, TranscriptItem, header_for, render_stored, reply_slot, stored_state,
+    ForeignEnd, ForeignStep, PendingSend, TranscriptItem, header_for, render_stored, reply_slot,
+    stored_state,
 };
 
 /// Notices of the reply lifecycle.
@@ -383,7 +384,8 @@ impl App {
                 for p in open.pending.iter_mut().chain(open.cut_off.iter_mut()) {
                     fetch |= p.follower.stream_connected().next == Next::FetchHistory;
                 }
-                if fetch && open.cut_off.is_some() {
+                // Another device's reply lost with it: the same, through its follower.
+                if (fetch && open.cut_off.is_some()) || open.foreign_connected() {
                     out.push(Command::FetchHistory { session_id });
                 }
             }
@@ -393,6 +395,7 @@ impl App {
                     p.follower.stream_lost();
                 }
                 open.cut_off_reply();
+                open.foreign_lost();
             }
             StreamUpdate::Unsupported => open.stream = StreamState::Unsupported,
             StreamUpdate::Event(ev) => match ev {
@@ -497,12 +500,16 @@ impl App {
                     ref error,
                     ..
                 } => {
-                    // Another device's reply failed: shown failed here, as it is stored.
-                    if let Some(shown) = open.end_foreign(message_id) {
-                        if let Some(idx) = shown {
-                            let text = sanitize_owned(&error.message);
-                            open.set_state(idx, EntryState::Failed(text));
+                    // Another device's reply: its follower decides, as for one of ours.
+                    if let Some(end) = open.foreign_error(&ev, message_id) {
+                        if end == ForeignEnd::Interrupted {
+                            let text = format!(
+                                "another device's reply is interrupted: {}; it comes back when the service can carry it",
+                                sanitize_owned(&error.message)
+                            );
+                            self.notify(Level::Warn, text);
                         }
+                        self.foreign_ended(&session_id, end, out);
                         return;
                     }
                     let Some(idx) = reply_slot(open, message_id) else {
@@ -636,8 +643,8 @@ impl App {
                         self.finish_reply(&session_id, reply, out);
                         self.notify(Level::Info, "the reply finished while the stream was down");
                     }
-                    ReplyStatus::Failed(ReplyFailure::NotKept { .. }) => {
-                        self.reply_not_kept(&session_id, idx, out);
+                    ReplyStatus::Failed(ReplyFailure::NotKept { message_kept }) => {
+                        self.reply_not_kept(&session_id, idx, message_kept, out);
                     }
                     ReplyStatus::Failed(ReplyFailure::Error(_)) | ReplyStatus::Coming => {}
                     ReplyStatus::Interrupted => {
@@ -658,20 +665,33 @@ impl App {
         }
     }
 
-    /// The lost reply is not kept by the service (the turn rolled back, or the server was
-    /// killed and restarted with the message and no reply): the reply is marked `failed: not
-    /// kept`, the message not sent, and its text goes back to the composer.
-    fn reply_not_kept(&mut self, session_id: &str, idx: usize, out: &mut Vec<Command>) {
+    /// The lost reply is not kept by the service: the reply is marked `failed: not kept`, and
+    /// the message's text goes back to the composer to send again. When the turn rolled back,
+    /// the message is marked not sent; when the service kept it without a reply
+    /// (`message_kept`: the server was killed mid-reply and restarted), it stays as sent, as
+    /// the service holds it.
+    fn reply_not_kept(
+        &mut self,
+        session_id: &str,
+        idx: usize,
+        message_kept: bool,
+        out: &mut Vec<Command>,
+    ) {
         let Some(open) = self.transcript.session_mut_if(session_id) else {
             return;
         };
         let user_item = open.cut_off.as_ref().map(|p| p.user_item);
         open.set_state(idx, EntryState::Failed("not kept".into()));
         out.extend(open.settle_cut_off());
-        if let Some(u) = user_item {
-            self.mark_unsent(session_id, u, out);
-        } else {
-            self.notify(Level::Warn, REPLY_NOT_KEPT);
+        let kept = user_item
+            .filter(|_| message_kept)
+            .map(|u| (open.items[u].role, open.content(u).to_string()));
+        match (user_item, kept) {
+            (Some(_), Some((role, text))) => self.kept_without_reply(role, text),
+            (Some(u), None) => {
+                self.mark_unsent(session_id, u, out);
+            }
+            (None, _) => self.notify(Level::Warn, REPLY_NOT_KEPT),
         }
     }
 }

@@ -158,9 +158,20 @@ impl App {
             self.finish_reply(session_id, reply, out);
         }
         self.append_from_history(session_id, history, out);
-        // Another device's reply followed on the stream shows after what it answers.
-        if let Some(open) = self.transcript.session_mut_if(session_id) {
-            open.show_foreign();
+        // Another device's reply followed on the stream shows after what it answers; lost
+        // with the stream, its follower reads what the history says of it.
+        let Some(open) = self.transcript.session_mut_if(session_id) else {
+            return;
+        };
+        open.show_foreign();
+        let (end, later) = open.foreign_history(history);
+        if later {
+            out.push(Command::FetchHistoryLater {
+                session_id: session_id.to_string(),
+            });
+        }
+        if let Some(end) = end {
+            self.foreign_ended(session_id, end, out);
         }
     }
 
@@ -176,11 +187,8 @@ impl App {
         if !open.loaded || open.pending.is_some() || open.cut_off.is_some() {
             return;
         }
-        // Another device's reply still coming is not in the history yet.
-        let foreign = open.foreign_item();
-        let shown: Vec<(Role, &str)> = (0..open.items.len())
-            .filter(|&i| Some(i) != foreign)
-            .filter(|&i| !matches!(open.items[i].state, EntryState::Failed(_)))
+        let shown: Vec<(Role, &str)> = open
+            .kept_items()
             .map(|i| (open.items[i].role, open.content(i)))
             .collect();
         let Some(start) = missing_from(&shown, history) else {
@@ -545,6 +553,182 @@ mod tests {
         });
         assert_eq!(stored(&cmds), 0);
         assert_eq!(app.session().unwrap().items.len(), 2);
+    }
+
+    /// Another device's reply `msg_r` to `msg_q` ("from the laptop"), followed here: "Hel" so far.
+    fn following_another_devices_reply() -> App {
+        let mut app = streaming_app();
+        app.update(foreign_delta(0, "Hel"));
+        app.update(AppEvent::History {
+            session_id: A.into(),
+            fetch: HistoryFetch::Messages(vec![message("msg_q", Role::User, "from the laptop")]),
+        });
+        assert_eq!(app.session().unwrap().items[1].state, EntryState::Streaming);
+        app
+    }
+
+    fn foreign_error(code: &str) -> AppEvent {
+        AppEvent::Stream {
+            session_id: A.into(),
+            update: StreamUpdate::Event(StreamEvent::Error {
+                session_id: A.into(),
+                message_id: "msg_r".into(),
+                error: convo_client::api::ErrorBody::new(code, "the service is shutting down"),
+            }),
+        }
+    }
+
+    fn marked_not_sent(cmds: &[Command]) -> Vec<String> {
+        cmds.iter()
+            .filter_map(|c| match c {
+                Command::Persist(StoreOp::MarkUnsent { message, .. }) => {
+                    Some(message.content.clone())
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn another_devices_reply_a_stopping_replica_leaves_open_is_interrupted_not_failed() {
+        for code in [
+            convo_wire::stream_errors::REPLICA_STOPPING,
+            convo_wire::stream_errors::RELAY_UNAVAILABLE,
+        ] {
+            let mut app = following_another_devices_reply();
+            let cmds = app.update(foreign_error(code));
+            let open = app.session().unwrap();
+            assert_eq!(open.items[1].state, EntryState::Interrupted, "{code}");
+            assert_eq!(open.items[0].state, EntryState::Complete, "{code}");
+            assert!(marked_not_sent(&cmds).is_empty(), "{code}");
+            // It goes on elsewhere: its snapshot after the reconnect picks it up, its `done`
+            // ends it as usual.
+            app.update(AppEvent::Stream {
+                session_id: A.into(),
+                update: StreamUpdate::Event(StreamEvent::Snapshot {
+                    session_id: A.into(),
+                    message_id: "msg_r".into(),
+                    seq: 3,
+                    content: "Hello the".into(),
+                }),
+            });
+            let open = app.session().unwrap();
+            assert_eq!(open.items[1].state, EntryState::Streaming, "{code}");
+            assert_eq!(open.content(1), "Hello the", "{code}");
+            app.update(foreign_done("Hello there", None));
+            let open = app.session().unwrap();
+            assert_eq!(open.items[1].state, EntryState::Complete, "{code}");
+            assert_eq!(open.content(1), "Hello there", "{code}");
+        }
+    }
+
+    #[test]
+    fn another_devices_reply_that_fails_takes_the_message_it_answered_but_not_to_this_composer() {
+        let mut app = following_another_devices_reply();
+        let cmds = app.update(foreign_error("engine_failed"));
+        let open = app.session().unwrap();
+        assert!(
+            matches!(&open.items[1].state, EntryState::Failed(why) if why == "the service is shutting down"),
+            "{:?}",
+            open.items[1].state
+        );
+        // The service rolled the turn back: the question is no longer its.
+        assert_eq!(open.items[0].state, EntryState::Failed("not sent".into()));
+        assert_eq!(marked_not_sent(&cmds), vec!["from the laptop".to_string()]);
+        assert!(
+            app.composer_text().is_empty(),
+            "it was sent from the laptop"
+        );
+        // Neither counts in the session's tokens any more, here or in the list.
+        assert_eq!(open.context_tokens(), 0);
+        let listed = app
+            .sessions_pane()
+            .all()
+            .iter()
+            .find(|s| s.id == A)
+            .unwrap()
+            .tokens;
+        assert_eq!(listed, 0);
+        assert_eq!(
+            app.notice().map(|n| n.text.as_str()),
+            Some(super::super::settle::NOT_KEPT_ELSEWHERE)
+        );
+    }
+
+    #[test]
+    fn another_devices_reply_lost_with_the_stream_is_settled_by_the_stored_history() {
+        let lost_and_back = |app: &mut App| {
+            app.update(AppEvent::Stream {
+                session_id: A.into(),
+                update: StreamUpdate::Disconnected {
+                    error: convo_client::api::ApiError::Network("connection reset".into()),
+                    retry_in: Some(std::time::Duration::from_secs(1)),
+                },
+            });
+            assert_eq!(
+                app.session().unwrap().items[1].state,
+                EntryState::Interrupted
+            );
+            let cmds = app.update(AppEvent::Stream {
+                session_id: A.into(),
+                update: StreamUpdate::Connected,
+            });
+            assert!(
+                cmds.contains(&Command::FetchHistory {
+                    session_id: A.into()
+                }),
+                "{cmds:?}"
+            );
+        };
+        let history = |app: &mut App, messages: Vec<Message>| {
+            app.update(AppEvent::History {
+                session_id: A.into(),
+                fetch: HistoryFetch::Messages(messages),
+            })
+        };
+        let question = message("msg_q", Role::User, "from the laptop");
+
+        // It ended meanwhile: the history holds it whole.
+        let mut app = following_another_devices_reply();
+        lost_and_back(&mut app);
+        history(
+            &mut app,
+            vec![question.clone(), message("msg_r", Role::Assistant, "Hello")],
+        );
+        let open = app.session().unwrap();
+        assert_eq!(open.items[1].state, EntryState::Complete);
+        assert_eq!(open.content(1), "Hello");
+
+        // The server restarted and rolled the turn back: neither is kept.
+        let mut app = following_another_devices_reply();
+        lost_and_back(&mut app);
+        let cmds = history(&mut app, Vec::new());
+        let open = app.session().unwrap();
+        assert_eq!(open.items[1].state, EntryState::Failed("not kept".into()));
+        assert_eq!(open.items[0].state, EntryState::Failed("not sent".into()));
+        assert_eq!(marked_not_sent(&cmds), vec!["from the laptop".to_string()]);
+        assert!(app.composer_text().is_empty());
+
+        // The server was killed and kept the question alone: looked at twice, then the reply
+        // is not kept and the question stays.
+        let mut app = following_another_devices_reply();
+        lost_and_back(&mut app);
+        let cmds = history(&mut app, vec![question.clone()]);
+        assert!(
+            cmds.contains(&Command::FetchHistoryLater {
+                session_id: A.into()
+            }),
+            "{cmds:?}"
+        );
+        assert_eq!(
+            app.session().unwrap().items[1].state,
+            EntryState::Interrupted
+        );
+        let cmds = history(&mut app, vec![question]);
+        let open = app.session().unwrap();
+        assert_eq!(open.items[1].state, EntryState::Failed("not kept".into()));
+        assert_eq!(open.items[0].state, EntryState::Complete);
+        assert!(marked_not_sent(&cmds).is_empty());
     }
 
     #[test]

@@ -7,12 +7,18 @@ use convo_client::api::{Message, Role};
 
 use super::{App, Command, Level, StoreOp};
 use crate::render::transcript::EntryState;
-use crate::transcript_pane::OpenSession;
+use crate::transcript_pane::{ForeignEnd, OpenSession};
 
 /// Said when a message shown as sent turns out not to be kept by the service.
 pub(super) const NOT_KEPT_BACK: &str = "the service did not keep your last message (it may have restarted): it is back in the composer, marked not sent — send it again";
 pub(super) const NOT_KEPT: &str =
     "the service did not keep your last message (it may have restarted): it is marked not sent";
+/// Said when the service kept the last message but not its reply (it restarted mid-reply).
+pub(super) const NO_REPLY_BACK: &str = "the service kept your last message but not its reply (it restarted): the text is back in the composer to ask again";
+pub(super) const NO_REPLY: &str =
+    "the service kept your last message but not its reply (it restarted): send it again to get one";
+/// Said when another device's reply failed and the service rolled its turn back.
+pub(super) const NOT_KEPT_ELSEWHERE: &str = "another device's reply failed and the service did not keep the message it answered: it is marked not sent here";
 const FILLED_IN: &str = "the reply that came while convo was away is shown";
 
 impl OpenSession {
@@ -104,8 +110,13 @@ impl App {
                 })
             }));
         }
-        // A last message with no reply after it.
-        let last = open.items.len().checked_sub(1);
+        // A last message with no reply after it (unless another device's reply to it is
+        // followed: its follower settles both).
+        let last = open
+            .items
+            .len()
+            .checked_sub(1)
+            .filter(|_| open.foreign.is_none());
         let sent = last.filter(|&i| {
             let item = &open.items[i];
             item.role != Role::Assistant && item.state == EntryState::Complete
@@ -169,36 +180,88 @@ impl App {
         idx: usize,
         out: &mut Vec<Command>,
     ) -> bool {
-        let Some(open) = self.transcript.session_mut_if(session_id) else {
-            return false;
+        match self.mark_not_kept(session_id, idx, out) {
+            Some((role, text)) => self.back_to_composer(role, text),
+            None => false,
+        }
+    }
+
+    /// Another device's reply failed and its turn rolled back (`ForeignEnd`): shown so; the
+    /// message it answered, item `answers` if any, is no longer the service's. It was sent
+    /// elsewhere, so it is marked not sent without coming to this composer (the device that
+    /// sent it offers it again).
+    pub(super) fn foreign_ended(
+        &mut self,
+        session_id: &str,
+        end: ForeignEnd,
+        out: &mut Vec<Command>,
+    ) {
+        let ForeignEnd::Failed {
+            answers: Some(idx), ..
+        } = end
+        else {
+            return;
         };
-        let Some(item) = open.items.get(idx) else {
-            return false;
-        };
-        let role = item.role;
+        if self.mark_not_kept(session_id, idx, out).is_some() {
+            self.notify(Level::Warn, NOT_KEPT_ELSEWHERE);
+        }
+    }
+
+    /// Item `idx`, a message shown as sent, is not kept by the service: marked not sent here
+    /// and in the local store, out of the context gauge. Returns its role and text.
+    fn mark_not_kept(
+        &mut self,
+        session_id: &str,
+        idx: usize,
+        out: &mut Vec<Command>,
+    ) -> Option<(Role, String)> {
+        let open = self.transcript.session_mut_if(session_id)?;
+        let role = open.items.get(idx)?.role;
         let stored = open.stored(idx);
         let text = open.content(idx).to_string();
         open.set_state(idx, EntryState::Failed("not sent".into()));
-        // Not in the service's context: the gauge no longer counts it.
-        open.items[idx].tokens = 0;
+        // Not in the service's context: the gauge, and the session's tokens in the list, no
+        // longer count it (the store's count follows `MarkUnsent`).
+        let tokens = std::mem::take(&mut open.items[idx].tokens);
+        if let Some(s) = self.sessions_pane.get_mut(session_id) {
+            s.tokens = s.tokens.saturating_sub(tokens);
+        }
         if let Some(message) = stored {
             out.push(Command::Persist(StoreOp::MarkUnsent {
                 session_id: session_id.to_string(),
                 message,
             }));
         }
-        if self.composer.is_empty() {
-            let draft = if role == Role::System {
-                format!("/system {text}")
-            } else {
-                text
-            };
-            self.composer.set_text(&draft);
-            self.notify(Level::Warn, NOT_KEPT_BACK);
-            true
-        } else {
-            self.notify(Level::Warn, NOT_KEPT);
-            false
+        Some((role, text))
+    }
+
+    /// A message this device sent that the service did not keep: its text goes back to an
+    /// empty composer, and the status bar says so. Returns whether it went back.
+    fn back_to_composer(&mut self, role: Role, text: String) -> bool {
+        let back = self.offer_again(role, text);
+        self.notify(Level::Warn, if back { NOT_KEPT_BACK } else { NOT_KEPT });
+        back
+    }
+
+    /// A message this device sent that the service kept, but with no reply (it was killed
+    /// mid-reply and restarted): the message stays as sent; its text goes back to an empty
+    /// composer, to ask again.
+    pub(super) fn kept_without_reply(&mut self, role: Role, text: String) {
+        let back = self.offer_again(role, text);
+        self.notify(Level::Warn, if back { NO_REPLY_BACK } else { NO_REPLY });
+    }
+
+    /// `text` of `role` into the composer as a draft to send again, when it is empty.
+    fn offer_again(&mut self, role: Role, text: String) -> bool {
+        if !self.composer.is_empty() {
+            return false;
         }
+        let draft = if role == Role::System {
+            format!("/system {text}")
+        } else {
+            text
+        };
+        self.composer.set_text(&draft);
+        true
     }
 }

@@ -2,14 +2,18 @@
 //! (which carries every reply of the session): its text shows piece by piece at the end of
 //! the transcript, once the message it answers is shown (read from the stored history), and
 //! its `done` stores it like a reply of this device. The service runs one turn of a session at
-//! a time, so a foreign reply never overlaps a send of this device.
+//! a time, so a foreign reply never overlaps a send of this device. Its `ReplyFollower` decides
+//! how it goes as it does for a reply of this device (`convo_client::follow`): an `error` that
+//! leaves the turn open (a replica stopping, a relay lost) or a dropped stream interrupts it
+//! until the stream or the stored history says more; any other `error` fails it, and the
+//! service rolled the turn back, so the message it answered is not kept either.
 
 use chrono::Utc;
 
 use super::open_session::OpenSession;
 use crate::render::transcript::EntryState;
-use convo_client::api::{Role, StreamEvent};
-use convo_client::follow::{Change, ReplyFollower};
+use convo_client::api::{Message, Role, StreamEvent};
+use convo_client::follow::{Change, Next, ReplyFailure, ReplyFollower, ReplyStatus};
 
 /// The foreign reply being followed.
 #[derive(Debug, Clone)]
@@ -20,6 +24,19 @@ pub struct ForeignReply {
     pub item: Option<usize>,
     /// The service was asked to stop it (Ctrl-C here).
     pub cancel_sent: bool,
+    /// The item of the message it answers, once shown.
+    pub answers: Option<usize>,
+}
+
+/// How another device's reply ended badly, for the app to show.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ForeignEnd {
+    /// Not ended: interrupted until the stream or the stored history says more.
+    Interrupted,
+    /// Failed for good (an `error`, or not kept by the service): its item (if shown) is marked
+    /// failed; when the turn was rolled back, `answers` names the message it answered, which
+    /// the service no longer holds either.
+    Failed { why: String, answers: Option<usize> },
 }
 
 /// What a stream event of an unknown reply asks of the app.
@@ -52,10 +69,10 @@ impl OpenSession {
             // The message it answers was stored before it began: the history has it.
             self.foreign = Some(ForeignReply {
                 message_id: message_id.clone(),
-                // It answers a message of another device; nothing here is to be sent again.
-                follower: ReplyFollower::new(Role::User, ""),
+                follower: ReplyFollower::foreign(message_id),
                 item: None,
                 cancel_sent: false,
+                answers: None,
             });
             step = ForeignStep::FetchHistory;
         }
@@ -66,6 +83,10 @@ impl OpenSession {
         let text = foreign.follower.text().to_string();
         if let Some(idx) = foreign.item {
             let entry = self.items[idx].entry;
+            if change != Change::None && self.items[idx].state == EntryState::Interrupted {
+                // Interrupted, and the stream speaks of it again: coming again.
+                self.set_state(idx, EntryState::Streaming);
+            }
             match change {
                 Change::None => {}
                 Change::Appended(piece) => self.transcript.append_delta(entry, &piece),
@@ -73,6 +94,82 @@ impl OpenSession {
             }
         }
         step
+    }
+
+    /// An `error` event of the foreign reply `message_id` (none other is taken: `None`), as its
+    /// follower decides.
+    pub fn foreign_error(&mut self, event: &StreamEvent, message_id: &str) -> Option<ForeignEnd> {
+        let foreign = self
+            .foreign
+            .as_mut()
+            .filter(|f| f.message_id == message_id)?;
+        foreign.follower.event(event);
+        self.foreign_decided()
+    }
+
+    /// The session's stream dropped: the foreign reply, if coming, is interrupted.
+    pub fn foreign_lost(&mut self) {
+        if let Some(f) = self.foreign.as_mut() {
+            f.follower.stream_lost();
+        }
+        self.foreign_decided();
+    }
+
+    /// The session's stream is open again: whether the stored history is to be read, to say
+    /// what became of an interrupted foreign reply meanwhile.
+    pub fn foreign_connected(&mut self) -> bool {
+        self.foreign
+            .as_mut()
+            .is_some_and(|f| f.follower.stream_connected().next == Next::FetchHistory)
+    }
+
+    /// The stored history, for an interrupted foreign reply shown after the message it
+    /// answers (the history holding the reply whole ends it as `done` does, before this): what
+    /// it says of the reply, and whether to look again later (the message stored without its
+    /// reply).
+    pub fn foreign_history(&mut self, history: &[Message]) -> (Option<ForeignEnd>, bool) {
+        let Some(f) = self.foreign.as_mut().filter(|f| f.item.is_some()) else {
+            return (None, false);
+        };
+        let later = f.follower.history(history).next == Next::FetchHistoryLater;
+        (self.foreign_decided(), later)
+    }
+
+    /// What the foreign reply's follower says now, shown on its item: interrupted, or failed
+    /// (then no longer followed).
+    fn foreign_decided(&mut self) -> Option<ForeignEnd> {
+        let f = self.foreign.as_ref()?;
+        match f.follower.status().clone() {
+            ReplyStatus::Interrupted => {
+                if let Some(idx) = f
+                    .item
+                    .filter(|&i| self.items[i].state == EntryState::Streaming)
+                {
+                    self.set_state(idx, EntryState::Interrupted);
+                }
+                Some(ForeignEnd::Interrupted)
+            }
+            ReplyStatus::Failed(failure) => {
+                let f = self.foreign.take()?;
+                let why = match &failure {
+                    ReplyFailure::Error(error) => {
+                        convo_client::sanitize::sanitize_owned(&error.message)
+                    }
+                    ReplyFailure::NotKept { .. } => "not kept".to_string(),
+                };
+                if let Some(idx) = f.item {
+                    self.set_state(idx, EntryState::Failed(why.clone()));
+                }
+                // The turn rolled back: the message it answered went with it.
+                let rolled_back = match failure {
+                    ReplyFailure::Error(_) => failure.resend_message(),
+                    ReplyFailure::NotKept { message_kept } => !message_kept,
+                };
+                let answers = f.answers.filter(|_| rolled_back);
+                Some(ForeignEnd::Failed { why, answers })
+            }
+            ReplyStatus::Coming | ReplyStatus::Done(_) => None,
+        }
     }
 
     /// After the stored history was read: the foreign reply followed so far shows at the end.
@@ -84,6 +181,8 @@ impl OpenSession {
             foreign.message_id.clone(),
             foreign.follower.text().to_string(),
         );
+        // The message it answers: the last one shown as kept.
+        let answers = self.kept_items().last();
         let idx = self.push(
             Role::Assistant,
             text,
@@ -92,8 +191,13 @@ impl OpenSession {
             Some(message_id),
             Utc::now(),
         );
+        let answered = answers.map(|a| (self.items[a].role, self.content(a).to_string()));
         if let Some(f) = self.foreign.as_mut() {
             f.item = Some(idx);
+            f.answers = answers;
+            if let Some((role, text)) = answered {
+                f.follower.answers(role, text);
+            }
         }
         self.follow = true;
     }

@@ -20,7 +20,7 @@ use crate::component::ChatComponent;
 use crate::keys::KeyBindings;
 use crate::search::{SessionSearch, TranscriptSearch};
 
-pub use foreign_reply::{ForeignReply, ForeignStep};
+pub use foreign_reply::{ForeignEnd, ForeignReply, ForeignStep};
 pub use fork_point::{ForkPoint, edit_base};
 pub use open_session::{
     OpenSession, PendingSend, StreamState, TranscriptItem, header_for, render_stored, reply_slot,

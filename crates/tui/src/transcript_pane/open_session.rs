@@ -103,6 +103,16 @@ impl OpenSession {
         self.items.iter().map(|i| i.tokens).sum()
     }
 
+    /// The items showing messages the service holds, as far as this client knows, in order:
+    /// all but those failed (not sent, not kept, a reply that failed) and another device's
+    /// reply still coming (the service stores it when it ends).
+    pub fn kept_items(&self) -> impl Iterator<Item = usize> + '_ {
+        let foreign = self.foreign_item();
+        (0..self.items.len()).filter(move |&i| {
+            Some(i) != foreign && !matches!(self.items[i].state, EntryState::Failed(_))
+        })
+    }
+
     pub fn is_streaming(&self) -> bool {
         self.pending.as_ref().is_some_and(|p| {
             self.items

@@ -138,6 +138,49 @@ fn a_cut_off_reply_still_being_generated_resumes_from_the_snapshot() {
 }
 
 #[test]
+fn a_message_a_restarted_server_kept_without_its_reply_stays_sent_and_is_offered_again() {
+    let mut app = cut_mid_reply();
+    app.update(stream(StreamUpdate::Connected));
+    let mut user = reply("u", "tell me", 2);
+    user.role = Role::User;
+    let history = |app: &mut App| {
+        app.update(AppEvent::History {
+            session_id: A.into(),
+            fetch: HistoryFetch::Messages(vec![user.clone()]),
+        })
+    };
+    // The message is stored and its reply not: still coming, unless nothing says so in a
+    // second look.
+    let cmds = history(&mut app);
+    assert!(cmds.contains(&Command::FetchHistoryLater {
+        session_id: A.into()
+    }));
+    let cmds = history(&mut app);
+    let o = open(&app);
+    assert_eq!(o.items[1].state, EntryState::Failed("not kept".into()));
+    // The service holds the message: it stays as sent, counted in the context.
+    assert_eq!(o.items[0].state, EntryState::Complete);
+    assert!(o.context_tokens() > 0);
+    assert!(
+        !cmds
+            .iter()
+            .any(|c| matches!(c, Command::Persist(StoreOp::MarkUnsent { .. }))),
+        "{cmds:?}"
+    );
+    // Its text is offered again, to ask for a reply.
+    assert_eq!(app.composer_text(), "tell me");
+    assert!(
+        app.notice
+            .as_ref()
+            .unwrap()
+            .text
+            .contains("kept your last message but not its reply"),
+        "{:?}",
+        app.notice
+    );
+}
+
+#[test]
 fn a_gap_in_the_deltas_does_not_resume_a_cut_off_reply_but_its_done_does() {
     let mut app = cut_mid_reply();
     app.update(stream(StreamUpdate::Connected));
