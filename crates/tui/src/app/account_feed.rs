@@ -310,6 +310,11 @@ mod tests {
     #[test]
     fn a_message_not_kept_here_does_not_hide_one_stored_elsewhere() {
         let mut app = app_with_one_not_kept();
+        // The context counts what the service holds: not the message marked failed.
+        let open = app.session().unwrap();
+        let kept = open.items[0].tokens + open.items[1].tokens;
+        assert!(open.items[2].tokens > 0);
+        assert_eq!(open.context_tokens(), kept);
         let updated = |count: u64| {
             let mut session = service(A, None);
             session.message_count = count;

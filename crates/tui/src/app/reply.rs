@@ -504,7 +504,7 @@ impl App {
                     if let Some(end) = open.foreign_error(&ev, message_id) {
                         if end == ForeignEnd::Interrupted {
                             let text = format!(
-                                "another device's reply is interrupted: {}; it comes back when the service can carry it",
+                                "another device's reply is interrupted: {}; what became of it shows once the service can say",
                                 sanitize_owned(&error.message)
                             );
                             self.notify(Level::Warn, text);
@@ -540,7 +540,7 @@ impl App {
                             open.cut_off_reply();
                             if let StreamEvent::Error { error, .. } = &ev {
                                 let text = format!(
-                                    "the reply is interrupted: {}; it comes back when the service can carry it",
+                                    "the reply is interrupted: {}; what became of it shows once the service can say",
                                     sanitize_owned(&error.message)
                                 );
                                 self.notify(Level::Warn, text);

@@ -98,9 +98,10 @@ impl OpenSession {
         }
     }
 
-    /// Tokens of the session's context as far as this client knows.
+    /// Tokens of the session's context as far as this client knows: those of the messages
+    /// the service holds ([`OpenSession::kept_items`]).
     pub fn context_tokens(&self) -> u64 {
-        self.items.iter().map(|i| i.tokens).sum()
+        self.kept_items().map(|i| self.items[i].tokens).sum()
     }
 
     /// The items showing messages the service holds, as far as this client knows, in order:
