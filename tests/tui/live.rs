@@ -582,3 +582,117 @@ async fn a_server_killed_mid_reply_and_restarted_fails_the_reply_as_not_kept() {
     assert!(screen.contains("not kept"), "{screen}");
     restarted.shutdown().await;
 }
+
+/// A device on `options`' service with a store of its own (another device), ready.
+async fn device(options: &ClientOptions) -> Harness {
+    let client = Client::new(options.clone()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = Harness {
+        rt: runtime(options.clone(), &dir),
+        service: None,
+        client,
+        _dir: dir,
+    };
+    h.ready().await;
+    h
+}
+
+/// Two devices in one session when the server is killed mid-reply and started again: the
+/// device watching the other's reply settles it through the same reply follower as the device
+/// that sent it, so both end as the service holds the session (the message kept, the reply
+/// `not kept`), and only the sender offers the message again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_watched_on_another_device_settles_as_on_the_sender_after_a_kill() {
+    two_devices_through_a_restart(false).await;
+}
+
+/// The same when the server stops in good order mid-reply: it rolls the turn back, so both
+/// mark the message not sent; the sender puts it back in its composer, the watcher does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_watched_on_another_device_settles_as_on_the_sender_after_a_stop() {
+    two_devices_through_a_restart(true).await;
+}
+
+async fn two_devices_through_a_restart(graceful: bool) {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let data = tempfile::tempdir().unwrap();
+    let (killed, service) = start_killable(
+        ServiceConfig::persistent(data.path(), 150).unwrap(),
+        "127.0.0.1:0".parse().unwrap(),
+    );
+    let addr = service.addr;
+    let mut options = ClientOptions::new(service.base_url().parse().unwrap());
+    options.api_key = Some(service.api_key.clone());
+    options.max_retries = 0;
+    let mut sender = device(&options).await;
+    let mut watcher = device(&options).await;
+    sender.type_text("tell me a long story");
+    sender.press(KeyCode::Enter);
+    sender
+        .until("a part of the reply", |app| {
+            let o = app.session().unwrap();
+            o.items.len() == 2 && !o.content(1).is_empty()
+        })
+        .await;
+    // The watcher opens the session (filtered by its title) and follows the reply live.
+    watcher
+        .until("the session listed", |app| {
+            app.sessions_pane()
+                .all()
+                .iter()
+                .any(|s| s.title == "tell me a long story")
+        })
+        .await;
+    watcher.press(KeyCode::Tab);
+    watcher.press(KeyCode::Char('/'));
+    watcher.type_text("long story");
+    watcher.press(KeyCode::Enter);
+    watcher
+        .until("the other device's reply streaming", |app| {
+            app.session().is_some_and(|o| {
+                o.items.len() == 2
+                    && o.items[1].state == EntryState::Streaming
+                    && !o.content(1).is_empty()
+            })
+        })
+        .await;
+
+    if graceful {
+        service.shutdown().await;
+    } else {
+        std::mem::forget(service);
+    }
+    killed.shutdown_background();
+    watcher
+        .until("the watched reply no longer streaming", |app| {
+            app.session().is_some_and(|o| {
+                matches!(o.stream, StreamState::Down(_))
+                    && o.items[1].state != EntryState::Streaming
+            })
+        })
+        .await;
+    let restarted = restart(data.path(), addr, Duration::from_secs(5)).await;
+    // Killed, the server kept the message without a reply; stopped, it kept neither.
+    let message = if graceful {
+        EntryState::Failed("not sent".into())
+    } else {
+        EntryState::Complete
+    };
+    let settled = |app: &App| {
+        app.session().is_some_and(|o| {
+            o.stream == StreamState::Open
+                && o.items.len() == 2
+                && o.items[0].state == message
+                && matches!(o.items[1].state, EntryState::Failed(_))
+        })
+    };
+    watcher.until("the watched reply settled", settled).await;
+    sender.until("the sent reply settled", settled).await;
+    assert_eq!(sender.rt.app.composer_text(), "tell me a long story");
+    assert_eq!(
+        watcher.rt.app.composer_text(),
+        "",
+        "sent from the other device"
+    );
+    restarted.shutdown().await;
+}
