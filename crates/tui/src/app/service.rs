@@ -46,14 +46,25 @@ impl App {
         let first = self.service_lists != Some(true);
         self.service_lists = Some(true);
         for id in &deleted {
-            if self.open_id() == Some(id.as_str()) {
-                let title = self.title_of(id);
+            if self.open_id() != Some(id.as_str()) {
+                self.remove_session(id, out);
+                continue;
+            }
+            let title = self.title_of(id);
+            // What was being typed goes on in a new session: the deleted one cannot take it,
+            // and it is not this device's to lose.
+            let carried = self.composer_text();
+            self.remove_session(id, out);
+            let told = format!("{title} was deleted on the server (by another device)");
+            if carried.trim().is_empty() {
+                self.notify(Level::Warn, told);
+            } else {
+                self.new_session(carried, out);
                 self.notify(
                     Level::Warn,
-                    format!("{title} was deleted on the server (by another device)"),
+                    format!("{told}; what you were typing is in a new session"),
                 );
             }
-            self.remove_session(id, out);
         }
         let open_moved = archived.is_some()
             && (self.open_id()).is_some_and(|id| !sessions.iter().any(|s| s.id == id));
@@ -341,6 +352,50 @@ mod tests {
             session_id: B.into(),
             title: "Mine".into()
         }));
+    }
+
+    #[test]
+    fn the_open_session_deleted_elsewhere_leaves_what_was_typed_in_a_new_session() {
+        let mut app = app();
+        for c in "my precious draft".chars() {
+            app.update(AppEvent::Key(KeyEvent::new(
+                KeyCode::Char(c),
+                KeyModifiers::NONE,
+            )));
+        }
+        app.update(AppEvent::SessionsMerged {
+            sessions: vec![summary(B, "Mine", 5, 10)],
+            deleted: vec![A.into()],
+            titles_to_send: Vec::new(),
+            archived: None,
+        });
+        let open = app.open_id().unwrap().to_string();
+        assert!(open != A && open != B, "a new session: {open}");
+        assert_eq!(app.composer_text(), "my precious draft");
+        let notice = app.notice().unwrap();
+        assert!(
+            notice
+                .text
+                .ends_with("deleted on the server (by another device); what you were typing is in a new session"),
+            "{notice:?}"
+        );
+        // With nothing typed, the next session opens as before.
+        let mut app = app_with_b_open_and_nothing_typed();
+        app.update(AppEvent::SessionsMerged {
+            sessions: vec![summary(A, "first", 5, 10)],
+            deleted: vec![B.into()],
+            titles_to_send: Vec::new(),
+            archived: None,
+        });
+        assert_eq!(app.open_id(), Some(A));
+    }
+
+    fn app_with_b_open_and_nothing_typed() -> App {
+        let mut app = app();
+        let mut cmds = Vec::new();
+        app.open_session(B.to_string(), &mut cmds);
+        assert_eq!(app.open_id(), Some(B));
+        app
     }
 
     #[test]
