@@ -519,26 +519,10 @@ async fn complete_metrics_buckets_are_kept_across_a_restart() {
 /// composer to ask again (docs/tui.md).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_killed_mid_reply_and_restarted_fails_the_reply_as_not_kept() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let data = tempfile::tempdir().unwrap();
-    let (killed, service) = start_killable(
-        ServiceConfig::persistent(data.path(), 150).unwrap(),
-        "127.0.0.1:0".parse().unwrap(),
-    );
+    let (killed, service, options) = killable_on(data.path());
     let addr = service.addr;
-    let mut options = ClientOptions::new(service.base_url().parse().unwrap());
-    options.api_key = Some(service.api_key.clone());
-    options.max_retries = 0;
-    let client = Client::new(options.clone()).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let rt = runtime(options, &dir);
-    let mut h = Harness {
-        rt,
-        service: None,
-        client,
-        _dir: dir,
-    };
-    h.ready().await;
+    let mut h = device(&options).await;
     h.type_text("tell me a long story");
     h.press(KeyCode::Enter);
     h.until("a part of the reply", |app| {
@@ -583,6 +567,20 @@ async fn a_server_killed_mid_reply_and_restarted_fails_the_reply_as_not_kept() {
     restarted.shutdown().await;
 }
 
+/// A service on the database in `data` (its builtin replies paced 150 ms a word), on a
+/// runtime of its own that the test can kill, and the options of a client of it.
+fn killable_on(data: &std::path::Path) -> (tokio::runtime::Runtime, RunningService, ClientOptions) {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let (killed, service) = start_killable(
+        ServiceConfig::persistent(data, 150).unwrap(),
+        "127.0.0.1:0".parse().unwrap(),
+    );
+    let mut options = ClientOptions::new(service.base_url().parse().unwrap());
+    options.api_key = Some(service.api_key.clone());
+    options.max_retries = 0;
+    (killed, service, options)
+}
+
 /// A device on `options`' service with a store of its own (another device), ready.
 async fn device(options: &ClientOptions) -> Harness {
     let client = Client::new(options.clone()).unwrap();
@@ -614,16 +612,9 @@ async fn a_reply_watched_on_another_device_settles_as_on_the_sender_after_a_stop
 }
 
 async fn two_devices_through_a_restart(graceful: bool) {
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let data = tempfile::tempdir().unwrap();
-    let (killed, service) = start_killable(
-        ServiceConfig::persistent(data.path(), 150).unwrap(),
-        "127.0.0.1:0".parse().unwrap(),
-    );
+    let (killed, service, options) = killable_on(data.path());
     let addr = service.addr;
-    let mut options = ClientOptions::new(service.base_url().parse().unwrap());
-    options.api_key = Some(service.api_key.clone());
-    options.max_retries = 0;
     let mut sender = device(&options).await;
     let mut watcher = device(&options).await;
     sender.type_text("tell me a long story");

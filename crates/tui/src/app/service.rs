@@ -357,12 +357,7 @@ mod tests {
     #[test]
     fn the_open_session_deleted_elsewhere_leaves_what_was_typed_in_a_new_session() {
         let mut app = app();
-        for c in "my precious draft".chars() {
-            app.update(AppEvent::Key(KeyEvent::new(
-                KeyCode::Char(c),
-                KeyModifiers::NONE,
-            )));
-        }
+        crate::app::tests::type_text(&mut app, "my precious draft");
         app.update(AppEvent::SessionsMerged {
             sessions: vec![summary(B, "Mine", 5, 10)],
             deleted: vec![A.into()],
@@ -401,12 +396,7 @@ mod tests {
     #[test]
     fn sessions_of_a_services_earlier_database_leave_the_pane_but_are_not_deleted() {
         let mut app = app();
-        for c in "half a thought".chars() {
-            app.update(AppEvent::Key(KeyEvent::new(
-                KeyCode::Char(c),
-                KeyModifiers::NONE,
-            )));
-        }
+        crate::app::tests::type_text(&mut app, "half a thought");
         // The store moved A and B aside: the service lists C only, from a new database.
         let cmds = app.update(AppEvent::SessionsMerged {
             sessions: vec![summary(C, "from the new one", 0, 7)],

@@ -109,7 +109,7 @@ fn alt(code: KeyCode) -> AppEvent {
     AppEvent::Key(KeyEvent::new(code, KeyModifiers::ALT))
 }
 
-fn type_text(app: &mut App, text: &str) -> Vec<Command> {
+pub(super) fn type_text(app: &mut App, text: &str) -> Vec<Command> {
     let mut out = Vec::new();
     for c in text.chars() {
         out.extend(app.update(key(KeyCode::Char(c))));
