@@ -220,12 +220,9 @@ impl App {
         let stored = open.stored(idx);
         let text = open.content(idx).to_string();
         open.set_state(idx, EntryState::Failed("not sent".into()));
-        // Not in the service's context: the gauge, and the session's tokens in the list, no
-        // longer count it (the store's count follows `MarkUnsent`).
-        let tokens = std::mem::take(&mut open.items[idx].tokens);
-        if let Some(s) = self.sessions_pane.get_mut(session_id) {
-            s.tokens = s.tokens.saturating_sub(tokens);
-        }
+        // Not in the service's context: the gauge no longer counts it, nor the session's
+        // tokens in the list once the store answers `MarkUnsent` with its count.
+        open.items[idx].tokens = 0;
         if let Some(message) = stored {
             out.push(Command::Persist(StoreOp::MarkUnsent {
                 session_id: session_id.to_string(),

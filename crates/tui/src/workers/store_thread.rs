@@ -157,6 +157,10 @@ pub(super) fn spawn_store(
                     StoreJob::Op(StoreOp::RemoveLastExchange { session_id }) => {
                         remove_last_exchange(&store, session_id, None, &events)
                     }
+                    StoreJob::Op(StoreOp::MarkUnsent {
+                        session_id,
+                        message,
+                    }) => mark_unsent(&store, session_id, &message, &events),
                     StoreJob::Op(StoreOp::UndoneElsewhere {
                         session_id,
                         messages,
@@ -361,6 +365,29 @@ fn remove_last_exchange(
         None => store.remove_last_exchange(&session_id)?,
         Some(messages) => store.undone_elsewhere(&session_id, messages)?,
     };
+    tell_tokens(store, session_id, events)
+}
+
+/// A message stored as sent that the service did not keep: marked failed, and the session's
+/// tokens told (they no longer count it).
+fn mark_unsent(
+    store: &Store,
+    session_id: String,
+    message: &local_store::StoredMessage,
+    events: &EventSender,
+) -> Result<(), local_store::StoreError> {
+    store.mark_failed(&session_id, message)?;
+    tell_tokens(store, session_id, events)
+}
+
+/// Tells the app the session's tokens as the store counts them now, after a change to its
+/// messages (an exchange removed, a message marked not sent): the list shows the store's
+/// count, whatever answer of the store's the app had before.
+fn tell_tokens(
+    store: &Store,
+    session_id: String,
+    events: &EventSender,
+) -> Result<(), local_store::StoreError> {
     if let Some(record) = store.session(&session_id)? {
         events.send(AppEvent::SessionTokens {
             session_id,
@@ -491,6 +518,7 @@ fn apply(store: &Store, op: StoreOp) -> Result<(), local_store::StoreError> {
         }
         StoreOp::SetLastOpen(id) => store.set_last_open_session(&id),
         StoreOp::DeleteSession(id) => store.mark_deleted(&id),
+        // Answered with the session's tokens: `mark_unsent`, above.
         StoreOp::MarkUnsent {
             session_id,
             message,
@@ -507,7 +535,7 @@ fn apply(store: &Store, op: StoreOp) -> Result<(), local_store::StoreError> {
             source,
             message_id,
         } => store.set_forked_from(&session_id, &source, &message_id),
-        // Answered with the session's tokens: `remove_last_exchange`, above.
+        // Answered with the session's tokens: `tell_tokens`, above.
         StoreOp::RemoveLastExchange { session_id } => {
             store.remove_last_exchange(&session_id).map(|_| ())
         }
@@ -546,6 +574,27 @@ mod tests {
         match rx.try_recv() {
             Ok(AppEvent::SessionTokens { session_id, tokens }) => {
                 assert_eq!((session_id.as_str(), tokens), (id, after));
+            }
+            other => panic!("expected the session's tokens, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_message_marked_not_sent_answers_with_the_tokens_the_store_counts_now() {
+        let store = Store::in_memory().unwrap();
+        let id = "session_AAAAAAAAAAAAAAAA";
+        store.upsert_session(id, chrono::Utc::now()).unwrap();
+        let (kept, lost) = (
+            StoredMessage::user(Role::User, "first question"),
+            StoredMessage::user(Role::User, "the one the service lost"),
+        );
+        store.append_message(id, &kept).unwrap();
+        store.append_message(id, &lost).unwrap();
+        let (events, mut rx) = EventSender::new();
+        mark_unsent(&store, id.to_string(), &lost, &events).unwrap();
+        match rx.try_recv() {
+            Ok(AppEvent::SessionTokens { session_id, tokens }) => {
+                assert_eq!((session_id.as_str(), tokens), (id, kept.tokens));
             }
             other => panic!("expected the session's tokens, got {other:?}"),
         }
