@@ -19,10 +19,13 @@ impl App {
                 deleted_session_ids,
             } => {
                 self.on_usage(usage, out);
-                // The stream (re)connected: what was stored in the open session while it was
-                // down (a message sent elsewhere, a turn a restarted server kept) is read.
-                for s in &sessions {
-                    self.catch_up_open(&s.session_id, s.message_count, out);
+                // The stream reconnected: what was stored in the open session while it was
+                // down (a message sent elsewhere, a turn a restarted server kept) is read. (At
+                // the first list, `App::on_sessions_merged` reads the open session's history.)
+                if self.service_lists == Some(true) {
+                    for s in &sessions {
+                        self.catch_up_open(&s.session_id, s.message_count, out);
+                    }
                 }
                 // The service's whole list as of now: what it lacks and this target had is gone.
                 let asked_at = self.now;
@@ -343,7 +346,25 @@ mod tests {
                 deleted_session_ids: None,
             })
         };
-        // Stored while the stream was down (a server killed mid-reply keeps the message).
+        // The first hello: the list it brings, once merged, has the open session's history
+        // read (`on_sessions_merged`); the hello itself asks nothing more.
+        assert_eq!(fetches_of(&app.update(hello(3)), A), 0);
+        let listed = SessionSummary {
+            id: A.into(),
+            title: "mine".into(),
+            title_set: true,
+            last_activity: t0(),
+            tokens: 10,
+            forked_from: None,
+        };
+        app.update(AppEvent::SessionsMerged {
+            sessions: vec![listed],
+            deleted: Vec::new(),
+            titles_to_send: Vec::new(),
+            archived: None,
+        });
+        // A hello after a reconnect: stored while the stream was down (a server killed
+        // mid-reply keeps the message).
         let out = app.update(hello(3));
         assert_eq!(fetches_of(&out, A), 1);
         assert_eq!(fetches_of(&out, B), 0, "only the open session is read");
