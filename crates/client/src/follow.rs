@@ -83,6 +83,18 @@ impl ReplyFailure {
             ReplyFailure::NotKept { .. } => true,
         }
     }
+
+    /// Whether the service no longer holds the message the reply answered: the turn rolled
+    /// back with it (an `error` event, but for `session_not_found`, where the session itself
+    /// is gone; or neither stored after a loss). A message kept without its reply is the
+    /// service's still. The TUI marks a dropped message not sent, on the device that sent it
+    /// and on one that watched the reply.
+    pub fn message_dropped(&self) -> bool {
+        match self {
+            ReplyFailure::Error(_) => self.resend_message(),
+            ReplyFailure::NotKept { message_kept } => !message_kept,
+        }
+    }
 }
 
 /// What the driver does next.
@@ -640,6 +652,20 @@ mod tests {
             unreachable!()
         };
         assert!(failure.resend_message(), "the turn is rolled back");
+    }
+
+    #[test]
+    fn which_failures_drop_the_message_with_the_turn() {
+        let error = |code: &str| ReplyFailure::Error(ErrorBody::new(code, "x"));
+        assert!(error("engine_failed").message_dropped());
+        assert!(!error("session_not_found").message_dropped());
+        assert!(
+            ReplyFailure::NotKept {
+                message_kept: false
+            }
+            .message_dropped()
+        );
+        assert!(!ReplyFailure::NotKept { message_kept: true }.message_dropped());
     }
 
     #[test]

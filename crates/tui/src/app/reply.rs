@@ -643,8 +643,8 @@ impl App {
                         self.finish_reply(&session_id, reply, out);
                         self.notify(Level::Info, "the reply finished while the stream was down");
                     }
-                    ReplyStatus::Failed(ReplyFailure::NotKept { message_kept }) => {
-                        self.reply_not_kept(&session_id, idx, message_kept, out);
+                    ReplyStatus::Failed(failure @ ReplyFailure::NotKept { .. }) => {
+                        self.reply_not_kept(&session_id, idx, failure.message_dropped(), out);
                     }
                     ReplyStatus::Failed(ReplyFailure::Error(_)) | ReplyStatus::Coming => {}
                     ReplyStatus::Interrupted => {
@@ -666,15 +666,15 @@ impl App {
     }
 
     /// The lost reply is not kept by the service: the reply is marked `failed: not kept`, and
-    /// the message's text goes back to the composer to send again. When the turn rolled back,
-    /// the message is marked not sent; when the service kept it without a reply
-    /// (`message_kept`: the server was killed mid-reply and restarted), it stays as sent, as
-    /// the service holds it.
+    /// the message's text goes back to the composer to send again. When the turn rolled back
+    /// (`message_dropped`), the message is marked not sent; when the service kept it without a
+    /// reply (the server was killed mid-reply and restarted), it stays as sent, as the service
+    /// holds it.
     fn reply_not_kept(
         &mut self,
         session_id: &str,
         idx: usize,
-        message_kept: bool,
+        message_dropped: bool,
         out: &mut Vec<Command>,
     ) {
         let Some(open) = self.transcript.session_mut_if(session_id) else {
@@ -684,7 +684,7 @@ impl App {
         open.set_state(idx, EntryState::Failed("not kept".into()));
         out.extend(open.settle_cut_off());
         let kept = user_item
-            .filter(|_| message_kept)
+            .filter(|_| !message_dropped)
             .map(|u| (open.items[u].role, open.content(u).to_string()));
         match (user_item, kept) {
             (Some(_), Some((role, text))) => self.kept_without_reply(role, text),

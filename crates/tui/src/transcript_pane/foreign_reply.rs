@@ -161,11 +161,7 @@ impl OpenSession {
                     self.set_state(idx, EntryState::Failed(why.clone()));
                 }
                 // The turn rolled back: the message it answered went with it.
-                let rolled_back = match failure {
-                    ReplyFailure::Error(_) => failure.resend_message(),
-                    ReplyFailure::NotKept { message_kept } => !message_kept,
-                };
-                let answers = f.answers.filter(|_| rolled_back);
+                let answers = f.answers.filter(|_| failure.message_dropped());
                 Some(ForeignEnd::Failed { why, answers })
             }
             ReplyStatus::Coming | ReplyStatus::Done(_) => None,
