@@ -13,6 +13,8 @@ use crate::transcript_pane::{ForeignEnd, OpenSession};
 pub(super) const NOT_KEPT_BACK: &str = "the service did not keep your last message (it may have restarted): it is back in the composer, marked not sent — send it again";
 pub(super) const NOT_KEPT: &str =
     "the service did not keep your last message (it may have restarted): it is marked not sent";
+/// Said when the service no longer holds a last message this TUI read from its history.
+pub(super) const NOT_KEPT_SENT_ELSEWHERE: &str = "the service did not keep the last message (sent from another device or by a command; it may have restarted): it is marked not sent here";
 /// Said when the service kept the last message but not its reply (it restarted mid-reply).
 pub(super) const NO_REPLY_BACK: &str = "the service kept your last message but not its reply (it restarted): the text is back in the composer to ask again";
 pub(super) const NO_REPLY: &str =
@@ -123,6 +125,10 @@ impl App {
         });
         if let Some(idx) = sent {
             let (role, text) = (open.items[idx].role, open.content(idx).to_string());
+            // A message this TUI sent is stored without a service id (a send is answered with
+            // its reply's id); one with an id was read from the service's history: sent from
+            // another device, or by a command.
+            let sent_here = open.items[idx].message_id.is_none();
             match history
                 .iter()
                 .rposition(|m| m.role == role && m.content == text)
@@ -158,8 +164,14 @@ impl App {
                     }
                     // Else the reply is still being made, or the message had none: as is.
                 }
-                None => {
+                None if sent_here => {
                     self.mark_unsent(session_id, idx, out);
+                }
+                // Not this TUI's to send again: the device that sent it offers it.
+                None => {
+                    if self.mark_not_kept(session_id, idx, out).is_some() {
+                        self.notify(Level::Warn, NOT_KEPT_SENT_ELSEWHERE);
+                    }
                 }
             }
         }

@@ -448,6 +448,39 @@ fn a_session_left_mid_reply_is_settled_from_the_history_when_it_opens() {
     );
     assert_eq!(app.composer_text(), "tell me");
 
+    // The same for a message read from the service's history (it has an id): sent from another
+    // device, whose reply this TUI did not see end. Marked not sent, not offered here.
+    app.update(ctrl('u'));
+    let cmds = loaded(
+        &mut app,
+        vec![kept_msg(
+            Role::User,
+            "from the laptop",
+            Some("u2"),
+            MessageStatus::Complete,
+        )],
+    );
+    assert!(!cmds.is_empty());
+    let cmds = app.update(history(vec![]));
+    assert_eq!(
+        open(&app).items[0].state,
+        EntryState::Failed("not sent".into())
+    );
+    assert!(
+        cmds.iter()
+            .any(|c| matches!(c, Command::Persist(StoreOp::MarkUnsent { .. })))
+    );
+    assert_eq!(app.composer_text(), "");
+    assert!(
+        app.notice
+            .as_ref()
+            .unwrap()
+            .text
+            .contains("sent from another device or by a command"),
+        "{:?}",
+        app.notice
+    );
+
     // A settled transcript asks for nothing.
     let cmds = loaded(
         &mut app,
