@@ -232,7 +232,10 @@ impl App {
         let Some(open) = self.transcript.session_mut() else {
             return;
         };
-        if let Some(reply_item) = open.pending.as_ref().map(|p| p.reply_item) {
+        // A reply of this device's coming, or another device's shown coming (the service would
+        // hold this send until that turn ends): the text waits for it.
+        let coming = (open.pending.as_ref().map(|p| p.reply_item)).or_else(|| open.foreign_item());
+        if let Some(reply_item) = coming {
             let session_id = open.id.clone();
             if !self.queue_send(session_id, reply_item) {
                 self.composer

@@ -569,7 +569,10 @@ impl App {
         self.note_draft_edit(&mut out);
         // "A reply is still coming" is over when no reply is, a network error once the
         // service answers again.
-        if self.session().is_none_or(|o| o.pending.is_none()) {
+        if self
+            .session()
+            .is_none_or(|o| o.pending.is_none() && o.foreign_item().is_none())
+        {
             self.composer.lapse(Lapse::ReplyEnded);
         }
         self.send_queued(&mut out);

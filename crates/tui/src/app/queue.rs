@@ -1,6 +1,8 @@
 //! A message sent while the last reply is still coming waits for it: Enter queues what the
 //! composer holds, the composer says so, and when the reply ends whole the composer's text is
-//! sent as if Enter were pressed again. Editing the text, Esc, switching sessions or
+//! sent as if Enter were pressed again. So does one sent while another device's reply is
+//! shown coming in the open session: the service would hold the send until that turn ends,
+//! and this device's reply would come after a reply it was not following. Editing the text, Esc, switching sessions or
 //! stopping the reply takes the queued send back (the text stays, and Enter sends it); a
 //! reply that fails or is cut off sends nothing and says why.
 
@@ -62,7 +64,7 @@ impl App {
         let Some(open) = (self.transcript.session()).filter(|o| o.id == queued.session_id) else {
             return self.unqueue();
         };
-        if open.pending.is_some() {
+        if open.pending.is_some() || open.foreign_item().is_some() {
             return;
         }
         let whole = (open.items.get(queued.reply_item)).is_some_and(|item| {

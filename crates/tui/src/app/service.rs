@@ -769,6 +769,37 @@ mod tests {
     }
 
     #[test]
+    fn a_message_sent_while_another_devices_reply_comes_waits_for_it() {
+        let mut app = following_another_devices_reply();
+        crate::app::tests::type_text(&mut app, "mine");
+        let cmds = app.update(AppEvent::Key(KeyEvent::new(
+            KeyCode::Enter,
+            KeyModifiers::NONE,
+        )));
+        assert!(
+            !cmds.iter().any(|c| matches!(c, Command::Send { .. })),
+            "nothing is sent while the other reply comes: {cmds:?}"
+        );
+        assert!(app.is_queued());
+        // The other reply goes on showing, then ends: the text is sent after it.
+        app.update(foreign_delta(1, "lo"));
+        assert_eq!(app.session().unwrap().content(1), "Hello");
+        let cmds = app.update(foreign_done("Hello", None));
+        assert!(
+            cmds.iter()
+                .any(|c| matches!(c, Command::Send { body, .. } if body.content == "mine")),
+            "{cmds:?}"
+        );
+        let open = app.session().unwrap();
+        assert_eq!(
+            open.items.len(),
+            4,
+            "the question, its reply, mine, my reply"
+        );
+        assert_eq!(open.content(2), "mine");
+    }
+
+    #[test]
     fn ctrl_c_stops_another_devices_reply_shown_here_and_a_second_quits() {
         let mut app = streaming_app();
         let ctrl_c = || AppEvent::Key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));
