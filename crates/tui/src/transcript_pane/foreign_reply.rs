@@ -2,7 +2,8 @@
 //! (which carries every reply of the session): its text shows piece by piece at the end of
 //! the transcript, once the message it answers is shown (read from the stored history), and
 //! its `done` stores it like a reply of this device. The service runs one turn of a session at
-//! a time, so a foreign reply never overlaps a send of this device. Its `ReplyFollower` decides
+//! a time, and a send of this device while a foreign reply is shown waits for it to end
+//! (`app/queue.rs`), so the two do not overlap. Its `ReplyFollower` decides
 //! how it goes as it does for a reply of this device (`convo_client::follow`): an `error` that
 //! leaves the turn open (a replica stopping, a relay lost) or a dropped stream interrupts it
 //! until the stream or the stored history says more; any other `error` fails it, and the
