@@ -31,7 +31,10 @@
 //!   (`convo send --session ID` to a server that started over creates ID anew): the kept
 //!   copy gives the id up and is renamed `ID@DATABASE` with its
 //!   messages, draft and forks ([`free_id`]), so the two databases' sessions are two sessions
-//!   and neither database's messages land in the other's.
+//!   and neither database's messages land in the other's;
+//! - a session of this target that the service says deleted (its account stream's event) is
+//!   named in [`Merged::deleted`] even when another process of this device (`convo delete`)
+//!   marked it deleted first, so that a TUI showing it lets it go.
 
 use std::collections::HashSet;
 
@@ -240,6 +243,8 @@ impl Store {
     pub fn merge_service(&self, said: ServiceSessions<'_>) -> Result<Merged, StoreError> {
         let target = self.target.id().to_string();
         let mut merged = Merged::default();
+        // Rows deleted here now (the file then gives their pages back).
+        let mut newly_deleted = false;
         let mut conn = self.lock();
         let tx = write_tx(&mut conn).map_err(|e| self.err(e))?;
         match said {
@@ -268,6 +273,7 @@ impl Store {
                         continue;
                     }
                     delete_in(&tx, &target, &id).map_err(|e| self.err(e))?;
+                    newly_deleted = true;
                     merged.deleted.push(id);
                 }
                 if !missing.is_empty() {
@@ -282,14 +288,19 @@ impl Store {
             }
             ServiceSessions::Deleted(id) => {
                 let row = known(&tx, id).map_err(|e| self.err(e))?;
-                if row.is_some_and(|k| !k.deleted && (k.target == target || k.guessed)) {
-                    delete_in(&tx, &target, id).map_err(|e| self.err(e))?;
+                if let Some(k) = row.filter(|k| k.target == target || k.guessed) {
+                    if !k.deleted {
+                        delete_in(&tx, &target, id).map_err(|e| self.err(e))?;
+                        newly_deleted = true;
+                    }
+                    // Said deleted even when another process of this device (`convo delete`)
+                    // marked it so first: a TUI beside it may still show it.
                     merged.deleted.push(id.to_string());
                 }
             }
         }
         tx.commit().map_err(|e| self.err(e))?;
-        if !merged.deleted.is_empty() {
+        if newly_deleted {
             checkpoint_after_delete(&conn);
         }
         Ok(merged)
@@ -859,6 +870,12 @@ mod tests {
             .merge_service(ServiceSessions::Deleted("session_OTHERDEVICE00001"))
             .unwrap();
         assert_eq!(one.deleted, ["session_OTHERDEVICE00001"]);
+        // Marked deleted here first by another process of this device (`convo delete` beside
+        // a TUI): still said deleted, for a TUI that shows it.
+        let again = s
+            .merge_service(ServiceSessions::Deleted("session_OTHERDEVICE00001"))
+            .unwrap();
+        assert_eq!(again.deleted, ["session_OTHERDEVICE00001"]);
     }
 
     #[test]
