@@ -503,11 +503,7 @@ impl App {
                     // Another device's reply: its follower decides, as for one of ours.
                     if let Some(end) = open.foreign_error(&ev, message_id) {
                         if end == ForeignEnd::Interrupted {
-                            let text = format!(
-                                "another device's reply is interrupted: {}; what became of it shows once the service can say",
-                                sanitize_owned(&error.message)
-                            );
-                            self.notify(Level::Warn, text);
+                            self.notify(Level::Warn, interrupted("another device's reply", error));
                         }
                         self.foreign_ended(&session_id, end, out);
                         return;
@@ -539,11 +535,7 @@ impl App {
                         ReplyStatus::Interrupted => {
                             open.cut_off_reply();
                             if let StreamEvent::Error { error, .. } = &ev {
-                                let text = format!(
-                                    "the reply is interrupted: {}; what became of it shows once the service can say",
-                                    sanitize_owned(&error.message)
-                                );
-                                self.notify(Level::Warn, text);
+                                self.notify(Level::Warn, interrupted("the reply", error));
                             }
                         }
                         ReplyStatus::Coming | ReplyStatus::Done(_) => {}
@@ -694,4 +686,14 @@ impl App {
             (None, _) => self.notify(Level::Warn, REPLY_NOT_KEPT),
         }
     }
+}
+
+/// The warning for a reply (`whose`) that an `error` leaving its turn open interrupted: the
+/// service's words, and no promise of how it ends (a stopping replica's reply may go on
+/// elsewhere, or have been rolled back with its turn).
+fn interrupted(whose: &str, error: &ErrorBody) -> String {
+    format!(
+        "{whose} is interrupted: {}; what became of it shows once the service can say",
+        sanitize_owned(&error.message)
+    )
 }

@@ -208,10 +208,7 @@ impl App {
         end: ForeignEnd,
         out: &mut Vec<Command>,
     ) {
-        let ForeignEnd::Failed {
-            answers: Some(idx), ..
-        } = end
-        else {
+        let ForeignEnd::Failed { answers: Some(idx) } = end else {
             return;
         };
         if self.mark_not_kept(session_id, idx, out).is_some() {

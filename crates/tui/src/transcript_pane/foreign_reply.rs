@@ -37,7 +37,7 @@ pub enum ForeignEnd {
     /// Failed for good (an `error`, or not kept by the service): its item (if shown) is marked
     /// failed; when the turn was rolled back, `answers` names the message it answered, which
     /// the service no longer holds either.
-    Failed { why: String, answers: Option<usize> },
+    Failed { answers: Option<usize> },
 }
 
 /// What a stream event of an unknown reply asks of the app.
@@ -159,11 +159,11 @@ impl OpenSession {
                     ReplyFailure::NotKept { .. } => "not kept".to_string(),
                 };
                 if let Some(idx) = f.item {
-                    self.set_state(idx, EntryState::Failed(why.clone()));
+                    self.set_state(idx, EntryState::Failed(why));
                 }
                 // The turn rolled back: the message it answered went with it.
                 let answers = f.answers.filter(|_| failure.message_dropped());
-                Some(ForeignEnd::Failed { why, answers })
+                Some(ForeignEnd::Failed { answers })
             }
             ReplyStatus::Coming | ReplyStatus::Done(_) => None,
         }
