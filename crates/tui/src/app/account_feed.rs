@@ -151,6 +151,18 @@ mod tests {
         }
     }
 
+    /// Session A as this device's store and the service's list have it.
+    fn mine() -> SessionSummary {
+        SessionSummary {
+            id: A.into(),
+            title: "mine".into(),
+            title_set: true,
+            last_activity: t0(),
+            tokens: 10,
+            forked_from: None,
+        }
+    }
+
     /// Connected, with A known and open (its session stream not open yet).
     fn app() -> App {
         let mut app = App::new(
@@ -163,14 +175,7 @@ mod tests {
             addr: "127.0.0.1:1".into(),
         }));
         app.update(AppEvent::StoreLoaded {
-            sessions: vec![SessionSummary {
-                id: A.into(),
-                title: "mine".into(),
-                title_set: true,
-                last_activity: t0(),
-                tokens: 10,
-                forked_from: None,
-            }],
+            sessions: vec![mine()],
             last_open: Some(A.into()),
         });
         app
@@ -349,16 +354,8 @@ mod tests {
         // The first hello: the list it brings, once merged, has the open session's history
         // read (`on_sessions_merged`); the hello itself asks nothing more.
         assert_eq!(fetches_of(&app.update(hello(3)), A), 0);
-        let listed = SessionSummary {
-            id: A.into(),
-            title: "mine".into(),
-            title_set: true,
-            last_activity: t0(),
-            tokens: 10,
-            forked_from: None,
-        };
         app.update(AppEvent::SessionsMerged {
-            sessions: vec![listed],
+            sessions: vec![mine()],
             deleted: Vec::new(),
             titles_to_send: Vec::new(),
             archived: None,

@@ -426,51 +426,31 @@ fn a_session_left_mid_reply_is_settled_from_the_history_when_it_opens() {
         Some("r")
     );
 
-    // The service does not have the message (it restarted mid-turn): not sent, offered again.
-    let cmds = loaded(
-        &mut app,
-        vec![kept_msg(
-            Role::User,
-            "tell me",
-            None,
-            MessageStatus::Complete,
-        )],
-    );
-    assert!(!cmds.is_empty());
-    let cmds = app.update(history(vec![]));
-    assert_eq!(
-        open(&app).items[0].state,
-        EntryState::Failed("not sent".into())
-    );
-    assert!(
-        cmds.iter()
-            .any(|c| matches!(c, Command::Persist(StoreOp::MarkUnsent { .. })))
-    );
-    assert_eq!(app.composer_text(), "tell me");
-
-    // The same for a message read from the service's history (it has an id): sent from another
-    // device, whose reply this TUI did not see end. Marked not sent, not offered here.
-    app.update(ctrl('u'));
-    let cmds = loaded(
-        &mut app,
-        vec![kept_msg(
-            Role::User,
-            "from the laptop",
-            Some("u2"),
-            MessageStatus::Complete,
-        )],
-    );
-    assert!(!cmds.is_empty());
-    let cmds = app.update(history(vec![]));
-    assert_eq!(
-        open(&app).items[0].state,
-        EntryState::Failed("not sent".into())
-    );
-    assert!(
-        cmds.iter()
-            .any(|c| matches!(c, Command::Persist(StoreOp::MarkUnsent { .. })))
-    );
-    assert_eq!(app.composer_text(), "");
+    // The service does not have the last message (it restarted mid-turn): marked not sent.
+    // One this TUI sent (stored without a service id) is offered again; one read from the
+    // service's history (with an id: sent from another device, whose reply this TUI did not
+    // see end) is not offered here.
+    for (text, id, offered) in [
+        ("tell me", None, "tell me"),
+        ("from the laptop", Some("u2"), ""),
+    ] {
+        app.update(ctrl('u'));
+        let cmds = loaded(
+            &mut app,
+            vec![kept_msg(Role::User, text, id, MessageStatus::Complete)],
+        );
+        assert!(!cmds.is_empty());
+        let cmds = app.update(history(vec![]));
+        assert_eq!(
+            open(&app).items[0].state,
+            EntryState::Failed("not sent".into())
+        );
+        assert!(
+            cmds.iter()
+                .any(|c| matches!(c, Command::Persist(StoreOp::MarkUnsent { .. })))
+        );
+        assert_eq!(app.composer_text(), offered);
+    }
     assert!(
         app.notice
             .as_ref()
