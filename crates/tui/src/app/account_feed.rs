@@ -72,8 +72,7 @@ impl App {
         let behind = self.transcript.session().is_some_and(|open| {
             open.id == session_id
                 && open.loaded
-                && open.pending.is_none()
-                && open.cut_off.is_none()
+                && !open.own_send_in_flight()
                 && open.foreign.is_none()
                 && messages as usize > open.kept_items().count()
         });

@@ -97,8 +97,7 @@ impl App {
         if first
             && let Some(open) = self.transcript.session()
             && open.loaded
-            && open.pending.is_none()
-            && open.cut_off.is_none()
+            && !open.own_send_in_flight()
             && !self.is_unsent(&open.id)
         {
             out.push(Command::FetchHistory {
@@ -195,7 +194,7 @@ impl App {
         let Some(open) = self.transcript.session_mut_if(session_id) else {
             return;
         };
-        if !open.loaded || open.pending.is_some() || open.cut_off.is_some() {
+        if !open.loaded || open.own_send_in_flight() {
             return;
         }
         let shown: Vec<(Role, &str)> = open

@@ -72,7 +72,7 @@ impl App {
         let Some(open) = self.transcript.session_mut_if(session_id) else {
             return;
         };
-        if open.pending.is_some() || open.cut_off.is_some() {
+        if open.own_send_in_flight() {
             // A send of this run is in flight: its own events settle it.
             return;
         }

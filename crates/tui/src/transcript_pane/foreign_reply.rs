@@ -58,7 +58,7 @@ impl OpenSession {
         else {
             return ForeignStep::Nothing;
         };
-        if self.pending.is_some() || self.cut_off.is_some() {
+        if self.own_send_in_flight() {
             return ForeignStep::Nothing;
         }
         let mut step = ForeignStep::Nothing;

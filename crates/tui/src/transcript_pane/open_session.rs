@@ -104,6 +104,13 @@ impl OpenSession {
         self.kept_items().map(|i| self.items[i].tokens).sum()
     }
 
+    /// A send of this device not settled yet: its answer or reply still coming (`pending`),
+    /// or its reply lost by the stream (`cut_off`). Its own events settle it; what the
+    /// service's history says waits until they have.
+    pub fn own_send_in_flight(&self) -> bool {
+        self.pending.is_some() || self.cut_off.is_some()
+    }
+
     /// The items showing messages the service holds, as far as this client knows, in order:
     /// all but those failed (not sent, not kept, a reply that failed) and another device's
     /// reply still coming (the service stores it when it ends).
