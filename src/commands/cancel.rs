@@ -171,7 +171,8 @@ async fn next_reply(updates: &mut tokio::sync::mpsc::Receiver<StreamUpdate>) -> 
 fn reply_of(update: StreamUpdate) -> Option<String> {
     match update {
         Update::Event(
-            StreamEvent::Snapshot { message_id, .. }
+            StreamEvent::Started { message_id, .. }
+            | StreamEvent::Snapshot { message_id, .. }
             | StreamEvent::Progress { message_id, .. }
             | StreamEvent::Delta { message_id, .. }
             | StreamEvent::Error { message_id, .. },

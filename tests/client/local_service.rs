@@ -265,6 +265,9 @@ async fn a_reply_streams_over_the_websocket() {
             {
                 break message;
             }
+            // The reply begins with its start, naming the key it was sent with.
+            StreamUpdate::Event(StreamEvent::Started { message_id, .. })
+                if message_id == sent.message.message_id => {}
             other => panic!("unexpected {other:?}"),
         }
     };

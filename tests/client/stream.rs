@@ -148,6 +148,7 @@ async fn events_arrive_typed_and_the_follower_drops_duplicates_across_reconnects
             StreamEvent::Done { message } => format!("done:{}", message.content),
             StreamEvent::Error { .. } => "error".into(),
             StreamEvent::Progress { .. } => "progress".into(),
+            StreamEvent::Started { .. } => "started".into(),
         })
         .collect();
     assert_eq!(

@@ -215,9 +215,21 @@ pub async fn next_json<T: serde::de::DeserializeOwned>(ws: &mut Ws) -> T {
     }
 }
 
-/// The next session stream event (pings skipped).
-pub async fn next_event(ws: &mut Ws) -> StreamEvent {
+/// The next session stream event (pings skipped), `started` events too.
+pub async fn next_event_or_start(ws: &mut Ws) -> StreamEvent {
     next_json(ws).await
+}
+
+/// The next session stream event but a `started` (pings skipped): the tests of what a reply
+/// carries read past the event that begins it; those of `started` itself read it with
+/// [`next_event_or_start`].
+pub async fn next_event(ws: &mut Ws) -> StreamEvent {
+    loop {
+        match next_json(ws).await {
+            StreamEvent::Started { .. } => continue,
+            event => return event,
+        }
+    }
 }
 
 /// Reads events until the `done` or `error` of `message_id`; returns everything read.

@@ -5,7 +5,9 @@ use convo_service::{ServiceConfig, generate_api_key};
 use reqwest::StatusCode;
 use serde_json::json;
 
-use super::common::{Ws, close, next_event, session, start_default, start_with, until_end};
+use super::common::{
+    Ws, close, next_event, next_event_or_start, session, start_default, start_with, until_end,
+};
 use super::upstream::{Upstream, chunk, finish};
 
 /// Checks that `events` are gap-free deltas of `id` from `first_seq`, then its `done`;
@@ -303,4 +305,88 @@ async fn a_reply_sent_the_moment_the_stream_opens_reaches_it() {
         );
         close(ws).await;
     }
+}
+
+/// Two senders of one session: the second POST is held while the first one's turn runs, and
+/// its sender's stream carries the first reply meanwhile. Each reply begins with a `started`
+/// event naming the `Idempotency-Key` of the POST that started it, before any other event of
+/// that reply, so each sender knows its own reply before its 202 names it.
+#[tokio::test]
+async fn a_second_senders_stream_names_the_first_senders_key() {
+    let svc = start_with(ServiceConfig::ephemeral(5)).await;
+    let sid = session();
+    let mut ws = svc.ws(&sid).await;
+    let post = |key: &'static str, text: &'static str| {
+        svc.http
+            .post(svc.url(&format!("/v1/sessions/{sid}/messages")))
+            .bearer_auth(&svc.key)
+            .header("Idempotency-Key", key)
+            .json(&json!({"content": text, "stream": true}))
+            .send()
+    };
+    let first = post("key-of-the-laptop", "from the laptop").await.unwrap();
+    assert_eq!(first.status(), StatusCode::ACCEPTED);
+    let first: serde_json::Value = first.json().await.unwrap();
+    let first_id = first["messageId"].as_str().unwrap().to_string();
+    // Sent while the first turn runs: answered once it ends.
+    let second = tokio::spawn(post("key-of-the-phone", "from the phone"));
+    let mut events = Vec::new();
+    let mut started = Vec::new();
+    let mut ended = 0;
+    while ended < 2 {
+        let event = tokio::time::timeout(
+            std::time::Duration::from_secs(30),
+            next_event_or_start(&mut ws),
+        )
+        .await
+        .expect("the replies end");
+        match &event {
+            StreamEvent::Started {
+                message_id,
+                idempotency_key,
+                ..
+            } => started.push((message_id.clone(), idempotency_key.clone())),
+            StreamEvent::Done { .. } | StreamEvent::Error { .. } => ended += 1,
+            _ => {}
+        }
+        events.push(event);
+    }
+    let second: serde_json::Value = second.await.unwrap().unwrap().json().await.unwrap();
+    let second_id = second["messageId"].as_str().unwrap().to_string();
+    assert_eq!(
+        started,
+        [
+            (first_id.clone(), Some("key-of-the-laptop".to_string())),
+            (second_id.clone(), Some("key-of-the-phone".to_string())),
+        ]
+    );
+    // Each reply's `started` comes before any other event of it.
+    for id in [&first_id, &second_id] {
+        let first_of = events
+            .iter()
+            .position(|e| convo_service::stream::event_message_id(e) == id.as_str())
+            .unwrap();
+        assert!(
+            matches!(&events[first_of], StreamEvent::Started { .. }),
+            "{:?}",
+            events[first_of]
+        );
+    }
+    // A send without a key: its reply's `started` names none.
+    let (status, plain) = svc
+        .post(&sid, json!({"content": "no key", "stream": true}))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    match next_event_or_start(&mut ws).await {
+        StreamEvent::Started {
+            message_id,
+            idempotency_key,
+            ..
+        } => {
+            assert_eq!(message_id, plain["messageId"].as_str().unwrap());
+            assert_eq!(idempotency_key, None);
+        }
+        other => panic!("expected its start, got {other:?}"),
+    }
+    close(ws).await;
 }

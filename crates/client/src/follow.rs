@@ -152,7 +152,13 @@ impl Step {
 pub struct ReplyFollower {
     sent_role: Role,
     sent_text: String,
+    /// The `Idempotency-Key` the message was sent with, when known: a `started` event
+    /// naming another key (or none) is another send's reply.
+    key: Option<String>,
     reply_id: Option<String>,
+    /// Replies that `started` events showed to be other sends' while this one's id was not
+    /// known: never taken as this reply.
+    others: Vec<String>,
     text: String,
     /// The next delta `seq` expected; lower ones are duplicates.
     next_seq: u64,
@@ -173,7 +179,9 @@ impl ReplyFollower {
         ReplyFollower {
             sent_role,
             sent_text: sent_text.into(),
+            key: None,
             reply_id: None,
+            others: Vec::new(),
             text: String::new(),
             next_seq: 0,
             status: ReplyStatus::Coming,
@@ -182,6 +190,14 @@ impl ReplyFollower {
             looked_once: false,
             progress: None,
         }
+    }
+
+    /// The message was sent with this `Idempotency-Key`: the session's `started` events tell
+    /// this reply from another send's (another device's, or a command's) before the POST's
+    /// answer names it. Without it, the first reply of unknown id is taken as this one.
+    pub fn sent_with_key(mut self, key: impl Into<String>) -> Self {
+        self.key = Some(key.into());
+        self
     }
 
     /// Another device's reply, followed from its first event on the session's stream: the
@@ -258,11 +274,13 @@ impl ReplyFollower {
         Step::NOTHING
     }
 
-    /// Whether `message_id` is this reply's; an unknown id is taken as this reply's while
-    /// its id is not known yet (deltas can beat the POST's answer).
-    fn is_mine(&mut self, message_id: &str) -> bool {
+    /// Whether `message_id` is this reply's; while its id is not known yet (deltas can beat
+    /// the POST's answer), an id is taken as this reply's unless a `started` event showed it
+    /// to be another send's.
+    pub fn claims(&mut self, message_id: &str) -> bool {
         match &self.reply_id {
             Some(id) => id == message_id,
+            None if self.others.iter().any(|o| o == message_id) => false,
             None => {
                 self.reply_id = Some(message_id.to_string());
                 true
@@ -270,16 +288,44 @@ impl ReplyFollower {
         }
     }
 
+    /// A `started` event: whether the reply it names is this one. With the key of this send
+    /// known, only an event naming that key is; another key, or none (a send without one),
+    /// is another send's reply, remembered as such. Without the key, the old rule: the first
+    /// reply of unknown id is this one.
+    fn started(&mut self, message_id: &str, key: Option<&str>) -> bool {
+        if self.reply_id.is_some() {
+            return self.claims(message_id);
+        }
+        match &self.key {
+            Some(mine) if key != Some(mine.as_str()) => {
+                // Enough for the replies of other sends one send can meet before its own.
+                const REMEMBERED: usize = 16;
+                if !self.others.iter().any(|o| o == message_id) {
+                    if self.others.len() == REMEMBERED {
+                        self.others.remove(0);
+                    }
+                    self.others.push(message_id.to_string());
+                }
+                false
+            }
+            _ => self.claims(message_id),
+        }
+    }
+
     /// Whether an event is about this reply (without adopting an unknown id).
     pub fn concerns(&self, event: &StreamEvent) -> bool {
         let id = match event {
-            StreamEvent::Delta { message_id, .. }
+            StreamEvent::Started { message_id, .. }
+            | StreamEvent::Delta { message_id, .. }
             | StreamEvent::Snapshot { message_id, .. }
             | StreamEvent::Error { message_id, .. }
             | StreamEvent::Progress { message_id, .. } => message_id,
             StreamEvent::Done { message } => &message.message_id,
         };
-        self.reply_id.as_deref().is_none_or(|mine| mine == id)
+        match self.reply_id.as_deref() {
+            Some(mine) => mine == id,
+            None => !self.others.iter().any(|o| o == id),
+        }
     }
 
     /// An event of the session's stream. Events of other replies change nothing.
@@ -288,13 +334,23 @@ impl ReplyFollower {
             return Step::NOTHING;
         }
         match event {
+            StreamEvent::Started {
+                message_id,
+                idempotency_key,
+                ..
+            } => {
+                if self.started(message_id, idempotency_key.as_deref()) {
+                    self.heard_since_connect = true;
+                }
+                Step::NOTHING
+            }
             StreamEvent::Delta {
                 message_id,
                 seq,
                 content,
                 ..
             } => {
-                if !self.is_mine(message_id) {
+                if !self.claims(message_id) {
                     return Step::NOTHING;
                 }
                 if *seq < self.next_seq {
@@ -316,7 +372,7 @@ impl ReplyFollower {
                 content,
                 ..
             } => {
-                if !self.is_mine(message_id) {
+                if !self.claims(message_id) {
                     return Step::NOTHING;
                 }
                 // A snapshot folding fewer deltas than were seen is stale.
@@ -330,7 +386,7 @@ impl ReplyFollower {
                 Step::changed(Change::Replaced)
             }
             StreamEvent::Done { message } => {
-                if !self.is_mine(&message.message_id) {
+                if !self.claims(&message.message_id) {
                     return Step::NOTHING;
                 }
                 self.finish(message.clone())
@@ -341,7 +397,7 @@ impl ReplyFollower {
                 prompt_total,
                 ..
             } => {
-                if !self.is_mine(message_id) {
+                if !self.claims(message_id) {
                     return Step::NOTHING;
                 }
                 self.heard_since_connect = true;
@@ -351,7 +407,7 @@ impl ReplyFollower {
             StreamEvent::Error {
                 message_id, error, ..
             } => {
-                if !self.is_mine(message_id) {
+                if !self.claims(message_id) {
                     return Step::NOTHING;
                 }
                 if leaves_turn_open(&error.code) {
@@ -471,6 +527,68 @@ mod tests {
             seq,
             content: content.into(),
         }
+    }
+
+    fn started(id: &str, key: Option<&str>) -> StreamEvent {
+        StreamEvent::Started {
+            session_id: "s".into(),
+            message_id: id.into(),
+            idempotency_key: key.map(Into::into),
+        }
+    }
+
+    fn done_of(id: &str, content: &str) -> StreamEvent {
+        StreamEvent::Done {
+            message: message(id, Role::Assistant, content),
+        }
+    }
+
+    /// Another device sends first and its reply starts while this send waits for the POST's
+    /// answer (the service holds it until the session's turn ends): its events are not this
+    /// reply's, whichever kind comes first, and this reply is taken up from its own `started`.
+    #[test]
+    fn a_reply_started_by_another_send_is_not_taken_for_this_one() {
+        let mut f = ReplyFollower::new(Role::User, "mine").sent_with_key("key-mine");
+        f.event(&started("theirs", Some("key-theirs")));
+        assert_eq!(f.reply_id(), None);
+        assert!(!f.concerns(&delta("theirs", 0, "x")));
+        for event in [
+            delta("theirs", 0, "Not "),
+            snapshot("theirs", 1, "Not "),
+            StreamEvent::Progress {
+                session_id: "s".into(),
+                message_id: "theirs".into(),
+                prompt_tokens: 1,
+                prompt_total: 2,
+            },
+            done_of("theirs", "Not yours"),
+        ] {
+            assert_eq!(f.event(&event), Step::NOTHING);
+        }
+        assert_eq!(f.text(), "");
+        assert_eq!(f.status(), &ReplyStatus::Coming);
+        // A send without a key (a script's curl) is another's too, with this key known.
+        f.event(&started("keyless", None));
+        assert!(!f.concerns(&delta("keyless", 0, "x")));
+        f.event(&started("ours", Some("key-mine")));
+        assert_eq!(f.reply_id(), Some("ours"));
+        f.event(&delta("ours", 0, "Yes"));
+        f.event(&done_of("ours", "Yes"));
+        assert_eq!(f.text(), "Yes");
+        assert!(matches!(f.status(), ReplyStatus::Done(m) if m.message_id == "ours"));
+    }
+
+    /// Without the key (or from a server that sends no `started`), the first reply of unknown
+    /// id is taken as this one, as before.
+    #[test]
+    fn without_a_key_the_first_unknown_reply_is_taken() {
+        let mut f = ReplyFollower::new(Role::User, "hi");
+        f.event(&started("r", Some("whatever")));
+        assert_eq!(f.reply_id(), Some("r"));
+        let mut g = ReplyFollower::new(Role::User, "hi").sent_with_key("k");
+        g.event(&delta("r", 0, "Hi"));
+        assert_eq!(g.reply_id(), Some("r"));
+        assert_eq!(g.text(), "Hi");
     }
 
     #[test]

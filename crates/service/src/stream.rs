@@ -42,6 +42,8 @@ use convo_wire::stream_errors::RELAY_UNAVAILABLE;
 
 struct InFlight {
     message_id: String,
+    /// The `Idempotency-Key` of the POST that started it, told in its `started` event.
+    key: Option<String>,
     /// Deltas published so far (= the next delta's seq).
     seq: u64,
     content: String,
@@ -63,6 +65,14 @@ struct InFlight {
 impl InFlight {
     fn here(&self) -> bool {
         self.owner.is_none()
+    }
+
+    fn started(&self, session_id: &str) -> StreamEvent {
+        StreamEvent::Started {
+            session_id: session_id.to_string(),
+            message_id: self.message_id.clone(),
+            idempotency_key: self.key.clone(),
+        }
     }
 
     fn snapshot(&self, session_id: &str) -> StreamEvent {
@@ -152,8 +162,8 @@ impl SessionChannel {
     }
 }
 
-/// What a new listener gets: snapshots of the replies in flight, and the receiver of every
-/// event after them.
+/// What a new listener gets: the `started` event and a snapshot of each reply in flight, and
+/// the receiver of every event after them.
 pub struct Subscription {
     pub snapshots: Vec<StreamEvent>,
     pub events: broadcast::Receiver<StreamEvent>,
@@ -164,8 +174,14 @@ pub struct Subscription {
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "k", rename_all = "snake_case")]
 pub enum Relayed {
-    /// A reply of a watched session starts on the sender.
-    Begin { s: String, m: String },
+    /// A reply of a watched session starts on the sender; `i` is the `Idempotency-Key` of
+    /// the POST that started it (absent when it had none, and from older builds).
+    Begin {
+        s: String,
+        m: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        i: Option<String>,
+    },
     /// Its next piece, `q` its seq.
     Delta {
         s: String,
@@ -467,16 +483,23 @@ impl StreamHub {
         Some(rx)
     }
 
-    /// A reply starts: listeners connecting from now on get a snapshot of it. The receiver
-    /// turns true when someone asks to stop it (`cancel`, here or from another replica).
-    pub fn begin(&self, session_id: &str, message_id: &str) -> watch::Receiver<bool> {
+    /// A reply starts, sent with the idempotency key `key`: the listeners get its `started`
+    /// event, and those connecting from now on a snapshot of it. The receiver turns true when
+    /// someone asks to stop it (`cancel`, here or from another replica).
+    pub fn begin(
+        &self,
+        session_id: &str,
+        message_id: &str,
+        key: Option<&str>,
+    ) -> watch::Receiver<bool> {
         let (cancel, cancelled) = watch::channel(false);
         self.with_sessions(|s| {
             let channel = s
                 .entry(session_id.to_string())
                 .or_insert_with(SessionChannel::new);
-            channel.in_flight.push(InFlight {
+            let flight = InFlight {
                 message_id: message_id.to_string(),
+                key: key.map(str::to_string),
                 seq: 0,
                 content: String::new(),
                 owner: None,
@@ -485,11 +508,14 @@ impl StreamHub {
                 progress: None,
                 cancel: Some(cancel),
                 generated: false,
-            });
+            };
+            channel.send(flight.started(session_id));
+            channel.in_flight.push(flight);
             if !channel.watchers.is_empty() {
                 self.publish(Relayed::Begin {
                     s: session_id.to_string(),
                     m: message_id.to_string(),
+                    i: key.map(str::to_string),
                 });
             }
         });
@@ -655,13 +681,14 @@ impl StreamHub {
             self.apply_admin(sender, &Relayed::Hello);
         }
         self.with_sessions(|map| match message {
-            Relayed::Begin { s, m } => {
+            Relayed::Begin { s, m, i } => {
                 if let Some(channel) = map.get_mut(&s).filter(|c| c.listened())
                     && channel.flight(&m).is_none()
                     && !channel.ended(&m)
                 {
-                    channel.in_flight.push(InFlight {
+                    let flight = InFlight {
                         message_id: m,
+                        key: i,
                         seq: 0,
                         content: String::new(),
                         owner: Some(sender.to_string()),
@@ -670,7 +697,9 @@ impl StreamHub {
                         progress: None,
                         cancel: None,
                         generated: false,
-                    });
+                    };
+                    channel.send(flight.started(&s));
+                    channel.in_flight.push(flight);
                 }
             }
             Relayed::Delta { s, m, q, c } => {
@@ -725,6 +754,7 @@ impl StreamHub {
                     self.publish(Relayed::Begin {
                         s: s.clone(),
                         m: flight.message_id.clone(),
+                        i: flight.key.clone(),
                     });
                     let mut start = 0;
                     for (q, &end) in flight.pieces.iter().enumerate() {
@@ -790,6 +820,7 @@ impl StreamHub {
             }
             let mut snapshots = Vec::new();
             for f in &channel.in_flight {
+                snapshots.push(f.started(session_id));
                 snapshots.push(f.snapshot(session_id));
                 snapshots.extend(f.progress_event(session_id));
                 if f.stale {
@@ -1117,7 +1148,8 @@ fn end(
 /// The message id an event is about.
 pub fn event_message_id(event: &StreamEvent) -> &str {
     match event {
-        StreamEvent::Delta { message_id, .. }
+        StreamEvent::Started { message_id, .. }
+        | StreamEvent::Delta { message_id, .. }
         | StreamEvent::Error { message_id, .. }
         | StreamEvent::Snapshot { message_id, .. }
         | StreamEvent::Progress { message_id, .. } => message_id,
@@ -1132,7 +1164,7 @@ mod tests {
     #[test]
     fn progress_reaches_listeners_and_late_subscribers_until_text_comes() {
         let hub = StreamHub::default();
-        let _cancel = hub.begin("s", "m");
+        let _cancel = hub.begin("s", "m", None);
         let mut early = hub.subscribe("s");
         hub.progress("s", "m", 512, 1100);
         assert_eq!(
@@ -1145,29 +1177,29 @@ mod tests {
             }
         );
         let late = hub.subscribe("s");
-        assert_eq!(late.snapshots.len(), 2);
+        assert_eq!(late.snapshots.len(), 3);
         assert!(matches!(
-            late.snapshots[1],
+            late.snapshots[2],
             StreamEvent::Progress {
                 prompt_tokens: 512,
                 ..
             }
         ));
         hub.delta("s", "m", "Hi");
-        // Once text came, progress is over: a new listener gets the snapshot alone.
-        assert_eq!(hub.subscribe("s").snapshots.len(), 1);
+        // Once text came, progress is over: a new listener gets the start and snapshot alone.
+        assert_eq!(hub.subscribe("s").snapshots.len(), 2);
     }
 
     #[test]
     fn a_cancel_after_the_engine_finished_finds_the_reply_ended() {
         let hub = StreamHub::default();
-        let cancelled = hub.begin("s", "m");
+        let cancelled = hub.begin("s", "m", None);
         assert!(!hub.generated("s", "m"), "no cancel came first");
         assert_eq!(hub.cancel("s", "m"), Cancel::Finished);
         assert!(!*cancelled.borrow(), "the turn is not asked to stop");
 
         // A cancel that came before the engine finished is still the turn's to honour.
-        let _cancelled = hub.begin("s", "n");
+        let _cancelled = hub.begin("s", "n", None);
         assert_eq!(hub.cancel("s", "n"), Cancel::Here);
         assert!(hub.generated("s", "n"));
         assert_eq!(hub.cancel("s", "n"), Cancel::Finished);
@@ -1177,7 +1209,7 @@ mod tests {
     #[test]
     fn a_cancel_reaches_the_turn_here_or_is_relayed_to_the_replica_generating_it() {
         let hub = StreamHub::default();
-        let cancelled = hub.begin("s", "m");
+        let cancelled = hub.begin("s", "m", None);
         assert_eq!(hub.cancel("s", "other"), Cancel::Unknown);
         assert!(!*cancelled.borrow());
         assert_eq!(hub.cancel("s", "m"), Cancel::Here);
@@ -1197,6 +1229,7 @@ mod tests {
             Relayed::Begin {
                 s: "s2".into(),
                 m: "r".into(),
+                i: None,
             },
         );
         assert_eq!(follower.cancel("s2", "r"), Cancel::Relayed);
@@ -1206,7 +1239,7 @@ mod tests {
             m: "r".into()
         }));
         let owner = StreamHub::default();
-        let owner_cancelled = owner.begin("s2", "r");
+        let owner_cancelled = owner.begin("s2", "r", None);
         owner.apply(
             "follower",
             Relayed::Cancel {
@@ -1220,18 +1253,25 @@ mod tests {
     #[test]
     fn a_late_subscriber_gets_a_snapshot_then_the_rest() {
         let hub = StreamHub::default();
-        hub.begin("s", "m");
+        hub.begin("s", "m", Some("key-1"));
         assert_eq!(hub.delta("s", "m", "Hello "), 0);
         assert_eq!(hub.delta("s", "m", "big "), 1);
         let mut sub = hub.subscribe("s");
         assert_eq!(
             sub.snapshots,
-            vec![StreamEvent::Snapshot {
-                session_id: "s".into(),
-                message_id: "m".into(),
-                seq: 2,
-                content: "Hello big ".into()
-            }]
+            vec![
+                StreamEvent::Started {
+                    session_id: "s".into(),
+                    message_id: "m".into(),
+                    idempotency_key: Some("key-1".into()),
+                },
+                StreamEvent::Snapshot {
+                    session_id: "s".into(),
+                    message_id: "m".into(),
+                    seq: 2,
+                    content: "Hello big ".into()
+                }
+            ]
         );
         assert_eq!(hub.delta("s", "m", "world"), 2);
         match sub.events.try_recv().unwrap() {
@@ -1254,12 +1294,67 @@ mod tests {
         assert_eq!(hub.active_sessions(), 0);
     }
 
+    /// Every reply a listener hears of begins with its `started`, naming the key of the POST
+    /// that started it: at the turn's start here, and from another replica through the relay.
+    #[test]
+    fn a_reply_begins_with_its_started_event_here_and_relayed() {
+        let hub = StreamHub::default();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        hub.relay_to(tx);
+        let mut sub = hub.subscribe("s");
+        hub.apply("other", Relayed::Watch { s: "s".into() });
+        published(&mut rx);
+        hub.begin("s", "m", Some("key-1"));
+        assert_eq!(
+            sub.events.try_recv().unwrap(),
+            StreamEvent::Started {
+                session_id: "s".into(),
+                message_id: "m".into(),
+                idempotency_key: Some("key-1".into()),
+            }
+        );
+        assert_eq!(
+            published(&mut rx),
+            vec![Relayed::Begin {
+                s: "s".into(),
+                m: "m".into(),
+                i: Some("key-1".into()),
+            }]
+        );
+        hub.apply(
+            "other",
+            Relayed::Begin {
+                s: "s".into(),
+                m: "theirs".into(),
+                i: Some("key-2".into()),
+            },
+        );
+        assert_eq!(
+            sub.events.try_recv().unwrap(),
+            StreamEvent::Started {
+                session_id: "s".into(),
+                message_id: "theirs".into(),
+                idempotency_key: Some("key-2".into()),
+            }
+        );
+        // A begin of an older build's replica (no key) still reads.
+        let old: Relayed = serde_json::from_str(r#"{"k":"begin","s":"s","m":"old"}"#).unwrap();
+        assert_eq!(
+            old,
+            Relayed::Begin {
+                s: "s".into(),
+                m: "old".into(),
+                i: None,
+            }
+        );
+    }
+
     #[test]
     fn a_lagging_listener_is_resynced_with_terminals_and_snapshots() {
         let hub = StreamHub::default();
         let mut sub = hub.subscribe("s");
-        hub.begin("s", "ended");
-        hub.begin("s", "running");
+        hub.begin("s", "ended", None);
+        hub.begin("s", "running", None);
         for i in 0..CHANNEL_CAPACITY + 10 {
             hub.delta("s", "running", &format!("{i} "));
         }
@@ -1282,9 +1377,13 @@ mod tests {
         ));
         let mut open: HashSet<String> = ["ended".to_string(), "running".to_string()].into();
         let mut fresh = hub.resync("s", &mut open);
-        assert_eq!(fresh.snapshots.len(), 2);
+        assert_eq!(fresh.snapshots.len(), 3);
         assert_eq!(fresh.snapshots[0], done);
-        match &fresh.snapshots[1] {
+        assert!(matches!(
+            &fresh.snapshots[1],
+            StreamEvent::Started { message_id, .. } if message_id == "running"
+        ));
+        match &fresh.snapshots[2] {
             StreamEvent::Snapshot {
                 message_id,
                 seq,
@@ -1334,7 +1433,7 @@ mod tests {
         let hub = StreamHub::default();
         let (tx, mut rx) = mpsc::unbounded_channel();
         hub.relay_to(tx);
-        hub.begin("s", "m");
+        hub.begin("s", "m", None);
         hub.delta("s", "m", "one ");
         assert_eq!(published(&mut rx), vec![], "nobody watches");
         hub.apply("b", Relayed::Watch { s: "s".into() });
@@ -1344,7 +1443,8 @@ mod tests {
             vec![
                 Relayed::Begin {
                     s: "s".into(),
-                    m: "m".into()
+                    m: "m".into(),
+                    i: None,
                 },
                 Relayed::Delta {
                     s: "s".into(),
@@ -1383,6 +1483,7 @@ mod tests {
             Relayed::Begin {
                 s: "s".into(),
                 m: "m".into(),
+                i: None,
             },
         );
         hub.apply(
@@ -1394,6 +1495,10 @@ mod tests {
                 c: "one ".into(),
             },
         );
+        assert!(matches!(
+            sub.events.try_recv(),
+            Ok(StreamEvent::Started { .. })
+        ));
         assert!(matches!(
             sub.events.try_recv(),
             Ok(StreamEvent::Delta { seq: 0, .. })
@@ -1408,6 +1513,7 @@ mod tests {
         assert!(matches!(
             &late.snapshots[..],
             [
+                StreamEvent::Started { .. },
                 StreamEvent::Snapshot { seq: 1, .. },
                 StreamEvent::Error { .. }
             ]
@@ -1438,6 +1544,7 @@ mod tests {
             Relayed::Begin {
                 s: "s".into(),
                 m: "m".into(),
+                i: None,
             },
         );
         for (q, c) in ["one ", "two ", "three "].into_iter().enumerate() {
@@ -1486,7 +1593,11 @@ mod tests {
     fn settling_leaves_replies_generated_here_to_end_by_themselves() {
         let hub = StreamHub::default();
         let mut sub = hub.subscribe("s");
-        hub.begin("s", "mine");
+        hub.begin("s", "mine", None);
+        assert!(matches!(
+            sub.events.try_recv(),
+            Ok(StreamEvent::Started { .. })
+        ));
         hub.settle(vec![done("s", "mine", "x")]);
         assert!(sub.events.try_recv().is_err());
         assert_eq!(hub.replies_in_flight("s"), vec![("mine".to_string(), true)]);

@@ -91,7 +91,11 @@ pub(crate) fn spawn(
     guard: OwnedMutexGuard<()>,
 ) -> oneshot::Receiver<TurnOutcome> {
     let (tx, rx) = oneshot::channel();
-    let cancelled = state.hub.begin(&turn.session_id, &turn.reply_id);
+    let cancelled = state.hub.begin(
+        &turn.session_id,
+        &turn.reply_id,
+        turn.idempotency_key.as_deref(),
+    );
     let task_state = state.clone();
     let mut turns = state.turns.lock().unwrap_or_else(|p| p.into_inner());
     while turns.try_join_next().is_some() {}

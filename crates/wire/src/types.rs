@@ -345,6 +345,19 @@ impl ErrorBody {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum StreamEvent {
+    /// Not in the interface: a reply begins. Sent when its turn starts, and on connect (and
+    /// to a listener that lagged) before the `snapshot` of each reply in flight, so a listener
+    /// hears of every reply first through this event. `idempotency_key` is the
+    /// `Idempotency-Key` of the POST that started it (absent when it had none): a client that
+    /// sent a message tells its own reply from another device's before the POST's answer
+    /// names it (clients that do not know the event ignore it).
+    #[serde(rename_all = "camelCase")]
+    Started {
+        session_id: String,
+        message_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        idempotency_key: Option<String>,
+    },
     /// A piece of the reply. `seq` starts at 0 for each message and has no gaps.
     #[serde(rename_all = "camelCase")]
     Delta {
@@ -434,6 +447,36 @@ mod tests {
         assert_eq!(m.finish_reason, Some(FinishReason::Length));
         assert_eq!(serde_json::to_value(&m).unwrap()["finishReason"], "length");
         assert_eq!("stopped".parse::<FinishReason>(), Ok(FinishReason::Stopped));
+    }
+
+    #[test]
+    fn started_events_round_trip_with_or_without_a_key() {
+        let json =
+            r#"{"type":"started","sessionId":"s","messageId":"msg_1","idempotencyKey":"k1"}"#;
+        let ev: StreamEvent = serde_json::from_str(json).unwrap();
+        assert_eq!(
+            ev,
+            StreamEvent::Started {
+                session_id: "s".into(),
+                message_id: "msg_1".into(),
+                idempotency_key: Some("k1".into()),
+            }
+        );
+        assert_eq!(serde_json::to_value(&ev).unwrap()["idempotencyKey"], "k1");
+        let bare: StreamEvent =
+            serde_json::from_str(r#"{"type":"started","sessionId":"s","messageId":"m"}"#).unwrap();
+        assert!(matches!(
+            bare,
+            StreamEvent::Started {
+                idempotency_key: None,
+                ..
+            }
+        ));
+        assert!(
+            !serde_json::to_string(&bare)
+                .unwrap()
+                .contains("idempotencyKey")
+        );
     }
 
     #[test]

@@ -596,7 +596,8 @@ pub async fn send_streaming<F: FnMut(&str)>(
     let mut follower = ReplyFollower::new(
         message.role.unwrap_or(super::types::Role::User),
         message.content.clone(),
-    );
+    )
+    .sent_with_key(idempotency_key);
     let mut printed = String::new();
     // Events queued while the POST was answered are taken after it: the reply's id is known.
     follower.accepted(&sent.message, sent.complete);

@@ -183,7 +183,9 @@ fn stopping_errors(state: &AppState, session_id: &str) -> Vec<StreamEvent> {
 
 fn track(open: &mut HashSet<String>, event: &StreamEvent) {
     match event {
-        StreamEvent::Delta { message_id, .. } | StreamEvent::Snapshot { message_id, .. } => {
+        StreamEvent::Started { message_id, .. }
+        | StreamEvent::Delta { message_id, .. }
+        | StreamEvent::Snapshot { message_id, .. } => {
             open.insert(message_id.clone());
         }
         StreamEvent::Done { .. } | StreamEvent::Error { .. } => {

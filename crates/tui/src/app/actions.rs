@@ -235,6 +235,13 @@ impl App {
         // A reply of this device's coming, or another device's shown coming (the service would
         // hold this send until that turn ends): the text waits for it.
         let coming = (open.pending.as_ref().map(|p| p.reply_item)).or_else(|| open.foreign_item());
+        // A send held behind another send's turn (before that turn's reply shows): this one
+        // would come after it, so it waits too.
+        if coming.is_none() && open.held.is_some() {
+            self.composer
+                .set_send_note(STILL_COMING.to_string(), Lapse::ReplyEnded);
+            return;
+        }
         if let Some(reply_item) = coming {
             let session_id = open.id.clone();
             if !self.queue_send(session_id, reply_item) {
@@ -259,6 +266,8 @@ impl App {
         open.follow = true;
         open.selected = None;
         let stream = open.stream == StreamState::Open;
+        // One key for the send and its retries; the stream's `started` events name it.
+        let idempotency_key = convo_client::api::new_idempotency_key();
         open.pending = Some(PendingSend {
             send_id,
             text: text.clone(),
@@ -269,7 +278,7 @@ impl App {
             streamed: stream,
             reply_done: false,
             started: std::time::Instant::now(),
-            follower: ReplyFollower::new(role, text.clone()),
+            follower: ReplyFollower::new(role, text.clone()).sent_with_key(&idempotency_key),
             cancel_sent: false,
         });
         // The reply's header shows how long it waits once it passes two seconds empty.
@@ -286,7 +295,7 @@ impl App {
             session_id: open.id.clone(),
             send_id,
             body,
-            idempotency_key: format!("{}-{send_id}-{}", open.id, now.timestamp_millis()),
+            idempotency_key,
         });
         self.composer.clear();
         self.composer.set_send_error(None);

@@ -64,7 +64,7 @@ impl App {
         let Some(open) = (self.transcript.session()).filter(|o| o.id == queued.session_id) else {
             return self.unqueue();
         };
-        if open.pending.is_some() || open.foreign_item().is_some() {
+        if open.pending.is_some() || open.held.is_some() || open.foreign_item().is_some() {
             return;
         }
         let whole = (open.items.get(queued.reply_item)).is_some_and(|item| {

@@ -22,6 +22,8 @@ pub(super) const SESSION_GONE: &str =
 const REPLY_NOT_KEPT: &str = "the reply was cut short and the service did not keep it; what arrived is kept, marked interrupted";
 const NO_HISTORY: &str = "the stream dropped mid-reply and this service cannot list past messages: the reply stays as far as it came, marked interrupted";
 const HISTORY_FAILED: &str = "cannot fetch the history to settle a lost reply";
+/// Said when a send of this device waits behind the turn another send started first.
+pub(super) const HELD_BEHIND: &str = "another device's message reached the service first: its reply comes now, and yours is answered after it";
 
 impl App {
     // ---- network results -------------------------------------------------------------------
@@ -116,6 +118,10 @@ impl App {
         let Some(open) = self.transcript.session_mut_if(&session_id) else {
             return;
         };
+        // Held behind another send's turn, which ended before the service answered this one.
+        if open.holds(send_id) {
+            open.release_held();
+        }
         let Some(p) = open.pending.as_mut().filter(|p| p.send_id == send_id) else {
             return;
         };
@@ -315,6 +321,10 @@ impl App {
             );
             return;
         };
+        // A send held behind another send's turn shows again, to fail as any send does.
+        if open.holds(send_id) {
+            open.release_held();
+        }
         let Some(p) = open.pending.take().filter(|p| p.send_id == send_id) else {
             return;
         };
@@ -384,6 +394,9 @@ impl App {
                 for p in open.pending.iter_mut().chain(open.cut_off.iter_mut()) {
                     fetch |= p.follower.stream_connected().next == Next::FetchHistory;
                 }
+                if let Some(held) = open.held.as_mut() {
+                    held.send.follower.stream_connected();
+                }
                 // Another device's reply lost with it: the same, through its follower.
                 if (fetch && open.cut_off.is_some()) || open.foreign_connected() {
                     out.push(Command::FetchHistory { session_id });
@@ -394,11 +407,19 @@ impl App {
                 for p in open.pending.iter_mut().chain(open.cut_off.iter_mut()) {
                     p.follower.stream_lost();
                 }
+                if let Some(held) = open.held.as_mut() {
+                    held.send.follower.stream_lost();
+                }
                 open.cut_off_reply();
                 open.foreign_lost();
             }
             StreamUpdate::Unsupported => open.stream = StreamState::Unsupported,
             StreamUpdate::Event(ev) => match ev {
+                StreamEvent::Started { ref message_id, .. } => {
+                    if self.on_started(&ev, message_id) {
+                        out.push(Command::FetchHistory { session_id });
+                    }
+                }
                 StreamEvent::Delta { ref message_id, .. }
                 | StreamEvent::Snapshot { ref message_id, .. } => {
                     // A reply another device started: followed on its own.
@@ -453,6 +474,13 @@ impl App {
                     }
                 }
                 StreamEvent::Progress { ref message_id, .. } => {
+                    if open
+                        .foreign
+                        .as_ref()
+                        .is_some_and(|f| &f.message_id == message_id)
+                    {
+                        return;
+                    }
                     let Some(p) = open.pending.as_mut() else {
                         return;
                     };
@@ -595,6 +623,52 @@ impl App {
         }
         self.reply_ended();
         self.notify(Level::Error, text);
+    }
+
+    /// A `started` event of the open session's stream, for the reply `message_id`: a reply of
+    /// this device's (known by id, or the one its pending send's follower takes by the
+    /// `Idempotency-Key`) is followed; another send's reply that began while this device's
+    /// send waited for its answer holds that send back behind it (`held_send.rs`); a held
+    /// send's own reply brings it back; any other is another device's reply, followed as such.
+    /// True when the stored history is to be read (the message that reply answers).
+    fn on_started(&mut self, event: &StreamEvent, message_id: &str) -> bool {
+        let Some(open) = self.transcript.session_mut() else {
+            return false;
+        };
+        let own = open
+            .pending
+            .iter_mut()
+            .chain(open.cut_off.iter_mut())
+            .find(|p| p.follower.reply_id() == Some(message_id));
+        if let Some(p) = own {
+            p.follower.event(event);
+            return false;
+        }
+        let mut held_back = false;
+        if let Some(p) = open
+            .pending
+            .as_mut()
+            .filter(|p| p.follower.reply_id().is_none())
+        {
+            p.follower.event(event);
+            if p.follower.reply_id() == Some(message_id) {
+                let idx = p.reply_item;
+                open.items[idx].message_id = Some(message_id.to_string());
+                return false;
+            }
+            held_back = open.hold_pending();
+        } else if let Some(held) = open.held.as_mut() {
+            held.send.follower.event(event);
+            if held.send.follower.reply_id() == Some(message_id) {
+                open.release_held();
+                return false;
+            }
+        }
+        let fetch = open.foreign_event(event) == ForeignStep::FetchHistory;
+        if held_back {
+            self.notify(Level::Info, HELD_BEHIND);
+        }
+        fetch
     }
 
     /// The stored history after a reconnect settles a reply that the stream lost, as its

@@ -798,6 +798,143 @@ mod tests {
         assert_eq!(open.content(2), "mine");
     }
 
+    /// A `started` event of session A's stream.
+    fn started(message_id: &str, key: &str) -> AppEvent {
+        AppEvent::Stream {
+            session_id: A.into(),
+            update: StreamUpdate::Event(StreamEvent::Started {
+                session_id: A.into(),
+                message_id: message_id.into(),
+                idempotency_key: Some(key.into()),
+            }),
+        }
+    }
+
+    /// Enter, and the send it made: its id and `Idempotency-Key`.
+    fn sent(app: &mut App, text: &str) -> (u64, String) {
+        crate::app::tests::type_text(app, text);
+        let cmds = app.update(AppEvent::Key(KeyEvent::new(
+            KeyCode::Enter,
+            KeyModifiers::NONE,
+        )));
+        cmds.into_iter()
+            .find_map(|c| match c {
+                Command::Send {
+                    send_id,
+                    idempotency_key,
+                    ..
+                } => Some((send_id, idempotency_key)),
+                _ => None,
+            })
+            .expect("a send")
+    }
+
+    /// Another device's message reached the service just before this one (its reply began
+    /// while this send waited for its answer, before any of its events arrived here): its
+    /// reply is not taken for this send's (the `started` event names another key), it shows
+    /// after the message it answers, and this send's message and reply come after both, as
+    /// the service stores them. Whichever comes first brings this send back: its own
+    /// `started`, or the POST's answer.
+    #[test]
+    fn a_reply_another_device_started_first_is_not_taken_for_this_sends() {
+        for answer_first in [false, true] {
+            let mut app = streaming_app();
+            let (send_id, key) = sent(&mut app, "mine");
+            assert_eq!(app.session().unwrap().items.len(), 2);
+            let cmds = app.update(started("msg_r", "the-laptops-key"));
+            assert!(cmds.contains(&Command::FetchHistory {
+                session_id: A.into()
+            }));
+            let open = app.session().unwrap();
+            assert!(open.items.is_empty(), "mine steps back behind it");
+            assert!(open.held.is_some());
+            assert_eq!(
+                app.notice().map(|n| n.text.as_str()),
+                Some(super::super::reply::HELD_BEHIND)
+            );
+            app.update(AppEvent::History {
+                session_id: A.into(),
+                fetch: HistoryFetch::Messages(vec![message(
+                    "msg_q",
+                    Role::User,
+                    "from the laptop",
+                )]),
+            });
+            app.update(foreign_delta(0, "Hel"));
+            app.update(foreign_delta(1, "lo"));
+            let cmds = app.update(foreign_done("Hello", None));
+            let open = app.session().unwrap();
+            assert_eq!(open.content(0), "from the laptop");
+            assert_eq!(open.content(1), "Hello");
+            assert_eq!(open.items[1].state, EntryState::Complete);
+            assert!(
+                cmds.iter().any(|c| matches!(c,
+                    Command::Persist(StoreOp::AppendMessage { message, .. })
+                        if message.message_id.as_deref() == Some("msg_r"))),
+                "the other reply is stored as theirs: {cmds:?}"
+            );
+            let accepted = AppEvent::SendAccepted {
+                session_id: A.into(),
+                send_id,
+                reply: message("msg_mine", Role::Assistant, ""),
+                prompt_tokens: 2,
+            };
+            if answer_first {
+                app.update(accepted);
+                app.update(started("msg_mine", &key));
+            } else {
+                app.update(started("msg_mine", &key));
+                assert_eq!(
+                    app.session().unwrap().items[3].message_id.as_deref(),
+                    Some("msg_mine")
+                );
+                app.update(accepted);
+            }
+            app.update(AppEvent::Stream {
+                session_id: A.into(),
+                update: StreamUpdate::Event(StreamEvent::Delta {
+                    session_id: A.into(),
+                    message_id: "msg_mine".into(),
+                    seq: 0,
+                    content: "Yes".into(),
+                }),
+            });
+            app.update(AppEvent::Stream {
+                session_id: A.into(),
+                update: StreamUpdate::Event(StreamEvent::Done {
+                    message: message("msg_mine", Role::Assistant, "Yes"),
+                }),
+            });
+            let open = app.session().unwrap();
+            let shown: Vec<&str> = (0..open.items.len()).map(|i| open.content(i)).collect();
+            assert_eq!(
+                shown,
+                ["from the laptop", "Hello", "mine", "Yes"],
+                "{answer_first}"
+            );
+            assert_eq!(open.items[3].state, EntryState::Complete);
+            assert!(open.pending.is_none() && open.held.is_none());
+        }
+    }
+
+    /// A held send whose POST fails comes back to fail as any send does: its text returns
+    /// to the composer.
+    #[test]
+    fn a_held_send_that_fails_gives_its_text_back() {
+        let mut app = streaming_app();
+        let (send_id, _) = sent(&mut app, "mine");
+        app.update(started("msg_r", "the-laptops-key"));
+        app.update(AppEvent::SendFailed {
+            session_id: A.into(),
+            send_id,
+            failure: convo_client::api::ApiError::Network("connection reset".into()),
+        });
+        let open = app.session().unwrap();
+        assert!(open.held.is_none() && open.pending.is_none());
+        assert!(open.items.is_empty());
+        assert_eq!(app.composer_text(), "mine");
+    }
+
     #[test]
     fn ctrl_c_stops_another_devices_reply_shown_here_and_a_second_quits() {
         let mut app = streaming_app();

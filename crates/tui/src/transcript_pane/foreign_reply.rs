@@ -50,11 +50,12 @@ pub enum ForeignStep {
 }
 
 impl OpenSession {
-    /// A `delta` or `snapshot` of a reply this device did not ask for. Ignored while a send
-    /// of this device is in flight (a reply of its own, not yet named, takes it).
+    /// A `started`, `delta` or `snapshot` of a reply this device did not ask for. Ignored
+    /// while a send of this device is in flight (a reply of its own, not yet named, takes it).
     pub fn foreign_event(&mut self, event: &StreamEvent) -> ForeignStep {
-        let (StreamEvent::Delta { message_id, .. } | StreamEvent::Snapshot { message_id, .. }) =
-            event
+        let (StreamEvent::Started { message_id, .. }
+        | StreamEvent::Delta { message_id, .. }
+        | StreamEvent::Snapshot { message_id, .. }) = event
         else {
             return ForeignStep::Nothing;
         };

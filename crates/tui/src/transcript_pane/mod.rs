@@ -9,6 +9,7 @@
 
 mod foreign_reply;
 mod fork_point;
+mod held_send;
 mod open_session;
 pub mod reply_marks;
 mod search;

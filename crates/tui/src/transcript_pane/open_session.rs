@@ -77,6 +77,9 @@ pub struct OpenSession {
     pub cut_off: Option<PendingSend>,
     /// A reply another device started in this session, followed live (`foreign_reply.rs`).
     pub foreign: Option<super::foreign_reply::ForeignReply>,
+    /// A send of this device waiting behind another send's turn, out of the transcript until
+    /// its own turn starts (`held_send.rs`).
+    pub held: Option<super::held_send::HeldSend>,
     pub stream: StreamState,
 }
 
@@ -94,6 +97,7 @@ impl OpenSession {
             pending: None,
             cut_off: None,
             foreign: None,
+            held: None,
             stream: StreamState::Connecting,
         }
     }
@@ -368,7 +372,9 @@ pub fn header_for(role: Role, at: DateTime<Utc>, tokens: u64) -> String {
 }
 
 /// The transcript item that a stream event for `message_id` belongs to: the item with that
-/// id, or the pending reply whose id is not known yet (deltas can beat the POST response).
+/// id, or the pending reply whose id is not known yet (deltas can beat the POST response)
+/// when its follower takes the id as its own (not a reply that a `started` event showed to be
+/// another send's).
 pub fn reply_slot(open: &mut OpenSession, message_id: &str) -> Option<usize> {
     if let Some(i) = open
         .items
@@ -377,9 +383,9 @@ pub fn reply_slot(open: &mut OpenSession, message_id: &str) -> Option<usize> {
     {
         return Some(i);
     }
-    let p = open.pending.as_ref()?;
+    let p = open.pending.as_mut()?;
     let item = open.items.get_mut(p.reply_item)?;
-    if item.message_id.is_none() {
+    if item.message_id.is_none() && p.follower.claims(message_id) {
         item.message_id = Some(message_id.to_string());
         return Some(p.reply_item);
     }

@@ -553,6 +553,7 @@ mod tests {
             Relayed::Begin {
                 s: "session_a".into(),
                 m: "msg_a".into(),
+                i: Some("key".into()),
             },
             Relayed::Delta {
                 s: "session_a".into(),

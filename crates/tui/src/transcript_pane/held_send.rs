@@ -1,0 +1,73 @@
+//! A send of this device held behind another send's turn: its POST is in flight, but the
+//! session's stream said (a `started` event naming another `Idempotency-Key`) that a reply of
+//! another send began first. The service runs one turn of a session at a time, so it answers
+//! this send once that turn ends, and stores the other exchange before this one. Its message
+//! and reply placeholder leave the end of the transcript meanwhile, so the other device's
+//! message and reply show where the service keeps them; they come back at the end when this
+//! send's own reply starts (its `started`) or its POST is answered, or fails.
+
+use chrono::{DateTime, Utc};
+use convo_client::api::Role;
+
+use super::open_session::{OpenSession, PendingSend};
+use crate::render::transcript::EntryState;
+
+/// The held send, with the time its message was shown at.
+#[derive(Debug)]
+pub struct HeldSend {
+    pub send: PendingSend,
+    at: DateTime<Utc>,
+}
+
+impl OpenSession {
+    /// The pending send steps back behind another send's turn: its two items (the last ones:
+    /// nothing is added after them while it is pending) leave the transcript. False when
+    /// nothing is pending.
+    pub fn hold_pending(&mut self) -> bool {
+        let Some(send) = self.pending.take() else {
+            return false;
+        };
+        let at = self
+            .items
+            .get(send.user_item)
+            .map_or_else(Utc::now, |i| i.created_at);
+        for item in self.items.drain(send.user_item..) {
+            self.transcript.remove(item.entry);
+        }
+        self.held = Some(HeldSend { send, at });
+        true
+    }
+
+    /// The held send's turn is next (or its POST was answered): its message and reply
+    /// placeholder come back at the end of the transcript, and it is the pending send again.
+    pub fn release_held(&mut self) {
+        let Some(HeldSend { mut send, at }) = self.held.take() else {
+            return;
+        };
+        send.user_item = self.push(
+            send.role,
+            send.text.clone(),
+            EntryState::Complete,
+            0,
+            None,
+            at,
+        );
+        send.reply_item = self.push(
+            Role::Assistant,
+            String::new(),
+            EntryState::Streaming,
+            0,
+            send.follower.reply_id().map(str::to_string),
+            at,
+        );
+        self.follow = true;
+        self.pending = Some(send);
+    }
+
+    /// Whether the held send is `send_id`.
+    pub fn holds(&self, send_id: u64) -> bool {
+        self.held
+            .as_ref()
+            .is_some_and(|h| h.send.send_id == send_id)
+    }
+}
