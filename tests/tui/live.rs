@@ -687,3 +687,71 @@ async fn two_devices_through_a_restart(graceful: bool) {
     );
     restarted.shutdown().await;
 }
+
+/// Another device's message reaches the service just before this device's (its reply has
+/// begun, but none of its events has reached this device yet, when Enter is pressed here): the
+/// service holds this send until that turn ends. This device does not take the other reply for
+/// its own (it did: the other reply showed, and was stored, as the answer to this message):
+/// its message steps back, the other exchange shows where the service stores it, and this
+/// message and its own reply come after it, on screen, in the local store and on the service.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_racing_another_devices_turn_comes_after_it_as_on_the_service() {
+    let mut h = start(ServiceConfig::ephemeral(5)).await;
+    let sid = h.rt.app.session().unwrap().id.clone();
+    let laptop = convo_client::api::SendMessage {
+        content: "from the laptop".into(),
+        role: None,
+        stream: Some(true),
+        metadata: None,
+    };
+    // Answered once its turn has started (and its `started` is on its way to this device).
+    let theirs = h
+        .client
+        .post_message(&sid, &laptop, "key-of-the-laptop")
+        .await
+        .unwrap()
+        .message
+        .message_id;
+    // Typed before this device has handled any event of that turn.
+    h.type_text("mine");
+    h.press(KeyCode::Enter);
+    h.until("mine held behind their turn", |app| {
+        app.session()
+            .is_some_and(|o| o.held.is_some() && o.pending.is_none())
+    })
+    .await;
+    h.until("both replies, in the service's order", |app| {
+        let o = app.session().unwrap();
+        o.pending.is_none()
+            && o.held.is_none()
+            && o.items.len() == 4
+            && o.items.iter().all(|i| i.state == EntryState::Complete)
+    })
+    .await;
+    let o = h.rt.app.session().unwrap();
+    let shown: Vec<(Option<String>, String)> = (0..4)
+        .map(|i| (o.items[i].message_id.clone(), o.content(i).to_string()))
+        .collect();
+    assert_eq!(shown[0].1, "from the laptop");
+    assert_eq!(
+        shown[1].0.as_deref(),
+        Some(theirs.as_str()),
+        "their reply answers theirs"
+    );
+    assert_eq!(shown[2].1, "mine");
+    let history = h.client.session_messages(&sid).await.unwrap().unwrap();
+    let stored: Vec<String> = history.iter().map(|m| m.content.clone()).collect();
+    let on_screen: Vec<String> = shown.iter().map(|(_, c)| c.clone()).collect();
+    assert_eq!(on_screen, stored, "the screen shows what the service holds");
+    assert_eq!(history[3].message_id, shown[3].0.clone().unwrap());
+    // The local store kept the same order.
+    h.restart().await;
+    h.until("the session reloaded", |app| {
+        app.session()
+            .is_some_and(|o| o.loaded && o.items.len() == 4)
+    })
+    .await;
+    let o = h.rt.app.session().unwrap();
+    let reloaded: Vec<String> = (0..4).map(|i| o.content(i).to_string()).collect();
+    assert_eq!(reloaded, stored);
+}
