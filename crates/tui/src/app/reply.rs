@@ -23,7 +23,7 @@ const REPLY_NOT_KEPT: &str = "the reply was cut short and the service did not ke
 const NO_HISTORY: &str = "the stream dropped mid-reply and this service cannot list past messages: the reply stays as far as it came, marked interrupted";
 const HISTORY_FAILED: &str = "cannot fetch the history to settle a lost reply";
 /// Said when a send of this device waits behind the turn another send started first.
-pub(super) const HELD_BEHIND: &str = "another device's message reached the service first: its reply comes now, and yours is answered after it";
+pub(super) const HELD_BEHIND: &str = "a message sent elsewhere reached the service first: its reply comes now, and yours is answered after it";
 
 impl App {
     // ---- network results -------------------------------------------------------------------
@@ -416,7 +416,7 @@ impl App {
             StreamUpdate::Unsupported => open.stream = StreamState::Unsupported,
             StreamUpdate::Event(ev) => match ev {
                 StreamEvent::Started { ref message_id, .. } => {
-                    if self.on_started(&ev, message_id) {
+                    if self.on_started(&session_id, &ev, message_id) {
                         out.push(Command::FetchHistory { session_id });
                     }
                 }
@@ -631,8 +631,8 @@ impl App {
     /// send waited for its answer holds that send back behind it (`held_send.rs`); a held
     /// send's own reply brings it back; any other is another device's reply, followed as such.
     /// True when the stored history is to be read (the message that reply answers).
-    fn on_started(&mut self, event: &StreamEvent, message_id: &str) -> bool {
-        let Some(open) = self.transcript.session_mut() else {
+    fn on_started(&mut self, session_id: &str, event: &StreamEvent, message_id: &str) -> bool {
+        let Some(open) = self.transcript.session_mut_if(session_id) else {
             return false;
         };
         let own = open

@@ -537,11 +537,16 @@ mod tests {
 
     /// Piece `seq` of reply `msg_r` of session A, which another device asked for.
     fn foreign_delta(seq: u64, content: &str) -> AppEvent {
+        delta_of("msg_r", seq, content)
+    }
+
+    /// Piece `seq` of reply `message_id` of session A.
+    fn delta_of(message_id: &str, seq: u64, content: &str) -> AppEvent {
         AppEvent::Stream {
             session_id: A.into(),
             update: StreamUpdate::Event(StreamEvent::Delta {
                 session_id: A.into(),
-                message_id: "msg_r".into(),
+                message_id: message_id.into(),
                 seq,
                 content: content.into(),
             }),
@@ -890,15 +895,7 @@ mod tests {
                 );
                 app.update(accepted);
             }
-            app.update(AppEvent::Stream {
-                session_id: A.into(),
-                update: StreamUpdate::Event(StreamEvent::Delta {
-                    session_id: A.into(),
-                    message_id: "msg_mine".into(),
-                    seq: 0,
-                    content: "Yes".into(),
-                }),
-            });
+            app.update(delta_of("msg_mine", 0, "Yes"));
             app.update(AppEvent::Stream {
                 session_id: A.into(),
                 update: StreamUpdate::Event(StreamEvent::Done {
