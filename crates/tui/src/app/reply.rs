@@ -325,7 +325,7 @@ impl App {
         if open.holds(send_id) {
             open.release_held();
         }
-        let Some(p) = open.pending.take().filter(|p| p.send_id == send_id) else {
+        let Some(p) = open.pending.take_if(|p| p.send_id == send_id) else {
             return;
         };
         // Take the two entries out again; the text goes back to the composer.

@@ -932,6 +932,22 @@ mod tests {
         assert_eq!(app.composer_text(), "mine");
     }
 
+    /// The failure of another send (a late answer of one settled already) leaves the pending
+    /// send as it is.
+    #[test]
+    fn a_failure_of_another_send_leaves_the_pending_one() {
+        let mut app = streaming_app();
+        let (send_id, _) = sent(&mut app, "mine");
+        app.update(AppEvent::SendFailed {
+            session_id: A.into(),
+            send_id: send_id + 100,
+            failure: convo_client::api::ApiError::Network("connection reset".into()),
+        });
+        let open = app.session().unwrap();
+        assert_eq!(open.pending.as_ref().map(|p| p.send_id), Some(send_id));
+        assert_eq!(open.items.len(), 2);
+    }
+
     #[test]
     fn ctrl_c_stops_another_devices_reply_shown_here_and_a_second_quits() {
         let mut app = streaming_app();
