@@ -575,6 +575,7 @@ impl App {
         {
             self.composer.lapse(Lapse::ReplyEnded);
         }
+        self.release_answered_held(&mut out);
         self.send_queued(&mut out);
         if self.link == Link::Up {
             self.composer.lapse(Lapse::LinkUp);

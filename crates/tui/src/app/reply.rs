@@ -118,8 +118,14 @@ impl App {
         let Some(open) = self.transcript.session_mut_if(&session_id) else {
             return;
         };
-        // Held behind another send's turn, which ended before the service answered this one.
+        // Held behind another send's turn, which ended before the service answered this one:
+        // it comes back once that turn's reply has ended here too (its `done` may still be on
+        // the way), so that its message is shown and stored after that reply.
         if open.holds(send_id) {
+            if open.foreign.is_some() {
+                open.hold_answer(reply, prompt_tokens);
+                return;
+            }
             open.release_held();
         }
         let Some(p) = open.pending.as_mut().filter(|p| p.send_id == send_id) else {
@@ -660,7 +666,10 @@ impl App {
         } else if let Some(held) = open.held.as_mut() {
             held.send.follower.event(event);
             if held.send.follower.reply_id() == Some(message_id) {
-                open.release_held();
+                // Answered already: `release_answered_held` brings it back with its answer.
+                if held.answer.is_none() {
+                    open.release_held();
+                }
                 return false;
             }
         }
@@ -669,6 +678,18 @@ impl App {
             self.notify(Level::Info, HELD_BEHIND);
         }
         fetch
+    }
+
+    /// After each event: a held send whose POST was answered comes back, with that answer,
+    /// once no other reply is shown coming in its session.
+    pub(super) fn release_answered_held(&mut self, out: &mut Vec<Command>) {
+        let Some(open) = self.transcript.session_mut() else {
+            return;
+        };
+        let session_id = open.id.clone();
+        if let Some((send_id, reply, tokens)) = open.take_due_answer() {
+            self.on_send_accepted(session_id, send_id, reply, tokens, out);
+        }
     }
 
     /// The stored history after a reconnect settles a reply that the stream lost, as its

@@ -842,7 +842,9 @@ mod tests {
     /// `started`, or the POST's answer.
     #[test]
     fn a_reply_another_device_started_first_is_not_taken_for_this_sends() {
-        for answer_first in [false, true] {
+        // When this send's POST is answered: after its own `started`, before it (after the
+        // other reply's `done`), or before the other reply's `done` (two connections).
+        for answer in ["after its start", "before its start", "before their done"] {
             let mut app = streaming_app();
             let (send_id, key) = sent(&mut app, "mine");
             assert_eq!(app.session().unwrap().items.len(), 2);
@@ -857,60 +859,84 @@ mod tests {
                 app.notice().map(|n| n.text.as_str()),
                 Some(super::super::reply::HELD_BEHIND)
             );
-            app.update(AppEvent::History {
-                session_id: A.into(),
-                fetch: HistoryFetch::Messages(vec![message(
-                    "msg_q",
-                    Role::User,
-                    "from the laptop",
-                )]),
-            });
-            app.update(foreign_delta(0, "Hel"));
-            app.update(foreign_delta(1, "lo"));
-            let cmds = app.update(foreign_done("Hello", None));
-            let open = app.session().unwrap();
-            assert_eq!(open.content(0), "from the laptop");
-            assert_eq!(open.content(1), "Hello");
-            assert_eq!(open.items[1].state, EntryState::Complete);
-            assert!(
-                cmds.iter().any(|c| matches!(c,
-                    Command::Persist(StoreOp::AppendMessage { message, .. })
-                        if message.message_id.as_deref() == Some("msg_r"))),
-                "the other reply is stored as theirs: {cmds:?}"
+            // What is stored, in order (the local store keeps messages as appended).
+            let mut stored: Vec<String> = Vec::new();
+            let mut step = |app: &mut App, event: AppEvent| {
+                for c in app.update(event) {
+                    if let Command::Persist(StoreOp::AppendMessage { message, .. }) = c {
+                        stored.retain(|m| *m != message.content);
+                        stored.push(message.content);
+                    }
+                }
+            };
+            step(
+                &mut app,
+                AppEvent::History {
+                    session_id: A.into(),
+                    fetch: HistoryFetch::Messages(vec![message(
+                        "msg_q",
+                        Role::User,
+                        "from the laptop",
+                    )]),
+                },
             );
+            step(&mut app, foreign_delta(0, "Hel"));
+            step(&mut app, foreign_delta(1, "lo"));
             let accepted = AppEvent::SendAccepted {
                 session_id: A.into(),
                 send_id,
                 reply: message("msg_mine", Role::Assistant, ""),
                 prompt_tokens: 2,
             };
-            if answer_first {
-                app.update(accepted);
-                app.update(started("msg_mine", &key));
-            } else {
-                app.update(started("msg_mine", &key));
-                assert_eq!(
-                    app.session().unwrap().items[3].message_id.as_deref(),
-                    Some("msg_mine")
-                );
-                app.update(accepted);
+            if answer == "before their done" {
+                step(&mut app, accepted.clone());
+                assert!(app.session().unwrap().held.is_some(), "after their reply");
             }
-            app.update(delta_of("msg_mine", 0, "Yes"));
-            app.update(AppEvent::Stream {
-                session_id: A.into(),
-                update: StreamUpdate::Event(StreamEvent::Done {
-                    message: message("msg_mine", Role::Assistant, "Yes"),
-                }),
-            });
+            step(&mut app, foreign_done("Hello", None));
+            let open = app.session().unwrap();
+            assert_eq!(open.content(0), "from the laptop");
+            assert_eq!(open.content(1), "Hello");
+            assert_eq!(open.items[1].state, EntryState::Complete);
+            assert_eq!(open.items[1].message_id.as_deref(), Some("msg_r"));
+            match answer {
+                "before its start" => {
+                    step(&mut app, accepted);
+                    step(&mut app, started("msg_mine", &key));
+                }
+                "after its start" => {
+                    step(&mut app, started("msg_mine", &key));
+                    assert_eq!(
+                        app.session().unwrap().items[3].message_id.as_deref(),
+                        Some("msg_mine")
+                    );
+                    step(&mut app, accepted);
+                }
+                _ => step(&mut app, started("msg_mine", &key)),
+            }
+            step(&mut app, delta_of("msg_mine", 0, "Yes"));
+            step(
+                &mut app,
+                AppEvent::Stream {
+                    session_id: A.into(),
+                    update: StreamUpdate::Event(StreamEvent::Done {
+                        message: message("msg_mine", Role::Assistant, "Yes"),
+                    }),
+                },
+            );
             let open = app.session().unwrap();
             let shown: Vec<&str> = (0..open.items.len()).map(|i| open.content(i)).collect();
             assert_eq!(
                 shown,
                 ["from the laptop", "Hello", "mine", "Yes"],
-                "{answer_first}"
+                "{answer}"
             );
             assert_eq!(open.items[3].state, EntryState::Complete);
             assert!(open.pending.is_none() && open.held.is_none());
+            assert_eq!(
+                stored,
+                ["from the laptop", "Hello", "mine", "Yes"],
+                "stored in the service's order ({answer})"
+            );
         }
     }
 

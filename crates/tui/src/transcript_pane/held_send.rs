@@ -7,7 +7,7 @@
 //! send's own reply starts (its `started`) or its POST is answered, or fails.
 
 use chrono::{DateTime, Utc};
-use convo_client::api::Role;
+use convo_client::api::{Message, Role};
 
 use super::open_session::{OpenSession, PendingSend};
 use crate::render::transcript::EntryState;
@@ -17,6 +17,10 @@ use crate::render::transcript::EntryState;
 pub struct HeldSend {
     pub send: PendingSend,
     at: DateTime<Utc>,
+    /// The POST's answer (the reply to come, the message's tokens), when it came while the
+    /// other turn's reply was still shown coming here: the answer and the other reply's `done`
+    /// travel on two connections, and this send's message is stored after that reply.
+    pub answer: Option<(Message, u64)>,
 }
 
 impl OpenSession {
@@ -34,14 +38,18 @@ impl OpenSession {
         for item in self.items.drain(send.user_item..) {
             self.transcript.remove(item.entry);
         }
-        self.held = Some(HeldSend { send, at });
+        self.held = Some(HeldSend {
+            send,
+            at,
+            answer: None,
+        });
         true
     }
 
     /// The held send's turn is next (or its POST was answered): its message and reply
     /// placeholder come back at the end of the transcript, and it is the pending send again.
     pub fn release_held(&mut self) {
-        let Some(HeldSend { mut send, at }) = self.held.take() else {
+        let Some(HeldSend { mut send, at, .. }) = self.held.take() else {
             return;
         };
         send.user_item = self.push(
@@ -62,6 +70,27 @@ impl OpenSession {
         );
         self.follow = true;
         self.pending = Some(send);
+    }
+
+    /// The held send's POST was answered while the other turn's reply is still shown coming:
+    /// the answer waits until that reply ends here (`take_due_answer`).
+    pub fn hold_answer(&mut self, reply: Message, prompt_tokens: u64) {
+        if let Some(held) = self.held.as_mut() {
+            held.answer = Some((reply, prompt_tokens));
+        }
+    }
+
+    /// A held send whose POST was answered, once no other reply is shown coming: released,
+    /// with its send id and the answer, for the app to take as if it came now.
+    pub fn take_due_answer(&mut self) -> Option<(u64, Message, u64)> {
+        if self.foreign.is_some() {
+            return None;
+        }
+        let held = self.held.as_mut()?;
+        let (reply, tokens) = held.answer.take()?;
+        let send_id = held.send.send_id;
+        self.release_held();
+        Some((send_id, reply, tokens))
     }
 
     /// Whether the held send is `send_id`.
