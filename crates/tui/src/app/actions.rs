@@ -254,15 +254,7 @@ impl App {
         out.extend(open.settle_cut_off());
         let send_id = self.next_send_id;
         self.next_send_id += 1;
-        let user_item = open.push(role, text.clone(), EntryState::Complete, 0, None, now);
-        let reply_item = open.push(
-            Role::Assistant,
-            String::new(),
-            EntryState::Streaming,
-            0,
-            None,
-            now,
-        );
+        let (user_item, reply_item) = open.push_exchange(role, text.clone(), now, None);
         open.follow = true;
         open.selected = None;
         let stream = open.stream == StreamState::Open;

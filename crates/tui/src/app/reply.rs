@@ -335,9 +335,7 @@ impl App {
             return;
         };
         // Take the two entries out again; the text goes back to the composer.
-        for item in open.items.drain(p.user_item..) {
-            open.transcript.remove(item.entry);
-        }
+        open.remove_from(p.user_item);
         let mut draft = p.text.clone();
         if !self.composer.is_empty() {
             draft.push('\n');

@@ -7,10 +7,9 @@
 //! send's own reply starts (its `started`) or its POST is answered, or fails.
 
 use chrono::{DateTime, Utc};
-use convo_client::api::{Message, Role};
+use convo_client::api::Message;
 
 use super::open_session::{OpenSession, PendingSend};
-use crate::render::transcript::EntryState;
 
 /// The held send, with the time its message was shown at.
 #[derive(Debug)]
@@ -35,9 +34,7 @@ impl OpenSession {
             .items
             .get(send.user_item)
             .map_or_else(Utc::now, |i| i.created_at);
-        for item in self.items.drain(send.user_item..) {
-            self.transcript.remove(item.entry);
-        }
+        self.remove_from(send.user_item);
         self.held = Some(HeldSend {
             send,
             at,
@@ -52,22 +49,9 @@ impl OpenSession {
         let Some(HeldSend { mut send, at, .. }) = self.held.take() else {
             return;
         };
-        send.user_item = self.push(
-            send.role,
-            send.text.clone(),
-            EntryState::Complete,
-            0,
-            None,
-            at,
-        );
-        send.reply_item = self.push(
-            Role::Assistant,
-            String::new(),
-            EntryState::Streaming,
-            0,
-            send.follower.reply_id().map(str::to_string),
-            at,
-        );
+        let reply_id = send.follower.reply_id().map(str::to_string);
+        (send.user_item, send.reply_item) =
+            self.push_exchange(send.role, send.text.clone(), at, reply_id);
         self.follow = true;
         self.pending = Some(send);
     }

@@ -160,6 +160,34 @@ impl OpenSession {
         self.items.len() - 1
     }
 
+    /// A send's message and the placeholder of its reply (streaming, `reply_id` when known) at
+    /// the end: their items.
+    pub fn push_exchange(
+        &mut self,
+        role: Role,
+        text: String,
+        at: DateTime<Utc>,
+        reply_id: Option<String>,
+    ) -> (usize, usize) {
+        let user_item = self.push(role, text, EntryState::Complete, 0, None, at);
+        let reply_item = self.push(
+            Role::Assistant,
+            String::new(),
+            EntryState::Streaming,
+            0,
+            reply_id,
+            at,
+        );
+        (user_item, reply_item)
+    }
+
+    /// Takes the items from `first` on out of the transcript (a send's message and reply).
+    pub fn remove_from(&mut self, first: usize) {
+        for item in self.items.drain(first..) {
+            self.transcript.remove(item.entry);
+        }
+    }
+
     /// Item `idx` ended as `finish` says: kept, and its header marks it.
     pub fn set_finish(&mut self, idx: usize, finish: Option<FinishReason>) {
         if let Some(item) = self.items.get_mut(idx) {
