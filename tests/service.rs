@@ -25,6 +25,7 @@ mod service {
     mod pg_counters;
     mod pg_deletion;
     mod pg_grants;
+    mod pg_history;
     mod pg_lock_wait;
     mod pg_lost_replica;
     pub mod pg_proxy;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # What one batch costs PostgreSQL, function by function, on an idle database: the three batch
-# functions of a turn (`convo_turn_facts_n`, `convo_turn_write_counted_n`,
+# functions of a turn (`convo_turn_facts_n`, which the replica now calls as `convo_turn_facts_2`
+# with no history held, `convo_turn_write_counted_n`,
 # `convo_turn_complete_n`) called by pgbench with batches of N turns, each batch in a
 # transaction that is rolled back, so that every batch finds the same tables. A private
 # cluster (crates/testpg/pg-cluster.sh, removed at exit) with a fresh server's durability; a

@@ -454,7 +454,7 @@ async fn session_pages(c: &tokio_postgres::Client) -> i64 {
     .get(0)
 }
 
-/// The batch functions keep generic plans (migration 11), made at a connection's first call,
+/// The batch functions keep generic plans (migrations 11 and 15), made at a connection's first call,
 /// and reach `sessions` by an index lookup per turn: planned while the table holds a page of
 /// rows, a turn's start and reply still read a few of its pages once it holds 20,000 (17
 /// here; a statement that scans it reads about 200).
@@ -466,8 +466,15 @@ async fn plans_made_on_a_small_table_still_look_sessions_up_one_by_one() {
         let (accounts, sessions) = (vec![account.id], vec![session]);
         let none: Vec<Option<&str>> = vec![None];
         c.query_one(
-            "SELECT count(*) FROM convo_turn_facts_n($1, $2, $3, 0, $4)",
-            &[&accounts, &sessions, &none, &vec![period_start()]],
+            "SELECT count(*) FROM convo_turn_facts_2($1, $2, $3, 0, $4, $5, $6)",
+            &[
+                &accounts,
+                &sessions,
+                &none,
+                &vec![period_start()],
+                &vec![-1_i64],
+                &vec![0_i64],
+            ],
         )
         .await
         .unwrap();

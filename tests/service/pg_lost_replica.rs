@@ -45,7 +45,7 @@ async fn a_replica_lost_mid_transaction_does_not_keep_its_session_locked() {
                 .query_one(
                     "SELECT count(*) FROM pg_stat_activity
                  WHERE datname = $1 AND state = 'idle in transaction'
-                   AND query LIKE '%convo_turn_facts_n%'",
+                   AND query LIKE '%convo_turn_facts_2%'",
                     &[&db.name],
                 )
                 .await

@@ -1150,6 +1150,117 @@ const MIGRATIONS: &[&str] = &[
     CREATE TABLE database_identity (id TEXT NOT NULL);
     INSERT INTO database_identity (id) VALUES ('db_' || replace(gen_random_uuid()::text, '-', ''));
     "#,
+    // 15: a replica keeps the histories it read (history_cache.rs) and reads only what came
+    // after: `convo_turn_facts_2` is `convo_turn_facts_n` given, per turn, the change count and
+    // the last message (`pk`) of the history the replica holds, and reading only the messages
+    // after that one while the count is the session's; it answers the count and the last
+    // message it knows of. A session's messages are only appended while nothing else changes
+    // them (each send writes under its session's lock, in `pk` order); any other change (a
+    // deletion, an update, a truncation, by whoever runs it) adds one to the session's count in
+    // `message_changes`, so a kept history is never used past one. The table holds a session
+    // id and a number, as the session's tombstone does; a session never changed has no row.
+    // `convo_turn_facts_n` stays for replicas of older builds during an upgrade.
+    r#"
+    CREATE TABLE message_changes (
+        session_id TEXT   PRIMARY KEY,
+        changes    BIGINT NOT NULL
+    );
+
+    CREATE FUNCTION convo_messages_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP = 'TRUNCATE' THEN
+            INSERT INTO message_changes (session_id, changes)
+            SELECT s.id, 1 FROM sessions s ORDER BY s.id COLLATE "C"
+            ON CONFLICT (session_id) DO UPDATE SET changes = message_changes.changes + 1;
+        ELSIF TG_OP = 'UPDATE' THEN
+            INSERT INTO message_changes (session_id, changes)
+            SELECT x.session_id, 1
+            FROM (SELECT r.session_id FROM removed r UNION SELECT a.session_id FROM added a) x
+            ORDER BY x.session_id COLLATE "C"
+            ON CONFLICT (session_id) DO UPDATE SET changes = message_changes.changes + 1;
+        ELSE
+            INSERT INTO message_changes (session_id, changes)
+            SELECT x.session_id, 1 FROM (SELECT DISTINCT r.session_id FROM removed r) x
+            ORDER BY x.session_id COLLATE "C"
+            ON CONFLICT (session_id) DO UPDATE SET changes = message_changes.changes + 1;
+        END IF;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER messages_removed AFTER DELETE ON messages
+        REFERENCING OLD TABLE AS removed
+        FOR EACH STATEMENT EXECUTE FUNCTION convo_messages_changed();
+    CREATE TRIGGER messages_updated AFTER UPDATE ON messages
+        REFERENCING OLD TABLE AS removed NEW TABLE AS added
+        FOR EACH STATEMENT EXECUTE FUNCTION convo_messages_changed();
+    CREATE TRIGGER messages_truncated AFTER TRUNCATE ON messages
+        FOR EACH STATEMENT EXECUTE FUNCTION convo_messages_changed();
+
+    -- convo_turn_facts_n, where each turn also gives the change count (p_changes) and the last
+    -- message (p_after) of the history its replica holds (-1 and 0 for none): of an open
+    -- session whose count is still p_changes, only the messages after p_after are read. Each
+    -- turn's row also answers the session's count and the last message of the history it
+    -- answers with what the replica holds (NULL where no history is read).
+    CREATE FUNCTION convo_turn_facts_2(p_accounts BIGINT[], p_sessions TEXT[],
+        p_keys TEXT[], p_expired BIGINT, p_periods BIGINT[], p_changes BIGINT[], p_after BIGINT[])
+    RETURNS TABLE (n BIGINT, o_owner BIGINT, o_deleted_at BIGINT, o_busy BOOLEAN,
+        o_live_sessions BIGINT, o_roles TEXT[], o_contents TEXT[], o_tokens BIGINT[],
+        o_replay_status INTEGER, o_replay_body TEXT, o_tokens_used BIGINT, o_changes BIGINT,
+        o_last BIGINT)
+    LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+        SET enable_hashjoin = off SET enable_mergejoin = off AS $$
+    DECLARE
+        v_open BIGINT[];
+    BEGIN
+        PERFORM 1 FROM sessions s WHERE s.id = ANY(p_sessions) ORDER BY s.id COLLATE "C" FOR UPDATE;
+        SELECT COALESCE(array_agg(t.i), '{}') INTO v_open
+        FROM unnest(p_accounts, p_sessions) WITH ORDINALITY t(account, session, i)
+        WHERE (SELECT s.account_id = t.account AND s.deleted_at IS NULL
+               FROM sessions s WHERE s.id = t.session) IS TRUE
+          AND NOT EXISTS (SELECT 1 FROM turns u WHERE u.session_id = t.session);
+        FOR i IN 1 .. cardinality(p_sessions) LOOP
+            IF p_keys[i] IS NOT NULL AND i = ANY(v_open) THEN
+                DELETE FROM idempotency_keys k
+                WHERE k.account_id = p_accounts[i] AND k.session_id = p_sessions[i]
+                  AND k.key = p_keys[i] AND k.created_at <= p_expired;
+            END IF;
+        END LOOP;
+        RETURN QUERY
+        SELECT t.i, s.account_id, s.deleted_at,
+               (s.account_id = t.account AND s.deleted_at IS NULL AND t.i <> ALL(v_open)) IS TRUE,
+               a.live_sessions, h.roles, h.contents, h.tokens, k.status, k.body, u.tokens,
+               c.changes, CASE WHEN t.i = ANY(v_open) THEN COALESCE(h.last, c.after) END
+        FROM unnest(p_accounts, p_sessions, p_keys, p_periods, p_changes, p_after)
+             WITH ORDINALITY t(account, session, key, period, held_changes, held_after, i)
+        LEFT JOIN LATERAL (SELECT s.account_id, s.deleted_at FROM sessions s
+                           WHERE s.id = t.session OFFSET 0) s ON true
+        LEFT JOIN LATERAL (SELECT a.live_sessions FROM accounts a
+                           WHERE s.account_id IS NULL AND a.id = t.account OFFSET 0) a ON true
+        LEFT JOIN LATERAL (SELECT x.changes,
+                                  CASE WHEN x.changes = t.held_changes THEN t.held_after ELSE 0 END
+                                      AS after
+                           FROM (SELECT COALESCE((SELECT e.changes FROM message_changes e
+                                                  WHERE e.session_id = t.session), 0) AS changes
+                                 OFFSET 0) x) c ON true
+        LEFT JOIN LATERAL (SELECT array_agg(m.role ORDER BY m.pk) AS roles,
+                                  array_agg(m.content ORDER BY m.pk) AS contents,
+                                  array_agg(m.tokens ORDER BY m.pk) AS tokens,
+                                  max(m.pk) AS last
+                           FROM messages m
+                           WHERE t.i = ANY(v_open) AND m.session_id = t.session
+                             AND m.pk > c.after OFFSET 0) h ON true
+        LEFT JOIN LATERAL (SELECT k.status, k.body FROM idempotency_keys k
+                           WHERE t.i = ANY(v_open) AND k.account_id = t.account
+                             AND k.session_id = t.session AND k.key = t.key OFFSET 0) k ON true
+        LEFT JOIN LATERAL (SELECT (COALESCE((SELECT x.tokens FROM usage_totals x
+                                             WHERE x.account_id = t.account
+                                               AND x.period_start = t.period), 0)
+                                 + COALESCE((SELECT SUM(x.tokens) FROM usage_shards x
+                                             WHERE x.account_id = t.account
+                                               AND x.period_start = t.period), 0))::BIGINT
+                                  AS tokens OFFSET 0) u ON true
+        ORDER BY t.i;
+    END $$;
+    "#,
 ];
 
 /// Takes the advisory lock of `SCHEMA_LOCK` for the rest of `tx`, and lifts `LOCK_WAIT`

@@ -11,6 +11,7 @@
 mod admin;
 mod batch;
 mod counters;
+mod history_cache;
 pub use admin::PoolUse;
 pub use batch::BatchUse;
 pub mod leases;
@@ -101,6 +102,8 @@ pub struct PgStore {
     /// Turns of this replica whose end did not reach the database, rolled back at each
     /// heartbeat until that commits (`leases::EndedTurn`).
     unended: leases::Unended,
+    /// The histories of the sessions whose turns this replica started (history_cache.rs).
+    history: Arc<history_cache::HistoryCache>,
     /// Turn starts and replies that arrive together, written together (batch.rs).
     starts: batch::Batcher<turn_batch::Starts>,
     completions: batch::Batcher<turn_batch::Completions>,
@@ -147,17 +150,20 @@ impl PgStore {
         let replica: Arc<str> = crate::ids::random_alnum(16).into();
         leases::register(&pool, &replica).await?;
         let unended = leases::Unended::default();
+        let history = Arc::new(history_cache::HistoryCache::default());
         let starts = batch::Batcher::start(
             pool.clone(),
             turn_batch::Starts {
                 replica: Arc::clone(&replica),
                 unended: Arc::clone(&unended),
+                history: Arc::clone(&history),
             },
         );
         let completions = batch::Batcher::start(pool.clone(), turn_batch::Completions);
         Ok(PgStore {
             pool,
             replica,
+            history,
             config: Arc::new(config),
             unended,
             starts,

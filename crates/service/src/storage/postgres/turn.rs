@@ -6,10 +6,13 @@
 //! (`answered`), and a reply to store (`Completion`, `stored`). The account's counters are
 //! shard rows (counters.rs), so turns of one account hold no row in common.
 
+use std::sync::Arc;
+
 use deadpool_postgres::{ClientWrapper, Object};
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
+use super::history_cache::{self, Held};
 use super::{role, status_of};
 use crate::error::StoreError;
 use crate::storage::rows::Reply;
@@ -141,20 +144,47 @@ pub(super) fn commit_of(decided: &Admission, t: &TurnStart) -> Commit {
     }
 }
 
-/// What `convo_turn_facts_n` found.
+/// The arguments of `convo_turn_facts_2` that name what the replica holds of each session's
+/// history (`held`, in the order of the sessions): its change count (-1 for none, which no
+/// session has) and its last message (0 for none).
+pub(super) fn held_arguments(held: &[Option<Held>]) -> (Vec<i64>, Vec<i64>) {
+    held.iter()
+        .map(|h| h.as_ref().map_or((-1, 0), |h| (h.changes, h.last)))
+        .unzip()
+}
+
+/// What `convo_turn_facts_2` found.
 struct Found {
     status: SessionStatus,
     busy: bool,
     facts: TurnFacts,
     history: Vec<HistoryEntry>,
+    /// The history to keep for the session's next turn: as read, or as held where nothing
+    /// was read of a live session.
+    read: Option<Held>,
 }
 
-fn found(row: &Row, account_id: i64, t: &TurnStart) -> Result<Found, StoreError> {
+/// The facts of `t` in `row`, where the replica held `held` of the session's history: the
+/// history is what it held followed by the messages read after it when the session's change
+/// count is still the one held (PostgreSQL then read only those), else the messages read.
+fn found(
+    row: &Row,
+    account_id: i64,
+    t: &TurnStart,
+    held: Option<Held>,
+) -> Result<Found, StoreError> {
     let owner: Option<i64> = row.get(0);
     let deleted_at: Option<i64> = row.get(1);
     let status = status_of(owner.map(|o| (o, deleted_at)), account_id);
     let busy: bool = row.get(2);
-    let mut history = Vec::new();
+    let changes: Option<i64> = row.get(10);
+    let last: Option<i64> = row.get(11);
+    let (mut history, unused) = match held {
+        Some(held) if changes == Some(held.changes) && last.is_some() => {
+            (Arc::unwrap_or_clone(held.entries), None)
+        }
+        held => (Vec::new(), held),
+    };
     if let (Some(roles), Some(contents), Some(tokens)) = (
         row.get::<_, Option<Vec<String>>>(4),
         row.get::<_, Option<Vec<String>>>(5),
@@ -168,6 +198,17 @@ fn found(row: &Row, account_id: i64, t: &TurnStart) -> Result<Found, StoreError>
             });
         }
     }
+    let read = match (changes, last) {
+        (Some(changes), Some(last)) if history_cache::worth_keeping(&history) => Some(Held {
+            changes,
+            last,
+            entries: Arc::new(history.clone()),
+        }),
+        (Some(_), Some(_)) => None,
+        // Nothing read (a turn in flight): what was held is as right as it was.
+        _ if status == SessionStatus::Live => unused,
+        _ => None,
+    };
     let session = match status {
         SessionStatus::Gone => SessionFacts::Gone,
         SessionStatus::Unused => SessionFacts::New {
@@ -200,6 +241,7 @@ fn found(row: &Row, account_id: i64, t: &TurnStart) -> Result<Found, StoreError>
         busy,
         facts,
         history,
+        read,
     })
 }
 
@@ -233,7 +275,7 @@ fn live_sessions_bound(facts: &TurnFacts, decided: &Admission) -> u64 {
     lo
 }
 
-/// A turn as its admission decided it, from the row `convo_turn_facts_n` answered.
+/// A turn as its admission decided it, from the row `convo_turn_facts_2` answered.
 pub(super) struct Decided {
     pub(super) admission: Admission,
     /// The bound `convo_turn_write_counted_n` checks (`live_sessions_bound`), as PostgreSQL
@@ -243,25 +285,35 @@ pub(super) struct Decided {
     pub(super) history: Vec<HistoryEntry>,
 }
 
-/// The admission of `t` on `row` (of `convo_turn_facts_n`); `None` while its session has a
-/// turn in flight (on another replica, or left by a dead one): its sender waits and asks again.
-pub(super) fn decide(row: &Row, t: &TurnStart) -> Result<Option<Decided>, StoreError> {
+/// The admission of `t` on `row` (of `convo_turn_facts_2`, where the replica held `held` of
+/// the session's history); `None` while its session has a turn in flight (on another replica,
+/// or left by a dead one): its sender waits and asks again. Beside it, the session's history as
+/// read, to keep for its next turn.
+pub(super) fn decide(
+    row: &Row,
+    t: &TurnStart,
+    held: Option<Held>,
+) -> Result<(Option<Decided>, Option<Held>), StoreError> {
     let Found {
         status,
         busy,
         facts,
         history,
-    } = found(row, t.account.id, t)?;
+        read,
+    } = found(row, t.account.id, t, held)?;
     if busy && status == SessionStatus::Live {
-        return Ok(None);
+        return Ok((None, read));
     }
     let admission = admission::admit(facts.clone());
     let max_live = i64::try_from(live_sessions_bound(&facts, &admission)).unwrap_or(i64::MAX);
-    Ok(Some(Decided {
-        admission,
-        max_live,
-        history,
-    }))
+    Ok((
+        Some(Decided {
+            admission,
+            max_live,
+            history,
+        }),
+        read,
+    ))
 }
 
 /// The status and body of the response a turn's idempotency record remembers at its start (a

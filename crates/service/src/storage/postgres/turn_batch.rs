@@ -5,8 +5,9 @@
 //! accounts and their counters by account), so that two batches do not deadlock. What both
 //! paths share (the two-round-trip transaction, the admission, the commit) is in turn.rs.
 //!
-//! - **Starts**: `convo_turn_facts_n` (with `BEGIN`) reads each turn's facts under its
-//!   session's lock; `convo_core::admission::admit` decides each; `convo_turn_write_counted_n`
+//! - **Starts**: `convo_turn_facts_2` (with `BEGIN`) reads each turn's facts under its
+//!   session's lock (of its history, only what came after the part this replica holds:
+//!   history_cache.rs); `convo_core::admission::admit` decides each; `convo_turn_write_counted_n`
 //!   (with `COMMIT`) counts every request, an account's together (within its shard's
 //!   allowance, or by a refill that counts them all), and writes the admitted ones. An account
 //!   whose request limit is reached is refused in the batch (its turns answered `None`,
@@ -26,9 +27,11 @@ use deadpool_postgres::Object;
 use super::PgStore;
 use super::batch::{Batch, Slot};
 use super::counters::{self, TAKEN, raised};
+use super::history_cache::HistoryCache;
 use super::leases::{EndedTurn, Unended, keep_unended};
 use super::turn::{
-    Commit, Completion, Decided, Pipelined, answered, commit_of, decide, recorded_response, stored,
+    self, Commit, Completion, Decided, Pipelined, answered, commit_of, decide, recorded_response,
+    stored,
 };
 use crate::error::StoreError;
 use crate::storage::interface::TurnAdmission;
@@ -45,6 +48,7 @@ const RACED: &str = "CVR01";
 pub(super) struct Starts {
     pub(super) replica: Arc<str>,
     pub(super) unended: Unended,
+    pub(super) history: Arc<HistoryCache>,
 }
 
 impl Batch for Starts {
@@ -56,7 +60,7 @@ impl Batch for Starts {
         client: Object,
         inputs: &[Self::In],
     ) -> Result<Vec<Option<TurnAdmission>>, StoreError> {
-        start(client, &self.replica, inputs).await
+        start(client, &self.replica, &self.history, inputs).await
     }
 
     /// A turn started for a sender that is gone: nobody runs its reply, so it is rolled back.
@@ -99,10 +103,11 @@ fn order_by<T, K: Ord>(items: &[T], key: impl Fn(&T) -> K) -> Vec<usize> {
 async fn start(
     client: Object,
     replica: &str,
+    history: &HistoryCache,
     jobs: &[(RequestCount, TurnStart)],
 ) -> Result<Vec<Option<TurnAdmission>>, StoreError> {
     let mut tx = Pipelined::new(client);
-    let decided = decide_all(&mut tx, jobs).await?;
+    let decided = decide_all(&mut tx, history, jobs).await?;
     if decided.iter().all(Option::is_none) {
         drop(tx.rollback().await?);
         return Ok(decided.iter().map(|_| None).collect());
@@ -119,10 +124,13 @@ async fn start(
         .collect())
 }
 
-/// Opens the transaction of `jobs` with `convo_turn_facts_n` (one round trip) and decides
+/// Opens the transaction of `jobs` with `convo_turn_facts_2` (one round trip) and decides
 /// each turn on its facts (`turn::decide`): `None` where its session has a turn in flight.
+/// Of each session whose history this replica holds (`history`), only the messages after it
+/// are read, and the history read is kept for the session's next turn.
 pub(super) async fn decide_all(
     tx: &mut Pipelined,
+    history: &HistoryCache,
     jobs: &[(RequestCount, TurnStart)],
 ) -> Result<Vec<Option<Decided>>, StoreError> {
     let by_session = order_by(jobs, |(_, t)| t.session_id.clone());
@@ -139,14 +147,18 @@ pub(super) async fn decide_all(
         .iter()
         .map(|&i| jobs[i].1.period_start_ms)
         .collect();
+    let held: Vec<_> = sessions.iter().map(|s| history.take(s)).collect();
+    let (changes, after) = turn::held_arguments(&held);
     let earliest = jobs.iter().map(|(_, t)| t.now_ms).min().unwrap_or(0);
     let expired = earliest - IDEMPOTENCY_TTL_MS;
     let rows = tx
         .first_rows(
             "SELECT o_owner, o_deleted_at, o_busy, o_live_sessions, o_roles, o_contents, o_tokens,
-                    o_replay_status, o_replay_body, o_tokens_used
-             FROM convo_turn_facts_n($1, $2, $3, $4, $5)",
-            &[&accounts, &sessions, &keys, &expired, &periods],
+                    o_replay_status, o_replay_body, o_tokens_used, o_changes, o_last
+             FROM convo_turn_facts_2($1, $2, $3, $4, $5, $6, $7)",
+            &[
+                &accounts, &sessions, &keys, &expired, &periods, &changes, &after,
+            ],
         )
         .await?;
     if rows.len() != jobs.len() {
@@ -157,8 +169,13 @@ pub(super) async fn decide_all(
         )));
     }
     let mut decided: Vec<Option<Decided>> = (0..jobs.len()).map(|_| None).collect();
-    for (row, &i) in rows.iter().zip(&by_session) {
-        decided[i] = decide(row, &jobs[i].1)?;
+    for ((row, &i), held) in rows.iter().zip(&by_session).zip(held) {
+        let t = &jobs[i].1;
+        let (d, read) = decide(row, t, held)?;
+        if let Some(read) = read {
+            history.put(&t.session_id, read);
+        }
+        decided[i] = d;
     }
     Ok(decided)
 }
@@ -358,7 +375,7 @@ pub(super) async fn start_alone(
     let jobs = [(request, t)];
     loop {
         let mut tx = Pipelined::new(store.client().await?);
-        let mut decided = decide_all(&mut tx, &jobs).await?;
+        let mut decided = decide_all(&mut tx, &store.history, &jobs).await?;
         if decided[0].is_none() {
             drop(tx.rollback().await?);
             drop(slot.take());
