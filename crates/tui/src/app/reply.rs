@@ -119,10 +119,11 @@ impl App {
             return;
         };
         // Held behind another send's turn, which ended before the service answered this one:
-        // it comes back once that turn's reply has ended here too (its `done` may still be on
-        // the way), so that its message is shown and stored after that reply.
+        // it comes back once that turn has settled here too (its `done` may still be on the
+        // way, and the read of its exchange), so that its message is shown and stored after
+        // that reply.
         if open.holds(send_id) {
-            if open.foreign.is_some() {
+            if open.other_turn_unsettled() {
                 open.hold_answer(reply, prompt_tokens);
                 return;
             }
@@ -672,6 +673,9 @@ impl App {
             }
         }
         let fetch = open.foreign_event(event) == ForeignStep::FetchHistory;
+        if fetch && open.held.is_some() {
+            open.reading_other = true;
+        }
         if held_back {
             self.notify(Level::Info, HELD_BEHIND);
         }
@@ -704,6 +708,9 @@ impl App {
         let Some(open) = self.transcript.session_mut_if(&session_id) else {
             return;
         };
+        // Read (or not: a failed read comes again only with a reconnect): a held send waits no
+        // longer for it.
+        open.reading_other = false;
         let Some(idx) = open.cut_off.as_ref().map(|p| p.reply_item) else {
             // Not a reply the stream lost: the history asked for when the session opened.
             if let HistoryFetch::Messages(messages) = fetch {

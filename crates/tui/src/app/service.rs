@@ -940,6 +940,92 @@ mod tests {
         }
     }
 
+    /// The other reply's `done` and this send's answer both come before the history read
+    /// that shows the other device's message (asked for at its `started`; a reply quicker
+    /// than a local GET): this send still comes back after the other exchange, which shows
+    /// and is stored where the service keeps it.
+    #[test]
+    fn a_held_send_answered_before_the_other_exchange_is_read_comes_after_it() {
+        let mut app = streaming_app();
+        let (send_id, key) = sent(&mut app, "mine");
+        app.update(started("msg_r", "the-laptops-key"));
+        assert!(app.session().unwrap().held.is_some());
+        let mut stored: Vec<String> = Vec::new();
+        let mut step = |app: &mut App, event: AppEvent| {
+            for c in app.update(event) {
+                if let Command::Persist(StoreOp::AppendMessage { message, .. }) = c {
+                    stored.retain(|m| *m != message.content);
+                    stored.push(message.content);
+                }
+            }
+        };
+        step(&mut app, foreign_delta(0, "Hel"));
+        step(&mut app, foreign_delta(1, "lo"));
+        step(&mut app, foreign_done("Hello", None));
+        step(
+            &mut app,
+            AppEvent::SendAccepted {
+                session_id: A.into(),
+                send_id,
+                reply: message("msg_mine", Role::Assistant, ""),
+                prompt_tokens: 2,
+            },
+        );
+        assert!(
+            app.session().unwrap().held.is_some(),
+            "held until the other exchange is read"
+        );
+        step(
+            &mut app,
+            AppEvent::History {
+                session_id: A.into(),
+                fetch: HistoryFetch::Messages(vec![
+                    message("msg_q", Role::User, "from the laptop"),
+                    message("msg_r", Role::Assistant, "Hello"),
+                ]),
+            },
+        );
+        step(&mut app, started("msg_mine", &key));
+        step(&mut app, delta_of("msg_mine", 0, "Yes"));
+        step(
+            &mut app,
+            AppEvent::Stream {
+                session_id: A.into(),
+                update: StreamUpdate::Event(StreamEvent::Done {
+                    message: message("msg_mine", Role::Assistant, "Yes"),
+                }),
+            },
+        );
+        let open = app.session().unwrap();
+        let shown: Vec<&str> = (0..open.items.len()).map(|i| open.content(i)).collect();
+        assert_eq!(shown, ["from the laptop", "Hello", "mine", "Yes"]);
+        assert!(open.pending.is_none() && open.held.is_none());
+        assert_eq!(stored, ["from the laptop", "Hello", "mine", "Yes"]);
+    }
+
+    /// The history read that a held send waits for fails: the send comes back all the same.
+    #[test]
+    fn a_held_send_comes_back_when_the_other_exchange_cannot_be_read() {
+        let mut app = streaming_app();
+        let (send_id, _) = sent(&mut app, "mine");
+        app.update(started("msg_r", "the-laptops-key"));
+        app.update(foreign_done("Hello", None));
+        app.update(AppEvent::SendAccepted {
+            session_id: A.into(),
+            send_id,
+            reply: message("msg_mine", Role::Assistant, ""),
+            prompt_tokens: 2,
+        });
+        assert!(app.session().unwrap().held.is_some());
+        app.update(AppEvent::History {
+            session_id: A.into(),
+            fetch: HistoryFetch::Failed("connection reset".into()),
+        });
+        let open = app.session().unwrap();
+        assert!(open.held.is_none());
+        assert_eq!(open.pending.as_ref().map(|p| p.send_id), Some(send_id));
+    }
+
     /// A held send whose POST fails comes back to fail as any send does: its text returns
     /// to the composer.
     #[test]

@@ -64,10 +64,12 @@ impl OpenSession {
         }
     }
 
-    /// A held send whose POST was answered, once no other reply is shown coming: released,
-    /// with its send id and the answer, for the app to take as if it came now.
+    /// A held send whose POST was answered, once no other reply is shown coming and the
+    /// history read that shows the other exchange has come back (`reading_other`: the other
+    /// reply may end, and this send be answered, before that read does): released, with its
+    /// send id and the answer, for the app to take as if it came now.
     pub fn take_due_answer(&mut self) -> Option<(u64, Message, u64)> {
-        if self.foreign.is_some() {
+        if self.other_turn_unsettled() {
             return None;
         }
         let held = self.held.as_mut()?;
@@ -75,6 +77,13 @@ impl OpenSession {
         let send_id = held.send.send_id;
         self.release_held();
         Some((send_id, reply, tokens))
+    }
+
+    /// Whether the turn a send is held behind is still to settle here: its reply is shown
+    /// coming, or the history read that shows its exchange has not come back. A held send's
+    /// answer waits until it has (`hold_answer`, `take_due_answer`).
+    pub fn other_turn_unsettled(&self) -> bool {
+        self.foreign.is_some() || self.reading_other
     }
 
     /// Whether the held send is `send_id`.
