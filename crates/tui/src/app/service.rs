@@ -815,6 +815,17 @@ mod tests {
         }
     }
 
+    /// Runs `event`, noting in `stored` the messages it has the local store append, in the
+    /// order the store keeps them (a message appended again moves to the end).
+    fn store_order(app: &mut App, event: AppEvent, stored: &mut Vec<String>) {
+        for c in app.update(event) {
+            if let Command::Persist(StoreOp::AppendMessage { message, .. }) = c {
+                stored.retain(|m| *m != message.content);
+                stored.push(message.content);
+            }
+        }
+    }
+
     /// Enter, and the send it made: its id and `Idempotency-Key`.
     fn sent(app: &mut App, text: &str) -> (u64, String) {
         crate::app::tests::type_text(app, text);
@@ -861,14 +872,7 @@ mod tests {
             );
             // What is stored, in order (the local store keeps messages as appended).
             let mut stored: Vec<String> = Vec::new();
-            let mut step = |app: &mut App, event: AppEvent| {
-                for c in app.update(event) {
-                    if let Command::Persist(StoreOp::AppendMessage { message, .. }) = c {
-                        stored.retain(|m| *m != message.content);
-                        stored.push(message.content);
-                    }
-                }
-            };
+            let mut step = |app: &mut App, event: AppEvent| store_order(app, event, &mut stored);
             step(
                 &mut app,
                 AppEvent::History {
@@ -951,14 +955,7 @@ mod tests {
         app.update(started("msg_r", "the-laptops-key"));
         assert!(app.session().unwrap().held.is_some());
         let mut stored: Vec<String> = Vec::new();
-        let mut step = |app: &mut App, event: AppEvent| {
-            for c in app.update(event) {
-                if let Command::Persist(StoreOp::AppendMessage { message, .. }) = c {
-                    stored.retain(|m| *m != message.content);
-                    stored.push(message.content);
-                }
-            }
-        };
+        let mut step = |app: &mut App, event: AppEvent| store_order(app, event, &mut stored);
         step(&mut app, foreign_delta(0, "Hel"));
         step(&mut app, foreign_delta(1, "lo"));
         step(&mut app, foreign_done("Hello", None));
