@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # What one batch costs PostgreSQL, function by function, on an idle database: the three batch
-# functions of a turn (`convo_turn_facts_n`, which the replica now calls as `convo_turn_facts_2`
-# with no history held, `convo_turn_write_counted_n`,
-# `convo_turn_complete_n`) called by pgbench with batches of N turns, each batch in a
-# transaction that is rolled back, so that every batch finds the same tables. A private
-# cluster (crates/testpg/pg-cluster.sh, removed at exit) with a fresh server's durability; a
+# functions of a turn (`convo_turn_facts_2`, as a replica that holds none of the sessions'
+# histories calls it, `convo_turn_write_counted_n`, `convo_turn_complete_n`) called by pgbench
+# with batches of N turns, each batch in a transaction that is rolled back, so that every
+# batch finds the same tables. A private cluster (crates/testpg/pg-cluster.sh, removed at exit) with a fresh server's durability; a
 # release `convo serve` with 1,000 enterprise keys fills one database first (wrk, POPULATE
 # seconds, 8,000 sessions), then pgbench runs TRANSACTIONS batches per row and PostgreSQL's
 # own function timing (`track_functions = all`) gives each function's time per call: `self`
@@ -30,7 +29,7 @@ source "$(dirname "$0")/common.sh"
 need_wrk
 command -v pgbench >/dev/null || { echo "pgbench is missing: apt-get install -y postgresql-client" >&2; exit 2; }
 TRANSACTIONS=${TRANSACTIONS:-600} POPULATE=${POPULATE:-10}
-FACTS=${FACTS:-convo_turn_facts_n} WRITE=${WRITE:-convo_turn_write_counted_n}
+FACTS=${FACTS:-convo_turn_facts_2} WRITE=${WRITE:-convo_turn_write_counted_n}
 COMPLETE=${COMPLETE:-convo_turn_complete_n}
 work=$(mktemp -d)
 cluster="" serve=""
@@ -102,7 +101,7 @@ start() {
     local each="ARRAY[:n::int]" now=":now::bigint" period="convo_period_start(:now::bigint)"
     cat <<SQL
 SELECT count(*) FROM $FACTS(:a::bigint[], :s::text[], array_fill(NULL::text, $each), 0,
-    array_fill($period, $each));
+    array_fill($period, $each), array_fill(-1::bigint, $each), array_fill(0::bigint, $each));
 SELECT $WRITE(array_fill(true, $each), :a::bigint[], :s::text[], array_fill(false, $each),
     array_fill(100000::bigint, $each), array_fill($now, $each), :m::text[],
     array_fill('user'::text, $each),
