@@ -3,11 +3,12 @@
 # functions of a turn (`convo_turn_facts_2`, as a replica that holds none of the sessions'
 # histories calls it, `convo_turn_write_counted_n`, `convo_turn_complete_n`) called by pgbench
 # with batches of N turns, each batch in a transaction that is rolled back, so that every
-# batch finds the same tables. A private cluster (crates/testpg/pg-cluster.sh, removed at exit) with a fresh server's durability; a
-# release `convo serve` with 1,000 enterprise keys fills one database first (wrk, POPULATE
-# seconds, 8,000 sessions), then pgbench runs TRANSACTIONS batches per row and PostgreSQL's
-# own function timing (`track_functions = all`) gives each function's time per call: `self`
-# without the functions it calls, `total` with them. The database is vacuumed before each
+# batch finds the same tables. A private cluster (crates/testpg/pg-cluster.sh, removed at
+# exit) with a fresh server's durability; a release `convo serve` with 1,000 enterprise keys
+# fills one database first (wrk, POPULATE seconds, 8,000 sessions), then pgbench runs
+# TRANSACTIONS batches per row and PostgreSQL's own function timing (`track_functions =
+# all`) gives each function's time per call: `self` without the functions it calls, `total`
+# with them. The database is vacuumed before each
 # row (a rolled-back batch leaves dead index entries behind).
 #
 # Rows: batches of 1 and 16 turns of distinct accounts (the 1,000-key benchmark's batches)
