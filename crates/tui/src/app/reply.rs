@@ -673,8 +673,8 @@ impl App {
             }
         }
         let fetch = open.foreign_event(event) == ForeignStep::FetchHistory;
-        if fetch && open.held.is_some() {
-            open.reading_other = true;
+        if fetch {
+            open.other_read_asked();
         }
         if held_back {
             self.notify(Level::Info, HELD_BEHIND);
@@ -708,9 +708,7 @@ impl App {
         let Some(open) = self.transcript.session_mut_if(&session_id) else {
             return;
         };
-        // Read (or not: a failed read comes again only with a reconnect): a held send waits no
-        // longer for it.
-        open.reading_other = false;
+        open.other_read_came();
         let Some(idx) = open.cut_off.as_ref().map(|p| p.reply_item) else {
             // Not a reply the stream lost: the history asked for when the session opened.
             if let HistoryFetch::Messages(messages) = fetch {

@@ -540,6 +540,16 @@ mod tests {
         delta_of("msg_r", seq, content)
     }
 
+    /// The `done` of reply `message_id` of session A, whole text `content`.
+    fn done_of(message_id: &str, content: &str) -> AppEvent {
+        AppEvent::Stream {
+            session_id: A.into(),
+            update: StreamUpdate::Event(StreamEvent::Done {
+                message: message(message_id, Role::Assistant, content),
+            }),
+        }
+    }
+
     /// Piece `seq` of reply `message_id` of session A.
     fn delta_of(message_id: &str, seq: u64, content: &str) -> AppEvent {
         AppEvent::Stream {
@@ -918,15 +928,7 @@ mod tests {
                 _ => step(&mut app, started("msg_mine", &key)),
             }
             step(&mut app, delta_of("msg_mine", 0, "Yes"));
-            step(
-                &mut app,
-                AppEvent::Stream {
-                    session_id: A.into(),
-                    update: StreamUpdate::Event(StreamEvent::Done {
-                        message: message("msg_mine", Role::Assistant, "Yes"),
-                    }),
-                },
-            );
+            step(&mut app, done_of("msg_mine", "Yes"));
             let open = app.session().unwrap();
             let shown: Vec<&str> = (0..open.items.len()).map(|i| open.content(i)).collect();
             assert_eq!(
@@ -984,15 +986,7 @@ mod tests {
         );
         step(&mut app, started("msg_mine", &key));
         step(&mut app, delta_of("msg_mine", 0, "Yes"));
-        step(
-            &mut app,
-            AppEvent::Stream {
-                session_id: A.into(),
-                update: StreamUpdate::Event(StreamEvent::Done {
-                    message: message("msg_mine", Role::Assistant, "Yes"),
-                }),
-            },
-        );
+        step(&mut app, done_of("msg_mine", "Yes"));
         let open = app.session().unwrap();
         let shown: Vec<&str> = (0..open.items.len()).map(|i| open.content(i)).collect();
         assert_eq!(shown, ["from the laptop", "Hello", "mine", "Yes"]);

@@ -79,6 +79,20 @@ impl OpenSession {
         Some((send_id, reply, tokens))
     }
 
+    /// The history was asked for at the `started` of another send's turn: a send held behind
+    /// it waits for that read (`other_turn_unsettled`).
+    pub fn other_read_asked(&mut self) {
+        if self.held.is_some() {
+            self.reading_other = true;
+        }
+    }
+
+    /// A history read came back (or failed: a failed read comes again only with a reconnect):
+    /// a held send waits no longer for it.
+    pub fn other_read_came(&mut self) {
+        self.reading_other = false;
+    }
+
     /// Whether the turn a send is held behind is still to settle here: its reply is shown
     /// coming, or the history read that shows its exchange has not come back. A held send's
     /// answer waits until it has (`hold_answer`, `take_due_answer`).

@@ -1,8 +1,7 @@
 //! The histories of the sessions this replica started turns in, kept so that the next turn
-//! reads only the messages that came after (migration 15, `convo_turn_facts_2`): a send read
-//! its session's whole history from PostgreSQL each time, most of a turn's reading and, with
-//! long histories, most of what a batch sends back (docs/performance.md, "Service on
-//! PostgreSQL and replicas").
+//! reads only the messages that came after (migration 15, `convo_turn_facts_2`) instead of
+//! the whole history, which with long sessions is most of a turn's reading and most of what a
+//! batch sends back (docs/performance.md, "Service on PostgreSQL and replicas").
 //!
 //! A kept history is the session's messages up to one (`last`, its `pk`) as read under the
 //! session's lock, with the session's change count then (`changes`, `message_changes`). It
@@ -20,14 +19,14 @@ use lru::LruCache;
 
 /// The most text (message contents, plus a fixed cost per message and per session) the cache
 /// holds.
-pub(super) const HISTORY_CACHE_BYTES: usize = 64 << 20;
+const HISTORY_CACHE_BYTES: usize = 64 << 20;
 
 /// The least text a history must hold to be kept. Reading a short history costs PostgreSQL
 /// little, and keeping one costs the replica a copy of it and its share of the cache at every
 /// turn: measured with the 8,000 sessions of `scripts/perf/service-pg-throughput.sh` (a few
 /// exchanges each), keeping every history cost a replica 7–15 µs of CPU per POST for no gain
 /// in POSTs/s (docs/perf-log.md, 6 Dec).
-pub(super) const MIN_KEPT_BYTES: usize = 8 << 10;
+const MIN_KEPT_BYTES: usize = 8 << 10;
 
 /// Whether a history of `entries` is worth keeping (`MIN_KEPT_BYTES`).
 pub(super) fn worth_keeping(entries: &[HistoryEntry]) -> bool {
@@ -83,7 +82,7 @@ impl Default for HistoryCache {
 }
 
 impl HistoryCache {
-    pub(super) fn with_capacity(most: usize) -> HistoryCache {
+    fn with_capacity(most: usize) -> HistoryCache {
         HistoryCache {
             inner: Mutex::new(Inner {
                 held: LruCache::unbounded(),
