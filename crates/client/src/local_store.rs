@@ -713,28 +713,19 @@ impl Store {
     /// Append a message to the session's transcript (creating the session if new), update
     /// its activity, token total and its title (the first user message's; until there is
     /// one, the first system message's). Returns the
-    /// message's row id (for [`Store::update_message`]). A message whose service id is
-    /// already stored in the session replaces that row in place (a reply cut short, then
-    /// fetched whole from the service).
+    /// message's row id (for [`Store::update_message`]). A message already stored in the
+    /// session (`stored_copy`) is not stored twice: one with a service id replaces that row in
+    /// place (a reply cut short, then fetched whole from the service), one without leaves it.
     pub fn append_message(
         &self,
         session_id: &str,
         message: &StoredMessage,
     ) -> Result<i64, StoreError> {
-        if let Some(id) = &message.message_id {
-            let existing: Option<i64> = self
-                .lock()
-                .query_row(
-                    "SELECT id FROM messages WHERE session_id = ?1 AND message_id = ?2",
-                    params![session_id, id],
-                    |r| r.get(0),
-                )
-                .optional()
-                .map_err(|e| self.err(e))?;
-            if let Some(row) = existing {
+        if let Some(row) = self.stored_copy(session_id, message)? {
+            if message.message_id.is_some() {
                 self.update_message(row, message)?;
-                return Ok(row);
             }
+            return Ok(row);
         }
         let mut conn = self.lock();
         let tx = write_tx(&mut conn).map_err(|e| self.err(e))?;
@@ -776,6 +767,37 @@ impl Store {
         refresh_tokens(&tx, session_id).map_err(|e| self.err(e))?;
         tx.commit().map_err(|e| self.err(e))?;
         Ok(row)
+    }
+
+    /// The row of the session that holds `message` already: the one with its service id; or,
+    /// when only one of the two has the service id, one with the same role, text and time. Two
+    /// writers of this store (`convo send` beside the TUI, in one session) store one exchange
+    /// each, one of them knowing the user message's service id (read from the history) and
+    /// the other not.
+    fn stored_copy(
+        &self,
+        session_id: &str,
+        message: &StoredMessage,
+    ) -> Result<Option<i64>, StoreError> {
+        let (role, at) = (message.role.as_str(), fmt_time(&message.created_at));
+        let conn = self.lock();
+        let found = match &message.message_id {
+            Some(id) => conn.query_row(
+                "SELECT id FROM messages WHERE session_id = ?1 AND (message_id = ?2
+                     OR (message_id IS NULL AND role = ?3 AND content = ?4 AND created_at = ?5))
+                 ORDER BY message_id IS NULL, id LIMIT 1",
+                params![session_id, id, role, message.content, at],
+                |r| r.get(0),
+            ),
+            None => conn.query_row(
+                "SELECT id FROM messages WHERE session_id = ?1 AND message_id IS NOT NULL
+                     AND role = ?2 AND content = ?3 AND created_at = ?4
+                 ORDER BY id LIMIT 1",
+                params![session_id, role, message.content, at],
+                |r| r.get(0),
+            ),
+        };
+        found.optional().map_err(|e| self.err(e))
     }
 
     /// Mark the latest stored copy of `message` (same role, text and time) as failed: it
@@ -1306,6 +1328,34 @@ mod tests {
         // The same id in another session is another message.
         s.append_message("session_b", &whole).unwrap();
         assert_eq!(s.transcript("session_b").unwrap().len(), 1);
+    }
+
+    /// `convo send` beside the TUI in one session: each stores the exchange, the TUI with the
+    /// user message's service id (from the history) and the command without it; in either
+    /// order the store holds it once, with the id. A message of the same text at another
+    /// time is another message.
+    #[test]
+    fn one_message_stored_by_two_writers_with_and_without_its_id_is_kept_once() {
+        let with_id = |text: &str, t: i64| {
+            let mut m = msg(Role::User, text, 2, t);
+            m.message_id = Some(format!("msg_{text}"));
+            m
+        };
+        let s = Store::in_memory().unwrap();
+        s.append_message("session_a", &with_id("rain", 0)).unwrap();
+        s.append_message("session_a", &msg(Role::User, "rain", 2, 0))
+            .unwrap();
+        s.append_message("session_a", &msg(Role::User, "snow", 2, 1))
+            .unwrap();
+        s.append_message("session_a", &with_id("snow", 1)).unwrap();
+        assert_eq!(
+            s.transcript("session_a").unwrap(),
+            vec![with_id("rain", 0), with_id("snow", 1)]
+        );
+        s.append_message("session_a", &msg(Role::User, "rain", 2, 2))
+            .unwrap();
+        assert_eq!(s.transcript("session_a").unwrap().len(), 3);
+        assert_eq!(s.list_sessions().unwrap()[0].tokens, 6);
     }
 
     #[test]
