@@ -46,6 +46,11 @@ impl App {
         let first = self.service_lists != Some(true);
         self.service_lists = Some(true);
         for id in &deleted {
+            if self.sessions_pane.is_deleting(id) {
+                // Deleted from here: its own answer (`AppEvent::Deleted`) removes it and says
+                // so; the list can name it first.
+                continue;
+            }
             if self.open_id() != Some(id.as_str()) {
                 self.remove_session(id, out);
                 continue;
@@ -55,7 +60,8 @@ impl App {
             // and it is not this device's to lose.
             let carried = self.composer_text();
             self.remove_session(id, out);
-            let told = format!("{title} was deleted on the server (by another device)");
+            // By another device, or by another `convo` on this one.
+            let told = format!("{title} was deleted on the server by another client");
             if carried.trim().is_empty() {
                 self.notify(Level::Warn, told);
             } else {
@@ -368,9 +374,9 @@ mod tests {
         assert_eq!(app.composer_text(), "my precious draft");
         let notice = app.notice().unwrap();
         assert!(
-            notice
-                .text
-                .ends_with("deleted on the server (by another device); what you were typing is in a new session"),
+            notice.text.ends_with(
+                "deleted on the server by another client; what you were typing is in a new session"
+            ),
             "{notice:?}"
         );
         // With nothing typed, the next session opens as before.
@@ -382,6 +388,37 @@ mod tests {
             archived: None,
         });
         assert_eq!(app.open_id(), Some(A));
+    }
+
+    /// The open session deleted from here: the service's list can name it deleted before the
+    /// delete's own answer comes. It is not announced as deleted by another client; the
+    /// answer removes it and says so.
+    #[test]
+    fn a_session_deleted_here_and_listed_deleted_first_is_not_said_deleted_elsewhere() {
+        let mut app = app();
+        app.sessions_pane.mark_deleting(A.into());
+        app.update(AppEvent::SessionsMerged {
+            sessions: vec![summary(B, "second", 5, 10)],
+            deleted: vec![A.into()],
+            titles_to_send: Vec::new(),
+            archived: None,
+        });
+        assert!(
+            app.notice()
+                .is_none_or(|n| !n.text.contains("another client")),
+            "{:?}",
+            app.notice()
+        );
+        let cmds = app.update(AppEvent::Deleted {
+            session_id: A.into(),
+        });
+        assert_ne!(app.open_id(), Some(A));
+        assert!(!pane_ids(&app).contains(&A.to_string()));
+        assert!(
+            cmds.contains(&Command::Persist(StoreOp::DeleteSession(A.into()))),
+            "{cmds:?}"
+        );
+        assert_eq!(app.notice().unwrap().text, "deleted “first”");
     }
 
     fn app_with_b_open_and_nothing_typed() -> App {
