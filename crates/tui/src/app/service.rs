@@ -78,7 +78,12 @@ impl App {
             .sessions_pane
             .all()
             .iter()
-            .filter(|s| (self.open_id() == Some(s.id.as_str()) && !open_moved) || s.nothing_sent())
+            .filter(|s| {
+                (self.open_id() == Some(s.id.as_str()) && !open_moved)
+                    || s.nothing_sent()
+                    // Left to its delete's answer, which names it by its title.
+                    || self.sessions_pane.is_deleting(&s.id)
+            })
             .map(|s| s.id.clone())
             .collect();
         self.sessions_pane.merge_listed(sessions, &keep);
@@ -419,6 +424,35 @@ mod tests {
             "{cmds:?}"
         );
         assert_eq!(app.notice().unwrap().text, "deleted “first”");
+    }
+
+    /// A session that is not the open one, deleted from here: the service's list leaves it out
+    /// before the delete's answer comes. It stays in the pane until then, and the answer names
+    /// it by its title.
+    #[test]
+    fn a_session_deleted_here_and_left_out_of_the_list_first_keeps_its_title() {
+        let mut app = app_with_b_open_and_nothing_typed();
+        app.sessions_pane.mark_deleting(A.into());
+        for deleted in [Vec::new(), vec![A.to_string()]] {
+            app.update(AppEvent::SessionsMerged {
+                sessions: vec![summary(B, "second", 5, 10)],
+                deleted,
+                titles_to_send: Vec::new(),
+                archived: None,
+            });
+            assert!(pane_ids(&app).contains(&A.to_string()));
+            assert!(app.sessions_pane.is_deleting(A));
+        }
+        let cmds = app.update(AppEvent::Deleted {
+            session_id: A.into(),
+        });
+        assert!(!pane_ids(&app).contains(&A.to_string()));
+        assert!(
+            cmds.contains(&Command::Persist(StoreOp::DeleteSession(A.into()))),
+            "{cmds:?}"
+        );
+        assert_eq!(app.notice().unwrap().text, "deleted “first”");
+        assert_eq!(app.open_id(), Some(B));
     }
 
     fn app_with_b_open_and_nothing_typed() -> App {
