@@ -20,6 +20,9 @@
 # replica had one under way (`convo_db_batch_busy_seconds_total` over DURATION, which is then
 # in seconds, mean of the replicas: near 100 %, that kind's writes are the bottleneck), for
 # starts and for replies.
+# PG_SPLIT=1: after each PostgreSQL row, stderr also gets PostgreSQL's CPU per POST by kind of
+# process (the connections' backends, the WAL writer, the checkpointer, …; `reaped`: the children
+# the postmaster reaped during the run, autovacuum workers mostly).
 # PG_SOCKET=1: the replicas reach the cluster through its Unix socket (in its data directory)
 # instead of TCP on 127.0.0.1, as a replica on the database's own machine can.
 # PG_STATS=FILE: where PostgreSQL's CPU goes. The cluster loads pg_stat_statements (statements
@@ -126,6 +129,34 @@ ticks() {
     echo "$sum"
 }
 
+# CPU ticks of each process under the postmaster, one line each: kind, pid, ticks (kind:
+# `backend` for a client's connection, otherwise the process's title, e.g. `walwriter`);
+# then `reaped` (the children it reaped: autovacuum workers, closed connections) and
+# `postmaster` itself.
+pg_split_ticks() {
+    local pm p kind
+    pm=$(head -1 "$cluster/data/postmaster.pid")
+    for p in $(pgrep -P "$pm"); do
+        kind=$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | sed 's/^postgres: //; s/ *$//')
+        [[ $kind == *" 127.0.0.1("* || $kind == *"[local]"* ]] && kind=backend
+        echo "${kind// /_} $p $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0)"
+    done
+    awk '{print "reaped 0 " $16 + $17; print "postmaster 0 " $14 + $15}' "/proc/$pm/stat"
+}
+
+# Prints to stderr PostgreSQL's CPU per POST by kind, from the split before ($1) and after
+# ($2), over $3 POSTs.
+pg_split_report() {
+    awk -v n="$3" -v tick="$tick" '
+        FNR == NR { before[$1 " " $2] = $3; next }
+        { d = $3 - before[$1 " " $2]; kind[$1] += d; all += d }
+        END {
+            printf "#   PostgreSQL CPU µs/POST by process:"
+            for (k in kind) if (kind[k] > 0) printf " %s %.0f;", k, kind[k] / tick / n * 1e6
+            printf " all %.0f\n", all / tick / n * 1e6
+        }' <(echo "$1") <(echo "$2") >&2
+}
+
 # CPU ticks of the cluster: the postmaster, every process under it, and its reaped children.
 pg_ticks() {
     local pm
@@ -144,6 +175,8 @@ measure() {
     local replica_before pg_before
     [[ -n ${PG_STATS:-} && $name != SQLite* ]] && stats_reset
     replica_before=$(ticks "${pids[@]}") pg_before=$(pg_ticks)
+    local split_before=""
+    [[ -n ${PG_SPLIT:-} && $name != SQLite* ]] && split_before=$(pg_split_ticks)
     for u in "${urls[@]}"; do
         if [[ $keys == 1 ]]; then
             KEY=${prefix}000000000000 SESSIONS=$SESSIONS wrk -t 1 -c $((CONNECTIONS / n)) \
@@ -156,6 +189,8 @@ measure() {
     done
     wait "${wrks[@]}"
     local replica_cpu=$(($(ticks "${pids[@]}") - replica_before)) pg_cpu=$(($(pg_ticks) - pg_before))
+    [[ -n $split_before ]] && pg_split_report "$split_before" "$(pg_split_ticks)" \
+        "$(awk '/^requests/ { n += $2 } END { print n + 0 }' "$work"/wrk*)"
     # (After the CPU is read: the report's queries are not the run's.)
     [[ -n ${PG_STATS:-} && $name != SQLite* ]] && stats_report "$name, $keys keys" \
         "$(awk '/^requests/ { n += $2 } END { print n + 0 }' "$work"/wrk*)"
