@@ -137,6 +137,11 @@ impl PgStore {
         );
         let pool = Pool::builder(manager)
             .max_size(POOL_SIZE)
+            // The connection used last goes out first, so that a replica's batch writers keep
+            // to a few backends (most likely warm in the CPU's caches); handed out in turn
+            // (the default), each batch ran on the backend idle longest, and two replicas cost
+            // PostgreSQL 13-33 % more CPU per POST (docs/perf-log.md, 6 Dec 2026, 15:24 UTC).
+            .queue_mode(deadpool_postgres::QueueMode::Lifo)
             .wait_timeout(Some(Duration::from_secs(30)))
             .create_timeout(Some(Duration::from_secs(10)))
             .runtime(deadpool_postgres::Runtime::Tokio1)
