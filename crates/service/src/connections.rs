@@ -50,9 +50,9 @@ impl Default for ConnectionLimits {
     }
 }
 
-/// File descriptors kept for everything but client connections: the database (16 pooled and 2
-/// relay connections on PostgreSQL; SQLite's files), logs, the model file, refusals being
-/// written, the runtime's own.
+/// File descriptors kept for everything but client connections: the database (16 pooled, 2 batch
+/// writers' and 2 relay connections on PostgreSQL; SQLite's files), logs, the model file,
+/// refusals being written, the runtime's own.
 pub const RESERVED_FILES: u64 = 256;
 
 /// Refused connections lingering at once (each holds its descriptor for up to

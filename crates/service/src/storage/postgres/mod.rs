@@ -39,7 +39,7 @@ use convo_core::Tier;
 use convo_core::{Recorded, SessionStatus, TurnStart};
 use convo_wire::Role;
 
-/// Connections per replica.
+/// Connections of a replica's shared pool (its two batch writers have one each besides).
 const POOL_SIZE: usize = 16;
 /// Deletions within this long of the first are vacuumed together.
 pub const VACUUM_DELAY: Duration = Duration::from_secs(1);
@@ -121,6 +121,29 @@ impl std::fmt::Debug for PgStore {
 /// A writer's transaction on a pooled connection.
 type Tx<'a> = deadpool_postgres::Transaction<'a>;
 
+/// A pool of `size` connections to `config`'s database.
+fn pool_of(config: &tokio_postgres::Config, size: usize) -> Result<Pool, StoreError> {
+    let manager = Manager::from_config(
+        config.clone(),
+        NoTls,
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    Pool::builder(manager)
+        .max_size(size)
+        // The connection used last goes out first, so that a replica's batch writers keep
+        // to a few backends (most likely warm in the CPU's caches); handed out in turn
+        // (the default), each batch ran on the backend idle longest, and two replicas cost
+        // PostgreSQL 13-33 % more CPU per POST (docs/perf-log.md, 6 Dec 2026, 15:24 UTC).
+        .queue_mode(deadpool_postgres::QueueMode::Lifo)
+        .wait_timeout(Some(Duration::from_secs(30)))
+        .create_timeout(Some(Duration::from_secs(10)))
+        .runtime(deadpool_postgres::Runtime::Tokio1)
+        .build()
+        .map_err(|e| StoreError::Config(e.to_string()))
+}
+
 impl PgStore {
     /// Connects, migrates (once across replicas) and starts the vacuum task.
     pub async fn open(url: &str) -> Result<PgStore, StoreError> {
@@ -128,25 +151,7 @@ impl PgStore {
             url.parse()
                 .map_err(|e| StoreError::Config(format!("not a PostgreSQL URL ({e})")))?,
         );
-        let manager = Manager::from_config(
-            config.clone(),
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let pool = Pool::builder(manager)
-            .max_size(POOL_SIZE)
-            // The connection used last goes out first, so that a replica's batch writers keep
-            // to a few backends (most likely warm in the CPU's caches); handed out in turn
-            // (the default), each batch ran on the backend idle longest, and two replicas cost
-            // PostgreSQL 13-33 % more CPU per POST (docs/perf-log.md, 6 Dec 2026, 15:24 UTC).
-            .queue_mode(deadpool_postgres::QueueMode::Lifo)
-            .wait_timeout(Some(Duration::from_secs(30)))
-            .create_timeout(Some(Duration::from_secs(10)))
-            .runtime(deadpool_postgres::Runtime::Tokio1)
-            .build()
-            .map_err(|e| StoreError::Config(e.to_string()))?;
+        let pool = pool_of(&config, POOL_SIZE)?;
         let mut client = pool.get().await?;
         migrations::migrate(&mut client).await?;
         drop(client);
@@ -156,15 +161,19 @@ impl PgStore {
         leases::register(&pool, &replica).await?;
         let unended = leases::Unended::default();
         let history = Arc::new(history_cache::HistoryCache::default());
+        // Each batch writer writes one batch at a time on a connection of its own: it never
+        // waits for the shared pool, and its batches run on one backend, warm (with one key,
+        // PostgreSQL's CPU per POST 6-24 % lower than with the writers on the shared pool;
+        // docs/perf-log.md, 6 Dec 2026, 16:05 UTC).
         let starts = batch::Batcher::start(
-            pool.clone(),
+            pool_of(&config, 1)?,
             turn_batch::Starts {
                 replica: Arc::clone(&replica),
                 unended: Arc::clone(&unended),
                 history: Arc::clone(&history),
             },
         );
-        let completions = batch::Batcher::start(pool.clone(), turn_batch::Completions);
+        let completions = batch::Batcher::start(pool_of(&config, 1)?, turn_batch::Completions);
         Ok(PgStore {
             pool,
             replica,
