@@ -132,10 +132,11 @@ fn pool_of(config: &tokio_postgres::Config, size: usize) -> Result<Pool, StoreEr
     );
     Pool::builder(manager)
         .max_size(size)
-        // The connection used last goes out first, so that a replica's batch writers keep
-        // to a few backends (most likely warm in the CPU's caches); handed out in turn
-        // (the default), each batch ran on the backend idle longest, and two replicas cost
-        // PostgreSQL 13-33 % more CPU per POST (docs/perf-log.md, 6 Dec 2026, 15:24 UTC).
+        // The connection used last goes out first, so that requests keep to a few backends
+        // (most likely warm in the CPU's caches). Handed out in turn (the default), each
+        // batch, when the batch writers still shared this pool, ran on the backend idle
+        // longest, and two replicas cost PostgreSQL 13-33 % more CPU per POST
+        // (docs/perf-log.md, 6 Dec 2026, 15:24 UTC).
         .queue_mode(deadpool_postgres::QueueMode::Lifo)
         .wait_timeout(Some(Duration::from_secs(30)))
         .create_timeout(Some(Duration::from_secs(10)))
