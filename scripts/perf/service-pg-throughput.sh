@@ -159,9 +159,12 @@ pg_split_report() {
 
 # CPU ticks of the cluster: the postmaster, every process under it, and its reaped children.
 pg_ticks() {
-    local pm
-    pm=$(head -1 "$cluster/data/postmaster.pid")
-    echo $(($(ticks "$pm" $(pgrep -P "$pm")) + $(awk '{print $16 + $17}' "/proc/$pm/stat")))
+    pg_split_ticks | awk '{ t += $3 } END { print t + 0 }'
+}
+
+# The POSTs of the run, from its wrk outputs.
+posts() {
+    awk '/^requests/ { n += $2 } END { print n + 0 }' "$work"/wrk*
 }
 
 # One run of setup $1 (on the replicas in `urls`) with $keys keys; prints one row.
@@ -190,10 +193,10 @@ measure() {
     wait "${wrks[@]}"
     local replica_cpu=$(($(ticks "${pids[@]}") - replica_before)) pg_cpu=$(($(pg_ticks) - pg_before))
     [[ -n $split_before ]] && pg_split_report "$split_before" "$(pg_split_ticks)" \
-        "$(awk '/^requests/ { n += $2 } END { print n + 0 }' "$work"/wrk*)"
+        "$(posts)"
     # (After the CPU is read: the report's queries are not the run's.)
     [[ -n ${PG_STATS:-} && $name != SQLite* ]] && stats_report "$name, $keys keys" \
-        "$(awk '/^requests/ { n += $2 } END { print n + 0 }' "$work"/wrk*)"
+        "$(posts)"
     awk -v name="$name" -v keys="$keys" -v tick="$tick" -v rc="$replica_cpu" -v pc="$pg_cpu" \
         -v sqlite="$([[ $name == SQLite* ]] && echo 1)" -v loadavg="$(cut -d' ' -f1 /proc/loadavg)" '
         /^requests/ { n += $2; rate += $7; bad += $NF + $(NF - 2) + $(NF - 4) + $(NF - 6) + $(NF - 8) }
