@@ -192,14 +192,19 @@ impl SessionsPane {
     }
 
     /// The target's sessions as the store has them after merging the service's list, plus
-    /// those of `keep` the list lacks (the open session, one not sent yet); the cursor stays
-    /// on the session it was on.
+    /// those of `keep` the list lacks (the open session, one not sent yet) and those being
+    /// deleted (left to their delete's answer, which names them by their title); the cursor
+    /// stays on the session it was on.
     pub fn merge_listed(&mut self, sessions: Vec<SessionSummary>, keep: &[String]) {
         let selected = self.selected().map(|s| s.id.clone());
+        let deleting = &self.deleting;
         let kept: Vec<SessionSummary> = self
             .sessions
             .drain(..)
-            .filter(|s| keep.contains(&s.id) && !sessions.iter().any(|n| n.id == s.id))
+            .filter(|s| {
+                (keep.contains(&s.id) || deleting.contains(&s.id))
+                    && !sessions.iter().any(|n| n.id == s.id)
+            })
             .collect();
         self.sessions = sessions;
         self.sessions.extend(kept);

@@ -78,12 +78,7 @@ impl App {
             .sessions_pane
             .all()
             .iter()
-            .filter(|s| {
-                (self.open_id() == Some(s.id.as_str()) && !open_moved)
-                    || s.nothing_sent()
-                    // Left to its delete's answer, which names it by its title.
-                    || self.sessions_pane.is_deleting(&s.id)
-            })
+            .filter(|s| (self.open_id() == Some(s.id.as_str()) && !open_moved) || s.nothing_sent())
             .map(|s| s.id.clone())
             .collect();
         self.sessions_pane.merge_listed(sessions, &keep);
