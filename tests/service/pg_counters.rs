@@ -1,8 +1,9 @@
 //! PostgreSQL's counters in shard rows and its turns in few round trips
 //! (`crates/service/src/storage/postgres/counters.rs`, `turn.rs`): the request limit stays exact
 //! when the limit changes between starts, a total written by hand is the month's total, and a
-//! turn cancelled between the round trips of its transaction leaves no lock behind, and two new
-//! sessions decided at once on the last free slot give one session.
+//! turn cancelled between the round trips of its transaction leaves no lock behind, two new
+//! sessions decided at once on the last free slot give one session, and an account's shards
+//! are only those of the connections that counted on it.
 
 use std::time::Duration;
 
@@ -169,6 +170,67 @@ async fn a_total_written_by_hand_is_the_months_total() {
         .unwrap();
     let counted = usage(&store, account).await;
     assert_eq!((counted.requests, counted.tokens), (2, 5));
+    store.close().await.unwrap();
+}
+
+/// An account's counter shards are those of the connections that counted on it (migration
+/// 16), not 32 made at its first refill: every turn's admission sums them for the month's
+/// tokens. A second store's connections add theirs as they first count, and what the
+/// allowances hand out is still exactly what the limit leaves.
+#[tokio::test]
+async fn an_accounts_counter_shards_are_those_of_the_connections_that_counted() {
+    let (backend, store, account) = store_with_account(Tier::Pro).await;
+    let sid = session();
+    for i in 0..10 {
+        exchange(&store, account, &sid, &format!("msg_shard{i}")).await;
+    }
+    let other = Db::open(&backend.location()).await.unwrap();
+    for _ in 0..5 {
+        let counted = other.count_request(send_request(account)).await.unwrap();
+        assert_eq!(counted, Some(()));
+    }
+    let db = connect(&backend).await;
+    let shards: Vec<i16> = db
+        .query(
+            "SELECT shard FROM usage_shards WHERE account_id = $1 ORDER BY shard",
+            &[&account.id],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    // The stores' connections (this test's own left out): a shard is a backend's pid modulo 32.
+    let backends: Vec<i32> = db
+        .query(
+            "SELECT pid FROM pg_stat_activity
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let theirs: std::collections::BTreeSet<i16> =
+        backends.iter().map(|pid| (pid % 32) as i16).collect();
+    assert!(
+        !shards.is_empty() && shards.iter().all(|s| theirs.contains(s)),
+        "shards {shards:?}, the connections' {theirs:?}"
+    );
+    let counted = usage(&store, account).await;
+    assert_eq!((counted.requests, counted.tokens), (15, 100));
+    let handed_out: i64 = db
+        .query_one(
+            "SELECT (SELECT requests FROM usage_totals WHERE account_id = $1)
+                    + (SELECT SUM(allowance) FROM usage_shards WHERE account_id = $1)::BIGINT",
+            &[&account.id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(handed_out, Tier::Pro.limits().requests as i64);
+    other.close().await.unwrap();
     store.close().await.unwrap();
 }
 

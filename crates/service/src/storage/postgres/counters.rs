@@ -1,18 +1,21 @@
 //! The month's counters of an account on PostgreSQL, split so that its requests do not queue
-//! on one row (migration 3). `usage_totals` holds the totals as of the last fold; each of
-//! `convo_usage_shards()` rows of `usage_shards` holds what was counted since on the
-//! connections whose backend pid falls on it, and the view `usage_month` sums both.
+//! on one row (migration 3). `usage_totals` holds the totals as of the last fold; each row of
+//! `usage_shards` (one of `convo_usage_shards()` per account, made when a connection whose
+//! backend pid falls on it first counts on the account: migration 16) holds what was counted
+//! since on those connections, and the view `usage_month` sums both.
 //!
 //! - **Tokens** (a soft limit, `used >= limit` refuses): the ledger's trigger adds a message's
-//!   tokens to its connection's shard, so no two connections of an account share a row lock.
+//!   tokens to its connection's shard, so no two connections of an account share a row lock;
+//!   they stay there for the month (a refill folds requests only).
 //! - **Requests** (exact): each shard also holds an allowance, its share of what the limit
 //!   leaves. `convo_count_request_2` (migration 13) counts a request on its connection's
 //!   shard while the shard's count is below its allowance; when it is not, it refuses the
 //!   request if the totals row is at the limit (read without a lock: the totals only grow
 //!   within a month), and otherwise, in the same statement, `convo_usage_refill` (migration 5)
-//!   locks the totals row and every shard (in order), folds the shards into the totals and, if
-//!   the limit leaves any request, counts this one on the caller's shard and hands the rest
-//!   out again, the caller's shard first; with nothing left it keeps the fold (so the next
+//!   makes the caller's shard if it has none, locks the totals row and every shard (in
+//!   order), folds the shards' requests into the totals and, if the limit leaves any request,
+//!   counts this one on the caller's shard and hands the rest out again over the shards
+//!   there are, the caller's shard first; with nothing left it keeps the fold (so the next
 //!   request is refused on the totals, without a lock) and the request is refused. (A shard
 //!   read with allowance left and found without when updated raises `CVQ02`: the transaction
 //!   runs again, holding no shard's lock, see migration 5.) Every counted request is within

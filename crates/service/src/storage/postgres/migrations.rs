@@ -1261,6 +1261,67 @@ const MIGRATIONS: &[&str] = &[
         ORDER BY t.i;
     END $$;
     "#,
+    // 16: an account's counter shards are made as its connections first count, not all 32 at
+    // its first refill. A replica's batch writers each write on one connection of their own
+    // (mod.rs), so an account's sends count on one shard per replica; every turn's admission
+    // sums the account's shards for its tokens, and summed 32 rows (most of them empty) where
+    // one or two now hold everything. A connection that finds no shard of its own refills:
+    // it makes its shard, folds the requests of the shards there are (their locks taken in
+    // order, as before) and hands what the limit leaves out over them, its own first. The
+    // tokens stay in the shards (summed by every reader, as before): a row the ledger's
+    // trigger makes meanwhile, after the refill locked the others, is not folded, so the
+    // refill must not zero what it did not sum; the totals' trigger (migration 5) still drops
+    // the shards' tokens when a total is written into `usage_totals` by hand.
+    r#"
+    CREATE OR REPLACE FUNCTION convo_usage_refill_n(p_account BIGINT, p_period BIGINT,
+        p_limit BIGINT, p_n BIGINT)
+    RETURNS BOOLEAN LANGUAGE plpgsql AS $$
+    DECLARE
+        n INTEGER := convo_usage_shards();
+        me INTEGER := convo_usage_shard();
+        v_shards SMALLINT[];
+        v_requests BIGINT;
+        v_total BIGINT;
+        v_left BIGINT;
+        v_count BIGINT;
+    BEGIN
+        INSERT INTO usage_totals (account_id, period_start) VALUES (p_account, p_period)
+        ON CONFLICT (account_id, period_start) DO NOTHING;
+        SELECT requests INTO v_total FROM usage_totals
+        WHERE account_id = p_account AND period_start = p_period FOR UPDATE;
+        INSERT INTO usage_shards (account_id, period_start, shard)
+        VALUES (p_account, p_period, me)
+        ON CONFLICT (account_id, period_start, shard) DO NOTHING;
+        -- Only a refill, under the totals row's lock, gives a shard an allowance: a shard made
+        -- after these locks (by the ledger's trigger) holds tokens only, and is left out.
+        SELECT array_agg(x.shard ORDER BY x.shard), COALESCE(SUM(x.requests), 0)
+        INTO v_shards, v_requests
+        FROM (SELECT u.shard, u.requests FROM usage_shards u
+              WHERE u.account_id = p_account AND u.period_start = p_period
+              ORDER BY u.shard FOR UPDATE) x;
+        IF v_requests <> 0 THEN
+            UPDATE usage_totals SET requests = requests + v_requests
+            WHERE account_id = p_account AND period_start = p_period
+            RETURNING requests INTO v_total;
+        END IF;
+        v_left := GREATEST(p_limit - v_total, 0);
+        -- The caller's shard first: the shards in the order of their distance from it.
+        v_count := CASE WHEN v_left / cardinality(v_shards)
+                             + CASE WHEN v_left % cardinality(v_shards) > 0 THEN 1 ELSE 0 END
+                             >= p_n
+                        THEN p_n ELSE 0 END;
+        UPDATE usage_shards u
+        SET requests = CASE WHEN u.shard = me THEN v_count ELSE 0 END,
+            request_limit = p_limit, allowance = r.allowance
+        FROM (SELECT s.shard,
+                     v_left / cardinality(v_shards)
+                     + CASE WHEN row_number() OVER (ORDER BY (s.shard - me + n) % n) - 1
+                                 < v_left % cardinality(v_shards) THEN 1 ELSE 0 END AS allowance
+              FROM unnest(v_shards) s(shard)) r
+        WHERE u.account_id = p_account AND u.period_start = p_period AND u.shard = r.shard;
+        RETURN v_count > 0;
+    END $$;
+    "#,
 ];
 
 /// Takes the advisory lock of `SCHEMA_LOCK` for the rest of `tx`, and lifts `LOCK_WAIT`
