@@ -97,6 +97,24 @@ FROM ($sessions) x \gset
 SQL
 }
 
+# The first transaction of pgbench's connection makes that connection's counter shard for
+# every account, committed, and then starts the statistics afresh: an account's shards are
+# made as connections first count on it (migration 16), and every batch, rolled back, would
+# otherwise run a refill for each of its accounts, which a replica's connection does once.
+warm() {
+    cat <<SQL
+SELECT (SELECT count(*) FROM usage_shards WHERE shard = convo_usage_shard())
+       < (SELECT count(*) FROM accounts) AS cold \gset
+\if :cold
+SELECT bool_or(convo_usage_refill_n(a.id, convo_period_start((extract(epoch FROM now()) * 1000)::bigint),
+                                    1000000, 0))
+FROM accounts a;
+SELECT pg_stat_force_next_flush();
+SELECT pg_stat_reset();
+\endif
+SQL
+}
+
 # The start of a batch (its facts, then its writes) of the picked turns.
 start() {
     local each="ARRAY[:n::int]" now=":now::bigint" period="convo_period_start(:now::bigint)"
@@ -128,6 +146,7 @@ SQL
 # The pgbench script of a batch of $1 turns ($2 as for pick): its start and its replies in a
 # transaction that is rolled back.
 script() {
+    warm
     pick "$1" "$2"
     echo 'BEGIN;'
     start
@@ -139,6 +158,7 @@ script() {
 # new one, committed, in two transactions (`two`: the start, then the replies, as a replica
 # writes them) or in one (`one`), batches of $2 turns ($3 as for pick).
 cycle_script() {
+    warm
     pick "$2" "$3" free
     if [[ $1 == one ]]; then
         echo 'BEGIN;'; complete p; start; echo 'COMMIT;'
