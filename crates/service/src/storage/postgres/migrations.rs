@@ -1273,6 +1273,11 @@ const MIGRATIONS: &[&str] = &[
     // refill must not zero what it did not sum; the totals' trigger (migration 5) still drops
     // the shards' tokens when a total is written into `usage_totals` by hand.
     r#"
+    -- The share of p_left handed out over p_k shards that goes to the p_place-th (from 1).
+    CREATE FUNCTION convo_share(p_left BIGINT, p_k INTEGER, p_place INTEGER)
+    RETURNS BIGINT LANGUAGE SQL IMMUTABLE
+    RETURN p_left / p_k + CASE WHEN p_place - 1 < p_left % p_k THEN 1 ELSE 0 END;
+
     CREATE OR REPLACE FUNCTION convo_usage_refill_n(p_account BIGINT, p_period BIGINT,
         p_limit BIGINT, p_n BIGINT)
     RETURNS BOOLEAN LANGUAGE plpgsql AS $$
@@ -1305,20 +1310,15 @@ const MIGRATIONS: &[&str] = &[
             RETURNING requests INTO v_total;
         END IF;
         v_left := GREATEST(p_limit - v_total, 0);
-        -- The caller's shard first: the shards in the order of their distance from it.
-        v_count := CASE WHEN v_left / cardinality(v_shards)
-                             + CASE WHEN v_left % cardinality(v_shards) > 0 THEN 1 ELSE 0 END
-                             >= p_n
+        -- What is left, handed out over the shards in the order of their distance from the
+        -- caller's (first).
+        v_shards := ARRAY(SELECT s FROM unnest(v_shards) s ORDER BY (s - me + n) % n);
+        v_count := CASE WHEN convo_share(v_left, cardinality(v_shards), 1) >= p_n
                         THEN p_n ELSE 0 END;
-        UPDATE usage_shards u
-        SET requests = CASE WHEN u.shard = me THEN v_count ELSE 0 END,
-            request_limit = p_limit, allowance = r.allowance
-        FROM (SELECT s.shard,
-                     v_left / cardinality(v_shards)
-                     + CASE WHEN row_number() OVER (ORDER BY (s.shard - me + n) % n) - 1
-                                 < v_left % cardinality(v_shards) THEN 1 ELSE 0 END AS allowance
-              FROM unnest(v_shards) s(shard)) r
-        WHERE u.account_id = p_account AND u.period_start = p_period AND u.shard = r.shard;
+        UPDATE usage_shards
+        SET requests = CASE WHEN shard = me THEN v_count ELSE 0 END, request_limit = p_limit,
+            allowance = convo_share(v_left, cardinality(v_shards), array_position(v_shards, shard))
+        WHERE account_id = p_account AND period_start = p_period AND shard = ANY(v_shards);
         RETURN v_count > 0;
     END $$;
     "#,
