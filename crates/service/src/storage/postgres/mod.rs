@@ -173,8 +173,10 @@ impl PgStore {
                 unended: Arc::clone(&unended),
                 history: Arc::clone(&history),
             },
-        );
-        let completions = batch::Batcher::start(pool_of(&config, 1)?, turn_batch::Completions);
+            "starts",
+        )?;
+        let completions =
+            batch::Batcher::start(pool_of(&config, 1)?, turn_batch::Completions, "replies")?;
         Ok(PgStore {
             pool,
             replica,
