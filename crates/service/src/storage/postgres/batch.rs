@@ -180,9 +180,9 @@ impl<B: Batch> Batcher<B> {
     /// (`convo-{name}`) with a runtime of its own, where the batches' writes and their
     /// connections' tasks run too: woken by the database's answers, they do not wait behind
     /// the service's HTTP tasks on its runtime, and a batch ends sooner. Measured against the
-    /// service's runtime (`scripts/perf/service-pg-throughput.sh`, four pairs): one node 0-6 %
+    /// service's runtime (`scripts/perf/service-pg-throughput.sh`, six pairs): one node 0-7 %
     /// more POSTs/s, two replicas with 1,000 keys -1 to +11 %, and PostgreSQL's CPU per POST
-    /// with two replicas 2-8 % lower in every pair (docs/perf-log.md, 6 Dec 2026, 18:00 UTC).
+    /// with two replicas 2-9 % lower in every pair (docs/perf-log.md, 6 Dec 2026, 17:15 UTC).
     pub(super) fn start(pool: Pool, batch: B, name: &str) -> Result<Batcher<B>, StoreError> {
         let (jobs, rx) = mpsc::unbounded_channel();
         let counts = Arc::new(Counts::default());
