@@ -66,13 +66,26 @@ impl Harness {
         .await;
     }
 
-    /// Quits the TUI and starts it again on the same store and service.
-    async fn restart(&mut self) {
+    /// Quits the TUI and starts it again on the same store and service, as a user does: the
+    /// first has written what it queued and closed its store before the next reads it.
+    async fn restarted(self) -> Harness {
         let mut options = self.client.options().clone();
         options.max_retries = 0;
-        let next = runtime(options, &self._dir);
-        std::mem::replace(&mut self.rt, next).shutdown().await;
-        self.ready().await;
+        let Harness {
+            rt,
+            service,
+            client,
+            _dir,
+        } = self;
+        rt.shutdown().await;
+        let mut next = Harness {
+            rt: runtime(options, &_dir),
+            service,
+            client,
+            _dir,
+        };
+        next.ready().await;
+        next
     }
 
     async fn until(&mut self, what: &str, done: impl Fn(&App) -> bool) {
@@ -488,7 +501,7 @@ async fn complete_metrics_buckets_are_kept_across_a_restart() {
     // Whole hours that ended over 5 minutes ago: 23, or 22 just after the hour.
     let kept = h.rt.app.metrics.known.len();
     assert!((22..=23).contains(&kept), "{kept}");
-    h.restart().await;
+    h = h.restarted().await;
     h.until("the kept buckets", |app| app.metrics.known.len() == kept)
         .await;
     h.press(KeyCode::F(2));
@@ -745,7 +758,7 @@ async fn a_send_racing_another_devices_turn_comes_after_it_as_on_the_service() {
     assert_eq!(on_screen, stored, "the screen shows what the service holds");
     assert_eq!(history[3].message_id, shown[3].0.clone().unwrap());
     // The local store kept the same order.
-    h.restart().await;
+    h = h.restarted().await;
     h.until("the session reloaded", |app| {
         app.session()
             .is_some_and(|o| o.loaded && o.items.len() == 4)
