@@ -412,8 +412,8 @@ async fn requests_at_the_edge_of_the_limit_over_two_pools_are_exact_and_never_fa
 /// the totals show the limit (migration 13, and migration 12 for a send): both are refused
 /// while another transaction holds the account's totals row and every shard, and every row of
 /// its counters is the version it was (`xmin`). (A refusal that ran a refill would lock and
-/// rewrite the 33 rows, and the account's other requests would wait behind a client sending
-/// on.)
+/// rewrite the totals row and every shard, and the account's other requests would wait behind
+/// a client sending on.)
 #[tokio::test]
 async fn a_request_refused_at_the_limit_takes_no_lock_and_writes_nothing() {
     let (backend, store, account) = store_with_account(Tier::Free).await;
