@@ -1322,6 +1322,13 @@ const MIGRATIONS: &[&str] = &[
         RETURN v_count > 0;
     END $$;
     "#,
+    // 17: `turns_by_replica` (migration 2) goes: no statement reads it (the sweep for expired
+    // leases, leases.rs, anti-joins the whole of `turns` with `replicas`, a hash join whatever
+    // the table holds; a replica's own rollback finds its turn by session), and every turn
+    // paid an insertion into it, its WAL record, and the dead entries its deletion leaves.
+    r#"
+    DROP INDEX IF EXISTS turns_by_replica;
+    "#,
 ];
 
 /// Takes the advisory lock of `SCHEMA_LOCK` for the rest of `tx`, and lifts `LOCK_WAIT`
