@@ -32,6 +32,8 @@ command -v pgbench >/dev/null || { echo "pgbench is missing: apt-get install -y 
 TRANSACTIONS=${TRANSACTIONS:-600} POPULATE=${POPULATE:-10}
 FACTS=${FACTS:-convo_turn_facts_2} WRITE=${WRITE:-convo_turn_write_counted_n}
 COMPLETE=${COMPLETE:-convo_turn_complete_n}
+# The request limit the batches count under (the shards' allowances are handed out for it).
+LIMIT=1000000
 work=$(mktemp -d)
 cluster="" serve=""
 cleanup() {
@@ -107,7 +109,7 @@ SELECT (SELECT count(*) FROM usage_shards WHERE shard = convo_usage_shard())
        < (SELECT count(*) FROM accounts) AS cold \gset
 \if :cold
 SELECT bool_or(convo_usage_refill_n(a.id, convo_period_start((extract(epoch FROM now()) * 1000)::bigint),
-                                    1000000, 0))
+                                    $LIMIT, 0))
 FROM accounts a;
 SELECT pg_stat_force_next_flush();
 SELECT pg_stat_reset();
@@ -127,7 +129,7 @@ SELECT $WRITE(array_fill(true, $each), :a::bigint[], :s::text[], array_fill(fals
     array_fill('Hello from wrk: how do lifetimes work in Rust?'::text, $each),
     array_fill(12::bigint, $each), array_fill(NULL::text, $each), array_fill(NULL::text, $each),
     array_fill(NULL::int, $each), array_fill(NULL::text, $each), 'pgbench', :r::text[],
-    array_fill($period, $each), array_fill(1000000::bigint, $each));
+    array_fill($period, $each), array_fill(${LIMIT}::bigint, $each));
 SQL
 }
 
