@@ -28,6 +28,7 @@ mod service {
     mod pg_history;
     mod pg_lock_wait;
     mod pg_lost_replica;
+    mod pg_silent_server;
     pub mod pg_proxy;
     mod pg_restart;
     mod pg_unended_turns;

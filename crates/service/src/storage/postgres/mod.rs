@@ -77,8 +77,37 @@ pub const LOCK_WAIT: Duration = Duration::from_secs(12);
 const _: () =
     assert!(LOCK_WAIT.as_secs() > IDLE_IN_TRANSACTION.as_secs() && 2 * LOCK_WAIT.as_secs() < 30);
 
-/// `config` with the server-side limits of a replica's connections (`IDLE_IN_TRANSACTION`,
-/// `LOCK_WAIT`) before the URL's own `options`.
+/// How long a replica's connection goes on waiting for a server that went silent (its host or
+/// the network between them gone without a reset: a failover that moved the server's address,
+/// a firewall or NAT that forgot the connection) before it is given up. Without a limit, a
+/// statement whose answer was lost waits as long as the kernel keeps an idle connection (its
+/// keepalives start after 2 hours), and a batch writer, which has one connection, holds every
+/// later batch of its kind up meanwhile (the server ends its own side of a transaction after
+/// `IDLE_IN_TRANSACTION`). TCP keepalives probe a connection silent for `KEEPALIVE_IDLE` every
+/// `KEEPALIVE_INTERVAL`, and `KEEPALIVE_RETRIES` probes unanswered end it; bytes sent and not
+/// acknowledged within `SILENT_SERVER` end it too (`TCP_USER_TIMEOUT`, Linux). A live server's
+/// kernel answers the probes while its backend works or waits for a lock, so a long statement
+/// is not cut short. Set on every connection of a replica (its pools' and the stream relay's)
+/// unless the URL gives its own: `keepalives_idle`, `keepalives_interval`,
+/// `keepalives_retries` and `tcp_user_timeout` (seconds, all four, with this driver);
+/// `keepalives=0` turns the probes off. A `keepalives_idle` of exactly 7200 (the driver's
+/// default) is taken as none.
+pub const SILENT_SERVER: Duration = Duration::from_secs(25);
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
+const KEEPALIVE_RETRIES: u32 = 3;
+/// tokio-postgres's `keepalives_idle` when the URL gives none.
+const DRIVER_KEEPALIVE_IDLE: Duration = Duration::from_secs(2 * 60 * 60);
+
+// The probes give a silent connection up when bytes sent would.
+const _: () = assert!(
+    KEEPALIVE_IDLE.as_secs() + KEEPALIVE_RETRIES as u64 * KEEPALIVE_INTERVAL.as_secs()
+        == SILENT_SERVER.as_secs()
+);
+
+/// `config` with the limits of a replica's connections: the server-side ones
+/// (`IDLE_IN_TRANSACTION`, `LOCK_WAIT`) before the URL's own `options`, and the client-side
+/// ones (`SILENT_SERVER`) where the URL gives none.
 fn with_limits(mut config: tokio_postgres::Config) -> tokio_postgres::Config {
     let mut options = format!(
         "-c idle_in_transaction_session_timeout={} -c lock_timeout={}",
@@ -89,6 +118,18 @@ fn with_limits(mut config: tokio_postgres::Config) -> tokio_postgres::Config {
         options = format!("{options} {own}");
     }
     config.options(&options);
+    if config.get_keepalives_idle() == DRIVER_KEEPALIVE_IDLE {
+        config.keepalives_idle(KEEPALIVE_IDLE);
+    }
+    if config.get_keepalives_interval().is_none() {
+        config.keepalives_interval(KEEPALIVE_INTERVAL);
+    }
+    if config.get_keepalives_retries().is_none() {
+        config.keepalives_retries(KEEPALIVE_RETRIES);
+    }
+    if config.get_tcp_user_timeout().is_none() {
+        config.tcp_user_timeout(SILENT_SERVER);
+    }
     config
 }
 
@@ -969,5 +1010,31 @@ mod tests {
             ),
             "the operator's setting comes last, and wins"
         );
+    }
+
+    #[test]
+    fn a_silent_server_is_given_up_unless_the_url_says_otherwise() {
+        let plain = with_limits("postgres://u@h/db".parse().unwrap());
+        assert!(plain.get_keepalives());
+        assert_eq!(plain.get_keepalives_idle(), Duration::from_secs(10));
+        assert_eq!(
+            plain.get_keepalives_interval(),
+            Some(Duration::from_secs(5))
+        );
+        assert_eq!(plain.get_keepalives_retries(), Some(3));
+        assert_eq!(plain.get_tcp_user_timeout(), Some(&SILENT_SERVER));
+
+        let own = with_limits(
+            "postgres://u@h/db?keepalives_idle=60&keepalives_interval=20&keepalives_retries=9&tcp_user_timeout=90"
+                .parse()
+                .unwrap(),
+        );
+        assert_eq!(own.get_keepalives_idle(), Duration::from_secs(60));
+        assert_eq!(own.get_keepalives_interval(), Some(Duration::from_secs(20)));
+        assert_eq!(own.get_keepalives_retries(), Some(9));
+        assert_eq!(own.get_tcp_user_timeout(), Some(&Duration::from_secs(90)));
+
+        let off = with_limits("postgres://u@h/db?keepalives=0".parse().unwrap());
+        assert!(!off.get_keepalives(), "the URL turns the probes off");
     }
 }
