@@ -28,9 +28,9 @@ mod service {
     mod pg_history;
     mod pg_lock_wait;
     mod pg_lost_replica;
-    mod pg_silent_server;
     pub mod pg_proxy;
     mod pg_restart;
+    mod pg_silent_server;
     mod pg_unended_turns;
     mod relay_heal;
     mod replica_harness;
