@@ -15,6 +15,22 @@ pub fn pg_server() -> String {
     convo_testpg::server_url().to_string()
 }
 
+/// The test server's address (it listens on TCP: the suite's proxy and socket checks need one).
+pub async fn pg_server_addr() -> std::net::SocketAddr {
+    let config: tokio_postgres::Config = pg_server().parse().expect("the server's URL");
+    let host = match &config.get_hosts()[0] {
+        tokio_postgres::config::Host::Tcp(host) => host.clone(),
+        #[cfg(unix)]
+        other => panic!("the tests' PostgreSQL is not on TCP: {other:?}"),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    tokio::net::lookup_host((host.as_str(), port))
+        .await
+        .expect("the server's address")
+        .next()
+        .expect("an address")
+}
+
 /// A database of its own on the test server, dropped (with its connections) on drop.
 pub struct TestDb {
     pub name: String,

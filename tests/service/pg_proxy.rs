@@ -20,7 +20,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::backends::pg_server;
+use super::backends::{pg_server, pg_server_addr};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -53,17 +53,7 @@ impl PgProxy {
     /// A proxy on 127.0.0.1:0 in front of the tests' PostgreSQL server.
     pub async fn start() -> PgProxy {
         let config: tokio_postgres::Config = pg_server().parse().expect("the server's URL");
-        let host = match &config.get_hosts()[0] {
-            tokio_postgres::config::Host::Tcp(host) => host.clone(),
-            #[cfg(unix)]
-            other => panic!("the tests' PostgreSQL is not on TCP: {other:?}"),
-        };
-        let port = config.get_ports().first().copied().unwrap_or(5432);
-        let upstream: SocketAddr = tokio::net::lookup_host((host.as_str(), port))
-            .await
-            .expect("the server's address")
-            .next()
-            .expect("an address");
+        let upstream = pg_server_addr().await;
         let user = config.get_user().unwrap_or("postgres").to_string();
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
         let addr = listener.local_addr().unwrap();

@@ -15,7 +15,7 @@ use std::time::Duration;
 use convo_service::storage::postgres::SILENT_SERVER;
 use convo_service::{DbLocation, ServiceConfig};
 
-use super::backends::{TestDb, pg_server};
+use super::backends::{TestDb, pg_server_addr};
 use super::common::{session, start_with};
 
 /// The keepalive and user-timeout settings of a socket.
@@ -26,22 +26,6 @@ struct Silence {
     interval: Duration,
     retries: u32,
     user_timeout: Option<Duration>,
-}
-
-/// The server's address.
-async fn server() -> SocketAddr {
-    let config: tokio_postgres::Config = pg_server().parse().expect("the server's URL");
-    let host = match &config.get_hosts()[0] {
-        tokio_postgres::config::Host::Tcp(host) => host.clone(),
-        #[cfg(unix)]
-        other => panic!("the tests' PostgreSQL is not on TCP: {other:?}"),
-    };
-    let port = config.get_ports().first().copied().unwrap_or(5432);
-    tokio::net::lookup_host((host.as_str(), port))
-        .await
-        .expect("the server's address")
-        .next()
-        .expect("an address")
 }
 
 /// The settings of each socket of this process connected to `server`.
@@ -85,7 +69,7 @@ fn sockets_to(server: SocketAddr) -> Vec<Silence> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_connection_of_a_replica_gives_a_silent_server_up() {
-    let server = server().await;
+    let server = pg_server_addr().await;
     let db = TestDb::create().await;
     let mut config = ServiceConfig::ephemeral(0);
     config.db = DbLocation::Postgres(db.url());
