@@ -33,6 +33,7 @@ mod service {
     mod pg_silent_server;
     mod pg_unended_turns;
     mod relay_heal;
+    mod relay_settle;
     mod replica_harness;
     mod replica_processes;
     mod replica_stop;

@@ -467,21 +467,30 @@ async fn settle(
         return Ok(Vec::new());
     }
     let ids: Vec<&str> = followed.iter().map(|r| r.message_id.as_str()).collect();
+    let followed_sessions: Vec<&str> = followed.iter().map(|r| r.session_id.as_str()).collect();
     let running: HashSet<String> = client
         .query(
-            "SELECT reply_id FROM turns WHERE reply_id = ANY($1)",
-            &[&ids],
+            "SELECT reply_id FROM turns WHERE session_id = ANY($1) AND reply_id = ANY($2)",
+            &[&followed_sessions, &ids],
         )
         .await?
         .iter()
         .map(|r| r.get(0))
         .collect();
+    // Found through the sessions' index: a message id alone has no index, and a statement
+    // matching on it read the whole table at every probe.
+    let sessions: Vec<&str> = followed_sessions
+        .iter()
+        .copied()
+        .chain(listened.iter().map(String::as_str))
+        .collect();
     let stored = client
         .query(
             "SELECT id, session_id, content, tokens, created_at, finish_reason FROM messages
-             WHERE role = 'assistant' AND (id = ANY($1) OR (session_id = ANY($2) AND created_at >= $3))
+             WHERE role = 'assistant' AND session_id = ANY($1)
+               AND (id = ANY($2) OR (session_id = ANY($3) AND created_at >= $4))
              ORDER BY pk",
-            &[&ids, &listened, &since],
+            &[&sessions, &ids, &listened, &since],
         )
         .await?;
     let mut ends = Vec::new();
