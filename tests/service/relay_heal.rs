@@ -43,7 +43,7 @@ async fn ready(svc: &Svc) -> (StatusCode, Value) {
 }
 
 /// Starts a streamed reply on `svc`; its id.
-async fn start_reply(svc: &Svc, sid: &str, text: &str) -> String {
+pub(super) async fn start_reply(svc: &Svc, sid: &str, text: &str) -> String {
     let (status, accepted) = svc
         .post(sid, json!({"content": text, "stream": true}))
         .await;
@@ -52,7 +52,7 @@ async fn start_reply(svc: &Svc, sid: &str, text: &str) -> String {
 }
 
 /// Reads until `n` deltas of `reply` arrived; returns what was read.
-async fn deltas(ws: &mut Ws, reply: &str, n: usize) -> Vec<StreamEvent> {
+pub(super) async fn deltas(ws: &mut Ws, reply: &str, n: usize) -> Vec<StreamEvent> {
     let mut events = Vec::new();
     while events
         .iter()

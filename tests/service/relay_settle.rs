@@ -6,12 +6,11 @@
 
 use std::time::Duration;
 
-use convo_client::api::StreamEvent;
 use convo_service::{EngineConfig, ServiceConfig};
-use serde_json::json;
 
 use super::backends::TestDb;
-use super::common::{close, next_event, session, start_with};
+use super::common::{close, session, start_with};
+use super::relay_heal::{deltas, start_reply};
 
 /// Sessions and messages of another account, so that the table is worth an index.
 const PAD_SESSIONS: i64 = 400;
@@ -80,22 +79,9 @@ async fn a_followed_reply_is_settled_without_reading_the_whole_table() {
 
     let sid = session();
     let mut ws = b.ws(&sid).await;
-    let (status, accepted) = a
-        .post(
-            &sid,
-            json!({"content": "tell me a long story", "stream": true}),
-        )
-        .await;
-    assert_eq!(status, reqwest::StatusCode::ACCEPTED, "{accepted}");
-    let reply = accepted["messageId"].as_str().unwrap().to_string();
+    let reply = start_reply(&a, &sid, "tell me a long story").await;
     // b follows the reply: its first delta came through the relay.
-    loop {
-        if let StreamEvent::Delta { message_id, .. } = next_event(&mut ws).await
-            && message_id == reply
-        {
-            break;
-        }
-    }
+    deltas(&mut ws, &reply, 1).await;
 
     // Past a probe of b's relay, with the reply still running.
     tokio::time::sleep(Duration::from_millis(6_500)).await;
