@@ -39,7 +39,7 @@ async fn replicas_gone(client: &tokio_postgres::Client) {
             let open: i64 = client
                 .query_one(
                     "SELECT count(*) FROM pg_stat_activity
-                 WHERE datname = current_database() AND pid <> pg_backend_pid()",
+                     WHERE datname = current_database() AND pid <> pg_backend_pid()",
                     &[],
                 )
                 .await
