@@ -88,8 +88,23 @@ impl Harness {
         next
     }
 
+    /// Handles events until `done` holds; on a hang, panics with what the app holds and shows.
     async fn until(&mut self, what: &str, done: impl Fn(&App) -> bool) {
-        self.rt.run_until(what, GUARD, done).await.unwrap();
+        if let Err(e) = self.rt.run_until(what, GUARD, done).await {
+            let app = &self.rt.app;
+            let session = app.session().map(|o| {
+                let states: Vec<_> = o.items.iter().map(|i| &i.state).collect();
+                format!(
+                    "stream {:?}, loaded {}, items {states:?}",
+                    o.stream, o.loaded
+                )
+            });
+            panic!(
+                "{e}\nconnection {:?}, open session {session:?}\nscreen:\n{}",
+                app.connection(),
+                self.screen()
+            );
+        }
     }
 
     /// Waits until the session titled `title` heads the list. A session just made sorts by the
