@@ -69,7 +69,9 @@ in_replica "$BIN" serve --addr 127.0.0.1:8787 --db "postgres://postgres@10.98.2.
     --api-key "$KEY=enterprise" --jwt-secret silent-network-silent-network-0000 \
     --engine builtin --engine-pace-ms 0 >/dev/null 2>"$cluster/serve.log" &
 serve=$!
-for _ in $(seq 100); do in_replica curl -sf -o /dev/null http://127.0.0.1:8787/healthz && break; sleep 0.1; done
+healthy() { in_replica curl -sf -o /dev/null http://127.0.0.1:8787/healthz; }
+for _ in $(seq 100); do healthy && break; sleep 0.1; done
+healthy || { echo "the replica did not answer /healthz within 10 s:" >&2; cat "$cluster/serve.log" >&2; exit 1; }
 
 # Sends "$2" to session $1 and prints the status and the time it took (000: no answer within
 # curl's 120 s).
