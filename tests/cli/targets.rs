@@ -648,3 +648,60 @@ async fn a_session_the_server_lost_to_an_older_backup_is_kept_not_erased() {
     );
     third.shutdown().await;
 }
+
+/// One server at a second address (here a proxy in front of it; in use, another replica of the
+/// deployment, its new name, TLS put in front): with the same key, the sessions sent through the
+/// first are listed, read and sent to through the second, and follow back, since its database
+/// says it is the same server. Another key at the second address sees none of them.
+#[tokio::test]
+async fn one_server_at_a_second_address_lists_the_sessions_sent_through_the_first() {
+    let service = start().await;
+    let first = service.base_url();
+    let proxy = crate::proxy::FaultProxy::start(Some(service.addr)).await;
+    let second = proxy.url().to_string();
+    let key = service.api_key.clone();
+    let s = Sandbox::new();
+    let id = new_id(
+        &on(&s, &first, &key, &["send", "remember the milk"])
+            .await
+            .expect(0),
+    );
+
+    let listed = on(&s, &second, &key, &["sessions", "--json"])
+        .await
+        .expect(0);
+    assert_eq!(ids(&listed.json()), [id.as_str()], "{}", listed.stderr);
+    // Sent to and read through the second address, by id.
+    on(
+        &s,
+        &second,
+        &key,
+        &["send", "--session", &id, "and the bread"],
+    )
+    .await
+    .expect(0);
+    let read = on(&s, &second, &key, &["export", &id]).await.expect(0);
+    assert!(
+        read.stdout.contains("remember the milk") && read.stdout.contains("and the bread"),
+        "{}",
+        read.stdout
+    );
+    assert!(
+        !read.stderr.contains("not of the configured server"),
+        "{}",
+        read.stderr
+    );
+
+    // Back on the first address, the session follows.
+    let back = on(&s, &first, &key, &["sessions", "--json"])
+        .await
+        .expect(0);
+    assert_eq!(ids(&back.json()), [id.as_str()]);
+    let all = s
+        .run(&["sessions", "--all-targets", "--json"])
+        .await
+        .expect(0)
+        .json();
+    assert_eq!(ids(&all), [id.as_str()], "one session, under one target");
+    service.shutdown().await;
+}

@@ -6,7 +6,10 @@
 //! - the service embedded in the TUI (its database in the data dir): `embedded`;
 //! - any other server: `remote:` and a hash of the base URL and the API key, so that two keys
 //!   or two deployments are two targets and the key itself is never written down. Its label,
-//!   as lists show it, is the base URL and the start of that hash.
+//!   as lists show it, is the base URL and the start of that hash. It also carries a hash of
+//!   the key alone, by which the store finds one server reached at two addresses (its
+//!   database and key the same) and keeps one set of sessions for both
+//!   (`local_store/targets.rs`).
 
 use crate::api::ClientOptions;
 use crate::config::Config;
@@ -19,6 +22,9 @@ pub const EMBEDDED: &str = "embedded";
 pub struct TargetId {
     id: String,
     label: String,
+    /// A hash of its API key alone (`ClientOptions::key_id`); `None` for the embedded service,
+    /// a keyless server and a target read back from the store.
+    key_id: Option<String>,
 }
 
 impl TargetId {
@@ -27,6 +33,7 @@ impl TargetId {
         TargetId {
             id: EMBEDDED.to_string(),
             label: EMBEDDED.to_string(),
+            key_id: None,
         }
     }
 
@@ -42,6 +49,7 @@ impl TargetId {
                 &hash[..6.min(hash.len())]
             ),
             id,
+            key_id: options.key_id(),
         }
     }
 
@@ -59,6 +67,7 @@ impl TargetId {
         TargetId {
             id: id.to_string(),
             label: label.to_string(),
+            key_id: None,
         }
     }
 
@@ -70,6 +79,11 @@ impl TargetId {
     /// What lists show: `embedded` or `http://host:port #1a2b3c`.
     pub fn label(&self) -> &str {
         &self.label
+    }
+
+    /// A hash of its API key alone, when it has one (`ClientOptions::key_id`).
+    pub fn key_id(&self) -> Option<&str> {
+        self.key_id.as_deref()
     }
 
     pub fn is_embedded(&self) -> bool {

@@ -98,6 +98,23 @@ impl ClientOptions {
             .collect();
         format!("remote:{hex}")
     }
+
+    /// What names the API key among this device's targets without writing it down: a hash of
+    /// the key alone (`None` without a key). Two targets with the same key whose servers say
+    /// the same database are one server reached at two addresses (`local_store/targets.rs`).
+    pub fn key_id(&self) -> Option<String> {
+        use sha2::{Digest, Sha256};
+        let key = self.api_key.as_deref()?;
+        let mut h = Sha256::new();
+        h.update(b"convo api key\0");
+        h.update(key);
+        Some(
+            h.finalize()[..16]
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect(),
+        )
+    }
 }
 
 impl std::fmt::Debug for ClientOptions {

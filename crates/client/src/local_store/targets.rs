@@ -32,6 +32,10 @@
 //!   copy gives the id up and is renamed `ID@DATABASE` with its
 //!   messages, draft and forks ([`free_id`]), so the two databases' sessions are two sessions
 //!   and neither database's messages land in the other's;
+//! - one server reached at two addresses (replicas of one deployment, a new name, TLS put in
+//!   front) is one set of sessions: a whole list whose database is the one another target
+//!   with the same API key last heard of takes that target's sessions, whole
+//!   (`Store::take_from_same_server`); the most recent address to list them holds them;
 //! - a session of this target that the service says deleted (its account stream's event) is
 //!   named in [`Merged::deleted`] even when another process of this device (`convo delete`)
 //!   marked it deleted first, so that a TUI showing it lets it go.
@@ -258,6 +262,8 @@ impl Store {
                     merged.archived = self
                         .note_database(&tx, database, asked_at)
                         .map_err(|e| self.err(e))?;
+                    self.take_from_same_server(&tx, database)
+                        .map_err(|e| self.err(e))?;
                 }
                 for s in sessions {
                     merge_one(&tx, &target, s, &mut merged).map_err(|e| self.err(e))?;
@@ -388,6 +394,37 @@ impl Store {
             params![target, self.target.label(), database],
         )?;
         Ok(archived)
+    }
+
+    /// The sessions of every other target with this one's API key whose service last said
+    /// `database` (this target's service's, just said): one server reached at another address
+    /// (another replica, a new name, TLS in front). They move here, whole, as the sessions this
+    /// service lists; the other target keeps its label and whatever it kept aside. Nothing
+    /// moves for a target without a key, nor between two keys (two accounts, or two keys of
+    /// one account, are two targets as before).
+    fn take_from_same_server(&self, tx: &Connection, database: &str) -> rusqlite::Result<()> {
+        let Some(key) = self.target.key_id() else {
+            return Ok(());
+        };
+        let me = self.target.id();
+        let others: Vec<(String, String)> = tx
+            .prepare(
+                "SELECT id, label FROM targets
+                 WHERE database_id = ?1 AND key_id = ?2 AND id <> ?3",
+            )?
+            .query_map(params![database, key, me], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        for (other, label) in others {
+            let moved = tx.execute(
+                "UPDATE sessions SET target = ?2, target_guessed = 0 WHERE target = ?1",
+                params![other, me],
+            )?;
+            if moved > 0 {
+                tracing::info!(sessions = moved, from = %label, to = %self.target.label(),
+                    "the same server (its database and key) at another address: its sessions are listed here now");
+            }
+        }
+        Ok(())
     }
 
     /// Moves `ids`, sessions of this handle's target its service no longer lists and did
@@ -1186,5 +1223,91 @@ mod tests {
         .unwrap();
         let r = s.session("session_TTTTTTTTTTTTTTTT").unwrap().unwrap();
         assert_eq!(r.title.as_deref(), Some("Renamed elsewhere"));
+    }
+
+    /// The target of `url` with `key`.
+    fn at_address(url: &str, key: &str) -> TargetId {
+        let mut o = ClientOptions::new(url.parse().unwrap());
+        o.api_key = Some(key.into());
+        TargetId::remote(&o)
+    }
+
+    const KEY: &str = "service_live_abcdefghijklmnopqrst";
+
+    /// One server at two addresses (two replicas of a deployment, or its new name): whichever
+    /// lists the sessions last holds them, whole, and nothing is taken as deleted or kept
+    /// aside on the way.
+    #[test]
+    fn one_server_at_two_addresses_is_one_set_of_sessions() {
+        let store = Store::in_memory().unwrap();
+        let a = store
+            .for_target(&at_address("http://10.0.0.1:8080", KEY))
+            .unwrap();
+        let b = store
+            .for_target(&at_address("https://convo.example", KEY))
+            .unwrap();
+        const ONE: &str = "session_ONEONEONEONEONEO";
+        const TWO: &str = "session_TWOTWOTWOTWOTWOT";
+        exchanged(&a, ONE, 0);
+        exchanged(&a, TWO, 1);
+        a.save_draft(TWO, "half a thought").unwrap();
+        let list = [summary(ONE, None, 0), summary(TWO, None, 1)];
+        assert_eq!(listed(&a, &list, "db_one", 10), Merged::default());
+
+        // Listed through the other address: its sessions now, with their messages and draft.
+        let merged = listed(&b, &list, "db_one", 20);
+        assert_eq!(merged, Merged::default(), "nothing deleted or kept aside");
+        assert_eq!(ids(b.list_sessions().unwrap()), [TWO, ONE]);
+        assert!(a.list_sessions().unwrap().is_empty());
+        assert_eq!(b.transcript(ONE).unwrap().len(), 2);
+        assert_eq!(b.draft(TWO).unwrap().as_deref(), Some("half a thought"));
+        assert!(matches!(
+            b.find_session(ONE).unwrap(),
+            SessionLookup::Found(_)
+        ));
+
+        // Back on the first address: they follow.
+        listed(&a, &list, "db_one", 30);
+        assert_eq!(ids(a.list_sessions().unwrap()), [TWO, ONE]);
+        assert!(b.list_sessions().unwrap().is_empty());
+    }
+
+    /// Another key (another account, or another key of one account) or another database is
+    /// another target, as before: nothing moves.
+    #[test]
+    fn another_key_or_another_database_takes_nothing() {
+        let store = Store::in_memory().unwrap();
+        let a = store
+            .for_target(&at_address("http://10.0.0.1:8080", KEY))
+            .unwrap();
+        const ONE: &str = "session_ONEONEONEONEONEO";
+        exchanged(&a, ONE, 0);
+        listed(&a, &[summary(ONE, None, 0)], "db_one", 10);
+
+        let other_key = store
+            .for_target(&at_address(
+                "http://10.0.0.2:8080",
+                "service_live_zyxwvutsrqponmlkjihg",
+            ))
+            .unwrap();
+        listed(&other_key, &[], "db_one", 20);
+        let other_database = store
+            .for_target(&at_address("http://10.0.0.3:8080", KEY))
+            .unwrap();
+        listed(&other_database, &[], "db_two", 30);
+        // A target read back from the store (no key known) takes nothing either.
+        let known = store
+            .for_target(&TargetId::known(
+                "remote:0123456789abcdef0123456789abcdef",
+                "x",
+            ))
+            .unwrap();
+        listed(&known, &[], "db_one", 40);
+
+        assert_eq!(ids(a.list_sessions().unwrap()), [ONE]);
+        assert_eq!(a.transcript(ONE).unwrap().len(), 2);
+        for t in [&other_key, &other_database, &known] {
+            assert!(t.list_sessions().unwrap().is_empty());
+        }
     }
 }
