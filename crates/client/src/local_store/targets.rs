@@ -662,9 +662,7 @@ mod tests {
     }
 
     fn remote() -> TargetId {
-        let mut o = ClientOptions::new("http://127.0.0.1:9".parse().unwrap());
-        o.api_key = Some("service_live_abcdefghijklmnopqrst".into());
-        TargetId::remote(&o)
+        at_address("http://127.0.0.1:9", KEY)
     }
 
     fn summary(id: &str, title: Option<&str>, t: i64) -> SessionSummary {
