@@ -136,12 +136,6 @@ const MIGRATIONS: &[&str] = &[
     // new one means that service started over, and the sessions kept from before are moved
     // to a target of their own instead of being taken as deleted. NULL until a service says.
     "ALTER TABLE targets ADD COLUMN database_id TEXT;",
-    // 9: a hash of each remote target's API key alone (`ClientOptions::key_id`): two targets
-    // with the same key whose servers say the same database are one server at two addresses
-    // (replicas, a new name or TLS in front), and a list from either takes the other's
-    // sessions (`targets.rs`). NULL for the embedded service, a keyless server, and a target
-    // not opened since.
-    "ALTER TABLE targets ADD COLUMN key_id TEXT;",
 ];
 
 /// The columns [`SessionRow::read`] reads, in its order.
@@ -439,9 +433,9 @@ impl Store {
     pub fn for_target(&self, target: &TargetId) -> Result<Store, StoreError> {
         self.lock()
             .execute(
-                "INSERT INTO targets (id, label, key_id) VALUES (?1, ?2, ?3)
-                 ON CONFLICT (id) DO UPDATE SET label = ?2, key_id = coalesce(?3, key_id)",
-                params![target.id(), target.label(), target.key_id()],
+                "INSERT INTO targets (id, label) VALUES (?1, ?2)
+                 ON CONFLICT (id) DO UPDATE SET label = ?2",
+                params![target.id(), target.label()],
             )
             .map_err(|e| self.err(e))?;
         Ok(Store {

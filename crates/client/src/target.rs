@@ -6,10 +6,9 @@
 //! - the service embedded in the TUI (its database in the data dir): `embedded`;
 //! - any other server: `remote:` and a hash of the base URL and the API key, so that two keys
 //!   or two deployments are two targets and the key itself is never written down. Its label,
-//!   as lists show it, is the base URL and the start of that hash. It also carries a hash of
-//!   the key alone, by which the store finds one server reached at two addresses (its
-//!   database and key the same) and keeps one set of sessions for both
-//!   (`local_store/targets.rs`).
+//!   as lists show it, is the base URL and the start of that hash. In memory it also holds
+//!   the key, by which the store finds one server reached at two addresses (its database and
+//!   key the same) and keeps one set of sessions for both (`local_store/targets.rs`).
 
 use crate::api::ClientOptions;
 use crate::config::Config;
@@ -18,13 +17,24 @@ use crate::config::Config;
 pub const EMBEDDED: &str = "embedded";
 
 /// One target: its id (what the store keeps) and its label (what lists show).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct TargetId {
     id: String,
     label: String,
-    /// A hash of its API key alone (`ClientOptions::key_id`); `None` for the embedded service,
-    /// a keyless server and a target read back from the store.
-    key_id: Option<String>,
+    /// Its API key, kept in memory only (never written down nor shown by `Debug`), to tell
+    /// whether another target is this key at another address ([`TargetId::same_key_as`]);
+    /// `None` for the embedded service, a keyless server and a target read back from the
+    /// store.
+    key: Option<std::sync::Arc<str>>,
+}
+
+impl std::fmt::Debug for TargetId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TargetId")
+            .field("id", &self.id)
+            .field("label", &self.label)
+            .finish_non_exhaustive()
+    }
 }
 
 impl TargetId {
@@ -33,7 +43,7 @@ impl TargetId {
         TargetId {
             id: EMBEDDED.to_string(),
             label: EMBEDDED.to_string(),
-            key_id: None,
+            key: None,
         }
     }
 
@@ -49,7 +59,7 @@ impl TargetId {
                 &hash[..6.min(hash.len())]
             ),
             id,
-            key_id: options.key_id(),
+            key: options.api_key.as_deref().map(std::sync::Arc::from),
         }
     }
 
@@ -67,7 +77,7 @@ impl TargetId {
         TargetId {
             id: id.to_string(),
             label: label.to_string(),
-            key_id: None,
+            key: None,
         }
     }
 
@@ -81,9 +91,19 @@ impl TargetId {
         &self.label
     }
 
-    /// A hash of its API key alone, when it has one (`ClientOptions::key_id`).
-    pub fn key_id(&self) -> Option<&str> {
-        self.key_id.as_deref()
+    /// Whether the remote target `other_id`, labelled `other_label` ([`TargetId::remote`]'s
+    /// label: the base URL, then ` #` and the start of the id), is this target's API key at
+    /// that base URL: its id is what this key there makes, a hash of the two, so a match is
+    /// proof. False for a target without a key, and for a label of another form (the
+    /// embedded service's, one where sessions are kept aside).
+    pub fn same_key_as(&self, other_id: &str, other_label: &str) -> bool {
+        let Some(key) = &self.key else {
+            return false;
+        };
+        let Some((base_url, _)) = other_label.rsplit_once(" #") else {
+            return false;
+        };
+        crate::api::client::account_at(base_url, Some(key)) == other_id
     }
 
     pub fn is_embedded(&self) -> bool {

@@ -87,34 +87,22 @@ impl ClientOptions {
     /// hash of the base URL and the API key, so that two keys or two deployments never share
     /// them and the key itself is not written down.
     pub fn account(&self) -> String {
-        use sha2::{Digest, Sha256};
-        let mut h = Sha256::new();
-        h.update(self.base_url.as_str().trim_end_matches('/'));
-        h.update([0]);
-        h.update(self.api_key.as_deref().unwrap_or(""));
-        let hex: String = h.finalize()[..16]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        format!("remote:{hex}")
+        account_at(self.base_url.as_str(), self.api_key.as_deref())
     }
+}
 
-    /// What names the API key among this device's targets without writing it down: a hash of
-    /// the key alone (`None` without a key). Two targets with the same key whose servers say
-    /// the same database are one server reached at two addresses (`local_store/targets.rs`).
-    pub fn key_id(&self) -> Option<String> {
-        use sha2::{Digest, Sha256};
-        let key = self.api_key.as_deref()?;
-        let mut h = Sha256::new();
-        h.update(b"convo api key\0");
-        h.update(key);
-        Some(
-            h.finalize()[..16]
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect(),
-        )
-    }
+/// [`ClientOptions::account`] of a client on `base_url` with `api_key`.
+pub(crate) fn account_at(base_url: &str, api_key: Option<&str>) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(base_url.trim_end_matches('/'));
+    h.update([0]);
+    h.update(api_key.unwrap_or(""));
+    let hex: String = h.finalize()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("remote:{hex}")
 }
 
 impl std::fmt::Debug for ClientOptions {

@@ -403,18 +403,15 @@ impl Store {
     /// moves for a target without a key, nor between two keys (two accounts, or two keys of
     /// one account, are two targets as before).
     fn take_from_same_server(&self, tx: &Connection, database: &str) -> rusqlite::Result<()> {
-        let Some(key) = self.target.key_id() else {
-            return Ok(());
-        };
         let me = self.target.id();
         let others: Vec<(String, String)> = tx
-            .prepare(
-                "SELECT id, label FROM targets
-                 WHERE database_id = ?1 AND key_id = ?2 AND id <> ?3",
-            )?
-            .query_map(params![database, key, me], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .prepare("SELECT id, label FROM targets WHERE database_id = ?1 AND id <> ?2")?
+            .query_map(params![database, me], |r| Ok((r.get(0)?, r.get(1)?)))?
             .collect::<rusqlite::Result<_>>()?;
         for (other, label) in others {
+            if !self.target.same_key_as(&other, &label) {
+                continue;
+            }
             let moved = tx.execute(
                 "UPDATE sessions SET target = ?2, target_guessed = 0 WHERE target = ?1",
                 params![other, me],
@@ -1307,5 +1304,41 @@ mod tests {
         for t in [&other_key, &other_database, &known] {
             assert!(t.list_sessions().unwrap().is_empty());
         }
+    }
+
+    /// A store from an older convo knows its targets by id and label only: the sessions it
+    /// filed under the first address are still found from the second, the key at the first
+    /// address making that target's id; a session kept aside there (a target of another form)
+    /// stays where it is.
+    #[test]
+    fn sessions_filed_by_an_older_convo_are_found_from_a_second_address() {
+        let store = Store::in_memory().unwrap();
+        let first = at_address("http://10.0.0.1:8080", KEY);
+        // As an older convo filed them: a target known by its id and label.
+        let a = store
+            .for_target(&TargetId::known(first.id(), first.label()))
+            .unwrap();
+        const ONE: &str = "session_ONEONEONEONEONEO";
+        const OLD: &str = "session_OLDOLDOLDOLDOLDO";
+        exchanged(&a, OLD, 0);
+        listed(&a, &[summary(OLD, None, 0)], "db_zero", 5);
+        exchanged(&a, ONE, 6);
+        assert!(
+            listed(&a, &[summary(ONE, None, 6)], "db_one", 10)
+                .archived
+                .is_some()
+        );
+
+        let b = store
+            .for_target(&at_address("https://convo.example", KEY))
+            .unwrap();
+        listed(&b, &[summary(ONE, None, 6)], "db_one", 20);
+        assert_eq!(ids(b.list_sessions().unwrap()), [ONE]);
+        assert!(a.list_sessions().unwrap().is_empty());
+        // The earlier database's session stays kept aside under the first address.
+        let all = store.list_all_sessions().unwrap();
+        let kept: Vec<_> = all.iter().filter(|(r, _)| r.id == OLD).collect();
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept[0].0.target, format!("{}@db_zero", first.id()));
     }
 }
