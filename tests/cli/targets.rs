@@ -652,7 +652,8 @@ async fn a_session_the_server_lost_to_an_older_backup_is_kept_not_erased() {
 /// One server at a second address (here a proxy in front of it; in use, another replica of the
 /// deployment, its new name, TLS put in front): with the same key, the sessions sent through the
 /// first are listed, read and sent to through the second, and follow back, since its database
-/// says it is the same server. Another key at the second address sees none of them.
+/// says it is the same server. (Another key or another database takes nothing:
+/// `another_key_or_another_database_takes_nothing`, crates/client/src/local_store/targets.rs.)
 #[tokio::test]
 async fn one_server_at_a_second_address_lists_the_sessions_sent_through_the_first() {
     let service = start().await;

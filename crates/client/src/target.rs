@@ -16,6 +16,9 @@ use crate::config::Config;
 /// The id of the embedded service's target.
 pub const EMBEDDED: &str = "embedded";
 
+/// What separates a remote target's base URL from the start of its id in its label.
+const LABEL_MARK: &str = " #";
+
 /// One target: its id (what the store keeps) and its label (what lists show).
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct TargetId {
@@ -54,7 +57,7 @@ impl TargetId {
         let hash = id.strip_prefix("remote:").unwrap_or(&id);
         TargetId {
             label: format!(
-                "{} #{}",
+                "{}{LABEL_MARK}{}",
                 options.base_url.as_str().trim_end_matches('/'),
                 &hash[..6.min(hash.len())]
             ),
@@ -100,7 +103,7 @@ impl TargetId {
         let Some(key) = &self.key else {
             return false;
         };
-        let Some((base_url, _)) = other_label.rsplit_once(" #") else {
+        let Some((base_url, _)) = other_label.rsplit_once(LABEL_MARK) else {
             return false;
         };
         crate::api::client::account_at(base_url, Some(key)) == other_id
