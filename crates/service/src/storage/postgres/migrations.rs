@@ -1329,6 +1329,16 @@ const MIGRATIONS: &[&str] = &[
     r#"
     DROP INDEX IF EXISTS turns_by_replica;
     "#,
+    // 18: `messages.session_id` and `turns.session_id` no longer reference `sessions` (migrations
+    // 1 and 2). A session row is never deleted (a deletion sets `deleted_at` and deletes its
+    // messages), and every message and turn is inserted under its session's lock after the
+    // session is found live (or made in the same transaction: the batch functions, a fork), so
+    // a reference cannot dangle; the checks were three queries of PostgreSQL's own
+    // per POST, and a node served 7-14 % more POSTs/s without them (docs/perf-log.md, 7 Dec).
+    r#"
+    ALTER TABLE messages DROP CONSTRAINT IF EXISTS messages_session_id_fkey;
+    ALTER TABLE turns DROP CONSTRAINT IF EXISTS turns_session_id_fkey;
+    "#,
 ];
 
 /// Takes the advisory lock of `SCHEMA_LOCK` for the rest of `tx`, and lifts `LOCK_WAIT`
