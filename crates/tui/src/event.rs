@@ -85,6 +85,10 @@ pub enum AppEvent {
     History {
         session_id: String,
         fetch: HistoryFetch,
+        /// When the read was sent (or, failed before it was, asked for): one sent before a
+        /// turn's `started` was taken may not show that turn's exchange, and reads run at once,
+        /// so they come back in any order (`held_send.rs`, `other_read_came`).
+        asked: std::time::Instant,
     },
     /// The server deleted the session.
     Deleted { session_id: String },

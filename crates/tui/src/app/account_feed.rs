@@ -270,6 +270,7 @@ mod tests {
             message("msg_2", convo_client::api::Role::Assistant, "hello laptop"),
         ];
         let out = app.update(AppEvent::History {
+            asked: std::time::Instant::now(),
             session_id: A.into(),
             fetch: crate::event::HistoryFetch::Messages(history),
         });

@@ -449,7 +449,11 @@ impl App {
                 failure,
             } => self.on_send_failed(session_id, send_id, failure, &mut out),
             AppEvent::Stream { session_id, update } => self.on_stream(session_id, update, &mut out),
-            AppEvent::History { session_id, fetch } => self.on_history(session_id, fetch, &mut out),
+            AppEvent::History {
+                session_id,
+                fetch,
+                asked,
+            } => self.on_history(session_id, fetch, asked, &mut out),
             AppEvent::Deleted { session_id } => {
                 self.note_answer(Ok(()));
                 out.push(Command::RefreshUsage);

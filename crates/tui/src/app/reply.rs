@@ -674,7 +674,7 @@ impl App {
         }
         let fetch = open.foreign_event(event) == ForeignStep::FetchHistory;
         if fetch {
-            open.other_read_asked();
+            open.other_read_asked(std::time::Instant::now());
         }
         if held_back {
             self.notify(Level::Info, HELD_BEHIND);
@@ -703,12 +703,13 @@ impl App {
         &mut self,
         session_id: String,
         fetch: HistoryFetch,
+        asked: std::time::Instant,
         out: &mut Vec<Command>,
     ) {
         let Some(open) = self.transcript.session_mut_if(&session_id) else {
             return;
         };
-        open.other_read_came();
+        open.other_read_came(asked);
         let Some(idx) = open.cut_off.as_ref().map(|p| p.reply_item) else {
             // Not a reply the stream lost: the history asked for when the session opened.
             if let HistoryFetch::Messages(messages) = fetch {

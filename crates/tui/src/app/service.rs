@@ -532,6 +532,7 @@ mod tests {
             session_id: A.into()
         }));
         let cmds = app.update(AppEvent::History {
+            asked: std::time::Instant::now(),
             session_id: A.into(),
             fetch: HistoryFetch::Messages(vec![
                 message("msg_1", Role::User, "from the laptop"),
@@ -642,6 +643,7 @@ mod tests {
         assert!(app.session().unwrap().items.is_empty());
         let question = message("msg_q", Role::User, "from the laptop");
         app.update(AppEvent::History {
+            asked: std::time::Instant::now(),
             session_id: A.into(),
             fetch: HistoryFetch::Messages(vec![question.clone()]),
         });
@@ -673,6 +675,7 @@ mod tests {
         assert_eq!(app.session().unwrap().items[1].state, EntryState::Complete);
         // The history read after it adds nothing twice.
         let cmds = app.update(AppEvent::History {
+            asked: std::time::Instant::now(),
             session_id: A.into(),
             fetch: HistoryFetch::Messages(vec![question, reply]),
         });
@@ -685,6 +688,7 @@ mod tests {
         let mut app = streaming_app();
         app.update(foreign_delta(0, "Hel"));
         app.update(AppEvent::History {
+            asked: std::time::Instant::now(),
             session_id: A.into(),
             fetch: HistoryFetch::Messages(vec![message("msg_q", Role::User, "from the laptop")]),
         });
@@ -799,6 +803,7 @@ mod tests {
         };
         let history = |app: &mut App, messages: Vec<Message>| {
             app.update(AppEvent::History {
+                asked: std::time::Instant::now(),
                 session_id: A.into(),
                 fetch: HistoryFetch::Messages(messages),
             })
@@ -952,6 +957,7 @@ mod tests {
             step(
                 &mut app,
                 AppEvent::History {
+                    asked: std::time::Instant::now(),
                     session_id: A.into(),
                     fetch: HistoryFetch::Messages(vec![message(
                         "msg_q",
@@ -1043,11 +1049,70 @@ mod tests {
         step(
             &mut app,
             AppEvent::History {
+                asked: std::time::Instant::now(),
                 session_id: A.into(),
                 fetch: HistoryFetch::Messages(vec![
                     message("msg_q", Role::User, "from the laptop"),
                     message("msg_r", Role::Assistant, "Hello"),
                 ]),
+            },
+        );
+        step(&mut app, started("msg_mine", &key));
+        step(&mut app, delta_of("msg_mine", 0, "Yes"));
+        step(&mut app, done_of("msg_mine", "Yes"));
+        let open = app.session().unwrap();
+        let shown: Vec<&str> = (0..open.items.len()).map(|i| open.content(i)).collect();
+        assert_eq!(shown, ["from the laptop", "Hello", "mine", "Yes"]);
+        assert!(open.pending.is_none() && open.held.is_none());
+        assert_eq!(stored, ["from the laptop", "Hello", "mine", "Yes"]);
+    }
+
+    /// A history read sent before the other device's turn began (the session's opening read,
+    /// still under way) comes back after that turn's `started`, without its exchange: the held
+    /// send does not take it for the read asked at `started`, and comes back after the other
+    /// exchange once that read is in, as the service stores them.
+    #[test]
+    fn a_held_send_does_not_take_an_older_read_for_the_one_it_waits_for() {
+        let mut app = streaming_app();
+        let (send_id, key) = sent(&mut app, "mine");
+        let older = std::time::Instant::now();
+        app.update(started("msg_r", "the-laptops-key"));
+        assert!(app.session().unwrap().held.is_some());
+        let mut stored: Vec<String> = Vec::new();
+        let mut step = |app: &mut App, event: AppEvent| store_order(app, event, &mut stored);
+        step(&mut app, foreign_delta(0, "Hel"));
+        step(&mut app, foreign_delta(1, "lo"));
+        step(&mut app, foreign_done("Hello", None));
+        step(
+            &mut app,
+            AppEvent::SendAccepted {
+                session_id: A.into(),
+                send_id,
+                reply: message("msg_mine", Role::Assistant, ""),
+                prompt_tokens: 2,
+            },
+        );
+        step(
+            &mut app,
+            AppEvent::History {
+                session_id: A.into(),
+                fetch: HistoryFetch::Messages(Vec::new()),
+                asked: older,
+            },
+        );
+        assert!(
+            app.session().unwrap().held.is_some(),
+            "a read sent before the other turn began does not show it"
+        );
+        step(
+            &mut app,
+            AppEvent::History {
+                session_id: A.into(),
+                fetch: HistoryFetch::Messages(vec![
+                    message("msg_q", Role::User, "from the laptop"),
+                    message("msg_r", Role::Assistant, "Hello"),
+                ]),
+                asked: std::time::Instant::now(),
             },
         );
         step(&mut app, started("msg_mine", &key));
@@ -1075,6 +1140,7 @@ mod tests {
         });
         assert!(app.session().unwrap().held.is_some());
         app.update(AppEvent::History {
+            asked: std::time::Instant::now(),
             session_id: A.into(),
             fetch: HistoryFetch::Failed("connection reset".into()),
         });
@@ -1123,6 +1189,7 @@ mod tests {
         let ctrl_c = || AppEvent::Key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));
         app.update(foreign_delta(0, "On and on"));
         app.update(AppEvent::History {
+            asked: std::time::Instant::now(),
             session_id: A.into(),
             fetch: HistoryFetch::Messages(vec![message("msg_q", Role::User, "from the laptop")]),
         });
@@ -1170,6 +1237,7 @@ mod tests {
             app.update(AppEvent::Focus(false));
             app.update(foreign_delta(0, "On and on"));
             app.update(AppEvent::History {
+                asked: std::time::Instant::now(),
                 session_id: A.into(),
                 fetch: HistoryFetch::Messages(vec![message(
                     "msg_q",
@@ -1199,12 +1267,14 @@ mod tests {
         let question = message("msg_q", Role::User, "from the laptop");
         app.update(foreign_delta(0, "Hel"));
         app.update(AppEvent::History {
+            asked: std::time::Instant::now(),
             session_id: A.into(),
             fetch: HistoryFetch::Messages(vec![question.clone()]),
         });
         // The reply is stored before its `done` reaches this device: the history has it.
         let reply = message("msg_r", Role::Assistant, "Hello");
         app.update(AppEvent::History {
+            asked: std::time::Instant::now(),
             session_id: A.into(),
             fetch: HistoryFetch::Messages(vec![question, reply.clone()]),
         });

@@ -6,6 +6,8 @@
 //! message and reply show where the service keeps them; they come back at the end when this
 //! send's own reply starts (its `started`) or its POST is answered, or fails.
 
+use std::time::Instant;
+
 use chrono::{DateTime, Utc};
 use convo_client::api::Message;
 
@@ -79,25 +81,29 @@ impl OpenSession {
         Some((send_id, reply, tokens))
     }
 
-    /// The history was asked for at the `started` of another send's turn: a send held behind
-    /// it waits for that read (`other_turn_unsettled`).
-    pub fn other_read_asked(&mut self) {
+    /// The history was asked for `at` the `started` of another send's turn: a send held
+    /// behind it waits for that read (`other_turn_unsettled`).
+    pub fn other_read_asked(&mut self, at: Instant) {
         if self.held.is_some() {
-            self.reading_other = true;
+            self.reading_other = Some(at);
         }
     }
 
-    /// A history read came back (or failed: a failed read comes again only with a reconnect):
-    /// a held send waits no longer for it.
-    pub fn other_read_came(&mut self) {
-        self.reading_other = false;
+    /// A history read sent at `asked` came back (or failed: a failed read comes again only
+    /// with a reconnect). A held send waits no longer once a read sent since the one it waits
+    /// for was asked has come: that read shows the other exchange. Reads sent before may not
+    /// (another read still under way when the other turn began), and come back in any order.
+    pub fn other_read_came(&mut self, asked: Instant) {
+        if self.reading_other.is_some_and(|since| asked >= since) {
+            self.reading_other = None;
+        }
     }
 
     /// Whether the turn a send is held behind is still to settle here: its reply is shown
     /// coming, or the history read that shows its exchange has not come back. A held send's
     /// answer waits until it has (`hold_answer`, `take_due_answer`).
     pub fn other_turn_unsettled(&self) -> bool {
-        self.foreign.is_some() || self.reading_other
+        self.foreign.is_some() || self.reading_other.is_some()
     }
 
     /// Whether the held send is `send_id`.

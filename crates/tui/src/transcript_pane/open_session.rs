@@ -80,9 +80,10 @@ pub struct OpenSession {
     /// A send of this device waiting behind another send's turn, out of the transcript until
     /// its own turn starts (`held_send.rs`).
     pub held: Option<super::held_send::HeldSend>,
-    /// The history read asked for at the `started` of the turn a send is held behind has not
-    /// come back yet: the held send waits for it (`held_send.rs`, `take_due_answer`).
-    pub reading_other: bool,
+    /// When the history read was asked for at the `started` of the turn a send is held
+    /// behind, while no read sent since has come back: the held send waits for one
+    /// (`held_send.rs`, `take_due_answer`).
+    pub reading_other: Option<std::time::Instant>,
     pub stream: StreamState,
 }
 
@@ -101,7 +102,7 @@ impl OpenSession {
             cut_off: None,
             foreign: None,
             held: None,
-            reading_other: false,
+            reading_other: None,
             stream: StreamState::Connecting,
         }
     }

@@ -79,17 +79,24 @@ impl Workers {
     pub(super) fn fetch_history(&mut self, session_id: String, after: Option<std::time::Duration>) {
         let failed = {
             let session_id = session_id.clone();
+            let asked = std::time::Instant::now();
             move |why: String| AppEvent::History {
                 session_id,
                 fetch: HistoryFetch::Failed(why),
+                asked,
             }
         };
         self.spawn_request(None, failed, move |client| async move {
             if let Some(after) = after {
                 tokio::time::sleep(after).await;
             }
+            let asked = std::time::Instant::now();
             let fetch = history_of(&client, &session_id).await;
-            AppEvent::History { session_id, fetch }
+            AppEvent::History {
+                session_id,
+                fetch,
+                asked,
+            }
         });
     }
 

@@ -38,6 +38,7 @@ fn after_the_reconnect_the_history_settles_a_cut_off_reply() {
     let mut user = reply("u", "tell me", 2);
     user.role = Role::User;
     let cmds = app.update(AppEvent::History {
+        asked: std::time::Instant::now(),
         session_id: A.into(),
         fetch: HistoryFetch::Messages(vec![user.clone(), reply("r", "Partial and whole.", 4)]),
     });
@@ -53,6 +54,7 @@ fn after_the_reconnect_the_history_settles_a_cut_off_reply() {
     let mut app = cut_mid_reply();
     app.update(stream(StreamUpdate::Connected));
     let cmds = app.update(AppEvent::History {
+        asked: std::time::Instant::now(),
         session_id: A.into(),
         fetch: HistoryFetch::Messages(vec![]),
     });
@@ -76,6 +78,7 @@ fn after_the_reconnect_the_history_settles_a_cut_off_reply() {
     let mut app = cut_mid_reply();
     app.update(stream(StreamUpdate::Connected));
     let cmds = app.update(AppEvent::History {
+        asked: std::time::Instant::now(),
         session_id: A.into(),
         fetch: HistoryFetch::Unsupported,
     });
@@ -96,6 +99,7 @@ fn after_the_reconnect_the_history_settles_a_cut_off_reply() {
     let mut app = cut_mid_reply();
     app.update(stream(StreamUpdate::Connected));
     let cmds = app.update(AppEvent::History {
+        asked: std::time::Instant::now(),
         session_id: A.into(),
         fetch: HistoryFetch::Failed("reset".into()),
     });
@@ -111,6 +115,7 @@ fn a_cut_off_reply_still_being_generated_resumes_from_the_snapshot() {
     let mut user = reply("u", "tell me", 2);
     user.role = Role::User;
     let cmds = app.update(AppEvent::History {
+        asked: std::time::Instant::now(),
         session_id: A.into(),
         fetch: HistoryFetch::Messages(vec![user]),
     });
@@ -145,6 +150,7 @@ fn a_message_a_restarted_server_kept_without_its_reply_stays_sent_and_is_offered
     user.role = Role::User;
     let history = |app: &mut App| {
         app.update(AppEvent::History {
+            asked: std::time::Instant::now(),
             session_id: A.into(),
             fetch: HistoryFetch::Messages(vec![user.clone()]),
         })
@@ -293,6 +299,7 @@ fn a_cut_off_reply_stays_itself_when_the_transcript_loads_late() {
     assert_eq!(open(&app).cut_off.as_ref().unwrap().reply_item, 3);
     app.update(stream(StreamUpdate::Connected));
     app.update(AppEvent::History {
+        asked: std::time::Instant::now(),
         session_id: A.into(),
         fetch: HistoryFetch::Messages(vec![reply("r", "Part and whole", 3)]),
     });

@@ -234,6 +234,7 @@ fn stored_reply(cmds: &[Command]) -> Option<StoredMessage> {
 
 fn history(messages: Vec<Message>) -> AppEvent {
     AppEvent::History {
+        asked: std::time::Instant::now(),
         session_id: A.into(),
         fetch: HistoryFetch::Messages(messages),
     }

@@ -307,6 +307,7 @@ fn a_reply_the_store_kept_without_its_end_takes_it_from_the_services_history() {
         ..reply("msg_u", "", 1)
     };
     let cmds = app.update(AppEvent::History {
+        asked: std::time::Instant::now(),
         session_id: A.into(),
         fetch: HistoryFetch::Messages(vec![user, said]),
     });
