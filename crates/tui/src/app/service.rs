@@ -1021,108 +1021,65 @@ mod tests {
     /// The other reply's `done` and this send's answer both come before the history read
     /// that shows the other device's message (asked for at its `started`; a reply quicker
     /// than a local GET): this send still comes back after the other exchange, which shows
-    /// and is stored where the service keeps it.
+    /// and is stored where the service keeps it. A read sent before that `started` (the
+    /// session's opening read, still under way), without the other exchange, and coming back
+    /// first, is not taken for it.
     #[test]
     fn a_held_send_answered_before_the_other_exchange_is_read_comes_after_it() {
-        let mut app = streaming_app();
-        let (send_id, key) = sent(&mut app, "mine");
-        app.update(started("msg_r", "the-laptops-key"));
-        assert!(app.session().unwrap().held.is_some());
-        let mut stored: Vec<String> = Vec::new();
-        let mut step = |app: &mut App, event: AppEvent| store_order(app, event, &mut stored);
-        step(&mut app, foreign_delta(0, "Hel"));
-        step(&mut app, foreign_delta(1, "lo"));
-        step(&mut app, foreign_done("Hello", None));
-        step(
-            &mut app,
-            AppEvent::SendAccepted {
-                session_id: A.into(),
-                send_id,
-                reply: message("msg_mine", Role::Assistant, ""),
-                prompt_tokens: 2,
-            },
-        );
-        assert!(
-            app.session().unwrap().held.is_some(),
-            "held until the other exchange is read"
-        );
-        step(
-            &mut app,
-            AppEvent::History {
-                asked: std::time::Instant::now(),
-                session_id: A.into(),
-                fetch: HistoryFetch::Messages(vec![
-                    message("msg_q", Role::User, "from the laptop"),
-                    message("msg_r", Role::Assistant, "Hello"),
-                ]),
-            },
-        );
-        step(&mut app, started("msg_mine", &key));
-        step(&mut app, delta_of("msg_mine", 0, "Yes"));
-        step(&mut app, done_of("msg_mine", "Yes"));
-        let open = app.session().unwrap();
-        let shown: Vec<&str> = (0..open.items.len()).map(|i| open.content(i)).collect();
-        assert_eq!(shown, ["from the laptop", "Hello", "mine", "Yes"]);
-        assert!(open.pending.is_none() && open.held.is_none());
-        assert_eq!(stored, ["from the laptop", "Hello", "mine", "Yes"]);
-    }
-
-    /// A history read sent before the other device's turn began (the session's opening read,
-    /// still under way) comes back after that turn's `started`, without its exchange: the held
-    /// send does not take it for the read asked at `started`, and comes back after the other
-    /// exchange once that read is in, as the service stores them.
-    #[test]
-    fn a_held_send_does_not_take_an_older_read_for_the_one_it_waits_for() {
-        let mut app = streaming_app();
-        let (send_id, key) = sent(&mut app, "mine");
-        let older = std::time::Instant::now();
-        app.update(started("msg_r", "the-laptops-key"));
-        assert!(app.session().unwrap().held.is_some());
-        let mut stored: Vec<String> = Vec::new();
-        let mut step = |app: &mut App, event: AppEvent| store_order(app, event, &mut stored);
-        step(&mut app, foreign_delta(0, "Hel"));
-        step(&mut app, foreign_delta(1, "lo"));
-        step(&mut app, foreign_done("Hello", None));
-        step(
-            &mut app,
-            AppEvent::SendAccepted {
-                session_id: A.into(),
-                send_id,
-                reply: message("msg_mine", Role::Assistant, ""),
-                prompt_tokens: 2,
-            },
-        );
-        step(
-            &mut app,
-            AppEvent::History {
-                session_id: A.into(),
-                fetch: HistoryFetch::Messages(Vec::new()),
-                asked: older,
-            },
-        );
-        assert!(
-            app.session().unwrap().held.is_some(),
-            "a read sent before the other turn began does not show it"
-        );
-        step(
-            &mut app,
-            AppEvent::History {
-                session_id: A.into(),
-                fetch: HistoryFetch::Messages(vec![
-                    message("msg_q", Role::User, "from the laptop"),
-                    message("msg_r", Role::Assistant, "Hello"),
-                ]),
-                asked: std::time::Instant::now(),
-            },
-        );
-        step(&mut app, started("msg_mine", &key));
-        step(&mut app, delta_of("msg_mine", 0, "Yes"));
-        step(&mut app, done_of("msg_mine", "Yes"));
-        let open = app.session().unwrap();
-        let shown: Vec<&str> = (0..open.items.len()).map(|i| open.content(i)).collect();
-        assert_eq!(shown, ["from the laptop", "Hello", "mine", "Yes"]);
-        assert!(open.pending.is_none() && open.held.is_none());
-        assert_eq!(stored, ["from the laptop", "Hello", "mine", "Yes"]);
+        for older_read_first in [false, true] {
+            let mut app = streaming_app();
+            let (send_id, key) = sent(&mut app, "mine");
+            let older = std::time::Instant::now();
+            app.update(started("msg_r", "the-laptops-key"));
+            assert!(app.session().unwrap().held.is_some());
+            let mut stored: Vec<String> = Vec::new();
+            let mut step = |app: &mut App, event: AppEvent| store_order(app, event, &mut stored);
+            step(&mut app, foreign_delta(0, "Hel"));
+            step(&mut app, foreign_delta(1, "lo"));
+            step(&mut app, foreign_done("Hello", None));
+            step(
+                &mut app,
+                AppEvent::SendAccepted {
+                    session_id: A.into(),
+                    send_id,
+                    reply: message("msg_mine", Role::Assistant, ""),
+                    prompt_tokens: 2,
+                },
+            );
+            if older_read_first {
+                step(
+                    &mut app,
+                    AppEvent::History {
+                        session_id: A.into(),
+                        fetch: HistoryFetch::Messages(Vec::new()),
+                        asked: older,
+                    },
+                );
+            }
+            assert!(
+                app.session().unwrap().held.is_some(),
+                "held until the other exchange is read (older read first: {older_read_first})"
+            );
+            step(
+                &mut app,
+                AppEvent::History {
+                    session_id: A.into(),
+                    fetch: HistoryFetch::Messages(vec![
+                        message("msg_q", Role::User, "from the laptop"),
+                        message("msg_r", Role::Assistant, "Hello"),
+                    ]),
+                    asked: std::time::Instant::now(),
+                },
+            );
+            step(&mut app, started("msg_mine", &key));
+            step(&mut app, delta_of("msg_mine", 0, "Yes"));
+            step(&mut app, done_of("msg_mine", "Yes"));
+            let open = app.session().unwrap();
+            let shown: Vec<&str> = (0..open.items.len()).map(|i| open.content(i)).collect();
+            assert_eq!(shown, ["from the laptop", "Hello", "mine", "Yes"]);
+            assert!(open.pending.is_none() && open.held.is_none());
+            assert_eq!(stored, ["from the laptop", "Hello", "mine", "Yes"]);
+        }
     }
 
     /// The history read that a held send waits for fails: the send comes back all the same.
