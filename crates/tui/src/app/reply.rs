@@ -714,7 +714,7 @@ impl App {
             // Not a reply the stream lost: the history asked for when the session opened.
             if let HistoryFetch::Messages(messages) = fetch {
                 self.settle_from_history(&session_id, messages.clone(), out);
-                self.adopt_history(&session_id, &messages, out);
+                self.adopt_history(&session_id, &messages, asked, out);
             }
             return;
         };

@@ -162,6 +162,7 @@ impl App {
         &mut self,
         session_id: &str,
         history: &[Message],
+        asked: std::time::Instant,
         out: &mut Vec<Command>,
     ) {
         // Another device's reply that the history already holds whole: it is done.
@@ -175,8 +176,13 @@ impl App {
         }
         self.append_from_history(session_id, history, out);
         // Another device's reply followed on the stream shows after what it answers; lost
-        // with the stream, its follower reads what the history says of it.
-        let Some(open) = self.transcript.session_mut_if(session_id) else {
+        // with the stream, its follower reads what the history says of it. A read sent before
+        // it began here says neither.
+        let Some(open) = self
+            .transcript
+            .session_mut_if(session_id)
+            .filter(|open| open.shows_after(asked))
+        else {
             return;
         };
         open.show_foreign();
@@ -636,10 +642,19 @@ mod tests {
         let delta = foreign_delta;
         // The first piece of a reply this device did not ask for: the message it answers
         // is read first.
+        let older = std::time::Instant::now();
         let cmds = app.update(delta(0, "Hel"));
         assert!(cmds.contains(&Command::FetchHistory {
             session_id: A.into()
         }));
+        assert!(app.session().unwrap().items.is_empty());
+        // A read sent before (the session's opening read, still under way) comes back first,
+        // without the message: the reply does not show before what it answers.
+        app.update(AppEvent::History {
+            asked: older,
+            session_id: A.into(),
+            fetch: HistoryFetch::Messages(Vec::new()),
+        });
         assert!(app.session().unwrap().items.is_empty());
         let question = message("msg_q", Role::User, "from the laptop");
         app.update(AppEvent::History {

@@ -9,6 +9,8 @@
 //! until the stream or the stored history says more; any other `error` fails it, and the
 //! service rolled the turn back, so the message it answered is not kept either.
 
+use std::time::Instant;
+
 use chrono::Utc;
 
 use super::open_session::OpenSession;
@@ -27,6 +29,9 @@ pub struct ForeignReply {
     pub cancel_sent: bool,
     /// The item of the message it answers, once shown.
     pub answers: Option<usize>,
+    /// When its first event was taken here: a history read sent before may not hold the
+    /// message it answers (`shows_after`).
+    pub began: Instant,
 }
 
 /// How another device's reply ended badly, for the app to show.
@@ -75,6 +80,7 @@ impl OpenSession {
                 item: None,
                 cancel_sent: false,
                 answers: None,
+                began: Instant::now(),
             });
             step = ForeignStep::FetchHistory;
         }
@@ -168,6 +174,14 @@ impl OpenSession {
             }
             ReplyStatus::Coming | ReplyStatus::Done(_) => None,
         }
+    }
+
+    /// Whether a history read sent at `asked` speaks of the foreign reply: sent after its first
+    /// event came here, so after the message it answers was stored. Reads run at once and come
+    /// back in any order; one sent before (the session's opening read, still under way) neither
+    /// shows it nor settles it.
+    pub fn shows_after(&self, asked: Instant) -> bool {
+        self.foreign.as_ref().is_some_and(|f| asked >= f.began)
     }
 
     /// After the stored history was read: the foreign reply followed so far shows at the end.
