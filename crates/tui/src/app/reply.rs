@@ -674,7 +674,7 @@ impl App {
         }
         let fetch = open.foreign_event(event) == ForeignStep::FetchHistory;
         if fetch {
-            open.other_read_asked(std::time::Instant::now());
+            open.other_read_asked();
         }
         if held_back {
             self.notify(Level::Info, HELD_BEHIND);

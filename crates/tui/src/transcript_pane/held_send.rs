@@ -81,11 +81,12 @@ impl OpenSession {
         Some((send_id, reply, tokens))
     }
 
-    /// The history was asked for `at` the `started` of another send's turn: a send held
-    /// behind it waits for that read (`other_turn_unsettled`).
-    pub fn other_read_asked(&mut self, at: Instant) {
+    /// The history was asked for at the `started` of another send's turn, which is now the
+    /// foreign reply: a send held behind it waits for a read sent since that reply began here
+    /// (`ForeignReply::began`; `other_turn_unsettled`).
+    pub fn other_read_asked(&mut self) {
         if self.held.is_some() {
-            self.reading_other = Some(at);
+            self.reading_other = self.foreign.as_ref().map(|f| f.began);
         }
     }
 
