@@ -479,11 +479,14 @@ impl App {
                     }
                 }
                 StreamEvent::Progress { ref message_id, .. } => {
-                    if open
+                    // Another device's reply waiting for its first text shows it as ours does.
+                    if let Some(f) = open
                         .foreign
-                        .as_ref()
-                        .is_some_and(|f| &f.message_id == message_id)
+                        .as_mut()
+                        .filter(|f| &f.message_id == message_id)
                     {
+                        f.follower.event(&ev);
+                        self.show_waiting();
                         return;
                     }
                     let Some(p) = open.pending.as_mut() else {

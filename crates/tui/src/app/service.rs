@@ -185,7 +185,7 @@ impl App {
         else {
             return;
         };
-        open.show_foreign();
+        let shown = open.show_foreign();
         let (end, later) = open.foreign_history(history);
         if later {
             out.push(Command::FetchHistoryLater {
@@ -194,6 +194,9 @@ impl App {
         }
         if let Some(end) = end {
             self.foreign_ended(session_id, end, out);
+        } else if shown {
+            // Shown before its first text: its header says what it waits for, as ours does.
+            self.on_reply_tick(out);
         }
     }
 

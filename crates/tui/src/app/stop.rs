@@ -1,8 +1,9 @@
 //! Stopping a reply and quitting with Ctrl-C: the stop asks the service to stop the reply
 //! (`Command::CancelReply`) where the server can, and otherwise stops watching it (the
 //! service finishes it and it is shown whole when stored); a reply waiting for its first
-//! text shows the service's progress or the time waited; right after a reply ended, a first
-//! Ctrl-C on the idle composer only says how to quit, and a second within a second quits.
+//! text (this device's, or another's followed here) shows the service's progress or the time
+//! waited; right after a reply ended, a first Ctrl-C on the idle composer only says how to
+//! quit, and a second within a second quits.
 
 use std::time::{Duration, Instant};
 
@@ -196,25 +197,33 @@ impl App {
         }
     }
 
-    /// Updates the waiting reply's header; false when no reply waits.
+    /// Updates the header of each reply waiting for its first text (this device's, and
+    /// another device's followed here since it began: `ForeignReply::began`); false when none
+    /// waits.
     pub(super) fn show_waiting(&mut self) -> bool {
         let Some(open) = self.transcript.session_mut() else {
             return false;
         };
-        let Some(p) = open.pending.as_ref() else {
-            return false;
-        };
-        let idx = p.reply_item;
-        let waiting =
-            open.items[idx].state == EntryState::Streaming && open.content(idx).is_empty();
-        if !waiting {
-            return false;
+        let mine = open
+            .pending
+            .as_ref()
+            .map(|p| (p.reply_item, p.follower.progress(), p.started));
+        let theirs = open
+            .foreign
+            .as_ref()
+            .and_then(|f| Some((f.item?, f.follower.progress(), f.began)));
+        let mut waits = false;
+        for (idx, progress, since) in mine.into_iter().chain(theirs) {
+            if open.items[idx].state != EntryState::Streaming || !open.content(idx).is_empty() {
+                continue;
+            }
+            waits = true;
+            let note = waiting_note(progress, since.elapsed());
+            if note.is_some() || since.elapsed() >= SHOW_ELAPSED_AFTER {
+                open.set_note(idx, note);
+            }
         }
-        let note = waiting_note(p.follower.progress(), p.started.elapsed());
-        if note.is_some() || p.started.elapsed() >= SHOW_ELAPSED_AFTER {
-            open.set_note(idx, note);
-        }
-        true
+        waits
     }
 }
 

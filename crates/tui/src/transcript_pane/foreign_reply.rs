@@ -95,6 +95,10 @@ impl OpenSession {
                 // Interrupted, and the stream speaks of it again: coming again.
                 self.set_state(idx, EntryState::Streaming);
             }
+            // The first text replaces what the header said while it waited (`app/stop.rs`).
+            if change != Change::None && self.content(idx).is_empty() {
+                self.set_note(idx, None);
+            }
             match change {
                 Change::None => {}
                 Change::Appended(piece) => self.transcript.append_delta(entry, &piece),
@@ -185,9 +189,10 @@ impl OpenSession {
     }
 
     /// After the stored history was read: the foreign reply followed so far shows at the end.
-    pub fn show_foreign(&mut self) {
+    /// Whether it was shown now.
+    pub fn show_foreign(&mut self) -> bool {
         let Some(foreign) = self.foreign.as_ref().filter(|f| f.item.is_none()) else {
-            return;
+            return false;
         };
         let (message_id, text) = (
             foreign.message_id.clone(),
@@ -212,6 +217,7 @@ impl OpenSession {
             }
         }
         self.follow = true;
+        true
     }
 
     /// The foreign reply `message_id` ended (`done` or `error`): no longer followed. Its item

@@ -54,6 +54,53 @@ fn progress_shows_in_the_replys_header_until_the_first_text() {
 }
 
 #[test]
+fn another_devices_reply_shows_its_progress_until_its_first_text_as_ours_does() {
+    let mut app = app();
+    // Another device's send: its `started`, then the history holding the message it answers.
+    let cmds = app.update(stream(StreamUpdate::Event(StreamEvent::Started {
+        session_id: A.into(),
+        message_id: "msg_r".into(),
+        idempotency_key: Some("another-device".into()),
+    })));
+    assert!(
+        cmds.iter()
+            .any(|c| matches!(c, Command::FetchHistory { .. }))
+    );
+    // Progress before it shows is kept for when it does.
+    app.update(half_read("msg_r"));
+    let question = Message {
+        role: Role::User,
+        ..reply("msg_q", "from the laptop", 3)
+    };
+    let cmds = app.update(history(vec![question]));
+    assert_eq!(open(&app).content(0), "from the laptop");
+    assert_eq!(open(&app).items[1].state, EntryState::Streaming);
+    assert!(
+        header(&app, 1).ends_with("· reading the conversation · 47 %"),
+        "{}",
+        header(&app, 1)
+    );
+    // Shown empty: it asks for ticks (the time waited) while it stays empty.
+    assert!(cmds.iter().any(|c| matches!(c, Command::ReplyTick { .. })));
+    let cmds = app.update(AppEvent::ReplyTick);
+    assert!(cmds.iter().any(|c| matches!(c, Command::ReplyTick { .. })));
+    // Later progress shows too.
+    app.update(stream(StreamUpdate::Event(StreamEvent::Progress {
+        session_id: A.into(),
+        message_id: "msg_r".into(),
+        prompt_tokens: 900,
+        prompt_total: 1000,
+    })));
+    assert!(header(&app, 1).contains("· 90 %"), "{}", header(&app, 1));
+    // The first text replaces the note, and the ticks stop.
+    app.update(delta("msg_r", 0, "Sure"));
+    assert!(!header(&app, 1).contains("reading"), "{}", header(&app, 1));
+    assert_eq!(open(&app).content(1), "Sure");
+    let cmds = app.update(AppEvent::ReplyTick);
+    assert!(!cmds.iter().any(|c| matches!(c, Command::ReplyTick { .. })));
+}
+
+#[test]
 fn a_reply_that_fails_before_its_first_text_drops_its_waiting_note() {
     // Failed by the service, and cut off by a lost stream.
     for fail in [
