@@ -461,22 +461,10 @@ impl App {
                     // it left off.
                     let step = p.follower.event(&ev);
                     let text = p.follower.text().to_string();
-                    let e = open.items[idx].entry;
-                    // The first text replaces what the header said while it waited.
-                    if step.change != Change::None && open.content(idx).is_empty() {
-                        open.set_note(idx, None);
+                    if step.change != Change::None {
+                        open.resume(idx);
                     }
-                    match step.change {
-                        Change::None => {}
-                        Change::Appended(piece) => {
-                            open.resume(idx);
-                            open.transcript.append_delta(e, &piece);
-                        }
-                        Change::Replaced => {
-                            open.resume(idx);
-                            open.transcript.set_content(e, text);
-                        }
-                    }
+                    open.show_reply_change(idx, step.change, text);
                 }
                 StreamEvent::Progress { ref message_id, .. } => {
                     // Another device's reply waiting for its first text shows it as ours does.

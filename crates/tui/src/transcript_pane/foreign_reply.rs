@@ -90,20 +90,11 @@ impl OpenSession {
         let change = foreign.follower.event(event).change;
         let text = foreign.follower.text().to_string();
         if let Some(idx) = foreign.item {
-            let entry = self.items[idx].entry;
             if change != Change::None && self.items[idx].state == EntryState::Interrupted {
                 // Interrupted, and the stream speaks of it again: coming again.
                 self.set_state(idx, EntryState::Streaming);
             }
-            // The first text replaces what the header said while it waited (`app/stop.rs`).
-            if change != Change::None && self.content(idx).is_empty() {
-                self.set_note(idx, None);
-            }
-            match change {
-                Change::None => {}
-                Change::Appended(piece) => self.transcript.append_delta(entry, &piece),
-                Change::Replaced => self.transcript.set_content(entry, text),
-            }
+            self.show_reply_change(idx, change, text);
         }
         step
     }

@@ -7,7 +7,7 @@ use crate::command::{Command, StoreOp};
 use crate::event::{MessageStatus, StoredMessage};
 use crate::render::transcript::{Entry, EntryId, EntryState, Transcript};
 use convo_client::api::{FinishReason, Role};
-use convo_client::follow::ReplyFollower;
+use convo_client::follow::{Change, ReplyFollower};
 
 /// One message of the open transcript, beside its render entry.
 #[derive(Debug, Clone)]
@@ -299,6 +299,24 @@ impl OpenSession {
             session_id: self.id.clone(),
             message,
         }))
+    }
+
+    /// Reply `idx`'s text changed as its follower took an event (`text`: all of it so far),
+    /// this device's reply or another's: the first text replaces what the header said while
+    /// it waited (`App::show_waiting`).
+    pub fn show_reply_change(&mut self, idx: usize, change: Change, text: String) {
+        if change == Change::None {
+            return;
+        }
+        if self.content(idx).is_empty() {
+            self.set_note(idx, None);
+        }
+        let entry = self.items[idx].entry;
+        match change {
+            Change::None => {}
+            Change::Appended(piece) => self.transcript.append_delta(entry, &piece),
+            Change::Replaced => self.transcript.set_content(entry, text),
+        }
     }
 
     /// The header of item `idx` as `item_header` makes it, with `note` after it.
