@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use super::{App, Command, Level, StoreOp};
 use crate::event::CancelOutcome;
 use crate::render::transcript::EntryState;
-use crate::transcript_pane::reply_marks::{SHOW_ELAPSED_AFTER, waiting_note};
+use crate::transcript_pane::reply_marks::waiting_note;
 
 /// A Ctrl-C this soon after a reply ended asks for a second one.
 pub(super) const QUIT_GUARD: Duration = Duration::from_secs(2);
@@ -218,9 +218,9 @@ impl App {
                 continue;
             }
             waits = true;
-            let note = waiting_note(progress, since.elapsed());
-            if note.is_some() || since.elapsed() >= SHOW_ELAPSED_AFTER {
-                open.set_note(idx, note);
+            // Nothing to say yet (no progress, under `SHOW_ELAPSED_AFTER`): the header stays.
+            if let Some(note) = waiting_note(progress, since.elapsed()) {
+                open.set_note(idx, Some(note));
             }
         }
         waits
