@@ -208,6 +208,8 @@ async fn the_alert_rules_and_the_dashboard_name_only_exposed_metrics() {
         "convo_db_batches_total",
         "convo_db_batched_operations_total",
         "convo_db_batch_busy_seconds_total",
+        "convo_history_cache_sessions",
+        "convo_history_cache_bytes",
     ] {
         assert!(exposed.contains(name), "{name} in {exposed:?}");
     }

@@ -5,9 +5,12 @@
 //!   `Idempotency-Key` values (in `idempotency_keys` and in `turns`);
 //! - their bytes stay in the table files as dead tuples until a VACUUM removes them, which a
 //!   transaction older than the deletion prevents;
-//! - the service vacuums the affected tables after deletions (batched), `turns` included;
+//! - the service vacuums the affected tables after deletions (batched), `turns` and
+//!   `sessions` (whose row, the session's tombstone, held its title) included;
 //! - after `VACUUM FULL` (an operator's step) the table files no longer hold them;
-//! - the WAL still holds them (as do archives, replicas and backups).
+//! - the WAL still holds them (as do archives, replicas and backups);
+//! - a reply relayed to another replica stays in the files of `pg_notify` after the deletion;
+//! - the session's row keeps neither its title nor its fork origin (also after migration 19).
 //!
 //! And on SQLite, that a deleted session's `Idempotency-Key` leaves the database files too.
 
@@ -16,10 +19,10 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::json;
 
-use convo_service::{DbLocation, ServiceConfig};
+use convo_service::{DbLocation, EngineConfig, ServiceConfig};
 
 use super::backends::{Backend, TestDb};
-use super::common::{GUARD, session, start_with};
+use super::common::{GUARD, close, session, start_with, until_end};
 
 /// The content-holding tables whose files (heap, TOAST, indexes) contain `marker`.
 async fn tables_holding(client: &tokio_postgres::Client, marker: &str) -> Vec<String> {
@@ -78,21 +81,22 @@ async fn wal_holds(client: &tokio_postgres::Client, marker: &str) -> bool {
         > 0
 }
 
-/// How many times `messages` and `turns` were vacuumed (autovacuum not counted).
-async fn vacuums(client: &tokio_postgres::Client) -> [i64; 2] {
+/// How many times `messages`, `turns` and `sessions` were vacuumed (autovacuum not counted).
+async fn vacuums(client: &tokio_postgres::Client) -> [i64; 3] {
     let row = client
         .query_one(
             "SELECT (SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = 'messages'),
-                    (SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = 'turns')",
+                    (SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = 'turns'),
+                    (SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = 'sessions')",
             &[],
         )
         .await
         .unwrap();
-    [row.get(0), row.get(1)]
+    [row.get(0), row.get(1), row.get(2)]
 }
 
-/// Waits until the service has vacuumed both `messages` and `turns` since `before`.
-async fn service_vacuumed(client: &tokio_postgres::Client, before: [i64; 2]) {
+/// Waits until the service has vacuumed `messages`, `turns` and `sessions` since `before`.
+async fn service_vacuumed(client: &tokio_postgres::Client, before: [i64; 3]) {
     let waited = async {
         loop {
             // The statistics reach `pg_stat_user_tables` a moment after the vacuum.
@@ -101,7 +105,7 @@ async fn service_vacuumed(client: &tokio_postgres::Client, before: [i64; 2]) {
                 .await
                 .unwrap();
             let now = vacuums(client).await;
-            if now[0] > before[0] && now[1] > before[1] {
+            if now.iter().zip(before).all(|(now, before)| *now > before) {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -140,14 +144,21 @@ async fn what_a_deletion_leaves_on_postgresql() {
         .await
         .unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
+    // The title a user gives a session is content too (the session's row holds it).
+    let title_marker = format!(
+        "TitleMarker{}",
+        convo_service::ids::random_alnum(20).to_ascii_lowercase()
+    );
+    set_title(&svc, &sid, &title_marker).await;
     let files = db.client().await;
     // Stored first (so the checks below can fail): the message, and the remembered response
     // (the builtin reply quotes the message); the key in its record and, as the dead tuple of
-    // the turn that ended, in `turns`.
+    // the turn that ended, in `turns`; the title in `sessions`.
     assert_eq!(
         tables_holding(&files, &marker).await,
         ["messages", "idempotency_keys"]
     );
+    assert_eq!(tables_holding(&files, &title_marker).await, ["sessions"]);
     assert_eq!(
         tables_holding(&files, &key_marker).await,
         ["idempotency_keys", "turns"]
@@ -177,6 +188,17 @@ async fn what_a_deletion_leaves_on_postgresql() {
         .unwrap()
         .get(0);
     assert_eq!(rows, 0);
+    // The session's row stays as its tombstone, with nothing of what the user wrote.
+    let tombstone = files
+        .query_one(
+            "SELECT title, forked_from_session, deleted_at FROM sessions WHERE id = $1",
+            &[&sid],
+        )
+        .await
+        .unwrap();
+    assert_eq!(tombstone.get::<_, Option<String>>(0), None);
+    assert_eq!(tombstone.get::<_, Option<String>>(1), None);
+    assert!(tombstone.get::<_, Option<i64>>(2).is_some());
     // The service vacuumed, but the old snapshot still needs the rows: their bytes remain.
     service_vacuumed(&files, before).await;
     assert_eq!(
@@ -190,6 +212,11 @@ async fn what_a_deletion_leaves_on_postgresql() {
         tables_holding(&files, &key_marker)
             .await
             .contains(&"idempotency_keys".to_string())
+    );
+    assert_eq!(
+        tables_holding(&files, &title_marker).await,
+        ["sessions"],
+        "the titled row's dead version stays while an older transaction is open"
     );
     snapshot.commit().await.unwrap();
 
@@ -207,10 +234,158 @@ async fn what_a_deletion_leaves_on_postgresql() {
         tables_holding(&files, &key_marker).await,
         Vec::<String>::new()
     );
+    assert_eq!(
+        tables_holding(&files, &title_marker).await,
+        Vec::<String>::new()
+    );
     // The WAL still does (and so would archives, replicas and backups).
     assert!(wal_holds(&files, &marker).await);
     assert!(wal_holds(&files, &key_marker).await);
+    assert!(wal_holds(&files, &title_marker).await);
     svc.service.shutdown().await;
+}
+
+/// A session's id, title, and fork origin (session and message).
+type SessionOrigin = (String, Option<String>, Option<String>, Option<String>);
+
+/// A deleted session's row kept its title and origin before migration 19, which clears them
+/// in the tombstones older builds made and leaves live sessions' titles alone.
+#[tokio::test]
+async fn migration_19_clears_what_older_tombstones_kept() {
+    let backend = Backend::postgres().await;
+    let Backend::Postgres(db) = &backend else {
+        unreachable!()
+    };
+    let svc = start_with(backend.config()).await;
+    let (gone, kept) = (session(), session());
+    for (sid, title) in [(&gone, "Private plans"), (&kept, "Kept title")] {
+        svc.send_text(sid, "hello").await;
+        set_title(&svc, sid, title).await;
+    }
+    svc.service.shutdown().await;
+    // A deletion as a build before migration 19 made it, and that build's schema version.
+    let client = db.client().await;
+    client
+        .execute(
+            "UPDATE sessions SET deleted_at = 5, forked_from_session = $2,
+                                 forked_from_message = 'm1'
+             WHERE id = $1",
+            &[&gone, &kept],
+        )
+        .await
+        .unwrap();
+    client
+        .execute("UPDATE schema_version SET version = 18", &[])
+        .await
+        .unwrap();
+
+    let svc = start_with(backend.config()).await;
+    let rows: Vec<SessionOrigin> = client
+        .query(
+            "SELECT id, title, forked_from_session, forked_from_message FROM sessions
+             ORDER BY deleted_at NULLS LAST",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (gone.clone(), None, None, None),
+            (kept.clone(), Some("Kept title".to_string()), None, None),
+        ]
+    );
+    svc.service.shutdown().await;
+}
+
+/// What a reply relayed to a listener on another replica leaves: its text went through
+/// PostgreSQL's notification queue (`NOTIFY`, relay.rs), which the whole cluster shares and
+/// which spills to the files of `pg_notify` once more is queued than its memory holds (8 pages
+/// of 8 kB). The deletion does not reach it there: it stays until the queue has moved past
+/// its segment (256 kB, removed once every listener of the cluster has read it) or the server
+/// restarts. A connection of the test that listens inside an open transaction holds the
+/// queue's tail, so that no segment is removed before the files are read.
+#[tokio::test]
+async fn a_relayed_reply_stays_in_the_notification_queues_files_after_the_deletion() {
+    let backend = Backend::Postgres(TestDb::create().await);
+    let Backend::Postgres(db) = &backend else {
+        unreachable!()
+    };
+    let mut holder = db.client().await;
+    holder
+        .batch_execute("LISTEN convo_test_hold")
+        .await
+        .unwrap();
+    let hold = holder.transaction().await.unwrap();
+    hold.query_one("SELECT 1", &[]).await.unwrap();
+
+    let mut config = backend.config();
+    config.engine = EngineConfig::Builtin { pace_ms: 1 };
+    let (a, b) = tokio::join!(start_with(config.clone()), start_with(config));
+    let marker = format!(
+        "RelayMarker{}",
+        convo_service::ids::random_alnum(20).to_ascii_lowercase()
+    );
+    let sid = session();
+    a.send_text(&sid, "the session exists").await;
+    let mut listener = b.ws(&sid).await;
+    let (status, accepted) = a
+        .post(
+            &sid,
+            json!({"content": format!("please remember {marker}"), "stream": true}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
+    let reply_id = accepted["messageId"].as_str().unwrap().to_string();
+    let events = until_end(&mut listener, &reply_id).await;
+    assert!(
+        format!("{events:?}").contains(&marker),
+        "the reply, relayed to the other replica, quotes the message: {events:?}"
+    );
+    close(listener).await;
+    assert_eq!(a.delete(&sid).await.0, StatusCode::OK);
+
+    // 120 kB more of notifications: the marker's page leaves the queue's memory for its file.
+    let files = db.client().await;
+    files
+        .batch_execute(
+            "SELECT pg_notify('convo_test_filler', g || repeat('x', 6000))
+             FROM generate_series(1, 20) g",
+        )
+        .await
+        .unwrap();
+    let in_queue_files: i64 = files
+        .query_one(
+            "SELECT count(*) FROM pg_ls_dir('pg_notify') f
+             WHERE position(convert_to($1, 'UTF8') in pg_read_binary_file('pg_notify/' || f)) > 0",
+            &[&marker],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(
+        in_queue_files > 0,
+        "the relayed reply is in a file of pg_notify"
+    );
+    hold.commit().await.unwrap();
+    a.service.shutdown().await;
+    b.service.shutdown().await;
+}
+
+/// Gives the session `title` (`PATCH /v1/sessions/{id}`).
+async fn set_title(svc: &super::common::Svc, sid: &str, title: &str) {
+    let resp = svc
+        .http
+        .patch(svc.url(&format!("/v1/sessions/{sid}")))
+        .bearer_auth(&svc.key)
+        .json(&json!({ "title": title }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
 }
 
 /// A plain VACUUM removes dead tuples but does not overwrite the space they held: a deleted

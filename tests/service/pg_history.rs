@@ -165,3 +165,39 @@ async fn a_deleted_session_leaves_only_its_id_in_message_changes() {
     let ids: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
     assert_eq!(ids, vec![s.to_string()]);
 }
+
+/// What the replica holds of a session's history (content) goes when the session is deleted
+/// or its last exchange undone through that replica (docs/deploy.md, "What operators must do
+/// about deletion"); a replica that did neither drops it once unused for a while
+/// (`HELD_FOR`, unit-tested in history_cache.rs).
+#[tokio::test]
+async fn the_replica_that_deletes_or_undoes_forgets_the_history_it_held() {
+    let (_backend, a, account) = store_with_account(Tier::Enterprise).await;
+    let Db::Postgres(pg) = &a else {
+        panic!("a PostgreSQL store")
+    };
+    let held = || pg.pool_use().histories.sessions;
+    let (deleted, undone) = ("session_forgotten_deleted", "session_forgotten_undone");
+    // A turn keeps the history it read, so each session's second one keeps its first exchange.
+    for (session, ids) in [(deleted, ["d1", "d2"]), (undone, ["u1", "u2"])] {
+        for id in ids {
+            exchange(&a, account, session, id).await;
+        }
+    }
+    assert_eq!(held(), 2, "both histories are long enough to be kept");
+
+    assert!(
+        a.delete_session(account.id, deleted.into(), time::now_ms())
+            .await
+            .unwrap()
+    );
+    assert_eq!(held(), 1);
+    assert!(matches!(
+        a.undo_last_exchange(account.id, undone.into())
+            .await
+            .unwrap(),
+        Undo::Removed(_)
+    ));
+    assert_eq!(held(), 0);
+    assert_eq!(pg.pool_use().histories.bytes, 0);
+}

@@ -29,9 +29,9 @@ async fn replicas_started_together_migrate_once_and_share_everything() {
         backend
             .int("SELECT CAST(version AS BIGINT) FROM schema_version", &[])
             .await,
-        // The number of PostgreSQL migrations (the last: the foreign keys of `messages` and
-        // `turns` to `sessions` dropped).
-        18
+        // The number of PostgreSQL migrations (the last: the titles and fork origins of
+        // deleted sessions cleared).
+        19
     );
     // Both replicas hold a lease.
     assert_eq!(backend.int("SELECT COUNT(*) FROM replicas", &[]).await, 2);

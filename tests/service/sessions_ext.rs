@@ -411,6 +411,40 @@ async fn a_fork_at_a_user_or_an_assistant_message_copies_the_history_up_to_it() 
     }
 }
 
+/// A deleted session's row stays as its tombstone (`deletedSessionIds` names it) and keeps
+/// nothing the user gave the session: neither its title nor where it was forked from.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_deleted_sessions_tombstone_keeps_neither_its_title_nor_its_origin() {
+    for (name, svc, _, backend) in services().await {
+        let source = session();
+        svc.send_text(&source, "first question").await;
+        let ids = message_ids(&svc, &source).await;
+        let (status, body) = fork(&svc, &source, json!({"messageId": ids[1]})).await;
+        assert_eq!(status, StatusCode::CREATED, "{name}: {body}");
+        let forked = body["sessionId"].as_str().unwrap().to_string();
+        let (status, body) = patch(&svc, &forked, json!({"title": "Private plans"})).await;
+        assert_eq!(status, StatusCode::OK, "{name}: {body}");
+        let row = "SELECT COALESCE(title, '-') || ' ' || COALESCE(forked_from_session, '-')
+                       || ' ' || COALESCE(forked_from_message, '-')
+                   FROM sessions WHERE id = $1";
+        assert_eq!(
+            backend.texts(row, &forked).await,
+            [[format!("Private plans {source} {}", ids[1])]],
+            "{name}: stored first"
+        );
+
+        assert_eq!(svc.delete(&forked).await.0, StatusCode::OK, "{name}");
+        assert_eq!(backend.texts(row, &forked).await, [["- - -"]], "{name}");
+        let (_, list) = svc.get("/v1/sessions").await;
+        assert_eq!(list["deletedSessionIds"], json!([forked]), "{name}: {list}");
+        assert_eq!(
+            history(&svc, &source).await.len(),
+            2,
+            "{name}: the source stays"
+        );
+    }
+}
+
 /// On PostgreSQL, forks of a session, first sends of new sessions, a send to the source,
 /// deletes of earlier sessions, and forks of a session deleted at that moment, all of one
 /// account and all at once, round after round: each answers as it would alone, never with a

@@ -104,23 +104,39 @@ async fn deletion_leaves_no_content_in_the_database_files() {
         .unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
     svc.send_text(&sid, &format!("and again {marker}")).await;
+    // The title a user gives a session is in the session's row, which stays as its tombstone.
+    let title_marker = "WombatTitleMarker2954";
+    let resp = svc
+        .http
+        .patch(svc.url(&format!("/v1/sessions/{sid}")))
+        .bearer_auth(&svc.key)
+        .json(&json!({ "title": title_marker }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
     let keep = session();
     svc.send_text(&keep, "KeepThisOtherSession").await;
     // The content is really in the files before (so the check below can fail).
-    assert!(
-        occurrences(dir.path(), marker) > 0,
-        "the marker should be stored first"
-    );
+    for marker in [marker, title_marker] {
+        assert!(
+            occurrences(dir.path(), marker) > 0,
+            "{marker} should be stored first"
+        );
+    }
 
     assert_eq!(svc.delete(&sid).await.0, StatusCode::OK);
-    assert_eq!(
-        occurrences(dir.path(), marker),
-        0,
-        "deleted content remains in the files"
-    );
+    for marker in [marker, title_marker] {
+        assert_eq!(
+            occurrences(dir.path(), marker),
+            0,
+            "deleted content ({marker}) remains in the files"
+        );
+    }
     assert!(occurrences(dir.path(), "KeepThisOtherSession") > 0);
     svc.service.shutdown().await;
     assert_eq!(occurrences(dir.path(), marker), 0);
+    assert_eq!(occurrences(dir.path(), title_marker), 0);
 }
 
 async fn concurrent_sends_are_all_stored_once_in_order_per_session(backend: Backend) {

@@ -311,6 +311,18 @@ impl Collector for Scraped {
                     ),
                 ],
             )?;
+            gauge(
+                &mut e,
+                "convo_history_cache_sessions",
+                "Sessions whose history this replica holds to read only what comes after it",
+                pool.histories.sessions as i64,
+            )?;
+            gauge(
+                &mut e,
+                "convo_history_cache_bytes",
+                "Text of the histories this replica holds, with a fixed cost per message and per session",
+                pool.histories.bytes as i64,
+            )?;
         }
         gauge(
             &mut e,

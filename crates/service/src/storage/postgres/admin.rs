@@ -8,6 +8,7 @@ use deadpool_postgres::GenericClient;
 
 use super::PgStore;
 use super::batch::BatchUse;
+use super::history_cache::HistoryUse;
 use crate::error::StoreError;
 use crate::storage::rows::{AccountPage, AccountRow, AccountsQuery, split_hints};
 
@@ -108,6 +109,8 @@ pub struct PoolUse {
     /// How turn starts and replies were written (batch.rs).
     pub starts: BatchUse,
     pub replies: BatchUse,
+    /// The histories the replica holds (history_cache.rs).
+    pub histories: HistoryUse,
 }
 
 impl PgStore {
@@ -121,6 +124,7 @@ impl PgStore {
             waiting: status.waiting,
             starts: self.starts.used(),
             replies: self.completions.used(),
+            histories: self.history.held(),
         }
     }
 }

@@ -11,8 +11,15 @@
 //! So a kept history is only ever a starting point that the database confirms; the cache
 //! holds at most `HISTORY_CACHE_BYTES` of text, the sessions used least recently leaving
 //! first, and only histories of `MIN_KEPT_BYTES` of text or more.
+//!
+//! What the cache holds is content, which a deletion must not leave behind for long (docs/deploy.md,
+//! "What operators must do about deletion"): the replica that deletes a session, or undoes or
+//! edits its messages, forgets its history at once (`forget`), and every replica drops a
+//! history not used for `HELD_FOR` (`drop_idle`, at each heartbeat), which is also how long a
+//! session deleted through another replica stays in this one's memory at most.
 
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use convo_core::HistoryEntry;
 use lru::LruCache;
@@ -32,6 +39,10 @@ const MIN_KEPT_BYTES: usize = 8 << 10;
 pub(super) fn worth_keeping(entries: &[HistoryEntry]) -> bool {
     entries.iter().map(|e| e.content.len()).sum::<usize>() >= MIN_KEPT_BYTES
 }
+
+/// How long a history is kept after its session's last turn here. A conversation's next
+/// message mostly comes within minutes; one that comes later reads the history again.
+pub(super) const HELD_FOR: Duration = Duration::from_secs(600);
 
 /// What is counted for each message beside its text, and for each session.
 const PER_MESSAGE: usize = 48;
@@ -71,7 +82,9 @@ pub(super) struct HistoryCache {
 }
 
 struct Inner {
-    held: LruCache<String, Held>,
+    /// Each history with the time it was put, least recently put first: a history is only
+    /// ever taken out and put back, so the order of use is the order of `put`.
+    held: LruCache<String, (Held, Instant)>,
     bytes: usize,
 }
 
@@ -103,47 +116,76 @@ impl HistoryCache {
     /// copied once more while the cache holds it too.
     pub(super) fn take(&self, session: &str) -> Option<Held> {
         let mut inner = self.inner();
-        let held = inner.held.pop(session)?;
+        let (held, _) = inner.held.pop(session)?;
         inner.bytes -= held.bytes();
         Some(held)
     }
 
     #[cfg(test)]
-    fn get(&self, session: &str) -> Option<Held> {
-        self.inner().held.get(session).cloned()
+    fn peek(&self, session: &str) -> Option<Held> {
+        self.inner()
+            .held
+            .peek(session)
+            .map(|(held, _)| held.clone())
     }
 
     /// Keeps `held` as `session`'s history unless a later reading is held already (two turns
     /// of a session read in turn by two tasks may store theirs in the other order).
     pub(super) fn put(&self, session: &str, held: Held) {
+        self.put_at(session, held, Instant::now());
+    }
+
+    fn put_at(&self, session: &str, held: Held, now: Instant) {
         let size = held.bytes();
         if size > self.most {
             self.forget(session);
             return;
         }
         let mut inner = self.inner();
-        if let Some(old) = inner.held.peek(session) {
+        if let Some((old, _)) = inner.held.peek(session) {
             if !held.newer_than(old) {
                 return;
             }
             let old = old.bytes();
             inner.bytes -= old;
         }
-        inner.held.put(session.to_owned(), held);
+        inner.held.put(session.to_owned(), (held, now));
         inner.bytes += size;
         while inner.bytes > self.most {
             match inner.held.pop_lru() {
-                Some((_, gone)) => inner.bytes -= gone.bytes(),
+                Some((_, (gone, _))) => inner.bytes -= gone.bytes(),
                 None => break,
             }
         }
     }
 
     /// Drops what the replica holds of `session`.
-    fn forget(&self, session: &str) {
+    pub(super) fn forget(&self, session: &str) {
         let mut inner = self.inner();
-        if let Some(gone) = inner.held.pop(session) {
+        if let Some((gone, _)) = inner.held.pop(session) {
             inner.bytes -= gone.bytes();
+        }
+    }
+
+    /// Drops the histories put `HELD_FOR` or longer before `now`.
+    pub(super) fn drop_idle(&self, now: Instant) {
+        let mut inner = self.inner();
+        while let Some((_, (_, at))) = inner.held.peek_lru() {
+            if now.saturating_duration_since(*at) < HELD_FOR {
+                break;
+            }
+            if let Some((_, (gone, _))) = inner.held.pop_lru() {
+                inner.bytes -= gone.bytes();
+            }
+        }
+    }
+
+    /// The sessions and bytes held now (`/metrics`).
+    pub(super) fn held(&self) -> HistoryUse {
+        let inner = self.inner();
+        HistoryUse {
+            sessions: inner.held.len(),
+            bytes: inner.bytes,
         }
     }
 
@@ -151,6 +193,15 @@ impl HistoryCache {
     fn bytes(&self) -> usize {
         self.inner().bytes
     }
+}
+
+/// What a replica's history cache holds (`/metrics`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct HistoryUse {
+    /// Sessions whose history is held.
+    pub sessions: usize,
+    /// Their text, with the fixed costs per message and per session.
+    pub bytes: usize,
 }
 
 #[cfg(test)]
@@ -180,12 +231,12 @@ mod tests {
         let cache = HistoryCache::with_capacity(1 << 20);
         cache.put("s", held(0, 10, &["a", "b"]));
         cache.put("s", held(0, 4, &["a"]));
-        assert_eq!(cache.get("s").unwrap().last, 10);
+        assert_eq!(cache.peek("s").unwrap().last, 10);
         // A change to the session's messages makes any reading after it the later one.
         cache.put("s", held(1, 2, &["a"]));
-        assert_eq!(cache.get("s").unwrap().changes, 1);
+        assert_eq!(cache.peek("s").unwrap().changes, 1);
         cache.put("s", held(0, 99, &["a", "b", "c"]));
-        assert_eq!(cache.get("s").unwrap().last, 2);
+        assert_eq!(cache.peek("s").unwrap().last, 2);
     }
 
     #[test]
@@ -196,10 +247,14 @@ mod tests {
         for s in ["a", "b", "c"] {
             cache.put(s, held(0, 1, &[&text]));
         }
-        assert!(cache.get("a").is_some()); // used: "b" is now the least recent
+        // Used (taken and put back, as a turn does): "b" is now the least recent.
+        let a = cache.take("a").unwrap();
+        cache.put("a", a);
         cache.put("d", held(0, 1, &[&text]));
-        assert!(cache.get("b").is_none());
-        assert!(cache.get("a").is_some() && cache.get("c").is_some() && cache.get("d").is_some());
+        assert!(cache.peek("b").is_none());
+        assert!(
+            cache.peek("a").is_some() && cache.peek("c").is_some() && cache.peek("d").is_some()
+        );
         assert_eq!(cache.bytes(), one * 3);
         // Replacing a session's history counts only the new one.
         cache.put("a", held(0, 2, &[&text, &text]));
@@ -211,11 +266,32 @@ mod tests {
     }
 
     #[test]
+    fn histories_not_used_for_held_for_are_dropped() {
+        let cache = HistoryCache::with_capacity(1 << 20);
+        let start = Instant::now();
+        cache.put_at("old", held(0, 1, &["a"]), start);
+        cache.put_at("used", held(0, 1, &["b"]), start);
+        cache.put_at("new", held(0, 1, &["c"]), start + HELD_FOR / 2);
+        // "used" has a turn later: taken and put back.
+        let used = cache.take("used").unwrap();
+        cache.put_at("used", used, start + HELD_FOR / 2);
+
+        cache.drop_idle(start + HELD_FOR - Duration::from_millis(1));
+        assert!(cache.peek("old").is_some(), "not idle long enough yet");
+        cache.drop_idle(start + HELD_FOR);
+        assert!(cache.peek("old").is_none());
+        assert!(cache.peek("used").is_some() && cache.peek("new").is_some());
+        cache.drop_idle(start + HELD_FOR * 3 / 2);
+        assert!(cache.peek("used").is_none() && cache.peek("new").is_none());
+        assert_eq!(cache.bytes(), 0);
+    }
+
+    #[test]
     fn a_history_larger_than_the_bound_is_not_kept() {
         let cache = HistoryCache::with_capacity(100);
         cache.put("s", held(0, 1, &["small"]));
         cache.put("s", held(0, 2, &[&"x".repeat(200)]));
-        assert!(cache.get("s").is_none());
+        assert!(cache.peek("s").is_none());
         assert_eq!(cache.bytes(), 0);
     }
 }

@@ -71,7 +71,8 @@ pub async fn register(pool: &Pool, replica: &str) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Renews this replica's lease and fails the turns of expired ones, until aborted. Each turn
+/// Renews this replica's lease, fails the turns of expired ones and drops the histories it
+/// has not used for a while (`PgStore::drop_idle_histories`), until aborted. Each turn
 /// it rolls back (an expired replica's, or one of this replica's whose end had not reached
 /// the database) is sent to `rolled_back`.
 pub fn start(
@@ -84,6 +85,7 @@ pub fn start(
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
+            store.drop_idle_histories();
             if let Err(e) = register(&store.pool, &store.replica).await {
                 tracing::warn!(error = %e, "the replica's heartbeat failed");
                 continue;

@@ -1339,6 +1339,15 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE messages DROP CONSTRAINT IF EXISTS messages_session_id_fkey;
     ALTER TABLE turns DROP CONSTRAINT IF EXISTS turns_session_id_fkey;
     "#,
+    // 19: a deleted session's row keeps nothing the user gave it (`TOMBSTONE`, mod.rs, clears
+    // its title and origin now); the tombstones deleted before keep theirs no longer. Their
+    // old versions are dead tuples of `sessions`, which the service's vacuum after a deletion
+    // now covers (`VACUUMED_TABLES`).
+    r#"
+    UPDATE sessions SET title = NULL, forked_from_session = NULL, forked_from_message = NULL
+    WHERE deleted_at IS NOT NULL
+      AND (title IS NOT NULL OR forked_from_session IS NOT NULL OR forked_from_message IS NOT NULL);
+    "#,
 ];
 
 /// Takes the advisory lock of `SCHEMA_LOCK` for the rest of `tx`, and lifts `LOCK_WAIT`

@@ -14,6 +14,7 @@ mod counters;
 mod history_cache;
 pub use admin::PoolUse;
 pub use batch::BatchUse;
+pub use history_cache::HistoryUse;
 pub mod leases;
 mod migrations;
 pub mod relay;
@@ -44,9 +45,10 @@ const POOL_SIZE: usize = 16;
 /// Deletions within this long of the first are vacuumed together.
 pub const VACUUM_DELAY: Duration = Duration::from_secs(1);
 /// The tables a deletion leaves dead tuples with content in: the messages, the remembered
-/// responses, and the `Idempotency-Key` values of turns (a turn's row names its key, and is
-/// deleted when the turn ends or its session is deleted).
-pub const VACUUMED_TABLES: &str = "messages, idempotency_keys, turns";
+/// responses, the `Idempotency-Key` values of turns (a turn's row names its key, and is
+/// deleted when the turn ends or its session is deleted), and the session's row as it was
+/// before its tombstone (its title).
+pub const VACUUMED_TABLES: &str = "messages, idempotency_keys, turns, sessions";
 
 /// How long the server keeps a transaction of a replica's open while it waits for the
 /// replica's next statement (`idle_in_transaction_session_timeout`, set on every connection).
@@ -245,6 +247,12 @@ impl PgStore {
         Ok(self.pool.get().await?)
     }
 
+    /// Drops the histories this replica has not used for `history_cache::HELD_FOR` (called
+    /// at each heartbeat): among them those of sessions deleted through other replicas.
+    pub fn drop_idle_histories(&self) {
+        self.history.drop_idle(std::time::Instant::now());
+    }
+
     /// Keeps `turn` for the next heartbeat's [`PgStore::retry_rollbacks`].
     fn keep_unended(&self, turn: leases::EndedTurn) {
         leases::keep_unended(&self.unended, turn);
@@ -355,6 +363,12 @@ fn role(s: &str) -> Result<Role, StoreError> {
 
 /// The columns of a `SessionRow`, of the live sessions of account `$1`; a query adds its own
 /// filter and its `GROUP BY s.id`.
+/// Makes a session's row its tombstone (`$1` the deletion's time, `$2` the session): its id,
+/// account and times stay (`deletedSessionIds` names it), nothing the user gave it does.
+const TOMBSTONE: &str = "UPDATE sessions
+     SET deleted_at = $1, title = NULL, forked_from_session = NULL, forked_from_message = NULL
+     WHERE id = $2";
+
 macro_rules! session_rows {
     ($rest:literal) => {
         concat!(
@@ -553,12 +567,9 @@ impl Storage for PgStore {
             &[&session_id],
         )
         .await?;
-        tx.execute(
-            "UPDATE sessions SET deleted_at = $1 WHERE id = $2",
-            &[&now_ms, &session_id],
-        )
-        .await?;
+        tx.execute(TOMBSTONE, &[&now_ms, &session_id]).await?;
         tx.commit().await?;
+        self.history.forget(&session_id);
         self.vacuum.notify_one();
         Ok(true)
     }
@@ -806,6 +817,8 @@ impl Storage for PgStore {
             .await?;
         }
         tx.commit().await?;
+        // What this replica holds of the session has the undone messages.
+        self.history.forget(&session_id);
         Ok(Undo::Removed(removed))
     }
 

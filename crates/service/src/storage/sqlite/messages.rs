@@ -238,7 +238,7 @@ pub fn roll_back_turn(
 }
 
 /// Deletes a live session of the account: its messages and idempotency records go in one
-/// transaction, the id stays as a tombstone, and the WAL is checkpointed so no content of it
+/// transaction, the row stays as a tombstone without title or origin, and the WAL is checkpointed so no content of it
 /// remains in the files. Returns false when there was no such live session.
 pub fn delete_session(
     conn: &mut Connection,
@@ -258,8 +258,12 @@ pub fn delete_session(
         "DELETE FROM idempotency_keys WHERE session_id = ?1",
         [session_id],
     )?;
+    // The row stays as the session's tombstone: its id, account and times (`deletedSessionIds`
+    // names it), nothing the user gave it.
     tx.execute(
-        "UPDATE sessions SET deleted_at = ?1 WHERE id = ?2",
+        "UPDATE sessions
+         SET deleted_at = ?1, title = NULL, forked_from_session = NULL, forked_from_message = NULL
+         WHERE id = ?2",
         params![now_ms, session_id],
     )?;
     tx.commit()?;

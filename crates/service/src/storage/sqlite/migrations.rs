@@ -293,6 +293,13 @@ const MIGRATIONS: &[&str] = &[
     CREATE TABLE database_identity (id TEXT NOT NULL);
     INSERT INTO database_identity (id) VALUES ('db_' || lower(hex(randomblob(12))));
     "#,
+    // 10: a deleted session's row keeps nothing the user gave it (`delete_session` clears its
+    // title and origin now); the tombstones deleted before keep theirs no longer.
+    r#"
+    UPDATE sessions SET title = NULL, forked_from_session = NULL, forked_from_message = NULL
+    WHERE deleted_at IS NOT NULL
+      AND (title IS NOT NULL OR forked_from_session IS NOT NULL OR forked_from_message IS NOT NULL);
+    "#,
 ];
 
 /// Brings the schema up to date; each migration runs in its own transaction.
@@ -349,6 +356,49 @@ mod tests {
 
     /// A database written by a version-1 convo gets its totals back-filled from its rows, and
     /// keeps them and its messages through migrations 3 and 4.
+    /// A session's id, title, and fork origin (session and message).
+    type SessionOrigin = (String, Option<String>, Option<String>, Option<String>);
+
+    #[test]
+    fn migration_10_clears_what_the_tombstones_kept() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate_to(&mut conn, 0, 9).unwrap();
+        conn.execute_batch(
+            "INSERT INTO accounts (id, tier, created_at) VALUES (1, 'pro', 0);
+             INSERT INTO sessions (id, account_id, created_at, deleted_at, title,
+                                   forked_from_session, forked_from_message) VALUES
+                ('session_gone', 1, 0, 5, 'Private plans', 'session_live', 'm1'),
+                ('session_live', 1, 0, NULL, 'Kept title', NULL, NULL),
+                ('session_fork', 1, 0, NULL, NULL, 'session_live', 'm1');",
+        )
+        .unwrap();
+        migrate(&mut conn).unwrap();
+        let rows: Vec<SessionOrigin> = conn
+            .prepare(
+                "SELECT id, title, forked_from_session, forked_from_message FROM sessions
+                 ORDER BY id",
+            )
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let some = |s: &str| Some(s.to_string());
+        assert_eq!(
+            rows,
+            [
+                (
+                    "session_fork".into(),
+                    None,
+                    some("session_live"),
+                    some("m1")
+                ),
+                ("session_gone".into(), None, None, None),
+                ("session_live".into(), some("Kept title"), None, None),
+            ]
+        );
+    }
+
     #[test]
     fn migration_2_back_fills_the_totals_of_an_old_database() {
         let mut conn = Connection::open_in_memory().unwrap();
