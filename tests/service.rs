@@ -10,6 +10,7 @@ mod service {
     mod admission;
     pub mod binary;
     mod cancel;
+    mod deletion_replicas;
     mod http;
     mod jwt;
     #[cfg(feature = "local-model")]

@@ -46,6 +46,7 @@ async fn two_serve_processes_answer_the_operators_endpoints_alike() {
     let options = Options {
         more_keys: vec![format!("{FREE}=free")],
         admin_key: Some(admin.clone()),
+        ..Options::default()
     };
     let a = Replica::start_with(&db, PRO, 0, None, &options);
     let b = Replica::start_with(&db, PRO, 0, None, &options);

@@ -61,6 +61,9 @@ pub struct Options {
     pub more_keys: Vec<String>,
     /// `--admin-key`: the operator's endpoints and `/metrics` on.
     pub admin_key: Option<String>,
+    /// `--engine local` on this model (greedy, replies of 8 tokens) with this data dir (its
+    /// saved states in `DIR/kv`), instead of the builtin engine at `pace_ms`.
+    pub local_model: Option<(std::path::PathBuf, std::path::PathBuf)>,
 }
 
 impl Replica {
@@ -81,17 +84,29 @@ impl Replica {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let mut command = Command::new(BIN);
         command
-            .args([
-                "serve",
+            .args(["serve", "--addr", "127.0.0.1:0", "--api-key", key])
+            .args(["--jwt-secret", SECRET]);
+        match &options.local_model {
+            None => command.args([
                 "--engine",
                 "builtin",
-                "--addr",
-                "127.0.0.1:0",
-                "--api-key",
-                key,
-            ])
-            .args(["--jwt-secret", SECRET])
-            .args(["--engine-pace-ms", &pace_ms.to_string()])
+                "--engine-pace-ms",
+                &pace_ms.to_string(),
+            ]),
+            Some((model, data_dir)) => command
+                .args([
+                    "--engine",
+                    "local",
+                    "--temperature",
+                    "0",
+                    "--max-reply-tokens",
+                    "8",
+                ])
+                .arg("--model")
+                .arg(model)
+                .env("CONVO_DATA_DIR", data_dir),
+        };
+        command
             .env_remove("CONVO_SERVE_API_KEYS")
             .env_remove("CONVO_SERVE_ADMIN_KEY")
             .env_remove("CONVO_SERVE_LEASE_MS")
@@ -195,6 +210,17 @@ impl Replica {
             .await;
         assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
         accepted["messageId"].as_str().unwrap().to_string()
+    }
+
+    /// `DELETE /v1/sessions/{sid}`: the status.
+    pub async fn delete(&self, sid: &str) -> StatusCode {
+        self.http
+            .delete(format!("{}/v1/sessions/{sid}", self.base))
+            .bearer_auth(self.key)
+            .send()
+            .await
+            .expect("request")
+            .status()
     }
 
     /// The session's messages.

@@ -293,6 +293,8 @@ pub async fn start(
     // Turns the lease task rolls back (a stopped replica's, or this one's late): their
     // accounts' streams are told once the state exists (below).
     let (rolled_back_tx, mut rolled_back) = tokio::sync::mpsc::unbounded_channel();
+    // Sessions any replica deleted, found by the lease task: the engine forgets them (below).
+    let (deleted_tx, mut deleted) = tokio::sync::mpsc::unbounded_channel::<Vec<String>>();
     let (relay, leases) = match &store {
         Db::Postgres(pg) => (
             Some(
@@ -308,6 +310,7 @@ pub async fn start(
                 pg.clone(),
                 hub.clone(),
                 rolled_back_tx,
+                deleted_tx,
             )),
         ),
         Db::Sqlite(_) => (None, None),
@@ -348,6 +351,16 @@ pub async fn start(
                     &turn.session_id,
                     account_events::Change::Updated(SessionChange::Message),
                 );
+            }
+        });
+    }
+    {
+        let state = state.clone();
+        tokio::spawn(async move {
+            while let Some(ids) = deleted.recv().await {
+                for id in &ids {
+                    state.engine.forget_session(id);
+                }
             }
         });
     }

@@ -12,11 +12,12 @@
 //! holds at most `HISTORY_CACHE_BYTES` of text, the sessions used least recently leaving
 //! first, and only histories of `MIN_KEPT_BYTES` of text or more.
 //!
-//! What the cache holds is content, which a deletion must not leave behind for long (docs/deploy.md,
-//! "What operators must do about deletion"): the replica that deletes a session, or undoes or
-//! edits its messages, forgets its history at once (`forget`), and every replica drops a
-//! history not used for `HELD_FOR` (`drop_idle`, at each heartbeat), which is also how long a
-//! session deleted through another replica stays in this one's memory at most.
+//! What the cache holds is content, which a deletion must not leave behind (docs/deploy.md,
+//! "What operators must do about deletion"): the replica that deletes a session, or undoes an
+//! exchange of it, forgets its history at once (`forget`); every replica forgets the sessions
+//! any replica deleted at its next heartbeat (`PgStore::deleted_since`), and drops a history
+//! not used for `HELD_FOR` (`drop_idle`), so that what another replica undid does not stay
+//! in its memory either.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -1348,6 +1348,15 @@ const MIGRATIONS: &[&str] = &[
     WHERE deleted_at IS NOT NULL
       AND (title IS NOT NULL OR forked_from_session IS NOT NULL OR forked_from_message IS NOT NULL);
     "#,
+    // 20: the sessions deleted lately, found by every replica at each heartbeat
+    // (`PgStore::deleted_since`, leases.rs) so that each forgets what it keeps of them (a
+    // history it holds, the engine's saved state) whichever replica deleted them. Only
+    // tombstones are in the index: a send never changes `deleted_at`, so it is not written by
+    // one.
+    r#"
+    CREATE INDEX IF NOT EXISTS sessions_deleted ON sessions (deleted_at)
+        WHERE deleted_at IS NOT NULL;
+    "#,
 ];
 
 /// Takes the advisory lock of `SCHEMA_LOCK` for the rest of `tx`, and lifts `LOCK_WAIT`
