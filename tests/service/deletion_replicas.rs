@@ -1,15 +1,17 @@
 //! A session deleted through one replica leaves nothing in the others: each finds the
 //! deletion at its next heartbeat (`PgStore::deleted_since`, `leases.rs`) and forgets the
-//! history it held of the session and its engine's state of it, in memory and on disk
-//! (docs/deploy.md, "What operators must do about deletion").
+//! history it held of the session and its engine's state of it, in memory and on disk, and
+//! stops the reply it was generating there (docs/deploy.md, "What operators must do about
+//! deletion").
 
 use std::time::Duration;
 
+use convo_client::api::StreamEvent;
 use reqwest::StatusCode;
 use serde_json::json;
 
 use super::backends::{Backend, TestDb};
-use super::common::{GUARD, session, start_with};
+use super::common::{GUARD, next_event, session, start_with, until_end};
 use super::local_model::test_model;
 use super::replica_harness::{Options, Replica};
 
@@ -120,4 +122,43 @@ async fn another_replicas_engine_forgets_its_state_of_a_deleted_session() {
     b.signal("-TERM");
     assert!(b.wait().success());
     assert_eq!(saved_states(dir_b.path()), 1, "{}", b.log());
+}
+
+#[tokio::test]
+async fn a_reply_another_replica_generates_stops_when_its_session_is_deleted() {
+    const KEY: &str = "service_live_deletedeletedelete0002";
+    let db = TestDb::create().await;
+    // 40 ms a token, leases of 600 ms: a heartbeat every 200 ms.
+    let a = Replica::start(&db, KEY, 40, Some(600));
+    let b = Replica::start(&db, KEY, 40, Some(600));
+    let ask = "write some code for me, please";
+    // How long a whole reply is (seconds of tokens at this pace).
+    let (status, whole) = b.post(&session(), json!({ "content": ask })).await;
+    assert_eq!(status, StatusCode::OK, "{whole}");
+    let whole = whole["content"].as_str().unwrap().chars().count();
+
+    let sid = session();
+    let mut listener = b.ws(&sid).await;
+    let reply_id = b.start_reply(&sid, ask).await;
+    let first = next_event(&mut listener).await;
+    assert!(matches!(first, StreamEvent::Delta { .. }), "{first:?}");
+    assert_eq!(a.delete(&sid).await, StatusCode::OK);
+    let events = until_end(&mut listener, &reply_id).await;
+    match events.last() {
+        Some(StreamEvent::Error { error, .. }) => {
+            assert_eq!(error.code, "session_not_found", "{events:?}")
+        }
+        other => panic!("the reply ends with an error: {other:?}"),
+    }
+    let streamed: usize = std::iter::once(&first)
+        .chain(&events)
+        .map(|e| match e {
+            StreamEvent::Delta { content, .. } => content.chars().count(),
+            _ => 0,
+        })
+        .sum();
+    assert!(
+        streamed < whole / 2,
+        "b stopped the reply at its next heartbeat: {streamed} of {whole} characters streamed"
+    );
 }

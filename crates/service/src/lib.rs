@@ -80,6 +80,14 @@ pub(crate) struct AppState {
 }
 
 impl AppState {
+    /// What this replica does about a deleted session, whichever replica deleted it (this one
+    /// at once; on PostgreSQL the others at their next heartbeat, `leases.rs`): the reply it
+    /// is generating in the session stops, and the engine forgets its state.
+    pub(crate) fn forget_deleted(&self, session_id: &str) {
+        self.stoppers.stop(session_id);
+        self.engine.forget_session(session_id);
+    }
+
     /// A session's context limit: `--max-context-tokens`, or the engine's window when that is
     /// smaller (a local model with a small window).
     pub fn context_limit(&self) -> u64 {
@@ -293,7 +301,7 @@ pub async fn start(
     // Turns the lease task rolls back (a stopped replica's, or this one's late): their
     // accounts' streams are told once the state exists (below).
     let (rolled_back_tx, mut rolled_back) = tokio::sync::mpsc::unbounded_channel();
-    // Sessions any replica deleted, found by the lease task: the engine forgets them (below).
+    // Sessions any replica deleted, found by the lease task: forgotten here (below).
     let (deleted_tx, mut deleted) = tokio::sync::mpsc::unbounded_channel::<Vec<String>>();
     let (relay, leases) = match &store {
         Db::Postgres(pg) => (
@@ -359,7 +367,7 @@ pub async fn start(
         tokio::spawn(async move {
             while let Some(ids) = deleted.recv().await {
                 for id in &ids {
-                    state.engine.forget_session(id);
+                    state.forget_deleted(id);
                 }
             }
         });

@@ -33,8 +33,7 @@ pub(crate) async fn delete(
         .delete_session(account.id, session_id.clone(), time::now_ms())
         .await?;
     if deleted {
-        state.stoppers.stop(&session_id);
-        state.engine.forget_session(&session_id);
+        state.forget_deleted(&session_id);
         tell(&state, account.id, &session_id, Change::Deleted);
         tracing::info!(account = account.id, session = %session_id, "session deleted");
         Ok(Json(Deleted {
