@@ -113,6 +113,19 @@ impl Svc {
         json(resp).await
     }
 
+    /// Gives `session` its title (`PATCH /v1/sessions/{id}`), which must be taken.
+    pub async fn set_title(&self, session: &str, title: &str) {
+        let resp = self
+            .http
+            .patch(self.url(&format!("/v1/sessions/{session}")))
+            .bearer_auth(&self.key)
+            .json(&serde_json::json!({ "title": title }))
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(resp.status(), StatusCode::OK, "{:?}", resp.text().await);
+    }
+
     pub async fn usage(&self) -> Value {
         let (status, body) = self.get("/v1/analytics/usage").await;
         assert_eq!(status, StatusCode::OK, "{body}");

@@ -149,7 +149,7 @@ async fn what_a_deletion_leaves_on_postgresql() {
         "TitleMarker{}",
         convo_service::ids::random_alnum(20).to_ascii_lowercase()
     );
-    set_title(&svc, &sid, &title_marker).await;
+    svc.set_title(&sid, &title_marker).await;
     let files = db.client().await;
     // Stored first (so the checks below can fail): the message, and the remembered response
     // (the builtin reply quotes the message); the key in its record and, as the dead tuple of
@@ -260,7 +260,7 @@ async fn migration_19_clears_what_older_tombstones_kept() {
     let (gone, kept) = (session(), session());
     for (sid, title) in [(&gone, "Private plans"), (&kept, "Kept title")] {
         svc.send_text(sid, "hello").await;
-        set_title(&svc, sid, title).await;
+        svc.set_title(sid, title).await;
     }
     svc.service.shutdown().await;
     // A deletion as a build before migration 19 made it, and that build's schema version.
@@ -373,19 +373,6 @@ async fn a_relayed_reply_stays_in_the_notification_queues_files_after_the_deleti
     hold.commit().await.unwrap();
     a.service.shutdown().await;
     b.service.shutdown().await;
-}
-
-/// Gives the session `title` (`PATCH /v1/sessions/{id}`).
-async fn set_title(svc: &super::common::Svc, sid: &str, title: &str) {
-    let resp = svc
-        .http
-        .patch(svc.url(&format!("/v1/sessions/{sid}")))
-        .bearer_auth(&svc.key)
-        .json(&json!({ "title": title }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::OK);
 }
 
 /// A plain VACUUM removes dead tuples but does not overwrite the space they held: a deleted

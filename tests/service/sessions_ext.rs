@@ -411,19 +411,25 @@ async fn a_fork_at_a_user_or_an_assistant_message_copies_the_history_up_to_it() 
     }
 }
 
+/// A session of one exchange and a fork of it at its reply (`name`d for the assertions): the
+/// source, the ids of its messages, and the fork.
+async fn source_and_fork(svc: &Svc, name: &str) -> (String, Vec<String>, String) {
+    let source = session();
+    svc.send_text(&source, "first question").await;
+    let ids = message_ids(svc, &source).await;
+    let (status, body) = fork(svc, &source, json!({"messageId": ids[1]})).await;
+    assert_eq!(status, StatusCode::CREATED, "{name}: {body}");
+    let forked = body["sessionId"].as_str().unwrap().to_string();
+    (source, ids, forked)
+}
+
 /// A deleted session's row stays as its tombstone (`deletedSessionIds` names it) and keeps
 /// nothing the user gave the session: neither its title nor where it was forked from.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_deleted_sessions_tombstone_keeps_neither_its_title_nor_its_origin() {
     for (name, svc, _, backend) in services().await {
-        let source = session();
-        svc.send_text(&source, "first question").await;
-        let ids = message_ids(&svc, &source).await;
-        let (status, body) = fork(&svc, &source, json!({"messageId": ids[1]})).await;
-        assert_eq!(status, StatusCode::CREATED, "{name}: {body}");
-        let forked = body["sessionId"].as_str().unwrap().to_string();
-        let (status, body) = patch(&svc, &forked, json!({"title": "Private plans"})).await;
-        assert_eq!(status, StatusCode::OK, "{name}: {body}");
+        let (source, ids, forked) = source_and_fork(&svc, name).await;
+        svc.set_title(&forked, "Private plans").await;
         let row = "SELECT COALESCE(title, '-') || ' ' || COALESCE(forked_from_session, '-')
                        || ' ' || COALESCE(forked_from_message, '-')
                    FROM sessions WHERE id = $1";
@@ -643,12 +649,7 @@ async fn listed_origin(svc: &Svc, session: &str) -> Value {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_fork_lists_its_origin_also_after_a_title_and_the_sources_delete() {
     for (name, svc, _, _backend) in services().await {
-        let source = session();
-        svc.send_text(&source, "first question").await;
-        let ids = message_ids(&svc, &source).await;
-        let (status, body) = fork(&svc, &source, json!({"messageId": ids[1]})).await;
-        assert_eq!(status, StatusCode::CREATED, "{name}: {body}");
-        let forked = body["sessionId"].as_str().unwrap().to_string();
+        let (source, ids, forked) = source_and_fork(&svc, name).await;
         let origin = json!({"sessionId": source, "messageId": ids[1]});
 
         assert_eq!(listed_origin(&svc, &forked).await, origin, "{name}");

@@ -106,15 +106,7 @@ async fn deletion_leaves_no_content_in_the_database_files() {
     svc.send_text(&sid, &format!("and again {marker}")).await;
     // The title a user gives a session is in the session's row, which stays as its tombstone.
     let title_marker = "WombatTitleMarker2954";
-    let resp = svc
-        .http
-        .patch(svc.url(&format!("/v1/sessions/{sid}")))
-        .bearer_auth(&svc.key)
-        .json(&json!({ "title": title_marker }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::OK);
+    svc.set_title(&sid, title_marker).await;
     let keep = session();
     svc.send_text(&keep, "KeepThisOtherSession").await;
     // The content is really in the files before (so the check below can fail).
