@@ -379,14 +379,14 @@ fn role(s: &str) -> Result<Role, StoreError> {
     s.parse::<Role>().map_err(StoreError::Corrupt)
 }
 
-/// The columns of a `SessionRow`, of the live sessions of account `$1`; a query adds its own
-/// filter and its `GROUP BY s.id`.
 /// Makes a session's row its tombstone (`$1` the deletion's time, `$2` the session): its id,
 /// account and times stay (`deletedSessionIds` names it), nothing the user gave it does.
 const TOMBSTONE: &str = "UPDATE sessions
      SET deleted_at = $1, title = NULL, forked_from_session = NULL, forked_from_message = NULL
      WHERE id = $2";
 
+/// The columns of a `SessionRow`, of the live sessions of account `$1`; a query adds its own
+/// filter and its `GROUP BY s.id`.
 macro_rules! session_rows {
     ($rest:literal) => {
         concat!(

@@ -238,8 +238,9 @@ pub fn roll_back_turn(
 }
 
 /// Deletes a live session of the account: its messages and idempotency records go in one
-/// transaction, the row stays as a tombstone without title or origin, and the WAL is checkpointed so no content of it
-/// remains in the files. Returns false when there was no such live session.
+/// transaction, the row stays as a tombstone without title or origin, and the WAL is
+/// checkpointed so no content of it remains in the files. Returns false when there was no
+/// such live session.
 pub fn delete_session(
     conn: &mut Connection,
     account_id: i64,

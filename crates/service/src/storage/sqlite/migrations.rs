@@ -354,11 +354,11 @@ mod tests {
         crate::time::billing_period(t).0.timestamp_millis()
     }
 
-    /// A database written by a version-1 convo gets its totals back-filled from its rows, and
-    /// keeps them and its messages through migrations 3 and 4.
     /// A session's id, title, and fork origin (session and message).
     type SessionOrigin = (String, Option<String>, Option<String>, Option<String>);
 
+    /// Tombstones made before migration 10 kept their titles and origins; it clears them and
+    /// leaves live sessions' alone.
     #[test]
     fn migration_10_clears_what_the_tombstones_kept() {
         let mut conn = Connection::open_in_memory().unwrap();
@@ -399,6 +399,8 @@ mod tests {
         );
     }
 
+    /// A database written by a version-1 convo gets its totals back-filled from its rows, and
+    /// keeps them and its messages through migrations 3 and 4.
     #[test]
     fn migration_2_back_fills_the_totals_of_an_old_database() {
         let mut conn = Connection::open_in_memory().unwrap();
