@@ -263,8 +263,13 @@ async fn migration_19_clears_what_older_tombstones_kept() {
         svc.set_title(sid, title).await;
     }
     svc.service.shutdown().await;
-    // A deletion as a build before migration 19 made it, and that build's schema version.
+    // A deletion as a build before migration 19 made it, and that build's schema (no
+    // trigger of migration 21 yet) and version.
     let client = db.client().await;
+    client
+        .batch_execute("DROP TRIGGER sessions_tombstone ON sessions")
+        .await
+        .unwrap();
     client
         .execute(
             "UPDATE sessions SET deleted_at = 5, forked_from_session = $2,
@@ -298,6 +303,60 @@ async fn migration_19_clears_what_older_tombstones_kept() {
             (kept.clone(), Some("Kept title".to_string()), None, None),
         ]
     );
+    svc.service.shutdown().await;
+}
+
+/// Whoever makes a tombstone, it keeps no title nor origin (migration 21's trigger): a replica
+/// of a build before migration 19, which sets `deleted_at` alone, during an upgrade; an
+/// operator's SQL, also a later update of the tombstone.
+#[tokio::test]
+async fn a_tombstone_made_by_an_older_replica_or_by_hand_keeps_no_title() {
+    let backend = Backend::postgres().await;
+    let Backend::Postgres(db) = &backend else {
+        unreachable!()
+    };
+    let svc = start_with(backend.config()).await;
+    let (old_build, by_hand) = (session(), session());
+    for sid in [&old_build, &by_hand] {
+        svc.send_text(sid, "hello").await;
+        svc.set_title(sid, "Private plans").await;
+    }
+    let client = db.client().await;
+    let title = |sid: String| {
+        let client = &client;
+        async move {
+            client
+                .query_one("SELECT title FROM sessions WHERE id = $1", &[&sid])
+                .await
+                .unwrap()
+                .get::<_, Option<String>>(0)
+        }
+    };
+    // The deletion of a build before migration 19.
+    client
+        .execute(
+            "UPDATE sessions SET deleted_at = 5 WHERE id = $1",
+            &[&old_build],
+        )
+        .await
+        .unwrap();
+    assert_eq!(title(old_build.clone()).await, None);
+    // An operator's, and a title written into the tombstone afterwards.
+    client
+        .execute(
+            "UPDATE sessions SET deleted_at = 6, title = 'Still here' WHERE id = $1",
+            &[&by_hand],
+        )
+        .await
+        .unwrap();
+    client
+        .execute(
+            "UPDATE sessions SET title = 'Again' WHERE id = $1",
+            &[&by_hand],
+        )
+        .await
+        .unwrap();
+    assert_eq!(title(by_hand.clone()).await, None);
     svc.service.shutdown().await;
 }
 

@@ -1357,6 +1357,25 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX IF NOT EXISTS sessions_deleted ON sessions (deleted_at)
         WHERE deleted_at IS NOT NULL;
     "#,
+    // 21: a tombstone keeps nothing the user gave the session whoever writes it: a replica of
+    // an older build during an upgrade (whose deletion sets `deleted_at` alone), or an
+    // operator's SQL. Every update that leaves a row deleted clears its title and origin (a
+    // deletion, and any later update of a tombstone); sends never update `sessions`, so no
+    // send pays for it.
+    r#"
+    CREATE OR REPLACE FUNCTION convo_tombstone_keeps_nothing() RETURNS trigger
+    LANGUAGE plpgsql AS $$
+    BEGIN
+        NEW.title := NULL;
+        NEW.forked_from_session := NULL;
+        NEW.forked_from_message := NULL;
+        RETURN NEW;
+    END $$;
+    DROP TRIGGER IF EXISTS sessions_tombstone ON sessions;
+    CREATE TRIGGER sessions_tombstone BEFORE UPDATE ON sessions
+        FOR EACH ROW WHEN (NEW.deleted_at IS NOT NULL)
+        EXECUTE FUNCTION convo_tombstone_keeps_nothing();
+    "#,
 ];
 
 /// Takes the advisory lock of `SCHEMA_LOCK` for the rest of `tx`, and lifts `LOCK_WAIT`

@@ -380,10 +380,9 @@ fn role(s: &str) -> Result<Role, StoreError> {
 }
 
 /// Makes a session's row its tombstone (`$1` the deletion's time, `$2` the session): its id,
-/// account and times stay (`deletedSessionIds` names it), nothing the user gave it does.
-const TOMBSTONE: &str = "UPDATE sessions
-     SET deleted_at = $1, title = NULL, forked_from_session = NULL, forked_from_message = NULL
-     WHERE id = $2";
+/// account and times stay (`deletedSessionIds` names it), nothing the user gave it does (the
+/// trigger of migration 21 clears its title and origin, whoever sets `deleted_at`).
+const TOMBSTONE: &str = "UPDATE sessions SET deleted_at = $1 WHERE id = $2";
 
 /// The columns of a `SessionRow`, of the live sessions of account `$1`; a query adds its own
 /// filter and its `GROUP BY s.id`.
