@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::backends::TestDb;
 use super::common::session;
-use super::metrics::{parse, value};
+use super::metrics::value;
 use super::replica_harness::{Options, Replica};
 
 const PRO: &str = "service_live_adminProcsProKeyPPPP";
@@ -29,14 +29,6 @@ async fn accounts(replica: &Replica, admin: &str, query: &str) -> AdminAccounts 
 async fn send(replica: &Replica, key: &str, sid: &str, text: &str) {
     let (status, body) = replica.post_as(key, sid, json!({"content": text})).await;
     assert_eq!(status, StatusCode::OK, "{body}");
-}
-
-async fn metrics(replica: &Replica, admin: &str) -> prometheus_parse::Scrape {
-    let resp = replica.get_raw(admin, "/metrics").await;
-    let status = resp.status();
-    let text = resp.text().await.unwrap();
-    assert_eq!(status, StatusCode::OK, "{text}");
-    parse(&text)
 }
 
 #[tokio::test]
@@ -110,7 +102,7 @@ async fn two_serve_processes_answer_the_operators_endpoints_alike() {
         ("method", "POST"),
         ("status", "200"),
     ];
-    let (of_a, of_b) = tokio::join!(metrics(&a, &admin), metrics(&b, &admin));
+    let (of_a, of_b) = tokio::join!(a.metrics(&admin), b.metrics(&admin));
     assert_eq!(value(&of_a, "convo_http_requests_total", &sends), 1.0);
     assert_eq!(value(&of_b, "convo_http_requests_total", &sends), 2.0);
     for scrape in [&of_a, &of_b] {
@@ -135,7 +127,7 @@ async fn two_serve_processes_answer_the_operators_endpoints_alike() {
     }
     // The counters move with the next request.
     send(&a, FREE, &session(), "another on a").await;
-    let again = metrics(&a, &admin).await;
+    let again = a.metrics(&admin).await;
     assert_eq!(value(&again, "convo_http_requests_total", &sends), 2.0);
     assert_eq!(
         value(

@@ -13,6 +13,8 @@ use serde_json::json;
 use super::backends::{Backend, TestDb};
 use super::common::{GUARD, next_event, session, start_with, until_end};
 use super::local_model::test_model;
+use super::local_model_state::saved;
+use super::metrics::value;
 use super::replica_harness::{Options, Replica};
 
 /// Polls `now` every 50 ms until it is `want`, for at most `GUARD`.
@@ -59,30 +61,17 @@ async fn another_replica_forgets_the_history_it_held_of_a_deleted_session() {
 }
 
 /// The engine's saved states under a data dir (`DIR/kv/<model id>/*.kv`).
-fn saved_states(data_dir: &std::path::Path) -> usize {
-    std::fs::read_dir(data_dir.join("kv"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .flat_map(|m| std::fs::read_dir(m.path()).into_iter().flatten().flatten())
-        .filter(|f| f.path().extension().is_some_and(|x| x == "kv"))
-        .count()
+fn saved_states(data_dir: &std::path::Path) -> u64 {
+    saved(&data_dir.join("kv")).len() as u64
 }
 
 /// A replica's `convo_engine_kv_slots_used` (sessions whose state its engine holds).
 async fn slots_used(replica: &Replica, admin: &str) -> u64 {
-    let text = replica
-        .get_raw(admin, "/metrics")
-        .await
-        .text()
-        .await
-        .expect("the metrics");
-    text.lines()
-        .find_map(|l| l.strip_prefix("convo_engine_kv_slots_used "))
-        .expect("convo_engine_kv_slots_used")
-        .trim()
-        .parse()
-        .expect("a number")
+    value(
+        &replica.metrics(admin).await,
+        "convo_engine_kv_slots_used",
+        &[],
+    ) as u64
 }
 
 #[tokio::test]
@@ -108,7 +97,7 @@ async fn another_replicas_engine_forgets_its_state_of_a_deleted_session() {
     }
     // `b`'s engine holds both states: in its slots, or saved to disk when the other session
     // took the slot.
-    let held = || async { slots_used(&b, &admin).await + saved_states(dir_b.path()) as u64 };
+    let held = || async { slots_used(&b, &admin).await + saved_states(dir_b.path()) };
     assert_eq!(held().await, 2);
 
     assert_eq!(a.delete(&deleted).await, StatusCode::OK);

@@ -78,7 +78,7 @@ fn with_kv(dir: &Path) -> LocalOptions {
 }
 
 /// The saved states under `dir`, for every model.
-fn saved(dir: &Path) -> Vec<std::path::PathBuf> {
+pub(super) fn saved(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut files: Vec<_> = std::fs::read_dir(dir)
         .into_iter()
         .flatten()

@@ -168,7 +168,8 @@ async fn a_deleted_session_leaves_only_its_id_in_message_changes() {
 
 /// What the replica holds of a session's history (content) goes when the session is deleted
 /// or its last exchange undone through that replica (docs/deploy.md, "What operators must do
-/// about deletion"); a replica that did neither drops it once unused for a while
+/// about deletion"); another replica forgets a deleted session's at its next heartbeat
+/// (`tests/service/deletion_replicas.rs`), and any drops a history unused for a while
 /// (`HELD_FOR`, unit-tested in history_cache.rs).
 #[tokio::test]
 async fn the_replica_that_deletes_or_undoes_forgets_the_history_it_held() {

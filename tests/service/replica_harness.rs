@@ -212,6 +212,15 @@ impl Replica {
         accepted["messageId"].as_str().unwrap().to_string()
     }
 
+    /// `/metrics` with `admin` (the replica's `--admin-key`), parsed.
+    pub async fn metrics(&self, admin: &str) -> prometheus_parse::Scrape {
+        let resp = self.get_raw(admin, "/metrics").await;
+        let status = resp.status();
+        let text = resp.text().await.unwrap();
+        assert_eq!(status, StatusCode::OK, "{text}");
+        super::metrics::parse(&text)
+    }
+
     /// `DELETE /v1/sessions/{sid}`: the status.
     pub async fn delete(&self, sid: &str) -> StatusCode {
         self.http

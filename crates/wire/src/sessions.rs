@@ -54,6 +54,12 @@ pub struct SessionList {
 /// How far back `GET /v1/sessions` names deleted sessions ([`SessionList::deleted_session_ids`]).
 pub const DELETIONS_LISTED_DAYS: i64 = 90;
 
+/// The earliest deletion time (Unix milliseconds) a list made at `now_ms` names
+/// ([`DELETIONS_LISTED_DAYS`] before it).
+pub fn deletions_listed_since(now_ms: i64) -> i64 {
+    now_ms - DELETIONS_LISTED_DAYS * 86_400_000
+}
+
 /// The id a service's database was given when it was made: the same for every replica on
 /// it and across restarts, another one for a new (or reset) database. A client that finds
 /// another id than the one it saw last knows that the sessions it kept from this server were

@@ -65,7 +65,7 @@ pub(crate) async fn recently_deleted(
     state: &AppState,
     account_id: i64,
 ) -> Result<Vec<String>, HttpError> {
-    let since = time::now_ms() - convo_wire::sessions::DELETIONS_LISTED_DAYS * 86_400_000;
+    let since = convo_wire::sessions::deletions_listed_since(time::now_ms());
     Ok(state.store.deleted_sessions(account_id, since).await?)
 }
 

@@ -88,7 +88,7 @@ impl Deletions {
     /// The first look reaches back as far as clients are told of deletions.
     fn new(now_ms: i64) -> Deletions {
         Deletions {
-            since: now_ms - convo_wire::sessions::DELETIONS_LISTED_DAYS * 86_400_000,
+            since: convo_wire::sessions::deletions_listed_since(now_ms),
             seen: HashMap::new(),
         }
     }
