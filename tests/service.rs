@@ -39,6 +39,7 @@ mod service {
     mod replica_processes;
     mod replica_stop;
     mod replicas;
+    mod session_list;
     mod sessions_ext;
     mod storage;
     mod stream;

@@ -102,6 +102,19 @@ impl Svc {
         json(resp).await
     }
 
+    /// `session` as `GET /v1/sessions` lists it; it must be listed.
+    pub async fn listed(&self, session: &str) -> Value {
+        let (status, list) = self.get("/v1/sessions").await;
+        assert_eq!(status, StatusCode::OK, "{list}");
+        list["sessions"]
+            .as_array()
+            .expect("a list of sessions")
+            .iter()
+            .find(|s| s["sessionId"] == session)
+            .unwrap_or_else(|| panic!("{session} not listed: {list}"))
+            .clone()
+    }
+
     pub async fn delete(&self, session: &str) -> (StatusCode, Value) {
         let resp = self
             .http

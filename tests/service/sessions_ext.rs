@@ -65,15 +65,7 @@ async fn patch(svc: &Svc, session: &str, body: Value) -> (StatusCode, Value) {
 
 /// The title `GET /v1/sessions` lists for `session`.
 async fn listed_title(svc: &Svc, session: &str) -> Value {
-    let (status, list) = svc.get("/v1/sessions").await;
-    assert_eq!(status, StatusCode::OK, "{list}");
-    list["sessions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["sessionId"] == session)
-        .unwrap_or_else(|| panic!("{session} not listed: {list}"))["title"]
-        .clone()
+    svc.listed(session).await["title"].clone()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -633,14 +625,8 @@ async fn a_fork_at_the_session_limit_is_refused_like_a_new_session() {
 
 /// `forkedFrom` of `session` as `GET /v1/sessions` lists it.
 async fn listed_origin(svc: &Svc, session: &str) -> Value {
-    let (status, list) = svc.get("/v1/sessions").await;
-    assert_eq!(status, StatusCode::OK, "{list}");
-    list["sessions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["sessionId"] == session)
-        .unwrap_or_else(|| panic!("{session} not listed: {list}"))
+    svc.listed(session)
+        .await
         .get("forkedFrom")
         .cloned()
         .unwrap_or(Value::Null)

@@ -32,7 +32,7 @@ use tokio_postgres::NoTls;
 use super::interface::{Storage, TurnAdmission};
 use super::rows::{
     AccountPage, AccountsQuery, Fork, ForkRequest, MessageRow, MetricCounts, Reply, RequestCount,
-    SessionRow, Undo, UsageCounts, hash_key,
+    SUMMARY_AFTER, SessionRow, Undo, UsageCounts, hash_key,
 };
 use crate::error::StoreError;
 use convo_core::Account;
@@ -108,11 +108,16 @@ const _: () = assert!(
 );
 
 /// `config` with the limits of a replica's connections: the server-side ones
-/// (`IDLE_IN_TRANSACTION`, `LOCK_WAIT`) before the URL's own `options`, and the client-side
-/// ones (`SILENT_SERVER`) where the URL gives none.
+/// (`IDLE_IN_TRANSACTION`, `LOCK_WAIT`, and no JIT compilation) before the URL's own
+/// `options`, and the client-side ones (`SILENT_SERVER`) where the URL gives none.
+///
+/// JIT: PostgreSQL compiles a statement whose estimated cost passes `jit_above_cost`, and a
+/// replica's statements are short but some are estimated high (the session list's sums per
+/// session, migration 22: about 1 s of compilation for 60 ms of work with 2,000 sessions,
+/// docs/performance.md), so a replica turns it off; an operator's `options=-c jit=on` wins.
 fn with_limits(mut config: tokio_postgres::Config) -> tokio_postgres::Config {
     let mut options = format!(
-        "-c idle_in_transaction_session_timeout={} -c lock_timeout={}",
+        "-c idle_in_transaction_session_timeout={} -c lock_timeout={} -c jit=off",
         IDLE_IN_TRANSACTION.as_millis(),
         LOCK_WAIT.as_millis()
     );
@@ -326,8 +331,16 @@ async fn vacuum_after_deletes(pool: Pool, wake: Arc<Notify>) {
 
 /// `VACUUM` of `VACUUMED_TABLES`, waiting as long as it takes for another replica's vacuum of
 /// them (whose snapshot may predate this replica's deletions): no `LOCK_WAIT`. (`VACUUM` runs
-/// outside a transaction, so the setting is the session's until reset.)
+/// outside a transaction, so the setting is the session's until reset.) Before it, the
+/// summaries of deleted sessions go: the tombstone's trigger deletes a session's summary, but
+/// a list that read the session live just before can write it again after (migration 22).
 async fn vacuum(client: &deadpool_postgres::Object) -> Result<(), StoreError> {
+    client
+        .batch_execute(
+            "DELETE FROM session_summaries u USING sessions s
+             WHERE s.id = u.session_id AND s.deleted_at IS NOT NULL",
+        )
+        .await?;
     client.batch_execute("SET lock_timeout = 0").await?;
     let vacuumed = client
         .batch_execute(&format!("VACUUM {VACUUMED_TABLES}"))
@@ -384,19 +397,58 @@ fn role(s: &str) -> Result<Role, StoreError> {
 /// trigger of migration 21 clears its title and origin, whoever sets `deleted_at`).
 const TOMBSTONE: &str = "UPDATE sessions SET deleted_at = $1 WHERE id = $2";
 
-/// The columns of a `SessionRow`, of the live sessions of account `$1`; a query adds its own
-/// filter and its `GROUP BY s.id`.
+/// The `SessionRow`s of the live sessions of account `$1` (`$filter` narrows them, `$order`
+/// orders them), each summed from its kept summary and the messages after it (migration 22):
+/// a list reads each session's summary and its messages since, not every message of the
+/// account. Where it read `$2` messages or more (`SUMMARY_AFTER`) it writes the summary back.
+/// A summary counts while its change count is the session's (`message_changes`); one written
+/// by a list that read earlier than another's does not replace it (the pair of count and last
+/// message only grows).
 macro_rules! session_rows {
-    ($rest:literal) => {
+    ($filter:literal, $order:literal) => {
         concat!(
-            "SELECT s.id, s.created_at, COALESCE(MAX(m.created_at), s.created_at),
-                    COUNT(m.pk), COALESCE(SUM(m.tokens), 0)::BIGINT, s.title,
-                    (SELECT f.content FROM messages f
-                     WHERE f.session_id = s.id AND f.role = 'user' ORDER BY f.pk LIMIT 1),
-                    s.forked_from_session, s.forked_from_message
-             FROM sessions s LEFT JOIN messages m ON m.session_id = s.id
-             WHERE s.account_id = $1 AND s.deleted_at IS NULL ",
-            $rest
+            "WITH live AS (
+                SELECT s.id, s.created_at, s.title, s.forked_from_session, s.forked_from_message,
+                       COALESCE(e.changes, 0) AS changes,
+                       u.last_pk, u.messages, u.tokens, u.last_at, u.first_user
+                FROM sessions s
+                LEFT JOIN message_changes e ON e.session_id = s.id
+                LEFT JOIN session_summaries u
+                       ON u.session_id = s.id AND u.changes = COALESCE(e.changes, 0)
+                WHERE s.account_id = $1 AND s.deleted_at IS NULL ",
+            $filter,
+            "), summed AS (
+                SELECT l.id, l.created_at, l.title, l.forked_from_session, l.forked_from_message,
+                       l.changes, n.messages AS read,
+                       COALESCE(n.last, l.last_pk, 0) AS last_pk,
+                       COALESCE(l.messages, 0) + n.messages AS messages,
+                       COALESCE(l.tokens, 0) + n.tokens AS tokens,
+                       GREATEST(l.last_at, n.last_at) AS last_at,
+                       COALESCE(l.first_user, n.first_user) AS first_user
+                FROM live l CROSS JOIN LATERAL (
+                    SELECT COUNT(*) AS messages, COALESCE(SUM(m.tokens), 0)::BIGINT AS tokens,
+                           MAX(m.created_at) AS last_at, MAX(m.pk) AS last,
+                           MIN(m.pk) FILTER (WHERE m.role = 'user') AS first_user
+                    FROM messages m
+                    WHERE m.session_id = l.id AND m.pk > COALESCE(l.last_pk, 0)) n
+            ), kept AS (
+                INSERT INTO session_summaries
+                    (session_id, changes, last_pk, messages, tokens, last_at, first_user)
+                SELECT id, changes, last_pk, messages, tokens, last_at, first_user
+                FROM summed WHERE read >= $2
+                ORDER BY id
+                ON CONFLICT (session_id) DO UPDATE SET
+                    changes = EXCLUDED.changes, last_pk = EXCLUDED.last_pk,
+                    messages = EXCLUDED.messages, tokens = EXCLUDED.tokens,
+                    last_at = EXCLUDED.last_at, first_user = EXCLUDED.first_user
+                WHERE (EXCLUDED.changes, EXCLUDED.last_pk)
+                    > (session_summaries.changes, session_summaries.last_pk)
+            )
+            SELECT id, created_at, COALESCE(last_at, created_at), messages, tokens, title,
+                   (SELECT f.content FROM messages f WHERE f.pk = summed.first_user),
+                   forked_from_session, forked_from_message
+            FROM summed ",
+            $order
         )
     };
 }
@@ -621,8 +673,8 @@ impl Storage for PgStore {
         let client = self.client().await?;
         let rows = client
             .query(
-                session_rows!("GROUP BY s.id ORDER BY 3 DESC, s.id"),
-                &[&account_id],
+                session_rows!("", "ORDER BY 3 DESC, id"),
+                &[&account_id, &SUMMARY_AFTER],
             )
             .await?;
         Ok(rows.iter().map(session_row).collect())
@@ -652,8 +704,8 @@ impl Storage for PgStore {
         let client = self.client().await?;
         let row = client
             .query_opt(
-                session_rows!("AND s.id = $2 GROUP BY s.id"),
-                &[&account_id, &session_id],
+                session_rows!("AND s.id = $3", ""),
+                &[&account_id, &SUMMARY_AFTER, &session_id],
             )
             .await?;
         Ok(row.as_ref().map(session_row))
@@ -1025,7 +1077,7 @@ mod tests {
         let plain = with_limits("postgres://u@h/db".parse().unwrap());
         assert_eq!(
             plain.get_options(),
-            Some("-c idle_in_transaction_session_timeout=10000 -c lock_timeout=12000")
+            Some("-c idle_in_transaction_session_timeout=10000 -c lock_timeout=12000 -c jit=off")
         );
         let own = with_limits(
             "postgres://u@h/db?options=-c%20idle_in_transaction_session_timeout%3D0"
@@ -1035,7 +1087,7 @@ mod tests {
         assert_eq!(
             own.get_options(),
             Some(
-                "-c idle_in_transaction_session_timeout=10000 -c lock_timeout=12000 \
+                "-c idle_in_transaction_session_timeout=10000 -c lock_timeout=12000 -c jit=off \
                  -c idle_in_transaction_session_timeout=0"
             ),
             "the operator's setting comes last, and wins"

@@ -6,7 +6,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::idempotency::{self, Recorded};
 use super::usage;
 use crate::error::StoreError;
-use crate::storage::rows::{Fork, ForkRequest, MessageRow, Reply, SessionRow, Undo};
+use crate::storage::rows::{Fork, ForkRequest, MessageRow, Reply, SUMMARY_AFTER, SessionRow, Undo};
 use convo_core::admission::{self, Admission, SessionFacts, TurnFacts};
 pub use convo_core::{
     HistoryEntry, SessionStatus, TurnRefusal, TurnStart, TurnStarted, UserMessage,
@@ -272,18 +272,34 @@ pub fn delete_session(
     Ok(true)
 }
 
-/// The columns of a `SessionRow`, of the live sessions of account `?1`; a query adds its own
-/// filter and its `GROUP BY s.id`.
+/// The `SessionRow`s of the live sessions of account `?1` (`$filter` narrows them, `$order`
+/// orders them), each summed from its kept summary and the messages after it (migration 11),
+/// with what a new summary would hold: columns 9–13 are the messages read past the summary,
+/// and the summary's last message, messages, tokens and first user message.
 macro_rules! session_rows {
-    ($rest:literal) => {
+    ($filter:literal, $order:literal) => {
         concat!(
-            "SELECT s.id, s.created_at, COALESCE(MAX(m.created_at), s.created_at), COUNT(m.pk), COALESCE(SUM(m.tokens), 0),
-                s.title,
-                (SELECT f.content FROM messages f WHERE f.session_id = s.id AND f.role = 'user' ORDER BY f.pk LIMIT 1),
-                s.forked_from_session, s.forked_from_message
-         FROM sessions s LEFT JOIN messages m ON m.session_id = s.id
-         WHERE s.account_id = ?1 AND s.deleted_at IS NULL ",
-            $rest
+            "SELECT x.id, x.created_at, COALESCE(x.last_at, x.created_at), x.messages, x.tokens,
+                    x.title, (SELECT f.content FROM messages f WHERE f.pk = x.first_user),
+                    x.forked_from_session, x.forked_from_message,
+                    x.read, x.last_pk, x.last_at, x.first_user
+             FROM (
+                SELECT s.id, s.created_at, s.title, s.forked_from_session, s.forked_from_message,
+                       COUNT(m.pk) AS read,
+                       COALESCE(MAX(m.pk), u.last_pk, 0) AS last_pk,
+                       COALESCE(u.messages, 0) + COUNT(m.pk) AS messages,
+                       COALESCE(u.tokens, 0) + COALESCE(SUM(m.tokens), 0) AS tokens,
+                       COALESCE(max(u.last_at, MAX(m.created_at)), u.last_at, MAX(m.created_at))
+                           AS last_at,
+                       COALESCE(u.first_user, MIN(CASE WHEN m.role = 'user' THEN m.pk END))
+                           AS first_user
+                FROM sessions s
+                LEFT JOIN session_summaries u ON u.session_id = s.id
+                LEFT JOIN messages m ON m.session_id = s.id AND m.pk > COALESCE(u.last_pk, 0)
+                WHERE s.account_id = ?1 AND s.deleted_at IS NULL ",
+            $filter,
+            " GROUP BY s.id) x ",
+            $order
         )
     };
 }
@@ -304,11 +320,38 @@ fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
     })
 }
 
+/// A row of `session_rows!` as its `SessionRow`, and keeps its summary where the list read
+/// `SUMMARY_AFTER` messages or more past the one kept (a shorter session is read whole, which
+/// costs less than writing its summary).
+fn summed_row(conn: &Connection, r: &rusqlite::Row<'_>) -> Result<SessionRow, StoreError> {
+    let row = session_row(r)?;
+    if r.get::<_, i64>(9)? >= SUMMARY_AFTER {
+        conn.prepare_cached(
+            "INSERT OR REPLACE INTO session_summaries
+                 (session_id, last_pk, messages, tokens, last_at, first_user)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )?
+        .execute(params![
+            row.id,
+            r.get::<_, i64>(10)?,
+            row.messages as i64,
+            row.tokens as i64,
+            r.get::<_, Option<i64>>(11)?,
+            r.get::<_, Option<i64>>(12)?,
+        ])?;
+    }
+    Ok(row)
+}
+
 /// The account's live sessions, most recently active first.
 pub fn list_sessions(conn: &Connection, account_id: i64) -> Result<Vec<SessionRow>, StoreError> {
-    let mut stmt = conn.prepare(session_rows!("GROUP BY s.id ORDER BY 3 DESC, s.id"))?;
-    let rows = stmt.query_map([account_id], session_row)?;
-    Ok(rows.collect::<Result<_, _>>()?)
+    let mut stmt = conn.prepare_cached(session_rows!("", "ORDER BY 3 DESC, x.id"))?;
+    let mut rows = stmt.query([account_id])?;
+    let mut listed = Vec::new();
+    while let Some(r) = rows.next()? {
+        listed.push(summed_row(conn, r)?);
+    }
+    Ok(listed)
 }
 
 /// The ids of the account's sessions deleted at or after `since_ms`, most recent first.
@@ -331,10 +374,9 @@ pub fn session_summary(
     account_id: i64,
     session_id: &str,
 ) -> Result<Option<SessionRow>, StoreError> {
-    let mut stmt = conn.prepare(session_rows!("AND s.id = ?2 GROUP BY s.id"))?;
-    Ok(stmt
-        .query_row(params![account_id, session_id], session_row)
-        .optional()?)
+    let mut stmt = conn.prepare_cached(session_rows!("AND s.id = ?2", ""))?;
+    let mut rows = stmt.query(params![account_id, session_id])?;
+    rows.next()?.map(|r| summed_row(conn, r)).transpose()
 }
 
 /// Sets the title of a live session of the account; false when there is none.

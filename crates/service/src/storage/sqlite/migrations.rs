@@ -300,6 +300,33 @@ const MIGRATIONS: &[&str] = &[
     WHERE deleted_at IS NOT NULL
       AND (title IS NOT NULL OR forked_from_session IS NOT NULL OR forked_from_message IS NOT NULL);
     "#,
+    // 11: what the session list tells of a session (its messages, tokens, last activity and
+    // first user message, by its `pk`) is kept once summed, so that a list reads each
+    // session's summary and the messages after it instead of every message of the account
+    // (`messages::list_sessions`; PostgreSQL's migration 22). Messages are appended in `pk`
+    // order (a new rowid is above every rowid there is, and a summary's last message is there
+    // while the summary is: removing it removes the summary), and any other change to a
+    // session's messages (a deletion, an update) deletes its summary, so a summary is always
+    // the sums of a prefix of the session. Numbers only; a deleted session's messages go, and
+    // its summary with them.
+    r#"
+    CREATE TABLE session_summaries (
+        session_id TEXT    PRIMARY KEY,
+        last_pk    INTEGER NOT NULL,
+        messages   INTEGER NOT NULL,
+        tokens     INTEGER NOT NULL,
+        last_at    INTEGER,
+        first_user INTEGER
+    );
+    CREATE TRIGGER messages_removed_unsummed AFTER DELETE ON messages
+    BEGIN
+        DELETE FROM session_summaries WHERE session_id = OLD.session_id;
+    END;
+    CREATE TRIGGER messages_updated_unsummed AFTER UPDATE ON messages
+    BEGIN
+        DELETE FROM session_summaries WHERE session_id IN (OLD.session_id, NEW.session_id);
+    END;
+    "#,
 ];
 
 /// Brings the schema up to date; each migration runs in its own transaction.
@@ -534,6 +561,9 @@ mod tests {
             [
                 "messages",
                 "messages_by_session",
+                // Migration 11's: a change other than an append deletes the session's summary.
+                "messages_removed_unsummed",
+                "messages_updated_unsummed",
                 "sessions",
                 "sessions_by_account",
                 "sessions_count",
