@@ -320,38 +320,75 @@ fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
     })
 }
 
-/// A row of `session_rows!` as its `SessionRow`, and keeps its summary where the list read
+/// A summary to keep (`session_summaries`, migration 11).
+struct Summary {
+    session_id: String,
+    /// The last message summed.
+    last_pk: i64,
+    messages: i64,
+    tokens: i64,
+    /// The newest message's time.
+    last_at: Option<i64>,
+    /// The first user message.
+    first_user: Option<i64>,
+}
+
+/// A row of `session_rows!` as its `SessionRow`, and the summary to keep where the list read
 /// `SUMMARY_AFTER` messages or more past the one kept (a shorter session is read whole, which
 /// costs less than writing its summary).
-fn summed_row(conn: &Connection, r: &rusqlite::Row<'_>) -> Result<SessionRow, StoreError> {
+fn summed_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(SessionRow, Option<Summary>)> {
     let row = session_row(r)?;
-    if r.get::<_, i64>(9)? >= SUMMARY_AFTER {
-        conn.prepare_cached(
-            "INSERT OR REPLACE INTO session_summaries
-                 (session_id, last_pk, messages, tokens, last_at, first_user)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        )?
-        .execute(params![
-            row.id,
-            r.get::<_, i64>(10)?,
-            row.messages as i64,
-            row.tokens as i64,
-            r.get::<_, Option<i64>>(11)?,
-            r.get::<_, Option<i64>>(12)?,
+    let keep = (r.get::<_, i64>(9)? >= SUMMARY_AFTER)
+        .then(|| -> rusqlite::Result<Summary> {
+            Ok(Summary {
+                session_id: row.id.clone(),
+                last_pk: r.get(10)?,
+                messages: row.messages as i64,
+                tokens: row.tokens as i64,
+                last_at: r.get(11)?,
+                first_user: r.get(12)?,
+            })
+        })
+        .transpose()?;
+    Ok((row, keep))
+}
+
+/// The rows of `session_rows!` (`sql`) with `params`, keeping the summaries they call for once
+/// the query is done (no table is written while the statement that reads it runs).
+fn summed(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> Result<Vec<SessionRow>, StoreError> {
+    let rows: Vec<(SessionRow, Option<Summary>)> = conn
+        .prepare_cached(sql)?
+        .query_map(params, summed_row)?
+        .collect::<Result<_, _>>()?;
+    let mut keep = conn.prepare_cached(
+        "INSERT OR REPLACE INTO session_summaries
+             (session_id, last_pk, messages, tokens, last_at, first_user)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?;
+    for s in rows.iter().filter_map(|(_, s)| s.as_ref()) {
+        keep.execute(params![
+            s.session_id,
+            s.last_pk,
+            s.messages,
+            s.tokens,
+            s.last_at,
+            s.first_user
         ])?;
     }
-    Ok(row)
+    Ok(rows.into_iter().map(|(row, _)| row).collect())
 }
 
 /// The account's live sessions, most recently active first.
 pub fn list_sessions(conn: &Connection, account_id: i64) -> Result<Vec<SessionRow>, StoreError> {
-    let mut stmt = conn.prepare_cached(session_rows!("", "ORDER BY 3 DESC, x.id"))?;
-    let mut rows = stmt.query([account_id])?;
-    let mut listed = Vec::new();
-    while let Some(r) = rows.next()? {
-        listed.push(summed_row(conn, r)?);
-    }
-    Ok(listed)
+    summed(
+        conn,
+        session_rows!("", "ORDER BY 3 DESC, x.id"),
+        [account_id],
+    )
 }
 
 /// The ids of the account's sessions deleted at or after `since_ms`, most recent first.
@@ -374,9 +411,12 @@ pub fn session_summary(
     account_id: i64,
     session_id: &str,
 ) -> Result<Option<SessionRow>, StoreError> {
-    let mut stmt = conn.prepare_cached(session_rows!("AND s.id = ?2", ""))?;
-    let mut rows = stmt.query(params![account_id, session_id])?;
-    rows.next()?.map(|r| summed_row(conn, r)).transpose()
+    Ok(summed(
+        conn,
+        session_rows!("AND s.id = ?2", ""),
+        params![account_id, session_id],
+    )?
+    .pop())
 }
 
 /// Sets the title of a live session of the account; false when there is none.
