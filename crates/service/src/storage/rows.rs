@@ -73,9 +73,11 @@ pub struct Reply {
 
 /// How many messages a session list reads of a session past its kept summary before it keeps
 /// a new one (`session_summaries`: PostgreSQL's migration 22, SQLite's 11). A list reads a
-/// session's summary and the messages after it, so it never reads more than this many less
-/// one of a session; a shorter session is read whole each time, which costs less than
-/// writing its summary, and a summary is written once per this many messages at most.
+/// session's summary and the messages after it, so what it reads of a session is what came
+/// since a list last kept its summary: fewer than this many, unless more came since the last
+/// list, and then that list keeps a new summary. A shorter session is read whole each time,
+/// which costs less than writing its summary, and a summary is written once per this many
+/// messages at most.
 pub const SUMMARY_AFTER: i64 = 32;
 
 /// A live session of an account, for the `GET /v1/sessions` extension.
