@@ -188,8 +188,9 @@ async fn lists_at_once_with_sends_list_what_the_histories_say() {
 }
 
 /// A list that read a session live just before its deletion may write its summary after the
-/// tombstone's trigger deleted it; the vacuum after deletions removes such a summary (here
-/// written by hand for a deleted session, and found gone after another deletion).
+/// tombstone's trigger (migration 22) deleted it; the vacuum after deletions removes such a
+/// summary (here written by hand for a deleted session, and found gone after another
+/// deletion).
 #[tokio::test(flavor = "multi_thread")]
 async fn the_vacuum_after_deletions_removes_the_summaries_of_deleted_sessions() {
     let db = TestDb::create().await;

@@ -1379,15 +1379,16 @@ const MIGRATIONS: &[&str] = &[
     // 22: what the session list and the account stream's events tell of a session (its
     // messages, tokens, last activity and first user message) is summed once and kept, so that
     // a list reads each session's summary and only the messages after it (`session_rows!`,
-    // mod.rs) instead of every message of the account (0.9–1 s with 2,000,000 of them,
-    // docs/performance.md). A summary holds the sums of the session's messages up to one
-    // (`last_pk`) while its change count was `changes` (`message_changes`, migration 15): as
-    // for the histories a replica keeps, messages are appended under their session's lock in
-    // `pk` order, so what a list reads after `last_pk` is all that came since, and any other
-    // change to them changes the count, after which the summary is summed anew. It holds
-    // numbers only (the first user message by its `pk`), and the tombstone's trigger deletes
-    // it; the list writes it (where it read `SUMMARY_AFTER` messages or more, rows.rs), so
-    // sends never pay for it. Re-runnable, like 20 and 21.
+    // mod.rs) instead of every message of the account (316–428 ms a list with 500,000 of
+    // them: scripts/perf/session-list.sh, docs/performance.md). A summary holds the sums of
+    // the session's messages up to one (`last_pk`) while its change count was `changes`
+    // (`message_changes`, migration 15): as for the histories a replica keeps, messages are
+    // appended under their session's lock in `pk` order, so what a list reads after `last_pk`
+    // is all that came since, and any other change to them changes the count, after which the
+    // summary is summed anew. It holds numbers only (the first user message by its `pk`); a
+    // trigger deletes it at every update that leaves the session's row a tombstone, whoever
+    // writes it (as 21's clears the title). The list writes it (where it read `SUMMARY_AFTER`
+    // messages or more, rows.rs), so sends never pay for it. Re-runnable, like 20 and 21.
     r#"
     CREATE TABLE IF NOT EXISTS session_summaries (
         session_id TEXT   PRIMARY KEY,
@@ -1398,15 +1399,16 @@ const MIGRATIONS: &[&str] = &[
         last_at    BIGINT,
         first_user BIGINT
     );
-    CREATE OR REPLACE FUNCTION convo_tombstone_keeps_nothing() RETURNS trigger
+    CREATE OR REPLACE FUNCTION convo_tombstone_forgets_summary() RETURNS trigger
     LANGUAGE plpgsql AS $$
     BEGIN
-        NEW.title := NULL;
-        NEW.forked_from_session := NULL;
-        NEW.forked_from_message := NULL;
         DELETE FROM session_summaries WHERE session_id = NEW.id;
-        RETURN NEW;
+        RETURN NULL;
     END $$;
+    DROP TRIGGER IF EXISTS sessions_tombstone_summary ON sessions;
+    CREATE TRIGGER sessions_tombstone_summary AFTER UPDATE ON sessions
+        FOR EACH ROW WHEN (NEW.deleted_at IS NOT NULL)
+        EXECUTE FUNCTION convo_tombstone_forgets_summary();
     "#,
 ];
 

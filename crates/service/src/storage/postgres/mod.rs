@@ -332,7 +332,7 @@ async fn vacuum_after_deletes(pool: Pool, wake: Arc<Notify>) {
 /// `VACUUM` of `VACUUMED_TABLES`, waiting as long as it takes for another replica's vacuum of
 /// them (whose snapshot may predate this replica's deletions): no `LOCK_WAIT`. (`VACUUM` runs
 /// outside a transaction, so the setting is the session's until reset.) Before it, the
-/// summaries of deleted sessions go: the tombstone's trigger deletes a session's summary, but
+/// summaries of deleted sessions go: migration 22's trigger deletes a session's summary, but
 /// a list that read the session live just before can write it again after (migration 22).
 async fn vacuum(client: &deadpool_postgres::Object) -> Result<(), StoreError> {
     client
