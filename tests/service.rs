@@ -10,6 +10,8 @@ mod service {
     mod admission;
     pub mod binary;
     mod cancel;
+    #[cfg(feature = "local-model")]
+    mod deletion_processes;
     mod deletion_replicas;
     mod http;
     mod jwt;

@@ -15,6 +15,7 @@ pub mod auth;
 pub mod cli;
 pub mod config;
 pub mod connections;
+mod deletions;
 pub mod engine;
 pub mod error;
 pub mod head_errors;
@@ -71,6 +72,9 @@ pub(crate) struct AppState {
     pub turns: Mutex<JoinSet<()>>,
     /// How to stop the reply being generated for a session (when it is deleted).
     pub stoppers: turn::Stoppers,
+    /// Where this node's looks for sessions deleted elsewhere are (`deletions.rs`; on
+    /// PostgreSQL the heartbeat looks too, through the same).
+    pub deletions: Arc<tokio::sync::Mutex<deletions::Deletions>>,
     /// Becomes true when the service shuts down.
     pub shutdown: watch::Receiver<bool>,
     /// The operator's key (`--admin-key`), hashed; `None`: the operator's endpoints are off.
@@ -86,6 +90,30 @@ impl AppState {
     pub(crate) fn forget_deleted(&self, session_id: &str) {
         self.stoppers.stop(session_id);
         self.engine.forget_session(session_id);
+    }
+
+    /// Looks for sessions deleted elsewhere since the last look and forgets each here
+    /// (`deletions.rs`, which says when each store looks).
+    pub(crate) async fn forget_deleted_elsewhere(&self) {
+        let found = self.deletions.lock().await.look(&self.store).await;
+        match found {
+            Ok(ids) => {
+                if !ids.is_empty() {
+                    tracing::debug!(sessions = ids.len(), "deleted sessions forgotten here");
+                }
+                for id in &ids {
+                    self.forget_deleted(id);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "the look for deleted sessions failed"),
+        }
+    }
+
+    /// Whether a reply about to begin waits for a look for deleted sessions first: on SQLite,
+    /// with an engine that keeps sessions' state (PostgreSQL's replicas look at each
+    /// heartbeat instead).
+    pub(crate) fn looks_before_replies(&self) -> bool {
+        matches!(self.store, Db::Sqlite(_)) && self.engine.keeps_sessions()
     }
 
     /// A session's context limit: `--max-context-tokens`, or the engine's window when that is
@@ -209,6 +237,11 @@ impl RunningService {
         if let Some(leases) = leases {
             leases.abort();
         }
+        if self.state.engine.keeps_sessions() {
+            // The engine saves the states it holds as it stops: none of a session deleted
+            // elsewhere since the last look.
+            self.state.forget_deleted_elsewhere().await;
+        }
         if let Db::Postgres(pg) = &self.state.store {
             storage::postgres::leases::unregister(pg).await;
         }
@@ -303,6 +336,9 @@ pub async fn start(
     let (rolled_back_tx, mut rolled_back) = tokio::sync::mpsc::unbounded_channel();
     // Sessions any replica deleted, found by the lease task: forgotten here (below).
     let (deleted_tx, mut deleted) = tokio::sync::mpsc::unbounded_channel::<Vec<String>>();
+    let deletions = Arc::new(tokio::sync::Mutex::new(deletions::Deletions::new(
+        time::now_ms(),
+    )));
     let (relay, leases) = match &store {
         Db::Postgres(pg) => (
             Some(
@@ -319,6 +355,7 @@ pub async fn start(
                 hub.clone(),
                 rolled_back_tx,
                 deleted_tx,
+                deletions.clone(),
             )),
         ),
         Db::Sqlite(_) => (None, None),
@@ -345,6 +382,7 @@ pub async fn start(
         session_locks: SessionLocks::default(),
         turns: Mutex::new(JoinSet::new()),
         stoppers: turn::Stoppers::default(),
+        deletions,
         shutdown: shutdown_rx.clone(),
         admin_key,
         metrics: metrics::Metrics::new(),
@@ -371,6 +409,11 @@ pub async fn start(
                 }
             }
         });
+    }
+    if state.looks_before_replies() {
+        // What the engine saved before this start, of sessions deleted meanwhile, goes.
+        let state = state.clone();
+        tokio::spawn(async move { state.forget_deleted_elsewhere().await });
     }
     let app = router::build(state.clone());
     let server = tokio::spawn(server::serve(listener, app, limits, counter, shutdown_rx));

@@ -113,6 +113,11 @@ async fn generate(
     session_id: &str,
     mut cancelled: watch::Receiver<bool>,
 ) -> Result<Generated, EngineError> {
+    if state.looks_before_replies() {
+        // The engine may save an idle session's state as this reply takes its place: not one
+        // another process on the file deleted.
+        state.forget_deleted_elsewhere().await;
+    }
     let (tx, mut rx) = mpsc::channel::<EngineEvent>(64);
     let engine = state.engine.reply(request, tx);
     tokio::pin!(engine);

@@ -154,6 +154,13 @@ pub trait ReplyEngine: Send + Sync + 'static {
     /// memory and on disk).
     fn forget_session(&self, _session_id: &str) {}
 
+    /// Whether the engine keeps sessions' state beyond their replies (`forget_session` does
+    /// something): the service then looks for sessions deleted elsewhere before each reply
+    /// and as it stops (`deletions.rs`).
+    fn keeps_sessions(&self) -> bool {
+        false
+    }
+
     /// Sends the reply's events to `out` in order and resolves, with how it ended, when the
     /// reply is complete. A closed `out` means nobody wants the rest: stop as soon as possible
     /// (within ~100 ms) and return Ok.

@@ -119,6 +119,11 @@ impl Storage for SqliteStore {
             .await
     }
 
+    async fn deleted_since(&self, since_ms: i64) -> Result<Vec<(String, i64)>, StoreError> {
+        self.call(move |c| messages::deleted_since(c, since_ms))
+            .await
+    }
+
     async fn session_summary(
         &self,
         account_id: i64,
@@ -328,6 +333,10 @@ impl Storage for Db {
         since_ms: i64,
     ) -> Result<Vec<String>, StoreError> {
         dispatch!(self.deleted_sessions(account_id, since_ms))
+    }
+
+    async fn deleted_since(&self, since_ms: i64) -> Result<Vec<(String, i64)>, StoreError> {
+        dispatch!(self.deleted_since(since_ms))
     }
 
     async fn session_summary(

@@ -90,6 +90,13 @@ pub trait Storage: Send + Sync {
         since_ms: i64,
     ) -> impl Future<Output = Result<Vec<String>, StoreError>> + Send;
 
+    /// The sessions of every account deleted at `since_ms` or later, with their deletion's
+    /// time (`deletions.rs`: what this node keeps of them goes).
+    fn deleted_since(
+        &self,
+        since_ms: i64,
+    ) -> impl Future<Output = Result<Vec<(String, i64)>, StoreError>> + Send;
+
     /// A live session of the account as `list_sessions` gives it; `None` when it is not live.
     fn session_summary(
         &self,

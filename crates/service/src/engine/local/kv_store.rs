@@ -7,11 +7,14 @@
 //! model (or another version of the file) is never found; the scheduler uses a found state
 //! only up to the longest prefix its tokens share with the new prompt (the same tokens at the
 //! same positions have the same cells), so a stale state is never used either. The files are
-//! bounded on disk: past `cap` bytes the least recently used (saved or loaded) go first.
+//! bounded on disk: past `cap` bytes the least recently used (saved or loaded) go first, and
+//! one unused for longer than a node's first look for deleted sessions reaches back
+//! (`deletions::kept_since`, 90 days) goes at the store's opening and at each save, so that
+//! no state outlives its session's deletion unseen (`deletions.rs`).
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use sha2::{Digest, Sha256};
 
@@ -60,11 +63,13 @@ impl KvStore {
         let dir = root.join(id);
         std::fs::create_dir_all(&dir)
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        Ok(KvStore {
+        let store = KvStore {
             root: root.to_path_buf(),
             dir,
             cap,
-        })
+        };
+        store.enforce_cap();
+        Ok(store)
     }
 
     /// The file for `session`'s state (session ids are hashed: any string is a safe name).
@@ -104,8 +109,8 @@ impl KvStore {
         }
     }
 
-    /// Removes the least recently used states (of every model) until all of them take at most
-    /// `cap` bytes.
+    /// Removes the states (of every model) unused since before `deletions::kept_since`, then
+    /// the least recently used until all of them take at most `cap` bytes.
     pub fn enforce_cap(&self) {
         let mut files: Vec<(SystemTime, u64, PathBuf)> = model_dirs(&self.root)
             .flat_map(|dir| std::fs::read_dir(dir).into_iter().flatten().flatten())
@@ -117,12 +122,17 @@ impl KvStore {
             .collect();
         let mut total: u64 = files.iter().map(|f| f.1).sum();
         files.sort();
-        for (_, len, path) in files {
-            if total <= self.cap {
+        let oldest_kept = SystemTime::UNIX_EPOCH
+            + Duration::from_millis(
+                crate::deletions::kept_since(crate::time::now_ms()).max(0) as u64
+            );
+        for (used, len, path) in files {
+            let expired = used < oldest_kept;
+            if !expired && total <= self.cap {
                 break;
             }
             if std::fs::remove_file(&path).is_ok() {
-                tracing::debug!(file = %path.display(), bytes = len, "saved KV state evicted");
+                tracing::debug!(file = %path.display(), bytes = len, expired, "saved KV state evicted");
                 total -= len;
             }
         }
@@ -196,6 +206,35 @@ mod tests {
         assert!(!store.path("new").exists());
         assert!(store.path("used").exists());
         assert!(store.path("newest").exists());
+    }
+
+    #[test]
+    fn a_state_unused_for_longer_than_the_first_look_for_deletions_reaches_goes() {
+        let root = tempfile::tempdir().unwrap();
+        let model = root.path().join("m.gguf");
+        std::fs::write(&model, b"model").unwrap();
+        let kv = root.path().join("kv");
+        let store = KvStore::open(&kv, &model, 1 << 20).unwrap();
+        let day = 86_400;
+        let days = convo_wire::sessions::DELETIONS_LISTED_DAYS as u64;
+        write(&store.path("recent"), 100, (days - 1) * day);
+        write(&store.path("expired"), 100, (days + 1) * day);
+        // Another model's too: a node's first look is the same whatever model saved it.
+        let other = kv.join("another-model");
+        std::fs::create_dir_all(&other).unwrap();
+        write(&other.join(file_name("expired too")), 100, (days + 1) * day);
+        // At the store's opening (the node starts), well under the cap.
+        let store = KvStore::open(&kv, &model, 1 << 20).unwrap();
+        assert!(store.path("recent").exists());
+        assert!(!store.path("expired").exists());
+        assert!(!other.join(file_name("expired too")).exists());
+        // And at a save, for a node that runs that long.
+        write(&store.path("expired"), 100, (days + 1) * day);
+        write(&store.temp_path("new"), 100, 0);
+        store.commit("new").unwrap();
+        assert!(!store.path("expired").exists());
+        assert!(store.path("recent").exists());
+        assert!(store.path("new").exists());
     }
 
     #[test]

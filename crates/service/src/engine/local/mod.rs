@@ -174,6 +174,10 @@ impl ReplyEngine for LocalEngine {
         let _ = self.jobs.send(Msg::Forget(session_id.to_string()));
     }
 
+    fn keeps_sessions(&self) -> bool {
+        true
+    }
+
     fn context_window(&self) -> Option<u64> {
         match self.window.load(Ordering::Relaxed) {
             0 => None,

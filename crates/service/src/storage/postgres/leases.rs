@@ -17,7 +17,7 @@
 //! to `start`): the service tells the account's stream of the session's change and the
 //! month's usage (`account_events::tell`), as for a reply that fails while it is answered.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -27,6 +27,7 @@ use tokio::task::JoinHandle;
 use tokio_postgres::Row;
 
 use super::PgStore;
+use crate::deletions::Deletions;
 use crate::error::StoreError;
 use crate::stream::StreamHub;
 use crate::time;
@@ -71,61 +72,22 @@ pub async fn register(pool: &Pool, replica: &str) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// How far back past the previous one each look for deleted sessions reaches: a deletion's
-/// time is the deleting replica's clock when it wrote the tombstone, before its commit, so a
-/// look that ended after that time may not have seen it.
-const DELETIONS_OVERLAP: Duration = Duration::from_secs(60);
-
-/// Where the heartbeat's looks for deleted sessions are: the time the next one reaches back
-/// to, and the sessions found since then (a look finds again what the one before found within
-/// the overlap; each is forgotten once).
-struct Deletions {
-    since: i64,
-    seen: HashMap<String, i64>,
-}
-
-impl Deletions {
-    /// The first look reaches back as far as clients are told of deletions.
-    fn new(now_ms: i64) -> Deletions {
-        Deletions {
-            since: convo_wire::sessions::deletions_listed_since(now_ms),
-            seen: HashMap::new(),
-        }
-    }
-
-    /// Takes what a look begun at `looked_at` found; the sessions it had not found before.
-    fn found(&mut self, found: Vec<(String, i64)>, looked_at: i64) -> Vec<String> {
-        let mut new = Vec::new();
-        for (id, at) in found {
-            if self.seen.insert(id.clone(), at).is_none() {
-                new.push(id);
-            }
-        }
-        self.since = looked_at - DELETIONS_OVERLAP.as_millis() as i64;
-        let since = self.since;
-        self.seen.retain(|_, at| *at >= since);
-        new
-    }
-}
-
 /// Renews this replica's lease, fails the turns of expired ones, and forgets what it keeps of
-/// sessions deleted by any replica (`PgStore::deleted_since`, then `deleted` gets their ids,
-/// for the engine's saved state) and the histories it has not used for a while
-/// (`PgStore::drop_idle_histories`), until aborted. The first look reaches back as far as
-/// clients are told of deletions (`DELETIONS_LISTED_DAYS`): what a replica saved before it
-/// stopped, of sessions deleted meanwhile, goes too. Each turn it rolls back (an expired
+/// sessions deleted by any replica (a look of `deletions`, `deletions.rs`: `deleted_since`
+/// forgets the histories, then `deleted` gets their ids, for the engine's state) and the
+/// histories it has not used for a while (`PgStore::drop_idle_histories`), until aborted. Each turn it rolls back (an expired
 /// replica's, or one of this replica's whose end had not reached the database) is sent to
 /// `rolled_back`.
-pub fn start(
+pub(crate) fn start(
     store: PgStore,
     hub: Arc<StreamHub>,
     rolled_back: mpsc::UnboundedSender<FailedTurn>,
     deleted: mpsc::UnboundedSender<Vec<String>>,
+    deletions: Arc<tokio::sync::Mutex<Deletions>>,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(heartbeat());
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut deletions = Deletions::new(time::now_ms());
         loop {
             tick.tick().await;
             store.drop_idle_histories();
@@ -133,10 +95,9 @@ pub fn start(
                 tracing::warn!(error = %e, "the replica's heartbeat failed");
                 continue;
             }
-            let looked_at = time::now_ms();
-            match store.deleted_since(deletions.since).await {
-                Ok(found) => {
-                    let new = deletions.found(found, looked_at);
+            let found = deletions.lock().await.look(&store).await;
+            match found {
+                Ok(new) => {
                     if !new.is_empty() {
                         tracing::debug!(sessions = new.len(), "deleted sessions forgotten here");
                         let _ = deleted.send(new);
@@ -334,42 +295,4 @@ pub async fn sweep(pool: &Pool) -> Result<Swept, StoreError> {
         removed,
         live,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn found(pairs: &[(&str, i64)]) -> Vec<(String, i64)> {
-        pairs.iter().map(|(id, at)| (id.to_string(), *at)).collect()
-    }
-
-    #[test]
-    fn each_deleted_session_is_forgotten_once_and_the_looks_overlap() {
-        let day = 86_400_000;
-        let start = 1_000 * day;
-        let mut deletions = Deletions::new(start);
-        assert_eq!(
-            deletions.since,
-            start - convo_wire::sessions::DELETIONS_LISTED_DAYS * day
-        );
-        // The first look finds what was deleted while the replica was away.
-        let new = deletions.found(found(&[("a", start - day), ("b", start - 10)]), start);
-        assert_eq!(new, ["a", "b"]);
-        let overlap = DELETIONS_OVERLAP.as_millis() as i64;
-        assert_eq!(deletions.since, start - overlap);
-        // The next one finds "b" again (within the overlap) and "c": only "c" is new.
-        let next = start + 5_000;
-        let new = deletions.found(found(&[("b", start - 10), ("c", start + 1)]), next);
-        assert_eq!(new, ["c"]);
-        // What the looks can no longer find is no longer kept.
-        let later = start + 2 * overlap;
-        assert!(deletions.found(Vec::new(), later).is_empty());
-        assert!(deletions.seen.is_empty());
-        // A session deleted with an older time (another replica's clock behind) is still new.
-        assert_eq!(
-            deletions.found(found(&[("d", later - overlap)]), later + 5_000),
-            ["d"]
-        );
-    }
 }

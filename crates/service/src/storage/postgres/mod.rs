@@ -258,24 +258,6 @@ impl PgStore {
         self.history.drop_idle(std::time::Instant::now());
     }
 
-    /// The sessions deleted at `since_ms` or later, by any replica (migration 20's index), with
-    /// their deletion's time; this replica forgets the history it holds of each.
-    pub async fn deleted_since(&self, since_ms: i64) -> Result<Vec<(String, i64)>, StoreError> {
-        let client = self.client().await?;
-        let rows = client
-            .query(
-                "SELECT id, deleted_at FROM sessions
-                 WHERE deleted_at >= $1 AND deleted_at IS NOT NULL",
-                &[&since_ms],
-            )
-            .await?;
-        let deleted: Vec<(String, i64)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
-        for (id, _) in &deleted {
-            self.history.forget(id);
-        }
-        Ok(deleted)
-    }
-
     /// Keeps `turn` for the next heartbeat's [`PgStore::retry_rollbacks`].
     fn keep_unended(&self, turn: leases::EndedTurn) {
         leases::keep_unended(&self.unended, turn);
@@ -678,6 +660,24 @@ impl Storage for PgStore {
             )
             .await?;
         Ok(rows.iter().map(session_row).collect())
+    }
+
+    /// By any replica (migration 20's index); this replica forgets the history it holds of
+    /// each.
+    async fn deleted_since(&self, since_ms: i64) -> Result<Vec<(String, i64)>, StoreError> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT id, deleted_at FROM sessions
+                 WHERE deleted_at >= $1 AND deleted_at IS NOT NULL",
+                &[&since_ms],
+            )
+            .await?;
+        let deleted: Vec<(String, i64)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+        for (id, _) in &deleted {
+            self.history.forget(id);
+        }
+        Ok(deleted)
     }
 
     async fn deleted_sessions(

@@ -405,6 +405,18 @@ pub fn deleted_sessions(
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
+/// `deleted_since`'s statement.
+pub(super) const DELETED_SINCE: &str =
+    "SELECT id, deleted_at FROM sessions WHERE deleted_at >= ?1 AND deleted_at IS NOT NULL";
+
+/// The sessions of every account deleted at or after `since_ms`, with their deletion's time
+/// (migration 12's index).
+pub fn deleted_since(conn: &Connection, since_ms: i64) -> Result<Vec<(String, i64)>, StoreError> {
+    let mut stmt = conn.prepare_cached(DELETED_SINCE)?;
+    let rows = stmt.query_map([since_ms], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
 /// A live session of the account as `list_sessions` gives it; `None` when it is not live.
 pub fn session_summary(
     conn: &Connection,

@@ -327,6 +327,12 @@ const MIGRATIONS: &[&str] = &[
         DELETE FROM session_summaries WHERE session_id IN (OLD.session_id, NEW.session_id);
     END;
     "#,
+    // 12: the sessions deleted lately, found without reading every session
+    // (`messages::deleted_since`: an engine forgets what it keeps of a session another process
+    // on the file deleted, `deletions.rs`; PostgreSQL's migration 20).
+    r#"
+    CREATE INDEX sessions_deleted ON sessions(deleted_at) WHERE deleted_at IS NOT NULL;
+    "#,
 ];
 
 /// Brings the schema up to date; each migration runs in its own transaction.
@@ -386,6 +392,35 @@ mod tests {
 
     /// Tombstones made before migration 10 kept their titles and origins; it clears them and
     /// leaves live sessions' alone.
+    #[test]
+    fn the_look_for_deleted_sessions_reads_migration_12s_index() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate(&mut conn).unwrap();
+        conn.execute_batch(
+            "INSERT INTO accounts (id, tier, created_at) VALUES (1, 'pro', 0);
+             INSERT INTO sessions (id, account_id, created_at, deleted_at) VALUES
+                 ('session_aaaaaaaaaaaaaaaa', 1, 0, NULL),
+                 ('session_bbbbbbbbbbbbbbbb', 1, 0, 500),
+                 ('session_cccccccccccccccc', 1, 0, 1500);",
+        )
+        .unwrap();
+        assert_eq!(
+            super::super::messages::deleted_since(&conn, 1000).unwrap(),
+            [("session_cccccccccccccccc".to_string(), 1500)]
+        );
+        let plan: String = conn
+            .query_row(
+                &format!(
+                    "EXPLAIN QUERY PLAN {}",
+                    super::super::messages::DELETED_SINCE
+                ),
+                [1000],
+                |r| r.get(3),
+            )
+            .unwrap();
+        assert!(plan.contains("USING INDEX sessions_deleted"), "{plan}");
+    }
+
     #[test]
     fn migration_10_clears_what_the_tombstones_kept() {
         let mut conn = Connection::open_in_memory().unwrap();
@@ -567,6 +602,8 @@ mod tests {
                 "sessions",
                 "sessions_by_account",
                 "sessions_count",
+                // Migration 12's: the sessions deleted lately.
+                "sessions_deleted",
                 "sessions_recount",
                 "sessions_uncount",
                 "sqlite_autoindex_sessions_1",
