@@ -1,7 +1,7 @@
 //! A session deleted through one service on a SQLite file leaves nothing in another's engine
 //! on the same file (the TUI's embedded service beside a one-shot command's, or two TUIs, on
 //! one data dir): the other looks for deletions before each reply, as it stops and as it
-//! starts (`deletions.rs`), so its engine never saves the session's state again and a state
+//! starts (`storage/deletions.rs`), so its engine never saves the session's state again and a state
 //! saved before the deletion goes (docs/deploy.md, "What operators must do about deletion").
 
 use std::path::Path;

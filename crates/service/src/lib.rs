@@ -15,7 +15,6 @@ pub mod auth;
 pub mod cli;
 pub mod config;
 pub mod connections;
-mod deletions;
 pub mod engine;
 pub mod error;
 pub mod head_errors;
@@ -72,9 +71,9 @@ pub(crate) struct AppState {
     pub turns: Mutex<JoinSet<()>>,
     /// How to stop the reply being generated for a session (when it is deleted).
     pub stoppers: turn::Stoppers,
-    /// Where this node's looks for sessions deleted elsewhere are (`deletions.rs`; on
+    /// Where this node's looks for sessions deleted elsewhere are (`storage/deletions.rs`; on
     /// PostgreSQL the heartbeat looks too, through the same).
-    pub deletions: Arc<tokio::sync::Mutex<deletions::Deletions>>,
+    pub deletions: Arc<tokio::sync::Mutex<storage::deletions::Deletions>>,
     /// Becomes true when the service shuts down.
     pub shutdown: watch::Receiver<bool>,
     /// The operator's key (`--admin-key`), hashed; `None`: the operator's endpoints are off.
@@ -93,7 +92,7 @@ impl AppState {
     }
 
     /// Looks for sessions deleted elsewhere since the last look and forgets each here
-    /// (`deletions.rs`, which says when each store looks).
+    /// (`storage/deletions.rs`, which says when each store looks).
     pub(crate) async fn forget_deleted_elsewhere(&self) {
         let found = self.deletions.lock().await.look(&self.store).await;
         match found {
@@ -239,8 +238,17 @@ impl RunningService {
         }
         if self.state.engine.keeps_sessions() {
             // The engine saves the states it holds as it stops: none of a session deleted
-            // elsewhere since the last look.
-            self.state.forget_deleted_elsewhere().await;
+            // elsewhere since the last look. A look the database does not answer in time is
+            // the next start's first look's to make.
+            let last = self.state.forget_deleted_elsewhere();
+            if tokio::time::timeout(storage::deletions::LAST_LOOK, last)
+                .await
+                .is_err()
+            {
+                tracing::warn!(
+                    "the last look for deleted sessions took too long; the next start makes it"
+                );
+            }
         }
         if let Db::Postgres(pg) = &self.state.store {
             storage::postgres::leases::unregister(pg).await;
@@ -336,7 +344,7 @@ pub async fn start(
     let (rolled_back_tx, mut rolled_back) = tokio::sync::mpsc::unbounded_channel();
     // Sessions any replica deleted, found by the lease task: forgotten here (below).
     let (deleted_tx, mut deleted) = tokio::sync::mpsc::unbounded_channel::<Vec<String>>();
-    let deletions = Arc::new(tokio::sync::Mutex::new(deletions::Deletions::new(
+    let deletions = Arc::new(tokio::sync::Mutex::new(storage::deletions::Deletions::new(
         time::now_ms(),
     )));
     let (relay, leases) = match &store {

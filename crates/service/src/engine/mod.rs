@@ -156,7 +156,7 @@ pub trait ReplyEngine: Send + Sync + 'static {
 
     /// Whether the engine keeps sessions' state beyond their replies (`forget_session` does
     /// something): the service then looks for sessions deleted elsewhere before each reply
-    /// and as it stops (`deletions.rs`).
+    /// and as it stops (`storage/deletions.rs`).
     fn keeps_sessions(&self) -> bool {
         false
     }

@@ -5,6 +5,7 @@
 //! `rows.rs`; the rules a turn is admitted by are `convo_core`'s.
 
 pub mod db;
+pub(crate) mod deletions;
 pub mod interface;
 pub mod postgres;
 pub mod rows;

@@ -10,7 +10,7 @@
 //! bounded on disk: past `cap` bytes the least recently used (saved or loaded) go first, and
 //! one unused for longer than a node's first look for deleted sessions reaches back
 //! (`deletions::kept_since`, 90 days) goes at the store's opening and at each save, so that
-//! no state outlives its session's deletion unseen (`deletions.rs`).
+//! no state outlives its session's deletion unseen (`storage/deletions.rs`).
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -124,7 +124,7 @@ impl KvStore {
         files.sort();
         let oldest_kept = SystemTime::UNIX_EPOCH
             + Duration::from_millis(
-                crate::deletions::kept_since(crate::time::now_ms()).max(0) as u64
+                crate::storage::deletions::kept_since(crate::time::now_ms()).max(0) as u64,
             );
         for (used, len, path) in files {
             let expired = used < oldest_kept;

@@ -27,8 +27,8 @@ use tokio::task::JoinHandle;
 use tokio_postgres::Row;
 
 use super::PgStore;
-use crate::deletions::Deletions;
 use crate::error::StoreError;
+use crate::storage::deletions::Deletions;
 use crate::stream::StreamHub;
 use crate::time;
 use convo_wire::{ErrorBody, StreamEvent};

@@ -8,7 +8,8 @@
 //! SQLite, where nothing ticks while the service is idle, when the service starts, before
 //! each reply of an engine that keeps sessions' state (the engine saves an idle session's
 //! state as another one's reply begins, so the look comes first) and as it stops (before the
-//! engine saves every state it holds). Both stores look once more as the service stops.
+//! engine saves every state it holds). Both stores look once more as the service stops, for at
+//! most `LAST_LOOK`.
 //!
 //! The first look reaches back as far as clients are told of deletions
 //! (`DELETIONS_LISTED_DAYS`), for what the engine saved before the node last stopped; the
@@ -18,14 +19,17 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use super::Storage;
 use crate::error::StoreError;
-use crate::storage::Storage;
 use crate::time;
 
 /// How far back past the previous one each look reaches: a deletion's time is the deleting
 /// node's clock when it wrote the tombstone, before its commit, so a look that ended after
 /// that time may not have seen it.
 const OVERLAP: Duration = Duration::from_secs(60);
+
+/// How long a service that stops waits for its last look (the database may be out of reach).
+pub const LAST_LOOK: Duration = Duration::from_secs(2);
 
 /// The oldest a saved state of a session may be: one saved before this could be of a session
 /// whose deletion the first look does not reach.
