@@ -4,12 +4,12 @@
 //! memory and saved under `<data dir>/kv`) goes once a look finds the deletion
 //! (`AppState::forget_deleted`).
 //!
-//! When a node looks: on PostgreSQL at each heartbeat (`storage/postgres/leases.rs`); on
-//! SQLite, where nothing ticks while the service is idle, when the service starts, before
-//! each reply of an engine that keeps sessions' state (the engine saves an idle session's
-//! state as another one's reply begins, so the look comes first) and as it stops (before the
-//! engine saves every state it holds). Both stores look once more as the service stops, for at
-//! most `LAST_LOOK`.
+//! When a node looks: on PostgreSQL at each heartbeat (`postgres/leases.rs`); on SQLite, where
+//! nothing ticks while the service is idle, with an engine that keeps sessions' state, when
+//! the service starts and before each reply (the engine saves an idle session's state as
+//! another one's reply begins, so the look comes first). On both, with such an engine, once
+//! more as the service stops, before the engine saves every state it holds (for at most
+//! `LAST_LOOK`).
 //!
 //! The first look reaches back as far as clients are told of deletions
 //! (`DELETIONS_LISTED_DAYS`), for what the engine saved before the node last stopped; the
