@@ -75,9 +75,9 @@ pub async fn register(pool: &Pool, replica: &str) -> Result<(), StoreError> {
 /// Renews this replica's lease, fails the turns of expired ones, and forgets what it keeps of
 /// sessions deleted by any replica (a look of `deletions`, `deletions.rs`: `deleted_since`
 /// forgets the histories, then `deleted` gets their ids, for the engine's state) and the
-/// histories it has not used for a while (`PgStore::drop_idle_histories`), until aborted. Each turn it rolls back (an expired
-/// replica's, or one of this replica's whose end had not reached the database) is sent to
-/// `rolled_back`.
+/// histories it has not used for a while (`PgStore::drop_idle_histories`), until aborted.
+/// Each turn it rolls back (an expired replica's, or one of this replica's whose end had not
+/// reached the database) is sent to `rolled_back`.
 pub(crate) fn start(
     store: PgStore,
     hub: Arc<StreamHub>,
