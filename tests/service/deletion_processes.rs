@@ -1,32 +1,34 @@
-//! A session deleted through one service on a SQLite file leaves nothing in another's engine
-//! on the same file (the TUI's embedded service beside a one-shot command's, or two TUIs, on
-//! one data dir): the other looks for deletions before each reply, as it stops and as it
-//! starts (`storage/deletions.rs`), so its engine never saves the session's state again and a state
-//! saved before the deletion goes (docs/deploy.md, "What operators must do about deletion").
+//! A session deleted through one service leaves nothing in another's engine on the same
+//! database: another replica on PostgreSQL, or on SQLite another service on the same file (the
+//! TUI's embedded service beside a one-shot command's, on one data dir). The other looks for
+//! deletions before each reply and as it stops (and on SQLite as it starts; on PostgreSQL at
+//! each heartbeat, the first at once: `storage/deletions.rs`), so its engine never saves the
+//! session's state again and a state saved before the deletion goes (docs/deploy.md, "What
+//! operators must do about deletion").
 
 use std::path::Path;
 use std::time::Duration;
 
+use convo_service::Tier;
 use convo_service::engine::LoadState;
 use convo_service::engine::local::LocalOptions;
-use convo_service::{DbLocation, EngineConfig, ServiceConfig, Tier};
 use reqwest::StatusCode;
 
+use super::backends::Backend;
 use super::common::{GUARD, Svc, session, start_with};
 use super::local_model::options;
 use super::local_model_state::saved;
 
 const KEY: &str = "service_live_processesprocesses0001";
 
-/// A service on the SQLite file in `dir`, with the account of `KEY`; on the local engine with
-/// its states saved under `dir/kv` (once its model is loaded), or on the builtin one.
-async fn on_file(dir: &Path, local: bool) -> Svc {
-    let mut config = ServiceConfig::ephemeral(0);
-    config.db = DbLocation::File(dir.join("service.db"));
+/// A service on `backend` with the account of `KEY`: on the local engine with its states
+/// saved under `kv` (once its model is loaded), or on the builtin one.
+async fn service(backend: &Backend, kv: Option<&Path>) -> Svc {
+    let mut config = backend.config();
     config.api_keys = vec![(KEY.to_string(), Tier::Pro)];
-    if local {
-        config.engine = EngineConfig::Local(LocalOptions {
-            kv_dir: Some(dir.join("kv")),
+    if let Some(kv) = kv {
+        config.engine = convo_service::EngineConfig::Local(LocalOptions {
+            kv_dir: Some(kv.to_path_buf()),
             max_reply_tokens: Some(8),
             ..options()
         });
@@ -45,27 +47,24 @@ async fn on_file(dir: &Path, local: bool) -> Svc {
     svc
 }
 
-/// Polls the saved states under `dir/kv` every 50 ms until there are `want`, for at most
-/// `GUARD`.
-async fn until_saved(dir: &Path, want: usize) {
-    let kv = dir.join("kv");
+/// Polls the saved states under `kv` every 50 ms until there are `want`, for at most `GUARD`.
+async fn until_saved(kv: &Path, want: usize) {
     let waited = async {
-        while saved(&kv).len() != want {
+        while saved(kv).len() != want {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     };
     tokio::time::timeout(GUARD, waited)
         .await
-        .unwrap_or_else(|_| panic!("{} saved states, not {want}", saved(&kv).len()));
+        .unwrap_or_else(|_| panic!("{} saved states, not {want}", saved(kv).len()));
 }
 
-#[tokio::test]
-async fn a_session_another_service_on_the_file_deleted_is_never_saved_again() {
+async fn a_session_deleted_through_another_service_is_never_saved_again(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
     let kv = dir.path().join("kv");
     let (a, b) = (
-        on_file(dir.path(), true).await,
-        on_file(dir.path(), true).await,
+        service(&backend, Some(&kv)).await,
+        service(&backend, Some(&kv)).await,
     );
     let (deleted, next) = (session(), session());
     a.send_text(&deleted, "What is the capital of France?")
@@ -91,22 +90,28 @@ async fn a_session_another_service_on_the_file_deleted_is_never_saved_again() {
     assert_eq!(saved(&kv).len(), 1);
 }
 
-#[tokio::test]
-async fn a_state_saved_before_a_deletion_its_engine_missed_goes_at_the_next_start() {
+crate::on_both_backends!(a_session_deleted_through_another_service_is_never_saved_again);
+
+async fn a_state_saved_before_a_deletion_its_engine_missed_goes_at_the_next_start(
+    backend: Backend,
+) {
     let dir = tempfile::tempdir().unwrap();
+    let kv = dir.path().join("kv");
     let sid = session();
-    let a = on_file(dir.path(), true).await;
+    let a = service(&backend, Some(&kv)).await;
     a.send_text(&sid, "What is the capital of France?").await;
     a.service.shutdown().await;
-    until_saved(dir.path(), 1).await;
-    // Deleted through a service whose engine keeps nothing (`convo serve --engine builtin`
-    // on the file): no engine forgets the saved state then.
-    let b = on_file(dir.path(), false).await;
+    until_saved(&kv, 1).await;
+    // Deleted through a service whose engine keeps nothing (`convo serve --engine builtin`):
+    // no engine forgets the saved state then.
+    let b = service(&backend, None).await;
     assert_eq!(b.delete(&sid).await.0, StatusCode::OK);
     b.service.shutdown().await;
-    assert_eq!(saved(&dir.path().join("kv")).len(), 1);
-    // The next start of a local engine on the file finds the deletion and removes it.
-    let a = on_file(dir.path(), true).await;
-    until_saved(dir.path(), 0).await;
+    assert_eq!(saved(&kv).len(), 1);
+    // The next start of a local engine on the database finds the deletion and removes it.
+    let a = service(&backend, Some(&kv)).await;
+    until_saved(&kv, 0).await;
     a.service.shutdown().await;
 }
+
+crate::on_both_backends!(a_state_saved_before_a_deletion_its_engine_missed_goes_at_the_next_start);

@@ -108,11 +108,11 @@ impl AppState {
         }
     }
 
-    /// Whether a reply about to begin waits for a look for deleted sessions first: on SQLite,
-    /// with an engine that keeps sessions' state (PostgreSQL's replicas look at each
-    /// heartbeat instead).
+    /// Whether a reply about to begin waits for a look for deleted sessions first: with an
+    /// engine that keeps sessions' state, on either store (a replica's heartbeat would find
+    /// the deletion within 5 s, but the engine could park the state on disk meanwhile).
     pub(crate) fn looks_before_replies(&self) -> bool {
-        matches!(self.store, Db::Sqlite(_)) && self.engine.keeps_sessions()
+        self.engine.keeps_sessions()
     }
 
     /// A session's context limit: `--max-context-tokens`, or the engine's window when that is
@@ -418,8 +418,9 @@ pub async fn start(
             }
         });
     }
-    if state.looks_before_replies() {
-        // What the engine saved before this start, of sessions deleted meanwhile, goes.
+    if matches!(state.store, Db::Sqlite(_)) && state.engine.keeps_sessions() {
+        // What the engine saved before this start, of sessions deleted meanwhile, goes (on
+        // PostgreSQL the first heartbeat, at once, looks as far).
         let state = state.clone();
         tokio::spawn(async move { state.forget_deleted_elsewhere().await });
     }

@@ -115,7 +115,7 @@ async fn generate(
 ) -> Result<Generated, EngineError> {
     if state.looks_before_replies() {
         // The engine may save an idle session's state as this reply takes its place: not one
-        // another process on the file deleted.
+        // deleted elsewhere (another replica, another process on the SQLite file).
         state.forget_deleted_elsewhere().await;
     }
     let (tx, mut rx) = mpsc::channel::<EngineEvent>(64);

@@ -1,15 +1,15 @@
 //! Sessions deleted elsewhere: by another replica on PostgreSQL, or by another process on the
-//! same SQLite file (the TUI's embedded service and a one-shot command's, or two TUIs). What
+//! same SQLite file (the TUI's embedded service and a one-shot command's). What
 //! this node keeps of such a session (the history a replica holds, the engine's state in
 //! memory and saved under `<data dir>/kv`) goes once a look finds the deletion
 //! (`AppState::forget_deleted`).
 //!
-//! When a node looks: on PostgreSQL at each heartbeat (`postgres/leases.rs`); on SQLite, where
-//! nothing ticks while the service is idle, with an engine that keeps sessions' state, when
-//! the service starts and before each reply (the engine saves an idle session's state as
-//! another one's reply begins, so the look comes first). On both, with such an engine, once
-//! more as the service stops, before the engine saves every state it holds (for at most
-//! `LAST_LOOK`).
+//! When a node looks: on PostgreSQL at each heartbeat (`postgres/leases.rs`, the first at
+//! once); on SQLite, where nothing ticks while the service is idle, when the service starts,
+//! if its engine keeps sessions' state. On both, with such an engine, before each reply (the
+//! engine saves an idle session's state as another one's reply begins, so the look comes
+//! first) and once more as the service stops, before the engine saves every state it holds
+//! (for at most `LAST_LOOK`).
 //!
 //! The first look reaches back as far as clients are told of deletions
 //! (`DELETIONS_LISTED_DAYS`), for what the engine saved before the node last stopped; the
