@@ -92,9 +92,14 @@ impl AppState {
     }
 
     /// Looks for sessions deleted elsewhere since the last look and forgets each here
-    /// (`storage/deletions.rs`, which says when each store looks).
+    /// (`storage/deletions.rs`, which says when each store looks). A look the database does
+    /// not answer within `LOOK_WITHIN` is left to the next one, which reaches back as far.
     pub(crate) async fn forget_deleted_elsewhere(&self) {
-        let found = self.deletions.lock().await.look(&self.store).await;
+        let look = async { self.deletions.lock().await.look(&self.store).await };
+        let Ok(found) = tokio::time::timeout(storage::deletions::LOOK_WITHIN, look).await else {
+            tracing::warn!("the look for deleted sessions took too long; the next one makes it");
+            return;
+        };
         match found {
             Ok(ids) => {
                 if !ids.is_empty() {
@@ -238,17 +243,9 @@ impl RunningService {
         }
         if self.state.engine.keeps_sessions() {
             // The engine saves the states it holds as it stops: none of a session deleted
-            // elsewhere since the last look. A look the database does not answer in time is
-            // the next start's first look's to make.
-            let last = self.state.forget_deleted_elsewhere();
-            if tokio::time::timeout(storage::deletions::LAST_LOOK, last)
-                .await
-                .is_err()
-            {
-                tracing::warn!(
-                    "the last look for deleted sessions took too long; the next start makes it"
-                );
-            }
+            // elsewhere since the last look (one the database does not answer in time is the
+            // next start's first look's to make).
+            self.state.forget_deleted_elsewhere().await;
         }
         if let Db::Postgres(pg) = &self.state.store {
             storage::postgres::leases::unregister(pg).await;

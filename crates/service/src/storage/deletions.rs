@@ -8,8 +8,8 @@
 //! once); on SQLite, where nothing ticks while the service is idle, when the service starts,
 //! if its engine keeps sessions' state. On both, with such an engine, before each reply (the
 //! engine saves an idle session's state as another one's reply begins, so the look comes
-//! first) and once more as the service stops, before the engine saves every state it holds
-//! (for at most `LAST_LOOK`).
+//! first) and once more as the service stops, before the engine saves every state it holds;
+//! each of these waits at most `LOOK_WITHIN` for the database.
 //!
 //! The first look reaches back as far as clients are told of deletions
 //! (`DELETIONS_LISTED_DAYS`), for what the engine saved before the node last stopped; the
@@ -28,8 +28,9 @@ use crate::time;
 /// that time may not have seen it.
 const OVERLAP: Duration = Duration::from_secs(60);
 
-/// How long a service that stops waits for its last look (the database may be out of reach).
-pub const LAST_LOOK: Duration = Duration::from_secs(2);
+/// How long a reply about to begin, or a service that stops, waits for a look (the database
+/// may be out of reach; the next look reaches back as far).
+pub const LOOK_WITHIN: Duration = Duration::from_secs(2);
 
 /// The oldest a saved state of a session may be: one saved before this could be of a session
 /// whose deletion the first look does not reach.
