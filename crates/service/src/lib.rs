@@ -113,13 +113,6 @@ impl AppState {
         }
     }
 
-    /// Whether a reply about to begin waits for a look for deleted sessions first: with an
-    /// engine that keeps sessions' state, on either store (a replica's heartbeat would find
-    /// the deletion within 5 s, but the engine could park the state on disk meanwhile).
-    pub(crate) fn looks_before_replies(&self) -> bool {
-        self.engine.keeps_sessions()
-    }
-
     /// A session's context limit: `--max-context-tokens`, or the engine's window when that is
     /// smaller (a local model with a small window).
     pub fn context_limit(&self) -> u64 {

@@ -113,9 +113,10 @@ async fn generate(
     session_id: &str,
     mut cancelled: watch::Receiver<bool>,
 ) -> Result<Generated, EngineError> {
-    if state.looks_before_replies() {
+    if state.engine.keeps_sessions() {
         // The engine may save an idle session's state as this reply takes its place: not one
-        // deleted elsewhere (another replica, another process on the SQLite file).
+        // deleted elsewhere (another process on the SQLite file; another replica, whose
+        // deletion the heartbeat would find only within 5 s).
         state.forget_deleted_elsewhere().await;
     }
     let (tx, mut rx) = mpsc::channel::<EngineEvent>(64);

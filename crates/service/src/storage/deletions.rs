@@ -12,9 +12,10 @@
 //! each of these waits at most `LOOK_WITHIN` for the database.
 //!
 //! The first look reaches back as far as clients are told of deletions
-//! (`DELETIONS_LISTED_DAYS`), for what the engine saved before the node last stopped; the
-//! engine keeps no saved state older than that (`kept_since`, `engine/local/kv_store.rs`), so
-//! a session deleted while no node holding its state ran is found too.
+//! (`convo_wire::sessions::deletions_listed_since`, 90 days), for what the engine saved
+//! before the node last stopped; the engine keeps no saved state older than that
+//! (`engine/local/kv_store.rs`, by the same function), so a session deleted while no node
+//! holding its state ran is found too.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -32,12 +33,6 @@ const OVERLAP: Duration = Duration::from_secs(60);
 /// may be out of reach; the next look reaches back as far).
 pub const LOOK_WITHIN: Duration = Duration::from_secs(2);
 
-/// The oldest a saved state of a session may be: one saved before this could be of a session
-/// whose deletion the first look does not reach.
-pub fn kept_since(now_ms: i64) -> i64 {
-    convo_wire::sessions::deletions_listed_since(now_ms)
-}
-
 /// Where a node's looks for deleted sessions are: the time the next one reaches back to, and
 /// the sessions found since then (a look finds again what the one before found within the
 /// overlap; each is forgotten once).
@@ -47,10 +42,11 @@ pub(crate) struct Deletions {
 }
 
 impl Deletions {
-    /// The first look reaches back as far as saved states are kept (`kept_since`).
+    /// The first look reaches back as far as clients are told of deletions, and as saved
+    /// states are kept.
     pub fn new(now_ms: i64) -> Deletions {
         Deletions {
-            since: kept_since(now_ms),
+            since: convo_wire::sessions::deletions_listed_since(now_ms),
             seen: HashMap::new(),
         }
     }

@@ -9,8 +9,9 @@
 //! same positions have the same cells), so a stale state is never used either. The files are
 //! bounded on disk: past `cap` bytes the least recently used (saved or loaded) go first, and
 //! one unused for longer than a node's first look for deleted sessions reaches back
-//! (`deletions::kept_since`, 90 days) goes at the store's opening and at each save, so that
-//! no state outlives its session's deletion unseen (`storage/deletions.rs`).
+//! (`convo_wire::sessions::deletions_listed_since`, 90 days: `storage/deletions.rs`) goes at
+//! the store's opening and at each save, so that no state outlives its session's deletion
+//! unseen.
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -109,8 +110,9 @@ impl KvStore {
         }
     }
 
-    /// Removes the states (of every model) unused since before `deletions::kept_since`, then
-    /// the least recently used until all of them take at most `cap` bytes.
+    /// Removes the states (of every model) unused since before a first look for deleted
+    /// sessions reaches back (`deletions_listed_since`), then the least recently used until all
+    /// of them take at most `cap` bytes.
     pub fn enforce_cap(&self) {
         let mut files: Vec<(SystemTime, u64, PathBuf)> = model_dirs(&self.root)
             .flat_map(|dir| std::fs::read_dir(dir).into_iter().flatten().flatten())
@@ -124,7 +126,7 @@ impl KvStore {
         files.sort();
         let oldest_kept = SystemTime::UNIX_EPOCH
             + Duration::from_millis(
-                crate::storage::deletions::kept_since(crate::time::now_ms()).max(0) as u64,
+                convo_wire::sessions::deletions_listed_since(crate::time::now_ms()).max(0) as u64,
             );
         for (used, len, path) in files {
             let expired = used < oldest_kept;
