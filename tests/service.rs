@@ -46,6 +46,8 @@ mod service {
     mod storage;
     mod stream;
     mod totals;
+    #[cfg(feature = "local-model")]
+    mod undo_state;
     mod upstream;
 }
 

@@ -9,9 +9,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use convo_service::Tier;
 use convo_service::engine::LoadState;
 use convo_service::engine::local::LocalOptions;
+use convo_service::{ServiceConfig, Tier};
 use reqwest::StatusCode;
 
 use super::backends::Backend;
@@ -26,6 +26,12 @@ const KEY: &str = "service_live_processesprocesses0001";
 async fn service(backend: &Backend, kv: Option<&Path>) -> Svc {
     let mut config = backend.config();
     config.api_keys = vec![(KEY.to_string(), Tier::Pro)];
+    loaded(config, kv).await
+}
+
+/// A service of `config`: on the local engine with its states saved under `kv` (once its
+/// model is loaded), or on the engine `config` names.
+pub(super) async fn loaded(mut config: ServiceConfig, kv: Option<&Path>) -> Svc {
     if let Some(kv) = kv {
         config.engine = convo_service::EngineConfig::Local(LocalOptions {
             kv_dir: Some(kv.to_path_buf()),

@@ -172,6 +172,54 @@ async fn a_forgotten_sessions_saved_state_is_deleted() {
     assert!(decoded <= 25, "decoded {decoded}");
 }
 
+/// An undone exchange (`trim_session`, with the messages that remain) leaves the session's
+/// state, in memory and on disk: the same message sent again reuses only what came before it.
+/// The part before it stays (saved at the stop, reused after a restart); a saved state found on
+/// disk at the undo is removed.
+#[tokio::test]
+async fn an_undone_exchange_leaves_the_sessions_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = started(with_kv(dir.path())).await;
+    let mut history = vec![entry(Role::User, "What is the capital of France?")];
+    let (reply, _, _) = turn(&engine, "s", &history).await;
+    history.push(entry(Role::Assistant, &reply));
+    let kept = history.clone();
+    // About 220 tokens the undo must take out of the state.
+    history.push(entry(Role::User, &mid_text()));
+    let (_, _, before) = turn(&engine, "s", &history).await;
+    assert!(before >= 20, "the first exchange was reused: {before}");
+
+    // In memory: sent again after the undo, the message is read afresh. What is reused is the
+    // first exchange read from its text, a few template tokens more than its reply as
+    // generated matched (`before`); the undone message would be about 220 more.
+    let within = before + 50;
+    engine.trim_session("s", &kept);
+    let (_, decoded, reused) = turn(&engine, "s", &history).await;
+    assert!(
+        reused < within,
+        "reused {reused} (before the undone message: {before})"
+    );
+    assert!(decoded > 150, "decoded {decoded}");
+
+    // What the engine saves as it stops holds the first exchange only.
+    engine.trim_session("s", &kept);
+    drop(engine);
+    assert_eq!(saved(dir.path()).len(), 1);
+    let engine = started(with_kv(dir.path())).await;
+    let (_, _, reused) = turn(&engine, "s", &history).await;
+    assert!(
+        reused >= 20 && reused < within,
+        "reused {reused} after the restart (before the undone message: {before})"
+    );
+
+    // A state saved with the undone message (the engine stopped before the undo) is removed.
+    drop(engine);
+    let engine = started(with_kv(dir.path())).await;
+    engine.trim_session("s", &kept);
+    drop(engine);
+    assert_eq!(saved(dir.path()), Vec::<std::path::PathBuf>::new());
+}
+
 #[tokio::test]
 async fn over_the_disk_cap_the_least_recently_used_state_goes() {
     let dir = tempfile::tempdir().unwrap();

@@ -28,7 +28,8 @@ async fn scrape_text(svc: &Svc, key: &str) -> (StatusCode, String) {
     (status, resp.text().await.unwrap())
 }
 
-async fn scrape(svc: &Svc, key: &str) -> Scrape {
+/// `/metrics` as `key` sees it, which must answer 200, parsed.
+pub(super) async fn scrape(svc: &Svc, key: &str) -> Scrape {
     let (status, text) = scrape_text(svc, key).await;
     assert_eq!(status, StatusCode::OK, "{text}");
     parse(&text)

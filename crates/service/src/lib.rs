@@ -91,6 +91,38 @@ impl AppState {
         self.engine.forget_session(session_id);
     }
 
+    /// What this node does about an exchange undone through it (`routes/sessions.rs`): the
+    /// engine keeps of the session's state only what the remaining messages begin with, so
+    /// the undone messages leave its memory and its saved states. When the store cannot say
+    /// what remains, the engine forgets the session's state instead.
+    pub(crate) async fn trim_undone(&self, account_id: i64, session_id: &str) {
+        if !self.engine.keeps_sessions() {
+            return;
+        }
+        match self
+            .store
+            .session_messages(account_id, session_id.to_string())
+            .await
+        {
+            Ok(Some(rows)) => {
+                let history: Vec<convo_core::HistoryEntry> = rows
+                    .into_iter()
+                    .map(|m| convo_core::HistoryEntry {
+                        role: m.role,
+                        content: m.content,
+                        tokens: m.tokens,
+                    })
+                    .collect();
+                self.engine.trim_session(session_id, &history);
+            }
+            Ok(None) => self.engine.forget_session(session_id),
+            Err(e) => {
+                tracing::warn!(session = %session_id, error = %e, "cannot read what an undo left; the engine forgets the session's state");
+                self.engine.forget_session(session_id);
+            }
+        }
+    }
+
     /// Looks for sessions deleted elsewhere since the last look and forgets each here
     /// (`storage/deletions.rs`, which says when each store looks). A look the database does
     /// not answer within `LOOK_WITHIN` is left to the next one, which reaches back as far.

@@ -154,8 +154,13 @@ pub trait ReplyEngine: Send + Sync + 'static {
     /// memory and on disk).
     fn forget_session(&self, _session_id: &str) {}
 
-    /// Whether the engine keeps sessions' state beyond their replies (`forget_session` does
-    /// something): the service then looks for sessions deleted elsewhere before each reply
+    /// An exchange of the session was undone: of the state the engine keeps for it, keep only
+    /// what `history` (the messages that remain, oldest first) begins with, so that nothing of
+    /// the undone messages stays, in memory or on disk.
+    fn trim_session(&self, _session_id: &str, _history: &[HistoryEntry]) {}
+
+    /// Whether the engine keeps sessions' state beyond their replies (`forget_session` and
+    /// `trim_session` do something): the service then looks for sessions deleted elsewhere before each reply
     /// and as it stops (`storage/deletions.rs`).
     fn keeps_sessions(&self) -> bool {
         false

@@ -182,6 +182,8 @@ pub(crate) async fn undo(
         Undo::Busy => Err(busy()),
         Undo::Removed(removed_message_ids) => {
             tracing::info!(account = account.id, session = %session_id, removed = removed_message_ids.len(), "last exchange undone");
+            // Before the session's lock goes, so that its next reply finds the engine trimmed.
+            state.trim_undone(account.id, &session_id).await;
             tell(
                 &state,
                 account.id,

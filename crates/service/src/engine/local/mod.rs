@@ -24,6 +24,8 @@ use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use tokio::sync::{mpsc, watch};
 
+use convo_core::HistoryEntry;
+
 pub use super::local_options::{LocalOptions, model_name};
 use super::{EngineError, EngineEvent, EngineStats, Finish, LoadState, ReplyEngine, ReplyRequest};
 pub use scheduler::backend;
@@ -41,6 +43,12 @@ enum Msg {
     Reply(Job),
     /// The session was deleted: drop its state, in memory and on disk.
     Forget(String),
+    /// An exchange of the session was undone: keep only what its state shares with the prompt
+    /// of the messages that remain (`Scheduler::trim`).
+    Trim {
+        session_id: String,
+        history: Vec<prompt::Turn>,
+    },
     /// The engine is going away: finish, save the sessions' state and stop.
     Shutdown,
 }
@@ -174,6 +182,13 @@ impl ReplyEngine for LocalEngine {
         let _ = self.jobs.send(Msg::Forget(session_id.to_string()));
     }
 
+    fn trim_session(&self, session_id: &str, history: &[HistoryEntry]) {
+        let _ = self.jobs.send(Msg::Trim {
+            session_id: session_id.to_string(),
+            history: turns(history),
+        });
+    }
+
     fn keeps_sessions(&self) -> bool {
         true
     }
@@ -194,14 +209,7 @@ impl ReplyEngine for LocalEngine {
             self.ready().await?;
             let (tx, mut pieces) = mpsc::unbounded_channel();
             let job = Job {
-                history: request
-                    .history
-                    .iter()
-                    .map(|m| prompt::Turn {
-                        role: m.role,
-                        content: m.content.clone(),
-                    })
-                    .collect(),
+                history: turns(&request.history),
                 out: tx,
                 session_id: request.session_id,
             };
@@ -234,6 +242,17 @@ impl ReplyEngine for LocalEngine {
         }
         .boxed()
     }
+}
+
+/// The engine's copy of a history: what the prompt is made of.
+fn turns(history: &[HistoryEntry]) -> Vec<prompt::Turn> {
+    history
+        .iter()
+        .map(|m| prompt::Turn {
+            role: m.role,
+            content: m.content.clone(),
+        })
+        .collect()
 }
 
 impl Drop for LocalEngine {

@@ -96,6 +96,11 @@ struct Slot {
     busy: bool,
 }
 
+/// How many tokens `a` and `b` begin with in common.
+fn common_prefix(a: &[LlamaToken], b: &[LlamaToken]) -> usize {
+    a.iter().zip(b).take_while(|(a, b)| a == b).count()
+}
+
 /// What `llama_decode` returns when the abort callback stopped it.
 const ABORTED: i32 = 2;
 
@@ -276,7 +281,7 @@ fn fail_everything(load: &watch::Sender<LoadState>, jobs: Receiver<Msg>, error: 
             Msg::Reply(job) => {
                 let _ = job.out.send(Piece::Failed(error.clone()));
             }
-            Msg::Forget(_) => {}
+            Msg::Forget(_) | Msg::Trim { .. } => {}
             Msg::Shutdown => return,
         }
     }
@@ -379,6 +384,10 @@ impl Scheduler<'_> {
                 }
                 self.count_slots();
             }
+            Msg::Trim {
+                session_id,
+                history,
+            } => self.trim(&session_id, &history),
             Msg::Shutdown => return false,
         }
         true
@@ -446,11 +455,7 @@ impl Scheduler<'_> {
             .state_seq_load_file(&path, slot as i32, self.kv_tokens)
         {
             Ok((tokens, bytes)) => {
-                let common = tokens
-                    .iter()
-                    .zip(prompt)
-                    .take_while(|(a, b)| a == b)
-                    .count();
+                let common = common_prefix(&tokens, prompt);
                 if common < MIN_SHARED_PREFIX {
                     tracing::debug!(session, "saved state does not match the conversation");
                     let _ = self.ctx.clear_kv_cache_seq(Some(slot as u32), None, None);
@@ -534,6 +539,24 @@ impl Scheduler<'_> {
         self.slots[slot].session = None;
     }
 
+    /// The slot keeps its first `keep` tokens' cells and drops the rest. False when the model's
+    /// cache cannot be cut in the middle: the slot is then cleared (and its session with it).
+    fn keep_prefix(&mut self, slot: usize, keep: usize) -> bool {
+        if keep >= self.slots[slot].tokens.len() {
+            return true;
+        }
+        let cut = self
+            .ctx
+            .clear_kv_cache_seq(Some(slot as u32), Some(keep as u32), None);
+        if matches!(cut, Ok(true)) {
+            self.slots[slot].tokens.truncate(keep);
+            true
+        } else {
+            self.clear(slot);
+            false
+        }
+    }
+
     /// A session new to `slot` (a fork, or a session whose history begins like another's)
     /// starts from the longest prefix of `tokens` that another slot holds: those cells are
     /// shared into this slot's sequence (llama.cpp's sequence copy, which copies no memory
@@ -544,10 +567,7 @@ impl Scheduler<'_> {
             .filter(|&i| i != slot)
             .map(|i| {
                 let held = &self.slots[i].tokens;
-                (
-                    i,
-                    held.iter().zip(tokens).take_while(|(a, b)| a == b).count(),
-                )
+                (i, common_prefix(held, tokens))
             })
             .max_by_key(|&(_, n)| n);
         let Some((src, n)) = best.filter(|&(_, n)| n >= MIN_SHARED_PREFIX) else {
@@ -562,18 +582,54 @@ impl Scheduler<'_> {
         }
     }
 
-    fn admit(&mut self, job: Job, slot: usize) -> Option<Active> {
+    /// The prompt of `history`: its tokens, leaving room for the reply in the window.
+    fn prompt(&self, history: &[prompt::Turn]) -> Result<Vec<LlamaToken>, String> {
         let reserve = self
             .options
             .max_reply_tokens
             .map_or(MIN_REPLY_ROOM, |cap| cap as usize);
-        let tokens = match prompt::tokens(
-            self.model,
-            &self.template,
-            &job.history,
-            self.window,
-            reserve,
-        ) {
+        prompt::tokens(self.model, &self.template, history, self.window, reserve)
+    }
+
+    /// An exchange of `session` was undone and `history` is what remains: its state in memory
+    /// keeps only the prefix it shares with the prompt of `history` (the undone messages come
+    /// after that prefix), and a saved state is removed (its next reply reads the
+    /// conversation afresh). A slot whose reply is still ending is left to nobody, as for a
+    /// deleted session.
+    fn trim(&mut self, session: &str, history: &[prompt::Turn]) {
+        if let Some(store) = &self.store {
+            store.forget(session);
+        }
+        let Some(slot) =
+            (0..self.slots.len()).find(|&i| self.slots[i].session.as_deref() == Some(session))
+        else {
+            return;
+        };
+        let kept = match self.prompt(history) {
+            Ok(prompt) if !self.slots[slot].busy => {
+                common_prefix(&self.slots[slot].tokens, &prompt)
+            }
+            _ => 0,
+        };
+        if kept == 0 {
+            if self.slots[slot].busy {
+                self.slots[slot].session = None;
+            } else {
+                self.clear(slot);
+            }
+        } else {
+            self.keep_prefix(slot, kept);
+        }
+        tracing::debug!(
+            session,
+            kept,
+            "undone exchange trimmed from the session's state"
+        );
+        self.count_slots();
+    }
+
+    fn admit(&mut self, job: Job, slot: usize) -> Option<Active> {
+        let tokens = match self.prompt(&job.history) {
             Ok(t) if !t.is_empty() => t,
             Ok(_) => {
                 let _ = job.out.send(Piece::Failed("the prompt is empty".into()));
@@ -605,21 +661,11 @@ impl Scheduler<'_> {
         }
         // Keep what the cache already holds of this prompt; at least the last token is
         // decoded again, for its logits.
-        let held = &self.slots[slot].tokens;
-        let mut common = held.iter().zip(&tokens).take_while(|(a, b)| a == b).count();
-        common = common.min(tokens.len() - 1);
-        if common < held.len() {
-            let cut = self
-                .ctx
-                .clear_kv_cache_seq(Some(slot as u32), Some(common as u32), None);
-            if matches!(cut, Ok(true)) {
-                self.slots[slot].tokens.truncate(common);
-            } else {
-                // A model whose cache cannot be cut in the middle: start over.
-                self.clear(slot);
-                self.slots[slot].session = Some(job.session_id.clone());
-                common = 0;
-            }
+        let mut common = common_prefix(&self.slots[slot].tokens, &tokens).min(tokens.len() - 1);
+        if !self.keep_prefix(slot, common) {
+            // Start over.
+            self.slots[slot].session = Some(job.session_id.clone());
+            common = 0;
         }
         tracing::debug!(
             session = %job.session_id,

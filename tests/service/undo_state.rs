@@ -1,0 +1,62 @@
+//! An undo through a service whose engine keeps sessions' state (`--engine local`) takes the
+//! undone exchange out of that state (`AppState::trim_undone`), on both stores: the same
+//! message sent again is read afresh, not reused (docs/deploy.md, "What an undo leaves").
+
+use convo_service::{Tier, generate_admin_key};
+use reqwest::StatusCode;
+
+use super::backends::Backend;
+use super::common::{Svc, session};
+use super::deletion_processes::loaded;
+use super::metrics::{scrape, value};
+
+const KEY: &str = "service_live_undostateundostate0001";
+
+/// Prompt tokens the engine has reused from a cached state so far (`/metrics`).
+async fn reused(svc: &Svc, admin: &str) -> f64 {
+    value(
+        &scrape(svc, admin).await,
+        "convo_engine_reused_tokens_total",
+        &[],
+    )
+}
+
+async fn an_undo_takes_the_exchange_out_of_the_engines_state(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let admin = generate_admin_key();
+    let mut config = backend.config();
+    config.api_keys = vec![(KEY.to_string(), Tier::Pro)];
+    config.admin_key = Some(admin.clone());
+    let svc = loaded(config, Some(&dir.path().join("kv"))).await;
+    let sid = session();
+    svc.send_text(&sid, "What is the capital of France?").await;
+    // About 220 tokens, which the undo must take out of the engine's state (without the trim
+    // the same message sent again reuses them all).
+    let long = "Summarise this: ".to_string()
+        + &"the quick brown fox jumps over the lazy dog. ".repeat(20);
+    let start = reused(&svc, &admin).await;
+    svc.send_text(&sid, &long).await;
+    let before = reused(&svc, &admin).await - start;
+    assert!(before >= 20.0, "the first exchange was reused: {before}");
+
+    let resp = svc
+        .http
+        .delete(svc.url(&format!("/v1/sessions/{sid}/messages/last")))
+        .bearer_auth(KEY)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(resp.status(), StatusCode::OK);
+    let start = reused(&svc, &admin).await;
+    svc.send_text(&sid, &long).await;
+    let again = reused(&svc, &admin).await - start;
+    // The first exchange again, read from its text (a few tokens more than its reply as
+    // generated matched), not the undone message.
+    assert!(
+        again < before + 50.0,
+        "reused {again} tokens after the undo (before the undone message: {before})"
+    );
+    svc.service.shutdown().await;
+}
+
+crate::on_both_backends!(an_undo_takes_the_exchange_out_of_the_engines_state);
