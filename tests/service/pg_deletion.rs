@@ -13,6 +13,10 @@
 //! - the session's row keeps neither its title nor its fork origin (also after migration 19).
 //!
 //! And on SQLite, that a deleted session's `Idempotency-Key` leaves the database files too.
+//!
+//! An undo leaves what a deletion leaves, on both stores: the undone messages and the old
+//! answer of the send's record are dead tuples on PostgreSQL, vacuumed by the service as a
+//! deletion's are, and leave SQLite's files at once.
 
 use std::time::Duration;
 
@@ -531,4 +535,102 @@ async fn a_deleted_sessions_idempotency_keys_leave_the_sqlite_files() {
     assert_eq!(sqlite_occurrences(&db, &key_marker), 0);
     svc.service.shutdown().await;
     assert_eq!(sqlite_occurrences(&db, &key_marker), 0);
+}
+
+/// A marker no other test writes.
+fn marker(kind: &str) -> String {
+    format!(
+        "{kind}{}",
+        convo_service::ids::random_alnum(20).to_ascii_lowercase()
+    )
+}
+
+/// An exchange in a new session that stays, then one whose message holds `marker`, sent with
+/// an `Idempotency-Key` (its record remembers the reply, which quotes the message).
+async fn two_exchanges(svc: &super::common::Svc, marker: &str) -> String {
+    let sid = session();
+    svc.send_text(&sid, "Hello.").await;
+    let resp = svc
+        .http
+        .post(svc.url(&format!("/v1/sessions/{sid}/messages")))
+        .bearer_auth(&svc.key)
+        .header("idempotency-key", format!("undo-{}", session()))
+        .json(&json!({"content": format!("please remember {marker}")}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    sid
+}
+
+/// `DELETE /v1/sessions/{sid}/messages/last`, which must succeed; the messages left.
+async fn undo(svc: &super::common::Svc, sid: &str) -> usize {
+    let resp = svc
+        .http
+        .delete(svc.url(&format!("/v1/sessions/{sid}/messages/last")))
+        .bearer_auth(&svc.key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let (status, body) = svc.get(&format!("/v1/sessions/{sid}/messages")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    body["messages"].as_array().expect("messages").len()
+}
+
+#[tokio::test]
+async fn what_an_undo_leaves_on_postgresql() {
+    let backend = Backend::postgres().await;
+    let Backend::Postgres(db) = &backend else {
+        unreachable!()
+    };
+    let svc = start_with(backend.config()).await;
+    let marker = marker("UndoMarker");
+    let sid = two_exchanges(&svc, &marker).await;
+    let files = db.client().await;
+    assert_eq!(
+        tables_holding(&files, &marker).await,
+        ["messages", "idempotency_keys"]
+    );
+    let before = vacuums(&files).await;
+    assert_eq!(undo(&svc, &sid).await, 2, "the first exchange stays");
+    // Gone at once for every query: the record answers 409 `exchange_undone` now.
+    let rows: i64 = files
+        .query_one(
+            "SELECT (SELECT COUNT(*) FROM messages WHERE strpos(content, $1) > 0)
+                  + (SELECT COUNT(*) FROM idempotency_keys WHERE strpos(body, $1) > 0)",
+            &[&marker],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 0);
+    // The service vacuums after an undo as after a deletion; what a plain vacuum frees stays
+    // in the pages until overwritten (`a_plain_vacuum_frees_but_does_not_overwrite`), and
+    // `VACUUM FULL` takes it out of the files.
+    service_vacuumed(&files, before).await;
+    files
+        .batch_execute("VACUUM FULL messages, idempotency_keys")
+        .await
+        .unwrap();
+    assert_eq!(tables_holding(&files, &marker).await, Vec::<String>::new());
+    svc.service.shutdown().await;
+}
+
+/// On SQLite an undone exchange leaves the files at once, as a deleted session does: its
+/// messages and the old answer of its send's record (`secure_delete`, the WAL checkpointed).
+#[tokio::test]
+async fn an_undone_exchange_leaves_the_sqlite_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("service.db");
+    let mut config = ServiceConfig::ephemeral(0);
+    config.db = DbLocation::File(db.clone());
+    let svc = start_with(config).await;
+    let marker = marker("UndoMarker");
+    let sid = two_exchanges(&svc, &marker).await;
+    assert!(sqlite_occurrences(&db, &marker) > 0, "stored first");
+    assert_eq!(undo(&svc, &sid).await, 2, "the first exchange stays");
+    assert_eq!(sqlite_occurrences(&db, &marker), 0);
+    svc.service.shutdown().await;
+    assert_eq!(sqlite_occurrences(&db, &marker), 0);
 }

@@ -5,7 +5,7 @@
 use rusqlite::params;
 
 use super::write_tx;
-use super::{Store, StoreError, refresh_tokens};
+use super::{Store, StoreError, checkpoint_after_delete, refresh_tokens};
 
 impl Store {
     /// Records that `session_id` was forked from `source` at the source's message
@@ -29,9 +29,10 @@ impl Store {
     }
 
     /// Removes the session's last exchange as the service did: its last user message and
-    /// everything after it. Returns how many messages went (none when it has no user message).
-    /// The service's session is this target's: a copy of that id kept from the service's
-    /// earlier database gives the id up first, untouched (`targets::free_id`).
+    /// everything after it, out of the files too (as a deletion's content: `secure_delete`,
+    /// then the WAL checkpointed). Returns how many messages went (none when it has no user
+    /// message). The service's session is this target's: a copy of that id kept from the
+    /// service's earlier database gives the id up first, untouched (`targets::free_id`).
     pub fn remove_last_exchange(&self, session_id: &str) -> Result<usize, StoreError> {
         let mut conn = self.lock();
         let tx = write_tx(&mut conn).map_err(|e| self.err(e))?;
@@ -46,6 +47,9 @@ impl Store {
             .map_err(|e| self.err(e))?;
         refresh_tokens(&tx, session_id).map_err(|e| self.err(e))?;
         tx.commit().map_err(|e| self.err(e))?;
+        if removed > 0 {
+            checkpoint_after_delete(&conn);
+        }
         Ok(removed)
     }
 

@@ -515,6 +515,33 @@ mod tests {
         assert_eq!(found(&s, "keep"), [("session_b".into(), 0)]);
     }
 
+    /// An undone exchange leaves the store's files as a deleted session does: the message and
+    /// its words in the index, in the database, its WAL and shared memory.
+    #[test]
+    fn an_undone_exchange_leaves_no_word_in_the_store_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("convo.db")).unwrap();
+        let word = "marimbaquartzsecret";
+        s.append_message("session_a", &msg(Role::User, "keep me", 0))
+            .unwrap();
+        s.append_message(
+            "session_a",
+            &msg(Role::User, &format!("the {word} plan"), 1),
+        )
+        .unwrap();
+        assert_eq!(found(&s, word), [("session_a".into(), 1)]);
+        assert_eq!(s.remove_last_exchange("session_a").unwrap(), 1);
+        assert_eq!(found(&s, word), []);
+        for entry in std::fs::read_dir(dir.path()).unwrap() {
+            let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+            assert!(
+                !bytes.windows(word.len()).any(|w| w == word.as_bytes()),
+                "an undone word is still in the store's files"
+            );
+        }
+        assert_eq!(found(&s, "keep"), [("session_a".into(), 0)]);
+    }
+
     #[test]
     fn a_store_made_before_the_index_is_indexed_when_opened() {
         let dir = tempfile::tempdir().unwrap();

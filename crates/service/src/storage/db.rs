@@ -152,7 +152,7 @@ impl Storage for SqliteStore {
         account_id: i64,
         session_id: String,
     ) -> Result<Undo, StoreError> {
-        self.call(move |c| messages::undo_last_exchange(c, account_id, &session_id))
+        self.call_alone(move |c| messages::undo_last_exchange(c, account_id, &session_id))
             .await
     }
 

@@ -42,12 +42,13 @@ use convo_wire::Role;
 
 /// Connections of a replica's shared pool (its two batch writers have one each besides).
 const POOL_SIZE: usize = 16;
-/// Deletions within this long of the first are vacuumed together.
+/// Deletions (and undos) within this long of the first are vacuumed together.
 pub const VACUUM_DELAY: Duration = Duration::from_secs(1);
 /// The tables a deletion leaves dead tuples with content in: the messages, the remembered
 /// responses, the `Idempotency-Key` values of turns (a turn's row names its key, and is
 /// deleted when the turn ends or its session is deleted), and the session's row as it was
-/// before its tombstone (its title).
+/// before its tombstone (its title). An undo leaves its messages and the old answers of the
+/// records it rewrote in the first two.
 pub const VACUUMED_TABLES: &str = "messages, idempotency_keys, turns, sessions";
 
 /// How long the server keeps a transaction of a replica's open while it waits for the
@@ -293,8 +294,8 @@ impl PgStore {
     }
 }
 
-/// Vacuums the tables deletions leave dead tuples in, at most once per `VACUUM_DELAY`, so
-/// that deleted content leaves the tables' pages soon (docs/service.md, Deletion on
+/// Vacuums the tables deletions and undos leave dead tuples in, at most once per
+/// `VACUUM_DELAY`, so that deleted content leaves the tables' pages soon (docs/service.md, Deletion on
 /// PostgreSQL). `VACUUM` cannot run inside a transaction, so it has a connection to itself.
 async fn vacuum_after_deletes(pool: Pool, wake: Arc<Notify>) {
     loop {
@@ -888,6 +889,9 @@ impl Storage for PgStore {
         tx.commit().await?;
         // What this replica holds of the session has the undone messages.
         self.history.forget(&session_id);
+        // Their rows, and the records' old answers, are dead tuples now: vacuumed as a
+        // deletion's are.
+        self.vacuum.notify_one();
         Ok(Undo::Removed(removed))
     }
 

@@ -520,13 +520,17 @@ pub fn fork_session(conn: &mut Connection, f: &ForkRequest) -> Result<Fork, Stor
 /// Removes the session's last exchange (`convo_core::sessions::last_exchange_start`) in one
 /// transaction, the `Idempotency-Key` records of its sends turned into 409 `exchange_undone`
 /// (`convo_core::sessions::records_after_undo`). A turn in flight is the route's to refuse:
-/// SQLite's service is one process, and its session lock is held for the whole turn.
+/// SQLite's service is one process, and its session lock is held for the whole turn. As after
+/// a deletion, the WAL is checkpointed, so the undone messages and the records' old answers
+/// leave the files (`secure_delete` zeroes them in the database file).
 pub fn undo_last_exchange(
     conn: &mut Connection,
     account_id: i64,
     session_id: &str,
 ) -> Result<Undo, StoreError> {
-    let tx = conn.savepoint()?;
+    // Run alone and checkpointed after its commit, as `delete_session` is (which says why the
+    // transaction takes the write lock as it begins).
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     if session_status(&tx, account_id, session_id)? != SessionStatus::Live {
         return Ok(Undo::NoSession);
     }
@@ -554,6 +558,7 @@ pub fn undo_last_exchange(
         idempotency::rewrite(&tx, account_id, session_id, &key, &answer)?;
     }
     tx.commit()?;
+    super::SqliteStore::checkpoint(conn)?;
     Ok(Undo::Removed(removed))
 }
 

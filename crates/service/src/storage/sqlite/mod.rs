@@ -419,7 +419,7 @@ impl SqliteStore {
     }
 
     /// Like `call`, but `f` runs outside any group transaction: for work that must commit
-    /// before it goes on (a deletion followed by a checkpoint).
+    /// before it goes on (a deletion or an undo followed by a checkpoint).
     pub async fn call_alone<T, F>(&self, f: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
