@@ -160,8 +160,9 @@ pub trait ReplyEngine: Send + Sync + 'static {
     fn trim_session(&self, _session_id: &str, _history: &[HistoryEntry]) {}
 
     /// Whether the engine keeps sessions' state beyond their replies (`forget_session` and
-    /// `trim_session` do something): the service then looks for sessions deleted elsewhere before each reply
-    /// and as it stops (`storage/deletions.rs`).
+    /// `trim_session` do something): the service then looks for sessions deleted elsewhere
+    /// before each reply and as it stops (`storage/deletions.rs`), and reads what an undo
+    /// left for `trim_session`.
     fn keeps_sessions(&self) -> bool {
         false
     }
