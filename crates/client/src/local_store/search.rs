@@ -491,6 +491,14 @@ mod tests {
         assert_eq!(found(&s, "plans"), []);
     }
 
+    /// Whether any file in `dir` (the database, its WAL and shared memory) holds `word`.
+    fn files_hold(dir: &std::path::Path, word: &str) -> bool {
+        std::fs::read_dir(dir).unwrap().any(|entry| {
+            let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+            bytes.windows(word.len()).any(|w| w == word.as_bytes())
+        })
+    }
+
     #[test]
     fn a_deleted_session_leaves_no_word_in_the_index_files() {
         let dir = tempfile::tempdir().unwrap();
@@ -505,13 +513,10 @@ mod tests {
             .unwrap();
         assert_eq!(found(&s, word), [("session_a".into(), 0)]);
         s.mark_deleted("session_a").unwrap();
-        for entry in std::fs::read_dir(dir.path()).unwrap() {
-            let bytes = std::fs::read(entry.unwrap().path()).unwrap();
-            assert!(
-                !bytes.windows(word.len()).any(|w| w == word.as_bytes()),
-                "a deleted word is still in the store's files"
-            );
-        }
+        assert!(
+            !files_hold(dir.path(), word),
+            "a deleted word is still in the store's files"
+        );
         assert_eq!(found(&s, "keep"), [("session_b".into(), 0)]);
     }
 
@@ -532,13 +537,10 @@ mod tests {
         assert_eq!(found(&s, word), [("session_a".into(), 1)]);
         assert_eq!(s.remove_last_exchange("session_a").unwrap(), 1);
         assert_eq!(found(&s, word), []);
-        for entry in std::fs::read_dir(dir.path()).unwrap() {
-            let bytes = std::fs::read(entry.unwrap().path()).unwrap();
-            assert!(
-                !bytes.windows(word.len()).any(|w| w == word.as_bytes()),
-                "an undone word is still in the store's files"
-            );
-        }
+        assert!(
+            !files_hold(dir.path(), word),
+            "an undone word is still in the store's files"
+        );
         assert_eq!(found(&s, "keep"), [("session_a".into(), 0)]);
     }
 
