@@ -126,6 +126,18 @@ impl Svc {
         json(resp).await
     }
 
+    /// Undoes the last exchange of `session` (`DELETE /v1/sessions/{id}/messages/last`).
+    pub async fn undo(&self, session: &str) -> (StatusCode, Value) {
+        let resp = self
+            .http
+            .delete(self.url(&format!("/v1/sessions/{session}/messages/last")))
+            .bearer_auth(&self.key)
+            .send()
+            .await
+            .expect("request");
+        json(resp).await
+    }
+
     /// Gives `session` its title (`PATCH /v1/sessions/{id}`), which must be taken.
     pub async fn set_title(&self, session: &str, title: &str) {
         let resp = self

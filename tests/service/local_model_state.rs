@@ -19,7 +19,7 @@ fn long_text() -> String {
 }
 
 /// About 220 tokens: enough that a prefix reused or not is plain in the counters.
-fn mid_text() -> String {
+pub(super) fn mid_text() -> String {
     "Summarise this: ".to_string() + &"the quick brown fox jumps over the lazy dog. ".repeat(20)
 }
 

@@ -28,6 +28,14 @@ use convo_service::{DbLocation, EngineConfig, ServiceConfig};
 use super::backends::{Backend, TestDb};
 use super::common::{GUARD, close, session, start_with, until_end};
 
+/// A marker no other test writes.
+fn new_marker(kind: &str) -> String {
+    format!(
+        "{kind}{}",
+        convo_service::ids::random_alnum(20).to_ascii_lowercase()
+    )
+}
+
 /// The content-holding tables whose files (heap, TOAST, indexes) contain `marker`.
 async fn tables_holding(client: &tokio_postgres::Client, marker: &str) -> Vec<String> {
     client.batch_execute("CHECKPOINT").await.unwrap();
@@ -127,16 +135,10 @@ async fn what_a_deletion_leaves_on_postgresql() {
         unreachable!()
     };
     let svc = start_with(backend.config()).await;
-    let marker = format!(
-        "Marker{}",
-        convo_service::ids::random_alnum(20).to_ascii_lowercase()
-    );
+    let marker = new_marker("Marker");
     // The Idempotency-Key is a marker of its own: the key is in `idempotency_keys` and in the
     // turn's row, the content is not in `turns`.
-    let key_marker = format!(
-        "KeyMarker{}",
-        convo_service::ids::random_alnum(20).to_ascii_lowercase()
-    );
+    let key_marker = new_marker("KeyMarker");
     let sid = session();
     let resp = svc
         .http
@@ -149,10 +151,7 @@ async fn what_a_deletion_leaves_on_postgresql() {
         .unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
     // The title a user gives a session is content too (the session's row holds it).
-    let title_marker = format!(
-        "TitleMarker{}",
-        convo_service::ids::random_alnum(20).to_ascii_lowercase()
-    );
+    let title_marker = new_marker("TitleMarker");
     svc.set_title(&sid, &title_marker).await;
     let files = db.client().await;
     // Stored first (so the checks below can fail): the message, and the remembered response
@@ -388,10 +387,7 @@ async fn a_relayed_reply_stays_in_the_notification_queues_files_after_the_deleti
     let mut config = backend.config();
     config.engine = EngineConfig::Builtin { pace_ms: 1 };
     let (a, b) = tokio::join!(start_with(config.clone()), start_with(config));
-    let marker = format!(
-        "RelayMarker{}",
-        convo_service::ids::random_alnum(20).to_ascii_lowercase()
-    );
+    let marker = new_marker("RelayMarker");
     let sid = session();
     a.send_text(&sid, "the session exists").await;
     let mut listener = b.ws(&sid).await;
@@ -445,10 +441,7 @@ async fn a_relayed_reply_stays_in_the_notification_queues_files_after_the_deleti
 async fn a_plain_vacuum_frees_but_does_not_overwrite() {
     let db = TestDb::create().await;
     let client = db.client().await;
-    let marker = format!(
-        "Marker{}",
-        convo_service::ids::random_alnum(20).to_ascii_lowercase()
-    );
+    let marker = new_marker("Marker");
     client
         .batch_execute(&format!(
             "CREATE TABLE t (pk SERIAL PRIMARY KEY, content TEXT);
@@ -537,14 +530,6 @@ async fn a_deleted_sessions_idempotency_keys_leave_the_sqlite_files() {
     assert_eq!(sqlite_occurrences(&db, &key_marker), 0);
 }
 
-/// A marker no other test writes.
-fn marker(kind: &str) -> String {
-    format!(
-        "{kind}{}",
-        convo_service::ids::random_alnum(20).to_ascii_lowercase()
-    )
-}
-
 /// An exchange in a new session that stays, then one whose message holds `marker`, sent with
 /// an `Idempotency-Key` (its record remembers the reply, which quotes the message).
 async fn two_exchanges(svc: &super::common::Svc, marker: &str) -> String {
@@ -565,14 +550,8 @@ async fn two_exchanges(svc: &super::common::Svc, marker: &str) -> String {
 
 /// `DELETE /v1/sessions/{sid}/messages/last`, which must succeed; the messages left.
 async fn undo(svc: &super::common::Svc, sid: &str) -> usize {
-    let resp = svc
-        .http
-        .delete(svc.url(&format!("/v1/sessions/{sid}/messages/last")))
-        .bearer_auth(&svc.key)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::OK);
+    let (status, body) = svc.undo(sid).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
     let (status, body) = svc.get(&format!("/v1/sessions/{sid}/messages")).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     body["messages"].as_array().expect("messages").len()
@@ -585,7 +564,7 @@ async fn what_an_undo_leaves_on_postgresql() {
         unreachable!()
     };
     let svc = start_with(backend.config()).await;
-    let marker = marker("UndoMarker");
+    let marker = new_marker("UndoMarker");
     let sid = two_exchanges(&svc, &marker).await;
     let files = db.client().await;
     assert_eq!(
@@ -626,7 +605,7 @@ async fn an_undone_exchange_leaves_the_sqlite_files() {
     let mut config = ServiceConfig::ephemeral(0);
     config.db = DbLocation::File(db.clone());
     let svc = start_with(config).await;
-    let marker = marker("UndoMarker");
+    let marker = new_marker("UndoMarker");
     let sid = two_exchanges(&svc, &marker).await;
     assert!(sqlite_occurrences(&db, &marker) > 0, "stored first");
     assert_eq!(undo(&svc, &sid).await, 2, "the first exchange stays");

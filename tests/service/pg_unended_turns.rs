@@ -84,14 +84,7 @@ async fn a_failed_turn_whose_rollback_was_cut_off_is_rolled_back_once_the_databa
         other => panic!("expected the usage after the rollback, got {other:?}"),
     }
     // The session is no longer busy: an undo finds nothing to undo, not a reply in progress.
-    let resp = svc
-        .http
-        .delete(svc.url(&format!("/v1/sessions/{s}/messages/last")))
-        .bearer_auth(&svc.key)
-        .send()
-        .await
-        .unwrap();
-    let (status, body) = super::common::json(resp).await;
+    let (status, body) = svc.undo(&s).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
     assert_eq!(body["error"]["code"], json!("message_not_found"));
 }

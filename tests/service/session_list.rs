@@ -70,14 +70,8 @@ async fn summary(backend: &Backend, session: &str) -> Option<(u64, u64)> {
 }
 
 async fn undo(svc: &Svc, session: &str) {
-    let resp = svc
-        .http
-        .delete(svc.url(&format!("/v1/sessions/{session}/messages/last")))
-        .bearer_auth(&svc.key)
-        .send()
-        .await
-        .expect("request");
-    assert_eq!(resp.status(), StatusCode::OK, "{:?}", resp.text().await);
+    let (status, body) = svc.undo(session).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
 }
 
 /// A list keeps the sums of a session of 32 messages or more, and the next lists read that

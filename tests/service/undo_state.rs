@@ -8,6 +8,7 @@ use reqwest::StatusCode;
 use super::backends::Backend;
 use super::common::{Svc, session};
 use super::deletion_processes::loaded;
+use super::local_model_state::mid_text;
 use super::metrics::{scrape, value};
 
 const KEY: &str = "service_live_undostateundostate0001";
@@ -32,21 +33,14 @@ async fn an_undo_takes_the_exchange_out_of_the_engines_state(backend: Backend) {
     svc.send_text(&sid, "What is the capital of France?").await;
     // About 220 tokens, which the undo must take out of the engine's state (without the trim
     // the same message sent again reuses them all).
-    let long = "Summarise this: ".to_string()
-        + &"the quick brown fox jumps over the lazy dog. ".repeat(20);
+    let long = mid_text();
     let start = reused(&svc, &admin).await;
     svc.send_text(&sid, &long).await;
     let before = reused(&svc, &admin).await - start;
     assert!(before >= 20.0, "the first exchange was reused: {before}");
 
-    let resp = svc
-        .http
-        .delete(svc.url(&format!("/v1/sessions/{sid}/messages/last")))
-        .bearer_auth(KEY)
-        .send()
-        .await
-        .expect("request");
-    assert_eq!(resp.status(), StatusCode::OK);
+    let (status, body) = svc.undo(&sid).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
     let start = reused(&svc, &admin).await;
     svc.send_text(&sid, &long).await;
     let again = reused(&svc, &admin).await - start;

@@ -295,8 +295,8 @@ impl PgStore {
 }
 
 /// Vacuums the tables deletions and undos leave dead tuples in, at most once per
-/// `VACUUM_DELAY`, so that deleted content leaves the tables' pages soon (docs/service.md, Deletion on
-/// PostgreSQL). `VACUUM` cannot run inside a transaction, so it has a connection to itself.
+/// `VACUUM_DELAY`, so that deleted content leaves the tables' pages soon (docs/service.md,
+/// Deletion on PostgreSQL). `VACUUM` cannot run inside a transaction, so it has a connection to itself.
 async fn vacuum_after_deletes(pool: Pool, wake: Arc<Notify>) {
     loop {
         wake.notified().await;
