@@ -783,3 +783,103 @@ async fn a_send_racing_another_devices_turn_comes_after_it_as_on_the_service() {
     let reloaded: Vec<String> = (0..4).map(|i| o.content(i).to_string()).collect();
     assert_eq!(reloaded, stored);
 }
+
+/// What the open session shows, in order: each message's content.
+fn shown(app: &App) -> Vec<String> {
+    let o = app.session().unwrap();
+    (0..o.items.len())
+        .map(|i| o.content(i).to_string())
+        .collect()
+}
+
+/// Ctrl-C twice right after Enter, both before the service answered the send: the reply is no
+/// longer followed, and the answer that comes after the stop still stores the message and
+/// names the reply, so that the reply the service stores shows whole over the cut one, here,
+/// on the service and in the local store after a restart (the answer was dropped: the local
+/// store never had the message, and the whole reply came as a second one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_stopped_before_its_answer_is_kept_here_as_on_the_service() {
+    let mut h = start(ServiceConfig::ephemeral(5)).await;
+    let sid = h.rt.app.session().unwrap().id.clone();
+    h.type_text("remember the tulip");
+    // Before this device has handled the send's answer or any event of its turn.
+    h.press(KeyCode::Enter);
+    h.key(KeyCode::Char('c'), KeyModifiers::CONTROL);
+    h.key(KeyCode::Char('c'), KeyModifiers::CONTROL);
+    assert!(h.rt.app.session().unwrap().stopped.is_some());
+    h.until("the reply shown whole", |app| {
+        let o = app.session().unwrap();
+        o.stopped.is_none() && o.items.len() == 2 && o.items[1].state == EntryState::Complete
+    })
+    .await;
+    let history = h.client.session_messages(&sid).await.unwrap().unwrap();
+    let stored: Vec<String> = history.iter().map(|m| m.content.clone()).collect();
+    assert_eq!(stored[0], "remember the tulip");
+    assert_eq!(
+        shown(&h.rt.app),
+        stored,
+        "the screen shows what the service holds"
+    );
+    let o = h.rt.app.session().unwrap();
+    assert_eq!(
+        o.items[1].message_id.as_deref(),
+        Some(history[1].message_id.as_str())
+    );
+    assert!(o.items[0].tokens > 0, "the message's tokens are counted");
+    h = h.restarted().await;
+    h.until("the session reloaded", |app| {
+        app.session()
+            .is_some_and(|o| o.loaded && o.items.len() == 2)
+    })
+    .await;
+    assert_eq!(shown(&h.rt.app), stored, "the local store holds the same");
+}
+
+/// One Ctrl-C right after Enter, before the reply's id is known: the stop goes to the service
+/// once the send's answer or the stream names the reply. However far the reply had come, this
+/// device ends where the service does: the reply kept as far as it came, marked stopped, or,
+/// stopped before any text, the turn undone and the text back in the composer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_right_after_enter_stops_the_reply_on_the_service() {
+    let mut h = start(ServiceConfig::ephemeral(20)).await;
+    let sid = h.rt.app.session().unwrap().id.clone();
+    h.type_text("write a long answer");
+    h.press(KeyCode::Enter);
+    h.key(KeyCode::Char('c'), KeyModifiers::CONTROL);
+    h.until("the stop settled", |app| {
+        let o = app.session().unwrap();
+        o.pending.is_none()
+            && o.stopped.is_none()
+            && o.items.get(1).is_some_and(|i| {
+                !matches!(i.state, EntryState::Streaming | EntryState::Interrupted)
+            })
+    })
+    .await;
+    let history = h.client.session_messages(&sid).await.unwrap().unwrap();
+    let stored: Vec<String> = history.iter().map(|m| m.content.clone()).collect();
+    assert_eq!(
+        shown(&h.rt.app),
+        stored,
+        "the screen shows what the service holds"
+    );
+    if stored.is_empty() {
+        assert_eq!(h.rt.app.composer_text(), "write a long answer");
+    } else {
+        assert_eq!(
+            history[1].finish_reason,
+            Some(convo_client::api::FinishReason::Stopped)
+        );
+        let o = h.rt.app.session().unwrap();
+        assert_eq!(
+            o.items[1].finish,
+            Some(convo_client::api::FinishReason::Stopped)
+        );
+    }
+    h = h.restarted().await;
+    h.until("the session reloaded", |app| {
+        app.session()
+            .is_some_and(|o| o.loaded && o.kept_items().count() == stored.len())
+    })
+    .await;
+    assert_eq!(shown(&h.rt.app), stored, "the local store holds the same");
+}

@@ -6,7 +6,8 @@ use convo_client::follow::ReplyFollower;
 use convo_wire::limits::MAX_CONTENT_CHARS;
 
 use super::{
-    App, Command, Connection, Focus, Level, NEW_SESSION_TITLE, STILL_COMING, StoreOp, StreamState,
+    App, Command, Connection, Focus, Level, NEW_SESSION_TITLE, STILL_COMING, STOPPED_UNANSWERED,
+    StoreOp, StreamState,
 };
 use crate::composer_pane::Lapse;
 use crate::event::SessionSummary;
@@ -242,6 +243,13 @@ impl App {
                 .set_send_note(STILL_COMING.to_string(), Lapse::ReplyEnded);
             return;
         }
+        // A send whose reply the user stopped before the service answered it: this one would
+        // come before its answer, which may still give its text back.
+        if open.stopped.is_some() {
+            self.composer
+                .set_send_note(STOPPED_UNANSWERED.to_string(), Lapse::ReplyEnded);
+            return;
+        }
         if let Some(reply_item) = coming {
             let session_id = open.id.clone();
             if !self.queue_send(session_id, reply_item) {
@@ -271,6 +279,7 @@ impl App {
             reply_done: false,
             started: std::time::Instant::now(),
             follower: ReplyFollower::new(role, text.clone()).sent_with_key(&idempotency_key),
+            stop_asked: false,
             cancel_sent: false,
         });
         // The reply's header shows how long it waits once it passes two seconds empty.

@@ -202,7 +202,8 @@ impl App {
         let Some(open) = self.transcript.session() else {
             return self.notify(Level::Warn, "/undo: no session is open");
         };
-        if open.pending.is_some() {
+        // (A send whose reply was stopped before its answer came is not settled either.)
+        if open.pending.is_some() || open.stopped.is_some() {
             return self.notify(Level::Warn, UNDO_WHILE_STREAMING);
         }
         if !open

@@ -573,13 +573,13 @@ impl App {
         self.note_draft_edit(&mut out);
         // "A reply is still coming" is over when no reply is, a network error once the
         // service answers again.
-        if self
-            .session()
-            .is_none_or(|o| o.pending.is_none() && o.foreign_item().is_none())
-        {
+        if self.session().is_none_or(|o| {
+            o.pending.is_none() && o.stopped.is_none() && o.foreign_item().is_none()
+        }) {
             self.composer.lapse(Lapse::ReplyEnded);
         }
         self.release_answered_held(&mut out);
+        self.send_asked_stop(&mut out);
         self.send_queued(&mut out);
         if self.link == Link::Up {
             self.composer.lapse(Lapse::LinkUp);
@@ -749,6 +749,9 @@ impl App {
 
 /// Why a send waits: the previous reply has not finished.
 pub const STILL_COMING: &str = "a reply is still coming; wait or stop it (Ctrl-C)";
+/// Why a send waits for the answer to a send whose reply the user stopped.
+pub const STOPPED_UNANSWERED: &str =
+    "the service has not answered the message you stopped yet; send again once it has";
 
 /// Why a send, a fork or an undo waits: the service has not answered yet (`App::not_now`);
 /// cleared from the composer once it does.

@@ -12,8 +12,7 @@ use crate::dialogs::Overlay;
 use crate::event::{HistoryFetch, StoredMessage, describe_failure};
 use crate::render::transcript::{EntryId, EntryState, Transcript};
 use crate::transcript_pane::{
-    ForeignEnd, ForeignStep, PendingSend, TranscriptItem, header_for, render_stored, reply_slot,
-    stored_state,
+    ForeignEnd, ForeignStep, PendingSend, TranscriptItem, render_stored, reply_slot, stored_state,
 };
 
 /// Notices of the reply lifecycle.
@@ -114,7 +113,6 @@ impl App {
     ) {
         self.note_answer(Ok(()));
         out.push(Command::RefreshUsage);
-        let now = self.now;
         let Some(open) = self.transcript.session_mut_if(&session_id) else {
             return;
         };
@@ -129,6 +127,9 @@ impl App {
             }
             open.release_held();
         }
+        if let Some(p) = open.stopped.take_if(|p| p.send_id == send_id) {
+            return self.stopped_send_accepted(session_id, p, reply, prompt_tokens, out);
+        }
         let Some(p) = open.pending.as_mut().filter(|p| p.send_id == send_id) else {
             return;
         };
@@ -137,29 +138,13 @@ impl App {
         let sent_text = p.text.clone();
         let sent_role = p.role;
         let streamed = p.streamed;
-        // The session's first user message titles it, over a system message's title.
-        let first_user = sent_role == Role::User
-            && open.items.iter().filter(|i| i.role == Role::User).count() == 1;
-        let system_titled = open.items.iter().any(|i| i.role == Role::System);
-        if let Some(u) = open.items.get_mut(user_item) {
-            u.tokens = prompt_tokens;
-            let header = header_for(u.role, u.created_at, prompt_tokens);
-            let entry = u.entry;
-            open.transcript.set_header(entry, header);
-        }
-        if let Some(message) = open.stored(user_item) {
-            out.push(Command::Persist(StoreOp::AppendMessage {
+        let message = open.message_taken(user_item, reply_item, &reply.message_id, prompt_tokens);
+        out.extend(message.map(|message| {
+            Command::Persist(StoreOp::AppendMessage {
                 session_id: session_id.clone(),
                 message,
-            }));
-        }
-        let reply_id = reply.message_id.clone();
-        if let Some(r) = open.items.get_mut(reply_item) {
-            // Deltas that arrived before this response already named the id.
-            if r.message_id.is_none() {
-                r.message_id = Some(reply_id);
-            }
-        }
+            })
+        }));
         let reply_done = open.pending.as_ref().is_some_and(|p| p.reply_done);
         let step = open
             .pending
@@ -181,22 +166,78 @@ impl App {
                 });
             }
         }
-        // The session list: title from the first message, most recent first.
-        if let Some(s) = self.sessions_pane.get_mut(&session_id) {
+        self.list_sent(&session_id, sent_role, &sent_text, prompt_tokens, out);
+    }
+
+    /// The service's answer to a send whose reply the user stopped watching before it came
+    /// (`OpenSession::stopped`): the message is stored as any sent one is; the reply is
+    /// stored whole when the answer or the stream brought it whole, and otherwise as far as
+    /// it came, named by its id, so that the reply the service stores replaces it
+    /// (`App::complete_reply`).
+    fn stopped_send_accepted(
+        &mut self,
+        session_id: String,
+        p: PendingSend,
+        reply: Message,
+        prompt_tokens: u64,
+        out: &mut Vec<Command>,
+    ) {
+        let Some(open) = self.transcript.session_mut_if(&session_id) else {
+            return;
+        };
+        let message =
+            open.message_taken(p.user_item, p.reply_item, &reply.message_id, prompt_tokens);
+        out.extend(message.map(|message| {
+            Command::Persist(StoreOp::AppendMessage {
+                session_id: session_id.clone(),
+                message,
+            })
+        }));
+        if p.reply_done {
+            self.store_reply(&session_id, p.reply_item, out);
+        } else if !reply.content.is_empty() || !p.streamed {
+            self.finish_reply(&session_id, reply, out);
+        } else if let Some(message) = open.stored(p.reply_item) {
+            out.push(Command::Persist(StoreOp::AppendMessage {
+                session_id: session_id.clone(),
+                message,
+            }));
+        }
+        self.list_sent(&session_id, p.role, &p.text, prompt_tokens, out);
+    }
+
+    /// A message of this device the service took: the session list gets its title from the
+    /// first message, its activity and its tokens, most recent first.
+    fn list_sent(
+        &mut self,
+        session_id: &str,
+        role: Role,
+        text: &str,
+        prompt_tokens: u64,
+        out: &mut Vec<Command>,
+    ) {
+        let Some(open) = self.transcript.session().filter(|o| o.id == session_id) else {
+            return;
+        };
+        // The session's first user message titles it, over a system message's title.
+        let first_user =
+            role == Role::User && open.items.iter().filter(|i| i.role == Role::User).count() == 1;
+        let system_titled = open.items.iter().any(|i| i.role == Role::System);
+        if let Some(s) = self.sessions_pane.get_mut(session_id) {
             // A system message titles a session until its first user message does; the
             // user's title (`/title`) stays.
             let untitled = s.title == NEW_SESSION_TITLE;
             if !s.title_set
                 && ((first_user && (untitled || system_titled))
-                    || (untitled && sent_role == Role::System))
+                    || (untitled && role == Role::System))
             {
-                s.title = title_from(&sent_text);
+                s.title = title_from(text);
             }
-            s.last_activity = now;
+            s.last_activity = self.now;
             s.tokens += prompt_tokens;
             out.push(Command::Persist(StoreOp::UpsertSession(s.clone())));
         }
-        self.sessions_pane.resort(&session_id);
+        self.sessions_pane.resort(session_id);
     }
 
     /// The reply is complete: authoritative content, tokens, stored.
@@ -250,7 +291,7 @@ impl App {
         let cancelled = open
             .pending
             .as_ref()
-            .is_some_and(|p| p.reply_item == idx && p.cancel_sent);
+            .is_some_and(|p| p.reply_item == idx && p.stop_asked);
         let announce = may_announce
             && !stopped
             && !cancelled
@@ -278,7 +319,10 @@ impl App {
         let Some(open) = self.transcript.session_mut_if(session_id) else {
             return;
         };
-        match open.pending.as_mut().filter(|p| p.reply_item == idx) {
+        let unanswered = (open.pending.iter_mut())
+            .chain(open.stopped.iter_mut())
+            .find(|p| p.reply_item == idx);
+        match unanswered {
             // The stream beat the POST's answer: the reply is stored after the message.
             Some(p) if !p.accepted => {
                 p.reply_done = true;
@@ -332,7 +376,8 @@ impl App {
         if open.holds(send_id) {
             open.release_held();
         }
-        let Some(p) = open.pending.take_if(|p| p.send_id == send_id) else {
+        let sent = |p: &mut PendingSend| p.send_id == send_id;
+        let Some(p) = (open.pending.take_if(sent)).or_else(|| open.stopped.take_if(sent)) else {
             return;
         };
         // Take the two entries out again; the text goes back to the composer.
@@ -541,6 +586,7 @@ impl App {
                         .pending
                         .iter_mut()
                         .chain(open.cut_off.iter_mut())
+                        .chain(open.stopped.iter_mut())
                         .find(|p| p.reply_item == idx)
                     else {
                         return;
@@ -588,6 +634,7 @@ impl App {
             .pending
             .take_if(followed)
             .or_else(|| open.cut_off.take_if(followed))
+            .or_else(|| open.stopped.take_if(followed))
         else {
             return;
         };
@@ -635,10 +682,24 @@ impl App {
             .pending
             .iter_mut()
             .chain(open.cut_off.iter_mut())
+            .chain(open.stopped.iter_mut())
             .find(|p| p.follower.reply_id() == Some(message_id));
         if let Some(p) = own {
             p.follower.event(event);
             return false;
+        }
+        // The reply of a send the user stopped before its answer came: named, so that its
+        // answer and its `done` find it.
+        if let Some(p) = open
+            .stopped
+            .as_mut()
+            .filter(|p| p.follower.reply_id().is_none())
+        {
+            p.follower.event(event);
+            if p.follower.reply_id() == Some(message_id) {
+                open.items[p.reply_item].message_id = Some(message_id.to_string());
+                return false;
+            }
         }
         let mut held_back = false;
         if let Some(p) = open

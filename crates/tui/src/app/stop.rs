@@ -1,6 +1,7 @@
 //! Stopping a reply and quitting with Ctrl-C: the stop asks the service to stop the reply
-//! (`Command::CancelReply`) where the server can, and otherwise stops watching it (the
-//! service finishes it and it is shown whole when stored); a reply waiting for its first
+//! (`Command::CancelReply`, once the reply's id is known) where the server can, and otherwise
+//! stops watching it (the service finishes it and it is shown whole when stored; a send not
+//! answered yet waits for its answer in `OpenSession::stopped`); a reply waiting for its first
 //! text (this device's, or another's followed here) shows the service's progress or the time
 //! waited; right after a reply ended, a first Ctrl-C on the idle composer only says how to
 //! quit, and a second within a second quits.
@@ -100,29 +101,46 @@ impl App {
         }
     }
 
-    /// Stops the reply in flight: asks the service to stop it when its id is known and the
-    /// server may have the cancel; otherwise (or on a second stop) stops watching it.
+    /// Stops the reply in flight: asks the service to stop it where the server may have the
+    /// cancel (at once when the reply's id is known, else as soon as it is); otherwise (or on
+    /// a second stop) stops watching it.
     pub(super) fn stop_stream(&mut self, out: &mut Vec<Command>) {
         // What waited for the reply is not sent after a stop: Enter sends it.
         self.unqueue();
         let cancel_missing = self.quit_guard.cancel_missing;
+        let Some(p) = self
+            .transcript
+            .session_mut()
+            .and_then(|o| o.pending.as_mut())
+        else {
+            return;
+        };
+        if cancel_missing || p.stop_asked {
+            return self.stop_watching(out);
+        }
+        p.stop_asked = true;
+        self.notify(Level::Info, STOPPING);
+        self.send_asked_stop(out);
+    }
+
+    /// A stop the user asked for goes to the service once the reply's id is known: from the
+    /// stream's `started`, its first text or the send's answer, whichever comes first (run
+    /// after every event).
+    pub(super) fn send_asked_stop(&mut self, out: &mut Vec<Command>) {
         let Some(open) = self.transcript.session_mut() else {
             return;
         };
-        let Some(p) = open.pending.as_mut() else {
+        let Some(p) = (open.pending.as_mut()).filter(|p| p.stop_asked && !p.cancel_sent) else {
             return;
         };
-        let reply_id = open.items[p.reply_item].message_id.clone();
-        if let Some(message_id) = reply_id.filter(|_| !cancel_missing && !p.cancel_sent) {
-            p.cancel_sent = true;
-            out.push(Command::CancelReply {
-                session_id: open.id.clone(),
-                message_id,
-            });
-            self.notify(Level::Info, STOPPING);
+        let Some(message_id) = open.items[p.reply_item].message_id.clone() else {
             return;
-        }
-        self.stop_watching(out);
+        };
+        p.cancel_sent = true;
+        out.push(Command::CancelReply {
+            session_id: open.id.clone(),
+            message_id,
+        });
     }
 
     /// Today's stop, for servers that cannot stop a reply: the reply shows as interrupted
@@ -134,9 +152,10 @@ impl App {
         let Some(p) = open.pending.take() else { return };
         open.set_state(p.reply_item, EntryState::Interrupted);
         open.set_note(p.reply_item, None);
-        if p.accepted
-            && let Some(message) = open.stored(p.reply_item)
-        {
+        if !p.accepted {
+            // The service's answer to the send is still to come: it stores the message.
+            open.stopped = Some(p);
+        } else if let Some(message) = open.stored(p.reply_item) {
             out.push(Command::Persist(StoreOp::AppendMessage {
                 session_id: open.id.clone(),
                 message,

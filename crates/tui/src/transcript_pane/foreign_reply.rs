@@ -56,7 +56,9 @@ pub enum ForeignStep {
 
 impl OpenSession {
     /// A `started`, `delta` or `snapshot` of a reply this device did not ask for. Ignored
-    /// while a send of this device is in flight (a reply of its own, not yet named, takes it).
+    /// while a send of this device is in flight (a reply of its own, not yet named, takes it),
+    /// and for a reply an item already shows under its id (this device's reply, stopped
+    /// before its `started` came).
     pub fn foreign_event(&mut self, event: &StreamEvent) -> ForeignStep {
         let (StreamEvent::Started { message_id, .. }
         | StreamEvent::Delta { message_id, .. }
@@ -65,6 +67,14 @@ impl OpenSession {
             return ForeignStep::Nothing;
         };
         if self.own_send_in_flight() {
+            return ForeignStep::Nothing;
+        }
+        let followed = self
+            .foreign
+            .as_ref()
+            .is_some_and(|f| &f.message_id == message_id);
+        let shown = (self.items.iter()).any(|i| i.message_id.as_deref() == Some(message_id));
+        if shown && !followed {
             return ForeignStep::Nothing;
         }
         let mut step = ForeignStep::Nothing;

@@ -42,8 +42,11 @@ pub struct PendingSend {
     /// The reply, followed: duplicates by `seq`, the loss and the settling against the
     /// stored history (the same follower `convo send --stream` drives).
     pub follower: ReplyFollower,
-    /// The user asked the service to stop the reply (`Command::CancelReply`): a second stop
-    /// stops watching it instead.
+    /// The user asked for the reply to stop (Ctrl-C): the service is asked
+    /// (`Command::CancelReply`) as soon as the reply's id is known (`App::send_asked_stop`),
+    /// and a second stop stops watching it instead.
+    pub stop_asked: bool,
+    /// The service was asked to stop the reply.
     pub cancel_sent: bool,
 }
 
@@ -75,6 +78,13 @@ pub struct OpenSession {
     /// the reconnect makes it pending again; otherwise the stored history, fetched on the
     /// reconnect, settles it (`App::on_history`).
     pub cut_off: Option<PendingSend>,
+    /// A send whose reply the user stopped watching (Ctrl-C) before the service answered the
+    /// send: the reply shows as interrupted and no longer holds the composer, but the send is
+    /// not settled. Its answer stores the message and names the reply, so that the reply the
+    /// service stores whole replaces the interrupted one (`App::on_send_accepted`); its
+    /// failure takes both out and gives the text back (`App::on_send_failed`). No other send
+    /// starts until it is settled (`App::submit`).
+    pub stopped: Option<PendingSend>,
     /// A reply another device started in this session, followed live (`foreign_reply.rs`).
     pub foreign: Option<super::foreign_reply::ForeignReply>,
     /// A send of this device waiting behind another send's turn, out of the transcript until
@@ -100,6 +110,7 @@ impl OpenSession {
             selected: None,
             pending: None,
             cut_off: None,
+            stopped: None,
             foreign: None,
             held: None,
             reading_other: None,
@@ -114,10 +125,11 @@ impl OpenSession {
     }
 
     /// A send of this device not settled yet: its answer or reply still coming (`pending`),
-    /// or its reply lost by the stream (`cut_off`). Its own events settle it; what the
-    /// service's history says waits until they have.
+    /// its reply lost by the stream (`cut_off`), or its answer still coming after the user
+    /// stopped its reply (`stopped`). Its own events settle it; what the service's history
+    /// says waits until they have.
     pub fn own_send_in_flight(&self) -> bool {
-        self.pending.is_some() || self.cut_off.is_some()
+        self.pending.is_some() || self.cut_off.is_some() || self.stopped.is_some()
     }
 
     /// The items showing messages the service holds, as far as this client knows, in order:
@@ -249,6 +261,30 @@ impl OpenSession {
             },
             finish_reason: item.finish,
         })
+    }
+
+    /// The service took the message of a send (its answer named the reply `reply_id` and
+    /// counted `prompt_tokens` for the message): the message shows its tokens, the reply
+    /// item has its id (unless the stream named it first). Returns the message to store.
+    pub fn message_taken(
+        &mut self,
+        user_item: usize,
+        reply_item: usize,
+        reply_id: &str,
+        prompt_tokens: u64,
+    ) -> Option<StoredMessage> {
+        if let Some(u) = self.items.get_mut(user_item) {
+            u.tokens = prompt_tokens;
+            let header = header_for(u.role, u.created_at, prompt_tokens);
+            let entry = u.entry;
+            self.transcript.set_header(entry, header);
+        }
+        if let Some(r) = self.items.get_mut(reply_item)
+            && r.message_id.is_none()
+        {
+            r.message_id = Some(reply_id.to_string());
+        }
+        self.stored(user_item)
     }
 
     /// The stream dropped: a reply coming over it shows as interrupted, and once the server

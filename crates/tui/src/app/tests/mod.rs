@@ -25,6 +25,7 @@ mod search;
 mod slash;
 mod start;
 mod stop;
+mod stop_early;
 
 fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 22, 12, 0, 0).unwrap()
