@@ -29,8 +29,8 @@ async fn replicas_started_together_migrate_once_and_share_everything() {
         backend
             .int("SELECT CAST(version AS BIGINT) FROM schema_version", &[])
             .await,
-        // The number of PostgreSQL migrations (the last: the session list's summaries).
-        22
+        // The number of PostgreSQL migrations (the last: when each session was last undone).
+        23
     );
     // Both replicas hold a lease.
     assert_eq!(backend.int("SELECT COUNT(*) FROM replicas", &[]).await, 2);

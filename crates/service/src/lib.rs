@@ -71,8 +71,8 @@ pub(crate) struct AppState {
     pub turns: Mutex<JoinSet<()>>,
     /// How to stop the reply being generated for a session (when it is deleted).
     pub stoppers: turn::Stoppers,
-    /// Where this node's looks for sessions deleted elsewhere are (`storage/deletions.rs`; on
-    /// PostgreSQL the heartbeat looks too, through the same).
+    /// Where this node's looks for sessions deleted, and exchanges undone, elsewhere are
+    /// (`storage/deletions.rs`; on PostgreSQL the heartbeat looks too, through the same).
     pub deletions: Arc<tokio::sync::Mutex<storage::deletions::Deletions>>,
     /// Becomes true when the service shuts down.
     pub shutdown: watch::Receiver<bool>,
@@ -91,10 +91,21 @@ impl AppState {
         self.engine.forget_session(session_id);
     }
 
-    /// What this node does about an exchange undone through it (`routes/sessions.rs`): the
-    /// engine keeps of the session's state only what the remaining messages begin with, so
-    /// the undone messages leave its memory and its saved states. When the store cannot say
-    /// what remains, the engine forgets the session's state instead.
+    /// What this node does about an exchange undone through it (`routes/sessions.rs`), once
+    /// the undo committed: its engine is trimmed ([`AppState::trim_undone`]), and its own
+    /// looks for undos elsewhere skip this one.
+    pub(crate) async fn undone_here(&self, account_id: i64, session_id: &str) {
+        if !self.engine.keeps_sessions() {
+            return;
+        }
+        (self.deletions.lock().await).undone_here(session_id, time::now_ms());
+        self.trim_undone(account_id, session_id).await;
+    }
+
+    /// What this node does about an exchange undone, here or elsewhere: the engine keeps of
+    /// the session's state only what the remaining messages begin with, so the undone
+    /// messages leave its memory and its saved states. When the store cannot say what
+    /// remains, the engine forgets the session's state instead.
     pub(crate) async fn trim_undone(&self, account_id: i64, session_id: &str) {
         if !self.engine.keeps_sessions() {
             return;
@@ -123,25 +134,36 @@ impl AppState {
         }
     }
 
-    /// Looks for sessions deleted elsewhere since the last look and forgets each here
-    /// (`storage/deletions.rs`, which says when each store looks). A look the database does
-    /// not answer within `LOOK_WITHIN` is left to the next one, which reaches back as far.
-    pub(crate) async fn forget_deleted_elsewhere(&self) {
+    /// Looks for sessions deleted, and exchanges undone, elsewhere since the last look, and
+    /// does here what was done there (`storage/deletions.rs`, which says when each store
+    /// looks). A look the database does not answer within `LOOK_WITHIN` is left to the next
+    /// one, which reaches back as far.
+    pub(crate) async fn catch_up_elsewhere(&self) {
         let look = async { self.deletions.lock().await.look(&self.store).await };
         let Ok(found) = tokio::time::timeout(storage::deletions::LOOK_WITHIN, look).await else {
             tracing::warn!("the look for deleted sessions took too long; the next one makes it");
             return;
         };
         match found {
-            Ok(ids) => {
-                if !ids.is_empty() {
-                    tracing::debug!(sessions = ids.len(), "deleted sessions forgotten here");
-                }
-                for id in &ids {
-                    self.forget_deleted(id);
-                }
-            }
+            Ok(found) => self.caught_up(found).await,
             Err(e) => tracing::warn!(error = %e, "the look for deleted sessions failed"),
+        }
+    }
+
+    /// What a look found deleted or undone elsewhere: forgotten, or cut to what remains, here.
+    pub(crate) async fn caught_up(&self, found: storage::deletions::Found) {
+        if !found.is_empty() {
+            tracing::debug!(
+                deleted = found.deleted.len(),
+                undone = found.undone.len(),
+                "sessions changed elsewhere caught up with here"
+            );
+        }
+        for id in &found.deleted {
+            self.forget_deleted(id);
+        }
+        for (id, account_id) in &found.undone {
+            self.trim_undone(*account_id, id).await;
         }
     }
 
@@ -268,9 +290,9 @@ impl RunningService {
         }
         if self.state.engine.keeps_sessions() {
             // The engine saves the states it holds as it stops: none of a session deleted
-            // elsewhere since the last look (one the database does not answer in time is the
-            // next start's first look's to make).
-            self.state.forget_deleted_elsewhere().await;
+            // elsewhere since the last look, nor of an exchange undone there (a look the
+            // database does not answer in time is the next start's first look's to make).
+            self.state.catch_up_elsewhere().await;
         }
         if let Db::Postgres(pg) = &self.state.store {
             storage::postgres::leases::unregister(pg).await;
@@ -364,8 +386,10 @@ pub async fn start(
     // Turns the lease task rolls back (a stopped replica's, or this one's late): their
     // accounts' streams are told once the state exists (below).
     let (rolled_back_tx, mut rolled_back) = tokio::sync::mpsc::unbounded_channel();
-    // Sessions any replica deleted, found by the lease task: forgotten here (below).
-    let (deleted_tx, mut deleted) = tokio::sync::mpsc::unbounded_channel::<Vec<String>>();
+    // Sessions any replica deleted, or undid an exchange of, found by the lease task: caught
+    // up with here (below).
+    let (deleted_tx, mut deleted) =
+        tokio::sync::mpsc::unbounded_channel::<storage::deletions::Found>();
     let deletions = Arc::new(tokio::sync::Mutex::new(storage::deletions::Deletions::new(
         time::now_ms(),
     )));
@@ -433,10 +457,8 @@ pub async fn start(
     {
         let state = state.clone();
         tokio::spawn(async move {
-            while let Some(ids) = deleted.recv().await {
-                for id in &ids {
-                    state.forget_deleted(id);
-                }
+            while let Some(found) = deleted.recv().await {
+                state.caught_up(found).await;
             }
         });
     }
@@ -444,7 +466,7 @@ pub async fn start(
         // What the engine saved before this start, of sessions deleted meanwhile, goes (on
         // PostgreSQL the first heartbeat, at once, looks as far).
         let state = state.clone();
-        tokio::spawn(async move { state.forget_deleted_elsewhere().await });
+        tokio::spawn(async move { state.catch_up_elsewhere().await });
     }
     let app = router::build(state.clone());
     let server = tokio::spawn(server::serve(listener, app, limits, counter, shutdown_rx));

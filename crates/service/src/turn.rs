@@ -116,8 +116,9 @@ async fn generate(
     if state.engine.keeps_sessions() {
         // The engine may save an idle session's state as this reply takes its place: not one
         // deleted elsewhere (another process on the SQLite file; another replica, whose
-        // deletion the heartbeat would find only within 5 s).
-        state.forget_deleted_elsewhere().await;
+        // deletion the heartbeat would find only within 5 s), nor one holding an exchange
+        // undone there.
+        state.catch_up_elsewhere().await;
     }
     let (tx, mut rx) = mpsc::channel::<EngineEvent>(64);
     let engine = state.engine.reply(request, tx);

@@ -183,7 +183,7 @@ pub(crate) async fn undo(
         Undo::Removed(removed_message_ids) => {
             tracing::info!(account = account.id, session = %session_id, removed = removed_message_ids.len(), "last exchange undone");
             // Before the session's lock goes, so that its next reply finds the engine trimmed.
-            state.trim_undone(account.id, &session_id).await;
+            state.undone_here(account.id, &session_id).await;
             tell(
                 &state,
                 account.id,

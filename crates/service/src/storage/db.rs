@@ -11,7 +11,7 @@ use super::interface::{Storage, TurnAdmission};
 use super::postgres::PgStore;
 use super::rows::{
     AccountPage, AccountsQuery, Fork, ForkRequest, MessageRow, MetricCounts, Reply, RequestCount,
-    SessionRow, Undo, UsageCounts,
+    SessionRow, Undo, Undone, UsageCounts,
 };
 use super::sqlite::{accounts, admin, messages, usage};
 use crate::error::StoreError;
@@ -121,6 +121,11 @@ impl Storage for SqliteStore {
 
     async fn deleted_since(&self, since_ms: i64) -> Result<Vec<(String, i64)>, StoreError> {
         self.call(move |c| messages::deleted_since(c, since_ms))
+            .await
+    }
+
+    async fn undone_since(&self, since_ms: i64) -> Result<Vec<Undone>, StoreError> {
+        self.call(move |c| messages::undone_since(c, since_ms))
             .await
     }
 
@@ -337,6 +342,10 @@ impl Storage for Db {
 
     async fn deleted_since(&self, since_ms: i64) -> Result<Vec<(String, i64)>, StoreError> {
         dispatch!(self.deleted_since(since_ms))
+    }
+
+    async fn undone_since(&self, since_ms: i64) -> Result<Vec<Undone>, StoreError> {
+        dispatch!(self.undone_since(since_ms))
     }
 
     async fn session_summary(

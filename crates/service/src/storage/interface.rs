@@ -6,7 +6,7 @@ use std::future::Future;
 
 use super::rows::{
     AccountPage, AccountsQuery, Fork, ForkRequest, MessageRow, MetricCounts, Reply, RequestCount,
-    SessionRow, Undo, UsageCounts,
+    SessionRow, Undo, Undone, UsageCounts,
 };
 use crate::error::StoreError;
 use convo_core::Account;
@@ -96,6 +96,13 @@ pub trait Storage: Send + Sync {
         &self,
         since_ms: i64,
     ) -> impl Future<Output = Result<Vec<(String, i64)>, StoreError>> + Send;
+
+    /// The live sessions of every account whose last exchange was undone at `since_ms` or
+    /// later (`deletions.rs`: what this node's engine keeps of each is cut to what remains).
+    fn undone_since(
+        &self,
+        since_ms: i64,
+    ) -> impl Future<Output = Result<Vec<Undone>, StoreError>> + Send;
 
     /// A live session of the account as `list_sessions` gives it; `None` when it is not live.
     fn session_summary(

@@ -111,6 +111,15 @@ pub enum Undo {
     Removed(Vec<String>),
 }
 
+/// A session whose last exchange was undone (`Storage::undone_since`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Undone {
+    pub session_id: String,
+    pub account_id: i64,
+    /// When it was last undone (the undoing node's clock, before its commit).
+    pub at_ms: i64,
+}
+
 /// What forking a session did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fork {

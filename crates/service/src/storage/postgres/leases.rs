@@ -28,7 +28,7 @@ use tokio_postgres::Row;
 
 use super::PgStore;
 use crate::error::StoreError;
-use crate::storage::deletions::Deletions;
+use crate::storage::deletions::{Deletions, Found};
 use crate::stream::StreamHub;
 use crate::time;
 use convo_wire::{ErrorBody, StreamEvent};
@@ -73,8 +73,9 @@ pub async fn register(pool: &Pool, replica: &str) -> Result<(), StoreError> {
 }
 
 /// Renews this replica's lease, fails the turns of expired ones, and forgets what it keeps of
-/// sessions deleted by any replica (a look of `deletions`, `deletions.rs`: `deleted_since`
-/// forgets the histories, then `deleted` gets their ids, for the engine's state) and the
+/// sessions deleted, or of exchanges undone, by any replica (a look of `deletions`,
+/// `deletions.rs`: `deleted_since` and `undone_since` forget the histories, then `deleted`
+/// gets what the look found, for the engine's state) and the
 /// histories it has not used for a while (`PgStore::drop_idle_histories`), until aborted.
 /// Each turn it rolls back (an expired replica's, or one of this replica's whose end had not
 /// reached the database) is sent to `rolled_back`.
@@ -82,7 +83,7 @@ pub(crate) fn start(
     store: PgStore,
     hub: Arc<StreamHub>,
     rolled_back: mpsc::UnboundedSender<FailedTurn>,
-    deleted: mpsc::UnboundedSender<Vec<String>>,
+    deleted: mpsc::UnboundedSender<Found>,
     deletions: Arc<tokio::sync::Mutex<Deletions>>,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
@@ -99,7 +100,6 @@ pub(crate) fn start(
             match found {
                 Ok(new) => {
                     if !new.is_empty() {
-                        tracing::debug!(sessions = new.len(), "deleted sessions forgotten here");
                         let _ = deleted.send(new);
                     }
                 }

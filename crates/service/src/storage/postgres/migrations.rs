@@ -1410,6 +1410,17 @@ const MIGRATIONS: &[&str] = &[
         FOR EACH ROW WHEN (NEW.deleted_at IS NOT NULL)
         EXECUTE FUNCTION convo_tombstone_forgets_summary();
     "#,
+    // 23: when a session's last exchange was last undone (`undo_last_exchange`, the undoing
+    // replica's clock), found by every replica at each heartbeat and before each reply
+    // (`PgStore::undone_since`, `deletions.rs`) so that each engine keeps nothing of the
+    // undone messages, whichever replica undid them. NULL until an undo; only undone
+    // sessions are in the index. A replica of an older build during an upgrade undoes without
+    // setting it (its undos are not found elsewhere). Re-runnable, like 20 to 22.
+    r#"
+    ALTER TABLE sessions ADD COLUMN IF NOT EXISTS undone_at BIGINT;
+    CREATE INDEX IF NOT EXISTS sessions_undone ON sessions (undone_at)
+        WHERE undone_at IS NOT NULL;
+    "#,
 ];
 
 /// Takes the advisory lock of `SCHEMA_LOCK` for the rest of `tx`, and lifts `LOCK_WAIT`

@@ -32,7 +32,7 @@ use tokio_postgres::NoTls;
 use super::interface::{Storage, TurnAdmission};
 use super::rows::{
     AccountPage, AccountsQuery, Fork, ForkRequest, MessageRow, MetricCounts, Reply, RequestCount,
-    SUMMARY_AFTER, SessionRow, Undo, UsageCounts, hash_key,
+    SUMMARY_AFTER, SessionRow, Undo, Undone, UsageCounts, hash_key,
 };
 use crate::error::StoreError;
 use convo_core::Account;
@@ -681,6 +681,31 @@ impl Storage for PgStore {
         Ok(deleted)
     }
 
+    /// By any replica (migration 23's index); this replica forgets the history it holds of
+    /// each, as for a deletion.
+    async fn undone_since(&self, since_ms: i64) -> Result<Vec<Undone>, StoreError> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT id, account_id, undone_at FROM sessions
+                 WHERE undone_at >= $1 AND undone_at IS NOT NULL AND deleted_at IS NULL",
+                &[&since_ms],
+            )
+            .await?;
+        let undone: Vec<Undone> = rows
+            .iter()
+            .map(|r| Undone {
+                session_id: r.get(0),
+                account_id: r.get(1),
+                at_ms: r.get(2),
+            })
+            .collect();
+        for u in &undone {
+            self.history.forget(&u.session_id);
+        }
+        Ok(undone)
+    }
+
     async fn deleted_sessions(
         &self,
         account_id: i64,
@@ -849,6 +874,12 @@ impl Storage for PgStore {
         tx.execute(
             "DELETE FROM messages WHERE session_id = $1 AND pk >= $2",
             &[&session_id, &first],
+        )
+        .await?;
+        // Every replica finds it (`undone_since`).
+        tx.execute(
+            "UPDATE sessions SET undone_at = $2 WHERE id = $1",
+            &[&session_id, &crate::time::now_ms()],
         )
         .await?;
         let removed: Vec<String> = rows[start..]

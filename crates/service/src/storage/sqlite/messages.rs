@@ -6,7 +6,9 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::idempotency::{self, Recorded};
 use super::usage;
 use crate::error::StoreError;
-use crate::storage::rows::{Fork, ForkRequest, MessageRow, Reply, SUMMARY_AFTER, SessionRow, Undo};
+use crate::storage::rows::{
+    Fork, ForkRequest, MessageRow, Reply, SUMMARY_AFTER, SessionRow, Undo, Undone,
+};
 use convo_core::admission::{self, Admission, SessionFacts, TurnFacts};
 pub use convo_core::{
     HistoryEntry, SessionStatus, TurnRefusal, TurnStart, TurnStarted, UserMessage,
@@ -417,6 +419,24 @@ pub fn deleted_since(conn: &Connection, since_ms: i64) -> Result<Vec<(String, i6
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
+/// `undone_since`'s statement.
+pub(super) const UNDONE_SINCE: &str = "SELECT id, account_id, undone_at FROM sessions
+     WHERE undone_at >= ?1 AND undone_at IS NOT NULL AND deleted_at IS NULL";
+
+/// The live sessions of every account whose last exchange was undone at or after `since_ms`:
+/// each one's id, account and the undo's time (migration 13's index).
+pub fn undone_since(conn: &Connection, since_ms: i64) -> Result<Vec<Undone>, StoreError> {
+    let mut stmt = conn.prepare_cached(UNDONE_SINCE)?;
+    let rows = stmt.query_map([since_ms], |r| {
+        Ok(Undone {
+            session_id: r.get(0)?,
+            account_id: r.get(1)?,
+            at_ms: r.get(2)?,
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
 /// A live session of the account as `list_sessions` gives it; `None` when it is not live.
 pub fn session_summary(
     conn: &Connection,
@@ -548,6 +568,11 @@ pub fn undo_last_exchange(
     tx.execute(
         "DELETE FROM messages WHERE session_id = ?1 AND pk >= ?2",
         params![session_id, messages[start].0],
+    )?;
+    // Another process on the file finds it (`undone_since`).
+    tx.execute(
+        "UPDATE sessions SET undone_at = ?2 WHERE id = ?1",
+        params![session_id, crate::time::now_ms()],
     )?;
     let removed: Vec<String> = messages[start..]
         .iter()

@@ -333,6 +333,14 @@ const MIGRATIONS: &[&str] = &[
     r#"
     CREATE INDEX sessions_deleted ON sessions(deleted_at) WHERE deleted_at IS NOT NULL;
     "#,
+    // 13: when a session's last exchange was last undone (`messages::undo_last_exchange`), so
+    // that another process on the file finds the undo and its engine keeps nothing of the
+    // undone messages (`messages::undone_since`, `deletions.rs`; PostgreSQL's migration 23).
+    // NULL until an undo.
+    r#"
+    ALTER TABLE sessions ADD COLUMN undone_at INTEGER;
+    CREATE INDEX sessions_undone ON sessions(undone_at) WHERE undone_at IS NOT NULL;
+    "#,
 ];
 
 /// Brings the schema up to date; each migration runs in its own transaction.
@@ -419,6 +427,41 @@ mod tests {
             )
             .unwrap();
         assert!(plan.contains("USING INDEX sessions_deleted"), "{plan}");
+    }
+
+    #[test]
+    fn the_look_for_undone_sessions_reads_migration_13s_index() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate(&mut conn).unwrap();
+        conn.execute_batch(
+            "INSERT INTO accounts (id, tier, created_at) VALUES (1, 'pro', 0);
+             INSERT INTO sessions (id, account_id, created_at, deleted_at, undone_at) VALUES
+                 ('session_aaaaaaaaaaaaaaaa', 1, 0, NULL, NULL),
+                 ('session_bbbbbbbbbbbbbbbb', 1, 0, NULL, 500),
+                 ('session_cccccccccccccccc', 1, 0, NULL, 1500),
+                 ('session_dddddddddddddddd', 1, 0, 1600, 1500);",
+        )
+        .unwrap();
+        // Undone since 1000 and still live.
+        assert_eq!(
+            super::super::messages::undone_since(&conn, 1000).unwrap(),
+            [crate::storage::rows::Undone {
+                session_id: "session_cccccccccccccccc".to_string(),
+                account_id: 1,
+                at_ms: 1500,
+            }]
+        );
+        let plan: String = conn
+            .query_row(
+                &format!(
+                    "EXPLAIN QUERY PLAN {}",
+                    super::super::messages::UNDONE_SINCE
+                ),
+                [1000],
+                |r| r.get(3),
+            )
+            .unwrap();
+        assert!(plan.contains("USING INDEX sessions_undone"), "{plan}");
     }
 
     #[test]
@@ -606,6 +649,8 @@ mod tests {
                 "sessions_deleted",
                 "sessions_recount",
                 "sessions_uncount",
+                // Migration 13's: the sessions undone lately.
+                "sessions_undone",
                 "sqlite_autoindex_sessions_1",
             ]
         );
