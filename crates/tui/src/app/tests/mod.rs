@@ -233,6 +233,24 @@ fn stored_reply(cmds: &[Command]) -> Option<StoredMessage> {
     })
 }
 
+/// Writes the messages `cmds` ask the local store to keep, as the store thread does.
+fn persist(store: &convo_client::local_store::Store, cmds: &[Command]) {
+    for c in cmds {
+        if let Command::Persist(StoreOp::AppendMessage {
+            session_id,
+            message,
+        }) = c
+        {
+            store.append_message(session_id, message).unwrap();
+        }
+    }
+}
+
+/// The status bar's notice, or nothing.
+fn notice_text(app: &App) -> String {
+    app.notice().map(|n| n.text.clone()).unwrap_or_default()
+}
+
 fn history(messages: Vec<Message>) -> AppEvent {
     AppEvent::History {
         asked: std::time::Instant::now(),

@@ -33,10 +33,6 @@ fn half_read(message_id: &str) -> AppEvent {
     }))
 }
 
-fn notice_text(app: &App) -> String {
-    app.notice().map(|n| n.text.clone()).unwrap_or_default()
-}
-
 #[test]
 fn progress_shows_in_the_replys_header_until_the_first_text() {
     let mut app = app();
@@ -266,19 +262,6 @@ fn ctrl_c_right_after_a_reply_asks_again_before_quitting() {
     let cmds = app.update(ctrl('c'));
     assert!(app.quit);
     assert!(cmds.contains(&Command::Quit));
-}
-
-/// Writes the messages `cmds` ask the local store to keep, as the store thread does.
-fn persist(store: &convo_client::local_store::Store, cmds: &[Command]) {
-    for c in cmds {
-        if let Command::Persist(StoreOp::AppendMessage {
-            session_id,
-            message,
-        }) = c
-        {
-            store.append_message(session_id, message).unwrap();
-        }
-    }
 }
 
 /// Sends `text` and ends its reply `id` with `finished`; returns every command asked for.

@@ -64,19 +64,6 @@ fn appended(cmds: &[Command]) -> Vec<(Role, String)> {
         .collect()
 }
 
-/// Writes the messages `cmds` ask the local store to keep, as the store thread does.
-fn persist(store: &Store, cmds: &[Command]) {
-    for c in cmds {
-        if let Command::Persist(StoreOp::AppendMessage {
-            session_id,
-            message,
-        }) = c
-        {
-            store.append_message(session_id, message).unwrap();
-        }
-    }
-}
-
 fn cancels(cmds: &[Command]) -> Vec<String> {
     cmds.iter()
         .filter_map(|c| match c {
@@ -84,10 +71,6 @@ fn cancels(cmds: &[Command]) -> Vec<String> {
             _ => None,
         })
         .collect()
-}
-
-fn notice_text(app: &App) -> String {
-    app.notice().map(|n| n.text.clone()).unwrap_or_default()
 }
 
 #[test]
