@@ -141,12 +141,16 @@ impl AppState {
     pub(crate) async fn catch_up_elsewhere(&self) {
         let look = async { self.deletions.lock().await.look(&self.store).await };
         let Ok(found) = tokio::time::timeout(storage::deletions::LOOK_WITHIN, look).await else {
-            tracing::warn!("the look for deleted sessions took too long; the next one makes it");
+            tracing::warn!(
+                "the look for sessions deleted or undone elsewhere took too long; the next one makes it"
+            );
             return;
         };
         match found {
             Ok(found) => self.caught_up(found).await,
-            Err(e) => tracing::warn!(error = %e, "the look for deleted sessions failed"),
+            Err(e) => {
+                tracing::warn!(error = %e, "the look for sessions deleted or undone elsewhere failed")
+            }
         }
     }
 

@@ -83,7 +83,7 @@ pub struct OpenSession {
     /// not settled. Its answer stores the message and names the reply, so that the reply the
     /// service stores whole replaces the interrupted one (`App::on_send_accepted`); its
     /// failure takes both out and gives the text back (`App::on_send_failed`). No other send
-    /// starts until it is settled (`App::submit`).
+    /// starts until it is settled (`App::send`).
     pub stopped: Option<PendingSend>,
     /// A reply another device started in this session, followed live (`foreign_reply.rs`).
     pub foreign: Option<super::foreign_reply::ForeignReply>,

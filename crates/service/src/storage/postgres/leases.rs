@@ -103,7 +103,9 @@ pub(crate) fn start(
                         let _ = deleted.send(new);
                     }
                 }
-                Err(e) => tracing::warn!(error = %e, "the look for deleted sessions failed"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "the look for sessions deleted or undone elsewhere failed")
+                }
             }
             for turn in store.retry_rollbacks().await {
                 let _ = rolled_back.send(turn);
