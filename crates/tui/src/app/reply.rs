@@ -589,6 +589,11 @@ impl App {
                         .chain(open.stopped.iter_mut())
                         .find(|p| p.reply_item == idx)
                     else {
+                        let stopped = open.items[idx].state == EntryState::Interrupted
+                            && !open.is_cut_off(idx);
+                        if stopped && error.code == "reply_stopped" {
+                            self.stopped_reply_undone(&session_id, idx, error, out);
+                        }
                         return;
                     };
                     p.follower.event(&ev);
@@ -638,6 +643,56 @@ impl App {
         else {
             return;
         };
+        self.show_failed(session_id, idx, p.user_item, error, resend, out);
+    }
+
+    /// A reply this device stopped watching after it asked the service to stop it (a second
+    /// Ctrl-C), which the service then stopped before any text (`reply_stopped`): the turn was
+    /// undone there, so the reply, stored here as interrupted, is marked failed, and its
+    /// message not sent, as for a reply followed to that end.
+    fn stopped_reply_undone(
+        &mut self,
+        session_id: &str,
+        idx: usize,
+        error: &ErrorBody,
+        out: &mut Vec<Command>,
+    ) {
+        let Some(open) = self.transcript.session_mut_if(session_id) else {
+            return;
+        };
+        // The message it answers is the item before it (a send shows the two together).
+        let Some(user_item) = idx
+            .checked_sub(1)
+            .filter(|&i| open.items[i].role != Role::Assistant)
+        else {
+            return;
+        };
+        self.show_failed(session_id, idx, user_item, error, true, out);
+        if let Some(open) = self.transcript.session_mut_if(session_id)
+            && let Some(message) = open.stored(idx)
+        {
+            out.push(Command::Persist(StoreOp::AppendMessage {
+                session_id: session_id.to_string(),
+                message,
+            }));
+        }
+    }
+
+    /// Shows the reply at `idx` failed with `error` and, when its message is to be sent again
+    /// (`resend`: the turn rolled back), marks that message (`user_item`) not sent and gives
+    /// it back to the composer.
+    fn show_failed(
+        &mut self,
+        session_id: &str,
+        idx: usize,
+        user_item: usize,
+        error: &ErrorBody,
+        resend: bool,
+        out: &mut Vec<Command>,
+    ) {
+        let Some(open) = self.transcript.session_mut_if(session_id) else {
+            return;
+        };
         let mut text = if error.code == "reply_stopped" {
             "stopped before any text came: the turn was undone".to_string()
         } else {
@@ -649,7 +704,7 @@ impl App {
         };
         open.set_state(idx, EntryState::Failed(error.code.clone()));
         open.set_note(idx, None);
-        let message = Some(p.user_item).filter(|&i| {
+        let message = Some(user_item).filter(|&i| {
             open.items
                 .get(i)
                 .is_some_and(|m| m.state == EntryState::Complete)

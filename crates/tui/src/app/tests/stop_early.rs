@@ -273,3 +273,34 @@ fn a_second_stop_before_the_answer_stops_watching_and_the_answer_still_stores_th
         ]
     );
 }
+
+#[test]
+fn a_reply_stopped_before_any_text_after_a_second_stop_gives_the_message_back() {
+    let mut app = app();
+    send_accepted(&mut app, "think long", "msg_1", 2);
+    // The first stop goes to the service; the second stops watching, and stores the reply
+    // as far as it came.
+    let cmds = app.update(ctrl('c'));
+    assert_eq!(cancels(&cmds), ["msg_1"]);
+    let cmds = app.update(ctrl('c'));
+    assert_eq!(appended(&cmds), [(Role::Assistant, String::new())]);
+    // The service stopped it before any text: the turn is undone there.
+    let cmds = app.update(error_event(
+        "msg_1",
+        "reply_stopped",
+        "the reply was stopped before any text",
+    ));
+    assert!(matches!(open(&app).items[1].state, EntryState::Failed(_)));
+    assert_eq!(
+        open(&app).kept_items().count(),
+        0,
+        "neither is the service's"
+    );
+    assert_eq!(app.composer_text(), "think long");
+    // The store has the reply as failed and the message as not sent.
+    assert!(cmds.iter().any(|c| matches!(c,
+        Command::Persist(StoreOp::AppendMessage { message, .. })
+            if message.role == Role::Assistant && message.status == MessageStatus::Failed)));
+    assert!(cmds.iter().any(|c| matches!(c,
+        Command::Persist(StoreOp::MarkUnsent { message, .. }) if message.content == "think long")));
+}
