@@ -99,22 +99,31 @@ impl AppState {
             return;
         }
         (self.deletions.lock().await).undone_here(session_id, time::now_ms());
-        self.trim_undone(account_id, session_id).await;
+        let deadline = tokio::time::Instant::now() + storage::deletions::LOOK_WITHIN;
+        self.trim_undone(account_id, session_id, deadline).await;
     }
 
     /// What this node does about an exchange undone, here or elsewhere: the engine keeps of
     /// the session's state only what the remaining messages begin with, so the undone
     /// messages leave its memory and its saved states. When the store cannot say what
-    /// remains, the engine forgets the session's state instead.
-    pub(crate) async fn trim_undone(&self, account_id: i64, session_id: &str) {
+    /// remains by `deadline`, the engine forgets the session's state instead.
+    pub(crate) async fn trim_undone(
+        &self,
+        account_id: i64,
+        session_id: &str,
+        deadline: tokio::time::Instant,
+    ) {
         if !self.engine.keeps_sessions() {
             return;
         }
-        match self
+        let read = self
             .store
-            .session_messages(account_id, session_id.to_string())
-            .await
-        {
+            .session_messages(account_id, session_id.to_string());
+        let Ok(read) = tokio::time::timeout_at(deadline, read).await else {
+            tracing::warn!(session = %session_id, "reading what an undo left took too long; the engine forgets the session's state");
+            return self.engine.forget_session(session_id);
+        };
+        match read {
             Ok(Some(rows)) => {
                 let history: Vec<convo_core::HistoryEntry> = rows
                     .into_iter()
@@ -136,26 +145,32 @@ impl AppState {
 
     /// Looks for sessions deleted, and exchanges undone, elsewhere since the last look, and
     /// does here what was done there (`storage/deletions.rs`, which says when each store
-    /// looks). A look the database does not answer within `LOOK_WITHIN` is left to the next
-    /// one, which reaches back as far.
+    /// looks), all within `LOOK_WITHIN`: a look the database does not answer in time is left
+    /// to the next one, which reaches back as far.
     pub(crate) async fn catch_up_elsewhere(&self) {
+        let deadline = tokio::time::Instant::now() + storage::deletions::LOOK_WITHIN;
         let look = async { self.deletions.lock().await.look(&self.store).await };
-        let Ok(found) = tokio::time::timeout(storage::deletions::LOOK_WITHIN, look).await else {
+        let Ok(found) = tokio::time::timeout_at(deadline, look).await else {
             tracing::warn!(
                 "the look for sessions deleted or undone elsewhere took too long; the next one makes it"
             );
             return;
         };
         match found {
-            Ok(found) => self.caught_up(found).await,
+            Ok(found) => self.caught_up(found, deadline).await,
             Err(e) => {
                 tracing::warn!(error = %e, "the look for sessions deleted or undone elsewhere failed")
             }
         }
     }
 
-    /// What a look found deleted or undone elsewhere: forgotten, or cut to what remains, here.
-    pub(crate) async fn caught_up(&self, found: storage::deletions::Found) {
+    /// What a look found deleted or undone elsewhere: forgotten, or cut to what remains (as
+    /// far as the store says it by `deadline`), here.
+    pub(crate) async fn caught_up(
+        &self,
+        found: storage::deletions::Found,
+        deadline: tokio::time::Instant,
+    ) {
         if !found.is_empty() {
             tracing::debug!(
                 deleted = found.deleted.len(),
@@ -167,7 +182,7 @@ impl AppState {
             self.forget_deleted(id);
         }
         for (id, account_id) in &found.undone {
-            self.trim_undone(*account_id, id).await;
+            self.trim_undone(*account_id, id, deadline).await;
         }
     }
 
@@ -462,7 +477,8 @@ pub async fn start(
         let state = state.clone();
         tokio::spawn(async move {
             while let Some(found) = deleted.recv().await {
-                state.caught_up(found).await;
+                let deadline = tokio::time::Instant::now() + storage::deletions::LOOK_WITHIN;
+                state.caught_up(found, deadline).await;
             }
         });
     }

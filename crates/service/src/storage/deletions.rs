@@ -32,8 +32,9 @@ use crate::time;
 /// may not have seen it.
 const OVERLAP: Duration = Duration::from_secs(60);
 
-/// How long a reply about to begin, or a service that stops, waits for a look (the database
-/// may be out of reach; the next look reaches back as far).
+/// How long a reply about to begin, or a service that stops, waits for a look and for the
+/// reads of what undos left (the database may be out of reach; the next look reaches back as
+/// far, and an engine that cannot read what an undo left forgets the session's state).
 pub const LOOK_WITHIN: Duration = Duration::from_secs(2);
 
 /// What a look found that the looks before it had not.

@@ -143,8 +143,9 @@ impl App {
         });
     }
 
-    /// Today's stop, for servers that cannot stop a reply: the reply shows as interrupted
-    /// here, and the service finishes it (shown whole when it is stored).
+    /// The stop that stops watching (servers that cannot stop a reply, a second stop): the
+    /// reply shows as interrupted here, and the service finishes it (shown whole when it is
+    /// stored).
     fn stop_watching(&mut self, out: &mut Vec<Command>) {
         let Some(open) = self.transcript.session_mut() else {
             return;
